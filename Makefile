@@ -1,0 +1,33 @@
+# Two entry points on a fresh machine: `make run` (set up, then the main job) and
+# `make test` (set up, then the test suite). Both create .venv with torch pinned to the
+# local CPU wheel (constraints.txt), so no install can pull a CUDA build.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(PY) -m pip --disable-pip-version-check
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test test-slow bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/dpfair compare
+
+test: setup
+	$(PY) -m pytest -q -n 2 --durations=15
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+bench: setup
+	$(PY) benchmarks/per_sample_step.py --out benchmarks/results/per_sample_step.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,159 @@
+"""The one per-sample gradient engine (torch.func) and the clipping arithmetic on it.
+
+Every trainer and every analysis gets per-sample gradients, their norms and their
+clipped (noisy) sums from these functions. Gradients are kept as a dict
+``{parameter name: tensor of shape (n, *parameter shape)}`` -- what
+``torch.func.vmap(torch.func.grad(...))`` returns -- so nothing is copied to flatten them.
+
+Notation: for a batch of n samples with per-sample gradients g_i and per-sample
+clipping bounds C_i,
+
+* norm:          ||g_i||_2 over all parameters jointly (flat-vector l2 norm);
+* clip factor:   c_i = min(1, C_i / ||g_i||)   (1 when g_i = 0);
+* clipped sum:   S = sum_i w_i c_i g_i          (w_i = 1 unless a policy reweights);
+* noisy sum:     S + N(0, s^2 I), with s the absolute noise standard deviation
+                 (DP-SGD: s = sigma * max_i C_i * max_i w_i).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, grad_and_value, jvp, vmap
+
+Grads = dict[str, torch.Tensor]
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def parameters_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The model's trainable parameters, detached, by name (the functional view)."""
+    return {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def per_sample_losses(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *,
+                      params: Mapping[str, torch.Tensor] | None = None,
+                      loss_fn: LossFn = F.cross_entropy) -> torch.Tensor:
+    """L_i = loss(f(x_i; theta), y_i) for each sample, shape (n,)."""
+    params = parameters_of(model) if params is None else params
+    logits = functional_call(model, dict(params), (X,))
+    return loss_fn(logits, y, reduction="none")
+
+
+def per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *,
+                         params: Mapping[str, torch.Tensor] | None = None,
+                         loss_fn: LossFn = F.cross_entropy,
+                         chunk_size: int | None = None) -> Grads:
+    """g_i = grad_theta L_i(theta) for every sample, by ``vmap(grad(.))``.
+
+    Returns ``{name: (n, *shape)}``. ``chunk_size`` bounds vmap's working memory for
+    large batches (the result is the same). The model must not mix samples (no batch
+    norm); each sample is run as a batch of one.
+    """
+    params = parameters_of(model) if params is None else dict(params)
+    return vmap(grad(_sample_loss(model, loss_fn)), in_dims=(None, 0, 0), chunk_size=chunk_size)(params, X, y)
+
+
+def _sample_loss(model: nn.Module, loss_fn: LossFn) -> Callable:
+    """(params, x, y) -> loss of one sample, run as a batch of one."""
+
+    def sample_loss(p: dict[str, torch.Tensor], x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return loss_fn(functional_call(model, p, (x.unsqueeze(0),)), target.unsqueeze(0))
+
+    return sample_loss
+
+
+def per_sample_gradients_and_losses(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *,
+                                    params: Mapping[str, torch.Tensor] | None = None,
+                                    loss_fn: LossFn = F.cross_entropy,
+                                    chunk_size: int | None = None) -> tuple[Grads, torch.Tensor]:
+    """(g_i, L_i) for every sample in one pass, by ``vmap(grad_and_value(.))``."""
+    params = parameters_of(model) if params is None else dict(params)
+    return vmap(grad_and_value(_sample_loss(model, loss_fn)), in_dims=(None, 0, 0),
+                chunk_size=chunk_size)(params, X, y)
+
+
+def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """||g_i||_2 over all parameters jointly, shape (n,)."""
+    squares = [g.flatten(1).pow(2).sum(dim=1) for g in grads.values()]
+    return torch.stack(squares).sum(dim=0).sqrt()
+
+
+def clip_factors(norms: torch.Tensor, bounds: torch.Tensor | float) -> torch.Tensor:
+    """c_i = min(1, C_i / ||g_i||), so that ||c_i g_i|| <= C_i (and c_i = 1 for g_i = 0)."""
+    bounds = torch.as_tensor(bounds, dtype=norms.dtype).expand_as(norms)
+    safe = torch.where(norms > 0, norms, torch.ones_like(norms))
+    return torch.where(norms > bounds, bounds / safe, torch.ones_like(norms))
+
+
+def weighted_sum(grads: Mapping[str, torch.Tensor], coefficients: torch.Tensor) -> Grads:
+    """sum_i a_i g_i for per-sample coefficients a (shape (n,))."""
+    return {name: torch.einsum("n,n...->...", coefficients.to(g.dtype), g) for name, g in grads.items()}
+
+
+def clipped_sum(grads: Mapping[str, torch.Tensor], bounds: torch.Tensor | float, *,
+                weights: torch.Tensor | None = None,
+                norms: torch.Tensor | None = None) -> Grads:
+    """S = sum_i w_i min(1, C_i/||g_i||) g_i: each sample's contribution has norm <= w_i C_i."""
+    norms = per_sample_norms(grads) if norms is None else norms
+    coefficients = clip_factors(norms, bounds)
+    if weights is not None:
+        coefficients = coefficients * weights
+    return weighted_sum(grads, coefficients)
+
+
+def gaussian_noise_like(tensors: Mapping[str, torch.Tensor], std: float, *,
+                        generator: torch.Generator) -> Grads:
+    """Independent N(0, std^2) draws shaped like each tensor, from ``generator``."""
+    return {name: torch.randn(t.shape, generator=generator, dtype=t.dtype) * std
+            for name, t in tensors.items()}
+
+
+def add_gaussian_noise(tensors: Mapping[str, torch.Tensor], std: float, *,
+                       generator: torch.Generator) -> Grads:
+    """tensors + N(0, std^2 I); ``std`` = 0 returns a copy unchanged."""
+    if std == 0:
+        return {name: t.clone() for name, t in tensors.items()}
+    noise = gaussian_noise_like(tensors, std, generator=generator)
+    return {name: t + noise[name] for name, t in tensors.items()}
+
+
+def noisy_clipped_sum(grads: Mapping[str, torch.Tensor], bounds: torch.Tensor | float, *,
+                      noise_std: float, generator: torch.Generator,
+                      weights: torch.Tensor | None = None,
+                      norms: torch.Tensor | None = None) -> Grads:
+    """sum_i w_i min(1, C_i/||g_i||) g_i + N(0, noise_std^2 I)  (DP-SGD's released sum)."""
+    return add_gaussian_noise(clipped_sum(grads, bounds, weights=weights, norms=norms),
+                              noise_std, generator=generator)
+
+
+def flatten(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """Per-sample gradients as one (n, P) matrix, parameters in insertion order."""
+    return torch.cat([g.flatten(1) for g in grads.values()], dim=1)
+
+
+def mean_loss_gradient(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *,
+                       params: Mapping[str, torch.Tensor] | None = None,
+                       loss_fn: LossFn = F.cross_entropy) -> Grads:
+    """grad_theta (1/n) sum_i L_i(theta): the non-private full-batch gradient."""
+    params = parameters_of(model) if params is None else dict(params)
+
+    def mean_loss(p: dict[str, torch.Tensor]) -> torch.Tensor:
+        return loss_fn(functional_call(model, p, (X,)), y)
+
+    return grad(mean_loss)(params)
+
+
+def hessian_vector_product(model: nn.Module, X: torch.Tensor, y: torch.Tensor,
+                           vector: Mapping[str, torch.Tensor], *,
+                           params: Mapping[str, torch.Tensor] | None = None,
+                           loss_fn: LossFn = F.cross_entropy) -> Grads:
+    """H v with H the Hessian of the mean loss (1/n) sum_i L_i at ``params`` (forward-over-reverse)."""
+    params = parameters_of(model) if params is None else dict(params)
+
+    def loss_gradient(p: dict[str, torch.Tensor]) -> Grads:
+        return mean_loss_gradient(model, X, y, params=p, loss_fn=loss_fn)
+
+    return jvp(loss_gradient, (params,), (dict(vector),))[1]

@@ -1,0 +1,127 @@
+"""The papers' models: logistic (softmax) regression, an MLP and the MNIST CNN.
+
+Every model maps a batch of inputs to class logits of shape (n, n_classes) and is
+trained with the mean cross-entropy. An L2 penalty, where a paper uses one, is a
+property of the model (``model.l2``) and enters the objective as
+``(l2 / 2) * ||weights||^2``; it does not depend on the data, so private trainers add
+its gradient after clipping and noise, at no privacy cost.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from dpfair_analysis.validation import check_choice, check_nonnegative, check_positive_int
+
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "elu": nn.ELU}
+
+
+class LogisticRegression(nn.Module):
+    """Multinomial logistic regression: logits = x W^T + b (binary: two logits).
+
+    With two classes the softmax over two logits is the logistic model
+    p(y=1|x) = sigmoid((w_1 - w_0)^T x + b_1 - b_0), so this is the papers' logistic
+    regression with a redundant (but harmless) parameterisation that keeps every model
+    on the same cross-entropy loss.
+    """
+
+    def __init__(self, n_features: int, n_classes: int = 2, *, l2: float = 0.0) -> None:
+        super().__init__()
+        self.linear = nn.Linear(check_positive_int(n_features, "n_features"),
+                                _check_classes(n_classes))
+        self.l2 = check_nonnegative(l2, "l2")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x.flatten(1))
+
+
+class MLP(nn.Module):
+    """Fully connected network: d -> hidden[0] -> ... -> hidden[-1] -> n_classes."""
+
+    def __init__(self, n_features: int, n_classes: int = 2, *, hidden: Sequence[int] = (64, 64),
+                 activation: str = "relu", l2: float = 0.0) -> None:
+        super().__init__()
+        check_choice(activation, "activation", ACTIVATIONS)
+        sizes = [check_positive_int(n_features, "n_features")]
+        sizes += [check_positive_int(h, "hidden size") for h in hidden]
+        layers: list[nn.Module] = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(fan_in, fan_out), ACTIVATIONS[activation]()]
+        layers.append(nn.Linear(sizes[-1], _check_classes(n_classes)))
+        self.net = nn.Sequential(*layers)
+        self.l2 = check_nonnegative(l2, "l2")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x.flatten(1))
+
+
+class MnistCNN(nn.Module):
+    """The DPSGD-F paper's MNIST network (2 conv + 2 linear, 431,080 parameters).
+
+    conv(1, 20, 5) - ReLU - maxpool 2 - conv(20, 50, 5) - ReLU - maxpool 2 -
+    fc(800, 500) - ReLU - fc(500, 10), for 1 x 28 x 28 inputs.
+    """
+
+    def __init__(self, n_classes: int = 10, *, l2: float = 0.0) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 20, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(20, 50, 5), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(800, 500), nn.ReLU(),
+                                        nn.Linear(500, _check_classes(n_classes)))
+        self.l2 = check_nonnegative(l2, "l2")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim == 2:
+            x = x.view(-1, 1, 28, 28)
+        return self.classifier(self.features(x))
+
+
+MODELS = ("logreg", "mlp", "cnn")
+
+
+def build_model(name: str, *, input_shape: Sequence[int], n_classes: int, seed: int = 0,
+                hidden: Sequence[int] = (64, 64), activation: str = "relu", l2: float = 0.0) -> nn.Module:
+    """A model by name, initialised from ``seed`` (same seed, same weights).
+
+    ``input_shape`` is the shape of one sample (``X.shape[1:]``).
+    """
+    check_choice(name, "model", MODELS)
+    n_features = 1
+    for size in input_shape:
+        n_features *= int(size)
+    # nn.Module initialisers draw from the global generator: fork it so the caller's
+    # random state is left exactly as it was.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if name == "logreg":
+            model: nn.Module = LogisticRegression(n_features, n_classes, l2=l2)
+        elif name == "mlp":
+            model = MLP(n_features, n_classes, hidden=hidden, activation=activation, l2=l2)
+        else:
+            if tuple(input_shape) not in {(1, 28, 28), (784,)}:
+                raise ValueError(f"model 'cnn' needs 1x28x28 (or 784) inputs, got input_shape={tuple(input_shape)}")
+            model = MnistCNN(n_classes, l2=l2)
+    return model
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable scalars."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def l2_penalty(model: nn.Module) -> torch.Tensor:
+    """(l2 / 2) * sum of squared weights (biases excluded), the model's data-free penalty."""
+    l2 = getattr(model, "l2", 0.0)
+    weights = [p for name, p in model.named_parameters() if not name.endswith("bias")]
+    return 0.5 * l2 * sum((w ** 2).sum() for w in weights)
+
+
+def _check_classes(n_classes: int) -> int:
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
+        raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+    return n_classes

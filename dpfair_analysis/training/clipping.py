@@ -1,0 +1,107 @@
+"""Clipping policies: how each step of the shared loop bounds and noises the gradient sum.
+
+DP-SGD's step is "clip each per-sample gradient to its bound, sum, add Gaussian noise
+scaled to the largest contribution". A policy decides, from the batch's per-sample
+gradient norms and group ids, the per-sample bounds C_i, optional weights w_i and the
+noise; it also says what it released and with which noise multiplier, so the run's
+accounting is derived from what actually happened (see ``privacy.accounting``).
+
+The released sum is S = sum_i w_i min(1, C_i/||g_i||) g_i + N(0, s^2 I). Under
+add/remove-one neighbours one sample changes S by at most max_i w_i C_i (its clipped,
+weighted gradient), so noise s = sigma * max_i w_i C_i makes the release a Gaussian
+mechanism with noise multiplier sigma.
+
+Policies here: :class:`NonPrivate` (plain SGD) and :class:`UniformClipping` (DP-SGD,
+Abadi et al. 2016). DPSGD-F, Naive reweighting, adaptive-quantile and FairDP are further
+policies behind the same interface.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from dpfair_analysis.validation import check_positive
+
+
+@dataclass(frozen=True)
+class StepDecision:
+    """What a policy decided for one step.
+
+    Attributes
+    ----------
+    bounds : per-sample clipping bounds C_i, shape (n,) (``inf`` = no clipping).
+    noise_std : absolute standard deviation s of the Gaussian noise on the sum.
+    noise_multipliers : noise multipliers (std / l2-sensitivity) of every Gaussian
+        release made on this step's sampled batch; each becomes a sampled-Gaussian
+        event in the run's privacy ledger. Empty for a non-private step.
+    weights : per-sample weights w_i, or None for all ones.
+    record : scalars to log for this step (bounds per group, released counts, ...).
+    """
+
+    bounds: torch.Tensor
+    noise_std: float
+    noise_multipliers: tuple[float, ...] = ()
+    weights: torch.Tensor | None = None
+    record: dict[str, float] = field(default_factory=dict)
+
+
+class ClippingPolicy(Protocol):
+    """Decides the bounds and noise of each step; see :class:`StepDecision`."""
+
+    name: str
+    private: bool
+
+    def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
+               expected_batch_size: float, generator: torch.Generator) -> StepDecision:
+        ...
+
+
+@dataclass(frozen=True)
+class NonPrivate:
+    """Plain SGD: no clipping, no noise, nothing released privately."""
+
+    name: str = "sgd"
+    private: bool = False
+
+    def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
+               expected_batch_size: float, generator: torch.Generator) -> StepDecision:
+        return StepDecision(bounds=torch.full_like(norms, math.inf), noise_std=0.0)
+
+
+@dataclass(frozen=True)
+class UniformClipping:
+    """DP-SGD (Abadi et al. 2016; Algorithm 1 of paper 000): C_i = C, s = sigma * C.
+
+    Sensitivity of the clipped sum under add/remove-one: C. Noise multiplier: sigma.
+    """
+
+    clip_bound: float
+    noise_multiplier: float
+    name: str = "dpsgd"
+    private: bool = True
+
+    def __post_init__(self) -> None:
+        check_positive(self.clip_bound, "clip_bound")
+        check_positive(self.noise_multiplier, "noise_multiplier")
+
+    def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
+               expected_batch_size: float, generator: torch.Generator) -> StepDecision:
+        return StepDecision(bounds=torch.full_like(norms, self.clip_bound),
+                            noise_std=self.noise_multiplier * self.clip_bound,
+                            noise_multipliers=(self.noise_multiplier,))
+
+
+METHODS = ("sgd", "dpsgd")
+
+
+def make_policy(method: str, *, clip_bound: float, noise_multiplier: float) -> ClippingPolicy:
+    """The policy for a method name: ``sgd`` (non-private) or ``dpsgd`` (uniform C, sigma)."""
+    if method == "sgd":
+        return NonPrivate()
+    if method == "dpsgd":
+        return UniformClipping(clip_bound, noise_multiplier)
+    raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")

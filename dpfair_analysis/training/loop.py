@@ -1,0 +1,293 @@
+"""One training loop for SGD and DP-SGD (and every clipping policy).
+
+Each step:
+
+1. sample a batch B_t -- Poisson sampling (each row with probability q = b/n, what the
+   accountant assumes; the default) or a shuffled fixed-size batch (the papers'
+   practice; results are flagged ``sampling_matches_accounting = False``);
+2. per-sample gradients g_i and norms ||g_i|| from :mod:`dpfair_analysis.gradients`;
+3. the policy picks bounds C_i, weights w_i and noise s (:mod:`.clipping`);
+4. G = (sum_i w_i min(1, C_i/||g_i||) g_i + N(0, s^2 I)) / b  with b the expected
+   batch size for private policies (the non-private mean uses the actual size);
+5. theta <- theta - r (G + grad of the model's data-free L2 penalty);
+6. every Gaussian release is recorded as a Poisson-sampled Gaussian event in a
+   :class:`~dpfair_analysis.privacy.accounting.PrivacyLedger`.
+
+The run has T = ceil(epochs * n / b) steps (the count the papers' accountant uses);
+epoch e ends after step ceil(e * n / b). After each epoch the loop evaluates loss and
+accuracy per group on the training (and test) set and reports, from the epoch's
+batches, each group's mean per-sample gradient norm, loss and fraction clipped, and the
+epsilon spent so far. Everything random draws from generators seeded by ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from dp_accounting import dp_event
+from torch import nn
+from tqdm.auto import tqdm
+
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, \
+    per_sample_gradients_and_losses, per_sample_norms
+from dpfair_analysis.models import l2_penalty
+from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
+from dpfair_analysis.training.clipping import ClippingPolicy
+from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, \
+    check_seed
+
+SAMPLING = ("poisson", "shuffle")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings shared by SGD and every private policy.
+
+    ``lr`` is the learning rate r; ``None`` means the census setting of paper 000
+    (r = 1/sqrt(T)). ``delta`` is the delta at which epsilon is reported.
+    """
+
+    epochs: int = 20
+    batch_size: int = 256
+    lr: float | None = None
+    sampling: str = "poisson"
+    delta: float = 1e-6
+    seed: int = 0
+    accountant: str = "rdp"
+    conversion: str = "improved"
+    max_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.epochs, "epochs")
+        check_positive_int(self.batch_size, "batch_size")
+        if self.lr is not None:
+            check_positive(self.lr, "lr")
+        check_choice(self.sampling, "sampling", SAMPLING)
+        check_delta(self.delta)
+        check_seed(self.seed)
+        if self.max_steps is not None:
+            check_positive_int(self.max_steps, "max_steps")
+
+    def learning_rate(self, n: int) -> float:
+        return self.lr if self.lr is not None else 1.0 / math.sqrt(steps_for_epochs(n, self.batch_size, self.epochs))
+
+
+@dataclass
+class TrainingResult:
+    """A trained model with its tidy history.
+
+    ``history`` has one row per (epoch, split, group, metric): splits ``train`` and
+    ``test`` (evaluated after the epoch) and ``batches`` (averaged over the epoch's
+    sampled batches); group ``all`` is the whole population. ``steps`` has one row per
+    step with the policy's record. ``ledger`` holds what was released.
+    """
+
+    model: nn.Module
+    history: pd.DataFrame
+    steps: pd.DataFrame
+    ledger: PrivacyLedger
+    config: TrainConfig
+    policy: str
+    learning_rate: float
+    sampling_matches_accounting: bool
+    epsilon: float | None = None
+    info: dict = field(default_factory=dict)
+
+
+def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, config: TrainConfig, *,
+          test_data: GroupedDataset | None = None, progress: bool = True) -> TrainingResult:
+    """Train ``model`` in place with ``policy`` and return the result with its history."""
+    _check_labels_fit(model, train_data, "train_data")
+    if test_data is not None:
+        _check_labels_fit(model, test_data, "test_data")
+    n = len(train_data)
+    if config.batch_size > n:
+        raise ValueError(f"batch_size={config.batch_size} exceeds the {n} training rows")
+    lr = config.learning_rate(n)
+    q = config.batch_size / n
+    total_steps, epoch_ends = _schedule(n, config)
+    sampler_gen, noise_gen = _generators(config.seed)
+    ledger = PrivacyLedger()
+    batches = _batches(n, config, sampler_gen)
+
+    history: list[dict] = _evaluate(model, train_data, test_data, epoch=0)
+    step_records: list[dict] = []
+    accumulator = _BatchStats(train_data.n_groups)
+    for step in tqdm(range(1, total_steps + 1), desc=f"{policy.name}", disable=not progress, leave=False):
+        index = next(batches)
+        decision = _step(model, train_data, index, policy, q=q, lr=lr, generator=noise_gen,
+                         expected_batch_size=config.batch_size, accumulator=accumulator)
+        for multiplier in decision.noise_multipliers:
+            ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(multiplier)))
+        step_records.append({"step": step, "batch_size": len(index), "noise_std": decision.noise_std,
+                             **decision.record})
+        if step in epoch_ends:
+            epoch = epoch_ends[step]
+            epsilon = ledger.epsilon(config.delta, accountant=config.accountant,
+                                     conversion=config.conversion) if policy.private else None
+            rows = _evaluate(model, train_data, test_data, epoch=epoch) + accumulator.rows(epoch, train_data)
+            rows.append({"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
+                         "value": math.nan if epsilon is None else epsilon})
+            for row in rows:
+                row["step"] = step
+            history += rows
+            accumulator = _BatchStats(train_data.n_groups)
+    history_frame = pd.DataFrame(history)
+    history_frame["step"] = history_frame["step"].fillna(0).astype(int)
+    final_eps = history_frame.query("metric == 'epsilon'")["value"].iloc[-1] if policy.private else None
+    return TrainingResult(model=model, history=history_frame, steps=pd.DataFrame(step_records), ledger=ledger,
+                          config=config, policy=policy.name, learning_rate=lr,
+                          sampling_matches_accounting=config.sampling == "poisson" or not policy.private,
+                          epsilon=None if final_eps is None else float(final_eps))
+
+
+def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: ClippingPolicy, *, q: float,
+          lr: float, generator: torch.Generator, expected_batch_size: int, accumulator: "_BatchStats"):
+    """One update of ``model``'s parameters in place; returns the policy's decision."""
+    X, y, group = data.X[index], data.y[index], data.group[index]
+    params = parameters_of(model)
+    if len(index) == 0:
+        grads = {name: torch.zeros((0, *p.shape), dtype=p.dtype) for name, p in params.items()}
+        losses = torch.zeros(0)
+    else:
+        grads, losses = per_sample_gradients_and_losses(model, X, y, params=params)
+    norms = per_sample_norms(grads) if len(index) else torch.zeros(0)
+    decision = policy.decide(norms, group, n_groups=data.n_groups, expected_batch_size=expected_batch_size,
+                             generator=generator)
+    total = clipped_sum(grads, decision.bounds, weights=decision.weights, norms=norms)
+    total = add_gaussian_noise(total, decision.noise_std, generator=generator)
+    denominator = expected_batch_size if policy.private else max(len(index), 1)
+    penalty_grads = _penalty_gradient(model)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name in total:
+                update = total[name] / denominator
+                if name in penalty_grads:
+                    update = update + penalty_grads[name]
+                p.sub_(lr * update)
+    accumulator.add(group, losses, norms, norms > decision.bounds)
+    return decision
+
+
+def _penalty_gradient(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Gradient of the model's data-free L2 penalty (no privacy cost)."""
+    if getattr(model, "l2", 0.0) == 0.0:
+        return {}
+    model.zero_grad(set_to_none=True)
+    l2_penalty(model).backward()
+    grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+class _BatchStats:
+    """Running per-group sums over an epoch's batches: loss, gradient norm, clipped count."""
+
+    def __init__(self, n_groups: int) -> None:
+        self.count = torch.zeros(n_groups, dtype=torch.float64)
+        self.loss = torch.zeros(n_groups, dtype=torch.float64)
+        self.norm = torch.zeros(n_groups, dtype=torch.float64)
+        self.clipped = torch.zeros(n_groups, dtype=torch.float64)
+
+    def add(self, group: torch.Tensor, losses: torch.Tensor, norms: torch.Tensor, clipped: torch.Tensor) -> None:
+        for total, values in ((self.count, torch.ones_like(norms)), (self.loss, losses.detach()),
+                              (self.norm, norms), (self.clipped, clipped.to(norms.dtype))):
+            total.index_add_(0, group, values.to(torch.float64))
+
+    def rows(self, epoch: int, data: GroupedDataset) -> list[dict]:
+        rows = []
+        groups = [("all", None)] + [(name, k) for k, name in enumerate(data.group_names)]
+        for name, k in groups:
+            count = self.count.sum() if k is None else self.count[k]
+            for metric, total in (("loss", self.loss), ("grad_norm", self.norm), ("frac_clipped", self.clipped)):
+                value = (total.sum() if k is None else total[k]) / count if count > 0 else math.nan
+                rows.append({"epoch": epoch, "split": "batches", "group": name, "metric": metric,
+                             "value": float(value)})
+            rows.append({"epoch": epoch, "split": "batches", "group": name, "metric": "n_seen",
+                         "value": float(count)})
+        return rows
+
+
+@torch.no_grad()
+def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int = 4096) -> torch.Tensor:
+    """Model logits for all rows, in chunks."""
+    model.eval()
+    out = torch.cat([model(X[i:i + batch_size]) for i in range(0, len(X), batch_size)])
+    model.train()
+    return out
+
+
+def _evaluate(model: nn.Module, train_data: GroupedDataset, test_data: GroupedDataset | None, *,
+              epoch: int) -> list[dict]:
+    rows = []
+    for split, data in (("train", train_data), ("test", test_data)):
+        if data is None:
+            continue
+        logits = predict_logits(model, data.X)
+        losses = F.cross_entropy(logits, data.y, reduction="none")
+        correct = (logits.argmax(dim=1) == data.y).double()
+        groups = [("all", torch.ones(len(data), dtype=torch.bool))]
+        groups += [(name, data.group == k) for k, name in enumerate(data.group_names)]
+        for name, mask in groups:
+            n_k = int(mask.sum())
+            for metric, values in (("loss", losses), ("accuracy", correct)):
+                value = float(values[mask].double().mean()) if n_k else math.nan
+                rows.append({"epoch": epoch, "split": split, "group": name, "metric": metric, "value": value})
+    return rows
+
+
+def _schedule(n: int, config: TrainConfig) -> tuple[int, dict[int, int]]:
+    """Total steps and {last step of epoch e: e}.
+
+    Poisson sampling: T = ceil(epochs * n / b) steps (the papers' accountant's count) and
+    epoch e ends at step ceil(e * n / b). Shuffled batches: ceil(n / b) batches per epoch
+    (the last one smaller). ``max_steps`` cuts the run; its last step then closes the
+    epoch it falls in.
+    """
+    b = config.batch_size
+    if config.sampling == "poisson":
+        ends = {math.ceil(e * n / b): e for e in range(1, config.epochs + 1)}
+    else:
+        ends = {e * math.ceil(n / b): e for e in range(1, config.epochs + 1)}
+    total = max(ends)
+    if config.max_steps is not None and config.max_steps < total:
+        total = config.max_steps
+        ends = {step: e for step, e in ends.items() if step < total}
+        ends[total] = _epoch_containing(total, n, config)
+    return total, ends
+
+
+def _epoch_containing(step: int, n: int, config: TrainConfig) -> int:
+    per_epoch = n / config.batch_size if config.sampling == "poisson" else math.ceil(n / config.batch_size)
+    return max(1, math.ceil(step / per_epoch - 1e-9))
+
+
+def _batches(n: int, config: TrainConfig, generator: torch.Generator):
+    """Row indices of each step's batch, without end."""
+    q = config.batch_size / n
+    while True:
+        if config.sampling == "poisson":
+            yield (torch.rand(n, generator=generator) < q).nonzero().flatten()
+        else:
+            order = torch.randperm(n, generator=generator)
+            yield from (order[start:start + config.batch_size] for start in range(0, n, config.batch_size))
+
+
+def _generators(seed: int) -> tuple[torch.Generator, torch.Generator]:
+    """Independent generators for batch sampling and noise, both derived from ``seed``."""
+    states = np.random.SeedSequence(seed).generate_state(2, dtype=np.uint64)
+    return tuple(torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states)  # type: ignore
+
+
+def _check_labels_fit(model: nn.Module, data: GroupedDataset, name: str) -> None:
+    with torch.no_grad():
+        n_out = model(data.X[:1]).shape[1]
+    if data.n_classes > n_out:
+        raise ValueError(f"{name} has {data.n_classes} label classes but the model outputs {n_out} logits; "
+                         f"labels must be in 0..{n_out - 1}")

@@ -20,22 +20,27 @@ ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "elu": n
 
 
 class LogisticRegression(nn.Module):
-    """Multinomial logistic regression: logits = x W^T + b (binary: two logits).
+    """Logistic regression; multinomial (softmax) regression for more than two classes.
 
-    With two classes the softmax over two logits is the logistic model
-    p(y=1|x) = sigmoid((w_1 - w_0)^T x + b_1 - b_0), so this is the papers' logistic
-    regression with a redundant (but harmless) parameterisation that keeps every model
-    on the same cross-entropy loss.
+    Binary: one linear score z = w^T x + b, returned as the logit pair (0, z), so
+    softmax cross-entropy on the pair is exactly the logistic loss
+    log(1 + exp(-(2y - 1) z)) and the parameters (and their per-sample gradients,
+    hence clipping) are those of the papers' single-output logistic regression.
+    K > 2 classes: logits = x W^T + b with W of shape (K, d).
     """
 
     def __init__(self, n_features: int, n_classes: int = 2, *, l2: float = 0.0) -> None:
         super().__init__()
-        self.linear = nn.Linear(check_positive_int(n_features, "n_features"),
-                                _check_classes(n_classes))
+        n_classes = _check_classes(n_classes)
+        self.binary = n_classes == 2
+        self.linear = nn.Linear(check_positive_int(n_features, "n_features"), 1 if self.binary else n_classes)
         self.l2 = check_nonnegative(l2, "l2")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(x.flatten(1))
+        scores = self.linear(x.flatten(1))
+        if self.binary:
+            return torch.cat([torch.zeros_like(scores), scores], dim=1)
+        return scores
 
 
 class MLP(nn.Module):

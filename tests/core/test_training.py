@@ -1,0 +1,175 @@
+"""The shared SGD / DP-SGD loop: the step is the algorithm, the accounting is what ran, seeds repeat."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.models import build_model, l2_penalty
+from dpfair_analysis.privacy.accounting import dpsgd_epsilon
+from dpfair_analysis.training.clipping import NonPrivate, UniformClipping, make_policy
+from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _generators, _schedule, _step, train
+
+
+def toy_data(n=300, d=5, seed=0, n_groups=2):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g)
+    y = (X[:, 0] + 0.5 * torch.randn(n, generator=g) > 0).long()
+    group = torch.randint(0, n_groups, (n,), generator=g)
+    return GroupedDataset(X, y, group, group_names=tuple(f"g{k}" for k in range(n_groups)), label_names=("0", "1"))
+
+
+def test_dp_step_is_clip_sum_noise_average_then_penalty():
+    data = toy_data(n=40)
+    model = build_model("mlp", input_shape=(5,), n_classes=2, hidden=(4,), l2=0.1, seed=1)
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    index = torch.arange(0, 40, 3)
+    C, sigma, lr, b = 0.3, 0.7, 0.05, 16
+    gen = torch.Generator().manual_seed(5)
+    noise_gen = torch.Generator().set_state(gen.get_state())
+    _step(model, data, index, UniformClipping(C, sigma), q=b / 40, lr=lr, generator=gen, expected_batch_size=b,
+          accumulator=_BatchStats(2))
+    # The reference: microbatched gradients, clipped one by one, summed, same noise draws.
+    reference = build_model("mlp", input_shape=(5,), n_classes=2, hidden=(4,), l2=0.1, seed=1)
+    total = {k: torch.zeros_like(v) for k, v in reference.named_parameters()}
+    for i in index.tolist():
+        reference.zero_grad()
+        F.cross_entropy(reference(data.X[i:i + 1]), data.y[i:i + 1]).backward()
+        norm = torch.sqrt(sum((p.grad ** 2).sum() for p in reference.parameters()))
+        factor = min(1.0, C / float(norm))
+        for k, p in reference.named_parameters():
+            total[k] += factor * p.grad
+    reference.zero_grad()
+    l2_penalty(reference).backward()
+    for k, p in reference.named_parameters():
+        noise = torch.randn(p.shape, generator=noise_gen) * sigma * C
+        penalty = p.grad if p.grad is not None else torch.zeros_like(p)  # biases carry no penalty
+        expected = before[k] - lr * ((total[k] + noise) / b + penalty)
+        torch.testing.assert_close(dict(model.named_parameters())[k].detach(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_nonprivate_step_is_plain_minibatch_sgd():
+    data = toy_data(n=50)
+    model = build_model("logreg", input_shape=(5,), n_classes=2, seed=2)
+    reference = build_model("logreg", input_shape=(5,), n_classes=2, seed=2)
+    index = torch.arange(10, 35)
+    _step(model, data, index, NonPrivate(), q=0.5, lr=0.3, generator=torch.Generator(), expected_batch_size=25,
+          accumulator=_BatchStats(2))
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.3)
+    F.cross_entropy(reference(data.X[index]), data.y[index]).backward()
+    optimizer.step()
+    for (k, p), (_, q) in zip(model.named_parameters(), reference.named_parameters()):
+        torch.testing.assert_close(p, q)
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "shuffle"])
+def test_same_seed_same_numbers_and_different_seed_different_numbers(sampling):
+    data = toy_data()
+    runs = []
+    for seed in (3, 3, 4):
+        model = build_model("logreg", input_shape=(5,), n_classes=2, seed=seed)
+        result = train(model, data, UniformClipping(1.0, 1.0), TrainConfig(epochs=2, batch_size=32, seed=seed,
+                                                                            sampling=sampling, lr=0.1),
+                       progress=False)
+        runs.append((result, torch.cat([p.detach().flatten() for p in model.parameters()])))
+    assert torch.equal(runs[0][1], runs[1][1])
+    assert runs[0][0].history.equals(runs[1][0].history)
+    assert not torch.equal(runs[0][1], runs[2][1])
+
+
+def test_step_counts_and_epsilon_match_the_accountant():
+    data = toy_data(n=300)
+    config = TrainConfig(epochs=3, batch_size=64, lr=0.1, delta=1e-5)
+    result = train(build_model("logreg", input_shape=(5,), n_classes=2), data, UniformClipping(1.0, 1.2), config,
+                   progress=False)
+    assert len(result.steps) == math.ceil(3 * 300 / 64)
+    expected = dpsgd_epsilon(n=300, batch_size=64, noise_multiplier=1.2, delta=1e-5, epochs=3)
+    assert result.epsilon == pytest.approx(expected, rel=1e-9)
+    eps_by_epoch = result.history.query("metric == 'epsilon'").sort_values("epoch")["value"].to_numpy()
+    assert len(eps_by_epoch) == 3 and all(a < b for a, b in zip(eps_by_epoch, eps_by_epoch[1:]))
+    assert result.sampling_matches_accounting
+
+
+def test_shuffled_batches_are_flagged_and_cover_each_row_once_per_epoch():
+    n, b = 70, 16
+    total, ends = _schedule(n, TrainConfig(epochs=2, batch_size=b, sampling="shuffle"))
+    assert total == 2 * math.ceil(n / b) and sorted(ends.values()) == [1, 2]
+    data = toy_data(n=n)
+    result = train(build_model("logreg", input_shape=(5,), n_classes=2), data, UniformClipping(1.0, 1.0),
+                   TrainConfig(epochs=2, batch_size=b, sampling="shuffle", lr=0.1), progress=False)
+    assert not result.sampling_matches_accounting
+    seen = result.history.query("split == 'batches' and metric == 'n_seen' and group == 'all'")["value"]
+    assert list(seen) == [n, n]
+
+
+def test_poisson_batches_have_the_expected_size():
+    n, b = 1000, 100
+    data = toy_data(n=n)
+    result = train(build_model("logreg", input_shape=(5,), n_classes=2), data, NonPrivate(),
+                   TrainConfig(epochs=20, batch_size=b, lr=0.01), progress=False)
+    sizes = result.steps["batch_size"].to_numpy()
+    # Binomial(n, q): mean b, sd sqrt(b(1-q)) = 9.5; the mean of 200 batches has sd 0.67.
+    assert abs(sizes.mean() - b) < 4 * math.sqrt(b * (1 - b / n) / len(sizes))
+
+
+def test_history_reports_clipping_per_group():
+    data = toy_data()
+    for bound, expected in ((1e6, 0.0), (1e-6, 1.0)):
+        result = train(build_model("logreg", input_shape=(5,), n_classes=2), data, UniformClipping(bound, 1.0),
+                       TrainConfig(epochs=1, batch_size=32, lr=0.1), progress=False)
+        clipped = result.history.query("metric == 'frac_clipped'")
+        assert set(clipped["group"]) == {"all", "g0", "g1"}
+        assert (clipped["value"] == expected).all()
+    metrics = set(result.history["metric"])
+    assert {"loss", "accuracy", "grad_norm", "frac_clipped", "epsilon"} <= metrics
+
+
+def test_sgd_learns_a_separable_problem():
+    data = toy_data(n=400)
+    result = train(build_model("logreg", input_shape=(5,), n_classes=2), data, NonPrivate(),
+                   TrainConfig(epochs=10, batch_size=32, lr=0.5), progress=False)
+    final = result.history.query("split == 'train' and metric == 'accuracy' and group == 'all'")["value"].iloc[-1]
+    assert final > 0.8  # the label is sign(x0 + noise/2): Bayes accuracy ~ 0.85
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"epochs": 0}, "epochs"), ({"batch_size": -1}, "batch_size"), ({"lr": float("nan")}, "lr"),
+    ({"lr": 0.0}, "lr"), ({"delta": 1.0}, "delta"), ({"delta": 0}, "delta"), ({"sampling": "wor"}, "sampling"),
+    ({"seed": -2}, "seed"),
+])
+def test_bad_training_settings_name_the_argument(kwargs, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        TrainConfig(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"clip_bound": 0.0, "noise_multiplier": 1.0}, "clip_bound"),
+    ({"clip_bound": float("inf"), "noise_multiplier": 1.0}, "clip_bound"),
+    ({"clip_bound": 1.0, "noise_multiplier": -1.0}, "noise_multiplier"),
+    ({"clip_bound": 1.0, "noise_multiplier": float("nan")}, "noise_multiplier"),
+])
+def test_bad_dpsgd_settings_name_the_argument(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        UniformClipping(**kwargs)
+
+
+def test_unknown_method_and_mismatched_labels_are_refused():
+    with pytest.raises(ValueError, match="method"):
+        make_policy("dpsgd-x", clip_bound=1.0, noise_multiplier=1.0)
+    three_class = GroupedDataset(torch.randn(10, 5), torch.arange(10) % 3, torch.zeros(10, dtype=torch.long),
+                                 group_names=("a",), label_names=("0", "1", "2"))
+    with pytest.raises(ValueError, match="labels"):
+        train(build_model("logreg", input_shape=(5,), n_classes=2), three_class, NonPrivate(),
+              TrainConfig(epochs=1, batch_size=2), progress=False)
+    with pytest.raises(ValueError, match="batch_size"):
+        train(build_model("logreg", input_shape=(5,), n_classes=2), toy_data(n=10), NonPrivate(),
+              TrainConfig(epochs=1, batch_size=11), progress=False)
+
+
+def test_generators_are_independent_and_seeded():
+    a1, b1 = _generators(7)
+    a2, b2 = _generators(7)
+    assert torch.equal(torch.rand(5, generator=a1), torch.rand(5, generator=a2))
+    assert not torch.equal(torch.rand(5, generator=_generators(7)[0]), torch.rand(5, generator=_generators(7)[1]))

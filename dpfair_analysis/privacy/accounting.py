@@ -1,0 +1,985 @@
+"""Privacy accounting from ``dp_accounting`` events.
+
+A mechanism is described by what it released, as an immutable
+:class:`dp_accounting.dp_event.DpEvent` (a Poisson-sampled Gaussian step, a
+composition of steps, ...). An *accountant* turns events into an
+:math:`(\\varepsilon, \\delta)` guarantee. Three are offered:
+
+``accountant="rdp", conversion="improved"``
+    dp_accounting's :class:`~dp_accounting.rdp.RdpAccountant` with its own (current)
+    RDP-to-DP conversion (Balle et al. 2020, Prop. 12 of arXiv:2004.00010 v4, plus a
+    KL bound for small RDP),
+
+    .. math:: \\varepsilon = \\min_\\alpha \\; \\mathrm{RDP}(\\alpha)
+              + \\log(1 - 1/\\alpha) - \\frac{\\log(\\delta\\alpha)}{\\alpha - 1}.
+
+``accountant="rdp", conversion="classic"``
+    the same RDP curve with Mironov's (2017, Prop. 3) conversion used by the DPSGD-F
+    papers' tool (TensorFlow Privacy's ``compute_dp_sgd_privacy`` of 2019-2020),
+
+    .. math:: \\varepsilon = \\min_\\alpha \\; \\mathrm{RDP}(\\alpha)
+              + \\frac{\\log(1/\\delta)}{\\alpha - 1},
+
+    by default over :data:`PAPER_RDP_ORDERS`. It is always looser than "improved" at
+    the same orders; use it only to reproduce published numbers.
+
+``accountant="pld"``
+    dp_accounting's :class:`~dp_accounting.pld.PLDAccountant` (privacy loss
+    distributions, pessimistic discretisation): the tightest of the three, up to a
+    discretisation error of the order of ``value_discretization_interval``.
+
+All RDP values come from dp_accounting; nothing here re-derives an RDP formula. Only
+the classic conversion (one line, from the accountant's public ``.rdp`` and
+``.orders``) is written here.
+
+What a training run actually released is recorded step by step in a
+:class:`PrivacyLedger`, whose records can be saved and re-accounted later.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from dp_accounting import dp_event, mechanism_calibration, privacy_accountant
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from dpfair_analysis.validation import (
+    check_choice,
+    check_delta,
+    check_fraction,
+    check_positive,
+    check_positive_int,
+)
+
+__all__ = [
+    "ACCOUNTANTS",
+    "CONVERSIONS",
+    "DEFAULT_RDP_ORDERS",
+    "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
+    "NEIGHBORING_RELATIONS",
+    "PAPER_RDP_ORDERS",
+    "ClassicConversionRdpAccountant",
+    "PrivacyLedger",
+    "calibrate_noise_multiplier",
+    "classic_delta_from_rdp",
+    "classic_epsilon_from_rdp",
+    "compose_events",
+    "delta_from_event",
+    "dpsgd_epsilon",
+    "dpsgd_privacy_summary",
+    "epsilon_from_event",
+    "event_from_dict",
+    "event_to_dict",
+    "ledger_from_records",
+    "make_accountant",
+    "poisson_gaussian_event",
+    "steps_for_epochs",
+]
+
+#: Orders of TensorFlow Privacy's ``compute_dp_sgd_privacy`` as used by the DPSGD-F
+#: papers (and Opacus's ``RDPAccountant.DEFAULT_ALPHAS``): 1.1, 1.2, ..., 10.9, 12, ..., 63.
+PAPER_RDP_ORDERS: tuple[float, ...] = tuple(
+    [1 + x / 10.0 for x in range(1, 100)] + [float(a) for a in range(12, 64)]
+)
+
+#: dp_accounting's default orders (the paper list plus 11 and 128, 256, 512, 1024, which
+#: matter for small epsilons). Kept identical to dp_accounting's so that the default
+#: accountant here *is* dp_accounting's default ``RdpAccountant``.
+DEFAULT_RDP_ORDERS: tuple[float, ...] = tuple(
+    float(a) for a in rdp_privacy_accountant.DEFAULT_RDP_ORDERS
+)
+
+#: PLD discretisation of privacy-loss values (dp_accounting's default).
+DEFAULT_VALUE_DISCRETIZATION_INTERVAL: float = 1e-4
+
+ACCOUNTANTS: tuple[str, ...] = ("rdp", "pld")
+CONVERSIONS: tuple[str, ...] = ("improved", "classic")
+NEIGHBORING_RELATIONS: dict[str, privacy_accountant.NeighboringRelation] = {
+    "add_remove": privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": privacy_accountant.NeighboringRelation.REPLACE_ONE,
+}
+
+# Bracket of the noise-multiplier search in `calibrate_noise_multiplier`. Below 0.1 a
+# PLD evaluation needs a grid of 10^7+ points and no DP-SGD run uses such noise.
+_MIN_SEARCH_NOISE = 0.1
+_MAX_SEARCH_NOISE = 1e4
+
+
+# --------------------------------------------------------------------------- events
+
+
+def steps_for_epochs(n: int, batch_size: int, epochs: float) -> int:
+    """Number of DP-SGD steps in ``epochs`` passes over ``n`` examples.
+
+    .. math:: T = \\lceil \\text{epochs} \\cdot n / B \\rceil,
+
+    as in TensorFlow Privacy's ``compute_dp_sgd_privacy`` (the papers' tool). Opacus's
+    ``get_noise_multiplier`` uses ``int(epochs / (B / n))`` instead, which can be one less.
+
+    Parameters
+    ----------
+    n : int
+        Training-set size (>= 1).
+    batch_size : int
+        Expected (Poisson) batch size :math:`B`, ``1 <= B <= n``.
+    epochs : float
+        Number of passes, > 0 (may be fractional).
+
+    Returns
+    -------
+    int
+        :math:`T \\ge 1`.
+    """
+    n, batch_size = _check_n_and_batch_size(n, batch_size)
+    if isinstance(epochs, Integral) and not isinstance(epochs, bool):
+        epochs = check_positive_int(epochs, "epochs")
+        return -(-epochs * n // batch_size)  # exact integer ceiling
+    epochs = check_positive(epochs, "epochs")
+    return max(1, int(math.ceil(epochs * n / batch_size)))
+
+
+def poisson_gaussian_event(
+    sampling_rate: float, noise_multiplier: float, *, steps: int = 1
+) -> dp_event.DpEvent:
+    """``steps`` compositions of a Poisson-sampled Gaussian mechanism (a DP-SGD run).
+
+    Each step includes every example independently with probability :math:`q`, sums
+    a function of L2 sensitivity 1 over the sample (e.g. gradients clipped to
+    :math:`C`, divided by :math:`C`) and adds :math:`\\mathcal N(0, \\sigma^2 I)`.
+
+    Parameters
+    ----------
+    sampling_rate : float
+        :math:`q \\in (0, 1]`.
+    noise_multiplier : float
+        :math:`\\sigma > 0` (noise standard deviation / L2 sensitivity). ``0`` is
+        rejected: without noise epsilon is infinite.
+    steps : int
+        Number of steps :math:`T \\ge 1`.
+
+    Returns
+    -------
+    dp_event.DpEvent
+        ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)), T)``;
+        for ``T == 1`` the bare ``PoissonSampledDpEvent`` (equivalent, and what a
+        :class:`PrivacyLedger` records per step).
+    """
+    q = check_fraction(sampling_rate, "sampling_rate")
+    sigma = _check_noise_multiplier(noise_multiplier)
+    steps = check_positive_int(steps, "steps")
+    step = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma))
+    return step if steps == 1 else dp_event.SelfComposedDpEvent(step, steps)
+
+
+def compose_events(events: Iterable[dp_event.DpEvent]) -> dp_event.ComposedDpEvent:
+    """The (adaptive) composition of ``events``, in order.
+
+    Parameters
+    ----------
+    events : iterable of dp_event.DpEvent
+        The released mechanisms; an empty iterable is the empty composition.
+
+    Returns
+    -------
+    dp_event.ComposedDpEvent
+    """
+    if isinstance(events, dp_event.DpEvent) or not isinstance(events, Iterable):
+        raise TypeError(f"events must be an iterable of DpEvent, got {events!r}")
+    events = list(events)
+    for i, event in enumerate(events):
+        _check_event(event, f"events[{i}]")
+    return dp_event.ComposedDpEvent(events)
+
+
+# ------------------------------------------------------------------ conversions
+
+
+def classic_epsilon_from_rdp(
+    orders: Sequence[float], rdp: Sequence[float], delta: float
+) -> tuple[float, float]:
+    """Classic RDP-to-DP conversion (Mironov 2017, Prop. 3), minimised over orders.
+
+    .. math:: \\varepsilon(\\delta) = \\min_{\\alpha} \\Big[\\mathrm{RDP}(\\alpha)
+              + \\frac{\\log(1/\\delta)}{\\alpha - 1}\\Big].
+
+    If the RDP curve is identically 0 (nothing released) the two output distributions
+    coincide and epsilon is 0, although the formula would give
+    :math:`\\log(1/\\delta)/(\\alpha_{\\max}-1)`. Negative RDP values (numerical noise
+    in extreme settings) are clamped to 0, which is conservative.
+
+    Parameters
+    ----------
+    orders : sequence of float
+        Renyi orders :math:`\\alpha > 1`.
+    rdp : sequence of float
+        :math:`\\mathrm{RDP}(\\alpha)` at each order (may be ``inf``).
+    delta : float
+        :math:`\\delta \\in (0, 1)`.
+
+    Returns
+    -------
+    (float, float)
+        Epsilon and the minimising order.
+    """
+    delta = check_delta(delta)
+    orders_arr, rdp_arr = _check_rdp_curve(orders, rdp)
+    if np.all(rdp_arr == 0):
+        return 0.0, float(orders_arr[-1])
+    eps = rdp_arr + math.log(1 / delta) / (orders_arr - 1)
+    i = int(np.argmin(eps))
+    return float(eps[i]), float(orders_arr[i])
+
+
+def classic_delta_from_rdp(
+    orders: Sequence[float], rdp: Sequence[float], epsilon: float
+) -> tuple[float, float]:
+    """Inverse of :func:`classic_epsilon_from_rdp`: delta at a given epsilon.
+
+    .. math:: \\delta(\\varepsilon) = \\min\\Big(1, \\min_{\\alpha}
+              \\exp\\big((\\alpha - 1)(\\mathrm{RDP}(\\alpha) - \\varepsilon)\\big)\\Big).
+
+    Parameters
+    ----------
+    orders, rdp : sequence of float
+        As in :func:`classic_epsilon_from_rdp`.
+    epsilon : float
+        :math:`\\varepsilon > 0`.
+
+    Returns
+    -------
+    (float, float)
+        Delta and the minimising order.
+    """
+    epsilon = check_positive(epsilon, "epsilon")
+    orders_arr, rdp_arr = _check_rdp_curve(orders, rdp)
+    if np.all(rdp_arr == 0):
+        return 0.0, float(orders_arr[-1])
+    log_delta = (orders_arr - 1) * (rdp_arr - epsilon)
+    i = int(np.argmin(log_delta))
+    return float(min(1.0, math.exp(log_delta[i]))), float(orders_arr[i])
+
+
+class ClassicConversionRdpAccountant(rdp_privacy_accountant.RdpAccountant):
+    """dp_accounting's ``RdpAccountant`` reporting with the classic conversion.
+
+    Composition (the RDP curve) is dp_accounting's, unchanged; only
+    ``get_epsilon``/``get_delta`` (and their ``_and_optimal_order`` forms) use
+    :func:`classic_epsilon_from_rdp` / :func:`classic_delta_from_rdp` on the public
+    ``.orders`` and ``.rdp``. Being a ``PrivacyAccountant``, it plugs into
+    ``dp_accounting.mechanism_calibration`` like any other accountant.
+    """
+
+    def get_epsilon_and_optimal_order(self, target_delta: float) -> tuple[float, float]:
+        return classic_epsilon_from_rdp(self.orders, self.rdp, target_delta)
+
+    def get_epsilon(self, target_delta: float) -> float:
+        return self.get_epsilon_and_optimal_order(target_delta)[0]
+
+    def get_delta_and_optimal_order(self, target_epsilon: float) -> tuple[float, float]:
+        return classic_delta_from_rdp(self.orders, self.rdp, target_epsilon)
+
+    def get_delta(self, target_epsilon: float) -> float:
+        return self.get_delta_and_optimal_order(target_epsilon)[0]
+
+
+# ------------------------------------------------------------------ accountants
+
+
+def make_accountant(
+    accountant: str = "rdp",
+    *,
+    conversion: str = "improved",
+    orders: Sequence[float] | None = None,
+    neighboring: str = "add_remove",
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+) -> privacy_accountant.PrivacyAccountant:
+    """A fresh, empty dp_accounting accountant for the named method.
+
+    Parameters
+    ----------
+    accountant : {"rdp", "pld"}
+        Renyi-DP or privacy-loss-distribution accounting.
+    conversion : {"improved", "classic"}
+        RDP-to-DP conversion (``"rdp"`` only; with ``"pld"`` only the default
+        ``"improved"`` is accepted, and ignored).
+    orders : sequence of float, optional
+        Renyi orders (``"rdp"`` only). Default :data:`DEFAULT_RDP_ORDERS` for
+        "improved", :data:`PAPER_RDP_ORDERS` for "classic".
+    neighboring : {"add_remove", "replace_one"}
+        Neighbouring relation: add/remove one record (default; what DP-SGD's
+        Poisson-sampling analysis assumes) or replace one record.
+    value_discretization_interval : float
+        PLD grid step (``"pld"`` only); smaller is tighter and slower.
+
+    Returns
+    -------
+    dp_accounting.PrivacyAccountant
+        ``RdpAccountant``, :class:`ClassicConversionRdpAccountant` or ``PLDAccountant``.
+    """
+    accountant, conversion = _check_method(accountant, conversion)
+    relation = NEIGHBORING_RELATIONS[check_choice(neighboring, "neighboring", NEIGHBORING_RELATIONS)]
+    interval = check_positive(value_discretization_interval, "value_discretization_interval")
+    if accountant == "pld":
+        if orders is not None:
+            raise ValueError(f"orders apply only to accountant='rdp', got orders with accountant={accountant!r}")
+        return pld_privacy_accountant.PLDAccountant(
+            neighboring_relation=relation, value_discretization_interval=interval
+        )
+    resolved = _resolve_orders(orders, conversion)
+    cls = (
+        ClassicConversionRdpAccountant
+        if conversion == "classic"
+        else rdp_privacy_accountant.RdpAccountant
+    )
+    return cls(orders=list(resolved), neighboring_relation=relation)
+
+
+def epsilon_from_event(
+    event: dp_event.DpEvent,
+    delta: float,
+    *,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders: Sequence[float] | None = None,
+    neighboring: str = "add_remove",
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+) -> float:
+    """Smallest epsilon the accountant certifies for ``event`` at ``delta``.
+
+    Parameters
+    ----------
+    event : dp_event.DpEvent
+        What was released.
+    delta : float
+        :math:`\\delta \\in (0, 1)`.
+    accountant, conversion, orders, neighboring, value_discretization_interval
+        See :func:`make_accountant`.
+
+    Returns
+    -------
+    float
+        :math:`\\varepsilon \\ge 0` (``inf`` if the event is not private).
+
+    Raises
+    ------
+    ValueError
+        On a bad argument, or if the accountant cannot account for the event under the
+        neighbouring relation (e.g. RDP for Poisson sampling under "replace_one").
+    """
+    return _epsilon_and_order(
+        event,
+        delta,
+        accountant=accountant,
+        conversion=conversion,
+        orders=orders,
+        neighboring=neighboring,
+        value_discretization_interval=value_discretization_interval,
+    )[0]
+
+
+def delta_from_event(
+    event: dp_event.DpEvent,
+    epsilon: float,
+    *,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders: Sequence[float] | None = None,
+    neighboring: str = "add_remove",
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+) -> float:
+    """Smallest delta the accountant certifies for ``event`` at ``epsilon``.
+
+    For RDP, "improved" is dp_accounting's ``compute_delta`` and "classic" is
+    :func:`classic_delta_from_rdp`; both invert their epsilon conversion exactly
+    (``delta_from_event(e, epsilon_from_event(e, d)) == d`` up to rounding).
+
+    Parameters
+    ----------
+    event : dp_event.DpEvent
+        What was released.
+    epsilon : float
+        :math:`\\varepsilon > 0`.
+    accountant, conversion, orders, neighboring, value_discretization_interval
+        See :func:`make_accountant`.
+
+    Returns
+    -------
+    float
+        :math:`\\delta \\in [0, 1]`.
+    """
+    _check_event(event, "event")
+    epsilon = check_positive(epsilon, "epsilon")
+    acct = make_accountant(
+        accountant,
+        conversion=conversion,
+        orders=orders,
+        neighboring=neighboring,
+        value_discretization_interval=value_discretization_interval,
+    )
+    _compose(acct, event, 1, accountant=accountant, neighboring=neighboring)
+    return float(acct.get_delta(epsilon))
+
+
+# ------------------------------------------------------------------ DP-SGD
+
+
+def dpsgd_epsilon(
+    *,
+    n: int,
+    batch_size: int,
+    noise_multiplier: float,
+    delta: float,
+    epochs: float | None = None,
+    steps: int | None = None,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders: Sequence[float] | None = None,
+    neighboring: str = "add_remove",
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+) -> float:
+    """Epsilon of DP-SGD with Poisson sampling at rate :math:`q = B/n`.
+
+    The run is :func:`poisson_gaussian_event` with :math:`T` steps, where :math:`T` is
+    ``steps`` or :func:`steps_for_epochs` of ``epochs`` (give exactly one).
+
+    Parameters
+    ----------
+    n : int
+        Training-set size.
+    batch_size : int
+        Expected batch size :math:`B \\le n`.
+    noise_multiplier : float
+        :math:`\\sigma > 0`.
+    delta : float
+        :math:`\\delta \\in (0, 1)`.
+    epochs : float, optional
+        Passes over the data (> 0).
+    steps : int, optional
+        Number of steps (>= 1).
+    accountant, conversion, orders, neighboring, value_discretization_interval
+        See :func:`make_accountant`.
+
+    Returns
+    -------
+    float
+        Epsilon.
+    """
+    return dpsgd_privacy_summary(
+        n=n,
+        batch_size=batch_size,
+        noise_multiplier=noise_multiplier,
+        delta=delta,
+        epochs=epochs,
+        steps=steps,
+        accountant=accountant,
+        conversion=conversion,
+        orders=orders,
+        neighboring=neighboring,
+        value_discretization_interval=value_discretization_interval,
+    )["epsilon"]
+
+
+def dpsgd_privacy_summary(
+    *,
+    n: int,
+    batch_size: int,
+    noise_multiplier: float,
+    delta: float,
+    epochs: float | None = None,
+    steps: int | None = None,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders: Sequence[float] | None = None,
+    neighboring: str = "add_remove",
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+) -> dict[str, Any]:
+    """:func:`dpsgd_epsilon` with the settings behind it, as a JSON-ready dict.
+
+    Returns
+    -------
+    dict
+        ``{"epsilon", "delta", "accountant", "conversion", "steps", "sampling_rate",
+        "noise_multiplier", "optimal_order"}``; ``conversion`` and ``optimal_order``
+        are ``None`` for ``accountant="pld"``.
+    """
+    n, batch_size = _check_n_and_batch_size(n, batch_size)
+    if (epochs is None) == (steps is None):
+        raise ValueError(
+            f"give exactly one of epochs and steps, got epochs={epochs!r}, steps={steps!r}"
+        )
+    steps = (
+        steps_for_epochs(n, batch_size, epochs)
+        if steps is None
+        else check_positive_int(steps, "steps")
+    )
+    sampling_rate = batch_size / n
+    event = poisson_gaussian_event(sampling_rate, noise_multiplier, steps=steps)
+    epsilon, order = _epsilon_and_order(
+        event,
+        delta,
+        accountant=accountant,
+        conversion=conversion,
+        orders=orders,
+        neighboring=neighboring,
+        value_discretization_interval=value_discretization_interval,
+    )
+    is_rdp = accountant == "rdp"
+    return {
+        "epsilon": epsilon,
+        "delta": float(delta),
+        "accountant": accountant,
+        "conversion": conversion if is_rdp else None,
+        "steps": steps,
+        "sampling_rate": sampling_rate,
+        "noise_multiplier": float(noise_multiplier),
+        "optimal_order": order if is_rdp else None,
+    }
+
+
+def calibrate_noise_multiplier(
+    target_epsilon: float,
+    delta: float,
+    *,
+    sampling_rate: float,
+    steps: int,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders: Sequence[float] | None = None,
+    neighboring: str = "add_remove",
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    tolerance: float = 1e-4,
+) -> float:
+    """Smallest noise multiplier whose DP-SGD run meets ``target_epsilon`` at ``delta``.
+
+    Finds :math:`\\sigma^* = \\min\\{\\sigma : \\varepsilon(\\sigma) \\le
+    \\varepsilon_{\\text{target}}\\}` for ``poisson_gaussian_event(q, sigma, steps=T)``
+    (epsilon decreases in :math:`\\sigma`): a doubling/halving search from
+    :math:`\\sigma = 1` brackets :math:`\\sigma^*` inside [0.1, 1e4], then
+    ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` (Brent's method,
+    result on the private side) narrows it.
+
+    Parameters
+    ----------
+    target_epsilon : float
+        :math:`\\varepsilon_{\\text{target}} > 0`.
+    delta : float
+        :math:`\\delta \\in (0, 1)`.
+    sampling_rate : float
+        :math:`q \\in (0, 1]`.
+    steps : int
+        :math:`T \\ge 1`.
+    accountant, conversion, orders, neighboring, value_discretization_interval
+        See :func:`make_accountant`.
+    tolerance : float
+        Relative tolerance in :math:`\\sigma`, in (0, 0.1]: the result
+        :math:`\\hat\\sigma` satisfies :math:`\\sigma^* \\le \\hat\\sigma \\le
+        \\sigma^*(1 + \\text{tolerance})`.
+
+    Returns
+    -------
+    float
+        :math:`\\hat\\sigma`, checked to give :math:`\\varepsilon \\le
+        \\varepsilon_{\\text{target}}`.
+
+    Raises
+    ------
+    ValueError
+        On a bad argument, or if no noise multiplier in [0.1, 1e4] brackets the target
+        (e.g. the classic conversion cannot go below
+        :math:`\\log(1/\\delta)/(\\alpha_{\\max} - 1)` whatever the noise).
+    """
+    target_epsilon = check_positive(target_epsilon, "target_epsilon")
+    delta = check_delta(delta)
+    sampling_rate = check_fraction(sampling_rate, "sampling_rate")
+    steps = check_positive_int(steps, "steps")
+    tolerance = check_positive(tolerance, "tolerance")
+    if tolerance > 0.1:
+        raise ValueError(f"tolerance must be in (0, 0.1], got {tolerance!r}")
+    options = dict(
+        accountant=accountant,
+        conversion=conversion,
+        orders=orders,
+        neighboring=neighboring,
+        value_discretization_interval=value_discretization_interval,
+    )
+
+    def make_fresh() -> privacy_accountant.PrivacyAccountant:
+        return make_accountant(**options)
+
+    make_fresh()  # validates the accounting options before any search
+
+    def event_at(sigma: float) -> dp_event.DpEvent:
+        return poisson_gaussian_event(sampling_rate, sigma, steps=steps)
+
+    def meets(sigma: float) -> bool:
+        return epsilon_from_event(event_at(sigma), delta, **options) <= target_epsilon
+
+    low, high = _bracket_noise(meets, target_epsilon=target_epsilon)
+    sigma = mechanism_calibration.calibrate_dp_mechanism(
+        make_fresh,
+        event_at,
+        target_epsilon,
+        delta,
+        bracket_interval=mechanism_calibration.ExplicitBracketInterval(low, high),
+        tol=tolerance * low / 2,  # the result may be up to 2 tol above the root
+    )
+    sigma = float(sigma)
+    if not meets(sigma):  # calibrate_dp_mechanism promises this; check anyway
+        raise RuntimeError(
+            f"calibration returned noise_multiplier={sigma!r} whose epsilon exceeds "
+            f"target_epsilon={target_epsilon!r}"
+        )
+    return sigma
+
+
+# ------------------------------------------------------------------ ledger
+
+
+class PrivacyLedger:
+    """What a training run actually released, step by step, and what it cost.
+
+    Events are stored as runs ``(event, count)``: recording an event equal to the last
+    one extends the last run, so a 20-epoch DP-SGD run is one run, not thousands of
+    events. Merging needs *consecutive* equal records, so a step that releases several
+    things (DPSGD-F: noisy group counts, then noisy gradients) should be recorded as
+    one composed event per step; recording its parts one after the other alternates
+    and never merges. :meth:`epsilon` is incremental: each accounting configuration keeps one
+    dp_accounting accountant and composes only what was recorded since it was last
+    asked (RDP composition is additive, so this equals a fresh computation; for PLD
+    it is a valid but possibly slightly different discretisation).
+
+    Examples
+    --------
+    >>> ledger = PrivacyLedger()
+    >>> counts = poisson_gaussian_event(0.01, 10.0)
+    >>> grads = poisson_gaussian_event(0.01, 1.0)
+    >>> step = compose_events([counts, grads])
+    >>> for _ in range(1000):
+    ...     ledger.record(step)
+    >>> len(ledger.runs), len(ledger)
+    (1, 1000)
+    >>> round(ledger.epsilon(1e-5), 3) == round(
+    ...     epsilon_from_event(ledger.event, 1e-5), 3)
+    True
+    """
+
+    def __init__(self) -> None:
+        self._runs: list[list[Any]] = []  # [event, count]
+        # configuration -> [accountant, runs fully composed, count composed of next run]
+        self._accountants: dict[tuple, list[Any]] = {}
+
+    def record(self, event: dp_event.DpEvent, count: int = 1) -> None:
+        """Record that ``event`` was released ``count`` more times."""
+        _check_event(event, "event")
+        count = check_positive_int(count, "count")
+        if self._runs and self._runs[-1][0] == event:
+            self._runs[-1][1] += count
+        else:
+            self._runs.append([event, count])
+
+    @property
+    def runs(self) -> tuple[tuple[dp_event.DpEvent, int], ...]:
+        """The recorded runs ``(event, count)``, in order."""
+        return tuple((event, count) for event, count in self._runs)
+
+    @property
+    def event(self) -> dp_event.DpEvent:
+        """Everything recorded, as one DpEvent (``NoOpDpEvent`` when empty)."""
+        parts = [
+            event if count == 1 else dp_event.SelfComposedDpEvent(event, count)
+            for event, count in self._runs
+        ]
+        if not parts:
+            return dp_event.NoOpDpEvent()
+        return parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts)
+
+    def epsilon(
+        self,
+        delta: float,
+        *,
+        accountant: str = "rdp",
+        conversion: str = "improved",
+        orders: Sequence[float] | None = None,
+        neighboring: str = "add_remove",
+        value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    ) -> float:
+        """Epsilon spent so far at ``delta`` (see :func:`epsilon_from_event`)."""
+        delta = check_delta(delta)
+        accountant, conversion = _check_method(accountant, conversion)
+        check_choice(neighboring, "neighboring", NEIGHBORING_RELATIONS)
+        interval = check_positive(value_discretization_interval, "value_discretization_interval")
+        is_rdp = accountant == "rdp"
+        if not is_rdp and orders is not None:
+            raise ValueError(f"orders apply only to accountant='rdp', got orders with accountant={accountant!r}")
+        key = (
+            accountant,
+            conversion if is_rdp else None,
+            _resolve_orders(orders, conversion) if is_rdp else None,
+            neighboring,
+            None if is_rdp else interval,
+        )
+        state = self._accountants.get(key)
+        if state is None:
+            acct = make_accountant(
+                accountant,
+                conversion=conversion,
+                orders=orders,
+                neighboring=neighboring,
+                value_discretization_interval=value_discretization_interval,
+            )
+            state = self._accountants[key] = [acct, 0, 0]
+        acct, done_runs, done_in_next = state
+        for i in range(done_runs, len(self._runs)):
+            event, count = self._runs[i]
+            new = count - (done_in_next if i == done_runs else 0)
+            if new > 0:
+                _compose(acct, event, new, accountant=accountant, neighboring=neighboring)
+            # runs before the last are final; the last may still grow
+            state[1], state[2] = (i, count) if i == len(self._runs) - 1 else (i + 1, 0)
+        return _report_epsilon(acct, delta)[0]
+
+    def to_records(self) -> list[dict[str, Any]]:
+        """JSON-ready records ``[{"event": event_to_dict(e), "count": k}, ...]``."""
+        return [{"event": event_to_dict(event), "count": count} for event, count in self._runs]
+
+    def __len__(self) -> int:
+        """Number of recorded releases (the sum of the run counts)."""
+        return sum(count for _, count in self._runs)
+
+    def __repr__(self) -> str:
+        return f"PrivacyLedger(runs={len(self._runs)}, releases={len(self)})"
+
+
+def ledger_from_records(records: Iterable[Mapping[str, Any]]) -> PrivacyLedger:
+    """Rebuild a :class:`PrivacyLedger` from :meth:`PrivacyLedger.to_records` output.
+
+    Each record is a mapping with ``"event"`` (a dict from :func:`event_to_dict`, or a
+    ``DpEvent``) and ``"count"`` (a positive integer).
+    """
+    ledger = PrivacyLedger()
+    for i, record in enumerate(records):
+        if not isinstance(record, Mapping) or set(record) != {"event", "count"}:
+            raise ValueError(
+                f"records[{i}] must be a mapping with keys 'event' and 'count', got {record!r}"
+            )
+        event = record["event"]
+        if not isinstance(event, dp_event.DpEvent):
+            event = event_from_dict(event)
+        ledger.record(event, record["count"])
+    return ledger
+
+
+def event_to_dict(event: dp_event.DpEvent) -> dict[str, Any]:
+    """A JSON-ready nested dict ``{"class_name": ..., <fields>}`` for a DpEvent.
+
+    Built from dp_accounting's ``DpEvent.to_named_tuple``; nested events become
+    nested dicts and sequences become lists.
+    """
+    _check_event(event, "event")
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple) and hasattr(value, "_asdict"):
+            fields = value._asdict()
+            if fields.get("module_name") != dp_event.__name__:
+                raise ValueError(
+                    f"event must be built from {dp_event.__name__} classes, got "
+                    f"{fields.get('module_name')}.{fields.get('class_name')}"
+                )
+            fields.pop("module_name")
+            return {key: plain(v) for key, v in fields.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return value
+
+    return plain(event.to_named_tuple())
+
+
+def event_from_dict(data: Mapping[str, Any]) -> dp_event.DpEvent:
+    """Inverse of :func:`event_to_dict`.
+
+    Only classes of ``dp_accounting.dp_event`` are rebuilt (nothing else is imported
+    or called, so records from an untrusted file cannot run code).
+    """
+
+    def build(value: Any, where: str) -> Any:
+        if isinstance(value, Mapping):
+            fields = dict(value)
+            name = fields.pop("class_name", None)
+            cls = getattr(dp_event, name, None) if isinstance(name, str) else None
+            if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
+                raise ValueError(
+                    f"{where}['class_name'] must name a dp_accounting.dp_event class, got {name!r}"
+                )
+            kwargs = {key: build(v, f"{where}[{key!r}]") for key, v in fields.items()}
+            try:
+                return cls(**kwargs)
+            except TypeError as err:
+                raise ValueError(f"{where} has fields that do not fit {name}: {err}") from err
+        if isinstance(value, list):
+            return [build(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    if not isinstance(data, Mapping):
+        raise ValueError(f"event must be a dict from event_to_dict, got {data!r}")
+    return build(data, "event")
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _epsilon_and_order(
+    event: dp_event.DpEvent,
+    delta: float,
+    *,
+    accountant: str,
+    conversion: str,
+    orders: Sequence[float] | None,
+    neighboring: str,
+    value_discretization_interval: float,
+) -> tuple[float, float | None]:
+    """Epsilon and (RDP only) the optimal order for ``event`` at ``delta``."""
+    _check_event(event, "event")
+    delta = check_delta(delta)
+    acct = make_accountant(
+        accountant,
+        conversion=conversion,
+        orders=orders,
+        neighboring=neighboring,
+        value_discretization_interval=value_discretization_interval,
+    )
+    _compose(acct, event, 1, accountant=accountant, neighboring=neighboring)
+    return _report_epsilon(acct, delta)
+
+
+def _report_epsilon(
+    acct: privacy_accountant.PrivacyAccountant, delta: float
+) -> tuple[float, float | None]:
+    """Epsilon (and optimal order for RDP) of a composed accountant.
+
+    Warns when the optimal order is the largest available, where extending the order
+    list could tighten the bound.
+    """
+    if isinstance(acct, rdp_privacy_accountant.RdpAccountant):
+        epsilon, order = acct.get_epsilon_and_optimal_order(delta)
+        orders = acct.orders
+        if math.isfinite(epsilon) and epsilon > 0 and order == orders.max() and len(orders) > 1:
+            warnings.warn(
+                f"the optimal RDP order is the largest one given ({order}); larger orders "
+                "may give a smaller epsilon",
+                stacklevel=3,
+            )
+        return float(epsilon), float(order)
+    return float(acct.get_epsilon(delta)), None
+
+
+def _compose(
+    acct: privacy_accountant.PrivacyAccountant,
+    event: dp_event.DpEvent,
+    count: int,
+    *,
+    accountant: str,
+    neighboring: str,
+) -> None:
+    """``acct.compose(event, count)``, turning unsupported events into ValueError."""
+    try:
+        acct.compose(event, count)
+    except privacy_accountant.UnsupportedEventError as err:
+        raise ValueError(
+            f"accountant={accountant!r} with neighboring={neighboring!r} cannot account "
+            f"for this event: {err}"
+        ) from err
+
+
+def _bracket_noise(meets, *, target_epsilon: float) -> tuple[float, float]:
+    """(low, high) with ``meets(high)`` and not ``meets(low)``, by doubling/halving."""
+    high = 1.0
+    if meets(high):
+        low = high / 2
+        while meets(low):
+            if low <= _MIN_SEARCH_NOISE:
+                raise ValueError(
+                    f"target_epsilon={target_epsilon!r} is met even at noise_multiplier="
+                    f"{low!r}; calibration searches noise multipliers >= {_MIN_SEARCH_NOISE}"
+                )
+            high, low = low, max(low / 2, _MIN_SEARCH_NOISE)
+        return low, high
+    low = high
+    while True:
+        high = low * 2
+        if high > _MAX_SEARCH_NOISE:
+            raise ValueError(
+                f"target_epsilon={target_epsilon!r} is not met even at noise_multiplier="
+                f"{low!r} (the classic conversion, for one, cannot go below "
+                "log(1/delta)/(max order - 1))"
+            )
+        if meets(high):
+            return low, high
+        low = high
+
+
+def _check_method(accountant: object, conversion: object) -> tuple[str, str]:
+    accountant = check_choice(accountant, "accountant", ACCOUNTANTS)
+    conversion = check_choice(conversion, "conversion", CONVERSIONS)
+    if accountant == "pld" and conversion != "improved":
+        raise ValueError(
+            f"conversion={conversion!r} applies only to accountant='rdp'; "
+            "with accountant='pld' leave conversion at its default"
+        )
+    return accountant, conversion
+
+
+def _resolve_orders(orders: Sequence[float] | None, conversion: str) -> tuple[float, ...]:
+    if orders is None:
+        return PAPER_RDP_ORDERS if conversion == "classic" else DEFAULT_RDP_ORDERS
+    if isinstance(orders, (str, bytes)) or not isinstance(orders, Iterable):
+        raise ValueError(f"orders must be a non-empty sequence of numbers > 1, got {orders!r}")
+    values = list(orders)
+    if not values or not all(
+        isinstance(a, Real) and not isinstance(a, bool) and math.isfinite(a) and a > 1
+        for a in values
+    ):
+        raise ValueError(f"orders must be a non-empty sequence of finite numbers > 1, got {orders!r}")
+    return tuple(float(a) for a in values)
+
+
+def _check_rdp_curve(orders: Sequence[float], rdp: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    if orders is None:
+        raise ValueError("orders must be a non-empty sequence of finite numbers > 1, got None")
+    orders_arr = np.asarray(_resolve_orders(orders, "classic"), dtype=float)
+    rdp_arr = np.asarray(rdp, dtype=float).reshape(-1)
+    if rdp_arr.shape != orders_arr.shape:
+        raise ValueError(
+            f"rdp must have one value per order ({orders_arr.size}), got {rdp_arr.size}"
+        )
+    if np.isnan(rdp_arr).any():
+        raise ValueError(f"rdp must not contain NaN, got {rdp_arr!r}")
+    return orders_arr, np.maximum(rdp_arr, 0.0)
+
+
+def _check_noise_multiplier(value: object) -> float:
+    if isinstance(value, Real) and not isinstance(value, bool) and value == 0:
+        raise ValueError(
+            "noise_multiplier must be a positive finite number, got 0: without noise "
+            "the release is not differentially private (epsilon is infinite)"
+        )
+    return check_positive(value, "noise_multiplier")
+
+
+def _check_n_and_batch_size(n: object, batch_size: object) -> tuple[int, int]:
+    n = check_positive_int(n, "n")
+    batch_size = check_positive_int(batch_size, "batch_size")
+    if batch_size > n:
+        raise ValueError(f"batch_size must be <= n={n}, got {batch_size!r}")
+    return n, batch_size
+
+
+def _check_event(event: object, name: str) -> None:
+    if not isinstance(event, dp_event.DpEvent):
+        raise TypeError(f"{name} must be a dp_accounting DpEvent, got {event!r}")
+

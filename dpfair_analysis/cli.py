@@ -194,12 +194,11 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 def _run_data_list(args: argparse.Namespace) -> None:
     from dpfair_analysis.data import list_datasets
 
-    rows = list_datasets()
+    table = list_datasets()
     if args.json:
-        _print_json(rows)
+        _print_json(table.to_dict("records"))
         return
-    import pandas as pd
-    print(pd.DataFrame(rows).to_string(index=False))
+    print(table.to_string(index=False))
 
 
 def _run_data_fetch(args: argparse.Namespace) -> None:

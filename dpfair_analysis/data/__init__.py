@@ -10,7 +10,9 @@ Raw files and their checksums live in :mod:`dpfair_analysis.data.sources`.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import pandas as pd
@@ -26,7 +28,7 @@ from dpfair_analysis.data.mnist import mnist, mnist_5k, mnist_full, unbalanced_m
 from dpfair_analysis.data.synthetic import synthetic_groups
 
 __all__ = [
-    "GroupedDataset", "DATASETS", "DatasetEntry", "load", "list_datasets", "describe", "sources",
+    "GroupedDataset", "DATASETS", "DatasetEntry", "load", "fetch_dataset", "list_datasets", "describe", "sources",
     "adult", "balanced_adult", "compas", "german", "mnist", "mnist_5k", "mnist_full",
     "unbalanced_mnist", "bank", "dutch", "unbalanced_dutch", "synthetic_groups",
 ]
@@ -99,8 +101,23 @@ def _entry(name: str) -> DatasetEntry:
 
 
 def load(name: str, **options) -> GroupedDataset:
-    """Load registered data set ``name``; ``options`` go to its loader (see ``DATASETS``)."""
-    return _entry(name).loader(**options)
+    """Load registered data set ``name``; ``options`` go to its loader (see ``DATASETS``).
+
+    An option the loader does not take is refused with the list of those it does.
+    """
+    entry = _entry(name)
+    parameters = inspect.signature(entry.loader).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    allowed = [p for p, spec in parameters.items() if spec.kind is inspect.Parameter.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown and not takes_any:
+        raise ValueError(f"data set {name!r} takes options {allowed}, got {unknown}")
+    return entry.loader(**options)
+
+
+def fetch_dataset(name: str) -> list[Path]:
+    """Obtain and verify every raw file of data set ``name``; their cached paths."""
+    return [sources.fetch(f) for f in _entry(name).raw_files]
 
 
 def list_datasets() -> pd.DataFrame:

@@ -1,0 +1,110 @@
+"""The dpfair command: its outputs, and one-line errors with exit status 2 for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dpfair_analysis.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_privacy_epsilon_reproduces_the_papers_adult_epsilon_with_the_classic_conversion(capsys):
+    code, out, err = run(capsys, "privacy", "epsilon", "--n", "36177", "--batch-size", "256", "--sigma", "1",
+                         "--epochs", "20", "--delta", "1e-6", "--conversion", "classic", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["steps"] == 2827
+    assert summary["epsilon"] == pytest.approx(3.1, abs=0.05)
+    assert set(summary) == {"epsilon", "delta", "accountant", "conversion", "steps", "sampling_rate",
+                            "noise_multiplier", "optimal_order"}
+
+
+def test_compare_json_has_the_documented_shape(capsys, tmp_path):
+    out_file = tmp_path / "history.csv"
+    code, out, err = run(capsys, "compare", "--data", "synthetic", "--epochs", "2", "--batch-size", "64",
+                         "--json", "--quiet", "--out", str(out_file))
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["dataset"] == "synthetic"
+    assert set(payload["epsilon"]) == {"dpsgd"} and payload["epsilon"]["dpsgd"] > 0
+    rows = payload["rows"]
+    assert {r["method"] for r in rows} == {"sgd", "dpsgd"}
+    for row in rows:
+        assert {"method", "group", "n_test", "accuracy", "cost"} <= set(row)
+    totals = {r["method"]: r for r in rows if r["group"] == "all"}
+    assert totals["sgd"]["cost"] == 0
+    assert totals["dpsgd"]["cost"] == pytest.approx(totals["dpsgd"]["accuracy"] - totals["sgd"]["accuracy"])
+    assert out_file.exists() and out_file.read_text().startswith("epoch")
+
+
+def test_compare_prints_the_table(capsys):
+    code, out, err = run(capsys, "compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--quiet")
+    assert code == 0, err
+    assert "SGD accuracy" in out and "DPSGD vs SGD" in out and "ε(dpsgd)" in out
+
+
+BAD = [
+    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "0", "--epochs", "1", "--delta", "1e-5"],
+     "--sigma"),
+    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "nan", "--epochs", "1", "--delta", "1e-5"],
+     "--sigma"),
+    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1.5"],
+     "--delta"),
+    (["privacy", "epsilon", "--n", "100", "--batch-size", "0", "--sigma", "1", "--epochs", "1", "--delta", "1e-5"],
+     "--batch-size"),
+    (["privacy", "epsilon", "--n", "100", "--batch-size", "200", "--sigma", "1", "--epochs", "1", "--delta", "1e-5"],
+     "batch_size"),
+    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "-1", "--delta", "1e-5"],
+     "--epochs"),
+    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5",
+      "--accountant", "moments"], "accountant"),
+    (["compare", "--data", "nope"], "name must be one of"),
+    (["compare", "--group-by", "age"], "by must be one of"),
+    (["compare", "--model", "resnet"], "model must be one of"),
+    (["compare", "--methods", "sgd,dpsgd-x"], "method must be one of"),
+    (["compare", "--lr", "0"], "--lr"),
+    (["compare", "--clip", "inf"], "--clip"),
+    (["compare", "--sampling", "wor"], "sampling"),
+    (["compare", "--out", "/nonexistent-dir/h.csv"], "does not exist"),
+    (["data", "describe", "nope"], "name must be one of"),
+    (["frobnicate"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("argv, fragment", BAD, ids=[" ".join(a)[:60] for a, _ in BAD])
+def test_bad_input_is_one_line_exit_2(capsys, argv, fragment):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpfair: error:"), err
+    assert fragment in lines[0]
+    assert "Traceback" not in err
+
+
+def test_a_data_file_failing_its_checksum_is_refused_in_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
+    (tmp_path / "german.data").write_text("A11 6 A34\n")
+    code, out, err = run(capsys, "data", "describe", "german")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "german.data" in err and ("checksum" in err.lower() or "sha-256" in err.lower())
+
+
+def test_nothing_is_written_when_the_run_fails(capsys, tmp_path):
+    target = tmp_path / "h.csv"
+    code, _, _ = run(capsys, "compare", "--data", "synthetic", "--model", "cnn", "--out", str(target), "--quiet")
+    assert code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_console_script_exits_2_without_a_traceback():
+    proc = subprocess.run([sys.executable, "-m", "dpfair_analysis.cli", "privacy", "epsilon", "--n", "10"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

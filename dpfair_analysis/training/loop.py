@@ -10,7 +10,9 @@ Each step:
 4. G = (sum_i w_i min(1, C_i/||g_i||) g_i + N(0, s^2 I)) / b  with b the expected
    batch size for private policies (the non-private mean uses the actual size);
 5. theta <- theta - r (G + grad of the model's data-free L2 penalty);
-6. every Gaussian release is recorded as a Poisson-sampled Gaussian event in a
+6. the step's Gaussian releases (all on the same sampled batch) are recorded as one
+   Poisson-sampled Gaussian event with their joint noise multiplier
+   (:func:`~dpfair_analysis.privacy.mechanisms.joint_noise_multiplier`) in a
    :class:`~dpfair_analysis.privacy.accounting.PrivacyLedger`.
 
 The run has T = ceil(epochs * n / b) steps (the count the papers' accountant uses);
@@ -38,6 +40,7 @@ from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameter
     per_sample_gradients_and_losses, per_sample_norms
 from dpfair_analysis.models import l2_penalty
 from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
+from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, \
     check_seed
@@ -123,8 +126,9 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
         index = next(batches)
         decision = _step(model, train_data, index, policy, q=q, lr=lr, generator=noise_gen,
                          expected_batch_size=config.batch_size, accumulator=accumulator)
-        for multiplier in decision.noise_multipliers:
-            ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(multiplier)))
+        if decision.noise_multipliers:
+            sigma = joint_noise_multiplier(decision.noise_multipliers)
+            ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
         step_records.append({"step": step, "batch_size": len(index), "noise_std": decision.noise_std,
                              **decision.record})
         if step in epoch_ends:

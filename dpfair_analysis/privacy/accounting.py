@@ -744,6 +744,35 @@ class PrivacyLedger:
             state[1], state[2] = (i, count) if i == len(self._runs) - 1 else (i + 1, 0)
         return _report_epsilon(acct, delta)[0]
 
+    def epsilon_trajectory(
+        self,
+        delta: float,
+        *,
+        conversion: str = "improved",
+        orders: Sequence[float] | None = None,
+    ) -> np.ndarray:
+        """RDP epsilon after each recorded release, shape (len(self),).
+
+        RDP composes additively, so the curve after release t is the sum of the first t
+        releases' curves; one dp_accounting curve per run's event, then the conversion
+        at every prefix. Equals :meth:`epsilon` (accountant "rdp") at the last entry.
+        """
+        delta = check_delta(delta)
+        _, conversion = _check_method("rdp", conversion)
+        resolved = _resolve_orders(orders, conversion)
+        order_array = np.asarray(resolved, dtype=float)
+        convert = classic_epsilon_from_rdp if conversion == "classic" else rdp_privacy_accountant.compute_epsilon
+        total = np.zeros(len(order_array))
+        trajectory = []
+        for event, count in self._runs:
+            single = rdp_privacy_accountant.RdpAccountant(list(resolved))
+            single.compose(event)
+            step_curve = np.asarray(single.rdp, dtype=float)
+            for k in range(1, count + 1):
+                trajectory.append(convert(order_array, total + k * step_curve, delta)[0])
+            total = total + count * step_curve
+        return np.asarray(trajectory, dtype=float)
+
     def to_records(self) -> list[dict[str, Any]]:
         """JSON-ready records ``[{"event": event_to_dict(e), "count": k}, ...]``."""
         return [{"event": event_to_dict(event), "count": count} for event, count in self._runs]

@@ -6,10 +6,14 @@ gradient norms and group ids, the per-sample bounds C_i, optional weights w_i an
 noise; it also says what it released and with which noise multiplier, so the run's
 accounting is derived from what actually happened (see ``privacy.accounting``).
 
-The released sum is S = sum_i w_i min(1, C_i/||g_i||) g_i + N(0, s^2 I). Under
-add/remove-one neighbours one sample changes S by at most max_i w_i C_i (its clipped,
-weighted gradient), so noise s = sigma * max_i w_i C_i makes the release a Gaussian
-mechanism with noise multiplier sigma.
+The released sum is S = sum_i w_i min(1, C_i/||g_i||) g_i + N(0, s^2 I). One record
+contributes at most max_i w_i C_i (its clipped, weighted gradient), so noise
+s = sigma * max_i w_i C_i makes the release a Gaussian mechanism with noise multiplier
+sigma *relative to the per-record contribution bound*. Noise multipliers are always
+stated that way; the neighbouring relation is the accountant's business: under
+add/remove-one the contribution bound is the sensitivity, under replace-one the
+sensitivity is twice it, which is how dp_accounting's PLD accountant models
+``REPLACE_ONE`` for a Gaussian with that multiplier.
 
 Policies here: :class:`NonPrivate` (plain SGD) and :class:`UniformClipping` (DP-SGD,
 Abadi et al. 2016). DPSGD-F, Naive reweighting, adaptive-quantile and FairDP are further
@@ -24,8 +28,7 @@ from typing import Protocol
 
 import torch
 
-from dpfair_analysis.validation import check_positive
-
+from dpfair_analysis.validation import check_choice, check_positive
 
 @dataclass(frozen=True)
 class StepDecision:
@@ -50,10 +53,18 @@ class StepDecision:
 
 
 class ClippingPolicy(Protocol):
-    """Decides the bounds and noise of each step; see :class:`StepDecision`."""
+    """Decides the bounds and noise of each step; see :class:`StepDecision`.
+
+    ``planned_noise_multipliers()`` gives the multipliers of the releases every step
+    makes (the same at every step for the policies here), so a run's privacy can be
+    planned before it starts (e.g. to stop at a target epsilon).
+    """
 
     name: str
     private: bool
+
+    def planned_noise_multipliers(self) -> tuple[float, ...]:
+        ...
 
     def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:
@@ -67,6 +78,9 @@ class NonPrivate:
     name: str = "sgd"
     private: bool = False
 
+    def planned_noise_multipliers(self) -> tuple[float, ...]:
+        return ()
+
     def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:
         return StepDecision(bounds=torch.full_like(norms, math.inf), noise_std=0.0)
@@ -76,7 +90,7 @@ class NonPrivate:
 class UniformClipping:
     """DP-SGD (Abadi et al. 2016; Algorithm 1 of paper 000): C_i = C, s = sigma * C.
 
-    Sensitivity of the clipped sum under add/remove-one: C. Noise multiplier: sigma.
+    Each record contributes at most C to the clipped sum, so the noise multiplier is sigma.
     """
 
     clip_bound: float
@@ -88,20 +102,35 @@ class UniformClipping:
         check_positive(self.clip_bound, "clip_bound")
         check_positive(self.noise_multiplier, "noise_multiplier")
 
+    def planned_noise_multipliers(self) -> tuple[float, ...]:
+        return (self.noise_multiplier,)
+
     def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:
         return StepDecision(bounds=torch.full_like(norms, self.clip_bound),
                             noise_std=self.noise_multiplier * self.clip_bound,
-                            noise_multipliers=(self.noise_multiplier,))
+                            noise_multipliers=self.planned_noise_multipliers())
 
 
-METHODS = ("sgd", "dpsgd")
+METHODS = ("sgd", "dpsgd", "naive", "dpsgdf")
 
 
-def make_policy(method: str, *, clip_bound: float, noise_multiplier: float) -> ClippingPolicy:
-    """The policy for a method name: ``sgd`` (non-private) or ``dpsgd`` (uniform C, sigma)."""
+def make_policy(method: str, *, clip_bound: float, noise_multiplier: float, count_noise: float | None = None,
+                max_ratio: float = 10.0) -> ClippingPolicy:
+    """The policy for a method name.
+
+    ``sgd`` (non-private), ``dpsgd`` (uniform C, sigma), and paper 000's ``naive`` and
+    ``dpsgdf`` with C0 = ``clip_bound``, sigma_2 = ``noise_multiplier`` and count noise
+    sigma_1 = ``count_noise`` (default 10 sigma_2, the paper's setting).
+    """
+    from dpfair_analysis.training.dpsgdf import DPSGDF, NaiveReweighting
+
+    check_choice(method, "method", METHODS)
     if method == "sgd":
         return NonPrivate()
     if method == "dpsgd":
         return UniformClipping(clip_bound, noise_multiplier)
-    raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    sigma_1 = 10.0 * noise_multiplier if count_noise is None else count_noise
+    if method == "naive":
+        return NaiveReweighting(clip_bound, noise_multiplier, sigma_1)
+    return DPSGDF(clip_bound, noise_multiplier, sigma_1, max_ratio=max_ratio)

@@ -64,6 +64,7 @@ class TrainConfig:
     seed: int = 0
     accountant: str = "rdp"
     conversion: str = "improved"
+    neighboring: str = "add_remove"
     max_steps: int | None = None
 
     def __post_init__(self) -> None:
@@ -74,6 +75,10 @@ class TrainConfig:
         check_choice(self.sampling, "sampling", SAMPLING)
         check_delta(self.delta)
         check_seed(self.seed)
+        check_choice(self.neighboring, "neighboring", ("add_remove", "replace_one"))
+        if self.accountant == "rdp" and self.neighboring == "replace_one":
+            raise ValueError("neighboring='replace_one' needs accountant='pld' (dp_accounting's RDP accountant "
+                             "does not model replace-one for Poisson sampling)")
         if self.max_steps is not None:
             check_positive_int(self.max_steps, "max_steps")
 
@@ -133,8 +138,8 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
                              **decision.record})
         if step in epoch_ends:
             epoch = epoch_ends[step]
-            epsilon = ledger.epsilon(config.delta, accountant=config.accountant,
-                                     conversion=config.conversion) if policy.private else None
+            epsilon = ledger.epsilon(config.delta, accountant=config.accountant, conversion=config.conversion,
+                                     neighboring=config.neighboring) if policy.private else None
             rows = _evaluate(model, train_data, test_data, epoch=epoch) + accumulator.rows(epoch, train_data)
             rows.append({"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
                          "value": math.nan if epsilon is None else epsilon})
@@ -142,10 +147,13 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
                 row["step"] = step
             history += rows
             accumulator = _BatchStats(train_data.n_groups)
+    steps_frame = pd.DataFrame(step_records)
+    if policy.private and config.accountant == "rdp" and len(ledger) == len(steps_frame):
+        steps_frame["epsilon"] = ledger.epsilon_trajectory(config.delta, conversion=config.conversion)
     history_frame = pd.DataFrame(history)
     history_frame["step"] = history_frame["step"].fillna(0).astype(int)
     final_eps = history_frame.query("metric == 'epsilon'")["value"].iloc[-1] if policy.private else None
-    return TrainingResult(model=model, history=history_frame, steps=pd.DataFrame(step_records), ledger=ledger,
+    return TrainingResult(model=model, history=history_frame, steps=steps_frame, ledger=ledger,
                           config=config, policy=policy.name, learning_rate=lr,
                           sampling_matches_accounting=config.sampling == "poisson" or not policy.private,
                           epsilon=None if final_eps is None else float(final_eps))

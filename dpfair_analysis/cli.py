@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -92,7 +93,16 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default="adult", help="data set name (see `dpfair data list`; default adult)")
     p.add_argument("--group-by", default=None, help="group column of the data set (default: its own, e.g. sex)")
     p.add_argument("--model", default="logreg", help="logreg, mlp or cnn (default logreg)")
-    p.add_argument("--methods", default="sgd,dpsgd", help="comma-separated methods (default sgd,dpsgd)")
+    p.add_argument("--methods", default="sgd,dpsgd",
+                   help="comma-separated: sgd, dpsgd, naive, dpsgdf, dpsgd(C=2) (default sgd,dpsgd)")
+    p.add_argument("--clips", default=None,
+                   help="extra DPSGD runs with these uniform bounds, e.g. 1,2,3,4,5 (paper 000 Table 3)")
+    p.add_argument("--count-noise-ratio", type=positive_float, default=10.0,
+                   help="DPSGD-F/Naive count noise sigma_1 as a multiple of --sigma (default 10)")
+    p.add_argument("--max-ratio", type=positive_float, default=10.0,
+                   help="DPSGD-F guard: cap on (m^k/b^k)/(m/b), so C^k <= C0 (1 + cap) (default 10)")
+    p.add_argument("--no-equal-privacy", action="store_true",
+                   help="let Naive/DPSGD-F run all steps instead of stopping at DPSGD's epsilon")
     p.add_argument("--epochs", type=positive_int, default=20)
     p.add_argument("--batch-size", type=positive_int, default=256)
     p.add_argument("--sigma", type=positive_float, default=1.0, help="noise multiplier (default 1)")
@@ -106,28 +116,33 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=positive_int, default=1, help="number of seeds (mean ± sd); default 1")
     p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     p.add_argument("--out", type=output_path, default=None, help="CSV file for the per-epoch history")
+    p.add_argument("--plots", default=None, help="directory for per-group figures (created if missing)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=_run_compare)
 
 
 def _run_compare(args: argparse.Namespace) -> None:
-    from dpfair_analysis.experiments.compare import CompareConfig, format_table, run_compare
+    from dpfair_analysis.experiments.compare import CompareConfig, format_table, run_compare, save_compare_figures
     from dpfair_analysis.training.loop import TrainConfig
 
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     data_options = {} if args.group_by is None else {"by": args.group_by}
+    methods = [m.strip() for m in re.split(r",(?![^(]*\))", args.methods) if m.strip()]
+    if args.clips:
+        methods += [f"dpsgd(C={c.strip()})" for c in args.clips.split(",") if c.strip()]
     config = CompareConfig(
-        dataset=args.data, data_options=data_options, model=args.model,
-        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
-        noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2,
+        dataset=args.data, data_options=data_options, model=args.model, methods=tuple(methods),
+        noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
+        max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
         train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
                           delta=args.delta, accountant=args.accountant, conversion=args.conversion),
         seeds=tuple(range(args.seed, args.seed + args.seeds)))
     result = run_compare(config, progress=not args.quiet and not args.json)
     if args.out is not None:
         write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
+    figures = [] if args.plots is None else save_compare_figures(result, args.plots)
     if args.json:
         _print_json(result.to_json())
         return
@@ -138,8 +153,13 @@ def _run_compare(args: argparse.Namespace) -> None:
     for method, eps in result.epsilon.items():
         print(f"ε({method}) = {eps:.3f} at δ={config.train.delta} ({config.train.accountant}, "
               f"{config.train.conversion} conversion)")
+    for run in result.runs:
+        if run["method"] not in ("sgd",) and run["epsilon"] is not None and len(config.seeds) == 1:
+            print(f"  {run['method']}: {run['steps']} steps, ε = {run['epsilon']:.3f}")
     if args.out is not None:
         print(f"history written to {args.out}")
+    for path in figures:
+        print(f"figure written to {path}")
 
 
 # ------------------------------------------------------------------------ privacy

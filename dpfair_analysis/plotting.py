@@ -52,6 +52,35 @@ def plot_costs(table: pd.DataFrame, *, ax: plt.Axes | None = None) -> plt.Figure
     return fig
 
 
+def plot_group_bounds(steps: pd.DataFrame, group_names: tuple[str, ...], *, method: str = "dpsgdf",
+                      steps_per_epoch: float | None = None, ax: plt.Axes | None = None) -> plt.Figure:
+    """DPSGD-F's per-group clipping bound C^k over training (paper 000 Fig. 2, 004 Fig. 5).
+
+    ``steps`` is a step table with columns ``C[k]`` (``TrainingResult.steps`` or
+    ``CompareResult.steps``); the x axis is epochs when ``steps_per_epoch`` is given.
+    """
+    rows = steps[steps["method"] == method] if "method" in steps.columns else steps
+    columns = [f"C[{k}]" for k in range(len(group_names))]
+    if rows.empty or not set(columns) <= set(rows.columns):
+        raise ValueError(f"steps has no per-group bounds {columns} for method {method!r}")
+    id_vars = ["step"] + (["seed"] if "seed" in rows.columns else [])
+    tidy = rows[id_vars + columns].melt(id_vars=id_vars, var_name="group", value_name="C^k")
+    tidy["group"] = tidy["group"].map(dict(zip(columns, group_names)))
+    x = "step"
+    if steps_per_epoch:
+        tidy["epoch"] = tidy["step"] / steps_per_epoch
+        tidy["epoch_bin"] = tidy["epoch"].round(1)
+        x = "epoch_bin"
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6, 4))
+    else:
+        fig = ax.figure
+    sns.lineplot(data=tidy, x=x, y="C^k", hue="group", ax=ax, errorbar=("pi", 50))
+    ax.set_xlabel("epoch" if steps_per_epoch else "step")
+    fig.tight_layout()
+    return fig
+
+
 def save_figure(fig: plt.Figure, path: str | os.PathLike, *, data: pd.DataFrame | None = None) -> Path:
     """Save ``fig`` (format from the suffix) and, if given, the CSV behind it beside it; atomic."""
     path = Path(path)

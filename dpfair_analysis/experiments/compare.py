@@ -1,9 +1,15 @@
-"""Paper 000, Table 1: per-group accuracy of non-private SGD and private training, and the cost.
+"""Paper 000, Tables 1, 3 and 5: per-group accuracy of SGD and private training, and the cost.
 
 For each seed: one train/test split (80/20, stratified by group), one initialisation,
 then every method trained from that same start on that same split. The cost of privacy
 of a private method is Delta^k = acc_k(method) - acc_k(SGD) on the test set (paper 000
 §6.1.4). Over several seeds the table reports mean and standard deviation.
+
+Methods: ``sgd``, ``dpsgd`` (uniform C), ``dpsgd(C=2)`` (uniform C = 2, for Table 3's
+sweep), ``naive`` and ``dpsgdf`` (paper 000 Algorithms 3 and 2, count noise
+sigma_1 = ``count_noise_ratio`` x sigma_2). With ``equal_privacy`` (the paper's
+protocol, §6.1.3) Naive and DPSGD-F stop at the last step at which their epsilon is
+still at most DPSGD's epsilon for the full run; the step counts are in ``runs``.
 
 Defaults are the census settings of paper 000 §6.1: Adult with sex groups, logistic
 regression with L2 weight 0.01, b = 256, 20 epochs, sigma = 1, C = 0.5, delta = 1e-6,
@@ -12,7 +18,9 @@ learning rate r = 1/sqrt(T).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,8 +29,10 @@ import torch
 from dpfair_analysis import data as datasets
 from dpfair_analysis.fairness.metrics import cost_of_privacy, group_accuracy, max_cost_gap
 from dpfair_analysis.models import build_model
-from dpfair_analysis.training.clipping import make_policy
-from dpfair_analysis.training.loop import TrainConfig, TrainingResult, predict_logits, train
+from dpfair_analysis.privacy.accounting import epsilon_from_event, max_steps_within, poisson_gaussian_event
+from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
+from dpfair_analysis.training.clipping import ClippingPolicy, make_policy
+from dpfair_analysis.training.loop import TrainConfig, TrainingResult, schedule, predict_logits, train
 from dpfair_analysis.validation import check_fraction, check_positive_int, check_seed
 
 
@@ -38,6 +48,9 @@ class CompareConfig:
     methods: tuple[str, ...] = ("sgd", "dpsgd")
     noise_multiplier: float = 1.0
     clip_bound: float = 0.5
+    count_noise_ratio: float = 10.0
+    max_ratio: float = 10.0
+    equal_privacy: bool = True
     train: TrainConfig = TrainConfig()
     test_fraction: float = 0.2
     seeds: tuple[int, ...] = (0,)
@@ -51,19 +64,42 @@ class CompareConfig:
         if not self.methods:
             raise ValueError("methods must name at least one method")
         for m in self.methods:
-            make_policy(m, clip_bound=self.clip_bound, noise_multiplier=self.noise_multiplier)
+            self.policy(m)
+
+    def policy(self, method: str) -> ClippingPolicy:
+        """The clipping policy of a method name (``dpsgd(C=2)`` sets the uniform bound)."""
+        name, clip_bound = parse_method(method, default_clip=self.clip_bound)
+        return make_policy(name, clip_bound=clip_bound, noise_multiplier=self.noise_multiplier,
+                           count_noise=self.count_noise_ratio * self.noise_multiplier, max_ratio=self.max_ratio)
+
+
+def parse_method(method: str, *, default_clip: float) -> tuple[str, float]:
+    """``"dpsgd(C=2)"`` -> ``("dpsgd", 2.0)``; other names keep ``default_clip``."""
+    match = re.fullmatch(r"\s*([a-z]+)\s*(?:\(\s*C\s*=\s*([^)]+)\))?\s*", str(method))
+    if match is None:
+        raise ValueError(f"method must look like 'dpsgd' or 'dpsgd(C=2)', got {method!r}")
+    name, clip = match.groups()
+    if clip is None:
+        return name, default_clip
+    try:
+        return name, float(clip)
+    except ValueError:
+        raise ValueError(f"method {method!r}: C must be a number, got {clip!r}") from None
 
 
 @dataclass
 class CompareResult:
-    """Per-seed rows, the mean/sd table, the epsilons and every run's history."""
+    """Per-seed rows, the mean/sd table, the epsilons, every run's history and step records."""
 
     config: CompareConfig
     per_seed: pd.DataFrame
     table: pd.DataFrame
     epsilon: dict[str, float]
     histories: pd.DataFrame
+    steps: pd.DataFrame
     runs: list[dict]
+    group_names: tuple[str, ...] = ()
+    n_train: int = 0
 
     def to_json(self) -> dict:
         """``{"dataset", "epsilon": {method: eps}, "rows": [...]}`` (rows: method, group,
@@ -78,7 +114,7 @@ class CompareResult:
 def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = True) -> CompareResult:
     """Train every method of ``config`` for every seed and tabulate the group costs."""
     full = datasets.load(config.dataset, **config.data_options)
-    per_seed, histories, runs = [], [], []
+    per_seed, histories, steps, runs = [], [], [], []
     epsilons: dict[str, list[float]] = {}
     for seed in config.seeds:
         train_data, test_data = full.split(config.test_fraction, seed=seed)
@@ -89,6 +125,7 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
             accuracy[method] = group_accuracy(test_data.y.numpy(), predictions.numpy(), test_data.group.numpy(),
                                               group_names=test_data.group_names).set_index("group")
             histories.append(result.history.assign(method=method, seed=seed))
+            steps.append(result.steps.assign(method=method, seed=seed))
             runs.append({"method": method, "seed": seed, "steps": int(result.steps["step"].max()),
                          "epsilon": result.epsilon, "learning_rate": result.learning_rate,
                          "sampling_matches_accounting": result.sampling_matches_accounting})
@@ -106,16 +143,33 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
     per_seed_frame = pd.DataFrame(per_seed)
     return CompareResult(config=config, per_seed=per_seed_frame, table=summarise(per_seed_frame),
                          epsilon={m: float(np.mean(v)) for m, v in epsilons.items()},
-                         histories=pd.concat(histories, ignore_index=True), runs=runs)
+                         histories=pd.concat(histories, ignore_index=True),
+                         steps=pd.concat(steps, ignore_index=True), runs=runs, group_names=full.group_names,
+                         n_train=len(train_data))
 
 
 def _train_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int,
                progress: bool) -> TrainingResult:
     model = build_model(config.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
                         seed=seed, hidden=config.hidden, l2=config.l2)
-    policy = make_policy(method, clip_bound=config.clip_bound, noise_multiplier=config.noise_multiplier)
-    return train(model, train_data, policy, replace(config.train, seed=seed), test_data=test_data,
-                 progress=progress)
+    policy = config.policy(method)
+    train_config = replace(config.train, seed=seed)
+    if config.equal_privacy and policy.private and parse_method(method, default_clip=0)[0] in ("naive", "dpsgdf"):
+        train_config = replace(train_config, max_steps=equal_privacy_steps(config, policy, len(train_data)))
+    return train(model, train_data, policy, train_config, test_data=test_data, progress=progress)
+
+
+def equal_privacy_steps(config: CompareConfig, policy: ClippingPolicy, n: int) -> int:
+    """Steps ``policy`` may run before its epsilon exceeds DPSGD's for the full run (§6.1.3)."""
+    t = config.train
+    steps, _ = schedule(n, replace(t, max_steps=None))
+    q = t.batch_size / n
+    accounting = dict(accountant=t.accountant, conversion=t.conversion, neighboring=t.neighboring)
+    target = epsilon_from_event(poisson_gaussian_event(q, config.noise_multiplier, steps=steps), t.delta,
+                                **accounting)
+    return max_steps_within(target, t.delta, sampling_rate=q, max_steps=steps,
+                            noise_multiplier=joint_noise_multiplier(policy.planned_noise_multipliers()),
+                            **accounting)
 
 
 def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
@@ -158,3 +212,55 @@ def format_table(result: CompareResult) -> str:
     for r in body:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
     return "\n".join(lines)
+
+
+def save_compare_figures(result: CompareResult, directory: str | Path) -> list[Path]:
+    """Per-group curves of a comparison as PNG files (with the CSV behind each) in ``directory``.
+
+    * ``accuracy.png``: test accuracy per group over epochs, one panel per method;
+    * ``loss_grad_norm.png``: per-group average loss and per-sample gradient norm over
+      the epoch's batches (paper 004 Figures 1, 2, 4, 6, 7), one row per method;
+    * ``cost.png``: the cost of privacy per group and method;
+    * ``clip_bounds.png``: DPSGD-F's C^k over epochs (paper 000 Fig. 2), if it ran.
+    """
+    import matplotlib.pyplot as plt
+
+    from dpfair_analysis.plotting import plot_costs, plot_group_bounds, plot_group_history, save_figure
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    histories = result.histories
+    methods = list(dict.fromkeys(histories["method"]))
+    written = []
+
+    fig, axes = plt.subplots(1, len(methods), figsize=(4.5 * len(methods), 3.8), sharey=True, squeeze=False)
+    for ax, method in zip(axes[0], methods):
+        plot_group_history(histories[histories["method"] == method], metric="accuracy", split="test", style=None,
+                           ax=ax)
+        ax.set_title(method)
+    written.append(save_figure(fig, directory / "accuracy.png",
+                               data=histories.query("metric == 'accuracy' and split == 'test'")))
+    plt.close(fig)
+
+    fig, axes = plt.subplots(len(methods), 2, figsize=(10, 3.2 * len(methods)), squeeze=False)
+    for row, method in zip(axes, methods):
+        subset = histories[histories["method"] == method]
+        for ax, metric in zip(row, ("loss", "grad_norm")):
+            plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax)
+            ax.set_title(f"{method}: average {metric.replace('_', ' ')}")
+    written.append(save_figure(fig, directory / "loss_grad_norm.png",
+                               data=histories.query("split == 'batches' and metric in ['loss', 'grad_norm']")))
+    plt.close(fig)
+
+    fig = plot_costs(result.table)
+    written.append(save_figure(fig, directory / "cost.png", data=result.table))
+    plt.close(fig)
+
+    if "dpsgdf" in methods:
+        dpsgdf_steps = result.steps[result.steps["method"] == "dpsgdf"]
+        fig = plot_group_bounds(dpsgdf_steps, result.group_names,
+                                steps_per_epoch=result.n_train / result.config.train.batch_size)
+        columns = ["seed", "step"] + [c for c in dpsgdf_steps.columns if c.startswith(("C", "guard_", "m[", "o["))]
+        written.append(save_figure(fig, directory / "clip_bounds.png", data=dpsgdf_steps[columns]))
+        plt.close(fig)
+    return written

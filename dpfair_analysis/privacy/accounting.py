@@ -77,6 +77,7 @@ __all__ = [
     "event_from_dict",
     "event_to_dict",
     "ledger_from_records",
+    "max_steps_within",
     "make_accountant",
     "poisson_gaussian_event",
     "steps_for_epochs",
@@ -639,6 +640,43 @@ def calibrate_noise_multiplier(
 
 
 # ------------------------------------------------------------------ ledger
+
+
+def max_steps_within(
+    target_epsilon: float,
+    delta: float,
+    *,
+    sampling_rate: float,
+    noise_multiplier: float,
+    max_steps: int,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    neighboring: str = "add_remove",
+) -> int:
+    """Largest T <= ``max_steps`` whose T Poisson-sampled Gaussian steps spend <= target epsilon.
+
+    Used to run a method "at equal privacy" with another (paper 000 §6.1.3: DPSGD-F and
+    Naive stop when their epsilon reaches DPSGD's). Epsilon is increasing in T, so this
+    is a bisection; 0 if even one step exceeds the target.
+    """
+    check_positive(target_epsilon, "target_epsilon")
+    max_steps = check_positive_int(max_steps, "max_steps")
+
+    def spent(steps: int) -> float:
+        event = poisson_gaussian_event(sampling_rate, noise_multiplier, steps=steps)
+        return epsilon_from_event(event, delta, accountant=accountant, conversion=conversion,
+                                  neighboring=neighboring)
+
+    if spent(max_steps) <= target_epsilon:
+        return max_steps
+    low, high = 0, max_steps  # spent(low) <= target < spent(high), with spent(0) = 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        if spent(middle) <= target_epsilon:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 class PrivacyLedger:

@@ -119,7 +119,7 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
         raise ValueError(f"batch_size={config.batch_size} exceeds the {n} training rows")
     lr = config.learning_rate(n)
     q = config.batch_size / n
-    total_steps, epoch_ends = _schedule(n, config)
+    total_steps, epoch_ends = schedule(n, config)
     sampler_gen, noise_gen = _generators(config.seed)
     ledger = PrivacyLedger()
     batches = _batches(n, config, sampler_gen)
@@ -254,7 +254,7 @@ def _evaluate(model: nn.Module, train_data: GroupedDataset, test_data: GroupedDa
     return rows
 
 
-def _schedule(n: int, config: TrainConfig) -> tuple[int, dict[int, int]]:
+def schedule(n: int, config: TrainConfig) -> tuple[int, dict[int, int]]:
     """Total steps and {last step of epoch e: e}.
 
     Poisson sampling: T = ceil(epochs * n / b) steps (the papers' accountant's count) and

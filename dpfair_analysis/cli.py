@@ -119,10 +119,13 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plots", default=None, help="directory for per-group figures (created if missing)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--no-cache", action="store_true",
+                   help="retrain even if this exact run is in the result cache ($DPFAIR_CACHE)")
     p.set_defaults(handler=_run_compare)
 
 
 def _run_compare(args: argparse.Namespace) -> None:
+    from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
     from dpfair_analysis.experiments.compare import CompareConfig, format_table, run_compare, save_compare_figures
     from dpfair_analysis.training.loop import TrainConfig
 
@@ -139,7 +142,8 @@ def _run_compare(args: argparse.Namespace) -> None:
         train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
                           delta=args.delta, accountant=args.accountant, conversion=args.conversion),
         seeds=tuple(range(args.seed, args.seed + args.seeds)))
-    result = run_compare(config, progress=not args.quiet and not args.json)
+    cache = RunCache(None if args.no_cache else default_cache_dir())
+    result = run_compare(config, progress=not args.quiet and not args.json, cache=cache)
     if args.out is not None:
         write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
     figures = [] if args.plots is None else save_compare_figures(result, args.plots)

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
+from tqdm.auto import tqdm
 
 from dpfair_analysis import data as datasets
+from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.fairness.metrics import cost_of_privacy, group_accuracy, max_cost_gap
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import epsilon_from_event, max_steps_within, poisson_gaussian_event
@@ -111,26 +112,32 @@ class CompareResult:
                 "seeds": list(self.config.seeds), "runs": self.runs}
 
 
-def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = True) -> CompareResult:
-    """Train every method of ``config`` for every seed and tabulate the group costs."""
+def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = True,
+                cache: RunCache | None = None) -> CompareResult:
+    """Train every method of ``config`` for every seed and tabulate the group costs.
+
+    With a :class:`~.cache.RunCache`, each (method, seed) run is looked up by a hash of
+    everything that determines it and trained only if missing, so a sweep resumes.
+    """
+    cache = cache or RunCache(None)
     full = datasets.load(config.dataset, **config.data_options)
     per_seed, histories, steps, runs = [], [], [], []
     epsilons: dict[str, list[float]] = {}
     for seed in config.seeds:
         train_data, test_data = full.split(config.test_fraction, seed=seed)
         accuracy: dict[str, pd.DataFrame] = {}
-        for method in config.methods:
-            result = _train_one(config, method, train_data, test_data, seed=seed, progress=progress)
-            predictions = predict_logits(result.model, test_data.X).argmax(dim=1)
-            accuracy[method] = group_accuracy(test_data.y.numpy(), predictions.numpy(), test_data.group.numpy(),
-                                              group_names=test_data.group_names).set_index("group")
-            histories.append(result.history.assign(method=method, seed=seed))
-            steps.append(result.steps.assign(method=method, seed=seed))
-            runs.append({"method": method, "seed": seed, "steps": int(result.steps["step"].max()),
-                         "epsilon": result.epsilon, "learning_rate": result.learning_rate,
-                         "sampling_matches_accounting": result.sampling_matches_accounting})
-            if result.epsilon is not None:
-                epsilons.setdefault(method, []).append(result.epsilon)
+        for method in tqdm(config.methods, desc=f"seed {seed}", disable=not progress, leave=False):
+            key = config_key(config.dataset, config.data_options, config.model, config.hidden, config.l2,
+                             config.test_fraction, config.policy(method), config.train, config.equal_privacy,
+                             method, seed)
+            run = cache.get_or_compute(key, lambda: _run_one(config, method, train_data, test_data, seed=seed,
+                                                             progress=progress))
+            accuracy[method] = run["accuracy"]
+            histories.append(run["history"].assign(method=method, seed=seed))
+            steps.append(run["steps"].assign(method=method, seed=seed))
+            runs.append({"method": method, "seed": seed, **run["info"]})
+            if run["info"]["epsilon"] is not None:
+                epsilons.setdefault(method, []).append(run["info"]["epsilon"])
         baseline = accuracy.get("sgd")
         for method, frame in accuracy.items():
             costs = cost_of_privacy(frame["accuracy"], baseline["accuracy"]) if baseline is not None \
@@ -146,6 +153,17 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
                          histories=pd.concat(histories, ignore_index=True),
                          steps=pd.concat(steps, ignore_index=True), runs=runs, group_names=full.group_names,
                          n_train=len(train_data))
+
+
+def _run_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int, progress: bool) -> dict:
+    """Train one method for one seed; what the comparison keeps of it (and caches)."""
+    result = _train_one(config, method, train_data, test_data, seed=seed, progress=progress)
+    predictions = predict_logits(result.model, test_data.X).argmax(dim=1)
+    accuracy = group_accuracy(test_data.y.numpy(), predictions.numpy(), test_data.group.numpy(),
+                              group_names=test_data.group_names).set_index("group")
+    info = {"steps": int(result.steps["step"].max()), "epsilon": result.epsilon,
+            "learning_rate": result.learning_rate, "sampling_matches_accounting": result.sampling_matches_accounting}
+    return {"accuracy": accuracy, "history": result.history, "steps": result.steps, "info": info}
 
 
 def _train_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int,

@@ -54,10 +54,13 @@ class CompareConfig:
     equal_privacy: bool = True
     train: TrainConfig = TrainConfig()
     test_fraction: float = 0.2
+    train_group_fraction: dict = field(default_factory=dict)
     seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         check_fraction(self.test_fraction, "test_fraction", open_high=True)
+        for group, fraction in self.train_group_fraction.items():
+            check_fraction(fraction, f"train_group_fraction[{group!r}]")
         if not self.seeds:
             raise ValueError("seeds must name at least one seed")
         for s in self.seeds:
@@ -125,11 +128,12 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
     epsilons: dict[str, list[float]] = {}
     for seed in config.seeds:
         train_data, test_data = full.split(config.test_fraction, seed=seed)
+        train_data = _cut_training_groups(train_data, config.train_group_fraction, seed=seed)
         accuracy: dict[str, pd.DataFrame] = {}
         for method in tqdm(config.methods, desc=f"seed {seed}", disable=not progress, leave=False):
             key = config_key(config.dataset, config.data_options, config.model, config.hidden, config.l2,
-                             config.test_fraction, config.policy(method), config.train, config.equal_privacy,
-                             method, seed)
+                             config.test_fraction, config.train_group_fraction, config.policy(method), config.train,
+                             config.equal_privacy, method, seed)
             run = cache.get_or_compute(key, lambda: _run_one(config, method, train_data, test_data, seed=seed,
                                                              progress=progress))
             accuracy[method] = run["accuracy"]
@@ -153,6 +157,19 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
                          histories=pd.concat(histories, ignore_index=True),
                          steps=pd.concat(steps, ignore_index=True), runs=runs, group_names=full.group_names,
                          n_train=len(train_data))
+
+
+def _cut_training_groups(train_data, fractions: dict, *, seed: int):
+    """Keep round(fraction x size) training rows of each named group; the test set is untouched.
+
+    This is how paper 000 builds unbalanced MNIST: class 8 cut to 500 of its 5,851
+    training images while the test set keeps its ~1,000 per class.
+    """
+    if not fractions:
+        return train_data
+    sizes = train_data.group_sizes()
+    return train_data.resample_groups(
+        {g: max(1, round(f * int(sizes[train_data.group_id(g)]))) for g, f in fractions.items()}, seed=seed)
 
 
 def _run_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int, progress: bool) -> dict:

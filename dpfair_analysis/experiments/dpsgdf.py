@@ -1,0 +1,174 @@
+"""Paper 000 (KDD'21) / 004 (long version): the settings and the tables, as functions.
+
+Each preset is the paper's setting (§6.1); a ``profile`` of ``"quick"`` shrinks epochs
+and seeds for CI and notebooks, ``"full"`` is the paper's run length. The notebook
+``notebooks/dpsgdf.ipynb`` and ``dpfair compare`` call these; nothing here re-implements
+training.
+
+* Table 1 / Table 5: per-group accuracy of SGD and cost of DPSGD, Naive and DPSGD-F;
+* Table 2: per-group average loss and per-sample gradient norm at the last epoch;
+* Table 3 (000) / Table 4 (004): DPSGD with uniform C = 1..5 against DPSGD-F on MNIST;
+* the per-group bias-variance bound of Eq. (1) on real per-sample gradients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import torch
+
+from dpfair_analysis import data as datasets
+from dpfair_analysis.experiments.cache import RunCache
+from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, run_compare
+from dpfair_analysis.gradients import per_sample_gradients, per_sample_norms, flatten
+from dpfair_analysis.models import build_model
+from dpfair_analysis.theory.bounds import (bound_minimising_clip, expected_gaussian_norm,
+                                           group_bias_variance_bounds, monte_carlo_group_error,
+                                           quantile_rule_clip)
+from dpfair_analysis.training.clipping import UniformClipping
+from dpfair_analysis.training.loop import TrainConfig, train
+from dpfair_analysis.validation import check_choice
+
+PAPER_METHODS = ("sgd", "dpsgd", "naive", "dpsgdf")
+PROFILES = ("quick", "full")
+
+#: paper 000 §6.1: census data with logistic regression (L2 weight 0.01), r = 1/sqrt(T)
+CENSUS = CompareConfig(dataset="adult", model="logreg", l2=0.01, methods=PAPER_METHODS, noise_multiplier=1.0,
+                       clip_bound=0.5, train=TrainConfig(epochs=20, batch_size=256, lr=None, delta=1e-6))
+
+#: paper 000 §6.1: unbalanced MNIST with the CNN, r = 0.01, sigma = 0.8, C = 1, 60 epochs;
+#: class 8 of the training split cut to 500/5851 of its size (the paper's ratio)
+MNIST_UNBALANCED = CompareConfig(dataset="mnist", model="cnn", l2=0.0, methods=PAPER_METHODS,
+                                 noise_multiplier=0.8, clip_bound=1.0, train_group_fraction={"8": 500 / 5851},
+                                 train=TrainConfig(epochs=60, batch_size=256, lr=0.01, delta=1e-6))
+
+#: the paper's printed numbers, for side-by-side tables (Table 1 of 000; Table 5 of 004)
+PAPER_TABLE1 = pd.DataFrame([
+    ("adult", "sgd", "accuracy", 0.8099, 0.7610, 0.9117),
+    ("adult", "dpsgd", "cost", -0.0592, -0.0740, -0.0281),
+    ("adult", "naive", "cost", -0.0593, -0.0742, -0.0281),
+    ("adult", "dpsgdf", "cost", -0.0254, -0.0298, -0.0161),
+    ("adult-balanced", "sgd", "accuracy", 0.824, 0.748, 0.899),
+    ("adult-balanced", "dpsgd", "cost", -0.036, -0.054, -0.019),
+    ("adult-balanced", "naive", "cost", -0.036, -0.054, -0.019),
+    ("adult-balanced", "dpsgdf", "cost", -0.009, -0.014, -0.005),
+    ("mnist", "sgd", "accuracy", 0.9855, 0.9903, 0.9292),
+    ("mnist", "dpsgd", "cost", -0.1081, -0.0707, -0.6807),
+    ("mnist", "naive", "cost", -0.1500, -0.1512, -0.1510),
+    ("mnist", "dpsgdf", "cost", -0.0293, -0.0281, -0.0432),
+], columns=["dataset", "method", "quantity", "all", "majority", "minority"])
+
+#: Table 3 of 000: MNIST, DPSGD with uniform C vs DPSGD-F (C0 = 1): cost on total, class 2, class 8
+PAPER_TABLE3 = pd.DataFrame([
+    ("dpsgd(C=1)", -0.1081, -0.0707, -0.6807), ("dpsgd(C=2)", -0.0587, -0.0426, -0.3286),
+    ("dpsgd(C=3)", -0.0390, -0.0232, -0.2013), ("dpsgd(C=4)", -0.0286, -0.0194, -0.1376),
+    ("dpsgd(C=5)", -0.0240, -0.0145, -0.1099), ("dpsgdf", -0.0293, -0.0281, -0.0432),
+], columns=["method", "all", "2", "8"])
+
+
+def with_profile(config: CompareConfig, profile: str, *, seeds: int | None = None) -> CompareConfig:
+    """The paper's ``config`` ("full") or a short version for CI ("quick": 2 epochs, 1 seed)."""
+    check_choice(profile, "profile", PROFILES)
+    n_seeds = seeds if seeds is not None else (1 if profile == "quick" else 5)
+    if profile == "quick":
+        config = replace(config, train=replace(config.train, epochs=min(config.train.epochs, 2)))
+    return replace(config, seeds=tuple(range(n_seeds)))
+
+
+def census_table(dataset: str = "adult", *, profile: str = "full", seeds: int | None = None,
+                 cache: RunCache | None = None, progress: bool = False) -> CompareResult:
+    """Table 1 (Adult) / Table 5 (balanced and unbalanced Adult, Dutch) for one census data set."""
+    config = with_profile(replace(CENSUS, dataset=dataset), profile, seeds=seeds)
+    return run_compare(config, cache=cache, progress=progress)
+
+
+def mnist_table(*, profile: str = "full", seeds: int | None = None, clips: tuple[float, ...] = (),
+                cache: RunCache | None = None, progress: bool = False, source: str = "5k") -> CompareResult:
+    """Table 1 (MNIST columns) and, with ``clips``, Table 3's uniform-C sweep."""
+    methods = PAPER_METHODS + tuple(f"dpsgd(C={c:g})" for c in clips)
+    dataset = "mnist" if source == "5k" else "mnist-full"
+    config = with_profile(replace(MNIST_UNBALANCED, dataset=dataset, methods=methods), profile, seeds=seeds)
+    return run_compare(config, cache=cache, progress=progress)
+
+
+def side_by_side(result: CompareResult, *, majority: str, minority: str, paper_key: str) -> pd.DataFrame:
+    """Measured mean ± sd beside the paper's numbers for Table 1 rows (accuracy of SGD, costs)."""
+    paper = PAPER_TABLE1[PAPER_TABLE1["dataset"] == paper_key].set_index("method")
+    rows = []
+    for method in result.table["method"].unique():
+        measured = result.table[result.table["method"] == method].set_index("group")
+        quantity = "accuracy" if method == "sgd" else "cost"
+        row = {"method": method, "quantity": quantity}
+        for column, group in (("all", "all"), ("majority", majority), ("minority", minority)):
+            row[f"{column}"] = measured.loc[group, quantity]
+            row[f"{column}_sd"] = measured.loc[group, f"{quantity}_sd"]
+            row[f"{column}_paper"] = paper.loc[method, column] if method in paper.index else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def last_epoch_group_table(result: CompareResult) -> pd.DataFrame:
+    """Table 2: per method and group, the average loss and per-sample gradient norm over the
+    last epoch's batches (mean and sd over seeds)."""
+    h = result.histories
+    last = h[(h["split"] == "batches") & h["metric"].isin(["loss", "grad_norm"])]
+    last = last[last["epoch"] == last.groupby(["method", "seed"])["epoch"].transform("max")]
+    table = last.groupby(["method", "group", "metric"], sort=False)["value"].agg(["mean", "std"]).unstack("metric")
+    table.columns = [f"{metric}_{stat}" for stat, metric in table.columns]
+    return table.reset_index()
+
+
+def equal_cost_verdicts(result: CompareResult, *, tau: float = 0.05) -> pd.DataFrame:
+    """Per method: mean max |Delta^i - Delta^j| over seeds, and whether it is <= tau (paper 000 §6.1.4)."""
+    gaps = result.per_seed[result.per_seed["group"] == "max_gap"]
+    table = gaps.groupby("method", sort=False)["cost"].agg(["mean", "std"]).reset_index()
+    table.columns = ["method", "max_gap", "max_gap_sd"]
+    table["equal_costs"] = table["max_gap"] <= tau
+    return table
+
+
+def group_bias_variance_analysis(dataset: str = "adult", *, epochs: int = 5, seed: int = 0, draws: int = 2000,
+                                 config: CompareConfig = CENSUS) -> dict[str, pd.DataFrame]:
+    """Eq. (1) per group on real per-sample gradients, beside a Monte Carlo of the actual error.
+
+    Trains DP-SGD with the paper's settings for ``epochs`` epochs, then takes one batch of
+    b rows and, per group k: the variance term E||N(0, sigma^2 C^2 I_d)|| / b^k, the
+    clipping-bias term, the upper bound, the claimed lower bound (half), the measured
+    E||G^_k - G^k|| with a 95% CI (Gaussian noise on the group's clipped sum), the
+    bound-minimising C and the paper's (1 - 1/(b eps))-quantile rule with
+    eps := 1/kappa (so that the scalar-Laplace rule is compared on the same noise).
+    """
+    full = datasets.load(dataset, **config.data_options)
+    train_data, _ = full.split(config.test_fraction, seed=seed)
+    model = build_model(config.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
+                        seed=seed, l2=config.l2)
+    train(model, train_data, UniformClipping(config.clip_bound, config.noise_multiplier),
+          replace(config.train, epochs=epochs, seed=seed), progress=False)
+    generator = torch.Generator().manual_seed(seed)
+    batch = torch.randperm(len(train_data), generator=generator)[:config.train.batch_size]
+    grads = flatten(per_sample_gradients(model, train_data.X[batch], train_data.y[batch])).double()
+    norms = grads.norm(dim=1)
+    group = train_data.group[batch]
+    dim = grads.shape[1]
+    C, sigma = config.clip_bound, config.noise_multiplier
+    noise_norm = expected_gaussian_norm(sigma * C, dim)
+    bounds = group_bias_variance_bounds(norms, group, train_data.group_names, C, expected_noise_norm=noise_norm)
+    kappa = noise_norm / C
+    measured, optimal = [], []
+    for k, name in enumerate(train_data.group_names):
+        rows = grads[group == k]
+        if len(rows) == 0:
+            continue
+        mc = monte_carlo_group_error(rows, C, noise="gaussian", noise_scale=sigma * C, draws=draws,
+                                     generator=generator)
+        measured.append({"group": name, **{f"measured_{k2}": v for k2, v in mc.items()}})
+        group_norms = norms[group == k]
+        optimal.append({"group": name, "n": len(rows), "bound_minimising_C": bound_minimising_clip(
+            group_norms, noise_per_unit_clip=kappa), "quantile_rule_C": quantile_rule_clip(
+            group_norms, epsilon=1.0 / kappa), "median_norm": float(group_norms.median())})
+    table = bounds.merge(pd.DataFrame(measured), on="group", how="left")
+    table["upper_holds"] = table["measured_mean"] <= table["upper"]
+    table["lower_half_holds"] = table["measured_ci_high"] >= table["lower_half"]
+    return {"bounds": table, "optimal_clip": pd.DataFrame(optimal)}

@@ -77,8 +77,9 @@ def per_sample_gradients_and_losses(model: nn.Module, X: torch.Tensor, y: torch.
 
 def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """||g_i||_2 over all parameters jointly, shape (n,)."""
-    squares = [g.flatten(1).pow(2).sum(dim=1) for g in grads.values()]
-    return torch.stack(squares).sum(dim=0).sqrt()
+    # vector_norm over the parameter dimensions reads the gradients in place (no squared copy)
+    norms = [torch.linalg.vector_norm(g, dim=tuple(range(1, g.ndim))) for g in grads.values()]
+    return torch.linalg.vector_norm(torch.stack(norms), dim=0)
 
 
 def clip_factors(norms: torch.Tensor, bounds: torch.Tensor | float) -> torch.Tensor:

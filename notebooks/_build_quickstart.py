@@ -16,7 +16,9 @@ cells = [
         "the paper's 20 epochs and 3 seeds."),
     new_code_cell(
         "import os\nfrom pathlib import Path\n\n"
-        "PROFILE = os.environ.get('DPFAIR_PROFILE', 'full')\n"
+        "import torch\n"
+         "torch.set_num_threads(int(os.environ.get('DPFAIR_THREADS', 1)))  # see benchmarks/README.md\n"
+         "PROFILE = os.environ.get('DPFAIR_PROFILE', 'full')\n"
         "FIGS = Path(os.environ.get('DPFAIR_FIGS', Path('..') / 'paper_figs')) / 'quickstart'\n"
         "EPOCHS, SEEDS = (2, (0,)) if PROFILE == 'quick' else (20, (0, 1, 2))\n"
         "PROFILE, EPOCHS, SEEDS"),

@@ -69,11 +69,11 @@ PAPER_TABLE3 = pd.DataFrame([
 
 
 def with_profile(config: CompareConfig, profile: str, *, seeds: int | None = None) -> CompareConfig:
-    """The paper's ``config`` ("full") or a short version for CI ("quick": 2 epochs, 1 seed)."""
+    """The paper's ``config`` ("full") or a short version for CI ("quick": 1 epoch, 1 seed)."""
     check_choice(profile, "profile", PROFILES)
     n_seeds = seeds if seeds is not None else (1 if profile == "quick" else 5)
     if profile == "quick":
-        config = replace(config, train=replace(config.train, epochs=min(config.train.epochs, 2)))
+        config = replace(config, train=replace(config.train, epochs=1))
     return replace(config, seeds=tuple(range(n_seeds)))
 
 

@@ -38,6 +38,7 @@ What a training run actually released is recorded step by step in a
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -56,6 +57,11 @@ from dpfair_analysis.validation import (
     check_positive,
     check_positive_int,
 )
+
+# dp_accounting logs (through absl) every fractional Renyi order it drops when its series
+# does not converge (large sampling rates, small noise). Dropping an order only loosens the
+# bound, so the result stays valid; the per-order messages would drown a training log.
+logging.getLogger("absl").setLevel(logging.ERROR)
 
 __all__ = [
     "ACCOUNTANTS",

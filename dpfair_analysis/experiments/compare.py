@@ -29,12 +29,12 @@ from tqdm.auto import tqdm
 from dpfair_analysis import data as datasets
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.fairness.metrics import cost_of_privacy, group_accuracy, max_cost_gap
-from dpfair_analysis.models import build_model
+from dpfair_analysis.models import MODELS, build_model
 from dpfair_analysis.privacy.accounting import epsilon_from_event, max_steps_within, poisson_gaussian_event
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-from dpfair_analysis.training.clipping import ClippingPolicy, make_policy
+from dpfair_analysis.training.clipping import METHODS, ClippingPolicy, make_policy
 from dpfair_analysis.training.loop import TrainConfig, TrainingResult, schedule, predict_logits, train
-from dpfair_analysis.validation import check_fraction, check_positive_int, check_seed
+from dpfair_analysis.validation import check_choice, check_fraction, check_seed
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class CompareConfig:
     seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
+        check_choice(self.model, "model", MODELS)
         check_fraction(self.test_fraction, "test_fraction", open_high=True)
         for group, fraction in self.train_group_fraction.items():
             check_fraction(fraction, f"train_group_fraction[{group!r}]")
@@ -81,7 +82,7 @@ def parse_method(method: str, *, default_clip: float) -> tuple[str, float]:
     """``"dpsgd(C=2)"`` -> ``("dpsgd", 2.0)``; other names keep ``default_clip``."""
     match = re.fullmatch(r"\s*([a-z]+)\s*(?:\(\s*C\s*=\s*([^)]+)\))?\s*", str(method))
     if match is None:
-        raise ValueError(f"method must look like 'dpsgd' or 'dpsgd(C=2)', got {method!r}")
+        raise ValueError(f"method must be one of {list(METHODS)} or 'dpsgd(C=<bound>)', got {method!r}")
     name, clip = match.groups()
     if clip is None:
         return name, default_clip

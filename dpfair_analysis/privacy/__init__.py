@@ -1,52 +1,5 @@
-"""Privacy: accounting from dp_accounting events (more modules to come: mechanisms,
-sensitivity, audit)."""
+"""Privacy: accounting from dp_accounting events (:mod:`.accounting`), Gaussian releases
+on one batch (:mod:`.mechanisms`), output perturbation (:mod:`.output_perturbation`)."""
 
-from dpfair_analysis.privacy.accounting import (
-    ACCOUNTANTS,
-    CONVERSIONS,
-    DEFAULT_RDP_ORDERS,
-    DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-    NEIGHBORING_RELATIONS,
-    PAPER_RDP_ORDERS,
-    ClassicConversionRdpAccountant,
-    PrivacyLedger,
-    calibrate_noise_multiplier,
-    classic_delta_from_rdp,
-    classic_epsilon_from_rdp,
-    compose_events,
-    delta_from_event,
-    dpsgd_epsilon,
-    dpsgd_privacy_summary,
-    epsilon_from_event,
-    event_from_dict,
-    event_to_dict,
-    ledger_from_records,
-    make_accountant,
-    poisson_gaussian_event,
-    steps_for_epochs,
-)
-
-__all__ = [
-    "ACCOUNTANTS",
-    "CONVERSIONS",
-    "DEFAULT_RDP_ORDERS",
-    "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
-    "NEIGHBORING_RELATIONS",
-    "PAPER_RDP_ORDERS",
-    "ClassicConversionRdpAccountant",
-    "PrivacyLedger",
-    "calibrate_noise_multiplier",
-    "classic_delta_from_rdp",
-    "classic_epsilon_from_rdp",
-    "compose_events",
-    "delta_from_event",
-    "dpsgd_epsilon",
-    "dpsgd_privacy_summary",
-    "epsilon_from_event",
-    "event_from_dict",
-    "event_to_dict",
-    "ledger_from_records",
-    "make_accountant",
-    "poisson_gaussian_event",
-    "steps_for_epochs",
-]
+from dpfair_analysis.privacy.accounting import *  # noqa: F401,F403  (the accounting API, see its __all__)
+from dpfair_analysis.privacy.accounting import __all__

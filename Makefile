@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-slow bench clean
+.PHONY: setup run test test-slow bench figures clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,9 @@ test-slow: setup
 
 bench: setup
 	$(PY) benchmarks/per_sample_step.py --out benchmarks/results/per_sample_step.json
+
+figures: setup
+	$(PY) notebooks/execute.py notebooks/quickstart.ipynb notebooks/dpsgdf.ipynb --profile full
 
 clean:
 	rm -rf $(VENV) .pytest_cache

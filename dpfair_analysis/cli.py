@@ -101,6 +101,9 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
                    help="DPSGD-F/Naive count noise sigma_1 as a multiple of --sigma (default 10)")
     p.add_argument("--max-ratio", type=positive_float, default=10.0,
                    help="DPSGD-F guard: cap on (m^k/b^k)/(m/b), so C^k <= C0 (1 + cap) (default 10)")
+    p.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
+                   help="keep this fraction of a group's training rows, e.g. 8=0.08546 for paper 000's "
+                        "unbalanced MNIST (500/5851); the test set is untouched; repeatable")
     p.add_argument("--no-equal-privacy", action="store_true",
                    help="let Naive/DPSGD-F run all steps instead of stopping at DPSGD's epsilon")
     p.add_argument("--epochs", type=positive_int, default=20)
@@ -135,8 +138,18 @@ def _run_compare(args: argparse.Namespace) -> None:
     methods = [m.strip() for m in re.split(r",(?![^(]*\))", args.methods) if m.strip()]
     if args.clips:
         methods += [f"dpsgd(C={c.strip()})" for c in args.clips.split(",") if c.strip()]
+    fractions = {}
+    for item in args.train_fraction:
+        group, sep, value = item.partition("=")
+        try:
+            fractions[group] = float(value)
+        except ValueError:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}") from None
+        if not sep or not group:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}")
     config = CompareConfig(
         dataset=args.data, data_options=data_options, model=args.model, methods=tuple(methods),
+        train_group_fraction=fractions,
         noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
         max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
         train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,

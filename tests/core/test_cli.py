@@ -74,6 +74,8 @@ BAD = [
     (["compare", "--sampling", "wor"], "sampling"),
     (["compare", "--out", "/nonexistent-dir/h.csv"], "does not exist"),
     (["data", "describe", "nope"], "name must be one of"),
+    (["compare", "--train-fraction", "8=abc"], "--train-fraction"),
+    (["compare", "--data", "synthetic", "--train-fraction", "g0=1.5"], "train_group_fraction"),
     (["frobnicate"], "invalid choice"),
 ]
 

@@ -185,10 +185,9 @@ class DpFair:
         self.policy = UniformClipping(CLIP, SIGMA)
         self.gen = torch.Generator().manual_seed(seed)
         self.acc = _BatchStats(data.n_groups)
-        self.q = b / len(data)
 
     def step(self, index: torch.Tensor) -> None:
-        _step(self.model, self.data, index, self.policy, q=self.q, lr=LR, generator=self.gen,
+        _step(self.model, self.data, index, self.policy, lr=LR, generator=self.gen,
               expected_batch_size=self.b, accumulator=self.acc)
 
 

@@ -25,7 +25,7 @@ epsilon spent so far. Everything random draws from generators seeded by ``seed``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -105,7 +105,6 @@ class TrainingResult:
     learning_rate: float
     sampling_matches_accounting: bool
     epsilon: float | None = None
-    info: dict = field(default_factory=dict)
 
 
 def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, config: TrainConfig, *,
@@ -129,8 +128,11 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
     accumulator = _BatchStats(train_data.n_groups)
     for step in tqdm(range(1, total_steps + 1), desc=f"{policy.name}", disable=not progress, leave=False):
         index = next(batches)
-        decision = _step(model, train_data, index, policy, q=q, lr=lr, generator=noise_gen,
+        decision = _step(model, train_data, index, policy, lr=lr, generator=noise_gen,
                          expected_batch_size=config.batch_size, accumulator=accumulator)
+        if policy.private and not decision.noise_multipliers:
+            raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise "
+                               "multipliers; its privacy cannot be accounted")
         if decision.noise_multipliers:
             sigma = joint_noise_multiplier(decision.noise_multipliers)
             ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
@@ -159,8 +161,7 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
                           epsilon=None if final_eps is None else float(final_eps))
 
 
-def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: ClippingPolicy, *, q: float,
-          lr: float, generator: torch.Generator, expected_batch_size: int, accumulator: "_BatchStats"):
+def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: ClippingPolicy, *, lr: float, generator: torch.Generator, expected_batch_size: int, accumulator: "_BatchStats"):
     """One update of ``model``'s parameters in place; returns the policy's decision."""
     X, y, group = data.X[index], data.y[index], data.group[index]
     params = parameters_of(model)

@@ -29,7 +29,7 @@ def test_dp_step_is_clip_sum_noise_average_then_penalty():
     C, sigma, lr, b = 0.3, 0.7, 0.05, 16
     gen = torch.Generator().manual_seed(5)
     noise_gen = torch.Generator().set_state(gen.get_state())
-    _step(model, data, index, UniformClipping(C, sigma), q=b / 40, lr=lr, generator=gen, expected_batch_size=b,
+    _step(model, data, index, UniformClipping(C, sigma), lr=lr, generator=gen, expected_batch_size=b,
           accumulator=_BatchStats(2))
     # The reference: microbatched gradients, clipped one by one, summed, same noise draws.
     reference = build_model("mlp", input_shape=(5,), n_classes=2, hidden=(4,), l2=0.1, seed=1)
@@ -55,7 +55,7 @@ def test_nonprivate_step_is_plain_minibatch_sgd():
     model = build_model("logreg", input_shape=(5,), n_classes=2, seed=2)
     reference = build_model("logreg", input_shape=(5,), n_classes=2, seed=2)
     index = torch.arange(10, 35)
-    _step(model, data, index, NonPrivate(), q=0.5, lr=0.3, generator=torch.Generator(), expected_batch_size=25,
+    _step(model, data, index, NonPrivate(), lr=0.3, generator=torch.Generator(), expected_batch_size=25,
           accumulator=_BatchStats(2))
     optimizer = torch.optim.SGD(reference.parameters(), lr=0.3)
     F.cross_entropy(reference(data.X[index]), data.y[index]).backward()
@@ -173,3 +173,24 @@ def test_generators_are_independent_and_seeded():
     a2, b2 = _generators(7)
     assert torch.equal(torch.rand(5, generator=a1), torch.rand(5, generator=a2))
     assert not torch.equal(torch.rand(5, generator=_generators(7)[0]), torch.rand(5, generator=_generators(7)[1]))
+
+
+def test_a_private_policy_that_states_no_noise_is_refused():
+    from dataclasses import dataclass
+
+    from dpfair_analysis.training.clipping import StepDecision
+
+    @dataclass(frozen=True)
+    class Leaky:
+        name: str = "leaky"
+        private: bool = True
+
+        def planned_noise_multipliers(self):
+            return ()
+
+        def decide(self, norms, group, *, n_groups, expected_batch_size, generator):
+            return StepDecision(bounds=torch.ones_like(norms), noise_std=0.0)
+
+    with pytest.raises(RuntimeError, match="cannot be accounted"):
+        train(build_model("logreg", input_shape=(5,), n_classes=2), toy_data(n=50), Leaky(),
+              TrainConfig(epochs=1, batch_size=10), progress=False)

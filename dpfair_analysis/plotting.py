@@ -5,15 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt  # headless: matplotlib picks Agg itself; notebooks keep inline
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg")  # no display on these machines; notebooks still show the returned figures
-
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-from dpfair_analysis.io import write_atomically  # noqa: E402
+from dpfair_analysis.io import write_atomically
 
 
 def plot_group_history(history: pd.DataFrame, *, metric: str, split: str = "test",

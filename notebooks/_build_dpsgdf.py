@@ -99,8 +99,7 @@ cells = [
          "import seaborn as sns\n"
          "sns.barplot(data=b, x='group', y='value', hue='variable', ax=ax)\n"
          "ax.set_ylabel('E‖Ĝᵏ − Gᵏ‖')\n"
-         "save_figure(fig, FIGS / 'eq1_bias_variance.png', data=analysis['bounds'])\n"
-         "fig"),
+         "save_figure(fig, FIGS / 'eq1_bias_variance.png', data=analysis['bounds']);"),
 ]
 notebook = new_notebook(cells=cells, metadata={
     "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},

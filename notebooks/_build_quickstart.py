@@ -49,8 +49,8 @@ cells = [
         "plot_group_history(result.histories, metric='grad_norm', split='batches', ax=axes[1])\n"
         "axes[1].set_yscale('log')\n"
         "curves = result.histories.query(\"metric in ['accuracy', 'grad_norm']\")\n"
-        "save_figure(fig, FIGS / 'adult_group_curves.png', data=curves)\n"
-        "fig"),
+        "save_figure(fig, FIGS / 'adult_group_curves.png', data=curves);"),
+
     new_markdown_cell("## What the privacy costs: ε three ways\n"
                       "The papers' tool used RDP with the classic conversion over a fixed order list; "
                       "dp_accounting's current conversion and PLD accounting are tighter."),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis.experiments.cache import RunCache, config_key

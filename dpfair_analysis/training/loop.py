@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from dp_accounting import dp_event
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, \

@@ -30,6 +30,8 @@ def plot_group_history(history: pd.DataFrame, *, metric: str, split: str = "test
     style = style if style in rows.columns else None
     sns.lineplot(data=rows, x="epoch", y="value", hue="group", style=style, ax=ax, errorbar=("ci", 95))
     ax.set_ylabel(f"{metric} ({split})")
+    if rows["group"].nunique() > 4:  # many groups (MNIST classes): keep the legend off the curves
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", ncol=1)
     fig.tight_layout()
     return fig
 

@@ -1,0 +1,66 @@
+"""The ``dpfair`` command: parses, calls the library, prints.
+
+Any bad argument or unusable input ends in one line on stderr,
+``dpfair: error: <what is wrong>``, and exit status 2 -- never a traceback. Output files
+are written to a temporary file and renamed, so nothing is left half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from dpfair_analysis.cli import compare, data, privacy
+from dpfair_analysis.cli._common import EXIT_USAGE, Parser, UsageError, positive_int
+
+# One module per command group; each has ``register(subparsers)``. Add new commands here.
+COMMANDS = (compare, privacy, data)
+
+
+# --------------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="dpfair", description="How differential privacy hurts some groups more than others.")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="torch intra-op threads (default 1: on a shared 2-core machine more threads "
+                             "made per-sample steps several times slower; see benchmarks/README.md)")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``dpfair``; returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+        import torch
+
+        torch.set_num_threads(args.threads)
+        args.handler(args)
+    except UsageError as error:
+        print(f"dpfair: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f"dpfair: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dpfair: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug, not a usage problem: still one line unless asked
+        if os.environ.get("DPFAIR_DEBUG"):
+            raise
+        print(f"dpfair: internal error: {type(error).__name__}: {_one_line(error)} "
+              f"(set DPFAIR_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return " ".join(text.split()) if text else type(error).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from dpfair_analysis.cli import main
+
+sys.exit(main())

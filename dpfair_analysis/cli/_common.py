@@ -1,0 +1,77 @@
+"""Shared pieces of the ``dpfair`` command: the one-line error, argument types, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Callable
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A problem with the command line or its inputs, reported as one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but its errors are one line and go through the same exit path."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+# ----------------------------------------------------------------- argument types
+def _number(check: Callable[[float], bool], allowed: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}") from None
+        if not math.isfinite(value) or not check(value):
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}")
+        return value
+    return parse
+
+
+positive_float = _number(lambda v: v > 0, "a positive finite number")
+unit_open = _number(lambda v: 0 < v < 1, "a number in (0, 1)")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    return _number(lambda v: v >= 0, "a finite number >= 0")(text)
+
+
+def output_path(text: str) -> Path:
+    """A file path whose directory exists (checked before any work is done)."""
+    path = Path(text)
+    if not path.parent.exists() or not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"directory {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
+    return path
+
+
+def print_json(payload: object) -> None:
+    print(json.dumps(payload, indent=2, default=_json_default))
+
+
+def _json_default(value: object) -> object:
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+

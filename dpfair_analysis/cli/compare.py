@@ -1,0 +1,103 @@
+"""``dpfair compare``: per-group cost of privacy of SGD vs the private methods."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from dpfair_analysis.cli._common import (UsageError, nonnegative_float, output_path, positive_float, positive_int,
+                                         print_json, unit_open)
+from dpfair_analysis.io import write_atomically
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="per-group cost of privacy: SGD vs private methods (paper 000 Table 1)",
+                       description="Train the non-private model and the private methods on the same split and "
+                                   "seed; print per-group test accuracy and the cost of privacy.")
+    p.add_argument("--data", default="adult", help="data set name (see `dpfair data list`; default adult)")
+    p.add_argument("--group-by", default=None, help="group column of the data set (default: its own, e.g. sex)")
+    p.add_argument("--model", default="logreg", help="logreg, mlp or cnn (default logreg)")
+    p.add_argument("--methods", default="sgd,dpsgd",
+                   help="comma-separated: sgd, dpsgd, naive, dpsgdf, dpsgd(C=2) (default sgd,dpsgd)")
+    p.add_argument("--clips", default=None,
+                   help="extra DPSGD runs with these uniform bounds, e.g. 1,2,3,4,5 (paper 000 Table 3)")
+    p.add_argument("--count-noise-ratio", type=positive_float, default=10.0,
+                   help="DPSGD-F/Naive count noise sigma_1 as a multiple of --sigma (default 10)")
+    p.add_argument("--max-ratio", type=positive_float, default=10.0,
+                   help="DPSGD-F guard: cap on (m^k/b^k)/(m/b), so C^k <= C0 (1 + cap) (default 10)")
+    p.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
+                   help="keep this fraction of a group's training rows, e.g. 8=0.08546 for paper 000's "
+                        "unbalanced MNIST (500/5851); the test set is untouched; repeatable")
+    p.add_argument("--no-equal-privacy", action="store_true",
+                   help="let Naive/DPSGD-F run all steps instead of stopping at DPSGD's epsilon")
+    p.add_argument("--epochs", type=positive_int, default=20)
+    p.add_argument("--batch-size", type=positive_int, default=256)
+    p.add_argument("--sigma", type=positive_float, default=1.0, help="noise multiplier (default 1)")
+    p.add_argument("--clip", type=positive_float, default=0.5, help="clipping bound C (default 0.5)")
+    p.add_argument("--delta", type=unit_open, default=1e-6)
+    p.add_argument("--lr", type=positive_float, default=None, help="learning rate (default 1/sqrt(T))")
+    p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
+    p.add_argument("--sampling", default="poisson", help="poisson (matches the accountant) or shuffle")
+    p.add_argument("--accountant", default="rdp", help="rdp or pld (default rdp)")
+    p.add_argument("--conversion", default="improved", help="RDP to (ε, δ): improved or classic")
+    p.add_argument("--seeds", type=positive_int, default=1, help="number of seeds (mean ± sd); default 1")
+    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--out", type=output_path, default=None, help="CSV file for the per-epoch history")
+    p.add_argument("--plots", default=None, help="directory for per-group figures (created if missing)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--no-cache", action="store_true",
+                   help="retrain even if this exact run is in the result cache ($DPFAIR_CACHE)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
+    from dpfair_analysis.experiments.compare import CompareConfig, format_table, run_compare, save_compare_figures
+    from dpfair_analysis.training.loop import TrainConfig
+
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    data_options = {} if args.group_by is None else {"by": args.group_by}
+    methods = [m.strip() for m in re.split(r",(?![^(]*\))", args.methods) if m.strip()]
+    if args.clips:
+        methods += [f"dpsgd(C={c.strip()})" for c in args.clips.split(",") if c.strip()]
+    fractions = {}
+    for item in args.train_fraction:
+        group, sep, value = item.partition("=")
+        try:
+            fractions[group] = float(value)
+        except ValueError:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}") from None
+        if not sep or not group:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}")
+    config = CompareConfig(
+        dataset=args.data, data_options=data_options, model=args.model, methods=tuple(methods),
+        train_group_fraction=fractions,
+        noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
+        max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
+        train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
+                          delta=args.delta, accountant=args.accountant, conversion=args.conversion),
+        seeds=tuple(range(args.seed, args.seed + args.seeds)))
+    cache = RunCache(None if args.no_cache else default_cache_dir())
+    result = run_compare(config, progress=not args.quiet and not args.json, cache=cache)
+    if args.out is not None:
+        write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
+    figures = [] if args.plots is None else save_compare_figures(result, args.plots)
+    if args.json:
+        print_json(result.to_json())
+        return
+    print(f"{config.dataset}: {config.model}, b={config.train.batch_size}, {config.train.epochs} epochs, "
+          f"σ={config.noise_multiplier}, C={config.clip_bound}, δ={config.train.delta}, "
+          f"seeds {list(config.seeds)}, sampling={config.train.sampling}")
+    print(format_table(result))
+    for method, eps in result.epsilon.items():
+        print(f"ε({method}) = {eps:.3f} at δ={config.train.delta} ({config.train.accountant}, "
+              f"{config.train.conversion} conversion)")
+    for run in result.runs:
+        if run["method"] not in ("sgd",) and run["epsilon"] is not None and len(config.seeds) == 1:
+            print(f"  {run['method']}: {run['steps']} steps, ε = {run['epsilon']:.3f}")
+    if args.out is not None:
+        print(f"history written to {args.out}")
+    for path in figures:
+        print(f"figure written to {path}")

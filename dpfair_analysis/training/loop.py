@@ -5,7 +5,8 @@ Each step:
 1. sample a batch B_t -- Poisson sampling (each row with probability q = b/n, what the
    accountant assumes; the default) or a shuffled fixed-size batch (the papers'
    practice; results are flagged ``sampling_matches_accounting = False``);
-2. per-sample gradients g_i and norms ||g_i|| from :mod:`dpfair_analysis.gradients`;
+2. per-sample gradients g_i of the objective (cross-entropy unless an
+   :class:`~.objectives.Objective` says otherwise) and norms ||g_i||;
 3. the policy picks bounds C_i, weights w_i and noise s (:mod:`.clipping`);
 4. G = (sum_i w_i min(1, C_i/||g_i||) g_i + N(0, s^2 I)) / b  with b the expected
    batch size for private policies (the non-private mean uses the actual size);
@@ -13,7 +14,12 @@ Each step:
 6. the step's Gaussian releases (all on the same sampled batch) are recorded as one
    Poisson-sampled Gaussian event with their joint noise multiplier
    (:func:`~dpfair_analysis.privacy.mechanisms.joint_noise_multiplier`) in a
-   :class:`~dpfair_analysis.privacy.accounting.PrivacyLedger`.
+   :class:`~dpfair_analysis.privacy.accounting.PrivacyLedger` (an objective's own
+   per-step releases join that event; its one-time releases are recorded before step 1).
+
+``callbacks`` are called as ``callback(t, model)`` at theta_t, for t = 0 (before the
+first step) to T (after the last), so analyses (e.g. paper 001's decomposition, tracked
+per step) see every iterate; they must not touch the loop's generators.
 
 The run has T = ceil(epochs * n / b) steps (the count the papers' accountant uses);
 epoch e ends after step ceil(e * n / b). After each epoch the loop evaluates loss and
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,16 +43,17 @@ from torch import nn
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, \
-    per_sample_gradients_and_losses, per_sample_norms
+from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, per_sample_norms
 from dpfair_analysis.models import l2_penalty
 from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy
+from dpfair_analysis.training.objectives import CrossEntropy, Objective
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, \
     check_seed
 
 SAMPLING = ("poisson", "shuffle")
+TrainCallback = Callable[[int, nn.Module], None]
 
 
 @dataclass(frozen=True)
@@ -108,8 +116,10 @@ class TrainingResult:
 
 
 def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, config: TrainConfig, *,
-          test_data: GroupedDataset | None = None, progress: bool = True) -> TrainingResult:
+          test_data: GroupedDataset | None = None, progress: bool = True, objective: Objective | None = None,
+          callbacks: Sequence[TrainCallback] = ()) -> TrainingResult:
     """Train ``model`` in place with ``policy`` and return the result with its history."""
+    objective = CrossEntropy() if objective is None else objective
     _check_labels_fit(model, train_data, "train_data")
     if test_data is not None:
         _check_labels_fit(model, test_data, "test_data")
@@ -121,23 +131,28 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
     total_steps, epoch_ends = schedule(n, config)
     sampler_gen, noise_gen = _generators(config.seed)
     ledger = PrivacyLedger()
+    for multiplier in objective.prepare(train_data, generator=noise_gen):
+        ledger.record(dp_event.GaussianDpEvent(multiplier))
     batches = _batches(n, config, sampler_gen)
 
     history: list[dict] = _evaluate(model, train_data, test_data, epoch=0)
     step_records: list[dict] = []
     accumulator = _BatchStats(train_data.n_groups)
     for step in tqdm(range(1, total_steps + 1), desc=f"{policy.name}", disable=not progress, leave=False):
+        for callback in callbacks:
+            callback(step - 1, model)
         index = next(batches)
-        decision = _step(model, train_data, index, policy, lr=lr, generator=noise_gen,
-                         expected_batch_size=config.batch_size, accumulator=accumulator)
+        decision, released = _step(model, train_data, index, policy, objective, lr=lr, generator=noise_gen,
+                                   expected_batch_size=config.batch_size, accumulator=accumulator)
         if policy.private and not decision.noise_multipliers:
             raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise "
                                "multipliers; its privacy cannot be accounted")
-        if decision.noise_multipliers:
-            sigma = joint_noise_multiplier(decision.noise_multipliers)
+        multipliers = decision.noise_multipliers + objective.planned_noise_multipliers()
+        if multipliers:
+            sigma = joint_noise_multiplier(multipliers)
             ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
         step_records.append({"step": step, "batch_size": len(index), "noise_std": decision.noise_std,
-                             **decision.record})
+                             **decision.record, **released})
         if step in epoch_ends:
             epoch = epoch_ends[step]
             epsilon = ledger.epsilon(config.delta, accountant=config.accountant, conversion=config.conversion,
@@ -149,6 +164,8 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
                 row["step"] = step
             history += rows
             accumulator = _BatchStats(train_data.n_groups)
+    for callback in callbacks:
+        callback(total_steps, model)
     steps_frame = pd.DataFrame(step_records)
     if policy.private and config.accountant == "rdp" and len(ledger) == len(steps_frame):
         steps_frame["epsilon"] = ledger.epsilon_trajectory(config.delta, conversion=config.conversion)
@@ -161,18 +178,22 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
                           epsilon=None if final_eps is None else float(final_eps))
 
 
-def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: ClippingPolicy, *, lr: float, generator: torch.Generator, expected_batch_size: int, accumulator: "_BatchStats"):
-    """One update of ``model``'s parameters in place; returns the policy's decision."""
+def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: ClippingPolicy,
+          objective: Objective, *, lr: float, generator: torch.Generator, expected_batch_size: int,
+          accumulator: "_BatchStats"):
+    """One update of ``model``'s parameters in place; returns the policy's decision and the objective's record."""
     X, y, group = data.X[index], data.y[index], data.group[index]
     params = parameters_of(model)
     if len(index) == 0:
         grads = {name: torch.zeros((0, *p.shape), dtype=p.dtype) for name, p in params.items()}
         losses = torch.zeros(0)
     else:
-        grads, losses = per_sample_gradients_and_losses(model, X, y, params=params)
+        grads, losses = objective.per_sample_gradients(model, X, y, group, params=params)
     norms = per_sample_norms(grads) if len(index) else torch.zeros(0)
     decision = policy.decide(norms, group, n_groups=data.n_groups, expected_batch_size=expected_batch_size,
                              generator=generator)
+    released = objective.release(model, X, y, group, params=params, bounds=decision.bounds,
+                                 expected_batch_size=expected_batch_size, generator=generator)
     total = clipped_sum(grads, decision.bounds, weights=decision.weights, norms=norms)
     total = add_gaussian_noise(total, decision.noise_std, generator=generator)
     denominator = expected_batch_size if policy.private else max(len(index), 1)
@@ -185,7 +206,7 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
                     update = update + penalty_grads[name]
                 p.sub_(lr * update)
     accumulator.add(group, losses, norms, norms > decision.bounds)
-    return decision
+    return decision, released
 
 
 def _penalty_gradient(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -11,6 +11,7 @@ from dpfair_analysis.models import build_model, l2_penalty
 from dpfair_analysis.privacy.accounting import dpsgd_epsilon
 from dpfair_analysis.training.clipping import NonPrivate, UniformClipping, make_policy
 from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _generators, schedule, _step, train
+from dpfair_analysis.training.objectives import CrossEntropy
 
 
 def toy_data(n=300, d=5, seed=0, n_groups=2):
@@ -29,7 +30,7 @@ def test_dp_step_is_clip_sum_noise_average_then_penalty():
     C, sigma, lr, b = 0.3, 0.7, 0.05, 16
     gen = torch.Generator().manual_seed(5)
     noise_gen = torch.Generator().set_state(gen.get_state())
-    _step(model, data, index, UniformClipping(C, sigma), lr=lr, generator=gen, expected_batch_size=b,
+    _step(model, data, index, UniformClipping(C, sigma), CrossEntropy(), lr=lr, generator=gen, expected_batch_size=b,
           accumulator=_BatchStats(2))
     # The reference: microbatched gradients, clipped one by one, summed, same noise draws.
     reference = build_model("mlp", input_shape=(5,), n_classes=2, hidden=(4,), l2=0.1, seed=1)
@@ -55,7 +56,7 @@ def test_nonprivate_step_is_plain_minibatch_sgd():
     model = build_model("logreg", input_shape=(5,), n_classes=2, seed=2)
     reference = build_model("logreg", input_shape=(5,), n_classes=2, seed=2)
     index = torch.arange(10, 35)
-    _step(model, data, index, NonPrivate(), lr=0.3, generator=torch.Generator(), expected_batch_size=25,
+    _step(model, data, index, NonPrivate(), CrossEntropy(), lr=0.3, generator=torch.Generator(), expected_batch_size=25,
           accumulator=_BatchStats(2))
     optimizer = torch.optim.SGD(reference.parameters(), lr=0.3)
     F.cross_entropy(reference(data.X[index]), data.y[index]).backward()
@@ -194,3 +195,23 @@ def test_a_private_policy_that_states_no_noise_is_refused():
     with pytest.raises(RuntimeError, match="cannot be accounted"):
         train(build_model("logreg", input_shape=(5,), n_classes=2), toy_data(n=50), Leaky(),
               TrainConfig(epochs=1, batch_size=10), progress=False)
+
+
+def test_callbacks_see_every_iterate_and_do_not_change_the_run():
+    data = toy_data(n=120)
+    config = TrainConfig(epochs=2, batch_size=30, lr=0.1, seed=3)
+    seen = []
+
+    def record(t, model):
+        seen.append((t, torch.cat([p.detach().flatten().clone() for p in model.parameters()])))
+
+    plain = train(build_model("logreg", input_shape=(5,), n_classes=2, seed=0), data, UniformClipping(1.0, 1.0),
+                  config, progress=False)
+    watched = train(build_model("logreg", input_shape=(5,), n_classes=2, seed=0), data, UniformClipping(1.0, 1.0),
+                    config, progress=False, callbacks=[record])
+    total, _ = schedule(len(data), config)
+    assert [t for t, _ in seen] == list(range(total + 1))
+    final = torch.cat([p.detach().flatten() for p in watched.model.parameters()])
+    assert torch.equal(seen[-1][1], final)
+    assert not torch.equal(seen[0][1], seen[1][1])
+    assert torch.equal(final, torch.cat([p.detach().flatten() for p in plain.model.parameters()]))

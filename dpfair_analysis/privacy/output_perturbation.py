@@ -378,6 +378,21 @@ def perturb(params: torch.Tensor | Mapping[str, torch.Tensor], sigma: float, *, 
 
 
 # ------------------------------------------------------------------ the mechanism
+def certified_sensitivity(model: LogisticRegression, solution: ERMSolution, *, n: int, bound: float,
+                          gtol: float) -> tuple[float, float]:
+    """(Delta, L): the sensitivity output perturbation calibrates on, and its Lipschitz constant.
+
+    Delta = 2 L / (n lambda) + 2 gtol / lambda with L = :func:`logistic_lipschitz` (bound,
+    intercept if the model's bias is trainable): any run stops within gtol / lambda of
+    its exact minimiser, so the released minimisers of two neighbours differ by at most
+    the exact sensitivity plus twice that distance.
+    """
+    n_classes = 2 if model.binary else model.linear.out_features
+    lipschitz = logistic_lipschitz(bound, n_classes=n_classes, intercept="linear.bias" in solution.params)
+    sensitivity = output_perturbation_sensitivity(n, solution.l2, lipschitz=lipschitz) + 2 * gtol / solution.l2
+    return sensitivity, lipschitz
+
+
 @dataclass(frozen=True)
 class OutputPerturbationRelease:
     """What output perturbation released and the numbers behind its guarantee."""
@@ -419,11 +434,7 @@ def output_perturbation(model: LogisticRegression, data: GroupedDataset, *, epsi
     if not solution.converged:
         raise RuntimeError(f"the ERM solver stopped at ||grad J|| = {solution.grad_norm:.3g} > gtol={gtol}; the "
                            f"sensitivity bound needs every run to reach gtol (raise gtol or l2)")
-    n_classes = 2 if model.binary else model.linear.out_features
-    lipschitz = logistic_lipschitz(bound, n_classes=n_classes, intercept="linear.bias" in solution.params)
-    # Any run stops within gtol / l2 of its exact minimiser, so released minimisers of
-    # neighbours differ by at most 2 L / (n l2) + 2 gtol / l2.
-    sensitivity = output_perturbation_sensitivity(len(data), l2, lipschitz=lipschitz) + 2 * gtol / l2
+    sensitivity, lipschitz = certified_sensitivity(model, solution, n=len(data), bound=bound, gtol=gtol)
     sigma = gaussian_sigma(epsilon, delta, sensitivity, calibration=calibration)
     noisy = perturb(solution.params, sigma, draws=draws, generator=generator)
     return OutputPerturbationRelease(solution=solution, noisy=noisy, sensitivity=sensitivity, lipschitz=lipschitz,

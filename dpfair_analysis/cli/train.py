@@ -1,0 +1,116 @@
+"""``dpfair train``: F-LD / PF-LD fair training (papers/003) on one data set.
+
+Prints one line per epoch (accuracy, fairness violation, epsilon spent) and a final
+line; ``--json`` prints one JSON object {method, constraint, accuracy, violation,
+epsilon, ...} instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dpfair_analysis.cli._common import nonnegative_float, positive_float, positive_int, print_json, unit_open
+
+DATASETS = ("adult", "compas", "german", "bank", "synthetic")
+
+
+def _missing_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
+    return value
+
+
+def _hidden(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return sizes
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="F-LD / PF-LD fair training (papers/003)",
+                       description="Lagrangian-dual fair training, non-private (fld) or private with respect "
+                                   "to the sensitive attribute (pfld). Paper settings by default: epsilon 1, "
+                                   "delta 1e-5, C_p 10, C_d 5, ReLU MLP with two hidden layers.")
+    p.add_argument("--data", default="adult", choices=DATASETS,
+                   help="data set (groups by sex; adult uses preprocessing='pfld'); default adult")
+    p.add_argument("--method", default="pfld", choices=("fld", "pfld"))
+    p.add_argument("--constraint", default="dp", choices=("dp", "eo", "ap"),
+                   help="demographic parity, equalized odds or accuracy parity")
+    p.add_argument("--epsilon", type=positive_float, default=1.0, help="target epsilon (pfld)")
+    p.add_argument("--delta", type=unit_open, default=1e-5)
+    p.add_argument("--cp", type=positive_float, default=10.0, help="primal clipping bound C_p")
+    p.add_argument("--cd", type=positive_float, default=5.0, help="dual clipping bound C_d")
+    p.add_argument("--sigma", type=positive_float, default=None,
+                   help="fix the primal noise multiplier instead of calibrating it to --epsilon")
+    p.add_argument("--epochs", type=positive_int, default=10)
+    p.add_argument("--batch-size", type=positive_int, default=256)
+    p.add_argument("--lr", type=positive_float, default=0.05, help="primal learning rate alpha")
+    p.add_argument("--dual-lr", type=positive_float, default=1.0, help="dual step size s")
+    p.add_argument("--lambda-max", type=positive_float, default=2.0)
+    p.add_argument("--hidden", type=_hidden, default=(64, 64), help="hidden layer sizes (default 64,64)")
+    p.add_argument("--missing-rate", type=_missing_rate, default=0.0,
+                   help="fraction of training rows that do not report their group (paper Sec. 7: r = 1 - this)")
+    p.add_argument("--accountant", default="pld", choices=("pld", "rdp"))
+    p.add_argument("--paper-exact", action="store_true",
+                   help="the paper's sensitivities and bookkeeping (refuted; no privacy guarantee)")
+    p.add_argument("--test-fraction", type=unit_open, default=0.2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.set_defaults(handler=_run_train)
+    _ = nonnegative_float  # shared types imported for symmetry with other commands
+
+
+def _run_train(args: argparse.Namespace) -> None:
+    import warnings
+
+    from dpfair_analysis import data as data_module
+    from dpfair_analysis.cli._common import UsageError
+    from dpfair_analysis.fairness.constraints import make_constraint
+    from dpfair_analysis.models import build_model
+    from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
+    from dpfair_analysis.training.lagrangian import LagrangianConfig, train_lagrangian
+
+    if args.seed < 0:
+        raise UsageError(f"argument --seed: expected a non-negative integer, got {args.seed}")
+    config = LagrangianConfig(method=args.method, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                              dual_lr=args.dual_lr, lambda_max=args.lambda_max, epsilon=args.epsilon,
+                              delta=args.delta, clip_primal=args.cp, clip_dual=args.cd,
+                              noise_multiplier=args.sigma, missing_rate=args.missing_rate,
+                              paper_exact=args.paper_exact, accountant=args.accountant, seed=args.seed)
+    options = {"preprocessing": "pfld"} if args.data == "adult" else {}
+    dataset = data_module.load(args.data, **options)
+    train, test = dataset.split(args.test_fraction, seed=args.seed)
+    constraint = make_constraint(args.constraint, n_groups=dataset.n_groups, n_classes=dataset.n_classes,
+                                 group_names=dataset.group_names)
+    model = build_model("mlp", input_shape=train.X.shape[1:], n_classes=dataset.n_classes, seed=args.seed,
+                        hidden=args.hidden)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PrivacyNotEstablishedWarning)
+        result = train_lagrangian(model, train, constraint, config, test_data=test, progress=args.progress)
+    summary = result.final("test")
+    summary.update(data=args.data, n_train=len(train), n_test=len(test))
+    if args.json:
+        print_json(summary)
+        return
+    for w in caught:
+        print(f"warning: {w.message}")
+    table = result.per_epoch()
+    for _, row in table.iterrows():
+        eps = row.get("epsilon", float("nan"))
+        eps_text = "" if args.method == "fld" else f"  ε={eps:.3f}"
+        print(f"epoch {int(row['epoch']):3d}  train acc {row['train_accuracy']:.4f} viol {row['train_violation']:.4f}"
+              f"  test acc {row['test_accuracy']:.4f} viol {row['test_violation']:.4f}{eps_text}")
+    eps_text = "" if summary["epsilon"] is None else (
+        f", ε = {summary['epsilon']:.4f} at δ = {args.delta:g} ({summary['accountant']}"
+        f"{'' if summary['privacy_established'] else '; NOT established'}), σ_p = {summary['noise_multipliers']['primal']:.3f}")
+    print(f"{summary['method']} {args.constraint} on {args.data}: test accuracy {summary['accuracy']:.4f}, "
+          f"violation {summary['violation']:.4f}{eps_text}")

@@ -1,0 +1,262 @@
+"""Sensitivities of PF-LD's private releases: the paper's claims and bounds that hold.
+
+Privacy model (papers/003 Sec. 4.2): datasets are neighbours when **one person's
+sensitive attribute A changes** (features X and labels Y are public and fixed). With
+missing values (Sec. 7) "not reported" is one more value of A.
+
+Paper's claims (tested in ``tests/pfld/test_sensitivity.py``)
+-------------------------------------------------------------
+Theorem 1 (primal, Eq. 7):  Delta_p <= 2 C_p lambda_max / (min_i |B_{G_i}| - 1).
+Theorem 2 (dual, Eq. 11):   Delta_d <= sqrt(2) C_d / (min_i |D_{G_i}| - 1).
+Sec. 7 (missing values):    Delta'_p = Delta_p / r, Delta'_d = Delta_d / r.
+
+What the searches find (counterexamples stored as regression tests):
+
+* Step (8e) of Thm 1 is wrong for vector gradients with signs: removing z from a group
+  of size n changes the mean by (mean of the others - g_z) / n, whose norm reaches
+  2 C / n > C / (n - 1) for n > 2 (others' gradients at -v, g_z at +v, ||v|| = C).
+  Example: n = 3, change 2C/3 against the claimed C/2.
+* Eq. (10) leaves the population gradient unclipped, and the gradient of
+  lambda_i |mu_P - mu_G| carries sign(mu_P - mu_G), which one person's group change can
+  flip. The released gradient then changes by 2 lambda_i ||grad mu_P - grad mu_G||,
+  unbounded in C_p (Thm 1's proof, step 8b, assumes the signs do not move).
+* Thm 2 with signed h (allowed by its hypothesis |h| <= C_d) fails the same way as
+  (8e): n = 3 gives 2C/3 > C/2 per group. For *unsigned* h in [0, C_d] (all three of
+  the paper's h) the bound does hold: the changes are C/n_1 and C/(n_2 + 1).
+* Groups of size 1 make both bounds infinite (division by 0), and a group emptied by
+  the change has no mean at all.
+* The noise scales sigma Delta(D) depend on min |G_i|, i.e. on the sensitive attribute
+  itself: neighbours get different noise, which is not the Gaussian mechanism the
+  accounting assumes (the group sizes leak through the noise scale).
+* Sec. 7's rule divides a bound computed from the *full* group sizes by the overall
+  reporting rate r; when one group reports less than r the smallest reporting group is
+  much smaller than r min |G|, and the change exceeds Delta / r.
+
+Bounds used by default (``lagrangian.py``), proved here
+-------------------------------------------------------
+The releases are **sums** over group members divided by *public* denominators m_i
+(from a noisy count released once, see :func:`count_distance`), so no noise scale
+depends on the attribute:
+
+Primal (per Poisson-sampled batch B): the released group vector is
+:math:`V = \\sum_{z \\in B} \\sum_{i: z \\in G_i} a_i \\, \\bar g_z` with
+:math:`\\bar g_z = g_z \\min(1, C_p/\\|g_z\\|)` and public coefficients
+:math:`a_i = \\lambda_i s_i / (q m_i)`. Person z's contribution is
+:math:`u(A_z) = \\sum_{i \\ni z} a_i \\bar g_z`, so for *any* value of A_z (or "not
+reported", contribution 0)
+
+.. math:: \\|u(A_z)\\| \\le t_{\\max} \\, C_p \\max_i |a_i| =: \\Delta_1
+
+(:func:`primal_contribution_bound`), with :math:`t_{\\max}` the number of group subsets
+one person can be in (1 for dp, eo, ap). Changing A_z replaces u by u' with both norms
+<= Delta_1: the replace-one relation of Poisson subsampling, which dp_accounting's PLD
+accountant (``REPLACE_ONE``) models with the pair q N(Delta_1) + (1-q) N(0) vs
+q N(-Delta_1) + (1-q) N(0). The distance ||u - u'|| <= 2 Delta_1
+(:func:`primal_replace_distance`) is what matters without subsampling.
+
+Dual (full data): the released vector is the per-term sums
+:math:`S_i = \\sum_{z \\in G_i} \\mathrm{clip}_{C_d}(h(z))`. Person z contributes
+clip(h(z)) to at most t_max coordinates; a group change moves these entries, so
+
+.. math:: \\|S(D) - S(D')\\|_2 \\le \\sqrt{2 t_{\\max}} \\; C_d
+
+(:func:`dual_sum_distance`; sqrt(t_max) C_d when moving to or from "not reported").
+Counts n_i = |G_i| are the same sums with h = 1: distance sqrt(2 t_max)
+(:func:`count_distance`). All three bounds hold for signed and unsigned h, any group
+sizes (including 0, 1, 2) and any number of groups; they are checked by brute force on
+adversarial neighbouring pairs in the tests.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Callable
+
+import numpy as np
+import torch
+
+from dpfair_analysis.fairness.constraints import FairnessConstraint
+from dpfair_analysis.validation import check_fraction, check_nonnegative, check_positive
+
+__all__ = [
+    "PrivacyNotEstablishedWarning",
+    "paper_primal_sensitivity", "paper_dual_sensitivity", "paper_missing_values_sensitivity",
+    "paper_primal_release", "paper_primal_group_part", "paper_dual_release",
+    "primal_group_sum", "dual_group_sums", "group_counts",
+    "primal_contribution_bound", "primal_replace_distance", "dual_sum_distance", "count_distance",
+    "change_group", "exact_change", "clip_rows", "clip_values",
+]
+
+
+class PrivacyNotEstablishedWarning(UserWarning):
+    """The run uses a sensitivity claim that the tests refute (``paper_exact=True``)."""
+
+
+# ---------------------------------------------------------------- the paper's claims
+def paper_primal_sensitivity(group_sizes, *, clip: float, lambda_max: float) -> float:
+    """papers/003 Thm 1, Eq. (7): 2 C_p lambda_max / (min_i |B_{G_i}| - 1) (inf if min <= 1).
+
+    NOT a valid sensitivity (see the module docstring); kept to reproduce the paper.
+    """
+    clip, lambda_max = check_positive(clip, "clip"), check_nonnegative(lambda_max, "lambda_max")
+    m = int(np.min(np.asarray(group_sizes)))
+    return math.inf if m <= 1 else 2.0 * clip * lambda_max / (m - 1)
+
+
+def paper_dual_sensitivity(group_sizes, *, clip: float) -> float:
+    """papers/003 Thm 2, Eq. (11): sqrt(2) C_d / (min_i |D_{G_i}| - 1) (inf if min <= 1).
+
+    Holds for unsigned h in [0, C_d] as a local bound, fails for signed h; its noise
+    scale depends on the attribute (see the module docstring).
+    """
+    clip = check_positive(clip, "clip")
+    m = int(np.min(np.asarray(group_sizes)))
+    return math.inf if m <= 1 else math.sqrt(2.0) * clip / (m - 1)
+
+
+def paper_missing_values_sensitivity(full_data_sensitivity: float, reported_fraction: float) -> float:
+    """papers/003 Sec. 7: Delta' = Delta / r, Delta computed on the full group sizes.
+
+    Refuted when reporting is uneven across groups (see the tests' stored case).
+    """
+    r = check_fraction(reported_fraction, "reported_fraction")
+    return float(full_data_sensitivity) / r
+
+
+# ------------------------------------------------------------ released quantities
+def clip_rows(grads: torch.Tensor, clip: float) -> torch.Tensor:
+    """g min(1, C/||g||) row by row, shape (n, d)."""
+    norms = torch.linalg.vector_norm(grads, dim=1, keepdim=True)
+    factor = torch.where(norms > clip, clip / torch.where(norms > 0, norms, torch.ones_like(norms)),
+                         torch.ones_like(norms))
+    return grads * factor
+
+
+def clip_values(h: torch.Tensor, clip: float) -> torch.Tensor:
+    """h / max(1, |h|/C_d) (papers/003, after Eq. 13)."""
+    return h.clamp(min=-clip, max=clip)
+
+
+def _means(values: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
+    """Per-term means of ``values`` (n,) or (n, d) over masks (n, I); 0 for empty subsets."""
+    w = masks.to(values.dtype)
+    counts = w.sum(0)
+    safe = torch.where(counts > 0, counts, torch.ones_like(counts))
+    if values.ndim == 1:
+        return (w * values.unsqueeze(1)).sum(0) / safe
+    return (w.T @ values) / safe.unsqueeze(1)
+
+
+def paper_primal_release(h: torch.Tensor, grads: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
+                         constraint: FairnessConstraint, lambdas: torch.Tensor, clip: float,
+                         reported: torch.Tensor | None = None) -> torch.Tensor:
+    """The group-dependent gradient of papers/003 Eq. (10) (before noise), shape (d,).
+
+    .. math:: \\sum_i \\lambda_i \\, \\mathrm{sign}(\\mu(B_{P_i}) - \\mu(B_{G_i}))
+              \\big(\\nabla\\mu(B_{P_i}) - \\bar\\nabla^{C_p}\\mu(B_{G_i})\\big),
+
+    the gradient of :math:`\\lambda^\\top|\\mu(B_P) - \\mu(B_G)|` with the group
+    gradients clipped per sample and the population gradients not clipped, as the paper
+    prescribes. ``h`` (n,) and ``grads`` (n, d) are per-sample h and grad h.
+    """
+    pop = constraint.population_masks(y)
+    grp = constraint.group_masks(y, group, reported)
+    gap = _means(h, pop) - _means(h, grp)
+    sign = torch.sign(gap) * (grp.sum(0) > 0)
+    direction = _means(grads, pop) - _means(clip_rows(grads, clip), grp)
+    return ((lambdas * sign).unsqueeze(1) * direction).sum(0)
+
+
+def paper_primal_group_part(grads: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
+                            constraint: FairnessConstraint, lambdas: torch.Tensor, clip: float,
+                            reported: torch.Tensor | None = None) -> torch.Tensor:
+    """sum_i lambda_i grad-bar mu(B_{G_i}) (the quantity of Thm 1's steps 8c-8f), (d,)."""
+    grp = constraint.group_masks(y, group, reported)
+    return (lambdas.unsqueeze(1) * _means(clip_rows(grads, clip), grp)).sum(0)
+
+
+def paper_dual_release(h: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
+                       constraint: FairnessConstraint, clip: float,
+                       reported: torch.Tensor | None = None) -> torch.Tensor:
+    """|mu(D_P) - mu-bar^{C_d}(D_G)| of papers/003 Eq. (13) (before noise), shape (|I|,)."""
+    pop = constraint.population_masks(y)
+    grp = constraint.group_masks(y, group, reported)
+    return (_means(h, pop) - _means(clip_values(h, clip), grp)).abs()
+
+
+def primal_group_sum(grads: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
+                     constraint: FairnessConstraint, coefficients: torch.Tensor, clip: float,
+                     reported: torch.Tensor | None = None) -> torch.Tensor:
+    """The default PF-LD primal release (before noise): sum_z sum_{i: z in G_i} a_i clip(g_z), (d,)."""
+    grp = constraint.group_masks(y, group, reported).to(grads.dtype)
+    per_person = grp @ coefficients.to(grads.dtype)
+    return (per_person.unsqueeze(1) * clip_rows(grads, clip)).sum(0)
+
+
+def dual_group_sums(h: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
+                    constraint: FairnessConstraint, clip: float,
+                    reported: torch.Tensor | None = None) -> torch.Tensor:
+    """The default PF-LD dual release (before noise): S_i = sum_{z in G_i} clip_{C_d}(h(z)), (|I|,)."""
+    grp = constraint.group_masks(y, group, reported).to(h.dtype)
+    return grp.T @ clip_values(h, clip)
+
+
+def group_counts(y: torch.Tensor, group: torch.Tensor, *, constraint: FairnessConstraint,
+                 reported: torch.Tensor | None = None) -> torch.Tensor:
+    """|G_i| per term, (|I|,) (released once with Gaussian noise by PF-LD)."""
+    return constraint.group_masks(y, group, reported).sum(0).to(torch.float64)
+
+
+# ------------------------------------------------------------------ valid bounds
+def primal_contribution_bound(coefficients: torch.Tensor, *, clip: float, constraint: FairnessConstraint) -> float:
+    """Delta_1 = t_max C_p max_i |a_i|: bound on one person's contribution to the primal sum."""
+    clip = check_positive(clip, "clip")
+    a = torch.as_tensor(coefficients, dtype=torch.float64).abs()
+    return float(constraint.max_terms_per_person * clip * (a.max() if a.numel() else 0.0))
+
+
+def primal_replace_distance(coefficients: torch.Tensor, *, clip: float, constraint: FairnessConstraint) -> float:
+    """2 Delta_1: bound on ||V(B) - V(B')|| for one group change (no subsampling)."""
+    return 2.0 * primal_contribution_bound(coefficients, clip=clip, constraint=constraint)
+
+
+def dual_sum_distance(*, clip: float, constraint: FairnessConstraint) -> float:
+    """sqrt(2 t_max) C_d: bound on ||S(D) - S(D')||_2 for one group change."""
+    return math.sqrt(2.0 * constraint.max_terms_per_person) * check_positive(clip, "clip")
+
+
+def count_distance(*, constraint: FairnessConstraint) -> float:
+    """sqrt(2 t_max): bound on the l2 change of the per-term counts for one group change."""
+    return math.sqrt(2.0 * constraint.max_terms_per_person)
+
+
+# ---------------------------------------------------------------- brute force
+def change_group(group: torch.Tensor, index: int, new_group: int, *,
+                 reported: torch.Tensor | None = None, new_reported: bool = True
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The neighbour: person ``index`` now has ``new_group`` (and reporting status)."""
+    g = group.clone()
+    g[index] = int(new_group)
+    if reported is None and new_reported:
+        return g, None
+    r = torch.ones_like(group, dtype=torch.bool) if reported is None else reported.clone()
+    r[index] = bool(new_reported)
+    return g, r
+
+
+def exact_change(release: Callable[..., torch.Tensor], *, group: torch.Tensor, neighbour_group: torch.Tensor,
+                 reported: torch.Tensor | None = None, neighbour_reported: torch.Tensor | None = None,
+                 **kwargs) -> float:
+    """||release(D) - release(D')||_2, the exact change on one neighbouring pair."""
+    a = release(group=group, reported=reported, **kwargs)
+    b = release(group=neighbour_group, reported=neighbour_reported, **kwargs)
+    return float(torch.linalg.vector_norm((a - b).double()))
+
+
+def warn_paper_exact() -> None:
+    warnings.warn("paper_exact=True reproduces papers/003 Eqs. (7), (10), (11), (13): their sensitivity "
+                  "bounds are refuted by counterexamples (dpfair_analysis.privacy.sensitivity) and the "
+                  "noise scale depends on the sensitive attribute; the reported epsilon is the paper's "
+                  "bookkeeping, and no privacy guarantee is established", PrivacyNotEstablishedWarning,
+                  stacklevel=3)

@@ -1,0 +1,608 @@
+"""F-LD and PF-LD: (private) Lagrangian-dual fair training, papers/003 (AAAI'21).
+
+F-LD (Algorithm 1). Multipliers lambda_i = 0; for each epoch k: primal SGD steps on
+Poisson-sampled minibatches B,
+
+.. math:: \\theta \\leftarrow \\theta - \\alpha \\nabla_\\theta\\big[J(\\theta; B)
+          + \\lambda_k^\\top |\\mu(B_P) - \\mu(B_G)|\\big],
+
+then one dual ascent step on the whole data,
+:math:`\\lambda_{k+1} = \\min(\\lambda^{\\max}, \\lambda_k + s |\\mu(D_P) - \\mu(D_G)|)`.
+The constraint terms and h come from :mod:`dpfair_analysis.fairness.constraints`.
+
+PF-LD: differentially private with respect to the sensitive attribute only (neighbours
+differ in one person's group, papers/003 Sec. 4.2). Two private steps, in
+:func:`private_primal_step` and :func:`private_dual_update`:
+
+* **Default (bounds proved in** :mod:`dpfair_analysis.privacy.sensitivity` **).** The
+  paper's sensitivities (Thms 1, 2) are refuted and its noise scales depend on the
+  attribute, so PF-LD here releases *sums* with *public* denominators:
+
+  - once, at the start, the noisy per-term group counts
+    :math:`\\tilde n_i = n_i + \\mathcal N(0, (\\sigma_c \\sqrt{2})^2)`; every later
+    denominator is :math:`m_i = \\max(\\tilde n_i, 1)` (post-processing);
+  - primal (Eq. 10, corrected): the gradient of :math:`J + \\sum_i \\lambda_i s_i
+    \\mu(B_{P_i})` (public: features and labels) minus the noisy group sum
+    :math:`V = \\sum_{z \\in B}\\sum_{i \\ni z} \\frac{\\lambda_i s_i}{q m_i}
+    \\bar g_z + \\mathcal N(0, \\sigma_p^2 \\Delta_1^2 I)` with
+    :math:`\\bar g_z` the per-sample gradient of h clipped to C_p, :math:`s_i` the
+    sign of the last private violation estimate and
+    :math:`\\Delta_1 = C_p \\max_i \\lambda_i / (q m_i)` (one person's largest
+    contribution). It is a Poisson-sampled Gaussian under the replace-one relation with
+    noise multiplier :math:`\\sigma_p`. Steps while all :math:`\\lambda_i = 0` (the
+    first epoch) release nothing about A and are not accounted.
+  - dual (Eq. 13, corrected): :math:`\\tilde S_i = \\sum_{z\\in G_i}
+    \\mathrm{clip}_{C_d} h(z) + \\mathcal N(0, (\\sigma_d \\sqrt 2 C_d)^2)`,
+    :math:`\\tilde v_i = \\mu(D_{P_i}) - \\tilde S_i / m_i`,
+    :math:`\\lambda_i \\leftarrow \\min(\\lambda^{\\max}, \\lambda_i + s|\\tilde v_i|)`,
+    :math:`s_i = \\mathrm{sign}(\\tilde v_i)`. No dual step after the last epoch (its
+    multipliers would never be used).
+
+  Accounting (:func:`pfld_epsilon`): dp_accounting's PLD accountant with
+  ``REPLACE_ONE`` over the recorded events (default), or dp_accounting's RDP accountant
+  with every release taken as a plain Gaussian of its replace distance (valid by joint
+  convexity, no subsampling amplification, so looser).
+
+* ``paper_exact=True``: Eqs. (7), (10), (11), (13) as printed -- batch signs, group
+  means over the actual |B_G|, noise :math:`\\sigma_p \\Delta_p` with
+  :math:`\\Delta_p = 2 C_p \\lambda^{\\max} / (\\min_i |B_{G_i}| - 1)` and
+  :math:`\\sigma_d \\Delta_d`, and the paper's Lemma 1-2 / Theorem 5 bookkeeping
+  (Poisson-subsampled Gaussian with multiplier sigma_p per primal step, Gaussian with
+  sigma_d per dual step, add/remove relation). It emits
+  :class:`~dpfair_analysis.privacy.sensitivity.PrivacyNotEstablishedWarning`; the result
+  says ``privacy_established=False``.
+
+Missing sensitive values (Sec. 7): ``missing_rate`` is the fraction of training rows
+whose group is *not* reported (the paper's r is 1 - missing_rate); those rows enter the
+population terms only. The default bounds do not change (a non-reporter contributes 0);
+``paper_exact`` uses the paper's rule Delta / r.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from dp_accounting import dp_event, mechanism_calibration
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.rdp import rdp_privacy_accountant
+from dp_accounting.privacy_accountant import NeighboringRelation
+from torch import nn
+from tqdm import tqdm
+
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fairness.constraints import FairnessConstraint
+from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, per_sample_gradients, \
+    per_sample_norms
+from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
+from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
+    group_counts, paper_dual_sensitivity, paper_primal_sensitivity, primal_contribution_bound, \
+    warn_paper_exact
+from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_nonnegative, \
+    check_positive, check_positive_int, check_seed
+
+METHODS = ("fld", "pfld")
+PFLD_ACCOUNTANTS = ("pld", "rdp")
+
+__all__ = ["METHODS", "LagrangianConfig", "LagrangianResult", "PrivateState", "train_lagrangian",
+           "private_primal_step", "private_dual_update", "release_group_counts", "pfld_epsilon",
+           "pfld_schedule_event", "calibrate_pfld_noise", "reported_mask"]
+
+
+@dataclass(frozen=True)
+class LagrangianConfig:
+    """Settings of F-LD / PF-LD. Paper defaults (papers/003 Sec. 8): epsilon = 1,
+    delta = 1e-5, C_p = 10, C_d = 5. The paper gives no epochs, batch size, learning
+    rates or lambda_max; the values here are this toolkit's choice.
+
+    ``noise_multiplier`` fixes sigma_p (no calibration); otherwise sigma_p is the
+    smallest multiplier meeting (``epsilon``, ``delta``) with sigma_d =
+    ``dual_noise_ratio`` * sigma_p and sigma_c = ``count_noise_ratio`` * sigma_p.
+    """
+
+    method: str = "pfld"
+    epochs: int = 10
+    batch_size: int = 256
+    lr: float = 0.05
+    dual_lr: float = 1.0
+    lambda_max: float = 2.0
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    clip_primal: float = 10.0
+    clip_dual: float = 5.0
+    noise_multiplier: float | None = None
+    dual_noise_ratio: float = 4.0
+    count_noise_ratio: float = 4.0
+    missing_rate: float = 0.0
+    paper_exact: bool = False
+    accountant: str = "pld"
+    value_discretization_interval: float = 1e-3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_choice(self.method, "method", METHODS)
+        check_positive_int(self.epochs, "epochs")
+        check_positive_int(self.batch_size, "batch_size")
+        for name in ("lr", "dual_lr", "lambda_max", "epsilon", "clip_primal", "clip_dual",
+                     "dual_noise_ratio", "count_noise_ratio", "value_discretization_interval"):
+            check_positive(getattr(self, name), name)
+        check_delta(self.delta)
+        if self.noise_multiplier is not None:
+            check_positive(self.noise_multiplier, "noise_multiplier")
+        if not (isinstance(self.missing_rate, (int, float)) and 0 <= self.missing_rate < 1):
+            raise ValueError(f"missing_rate must be in [0, 1), got {self.missing_rate!r}")
+        if not isinstance(self.paper_exact, bool):
+            raise TypeError(f"paper_exact must be a bool, got {self.paper_exact!r}")
+        check_choice(self.accountant, "accountant", PFLD_ACCOUNTANTS)
+        check_seed(self.seed)
+
+
+@dataclass
+class PrivateState:
+    """What PF-LD has released so far (all public): multipliers, signs, denominators."""
+
+    lambdas: torch.Tensor
+    signs: torch.Tensor
+    denominators: torch.Tensor | None = None  # m_i = max(noisy count, 1) (default mode)
+    noisy_gap: torch.Tensor | None = None
+
+
+@dataclass
+class LagrangianResult:
+    """A trained model, its tidy history and (PF-LD) privacy ledger.
+
+    ``history`` columns: epoch, split (train/test/dual/privacy), metric, value. Metrics:
+    accuracy, violation (the paper's, hard predictions), loss; ``lambda[<term>]`` and
+    ``noisy_gap[<term>]`` (split dual); epsilon (split privacy, spent so far).
+    ``noise_multipliers``: sigma_p (per primal step, relative to Delta_1 = one person's
+    largest contribution), sigma_d and sigma_c (relative to the replace distance of the
+    dual sums and of the counts). ``ledger`` events follow the replace-one convention of
+    dp_accounting's PLD (see :func:`pfld_epsilon`) unless ``paper_exact``.
+    """
+
+    model: nn.Module
+    history: pd.DataFrame
+    steps: pd.DataFrame
+    ledger: PrivacyLedger
+    config: LagrangianConfig
+    constraint: FairnessConstraint
+    lambdas: torch.Tensor
+    noise_multipliers: dict[str, float]
+    epsilon: float | None
+    privacy_established: bool
+    reported_fraction: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def per_epoch(self) -> pd.DataFrame:
+        """One row per epoch: train/test accuracy and violation, epsilon, lambdas."""
+        h = self.history
+        h = h.assign(column=np.where(h["split"].isin(["train", "test"]), h["split"] + "_" + h["metric"],
+                                     h["metric"]))
+        return h.pivot_table(index="epoch", columns="column", values="value", aggfunc="first").reset_index()
+
+    def final(self, split: str = "test") -> dict[str, Any]:
+        """The last epoch's summary row (JSON-ready)."""
+        last = self.per_epoch().iloc[-1]
+        split = split if f"{split}_accuracy" in last else "train"
+        return {"method": self.config.method + ("-paper" if self.config.paper_exact else ""),
+                "constraint": self.constraint.kind, "split": split,
+                "accuracy": float(last[f"{split}_accuracy"]), "violation": float(last[f"{split}_violation"]),
+                "epsilon": self.epsilon, "delta": self.config.delta if self.config.method == "pfld" else None,
+                "privacy_established": self.privacy_established,
+                "accountant": self.info.get("accountant"), "epochs": self.config.epochs,
+                "lambdas": [float(v) for v in self.lambdas], "noise_multipliers": self.noise_multipliers,
+                "clip_primal": self.config.clip_primal, "clip_dual": self.config.clip_dual,
+                "reported_fraction": self.reported_fraction, "seed": self.config.seed}
+
+
+# ------------------------------------------------------------------ accounting
+def _replace_one_gaussian(std_over_distance: float) -> dp_event.GaussianDpEvent:
+    """A Gaussian release of replace distance d and noise std s, in the convention of
+    dp_accounting's PLD under REPLACE_ONE (which shifts both sides by the 'sensitivity',
+    i.e. distance 2): noise multiplier 2 s / d."""
+    return dp_event.GaussianDpEvent(2.0 * std_over_distance)
+
+
+def pfld_schedule_event(*, n: int, batch_size: int, epochs: int, sigma_p: float, sigma_d: float,
+                        sigma_c: float, paper_exact: bool = False) -> dp_event.DpEvent:
+    """Everything a PF-LD run of this shape releases, as one DpEvent (for calibration).
+
+    Default: counts once, primal steps of epochs 2..E (lambda = 0 in epoch 1), dual
+    steps after epochs 1..E-1. ``paper_exact``: the paper's Theorem 5, T n/|B| primal
+    steps and T dual steps (add/remove convention).
+    """
+    q = batch_size / n
+    if paper_exact:
+        steps = steps_for_epochs(n, batch_size, epochs)
+        return dp_event.ComposedDpEvent([
+            dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma_p)), steps),
+            dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(sigma_d), epochs)])
+    parts: list[dp_event.DpEvent] = [_replace_one_gaussian(sigma_c)]
+    primal_steps = steps_for_epochs(n, batch_size, epochs) - steps_for_epochs(n, batch_size, 1)
+    if primal_steps > 0:
+        parts.append(dp_event.SelfComposedDpEvent(
+            dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma_p)), primal_steps))
+    if epochs > 1:
+        parts.append(dp_event.SelfComposedDpEvent(_replace_one_gaussian(sigma_d), epochs - 1))
+    return dp_event.ComposedDpEvent(parts)
+
+
+def _as_rdp_without_amplification(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """Replace-one events as plain Gaussians of their replace distance (add/remove convention).
+
+    PoissonSampled(q, Gaussian(m)): std m Delta_1, distance 2 Delta_1 -> Gaussian(m / 2);
+    replace-one Gaussian(m) (= 2 s/d) -> Gaussian(m / 2) = s/d. Conditioned on the batch
+    each primal release is a Gaussian with that distance; averaging over the common batch
+    distribution keeps the RDP bound (joint convexity of exp((alpha-1) D_alpha)).
+    """
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
+        return _as_rdp_without_amplification(event.event)
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return dp_event.GaussianDpEvent(event.noise_multiplier / 2.0)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(_as_rdp_without_amplification(event.event), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([_as_rdp_without_amplification(e) for e in event.events])
+    if isinstance(event, dp_event.NoOpDpEvent):
+        return event
+    raise ValueError(f"cannot translate event {event!r}")
+
+
+def pfld_epsilon(event: dp_event.DpEvent, delta: float, *, accountant: str = "pld", paper_exact: bool = False,
+                 value_discretization_interval: float = 1e-4) -> float:
+    """Epsilon of a PF-LD ledger event at ``delta``.
+
+    Default events (replace-one convention): ``"pld"`` -- dp_accounting PLDAccountant
+    with ``REPLACE_ONE`` (Poisson-subsampled primal steps amplified); ``"rdp"`` --
+    dp_accounting RdpAccountant on :func:`_as_rdp_without_amplification` (valid, looser).
+    ``paper_exact`` events: the paper's add/remove bookkeeping with either accountant.
+    """
+    delta = check_delta(delta)
+    check_choice(accountant, "accountant", PFLD_ACCOUNTANTS)
+    if isinstance(event, dp_event.NoOpDpEvent):
+        return 0.0
+    if paper_exact:
+        relation = NeighboringRelation.ADD_OR_REMOVE_ONE
+    else:
+        relation = NeighboringRelation.REPLACE_ONE
+    if accountant == "pld":
+        acct = pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=value_discretization_interval)
+        acct.compose(event)
+        return float(acct.get_epsilon(delta))
+    acct = rdp_privacy_accountant.RdpAccountant()
+    acct.compose(event if paper_exact else _as_rdp_without_amplification(event))
+    return float(acct.get_epsilon(delta))
+
+
+def calibrate_pfld_noise(*, n: int, batch_size: int, epochs: int, epsilon: float, delta: float,
+                         dual_noise_ratio: float = 4.0, count_noise_ratio: float = 4.0,
+                         accountant: str = "pld", paper_exact: bool = False,
+                         value_discretization_interval: float = 1e-3) -> dict[str, float]:
+    """Smallest sigma_p (with sigma_d, sigma_c at fixed ratios to it) meeting (epsilon, delta).
+
+    One shared multiplier with fixed ratios: the dual and count releases are sums over the
+    whole data, so a large multiplier costs them little accuracy; the default ratios (4)
+    leave most of the budget to the primal steps. Uses
+    ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` over
+    :func:`pfld_schedule_event`; the result is checked against the target.
+    """
+    epsilon, delta = check_positive(epsilon, "epsilon"), check_delta(delta)
+    relation = NeighboringRelation.ADD_OR_REMOVE_ONE if paper_exact else NeighboringRelation.REPLACE_ONE
+
+    def make_event(sigma: float) -> dp_event.DpEvent:
+        event = pfld_schedule_event(n=n, batch_size=batch_size, epochs=epochs, sigma_p=sigma,
+                                    sigma_d=dual_noise_ratio * sigma, sigma_c=count_noise_ratio * sigma,
+                                    paper_exact=paper_exact)
+        return event if (accountant == "pld" or paper_exact) else _as_rdp_without_amplification(event)
+
+    def make_fresh():
+        if accountant == "pld":
+            return pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=value_discretization_interval)
+        return rdp_privacy_accountant.RdpAccountant()
+
+    sigma = float(mechanism_calibration.calibrate_dp_mechanism(
+        make_fresh, make_event, epsilon, delta,
+        bracket_interval=mechanism_calibration.LowerEndpointAndGuess(0.05, 1.0), tol=1e-3))
+    achieved = pfld_epsilon(make_event(sigma) if accountant == "pld" or paper_exact else
+                            pfld_schedule_event(n=n, batch_size=batch_size, epochs=epochs, sigma_p=sigma,
+                                                sigma_d=dual_noise_ratio * sigma, sigma_c=count_noise_ratio * sigma),
+                            delta, accountant=accountant, paper_exact=paper_exact,
+                            value_discretization_interval=value_discretization_interval)
+    if achieved > epsilon * (1 + 1e-6):
+        raise RuntimeError(f"calibration returned sigma={sigma} with epsilon {achieved} > target {epsilon}")
+    return {"primal": sigma, "dual": dual_noise_ratio * sigma, "counts": count_noise_ratio * sigma}
+
+
+# ------------------------------------------------------------- private releases
+def release_group_counts(y: torch.Tensor, group: torch.Tensor, *, constraint: FairnessConstraint,
+                         sigma_c: float, generator: torch.Generator,
+                         reported: torch.Tensor | None = None) -> tuple[torch.Tensor, dp_event.DpEvent]:
+    """Noisy per-term group counts and their event; returns the denominators max(noisy, 1).
+
+    Release: n_i + N(0, (sigma_c * sqrt(2 t_max))^2); replace distance sqrt(2 t_max)
+    (:func:`~dpfair_analysis.privacy.sensitivity.count_distance`).
+    """
+    counts = group_counts(y, group, constraint=constraint, reported=reported)
+    std = sigma_c * count_distance(constraint=constraint)
+    noisy = counts + torch.randn(counts.shape, generator=generator, dtype=torch.float64) * std
+    return noisy.clamp(min=1.0), _replace_one_gaussian(sigma_c)
+
+
+def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
+                        reported: torch.Tensor | None, constraint: FairnessConstraint, state: PrivateState,
+                        sampling_rate: float, clip: float, sigma_p: float, lr: float,
+                        generator: torch.Generator, paper_exact: bool = False,
+                        reported_fraction: float = 1.0, lambda_max: float = 1.0) -> dict[str, Any]:
+    """One PF-LD primal update of ``model`` in place (papers/003 Eq. 10; default: corrected).
+
+    Returns a record: ``released`` (bool), ``noise_std``, ``delta1`` (the per-person
+    contribution bound, or the paper's Delta_p), ``event`` (DpEvent or None),
+    ``frac_clipped`` per term.
+    """
+    params = parameters_of(model)
+    names = list(params)
+    lambdas = state.lambdas.to(torch.float64)
+    logits = model(X)
+    h = constraint.h(logits, y)
+    pop = constraint.population_masks(y)
+    grp = constraint.group_masks(y, group, reported)
+    n_pop = pop.sum(0)
+    mu_p = (h.unsqueeze(1) * pop).sum(0) / n_pop.clamp(min=1)
+    if paper_exact:
+        with torch.no_grad():
+            n_grp = grp.sum(0)
+            mu_g = (h.unsqueeze(1) * grp).sum(0) / n_grp.clamp(min=1)
+            signs = torch.sign(mu_p - mu_g).to(torch.float64) * (n_grp > 0)
+            denominators = n_grp.to(torch.float64).clamp(min=1)
+            sizes = constraint.group_masks(y, group, None).sum(0)  # full sizes for the Sec. 7 rule
+            delta = paper_primal_sensitivity(sizes.numpy(), clip=clip, lambda_max=lambda_max) / reported_fraction
+        coefficients = lambdas * signs / denominators
+    else:
+        signs = state.signs.to(torch.float64)
+        coefficients = lambdas * signs / (sampling_rate * state.denominators)
+        delta = primal_contribution_bound(coefficients, clip=clip, constraint=constraint)
+    public = F.cross_entropy(logits, y) if len(y) else logits.sum() * 0.0
+    public = public + ((lambdas * signs).to(h.dtype) * torch.where(n_pop > 0, mu_p, torch.zeros_like(mu_p))).sum()
+    grads_public = torch.autograd.grad(public, [dict(model.named_parameters())[k] for k in names],
+                                       allow_unused=True)
+    total = {k: (g if g is not None else torch.zeros_like(params[k])) for k, g in zip(names, grads_public)}
+    record: dict[str, Any] = {"released": False, "noise_std": 0.0, "delta1": delta, "event": None}
+    active = bool((coefficients != 0).any()) and math.isfinite(delta) and delta > 0
+    if active:
+        rows = grp.any(dim=1).nonzero().flatten()
+        per_person = (grp[rows].to(torch.float64) @ coefficients)
+        std = sigma_p * delta
+        if len(rows):
+            grads = per_sample_gradients(model, X[rows], y[rows], params=params,
+                                         loss_fn=lambda logit, t: constraint.h(logit, t).sum())
+            norms = per_sample_norms(grads)
+            group_sum = clipped_sum(grads, clip, weights=per_person.to(norms.dtype), norms=norms)
+            record["frac_clipped"] = float((norms > clip).double().mean())
+        else:
+            group_sum = {k: torch.zeros_like(p) for k, p in params.items()}
+        noisy = add_gaussian_noise(group_sum, std, generator=generator)
+        total = {k: total[k] - noisy[k] for k in names}
+        event = dp_event.PoissonSampledDpEvent(sampling_rate, dp_event.GaussianDpEvent(sigma_p))
+        record.update(released=True, noise_std=std, event=event)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name in total:
+                p.sub_(lr * total[name])
+    return record
+
+
+def private_dual_update(model: nn.Module, data: GroupedDataset, *, reported: torch.Tensor | None,
+                        constraint: FairnessConstraint, state: PrivateState, clip: float, sigma_d: float,
+                        dual_lr: float, lambda_max: float, generator: torch.Generator,
+                        paper_exact: bool = False, reported_fraction: float = 1.0) -> dp_event.DpEvent:
+    """One PF-LD dual step on the whole data (papers/003 Eq. 13; default: corrected).
+
+    Updates ``state`` (lambdas, signs, noisy_gap) in place and returns the DpEvent.
+    """
+    with torch.no_grad():
+        h = constraint.h(_logits(model, data.X), data.y).double()
+        pop = constraint.population_masks(data.y).double()
+        mu_p = (pop * h.unsqueeze(1)).sum(0) / pop.sum(0).clamp(min=1)
+        if paper_exact:
+            grp = constraint.group_masks(data.y, data.group, reported)
+            sizes = constraint.group_masks(data.y, data.group, None).sum(0)
+            clipped = h.clamp(-clip, clip)
+            mu_g = (grp.double() * clipped.unsqueeze(1)).sum(0) / grp.sum(0).clamp(min=1)
+            gap = mu_p - mu_g
+            delta = paper_dual_sensitivity(sizes.numpy(), clip=clip) / reported_fraction
+            noisy_violation = gap.abs() + torch.randn(gap.shape, generator=generator, dtype=torch.float64) * (
+                sigma_d * delta)
+            state.signs = torch.sign(gap)  # unused by paper_exact's primal (batch signs)
+            state.noisy_gap = noisy_violation
+            event: dp_event.DpEvent = dp_event.GaussianDpEvent(sigma_d)
+        else:
+            sums = dual_group_sums(h, data.y, data.group, constraint=constraint, clip=clip, reported=reported)
+            std = sigma_d * dual_sum_distance(clip=clip, constraint=constraint)
+            noisy_sums = sums + torch.randn(sums.shape, generator=generator, dtype=torch.float64) * std
+            gap = mu_p - noisy_sums / state.denominators
+            noisy_violation = gap.abs()
+            state.signs = torch.sign(gap)
+            state.noisy_gap = gap
+            event = _replace_one_gaussian(sigma_d)
+        state.lambdas = (state.lambdas + dual_lr * noisy_violation).clamp(min=0.0, max=lambda_max)
+    return event
+
+
+# ------------------------------------------------------------------ the trainer
+def reported_mask(n: int, missing_rate: float, *, seed: int) -> torch.Tensor | None:
+    """Who reports the group: each row independently with probability 1 - missing_rate."""
+    if missing_rate == 0:
+        return None
+    g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, 7]).generate_state(1)[0]))
+    return torch.rand(n, generator=g) >= missing_rate
+
+
+def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: FairnessConstraint,
+                     config: LagrangianConfig, *, test_data: GroupedDataset | None = None,
+                     progress: bool = True) -> LagrangianResult:
+    """Train ``model`` in place with F-LD or PF-LD (``config.method``).
+
+    Returns a :class:`LagrangianResult` with the per-epoch history and, for PF-LD, the
+    privacy ledger and the epsilon spent (recomputable from ``result.ledger.event`` with
+    :func:`pfld_epsilon`).
+    """
+    if not isinstance(constraint, FairnessConstraint):
+        raise TypeError(f"constraint must be a FairnessConstraint (make_constraint), got {constraint!r}")
+    if constraint.n_groups != train_data.n_groups:
+        raise ValueError(f"constraint has {constraint.n_groups} groups, train_data has {train_data.n_groups}")
+    n = len(train_data)
+    if config.batch_size > n:
+        raise ValueError(f"batch_size={config.batch_size} exceeds the {n} training rows")
+    private = config.method == "pfld"
+    if private and config.paper_exact:
+        warn_paper_exact()
+    q = config.batch_size / n
+    total_steps = steps_for_epochs(n, config.batch_size, config.epochs)
+    epoch_ends = {steps_for_epochs(n, config.batch_size, e): e for e in range(1, config.epochs + 1)}
+    states = np.random.SeedSequence(config.seed).generate_state(2, dtype=np.uint64)
+    sampler, noise = (torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states)
+    reported = reported_mask(n, config.missing_rate, seed=config.seed) if config.missing_rate else None
+    reported_fraction = 1.0 if reported is None else float(reported.double().mean())
+    if reported is not None and reported_fraction == 0:
+        raise ValueError("no training row reports its group; lower missing_rate")
+
+    ledger = PrivacyLedger()
+    sigmas = {"primal": math.nan, "dual": math.nan, "counts": math.nan}
+    state = PrivateState(lambdas=torch.zeros(constraint.n_terms, dtype=torch.float64),
+                         signs=torch.zeros(constraint.n_terms, dtype=torch.float64))
+    if private:
+        if config.noise_multiplier is not None:
+            s = config.noise_multiplier
+            sigmas = {"primal": s, "dual": config.dual_noise_ratio * s, "counts": config.count_noise_ratio * s}
+        else:
+            sigmas = calibrate_pfld_noise(n=n, batch_size=config.batch_size, epochs=config.epochs,
+                                          epsilon=config.epsilon, delta=config.delta,
+                                          dual_noise_ratio=config.dual_noise_ratio,
+                                          count_noise_ratio=config.count_noise_ratio,
+                                          accountant=config.accountant, paper_exact=config.paper_exact,
+                                          value_discretization_interval=config.value_discretization_interval)
+        if not config.paper_exact:
+            state.denominators, event = release_group_counts(train_data.y, train_data.group, constraint=constraint,
+                                                             sigma_c=sigmas["counts"], generator=noise,
+                                                             reported=reported)
+            ledger.record(event)
+
+    def epsilon_now() -> float | None:
+        if not private:
+            return None
+        return pfld_epsilon(ledger.event, config.delta, accountant=config.accountant,
+                            paper_exact=config.paper_exact,
+                            value_discretization_interval=config.value_discretization_interval)
+
+    history = _evaluate(model, constraint, train_data, test_data, epoch=0)
+    history.append({"epoch": 0, "split": "privacy", "metric": "epsilon", "value": epsilon_now() or 0.0})
+    step_records = []
+    bar = tqdm(total=total_steps, desc=config.method, disable=not progress, leave=False)
+    for step in range(1, total_steps + 1):
+        index = (torch.rand(n, generator=sampler) < q).nonzero().flatten()
+        X, y, g = train_data.X[index], train_data.y[index], train_data.group[index]
+        rep = None if reported is None else reported[index]
+        if private:
+            record = private_primal_step(model, X, y, g, reported=rep, constraint=constraint, state=state,
+                                         sampling_rate=q, clip=config.clip_primal, sigma_p=sigmas["primal"],
+                                         lr=config.lr, generator=noise, paper_exact=config.paper_exact,
+                                         reported_fraction=reported_fraction, lambda_max=config.lambda_max)
+            if record.pop("event") is not None:
+                ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigmas["primal"])))
+        else:
+            record = _fld_primal_step(model, X, y, g, reported=rep, constraint=constraint,
+                                      lambdas=state.lambdas, lr=config.lr)
+        step_records.append({"step": step, "batch_size": len(index), **record})
+        bar.update()
+        if step in epoch_ends:
+            epoch = epoch_ends[step]
+            if epoch < config.epochs:
+                if private:
+                    ledger.record(private_dual_update(
+                        model, train_data, reported=reported, constraint=constraint, state=state,
+                        clip=config.clip_dual, sigma_d=sigmas["dual"], dual_lr=config.dual_lr,
+                        lambda_max=config.lambda_max, generator=noise, paper_exact=config.paper_exact,
+                        reported_fraction=reported_fraction))
+                else:
+                    _fld_dual_update(model, train_data, reported=reported, constraint=constraint, state=state,
+                                     dual_lr=config.dual_lr, lambda_max=config.lambda_max)
+            rows = _evaluate(model, constraint, train_data, test_data, epoch=epoch)
+            for i, term in enumerate(constraint.term_names):
+                rows.append({"epoch": epoch, "split": "dual", "metric": f"lambda[{term}]",
+                             "value": float(state.lambdas[i])})
+                if state.noisy_gap is not None:
+                    rows.append({"epoch": epoch, "split": "dual", "metric": f"noisy_gap[{term}]",
+                                 "value": float(state.noisy_gap[i])})
+            eps = epsilon_now()
+            rows.append({"epoch": epoch, "split": "privacy", "metric": "epsilon",
+                         "value": math.nan if eps is None else eps})
+            history += rows
+    bar.close()
+    final_eps = epsilon_now()
+    return LagrangianResult(
+        model=model, history=pd.DataFrame(history), steps=pd.DataFrame(step_records), ledger=ledger,
+        config=config, constraint=constraint, lambdas=state.lambdas.clone(), noise_multipliers=sigmas,
+        epsilon=final_eps, privacy_established=private and not config.paper_exact,
+        reported_fraction=reported_fraction,
+        info={"accountant": (config.accountant + ("/add_remove(paper)" if config.paper_exact else "/replace_one"))
+              if private else None, "sampling_rate": q, "steps": total_steps,
+              "denominators": None if state.denominators is None else state.denominators.tolist()})
+
+
+def _fld_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
+                     reported: torch.Tensor | None, constraint: FairnessConstraint, lambdas: torch.Tensor,
+                     lr: float) -> dict[str, Any]:
+    """Algorithm 1 line 4 (non-private): SGD on J + lambda^T |mu(B_P) - mu(B_G)|."""
+    logits = model(X)
+    objective = F.cross_entropy(logits, y) if len(y) else logits.sum() * 0.0
+    if bool((lambdas > 0).any()) and len(y):
+        gaps = constraint.term_gaps(constraint.h(logits, y), y, group, reported)
+        objective = objective + (lambdas.to(gaps.dtype) * gaps.abs()).sum()
+    model.zero_grad(set_to_none=True)
+    objective.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p.sub_(lr * p.grad)
+    model.zero_grad(set_to_none=True)
+    return {"released": False, "noise_std": 0.0}
+
+
+def _fld_dual_update(model: nn.Module, data: GroupedDataset, *, reported: torch.Tensor | None,
+                     constraint: FairnessConstraint, state: PrivateState, dual_lr: float, lambda_max: float) -> None:
+    """Algorithm 1 lines 5-6 (non-private) on the whole data."""
+    with torch.no_grad():
+        h = constraint.h(_logits(model, data.X), data.y).double()
+        gaps = constraint.term_gaps(h, data.y, data.group, reported)
+        state.noisy_gap = gaps
+        state.signs = torch.sign(gaps)
+        state.lambdas = (state.lambdas + dual_lr * gaps.abs()).clamp(max=lambda_max)
+
+
+@torch.no_grad()
+def _logits(model: nn.Module, X: torch.Tensor, batch_size: int = 8192) -> torch.Tensor:
+    return torch.cat([model(X[i:i + batch_size]) for i in range(0, len(X), batch_size)]) if len(X) else \
+        torch.zeros((0, 2))
+
+
+def _evaluate(model: nn.Module, constraint: FairnessConstraint, train_data: GroupedDataset,
+              test_data: GroupedDataset | None, *, epoch: int) -> list[dict]:
+    rows = []
+    for split, data in (("train", train_data), ("test", test_data)):
+        if data is None:
+            continue
+        logits = _logits(model, data.X)
+        rows += [
+            {"epoch": epoch, "split": split, "metric": "accuracy",
+             "value": float((logits.argmax(1) == data.y).double().mean())},
+            {"epoch": epoch, "split": split, "metric": "violation",
+             "value": constraint.violation(logits, data.y, data.group)},
+            {"epoch": epoch, "split": split, "metric": "loss", "value": float(F.cross_entropy(logits, data.y))},
+        ]
+    return rows

@@ -105,7 +105,7 @@ def _check_samples(X: torch.Tensor, y: torch.Tensor) -> None:
                          f"{getattr(y, 'dtype', type(y).__name__)} {tuple(getattr(y, 'shape', ()))}")
 
 
-def _flat_parameterisation(params: Params) -> tuple[torch.Tensor, Callable[[torch.Tensor], dict[str, torch.Tensor]]]:
+def flat_parameterisation(params: Params) -> tuple[torch.Tensor, Callable[[torch.Tensor], dict[str, torch.Tensor]]]:
     """theta as one vector (parameters in order) and the map back to the named dict."""
     names = list(params)
     shapes = [params[n].shape for n in names]
@@ -212,7 +212,7 @@ def exact_sample_traces(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *,
                          f"networks, or raise max_params")
     _check_samples(X, y)
     X = X.to(_dtype_of(params))
-    theta, unflatten = _flat_parameterisation(params)
+    theta, unflatten = flat_parameterisation(params)
 
     def sample_loss(t: torch.Tensor, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(functional_call(model, unflatten(t), (x.unsqueeze(0),)), target.unsqueeze(0))
@@ -328,7 +328,7 @@ class _VectorSpace:
             self.dim, self.dtype = template.numel(), template.dtype
             self.to_native = lambda v: v.view(shape)
         elif isinstance(template, Mapping) and template:
-            _, unflatten = _flat_parameterisation(template)
+            _, unflatten = flat_parameterisation(template)
             self.dim = sum(t.numel() for t in template.values())
             self.dtype = _dtype_of(template)
             self.to_native = unflatten

@@ -54,7 +54,7 @@ from torch import nn
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.gradients import flatten, mean_loss_gradient, parameters_of
+from dpfair_analysis.gradients import mean_loss_gradient, parameters_of
 from dpfair_analysis.models import LogisticRegression
 from dpfair_analysis.validation import check_nonnegative, check_positive, check_positive_int, check_seed
 

@@ -317,3 +317,22 @@ def test_figure6_group_norms_beside_excess_risk():
     assert corr["bin_spearman"] == pytest.approx(1.0) and corr["bins"] == 5
     with pytest.raises(ValueError, match="two non-empty groups"):
         input_norm_vs_excess_risk(data, {"g0": 1.0})
+
+
+def test_agreement_reads_the_decomposition_table():
+    """The lead's Theorem 2 table (group incl. "all", clip, noise, grad_norm, hessian_trace) feeds both checks."""
+    from dpfair_analysis.theory.decomposition import StepMoments, one_step_decomposition
+
+    data = synthetic_groups(sizes=(60, 20), dim=3, input_scale=(1.0, 5.0), seed=0)
+    model = build_model("logreg", input_shape=(3,), n_classes=2, seed=0)
+    dec = one_step_decomposition(StepMoments(model, data, clip_bound=0.1), lr=0.5, noise_multiplier=1.0,
+                                 batch_size=20)
+    groups = dec[dec.group != "all"]
+    cond = theorem3_condition(dict(zip(groups.group, groups.grad_norm)), dict(zip(groups.group, groups.n / 80)),
+                              clip_bound=0.1)
+    out = theorem3_agreement(cond, dec).set_index(["a", "b"])
+    assert out.loc[("g0", "g1"), "clip_a"] == pytest.approx(float(groups.set_index("group").loc["g0", "clip"]))
+    t4 = theorem4_agreement(dec.rename(columns={"hessian_trace": "trace"})[["group", "trace"]],
+                            dec[["group", "noise"]])
+    # R^noise is proportional to Tr(H_a) in the decomposition, so no pair may be violated
+    assert set(t4.verdict) == {"confirmed", "silent"}

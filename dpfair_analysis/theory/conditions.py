@@ -20,8 +20,15 @@ chosen here and said where it is used.
       R_a/eta >= <g_a, g_D> - G C - ||g_D||^2 / 2 >= p_a G^2 - p_b G g - G C - (p_a G + p_b g)^2 / 2,
       R_b/eta <= g (p_a G + p_b g + C) + C^2 / 2,
 
-  and under Eq. (5) (which gives G >= 5C/p_a^2 >= 5C and G >= 2g/p_a^2 >= 2g) the
-  difference is >= G(3C/2) - gC - C^2/2 + p_a p_b G^2 - g^2 p_b(1 + p_b/2) + ... > 0.
+  so with p_a + p_b = 1 and p_a (1 - p_a/2) = p_a^2/2 + p_a p_b,
+
+      (R_a - R_b)/eta >= (p_a^2/2) G^2 + p_a p_b G^2 - G (C + g (1 + p_a p_b)) - g C - C^2/2
+                         - g^2 (p_b + p_b^2/2).
+
+  Eq. (5) says (p_a^2/2) G >= 5C/2 + g (1 + p_b + p_b^2/2), hence G >= 5C and G >= 2g/p_a^2 >= 2g,
+  and the right side is >= (3/2) G C + (3/2) p_b^2 G g + p_a p_b G^2 - g C - C^2/2 - g^2 p_b (1 + p_b/2),
+  where (3/4) G C >= 15 C^2/4 > C^2/2, (3/4) G C >= (3/2) g C > g C and
+  p_a p_b G^2 >= 4 p_b g^2 / p_a^3 >= g^2 p_b (1 + p_b/2): strictly positive (C > 0).
   It FAILS (a) with three or more groups -- the paper's "w.l.o.g. |A| = 2" is not without
   loss of generality, because a third group's clipping bias enters g_D - g_bar_D and can
   point against g_a (:data:`THREE_GROUP_COUNTEREXAMPLE`); and (b) with mini-batches whose

@@ -561,6 +561,7 @@ def calibrate_noise_multiplier(
     neighboring: str = "add_remove",
     value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
     tolerance: float = 1e-4,
+    other_events: Sequence[dp_event.DpEvent] = (),
 ) -> float:
     """Smallest noise multiplier whose DP-SGD run meets ``target_epsilon`` at ``delta``.
 
@@ -587,6 +588,9 @@ def calibrate_noise_multiplier(
         Relative tolerance in :math:`\\sigma`, in (0, 0.1]: the result
         :math:`\\hat\\sigma` satisfies :math:`\\sigma^* \\le \\hat\\sigma \\le
         \\sigma^*(1 + \\text{tolerance})`.
+    other_events : sequence of DpEvent
+        Releases of the same run that do not depend on sigma (e.g. a one-time noisy
+        count); they are composed with the T steps, so the whole run meets the target.
 
     Returns
     -------
@@ -620,9 +624,13 @@ def calibrate_noise_multiplier(
         return make_accountant(**options)
 
     make_fresh()  # validates the accounting options before any search
+    other_events = list(other_events)
+    for event in other_events:
+        _check_event(event, "other_events[]")
 
     def event_at(sigma: float) -> dp_event.DpEvent:
-        return poisson_gaussian_event(sampling_rate, sigma, steps=steps)
+        steps_event = poisson_gaussian_event(sampling_rate, sigma, steps=steps)
+        return compose_events([*other_events, steps_event]) if other_events else steps_event
 
     def meets(sigma: float) -> bool:
         return epsilon_from_event(event_at(sigma), delta, **options) <= target_epsilon

@@ -543,3 +543,19 @@ def test_non_events_are_type_errors():
         compose_events([EVENT, 3])
     with pytest.raises(TypeError, match="event"):
         PrivacyLedger().record(None)
+
+
+def test_calibration_counts_other_releases_of_the_run():
+    from dp_accounting import dp_event as _ev
+
+    from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, compose_events, epsilon_from_event, \
+        poisson_gaussian_event
+    count = _ev.GaussianDpEvent(3.0)
+    plain = calibrate_noise_multiplier(2.0, 1e-5, sampling_rate=0.01, steps=500)
+    with_count = calibrate_noise_multiplier(2.0, 1e-5, sampling_rate=0.01, steps=500, other_events=[count])
+    assert with_count > plain * 1.01
+    run = lambda s: compose_events([count, poisson_gaussian_event(0.01, s, steps=500)])  # noqa: E731
+    assert epsilon_from_event(run(with_count), 1e-5) <= 2.0
+    assert epsilon_from_event(run(with_count * 0.999), 1e-5) > 2.0 - 1e-3
+    with pytest.raises(TypeError, match="other_events"):
+        calibrate_noise_multiplier(2.0, 1e-5, sampling_rate=0.01, steps=500, other_events=[1.0])

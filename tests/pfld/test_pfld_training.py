@@ -1,0 +1,129 @@
+"""F-LD / PF-LD training (papers/003 Alg. 1, Eqs. 10, 13) and its privacy accounting."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant
+from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fairness.constraints import make_constraint
+from dpfair_analysis.models import build_model
+from dpfair_analysis.privacy.accounting import ledger_from_records
+from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
+from dpfair_analysis.training.lagrangian import (LagrangianConfig, calibrate_pfld_noise, pfld_epsilon,
+                                                 pfld_schedule_event, train_lagrangian)
+
+
+def biased_data(n: int = 600, seed: int = 0) -> GroupedDataset:
+    """Group 1 (a third) has a much higher positive rate, and a feature is a proxy for the group."""
+    rng = np.random.default_rng(seed)
+    group = (rng.random(n) < 1 / 3).astype(np.int64)
+    x1 = rng.normal(size=n)
+    proxy = group + 0.3 * rng.normal(size=n)
+    y = (x1 + 2.0 * group + 0.3 * rng.normal(size=n) > 0.8).astype(np.int64)
+    X = np.stack([x1, proxy, rng.normal(size=n)], axis=1).astype(np.float32)
+    return GroupedDataset(X=torch.from_numpy(X), y=torch.from_numpy(y), group=torch.from_numpy(group),
+                          group_names=("a", "b"), label_names=("0", "1"), name="biased")
+
+
+DATA = biased_data()
+DP = make_constraint("dp", n_groups=2, group_names=("a", "b"))
+
+
+def run(**overrides):
+    options = dict(method="fld", epochs=6, batch_size=64, lr=0.2, dual_lr=5.0, lambda_max=10.0, seed=0)
+    options.update(overrides)
+    model = build_model("mlp", input_shape=(3,), n_classes=2, seed=0, hidden=(8,))
+    return train_lagrangian(model, DATA, DP, LagrangianConfig(**options), progress=False)
+
+
+def test_fld_reduces_violation_against_unconstrained():
+    free = run(dual_lr=1e-9)  # multipliers stay ~0: plain SGD
+    fair = run()
+    v_free = free.per_epoch()["train_violation"].iloc[-1]
+    v_fair = fair.per_epoch()["train_violation"].iloc[-1]
+    assert v_free > 0.4  # the data are strongly biased
+    assert v_fair < 0.5 * v_free
+    assert float(fair.lambdas.max()) > 1.0 and free.epsilon is None and len(free.ledger) == 0
+
+
+def test_pfld_epsilon_is_recomputed_from_the_recorded_events():
+    result = run(method="pfld", noise_multiplier=1.5, epochs=3)
+    assert result.privacy_established
+    events = ledger_from_records(result.ledger.to_records()).event
+    acct = pld_privacy_accountant.PLDAccountant(NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-3)
+    acct.compose(events)
+    assert result.epsilon == pytest.approx(acct.get_epsilon(1e-5), rel=1e-9)
+    # what was released: the counts once, primal steps only once some lambda > 0 (epochs 2-3), one
+    # dual step after epochs 1 and 2, each with the stated multipliers
+    steps = result.steps
+    q = 64 / len(DATA)
+    n_primal = int(steps["released"].sum())
+    assert n_primal == int(steps["step"].gt(math.ceil(len(DATA) / 64)).sum())
+    runs = result.ledger.runs
+    primal = [(e, k) for e, k in runs if isinstance(e, dp_event.PoissonSampledDpEvent)]
+    assert sum(k for _, k in primal) == n_primal
+    assert all(e == dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(1.5)) for e, _ in primal)
+    gauss = [(e, k) for e, k in runs if isinstance(e, dp_event.GaussianDpEvent)]
+    assert sorted(e.noise_multiplier for e, k in gauss for _ in range(k)) == [2 * 6.0] * 3  # 2 * ratio 4 * 1.5
+    released = steps[steps["released"]]
+    assert np.allclose(released["noise_std"], 1.5 * released["delta1"])
+    # the RDP route: every release as a plain Gaussian of its replace distance (no amplification)
+    sigma_eff = (n_primal / (1.5 / 2) ** 2 + 3 / 6.0 ** 2) ** -0.5
+    rdp = rdp_privacy_accountant.RdpAccountant()
+    rdp.compose(dp_event.GaussianDpEvent(sigma_eff))
+    assert pfld_epsilon(result.ledger.event, 1e-5, accountant="rdp") == pytest.approx(rdp.get_epsilon(1e-5), rel=1e-6)
+    assert pfld_epsilon(result.ledger.event, 1e-5, accountant="pld") < rdp.get_epsilon(1e-5)
+
+
+def test_pfld_calibrated_run_spends_its_target():
+    result = run(method="pfld", epsilon=2.0, epochs=3, value_discretization_interval=1e-2)
+    assert result.epsilon <= 2.0 * (1 + 1e-6)
+    assert result.epsilon > 1.8  # the schedule releases what the calibration assumed
+    eps = result.per_epoch()["epsilon"].to_numpy()
+    assert (np.diff(eps) >= -1e-12).all() and eps[0] > 0  # the count release is spent first
+
+
+def test_calibration_is_the_smallest_multiplier():
+    kw = dict(n=600, batch_size=64, epochs=3, delta=1e-5)
+    sigmas = calibrate_pfld_noise(epsilon=1.0, value_discretization_interval=1e-2, **kw)
+    at = lambda s: pfld_epsilon(pfld_schedule_event(sigma_p=s, sigma_d=4 * s, sigma_c=4 * s, n=600, batch_size=64,
+                                                    epochs=3), 1e-5, value_discretization_interval=1e-2)
+    assert at(sigmas["primal"]) <= 1.0 + 1e-9 < at(0.98 * sigmas["primal"])
+    assert sigmas["dual"] == pytest.approx(4 * sigmas["primal"])
+
+
+def test_paper_exact_warns_and_is_not_established():
+    with pytest.warns(PrivacyNotEstablishedWarning):
+        result = run(method="pfld", noise_multiplier=1.0, epochs=2, paper_exact=True, accountant="rdp")
+    assert not result.privacy_established
+    assert result.final()["method"] == "pfld-paper"
+
+
+def test_missing_values_and_determinism():
+    a = run(method="pfld", noise_multiplier=1.0, epochs=2, missing_rate=0.6)
+    b = run(method="pfld", noise_multiplier=1.0, epochs=2, missing_rate=0.6)
+    assert 0.3 < a.reported_fraction < 0.5
+    assert a.history.equals(b.history) and a.epsilon == b.epsilon
+    # non-reporters are in no group subset: the noisy denominators estimate the reporting counts
+    reporting = (DATA.group_sizes().double() * a.reported_fraction).numpy()
+    assert np.allclose(a.info["denominators"], reporting, rtol=0.6)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"method": "xx"}, "method must be one of"),
+    ({"clip_primal": -1.0}, "clip_primal must be a positive"),
+    ({"missing_rate": 1.0}, "missing_rate must be in"),
+    ({"delta": 0.0}, "delta must be in"),
+])
+def test_config_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LagrangianConfig(**kwargs)

@@ -1,0 +1,54 @@
+"""``dpfair train``: one-line errors with exit status 2, and a tiny end-to-end run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dpfair_analysis.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--cp", "-1"], "argument --cp"),
+    (["--cd", "0"], "argument --cd"),
+    (["--constraint", "xx"], "argument --constraint"),
+    (["--method", "sgd"], "argument --method"),
+    (["--missing-rate", "1"], "argument --missing-rate"),
+    (["--epsilon", "nan"], "argument --epsilon"),
+    (["--delta", "1"], "argument --delta"),
+    (["--hidden", "8,0"], "argument --hidden"),
+    (["--seed", "-3"], "--seed"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, fragment):
+    code, out, err = run(capsys, "train", "--data", "compas", *argv)
+    assert code == 2
+    assert err.startswith("dpfair: error:") and fragment in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert out == ""
+
+
+def test_tiny_pfld_run_json(capsys):
+    code, out, err = run(capsys, "train", "--data", "compas", "--method", "pfld", "--constraint", "eo",
+                         "--epochs", "2", "--batch-size", "512", "--hidden", "8,8", "--epsilon", "2", "--json")
+    assert code == 0, err
+    row = json.loads(out)
+    assert {"method", "constraint", "accuracy", "violation", "epsilon", "delta", "privacy_established"} <= set(row)
+    assert row["method"] == "pfld" and row["constraint"] == "eo" and row["privacy_established"]
+    assert 0 < row["epsilon"] <= 2.0 * (1 + 1e-6)
+    assert 0.4 < row["accuracy"] < 1 and 0 <= row["violation"] <= 1
+
+
+def test_tiny_fld_run_prints_epochs_and_a_final_line(capsys):
+    code, out, err = run(capsys, "train", "--data", "compas", "--method", "fld", "--epochs", "2",
+                         "--batch-size", "512", "--hidden", "8,8")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert len(lines) == 4 and lines[0].startswith("epoch   0") and "ε" not in lines[1]
+    assert lines[-1].startswith("fld dp on compas: test accuracy")

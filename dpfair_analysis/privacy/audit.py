@@ -67,6 +67,17 @@ and the accountant's claim is that of one Gaussian release):
     was found that moves it more (see the module docstring of output_perturbation), so
     the audit of the correct mechanism cannot come close to its claim. The claimed
     epsilon is the calibration's target (the analytic Gaussian calibration is exact).
+``pfld-primal``, ``pfld-dual``
+    PF-LD's private primal step and dual update (:mod:`dpfair_analysis.training.lagrangian`,
+    default mode with the bounds proved in :mod:`dpfair_analysis.privacy.sensitivity`)
+    under their relation: one person's sensitive attribute changes (replace-one). The
+    canary's group change moves the primal group sum by exactly 2 Delta_1 (coefficients
+    (a, -a), gradient of h above C_p) and the dual sums by exactly sqrt(2) C_d (loss above
+    C_d); the claim is ``pfld_epsilon`` of the event the step returns (PLD, replace-one).
+    The one-time release of noisy group counts is not audited here.
+
+All six claims are about 2.75 at delta = 1e-5 (a Gaussian with sensitivity/noise 2/3):
+modest, so that a 0.25 twin (sensitivity/noise 8/3) is caught with a few thousand trials.
 """
 
 from __future__ import annotations
@@ -88,6 +99,8 @@ __all__ = [
     "AuditSpec",
     "MECHANISMS",
     "MechanismSamples",
+    "STEP_AUDITS",
+    "StepCanaryAudit",
     "ThresholdTest",
     "audit",
     "audit_table",
@@ -526,7 +539,13 @@ def sample_step_canary(spec: StepCanaryAudit, trials: int, *, seed: int, noise_f
                             delta=spec.delta, neighbouring="add_remove", setting=setting)
 
 
+#: The step audits by name (their registered entries call :func:`sample_step_canary` with them).
+STEP_AUDITS: dict[str, StepCanaryAudit] = {}
+
+
 def _step_entry(spec: StepCanaryAudit, default_trials: int) -> AuditSpec:
+    STEP_AUDITS[spec.name] = spec
+
     def sample(trials: int, *, seed: int, noise_fraction: float, progress: bool = False) -> MechanismSamples:
         return sample_step_canary(spec, trials, seed=seed, noise_fraction=noise_fraction, progress=progress)
 
@@ -652,4 +671,160 @@ register(AuditSpec(
     description="output perturbation of L2-regularised logistic regression (paper 001 §5), label-flip pair",
     sample=sample_output_perturbation,
     default_trials=400_000,
+))
+
+
+# ========================================================================= PF-LD (papers/003)
+#: PF-LD's primal audit: full batch (q = 1), replace-one distance 2 Delta_1, noise sigma_p Delta_1.
+PFLD_PRIMAL_SIGMA = 3.0
+#: PF-LD's dual audit: replace distance sqrt(2) C_d, noise sigma_d sqrt(2) C_d.
+PFLD_DUAL_SIGMA = 1.5
+PFLD_AUDIT_CLIP_PRIMAL = 1.0
+PFLD_AUDIT_CLIP_DUAL = 5.0
+
+
+def pfld_pair(canary_x: tuple[float, float], canary_y: int):
+    """(D, D') for PF-LD's relation (one person's group changes): the canary is row 0, in
+    group 0 on D and group 1 on D'; three rows x = (0, 1), y = 1 in each group besides."""
+    from dpfair_analysis.data.dataset import GroupedDataset
+
+    X = torch.tensor([list(canary_x)] + [[0.0, 1.0]] * 6)
+    y = torch.tensor([canary_y] + [1] * 6)
+    others = [0, 0, 0, 1, 1, 1]
+
+    def data(canary_group: int) -> GroupedDataset:
+        return GroupedDataset(X=X, y=y, group=torch.tensor([canary_group] + others), group_names=("a", "b"),
+                              label_names=("0", "1"), name="audit-pfld")
+
+    return data(0), data(1)
+
+
+def sample_pfld_primal(trials: int, *, seed: int, noise_fraction: float, progress: bool = False,
+                       delta: float = DEFAULT_DELTA) -> MechanismSamples:
+    """PF-LD's private primal step (:func:`~dpfair_analysis.training.lagrangian.private_primal_step`).
+
+    Demographic-parity terms, full batch (sampling rate 1), multipliers lambda = (1, 1)
+    with signs (+1, -1) and equal public denominators, so the group coefficients are
+    a = (a, -a): the canary (x = (8, 0), y = 1, gradient of h = p(positive) of norm 2.02 >
+    C_p = 1, clipped to C_p) moving from group 0 to 1 changes the released group sum by
+    2 a C_p = 2 Delta_1, the largest change the accountant allows. The released model
+    theta_1 = theta_0 - r (public gradient - V - noise) has the same noise on D and D', so
+    the likelihood ratio is increasing in <theta_1, V_D' - V_D> (V from
+    :func:`~dpfair_analysis.privacy.sensitivity.primal_group_sum` on each data set).
+    Claim: :func:`~dpfair_analysis.training.lagrangian.pfld_epsilon` of the step's event.
+    """
+    from dpfair_analysis.fairness.constraints import make_constraint
+    from dpfair_analysis.gradients import parameters_of, per_sample_gradients
+    from dpfair_analysis.privacy.sensitivity import primal_group_sum
+    from dpfair_analysis.training.lagrangian import PrivateState, pfld_epsilon, private_primal_step
+
+    constraint = make_constraint("dp", n_groups=2)
+    pair = pfld_pair((8.0, 0.0), 1)
+    lambdas, signs, denominators = torch.ones(2), torch.tensor([1.0, -1.0]), torch.full((2,), 4.0)
+    start = parameters_of(canary_model())
+
+    def step(data, sigma: float, generator: torch.Generator, model):
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(start[name])
+        state = PrivateState(lambdas=lambdas.clone(), signs=signs.clone(), denominators=denominators.clone())
+        record = private_primal_step(model, data.X, data.y, data.group, reported=None, constraint=constraint,
+                                     state=state, sampling_rate=1.0, clip=PFLD_AUDIT_CLIP_PRIMAL, sigma_p=sigma,
+                                     lr=1.0, generator=generator)
+        return record, _flat(parameters_of(model))
+
+    model = canary_model()
+    record, _ = step(pair[1], PFLD_PRIMAL_SIGMA, torch.Generator().manual_seed(0), model)
+    claimed = pfld_epsilon(record["event"], delta, accountant="pld")
+    grads = per_sample_gradients(model, pair[0].X, pair[0].y, params=start,
+                                 loss_fn=lambda logit, t: constraint.h(logit, t).sum())
+    flat = torch.cat([g.reshape(len(pair[0]), -1) for g in grads.values()], dim=1)
+    coefficients = (lambdas * signs / denominators).double()
+    sums = [primal_group_sum(flat, d.y, d.group, constraint=constraint, coefficients=coefficients,
+                             clip=PFLD_AUDIT_CLIP_PRIMAL).double() for d in pair]
+    direction = sums[1] - sums[0]
+    sigma = PFLD_PRIMAL_SIGMA * noise_fraction
+    scores = []
+    bar = tqdm(total=2 * trials, desc="audit pfld-primal", disable=not progress, leave=False)
+    for data, generator in zip(pair, _generators(seed, 2)):
+        out = np.empty(trials)
+        for t in range(trials):
+            _, theta = step(data, sigma, generator, model)
+            out[t] = float(theta @ direction)
+            bar.update()
+        scores.append(out)
+    bar.close()
+    setting = {"rows": len(pair[0]), "constraint": "dp", "sampling_rate": 1.0, "clip_primal": PFLD_AUDIT_CLIP_PRIMAL,
+               "delta1": record["delta1"], "change_over_delta1": float(direction.norm()) / record["delta1"],
+               "sigma_p_claimed": PFLD_PRIMAL_SIGMA, "sigma_p_actual": sigma, "accountant": "pld"}
+    return MechanismSamples(scores_without=scores[0], scores_with=scores[1], epsilon_claimed=claimed, delta=delta,
+                            neighbouring="replace_one (sensitive attribute)", setting=setting)
+
+
+def sample_pfld_dual(trials: int, *, seed: int, noise_fraction: float, progress: bool = False,
+                     delta: float = DEFAULT_DELTA) -> MechanismSamples:
+    """PF-LD's private dual step (:func:`~dpfair_analysis.training.lagrangian.private_dual_update`).
+
+    Accuracy-parity terms (h = the loss, unbounded, so C_d binds): the canary
+    (x = (0, 1), y = 0, loss ~20 > C_d = 5) moving from group 0 to 1 moves the released
+    group sums S by (-C_d, +C_d), distance sqrt(2) C_d -- the bound the noise is scaled
+    to. The released noisy gap mu_P - S~ / m (public m) has the same noise on D and D';
+    the likelihood ratio is increasing in <gap, -(S_D' - S_D)> (S from
+    :func:`~dpfair_analysis.privacy.sensitivity.dual_group_sums`). Claim:
+    :func:`~dpfair_analysis.training.lagrangian.pfld_epsilon` of the step's event.
+    """
+    from dpfair_analysis.fairness.constraints import make_constraint
+    from dpfair_analysis.privacy.sensitivity import dual_group_sums
+    from dpfair_analysis.training.lagrangian import PrivateState, pfld_epsilon, private_dual_update
+
+    constraint = make_constraint("ap", n_groups=2)
+    pair = pfld_pair((0.0, 1.0), 0)
+    model = canary_model()
+    denominators = torch.full((2,), 4.0, dtype=torch.float64)
+
+    def step(data, sigma: float, generator: torch.Generator):
+        state = PrivateState(lambdas=torch.zeros(2, dtype=torch.float64), signs=torch.zeros(2, dtype=torch.float64),
+                             denominators=denominators.clone())
+        event = private_dual_update(model, data, reported=None, constraint=constraint, state=state,
+                                    clip=PFLD_AUDIT_CLIP_DUAL, sigma_d=sigma, dual_lr=1.0, lambda_max=1e9,
+                                    generator=generator)
+        return event, state.noisy_gap.double()
+
+    event, _ = step(pair[1], PFLD_DUAL_SIGMA, torch.Generator().manual_seed(0))
+    claimed = pfld_epsilon(event, delta, accountant="pld")
+    with torch.no_grad():
+        sums = [dual_group_sums(constraint.h(model(d.X), d.y).double(), d.y, d.group, constraint=constraint,
+                                clip=PFLD_AUDIT_CLIP_DUAL) for d in pair]
+    direction = -(sums[1] - sums[0]) / denominators
+    sigma = PFLD_DUAL_SIGMA * noise_fraction
+    scores = []
+    bar = tqdm(total=2 * trials, desc="audit pfld-dual", disable=not progress, leave=False)
+    for data, generator in zip(pair, _generators(seed, 2)):
+        out = np.empty(trials)
+        for t in range(trials):
+            _, gap = step(data, sigma, generator)
+            out[t] = float(gap @ direction)
+            bar.update()
+        scores.append(out)
+    bar.close()
+    setting = {"rows": len(pair[0]), "constraint": "ap", "clip_dual": PFLD_AUDIT_CLIP_DUAL,
+               "sum_change": float((sums[1] - sums[0]).norm()),
+               "change_over_bound": float((sums[1] - sums[0]).norm()) / (math.sqrt(2) * PFLD_AUDIT_CLIP_DUAL),
+               "sigma_d_claimed": PFLD_DUAL_SIGMA, "sigma_d_actual": sigma, "accountant": "pld"}
+    return MechanismSamples(scores_without=scores[0], scores_with=scores[1], epsilon_claimed=claimed, delta=delta,
+                            neighbouring="replace_one (sensitive attribute)", setting=setting)
+
+
+register(AuditSpec(
+    name="pfld-primal",
+    description="PF-LD private primal step (papers/003 Eq. 10, corrected): canary's group change at 2 Delta_1",
+    sample=sample_pfld_primal,
+    default_trials=1500,
+))
+
+register(AuditSpec(
+    name="pfld-dual",
+    description="PF-LD private dual step (papers/003 Eq. 13, corrected): canary's group change at sqrt(2) C_d",
+    sample=sample_pfld_dual,
+    default_trials=4000,
 ))

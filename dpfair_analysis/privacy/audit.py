@@ -442,6 +442,11 @@ def _flat(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.reshape(-1) for t in tensors.values()]).to(torch.float64)
 
 
+def _flat_rows(grads: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Per-sample gradients as an (n, P) float64 matrix, parameters in the dict's order."""
+    return torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1).to(torch.float64)
+
+
 @dataclass(frozen=True)
 class StepCanaryAudit:
     """How to audit one clipping policy on the canary pair (see the module docstring).
@@ -481,7 +486,7 @@ def sample_step_canary(spec: StepCanaryAudit, trials: int, *, seed: int, noise_f
     The claimed epsilon is the one ``training.loop.train`` reports for this one-step run of
     the correctly noised policy on D' (its own privacy ledger, accountant ``spec.accountant``).
     """
-    from dpfair_analysis.gradients import clipped_sum, parameters_of, per_sample_gradients_and_losses, \
+    from dpfair_analysis.gradients import clip_factors, parameters_of, per_sample_gradients_and_losses, \
         per_sample_norms
     from dpfair_analysis.training.loop import TrainConfig, train
 
@@ -508,28 +513,36 @@ def sample_step_canary(spec: StepCanaryAudit, trials: int, *, seed: int, noise_f
         c0 = np.asarray(spec.true_counts(policy, norms0, without.group), dtype=np.float64)
         shift = np.asarray(spec.true_counts(policy, batches[1][1], with_.group), dtype=np.float64) - c0
         sigma_1 = float(spec.count_noise(policy))
+    flat0, flat_canary = _flat_rows(grads0), _flat_rows(canary_grads)[0]
     generators = _generators(seed, 2)
     scores = []
     bar = tqdm(total=2 * trials, desc=f"audit {spec.name}", disable=not progress, leave=False)
     for (grads, norms, group), generator in zip(batches, generators):
-        out = np.empty(trials)
+        released, base_bounds, base_weights, canary, stds, counts = [], [], [], [], [], []
         for t in range(trials):
             decision, noisy = release_step(grads, norms, group, policy, n_groups=2, expected_batch_size=b,
                                            generator=generator)
-            bounds0 = decision.bounds[:n]
-            weights0 = None if decision.weights is None else decision.weights[:n]
-            base = _flat(clipped_sum(grads0, bounds0, weights=weights0, norms=norms0))
-            bound, weight = spec.canary_terms(decision, policy)
-            v = _flat(clipped_sum(canary_grads, torch.tensor([bound], dtype=norms.dtype),
-                                  weights=torch.tensor([weight], dtype=norms.dtype), norms=canary_norms))
-            s = decision.noise_std
-            llr = (float((_flat(noisy) - base) @ v) - 0.5 * float(v @ v)) / s ** 2
+            released.append(_flat(noisy))
+            base_bounds.append(decision.bounds[:n])
+            base_weights.append(torch.ones(n, dtype=norms.dtype) if decision.weights is None else
+                                decision.weights[:n])
+            canary.append(spec.canary_terms(decision, policy))
+            stds.append(decision.noise_std)
             if counted:
-                c = spec.count_vector(decision)
-                llr += (float((c - c0) @ shift) - 0.5 * float(shift @ shift)) / sigma_1 ** 2
-            out[t] = llr
+                counts.append(spec.count_vector(decision))
             bar.update()
-        scores.append(out)
+        # S_D and v for every trial at once: the same clip factors min(1, C_i/||g_i||) as clipped_sum
+        factors = clip_factors(norms0.expand(trials, n), torch.stack(base_bounds)).double()
+        base = (factors * torch.stack(base_weights).double()) @ flat0
+        canary_bw = torch.tensor(canary, dtype=torch.float64)
+        canary_factor = clip_factors(canary_norms.double().expand(trials), canary_bw[:, 0]) * canary_bw[:, 1]
+        v = canary_factor.unsqueeze(1) * flat_canary
+        s = torch.tensor(stds, dtype=torch.float64)
+        llr = (((torch.stack(released) - base) * v).sum(1) - 0.5 * (v * v).sum(1)) / s ** 2
+        if counted:
+            c = torch.from_numpy(np.stack(counts) - c0)
+            llr = llr + (c @ torch.from_numpy(shift) - 0.5 * float(shift @ shift)) / sigma_1 ** 2
+        scores.append(llr.numpy())
     bar.close()
     setting = {"rows_without": n, "rows_with": b, "steps": 1, "sampling_rate": 1.0,
                "claimed_noise_multipliers": list(nominal.planned_noise_multipliers()),

@@ -62,6 +62,7 @@ def _run(args: argparse.Namespace) -> None:
 
     from dpfair_analysis.experiments import fairness_lens as lens
     from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
+    from dpfair_analysis.theory.excess_risk import with_leading_columns
 
     data = lens.load_data(args.data, by=args.group_by, rows=args.rows, seed=args.seed)
     progress = not (args.quiet or args.json)
@@ -80,9 +81,7 @@ def _run(args: argparse.Namespace) -> None:
             sigma = calibrate_noise_multiplier(epsilon, args.delta, sampling_rate=batch / len(data), steps=steps)
             table = lens.dpsgd_group_excess_risk(data, lens.replace(setting, noise_multiplier=sigma),
                                                  seeds=range(args.seed, args.seed + args.seeds), progress=progress)
-            table.insert(0, "sigma", sigma)
-            table.insert(0, "epsilon", epsilon)
-            frames.append(table)
+            frames.append(with_leading_columns(table, epsilon=epsilon, sigma=sigma))
         table = pd.concat(frames, ignore_index=True)
         columns = ["epsilon", "group", "n", "excess_risk", "ci_low", "ci_high", "gap", "gap_ci_low", "gap_ci_high",
                    "sigma"]

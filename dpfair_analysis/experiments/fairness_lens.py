@@ -37,7 +37,7 @@ from dpfair_analysis.theory.conditions import group_gradient_norms, theorem3_agr
     theorem4_agreement
 from dpfair_analysis.theory.decomposition import DecompositionTracker
 from dpfair_analysis.theory.excess_risk import dpsgd_excess_risk, output_perturbation_excess_risk, \
-    trace_risk_rank_correlation
+    trace_risk_rank_correlation, with_leading_columns
 from dpfair_analysis.theory.latent_factors import LatentFactorTracker, clipped_gradient_norms, \
     input_norm_vs_excess_risk
 from dpfair_analysis.training.clipping import NonPrivate, UniformClipping
@@ -287,10 +287,6 @@ def figure7(data: GroupedDataset, setting: DPSGDSetting, *, epsilons: Sequence[f
                 return _train_model(data, setting, seed, private=True, noise_multiplier=sigma,
                                     objective=objective).model
         table = dpsgd_excess_risk(run, references.__getitem__, data, seeds=seeds, progress=False)
-        table.insert(0, "sigma_stats", sigma_s)
-        table.insert(0, "sigma", sigma)
-        table.insert(0, "gamma2", gamma2)
-        table.insert(0, "gamma1", gamma1)
-        table.insert(0, "epsilon", epsilon)
-        frames.append(table)
+        frames.append(with_leading_columns(table, epsilon=epsilon, gamma1=gamma1, gamma2=gamma2, sigma=sigma,
+                                           sigma_stats=sigma_s))
     return pd.concat(frames, ignore_index=True)

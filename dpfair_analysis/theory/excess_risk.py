@@ -194,12 +194,15 @@ def output_perturbation_excess_risk(model: LogisticRegression, data: GroupedData
         table["predicted_risk_sum_hessian"] = table["predicted_risk"] * table["n"]
         table["relative_error"] = (table["excess_risk"] - table["predicted_risk"]).abs() / table["predicted_risk"]
         table["accuracy"] = table["group"].map(accuracy)
-        table.insert(0, "noise_std", noise_std)
-        table.insert(0, "sensitivity", sensitivity)
-        table.insert(0, "delta", delta)
-        table.insert(0, "epsilon", epsilon)
-        frames.append(table)
+        frames.append(with_leading_columns(table, epsilon=epsilon, delta=delta, sensitivity=sensitivity,
+                                           noise_std=noise_std))
     return pd.concat(frames, ignore_index=True)
+
+
+def with_leading_columns(table: pd.DataFrame, **values: object) -> pd.DataFrame:
+    """``table`` with constant columns ``values`` (in the order given) put first: the settings of a sweep's row."""
+    return pd.concat([pd.DataFrame({k: [v] * len(table) for k, v in values.items()}, index=table.index), table],
+                     axis=1)
 
 
 def _group_accuracy(model: nn.Module, data: GroupedDataset, params: Params) -> dict[str, float]:

@@ -501,7 +501,8 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
                             value_discretization_interval=config.value_discretization_interval)
 
     history = _evaluate(model, constraint, train_data, test_data, epoch=0)
-    history.append({"epoch": 0, "split": "privacy", "metric": "epsilon", "value": epsilon_now() or 0.0})
+    eps0 = epsilon_now()
+    history.append({"epoch": 0, "split": "privacy", "metric": "epsilon", "value": math.nan if eps0 is None else eps0})
     step_records = []
     bar = tqdm(total=total_steps, desc=config.method, disable=not progress, leave=False)
     for step in range(1, total_steps + 1):

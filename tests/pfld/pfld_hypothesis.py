@@ -28,7 +28,7 @@ PROPERTY = settings(max_examples=4000 if FULL else 200, deadline=None, derandomi
 #: (the default profile skips shrinking: the shrunk examples are stored as regression cases)
 SEARCH = settings(max_examples=20000 if FULL else 1000, deadline=None, derandomize=not FULL,
                   suppress_health_check=[HealthCheck.too_slow], database=None,
-                  phases=None if FULL else (Phase.generate,))
+                  phases=tuple(Phase) if FULL else (Phase.generate,))
 
 
 @dataclass

@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> None:
     for r in results:
         print(f"{r.mechanism:<22} {r.epsilon_claimed:>10.3f} {r.epsilon_lower:>12.3f} {r.trials:>8d}  "
               f"{'yes' if r.consistent else 'NO'}")
+    for r in results:
+        if not MECHANISMS[r.mechanism].expected_consistent:
+            print(f"{r.mechanism}: audits a published claim that is refuted; NO is the expected answer")
     first = results[0]
     print(f"(δ = {first.delta:g}, one-sided {first.confidence:.0%} Clopper-Pearson bound; noise fraction "
           f"{args.noise_fraction:g}{' — an under-noised twin' if args.noise_fraction < 1 else ''})")

@@ -138,6 +138,19 @@ def test_claims_are_the_accountants_for_what_was_run():
         assert pfld.neighbouring.startswith("replace_one")
 
 
+def test_paper_exact_pfld_noise_depends_on_the_sensitive_attribute():
+    setting = audit("pfld-primal-paper", trials=8).setting
+    # the canary's group change doubles the paper's Delta_p (min group size 3 -> 2): the noise scale leaks A
+    assert setting["delta_p"] == pytest.approx([1.0, 2.0])
+    assert MECHANISMS["pfld-primal-paper"].expected_consistent is False
+
+
+@pytest.mark.slow
+def test_paper_exact_pfld_primal_step_exceeds_its_claimed_epsilon_at_full_noise():
+    result = audit("pfld-primal-paper", seed=1)
+    assert not result.consistent and result.epsilon_lower > result.epsilon_claimed
+
+
 def test_pfld_pairs_reach_the_proved_bounds():
     # the canary's group change moves the primal sum by exactly 2 Delta_1 and the dual sums by sqrt(2) C_d
     assert audit("pfld-primal", trials=8).setting["change_over_delta1"] == pytest.approx(2.0, rel=1e-6)
@@ -271,9 +284,10 @@ def test_cli_table_has_one_line_per_mechanism(capsys):
     assert code == 0, err
     lines = out.strip().splitlines()
     assert lines[0].split()[0] == "mechanism"
-    rows = [line.split()[0] for line in lines[1:-1]]
-    assert rows == list(MECHANISMS)
-    assert all(line.split()[3] == "40" for line in lines[1:-1])
+    rows = [line.split() for line in lines[1:1 + len(MECHANISMS)]]
+    assert [row[0] for row in rows] == list(MECHANISMS)
+    assert all(row[3] == "40" for row in rows)
+    assert lines[-1].startswith("(δ = 1e-05")
 
 
 # ------------------------------------------------------------------------- slow

@@ -1,0 +1,79 @@
+"""``dpfair pfld-table``: papers/003 Table 2 for one data set by stratified k-fold CV.
+
+Human output: per constraint and method, the measured mean (sd) of test accuracy and
+fairness violation beside the paper's Table 2 numbers. ``--json``: one JSON list of rows
+{method, constraint, fold, accuracy, violation, epsilon}.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dpfair_analysis.cli._common import UsageError, positive_float, positive_int, print_json
+
+DATASETS = ("income", "adult", "compas", "german", "bank")
+CONSTRAINTS = ("dp", "eo", "ap")
+METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper")
+
+
+def _choices(allowed: tuple[str, ...], what: str):
+    def parse(text: str) -> tuple[str, ...]:
+        items = tuple(v.strip().lower() for v in text.split(",") if v.strip())
+        bad = [v for v in items if v not in allowed]
+        if not items or bad:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {what} from {','.join(allowed)}, got {text!r}")
+        return tuple(dict.fromkeys(items))
+    return parse
+
+
+def _folds(text: str) -> int:
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pfld-table", help="papers/003 Table 2: CLF, Z, A, M, PF-LD by k-fold CV",
+                       description="Accuracy and fairness violation (mean and sd over stratified folds) of CLF, "
+                                   "Z (Zafar), A (reductions), M (Mozannar, randomized response) and PF-LD, beside "
+                                   "the paper's Table 2. Paper settings: epsilon 1, delta 1e-5, C_p 10, C_d 5.")
+    p.add_argument("--data", required=True, choices=DATASETS, help="data set (income = adult with PF-LD's features)")
+    p.add_argument("--group-by", default=None, help="grouping attribute passed to the loader (default: sex)")
+    p.add_argument("--constraints", type=_choices(CONSTRAINTS, "constraints"), default=CONSTRAINTS,
+                   help="comma-separated, from dp,eo,ap (default all)")
+    p.add_argument("--methods", type=_choices(METHODS, "methods"), default=("clf", "z", "a", "m", "pfld"),
+                   help="comma-separated, from " + ",".join(METHODS) + " (default clf,z,a,m,pfld)")
+    p.add_argument("--folds", type=_folds, default=None, help="CV folds (default: 5, or 2 with --profile quick)")
+    p.add_argument("--epsilon", type=positive_float, default=1.0, help="privacy budget of M and PF-LD")
+    p.add_argument("--profile", default="full", choices=("quick", "full"),
+                   help="full: all rows, 10 epochs; quick: 600 rows, 2 epochs (smoke test)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the run cache")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> None:
+    import math
+
+    from dpfair_analysis.experiments import pfld
+    from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
+
+    cache = RunCache(None if args.no_cache else default_cache_dir())
+    try:
+        rows = pfld.table2(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
+                           epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
+                           progress=args.progress)
+    except FileNotFoundError as error:
+        raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
+    if args.json:
+        def clean(value):
+            return None if isinstance(value, float) and math.isnan(value) else value
+        print_json([{key: clean(row[key]) for key in pfld.ROW_KEYS} for row in rows.to_dict("records")])
+        return
+    folds = int(rows["fold"].max()) + 1
+    print(f"papers/003 Table 2, {args.data}: {folds}-fold stratified CV, profile {args.profile}, "
+          f"epsilon {args.epsilon:g} (M: local DP; PF-LD: delta 1e-5)")
+    print(pfld.format_table(rows, args.data))

@@ -1,0 +1,427 @@
+"""Paper 003 (Tran, Fioretto & Van Hentenryck, AAAI'21): Table 2 and Figures 1-5 as functions.
+
+* :func:`table2` -- 5-fold stratified cross-validation (scikit-learn ``StratifiedKFold``,
+  seeded, strata = group x label) of CLF, Z, A, M (:mod:`dpfair_analysis.training.baselines`)
+  and PF-LD / F-LD (:mod:`dpfair_analysis.training.lagrangian`) per fairness constraint,
+  at the paper's settings (epsilon = 1, delta = 1e-5, C_p = 10, C_d = 5; the core's
+  defaults and noise calibration for everything the paper leaves open). One tidy row
+  per (method, constraint, fold); :func:`summarize` gives mean (sd) and
+  :func:`side_by_side` puts them beside :data:`PAPER_TABLE2`.
+* sweeps returning tidy frames: :func:`epsilon_sweep` (Fig. 1, PF-LD and M),
+  :func:`clip_sweep` (Fig. 2 and, from the same runs, Fig. 3's share of per-sample
+  group-gradient norms above C_p), :func:`dual_clip_sweep` (Fig. 4), :func:`missing_sweep`
+  (Fig. 5, missing sensitive values).
+
+Profiles (as in :mod:`dpfair_analysis.experiments.dpsgdf`): ``"full"`` is the paper's
+protocol (5 folds, all rows, 10 epochs -- the paper gives no epoch count, 10 is the
+core's default); ``"quick"`` (CI, notebooks' smoke run) subsamples the data, runs 2
+folds and 2 epochs. Every run is cached (:class:`~dpfair_analysis.experiments.cache.RunCache`)
+by its full configuration, so an interrupted sweep resumes.
+
+PF-LD variant: ``"pfld"`` is the toolkit's corrected PF-LD (sum releases with public
+denominators, PLD accounting under replace-one; privacy established). ``"pfld-paper"``
+runs the paper's Eqs. (7), (10), (11), (13) and Theorem 5 bookkeeping as printed
+(``paper_exact=True``) -- its epsilon is **not** a valid guarantee
+(:mod:`dpfair_analysis.privacy.sensitivity` refutes the printed sensitivities).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from dpfair_analysis import data as datasets
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.experiments.cache import RunCache, config_key
+from dpfair_analysis.fairness.constraints import KINDS, make_constraint
+from dpfair_analysis.validation import check_choice, check_positive, check_positive_int, check_seed
+
+PROFILES = ("quick", "full")
+TABLE_METHODS = ("clf", "z", "a", "m", "pfld")
+ALL_METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper")
+METHOD_LABELS = {"clf": "CLF", "z": "Z", "a": "A", "m": "M", "pfld": "PF-LD", "fld": "F-LD",
+                 "pfld-paper": "PF-LD (paper-exact)"}
+
+#: data set name -> (loader name, loader options). Income is Adult with PF-LD's 50 features.
+DATASETS = {"income": ("adult", {"preprocessing": "pfld"}), "adult": ("adult", {"preprocessing": "pfld"}),
+            "compas": ("compas", {}), "german": ("german", {}), "bank": ("bank", {})}
+
+#: papers/003 Table 2, Income and COMPAS rows, copied from the paper (its "DF-LP" column is
+#: PF-LD). accuracy / fairness violation: mean (sd) over 5-fold cross-validation.
+PAPER_TABLE2 = pd.DataFrame([
+    # dataset, constraint, method, accuracy, accuracy_sd, violation, violation_sd
+    ("income", "ap", "clf", 0.848, 0.003, 0.114, 0.005), ("income", "ap", "z", 0.848, 0.004, 0.114, 0.007),
+    ("income", "ap", "a", 0.834, 0.005, 0.093, 0.006), ("income", "ap", "m", 0.842, 0.004, 0.110, 0.006),
+    ("income", "ap", "pfld", 0.782, 0.008, 0.061, 0.019),
+    ("income", "dp", "clf", 0.848, 0.003, 0.181, 0.007), ("income", "dp", "z", 0.827, 0.019, 0.039, 0.012),
+    ("income", "dp", "a", 0.789, 0.031, 0.044, 0.053), ("income", "dp", "m", 0.792, 0.035, 0.063, 0.054),
+    ("income", "dp", "pfld", 0.799, 0.002, 0.019, 0.009),
+    ("income", "eo", "clf", 0.848, 0.003, 0.094, 0.013), ("income", "eo", "z", 0.842, 0.003, 0.102, 0.022),
+    ("income", "eo", "a", 0.840, 0.003, 0.042, 0.005), ("income", "eo", "m", 0.837, 0.002, 0.064, 0.014),
+    ("income", "eo", "pfld", 0.841, 0.003, 0.044, 0.006),
+    ("compas", "ap", "clf", 0.683, 0.011, 0.024, 0.014), ("compas", "ap", "z", 0.677, 0.013, 0.016, 0.008),
+    ("compas", "ap", "a", 0.675, 0.013, 0.033, 0.022), ("compas", "ap", "m", 0.661, 0.019, 0.016, 0.012),
+    ("compas", "ap", "pfld", 0.671, 0.015, 0.031, 0.029),
+    ("compas", "dp", "clf", 0.683, 0.011, 0.121, 0.022), ("compas", "dp", "z", 0.634, 0.017, 0.023, 0.012),
+    ("compas", "dp", "a", 0.643, 0.014, 0.048, 0.023), ("compas", "dp", "m", 0.664, 0.014, 0.092, 0.032),
+    ("compas", "dp", "pfld", 0.667, 0.015, 0.098, 0.037),
+    ("compas", "eo", "clf", 0.683, 0.011, 0.118, 0.038), ("compas", "eo", "z", 0.647, 0.011, 0.049, 0.033),
+    ("compas", "eo", "a", 0.662, 0.019, 0.097, 0.044), ("compas", "eo", "m", 0.670, 0.013, 0.139, 0.036),
+    ("compas", "eo", "pfld", 0.677, 0.015, 0.115, 0.040),
+], columns=["dataset", "constraint", "method", "accuracy", "accuracy_sd", "violation", "violation_sd"])
+
+ROW_KEYS = ("method", "constraint", "fold", "accuracy", "violation", "epsilon")
+
+
+@dataclass(frozen=True)
+class PfldSettings:
+    """Run lengths of one profile (see the module docstring). ``subsample``: rows kept
+    (stratified by group x label) before the folds, None = all."""
+
+    folds: int = 5
+    epochs: int = 10
+    batch_size: int = 256
+    subsample: int | None = None
+    reductions_max_iter: int = 50
+    sweep_seeds: int = 2
+    seed: int = 0
+
+
+def with_profile(profile: str, **overrides: Any) -> PfldSettings:
+    """The paper's protocol ("full") or a CI-sized one ("quick": 600 rows, 2 folds,
+    2 epochs -- PF-LD releases nothing in its first epoch, so 1 epoch would be CLF --,
+    batches of 64, 5 reductions iterations, 1 sweep seed)."""
+    check_choice(profile, "profile", PROFILES)
+    settings = PfldSettings() if profile == "full" else PfldSettings(
+        folds=2, epochs=2, batch_size=64, subsample=600, reductions_max_iter=5, sweep_seeds=1)
+    return replace(settings, **overrides)
+
+
+# ------------------------------------------------------------------ data
+def load_table_data(dataset: str, *, group_by: str | None = None, subsample: int | None = None,
+                    seed: int = 0) -> GroupedDataset:
+    """A Table 2 data set (``income``/``adult``, ``compas``, ...), optionally subsampled
+    (stratified by group x label, seeded)."""
+    check_choice(dataset, "dataset", tuple(DATASETS))
+    name, options = DATASETS[dataset]
+    options = dict(options)
+    if group_by is not None:
+        options["by"] = group_by
+    data = datasets.load(name, **options)
+    if subsample is not None and check_positive_int(subsample, "subsample") < len(data):
+        from sklearn.model_selection import train_test_split
+
+        strata = data.group.numpy() * data.n_classes + data.y.numpy()
+        keep, _ = train_test_split(np.arange(len(data)), train_size=subsample, stratify=strata,
+                                   random_state=check_seed(seed))
+        data = data.subset(np.sort(keep))
+    return data
+
+
+def cv_folds(data: GroupedDataset, folds: int, *, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``StratifiedKFold(folds, shuffle=True, random_state=seed)`` on group x label strata."""
+    from sklearn.model_selection import StratifiedKFold
+
+    check_positive_int(folds, "folds")
+    if folds < 2:
+        raise ValueError(f"folds must be >= 2, got {folds}")
+    strata = data.group.numpy() * data.n_classes + data.y.numpy()
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=check_seed(seed))
+    return [(train, test) for train, test in splitter.split(np.zeros(len(data)), strata)]
+
+
+# ------------------------------------------------------------------ one run
+def _lagrangian_config(method: str, settings: PfldSettings, *, epsilon: float, seed: int, n_train: int,
+                       **overrides: Any):
+    from dpfair_analysis.training.lagrangian import LagrangianConfig
+
+    return LagrangianConfig(method="fld" if method == "fld" else "pfld", epochs=settings.epochs,
+                            batch_size=min(settings.batch_size, n_train), epsilon=epsilon,
+                            paper_exact=method == "pfld-paper", seed=seed, **overrides)
+
+
+def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDataset, *, settings: PfldSettings,
+               epsilon: float = 1.0, seed: int = 0, h_norm_rows: int = 0,
+               **pfld_overrides: Any) -> dict[str, Any]:
+    """Train one method under one constraint; the test-set row (plus train metrics and
+    diagnostics). ``pfld_overrides`` go to :class:`LagrangianConfig` (clip_primal,
+    clip_dual, missing_rate, ...). ``h_norm_rows`` > 0: also the per-group share of
+    per-sample h-gradient norms (final model, first that many training rows) above
+    C_p (Fig. 3)."""
+    check_choice(method, "method", ALL_METHODS)
+    constraint = make_constraint(kind, n_groups=train.n_groups, n_classes=train.n_classes,
+                                 group_names=train.group_names)
+    start = time.perf_counter()
+    row: dict[str, Any] = {"method": method, "constraint": kind}
+    if method in ("clf", "z", "a", "m"):
+        from dpfair_analysis.training.baselines import fit_baseline
+
+        options: dict[str, Any] = {}
+        if method == "clf":
+            options = {"epochs": settings.epochs, "batch_size": min(settings.batch_size, len(train))}
+        elif method in ("a", "m"):
+            options = {"max_iter": settings.reductions_max_iter}
+        result = fit_baseline(method, train, constraint, test=test, epsilon=epsilon, seed=seed, **options)
+        metrics = result.metrics
+        row.update(accuracy=metrics["test_accuracy"], violation=metrics["test_violation"],
+                   train_accuracy=metrics["train_accuracy"], train_violation=metrics["train_violation"],
+                   epsilon=epsilon if method == "m" else None, privacy="epsilon-LDP on A (randomized response)"
+                   if method == "m" else "none")
+    else:
+        from dpfair_analysis.models import build_model
+        from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
+        from dpfair_analysis.training.lagrangian import train_lagrangian
+
+        config = _lagrangian_config(method, settings, epsilon=epsilon, seed=seed, n_train=len(train),
+                                    **pfld_overrides)
+        model = build_model("mlp", input_shape=tuple(train.X.shape[1:]), n_classes=train.n_classes, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyNotEstablishedWarning)
+            result = train_lagrangian(model, train, constraint, config, test_data=test, progress=False)
+        final, final_train = result.final("test"), result.final("train")
+        row.update(accuracy=final["accuracy"], violation=final["violation"],
+                   train_accuracy=final_train["accuracy"], train_violation=final_train["violation"],
+                   epsilon=result.epsilon, privacy="none" if method == "fld" else (
+                       "(eps, delta)-DP on A (established)" if result.privacy_established
+                       else "NOT established (paper-exact)"),
+                   sigma_p=result.noise_multipliers["primal"], clip_primal=config.clip_primal,
+                   clip_dual=config.clip_dual, missing_rate=config.missing_rate,
+                   lambda_max_reached=float(result.lambdas.max()))
+        if "frac_clipped" in result.steps.columns:
+            row["step_frac_clipped"] = float(result.steps["frac_clipped"].mean())
+        if h_norm_rows:
+            row.update(_fraction_above(result.model, train, constraint, config.clip_primal, h_norm_rows))
+    row["seconds"] = time.perf_counter() - start
+    row["requested_epsilon"] = epsilon
+    return row
+
+
+def _fraction_above(model, train: GroupedDataset, constraint, clip: float, rows: int) -> dict[str, float]:
+    from dpfair_analysis.theory.pfld_bounds import h_gradients
+
+    part = train.subset(np.arange(min(rows, len(train))))
+    norms = h_gradients(model, part, constraint).norm(dim=1).numpy()
+    out = {}
+    for k, name in enumerate(train.group_names):
+        sel = norms[part.group.numpy() == k]
+        out[f"frac_above[{name}]"] = float((sel > clip).mean()) if len(sel) else math.nan
+        out[f"median_h_grad_norm[{name}]"] = float(np.median(sel)) if len(sel) else math.nan
+    return out
+
+
+def _cached(cache: RunCache | None, key: str, compute):
+    return (cache or RunCache(None)).get_or_compute(key, compute)
+
+
+# ------------------------------------------------------------------ Table 2
+def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, methods: Sequence[str] = TABLE_METHODS,
+           folds: int | None = None, epsilon: float = 1.0, profile: str = "full", group_by: str | None = None,
+           settings: PfldSettings | None = None, cache: RunCache | None = None,
+           progress: bool = False) -> pd.DataFrame:
+    """papers/003 Table 2 for one data set: one row per (method, constraint, fold) with
+    test accuracy and fairness violation (the shared metric), epsilon and diagnostics."""
+    settings = settings or with_profile(profile)
+    if folds is not None:
+        settings = replace(settings, folds=folds)
+    epsilon = check_positive(epsilon, "epsilon")
+    for kind in constraints:
+        check_choice(kind, "constraint", KINDS)
+    for method in methods:
+        check_choice(method, "method", ALL_METHODS)
+    data = load_table_data(dataset, group_by=group_by, subsample=settings.subsample, seed=settings.seed)
+    splits = cv_folds(data, settings.folds, seed=settings.seed)
+    jobs = [(kind, method, f) for kind in constraints for method in methods for f in range(len(splits))]
+    rows = []
+    for kind, method, f in tqdm(jobs, desc=f"Table 2 {dataset}", disable=not progress):
+        train_idx, test_idx = splits[f]
+        # CLF does not depend on the constraint: one fit per fold, shared by every constraint
+        key_kind = "any" if method == "clf" else kind
+        key = config_key("pfld-table2", dataset, group_by, asdict(settings), method, key_kind, f,
+                         epsilon if method in ("m", "pfld", "pfld-paper") else None)
+
+        def compute(method=method, kind=kind, train_idx=train_idx, test_idx=test_idx, f=f):
+            return run_method(method, kind, data.subset(train_idx), data.subset(test_idx), settings=settings,
+                              epsilon=epsilon, seed=settings.seed + f)
+
+        def compute_clf(train_idx, test_idx, f):
+            return lambda: _clf_for_every_constraint(data.subset(train_idx), data.subset(test_idx), settings,
+                                                     seed=settings.seed + f)
+
+        if method == "clf":
+            row = dict(_cached(cache, key, compute_clf(train_idx, test_idx, f))[kind])
+        else:
+            row = dict(_cached(cache, key, compute))
+        row.update(dataset=dataset, constraint=kind, fold=f)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _clf_for_every_constraint(train: GroupedDataset, test: GroupedDataset, settings: PfldSettings, *,
+                              seed: int) -> dict[str, dict[str, Any]]:
+    """CLF ignores the constraint: fit once, score its predictions under dp, eo and ap."""
+    from dpfair_analysis.training.baselines import evaluate_predictions, fit_clf
+
+    start = time.perf_counter()
+    base = make_constraint("dp", n_groups=train.n_groups, n_classes=train.n_classes)
+    fitted = fit_clf(train, base, epochs=settings.epochs, batch_size=min(settings.batch_size, len(train)),
+                     seed=seed)
+    seconds = time.perf_counter() - start
+    out = {}
+    for kind in KINDS:
+        if kind in ("dp", "eo") and train.n_classes != 2:
+            continue
+        constraint = make_constraint(kind, n_groups=train.n_groups, n_classes=train.n_classes)
+        te = evaluate_predictions(fitted.predict(test.X), test, constraint)
+        tr = evaluate_predictions(fitted.predict(train.X), train, constraint)
+        out[kind] = {"method": "clf", "constraint": kind, "accuracy": te["accuracy"], "violation": te["violation"],
+                     "train_accuracy": tr["accuracy"], "train_violation": tr["violation"], "epsilon": None,
+                     "privacy": "none", "seconds": seconds, "requested_epsilon": None}
+    return out
+
+
+def summarize(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sd over folds per (dataset, method, constraint)."""
+    keys = [k for k in ("dataset", "constraint", "method") if k in rows.columns]
+    table = rows.groupby(keys, sort=False)[["accuracy", "violation"]].agg(["mean", "std"])
+    table.columns = ["accuracy", "accuracy_sd", "violation", "violation_sd"]
+    return table.reset_index()
+
+
+def side_by_side(rows: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame:
+    """Measured mean (sd) beside :data:`PAPER_TABLE2` (NaN where the paper has no cell)."""
+    summary = summarize(rows)
+    if "dataset" not in summary.columns:
+        summary["dataset"] = dataset
+    paper = PAPER_TABLE2.copy()
+    paper["dataset"] = paper["dataset"].replace({"income": "income"})
+    summary["paper_key"] = summary["dataset"].replace({"adult": "income"})
+    summary["paper_method"] = summary["method"].replace({"pfld-paper": "pfld"})
+    merged = summary.merge(paper.rename(columns={c: f"paper_{c}" for c in
+                                                 ("accuracy", "accuracy_sd", "violation", "violation_sd")}),
+                           left_on=["paper_key", "constraint", "paper_method"],
+                           right_on=["dataset", "constraint", "method"], how="left", suffixes=("", "_p"))
+    columns = ["dataset", "constraint", "method", "accuracy", "accuracy_sd", "paper_accuracy", "paper_accuracy_sd",
+               "violation", "violation_sd", "paper_violation", "paper_violation_sd"]
+    return merged[columns]
+
+
+def format_table(rows: pd.DataFrame, dataset: str | None = None) -> str:
+    """Human table: per constraint and method, 'mean (sd)' measured and the paper's."""
+    table = side_by_side(rows, dataset)
+
+    def cell(m: float, s: float) -> str:
+        if m != m:
+            return "—"
+        return f"{m:.3f} ({s:.3f})" if s == s else f"{m:.3f}"
+
+    lines = [f"{'data':8s} {'constraint':10s} {'method':19s} {'accuracy':15s} {'paper acc':15s} "
+             f"{'violation':15s} {'paper viol':15s}"]
+    for _, r in table.iterrows():
+        lines.append(f"{str(r['dataset']):8s} {r['constraint']:10s} {METHOD_LABELS.get(r['method'], r['method']):19s} "
+                     f"{cell(r['accuracy'], r['accuracy_sd']):15s} {cell(r['paper_accuracy'], r['paper_accuracy_sd']):15s} "
+                     f"{cell(r['violation'], r['violation_sd']):15s} "
+                     f"{cell(r['paper_violation'], r['paper_violation_sd']):15s}")
+    return "\n".join(lines)
+
+
+def pfld_vs_m(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, constraint): does PF-LD beat M on accuracy or on violation (means)?"""
+    s = summarize(rows)
+    out = []
+    for keys, part in s.groupby([c for c in ("dataset", "constraint") if c in s.columns], sort=False):
+        by = part.set_index("method")
+        if not {"pfld", "m"} <= set(by.index):
+            continue
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        out.append({**dict(zip([c for c in ("dataset", "constraint") if c in s.columns], keys)),
+                    "pfld_accuracy": by.loc["pfld", "accuracy"], "m_accuracy": by.loc["m", "accuracy"],
+                    "pfld_violation": by.loc["pfld", "violation"], "m_violation": by.loc["m", "violation"],
+                    "better_accuracy": by.loc["pfld", "accuracy"] > by.loc["m", "accuracy"],
+                    "better_violation": by.loc["pfld", "violation"] < by.loc["m", "violation"]})
+    frame = pd.DataFrame(out)
+    if len(frame):
+        frame["better_either"] = frame["better_accuracy"] | frame["better_violation"]
+    return frame
+
+
+# ------------------------------------------------------------------ sweeps (Figures 1-5)
+def _sweep(dataset: str, name: str, grid: list[dict[str, Any]], *, kind: str, profile: str,
+           settings: PfldSettings | None, cache: RunCache | None, progress: bool, seeds: int | None,
+           h_norm_rows: int = 0) -> pd.DataFrame:
+    settings = settings or with_profile(profile)
+    n_seeds = seeds if seeds is not None else settings.sweep_seeds
+    data = load_table_data(dataset, subsample=settings.subsample, seed=settings.seed)
+    rows = []
+    jobs = [(point, s) for point in grid for s in range(n_seeds)]
+    for point, s in tqdm(jobs, desc=f"{name} {dataset}", disable=not progress):
+        train, test = data.split(0.2, seed=settings.seed + s, stratify="group_label")
+        point = dict(point)
+        method, epsilon = point.pop("method"), point.pop("epsilon")
+        key = config_key("pfld-sweep", dataset, asdict(settings), method, kind, epsilon, s, point, h_norm_rows)
+
+        def compute(method=method, epsilon=epsilon, point=point, s=s, train=train, test=test):
+            return run_method(method, kind, train, test, settings=settings, epsilon=epsilon,
+                              seed=settings.seed + s, h_norm_rows=h_norm_rows if method != "m" else 0, **point)
+
+        row = dict(_cached(cache, key, compute))
+        row.update(dataset=dataset, sweep=name, seed=s, requested_epsilon=epsilon, **point)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def epsilon_sweep(dataset: str = "compas", *, kind: str = "dp", epsilons: Sequence[float] = (0.1, 0.5, 1.0, 2.0, 5.0),
+                  methods: Sequence[str] = ("pfld", "m"), profile: str = "full", settings: PfldSettings | None = None,
+                  seeds: int | None = None, cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
+    """Figure 1: accuracy and violation against epsilon, PF-LD and M (tidy rows)."""
+    grid = [{"method": m, "epsilon": float(e)} for m in methods for e in epsilons]
+    return _sweep(dataset, "fig1_epsilon", grid, kind=kind, profile=profile, settings=settings, cache=cache,
+                  progress=progress, seeds=seeds)
+
+
+def clip_sweep(dataset: str = "compas", *, kind: str = "dp", clips: Sequence[float] = (0.1, 1.0, 10.0, 20.0, 50.0),
+               epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
+               settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
+               progress: bool = False, h_norm_rows: int = 1000) -> pd.DataFrame:
+    """Figures 2 and 3: PF-LD at each primal clipping bound C_p and epsilon; rows carry
+    the per-group share of per-sample h-gradient norms above C_p (final model) and the
+    share clipped during training (``step_frac_clipped``)."""
+    grid = [{"method": "pfld", "epsilon": float(e), "clip_primal": float(c)} for c in clips for e in epsilons]
+    return _sweep(dataset, "fig2_clip_primal", grid, kind=kind, profile=profile, settings=settings, cache=cache,
+                  progress=progress, seeds=seeds, h_norm_rows=h_norm_rows)
+
+
+def dual_clip_sweep(dataset: str = "compas", *, kind: str = "ap", clips: Sequence[float] = (0.1, 1.0, 5.0, 100.0),
+                    epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
+                    settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
+                    progress: bool = False) -> pd.DataFrame:
+    """Figure 4: PF-LD at each dual clipping bound C_d. Default constraint ap: for dp and eo
+    h is a probability (|h| <= 1), so C_d >= 1 never clips and only scales the noise."""
+    grid = [{"method": "pfld", "epsilon": float(e), "clip_dual": float(c)} for c in clips for e in epsilons]
+    return _sweep(dataset, "fig4_clip_dual", grid, kind=kind, profile=profile, settings=settings, cache=cache,
+                  progress=progress, seeds=seeds)
+
+
+def missing_sweep(dataset: str = "compas", *, kind: str = "dp", missing_rates: Sequence[float] = (0.6, 0.4, 0.2, 0.0),
+                  epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
+                  settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
+                  progress: bool = False) -> pd.DataFrame:
+    """Figure 5: PF-LD when a fraction of training rows does not report its group
+    (missing_rate; the paper's r = 1 - missing_rate). Evaluation uses every test row."""
+    grid = [{"method": "pfld", "epsilon": float(e), "missing_rate": float(r)} for r in missing_rates for e in epsilons]
+    return _sweep(dataset, "fig5_missing", grid, kind=kind, profile=profile, settings=settings, cache=cache,
+                  progress=progress, seeds=seeds)
+
+
+def sweep_summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Mean and sd of accuracy and violation over seeds, grouped by ``by``."""
+    table = rows.groupby(list(by), sort=True)[["accuracy", "violation"]].agg(["mean", "std"])
+    table.columns = ["accuracy", "accuracy_sd", "violation", "violation_sd"]
+    return table.reset_index()
+

@@ -735,7 +735,9 @@ def _theorem3(*, n_groups: int, batch_size: int | None, stored: str | None) -> C
         if not bad:
             return inconclusive("stored counterexample no longer violates", effort=effort)
         v = bad[0]
-        ratio = (v["clip_b"] - v["clip_a"]) / max(abs(v["clip_b"]), 1e-12) + 1 if v["clip_b"] != 0 else math.inf
+        norms = inst.group_norms()
+        # 1 + the normalised margin by which R_a^clip > R_b^clip fails (search_theorem3's normalisation)
+        ratio = 1 + (v["clip_b"] - v["clip_a"]) / (inst.lr * (norms[v["a"]] + norms[v["b"]] + inst.clip_bound) ** 2)
         return violated(f"Eq. (5) holds ({v['lhs']:.3g} ≥ {v['rhs']:.3g}) but R_a^clip = {v['clip_a']:.4g} ≤ "
                         f"R_b^clip = {v['clip_b']:.4g}",
                         counterexample={"grads": inst.grads, "group": inst.group, "hessians": inst.hessians,

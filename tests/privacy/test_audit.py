@@ -20,7 +20,7 @@ from dpfair_analysis.privacy.audit import (MECHANISMS, STEP_AUDITS, AuditSpec, M
 
 SHIPPED = ["dpsgd", "naive", "dpsgdf", "output-perturbation", "pfld-primal", "pfld-dual"]
 #: trials per side for the default run of this file (one core, well under a minute in all)
-TWIN_TRIALS = {"dpsgd": 3000, "naive": 3000, "dpsgdf": 4000, "output-perturbation": 400_000, "pfld-primal": 1500,
+TWIN_TRIALS = {"dpsgd": 3000, "naive": 3000, "dpsgdf": 4000, "output-perturbation": 400_000, "pfld-primal": 1000,
                "pfld-dual": 3000}
 
 
@@ -294,7 +294,7 @@ def test_cli_table_has_one_line_per_mechanism(capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("mechanism", SHIPPED)
 def test_many_seeds_consistent_and_twins_caught_at_a_third_of_the_noise(mechanism):
-    for seed in range(20, 25):
+    for seed in range(20, 23):
         assert audit(mechanism, seed=seed).consistent
         assert not audit(mechanism, seed=seed, noise_fraction=0.25).consistent
     # with 4x the trials even a 0.3 twin is caught

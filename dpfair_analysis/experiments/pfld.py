@@ -181,6 +181,9 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
 
         config = _lagrangian_config(method, settings, epsilon=epsilon, seed=seed, n_train=len(train),
                                     **pfld_overrides)
+        if method != "fld" and config.noise_multiplier is None:
+            # the same sigma train_lagrangian would calibrate, computed once per run shape
+            config = replace(config, noise_multiplier=calibrated_sigma(config, n=len(train)))
         model = build_model("mlp", input_shape=tuple(train.X.shape[1:]), n_classes=train.n_classes, seed=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyNotEstablishedWarning)
@@ -201,6 +204,34 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
     row["seconds"] = time.perf_counter() - start
     row["requested_epsilon"] = epsilon
     return row
+
+
+def calibrated_sigma(config, *, n: int) -> float:
+    """sigma_p of :func:`~dpfair_analysis.training.lagrangian.calibrate_pfld_noise` for this
+    run shape (n, batch size, epochs, epsilon, delta, ratios, accountant, variant), cached
+    in memory and in the run cache: the PLD calibration takes about a minute and is the
+    same for every fold and constraint. Passing it as ``noise_multiplier`` with the same
+    ratios gives exactly the calibrated run; epsilon is still computed from the ledger."""
+    from dpfair_analysis.experiments.cache import default_cache_dir
+
+    args = (n, config.batch_size, config.epochs, config.epsilon, config.delta, config.dual_noise_ratio,
+            config.count_noise_ratio, config.accountant, config.paper_exact, config.value_discretization_interval)
+    if args not in _SIGMAS:
+        key = config_key("pfld-calibration", *args)
+        _SIGMAS[args] = RunCache(default_cache_dir()).get_or_compute(key, lambda: _calibrate(*args))
+    return _SIGMAS[args]
+
+
+_SIGMAS: dict[tuple, float] = {}
+
+
+def _calibrate(n, batch_size, epochs, epsilon, delta, dual_ratio, count_ratio, accountant, paper_exact, vdi) -> float:
+    from dpfair_analysis.training.lagrangian import calibrate_pfld_noise
+
+    return float(calibrate_pfld_noise(n=n, batch_size=batch_size, epochs=epochs, epsilon=epsilon, delta=delta,
+                                      dual_noise_ratio=dual_ratio, count_noise_ratio=count_ratio,
+                                      accountant=accountant, paper_exact=paper_exact,
+                                      value_discretization_interval=vdi)["primal"])
 
 
 def _fraction_above(model, train: GroupedDataset, constraint, clip: float, rows: int) -> dict[str, float]:

@@ -1,0 +1,168 @@
+"""papers/003 Table 2 by cross-validation (experiments/pfld.py) and ``dpfair pfld-table``."""
+
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfair_analysis.cli import main
+from dpfair_analysis.experiments import pfld as P
+from dpfair_analysis.experiments.cache import RunCache
+
+METHODS = ("clf", "z", "m", "pfld")  # A is covered in test_baselines.py (M runs the same code)
+TINY = replace(P.with_profile("quick"), subsample=240, folds=2, epochs=2, batch_size=48, reductions_max_iter=3)
+
+
+def test_folds_partition_the_rows_and_keep_group_label_shares():
+    data = P.load_table_data("compas", subsample=500, seed=1)
+    folds = P.cv_folds(data, 5, seed=3)
+    assert len(folds) == 5
+    tests = np.concatenate([t for _, t in folds])
+    assert np.array_equal(np.sort(tests), np.arange(len(data)))  # each row tested exactly once
+    strata = data.group.numpy() * 2 + data.y.numpy()
+    for train, test in folds:
+        assert not set(train) & set(test)
+        for s in np.unique(strata):
+            expected = (strata == s).sum() / 5
+            assert abs((strata[test] == s).sum() - expected) <= 1
+    again = P.cv_folds(data, 5, seed=3)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(folds, again))
+    other = P.cv_folds(data, 5, seed=4)
+    assert not all(np.array_equal(a[1], b[1]) for a, b in zip(folds, other))
+
+
+def test_subsample_is_stratified_and_seeded():
+    full = P.load_table_data("compas")
+    part = P.load_table_data("compas", subsample=400, seed=0)
+    assert len(part) == 400
+    share = float(part.group.double().mean())
+    assert share == pytest.approx(float(full.group.double().mean()), abs=0.01)
+    assert np.array_equal(part.y.numpy(), P.load_table_data("compas", subsample=400, seed=0).y.numpy())
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    cache = RunCache(tmp_path_factory.mktemp("pfld-table"))
+    return P.table2("compas", constraints=("dp", "ap"), methods=METHODS, settings=TINY,
+                    cache=cache), cache
+
+
+def test_table_has_one_row_per_method_constraint_fold(rows):
+    table, _ = rows
+    assert len(table) == len(METHODS) * 2 * TINY.folds
+    assert set(P.ROW_KEYS) <= set(table.columns)
+    counts = table.groupby(["method", "constraint"]).size()
+    assert (counts == TINY.folds).all()
+    assert table["accuracy"].between(0, 1).all() and table["violation"].between(0, 1).all()
+
+
+def test_privacy_columns_say_what_each_method_guarantees(rows):
+    table, _ = rows
+    pf = table[table["method"] == "pfld"]
+    assert (pf["epsilon"] <= 1.0 + 1e-3).all() and (pf["epsilon"] > 0.5).all()
+    assert pf["privacy"].str.contains("established").all() and not pf["privacy"].str.contains("NOT").any()
+    assert (table[table["method"] == "m"]["epsilon"] == 1.0).all()
+    assert table[table["method"].isin(["clf", "z"])]["epsilon"].isna().all()
+
+
+def test_clf_is_fit_once_and_scored_per_constraint(rows):
+    table, _ = rows
+    clf = table[table["method"] == "clf"].set_index(["fold", "constraint"])
+    for f in range(TINY.folds):
+        assert clf.loc[(f, "dp"), "accuracy"] == clf.loc[(f, "ap"), "accuracy"]
+
+
+def test_summary_and_paper_columns(rows):
+    table, _ = rows
+    summary = P.summarize(table)
+    assert len(summary) == len(METHODS) * 2
+    first = table[(table["method"] == "z") & (table["constraint"] == "dp")]
+    row = summary[(summary["method"] == "z") & (summary["constraint"] == "dp")].iloc[0]
+    assert row["accuracy"] == pytest.approx(first["accuracy"].mean())
+    assert row["violation_sd"] == pytest.approx(first["violation"].std())
+    side = P.side_by_side(table)
+    cell = side[(side["method"] == "pfld") & (side["constraint"] == "dp")].iloc[0]
+    assert cell["paper_accuracy"] == 0.667 and cell["paper_violation"] == 0.098  # COMPAS DP, DF-LP column
+    text = P.format_table(table)
+    assert "PF-LD" in text and "0.667 (0.015)" in text
+
+
+def test_cached_rerun_returns_the_same_rows(rows):
+    table, cache = rows
+    again = P.table2("compas", constraints=("dp", "ap"), methods=METHODS, settings=TINY,
+                     cache=cache)
+    pd.testing.assert_frame_equal(table[list(P.ROW_KEYS)], again[list(P.ROW_KEYS)])
+
+
+def test_paper_table_is_complete():
+    assert len(P.PAPER_TABLE2) == 2 * 3 * 5
+    assert not P.PAPER_TABLE2.duplicated(["dataset", "constraint", "method"]).any()
+    assert P.PAPER_TABLE2[["accuracy", "violation"]].stack().between(0, 1).all()
+
+
+def test_pfld_vs_m_counts_cells():
+    frame = pd.DataFrame([
+        {"dataset": "d", "constraint": "dp", "method": "pfld", "fold": 0, "accuracy": 0.8, "violation": 0.10},
+        {"dataset": "d", "constraint": "dp", "method": "m", "fold": 0, "accuracy": 0.7, "violation": 0.05},
+        {"dataset": "d", "constraint": "eo", "method": "pfld", "fold": 0, "accuracy": 0.6, "violation": 0.3},
+        {"dataset": "d", "constraint": "eo", "method": "m", "fold": 0, "accuracy": 0.7, "violation": 0.2}])
+    verdict = P.pfld_vs_m(frame).set_index("constraint")
+    assert verdict.loc["dp", "better_accuracy"] and not verdict.loc["dp", "better_violation"]
+    assert not verdict.loc["eo", "better_either"]
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(ValueError, match="profile"):
+        P.with_profile("medium")
+    with pytest.raises(ValueError, match="dataset"):
+        P.table2("nope", settings=TINY)
+    with pytest.raises(ValueError, match="constraint"):
+        P.table2("compas", constraints=("xx",), settings=TINY)
+    with pytest.raises(ValueError, match="method"):
+        P.table2("compas", methods=("q",), settings=TINY)
+    with pytest.raises(ValueError, match="folds"):
+        P.cv_folds(P.load_table_data("compas", subsample=100), 1)
+
+
+# ------------------------------------------------------------------ CLI
+def test_cli_json_rows_have_the_schema(capsys):
+    code = main(["pfld-table", "--data", "compas", "--methods", "z", "--constraints", "dp,ap", "--profile", "quick",
+                 "--no-cache", "--json"])
+    assert code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert len(payload) == 2 * 2  # 2 constraints x 2 quick folds
+    for row in payload:
+        assert tuple(row) == P.ROW_KEYS
+        assert row["method"] == "z" and row["constraint"] in ("dp", "ap") and row["fold"] in (0, 1)
+        assert 0 <= row["accuracy"] <= 1 and 0 <= row["violation"] <= 1 and row["epsilon"] is None
+
+
+def test_cli_human_table_shows_the_paper_beside(capsys):
+    assert main(["pfld-table", "--data", "compas", "--methods", "z", "--constraints", "dp", "--profile", "quick",
+                 "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "0.634 (0.017)" in out and "0.023 (0.012)" in out  # the paper's Z on COMPAS / DP
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--data", "compas", "--methods", "z,xx"], "--methods"),
+    (["--data", "compas", "--constraints", ""], "--constraints"),
+    (["--data", "compas", "--folds", "1"], "--folds"),
+    (["--data", "compas", "--epsilon", "0"], "--epsilon"),
+    (["--data", "nope"], "--data"),
+    (["--data", "bank", "--methods", "z", "--profile", "quick", "--no-cache"], "bank"),
+])
+def test_cli_errors_are_one_line(capsys, argv, fragment):
+    assert main(["pfld-table", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dpfair: error:") and fragment in err
+
+
+def test_epsilon_sweep_rows(tmp_path):
+    rows = P.epsilon_sweep("compas", epsilons=(2.0,), methods=("m",), settings=TINY, seeds=2,
+                           cache=RunCache(tmp_path))
+    assert len(rows) == 2 and set(rows["seed"]) == {0, 1}
+    assert (rows["requested_epsilon"] == 2.0).all() and not math.isnan(rows["violation"].iloc[0])

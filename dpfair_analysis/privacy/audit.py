@@ -76,6 +76,13 @@ and the accountant's claim is that of one Gaussian release):
     C_d); the claim is ``pfld_epsilon`` of the event the step returns (PLD, replace-one).
     The one-time release of noisy group counts is not audited here.
 
+``mitigation``
+    paper 001's mitigation objective (:mod:`dpfair_analysis.training.mitigation`) on
+    DP-SGD, the canary pair above with the objective's coefficients fixed to public
+    values: one trial is the objective's one-time count release, the clipped noisy sum of
+    its penalised per-sample gradients and its per-group statistics release; the score sums
+    the three Gaussian log-likelihood ratios, the claim is ``train``'s ledger for that run.
+
 ``pfld-primal-paper``
     PF-LD's primal step as printed (``paper_exact=True``), whose claim is refuted in
     :mod:`dpfair_analysis.privacy.sensitivity`: its noise scale depends on the group
@@ -99,7 +106,7 @@ import torch
 from scipy.stats import beta as _beta
 from tqdm import tqdm
 
-from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_positive_int, check_seed
+from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_seed
 
 __all__ = [
     "AuditResult",
@@ -696,6 +703,109 @@ register(AuditSpec(
     default_trials=400_000,
 ))
 
+
+
+# ================================================================== paper 001 mitigation
+#: sigma of each of the mitigation's three releases (counts once, gradient, statistics): composed on one
+#: full-batch step they act as one Gaussian of multiplier 1.5, the same claim as DP-SGD's audit.
+MITIGATION_AUDIT_SIGMA = 1.5 * math.sqrt(3.0)
+MITIGATION_AUDIT_CLIP = 1.0
+
+
+def sample_mitigation_canary(trials: int, *, seed: int, noise_fraction: float,
+                             progress: bool = False) -> MechanismSamples:
+    """Paper 001's mitigation (:class:`~dpfair_analysis.training.mitigation.FairnessLensMitigation`), one step.
+
+    The canary pair of the step audits (:func:`canary_datasets`, add/remove), with the
+    objective's coefficients fixed to public values (primed once on a separate generator,
+    as the previous step's release would make them), gamma_1 = gamma_2 = 1. Each trial
+    runs the objective's one-time count release (``prepare``), its penalised per-sample
+    gradients, DP-SGD's clipped noisy sum (:func:`release_step`, C = 1) and the
+    objective's statistics release (``release``, no smoothing), and scores the three
+    outputs by their summed Gaussian log-likelihood ratios (counts: shift e_canary-group,
+    sigma_n; gradient: the canary's clipped penalised gradient, sigma C; statistics: the
+    canary's block row, sigma_s Delta_s). The claim is what ``train`` reports for the same
+    one-step run with the objective (its ledger: the count event and the joint step event).
+    """
+    from dataclasses import replace as _replace
+
+    from dpfair_analysis.gradients import parameters_of, per_sample_norms
+    from dpfair_analysis.training.clipping import UniformClipping
+    from dpfair_analysis.training.loop import TrainConfig, train
+    from dpfair_analysis.training.mitigation import FairnessLensMitigation, statistics_sensitivity
+
+    sigma, C = MITIGATION_AUDIT_SIGMA, MITIGATION_AUDIT_CLIP
+
+    def objective(fraction: float) -> FairnessLensMitigation:
+        return FairnessLensMitigation(1.0, 1.0, C, stats_noise_multiplier=sigma * fraction,
+                                      count_noise_multiplier=sigma * fraction, smoothing=0.0)
+
+    without, with_ = canary_datasets()
+    n, b = len(without), len(with_)
+    claim = train(canary_model(), with_, UniformClipping(C, sigma), TrainConfig(epochs=1, batch_size=b, lr=1.0,
+                  delta=DEFAULT_DELTA, seed=seed, accountant="pld"), progress=False, objective=objective(1.0))
+    model = canary_model()
+    params = parameters_of(model)
+    primer = objective(1.0)
+    public = torch.Generator().manual_seed(2 ** 31 - 1)
+    primer.prepare(with_, generator=public)
+    primer.release(model, with_.X, with_.y, with_.group, params=params, bounds=torch.full((b,), C),
+                   expected_batch_size=b, generator=public)
+    coefficients, fractions = primer.coefficients, primer.fractions
+
+    def noiseless(data):
+        """(count vector, clipped penalised gradient sum, statistics block) of ``data`` without noise."""
+        quiet = _replace(objective(1.0), stats_noise_multiplier=1e-300, count_noise_multiplier=1e-300)
+        quiet.fractions, quiet.coefficients = fractions, coefficients
+        grads, _ = quiet.per_sample_gradients(model, data.X, data.y, data.group, params=params)
+        norms = per_sample_norms(grads)
+        _, total = release_step(grads, norms, data.group, UniformClipping(C, 1e-300), n_groups=2,
+                                expected_batch_size=b, generator=torch.Generator())
+        quiet.release(model, data.X, data.y, data.group, params=params, bounds=torch.full((len(data),), C),
+                      expected_batch_size=b, generator=torch.Generator())
+        counts = data.group_sizes().to(torch.float64)
+        return counts, _flat(total), quiet.statistics.flatten().clone()
+
+    base, canary = noiseless(without), noiseless(with_)
+    shifts = [c - b0 for c, b0 in zip(canary, base)]
+    stds = [sigma * noise_fraction, sigma * noise_fraction * C,
+            sigma * noise_fraction * statistics_sensitivity(C)]
+    scores = []
+    bar = tqdm(total=2 * trials, desc="audit mitigation", disable=not progress, leave=False)
+    for data, generator in zip((without, with_), _generators(seed, 2)):
+        llr = np.zeros(trials)
+        for t in range(trials):
+            mechanism = objective(noise_fraction)
+            mechanism.prepare(data, generator=generator)
+            mechanism.coefficients = coefficients
+            grads, _ = mechanism.per_sample_gradients(model, data.X, data.y, data.group, params=params)
+            norms = per_sample_norms(grads)
+            policy = UniformClipping(C, sigma * noise_fraction)
+            decision, total = release_step(grads, norms, data.group, policy, n_groups=2, expected_batch_size=b,
+                                           generator=generator)
+            mechanism.release(model, data.X, data.y, data.group, params=params, bounds=decision.bounds,
+                              expected_batch_size=b, generator=generator)
+            outputs = (mechanism.released_counts, _flat(total), mechanism.statistics.flatten())
+            llr[t] = sum(float((out - b0) @ shift - 0.5 * shift @ shift) / std ** 2
+                         for out, b0, shift, std in zip(outputs, base, shifts, stds))
+            bar.update()
+        scores.append(llr)
+    bar.close()
+    setting = {"rows_without": n, "rows_with": b, "steps": 1, "sampling_rate": 1.0, "gamma1": 1.0, "gamma2": 1.0,
+               "clip_bound": C, "sigma_claimed": sigma, "sigma_actual": sigma * noise_fraction,
+               "canary_gradient_shift": float(shifts[1].norm()), "canary_statistics_shift": float(shifts[2].norm()),
+               "statistics_sensitivity": statistics_sensitivity(C)}
+    return MechanismSamples(scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim.epsilon),
+                            delta=DEFAULT_DELTA, neighbouring="add_remove", setting=setting)
+
+
+register(AuditSpec(
+    name="mitigation",
+    description="paper 001's mitigation objective (Eq. 6, boundary proxy) on DP-SGD: count, gradient and "
+                "statistics releases of one step, canary alone in its group",
+    sample=sample_mitigation_canary,
+    default_trials=2000,
+))
 
 # ========================================================================= PF-LD (papers/003)
 #: PF-LD's primal audit: full batch (q = 1), replace-one distance 2 Delta_1, noise sigma_p Delta_1.

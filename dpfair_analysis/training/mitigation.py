@@ -97,6 +97,7 @@ class FairnessLensMitigation:
     count_noise_multiplier: float = 10.0
     smoothing: float = 0.9
     name: str = "fairness_lens"
+    released_counts: torch.Tensor | None = field(default=None, init=False, repr=False)
     fractions: torch.Tensor | None = field(default=None, init=False, repr=False)
     statistics: torch.Tensor | None = field(default=None, init=False, repr=False)
     coefficients: tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]] | None = field(default=None, init=False,
@@ -115,10 +116,10 @@ class FairnessLensMitigation:
     def prepare(self, data: GroupedDataset, *, generator: torch.Generator) -> tuple[float, ...]:
         """Release the group counts once (noise sigma_n); p_a = max(noisy n_a, 1) / sum."""
         counts = data.group_sizes().to(torch.float64)
-        noisy = counts + self.count_noise_multiplier * torch.randn(counts.shape, generator=generator,
-                                                                   dtype=torch.float64)
-        noisy = noisy.clamp(min=1.0)
-        self.fractions = noisy / noisy.sum()
+        self.released_counts = counts + self.count_noise_multiplier * torch.randn(counts.shape, generator=generator,
+                                                                                  dtype=torch.float64)
+        floored = self.released_counts.clamp(min=1.0)
+        self.fractions = floored / floored.sum()
         self.statistics, self.coefficients = None, None
         return (self.count_noise_multiplier,)
 

@@ -18,10 +18,10 @@ from dpfair_analysis.privacy.audit import (MECHANISMS, STEP_AUDITS, AuditSpec, M
                                            canary_datasets, canary_model, clopper_pearson_upper,
                                            epsilon_lower_bound, release_step, threshold_test)
 
-SHIPPED = ["dpsgd", "naive", "dpsgdf", "output-perturbation", "pfld-primal", "pfld-dual"]
+SHIPPED = ["dpsgd", "naive", "dpsgdf", "output-perturbation", "pfld-primal", "pfld-dual", "mitigation"]
 #: trials per side for the default run of this file (one core, well under a minute in all)
 TWIN_TRIALS = {"dpsgd": 3000, "naive": 3000, "dpsgdf": 4000, "output-perturbation": 400_000, "pfld-primal": 1000,
-               "pfld-dual": 3000}
+               "pfld-dual": 3000, "mitigation": 1000}
 
 
 # ------------------------------------------------------------------ the bound itself

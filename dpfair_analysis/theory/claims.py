@@ -21,19 +21,15 @@ claim is violated and a corrected statement exists, the corrected claim is regis
 minute on one core; what the default tests run) and :data:`FULL` (larger searches and
 Monte Carlo; ``dpfair verify --budget full``).
 
-The PF-LD sensitivity checks reuse the hypothesis strategies and the excess functions of
-``tests/pfld`` (``pfld_hypothesis.py``, ``test_pfld_sensitivity.py``), loaded from the
-repository checkout; without it those claims are ``inconclusive``.
+The PF-LD sensitivity checks search with the strategies and excess functions of
+:mod:`dpfair_analysis.privacy.sensitivity_search` (shared with ``tests/pfld``).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -174,20 +170,6 @@ def search(strategy: st.SearchStrategy, ratio: Callable[[Any], float | None], *,
     except (NoSuchExample, Unsatisfiable):
         return None, state["worst"], state["tried"]
     return found, float(ratio(found)), state["tried"]
-
-
-def _tests_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "tests"
-
-
-def _load_test_module(subdir: str, name: str):
-    """Import a helper module of the repository's tests (e.g. tests/pfld/pfld_hypothesis.py)."""
-    folder = _tests_dir() / subdir
-    if not (folder / f"{name}.py").exists():
-        raise ImportError(f"{folder / (name + '.py')} not found (needs the repository checkout)")
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    return importlib.import_module(name)
 
 
 # =========================================================================================
@@ -970,26 +952,6 @@ def _corollary2(*, second_moment: bool) -> Callable[[Budget], Verdict]:
 # =========================================================================================
 # Paper 003: PF-LD
 # =========================================================================================
-def _pfld_tests():
-    """The PF-LD test helpers (strategies and excess functions of tests/pfld)."""
-    return _load_test_module("pfld", "pfld_hypothesis"), _load_test_module("pfld", "test_pfld_sensitivity")
-
-
-def _needs_pfld_tests(check: Callable[[Budget], Verdict]) -> Callable[[Budget], Verdict]:
-    def wrapped(budget: Budget) -> Verdict:
-        try:
-            _pfld_tests()
-        except ImportError as error:
-            return inconclusive("PF-LD search helpers unavailable", reason_detail=str(error))
-        return check(budget)
-    wrapped.__doc__ = check.__doc__
-    return wrapped
-
-
-def _sizes(case, group, reported=None) -> np.ndarray:
-    return case.constraint.group_masks(case.y, group, reported).sum(0).numpy()
-
-
 _MEMO: dict[tuple[str, str], Verdict] = {}
 
 
@@ -1006,42 +968,37 @@ def _memo(name: str, check: Callable[[Budget], Verdict]) -> Callable[[Budget], V
 
 def _pfld_theorem1(budget: Budget) -> Verdict:
     """Thm 1 (Eq. 7) on Eq. (10)'s released gradient and on step (8e) alone: hypothesis searches of
-    tests/pfld (``cases``, ``primal_release_excess``, ``primal_group_part_excess``), shrunk."""
-    from dpfair_analysis.privacy.sensitivity import paper_primal_sensitivity
-
-    hyp, sens = _pfld_tests()
-
-    def bound(c):
-        lam_max = float(c.lambdas.max())
-        return max(paper_primal_sensitivity(_sizes(c, g), clip=c.clip, lambda_max=lam_max)
-                   for g in (c.group, c.new_group))
+    privacy.sensitivity_search (``cases``, ``primal_release_excess``, ``primal_group_part_excess``), shrunk."""
+    from dpfair_analysis.privacy.sensitivity_search import Case, cases, primal_group_part_excess, \
+        primal_release_bound, primal_release_excess
 
     def ratio(c):
-        b = bound(c)
+        b = primal_release_bound(c)
         if not math.isfinite(b) or b <= 0:
             return None
-        return (sens.primal_release_excess(c) + b) / b
+        return (primal_release_excess(c) + b) / b
 
-    found, worst, tried = search(hyp.cases(), ratio, examples=budget.examples)
-    part, _, tried2 = search(hyp.cases(), lambda c: 1 + max(sens.primal_group_part_excess(c), -1.0),
+    found, worst, tried = search(cases(), ratio, examples=budget.examples)
+    part, _, tried2 = search(cases(), lambda c: 1 + max(primal_group_part_excess(c), -1.0),
                              examples=budget.examples)
     # the stored sign-flip case of tests/pfld (population gradients unclipped, sign(mu_P - mu_G) flips)
     from dpfair_analysis.fairness.constraints import make_constraint
     t = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
-    flip = hyp.Case(make_constraint("dp", n_groups=2), y=torch.zeros(6, dtype=torch.long),
-                    group=torch.tensor([0, 0, 0, 1, 1, 1]), new_group=torch.tensor([1, 0, 0, 1, 1, 1]),
-                    h=t([1.0, 0.4, 0.4, 0.3, 0.3, 0.3]), grads=t([[10.0]] * 6), lambdas=t([1.0, 0.0]), clip=1.0, index=0)
+    flip = Case(make_constraint("dp", n_groups=2), y=torch.zeros(6, dtype=torch.long),
+                group=torch.tensor([0, 0, 0, 1, 1, 1]), new_group=torch.tensor([1, 0, 0, 1, 1, 1]),
+                h=t([1.0, 0.4, 0.4, 0.3, 0.3, 0.3]), grads=t([[10.0]] * 6), lambdas=t([1.0, 0.0]), clip=1.0, index=0)
     flip_ratio = ratio(flip)
     effort = f"{tried} + {tried2} neighbouring pairs (2-3 groups, sizes 0-9, signed h and gradients)"
     if found is None:
         return holds(f"max change/Δ_p = {worst:.3g}", effort=effort, worst_ratio=worst)
+    claimed = primal_release_bound(found)
     ce = {"y": found.y, "group": found.group, "neighbour_group": found.new_group, "h": found.h, "grads": found.grads,
-          "lambdas": found.lambdas, "C_p": found.clip, "kind": found.constraint.kind, "claimed_delta_p": bound(found),
-          "change": sens.primal_release_excess(found) + bound(found)}
+          "lambdas": found.lambdas, "C_p": found.clip, "kind": found.constraint.kind, "claimed_delta_p": claimed,
+          "change": primal_release_excess(found) + claimed}
     if part is not None:
         ce["step_8e_case"] = {"group": part.group, "neighbour_group": part.new_group, "grads": part.grads,
                               "lambdas": part.lambdas, "C_p": part.clip,
-                              "excess": sens.primal_group_part_excess(part)}
+                              "excess": primal_group_part_excess(part)}
     ce["stored_sign_flip"] = {"h": [1.0, 0.4, 0.4, 0.3, 0.3, 0.3], "grads": [10.0] * 6, "group": [0, 0, 0, 1, 1, 1],
                               "person_0_moves_to": 1, "C_p": 1.0, "lambdas": [1.0, 0.0], "change": 18.0,
                               "claimed": 2.0, "ratio": flip_ratio}
@@ -1052,28 +1009,18 @@ def _pfld_theorem1(budget: Budget) -> Verdict:
 def _pfld_default_primal(budget: Budget) -> Verdict:
     """The toolkit's primal release (sums with public denominators): each person's contribution <= Delta_1
     on both sides and the change <= 2 Delta_1 (sensitivity.primal_group_sum, primal_contribution_bound)."""
-    from dpfair_analysis.privacy.sensitivity import change_group, exact_change, primal_contribution_bound, \
-        primal_group_sum
-
-    hyp, sens = _pfld_tests()
+    from dpfair_analysis.privacy.sensitivity import primal_contribution_bound
+    from dpfair_analysis.privacy.sensitivity_search import cases, primal_sum_changes, signed_coefficients
 
     def ratio(c):
-        a = sens._coefficients(c)
+        a = signed_coefficients(c)
         d1 = primal_contribution_bound(a, clip=c.clip, constraint=c.constraint)
         if d1 <= 0:
             return None
-        kw = dict(grads=c.grads, y=c.y, constraint=c.constraint, coefficients=a, clip=c.clip)
-        worst = 0.0
-        for group, reported in ((c.group, c.reported), (c.new_group, c.new_reported)):
-            _, absent = change_group(group, c.index, int(group[c.index]), reported=reported, new_reported=False)
-            u = exact_change(primal_group_sum, group=group, neighbour_group=group, reported=reported,
-                             neighbour_reported=absent, **kw)
-            worst = max(worst, u / d1)
-        change = exact_change(primal_group_sum, group=c.group, neighbour_group=c.new_group, reported=c.reported,
-                              neighbour_reported=c.new_reported, **kw)
-        return max(worst, change / (2 * d1))
+        contributions, change = primal_sum_changes(c, a)
+        return max(0.0, *(u / d1 for u in contributions), change / (2 * d1))
 
-    found, worst, tried = search(hyp.cases(missing=True), ratio, examples=budget.examples * 2)
+    found, worst, tried = search(cases(missing=True), ratio, examples=budget.examples * 2)
     effort = f"{tried} neighbouring pairs with missing values (sizes 0-9, signed h and gradients, any coefficients)"
     if found is not None:
         return violated(f"contribution ×{worst:.3g} Δ₁", counterexample={"case": str(found)}, ratio=worst, effort=effort)
@@ -1081,48 +1028,43 @@ def _pfld_default_primal(budget: Budget) -> Verdict:
 
 
 def _pfld_theorem2(*, signed: bool) -> Callable[[Budget], Verdict]:
-    """Thm 2 (Eq. 11) on the dual release: signed h (tests/pfld structured_cases) or h in [0, C_d] (cases)."""
+    """Thm 2 (Eq. 11) on the dual release: signed h (sensitivity_search.structured_cases) or h in [0, C_d]
+    (cases)."""
     def check(budget: Budget) -> Verdict:
-        from dpfair_analysis.privacy.sensitivity import paper_dual_sensitivity
-
-        hyp, sens = _pfld_tests()
+        from dpfair_analysis.privacy.sensitivity_search import cases, dual_excess, dual_release_bound, group_sizes, \
+            structured_cases
 
         def ratio(c):
-            b = paper_dual_sensitivity(_sizes(c, c.group), clip=c.clip)
+            b = dual_release_bound(c)
             if not math.isfinite(b):
                 return None
-            return (sens.dual_excess(c) + b) / b
+            return (dual_excess(c) + b) / b
 
-        strategy = hyp.structured_cases() if signed else hyp.cases(signed=False)
+        strategy = structured_cases() if signed else cases(signed=False)
         found, worst, tried = search(strategy, ratio, examples=budget.examples * 2)
         effort = f"{tried} neighbouring pairs ({'signed h at ±C_d, 3 groups of 2-12' if signed else 'h in [0, 4]'})"
         if found is None:
             return holds(f"max change/Δ_d = {worst:.4f}", effort=effort, worst_ratio=worst)
-        b = paper_dual_sensitivity(_sizes(found, found.group), clip=found.clip)
+        b = dual_release_bound(found)
         return violated(f"dual release moves ×{worst:.3g} the claimed Δ_d",
-                        counterexample={"group_sizes": _sizes(found, found.group), "group": found.group,
+                        counterexample={"group_sizes": group_sizes(found, found.group), "group": found.group,
                                         "neighbour_group": found.new_group, "h": found.h, "C_d": found.clip,
-                                        "claimed_delta_d": b, "change": sens.dual_excess(found) + b},
+                                        "claimed_delta_d": b, "change": dual_excess(found) + b},
                         ratio=worst, effort=effort)
     return check
 
 
 def _pfld_default_dual(budget: Budget) -> Verdict:
     """The toolkit's dual sums and counts: change <= sqrt(2 t_max) C_d and sqrt(2 t_max) (dual_sum_distance)."""
-    from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
-        exact_change, group_counts
-
-    hyp, _ = _pfld_tests()
+    from dpfair_analysis.privacy.sensitivity import count_distance, dual_sum_distance
+    from dpfair_analysis.privacy.sensitivity_search import cases, dual_sum_changes
 
     def ratio(c):
-        change = exact_change(dual_group_sums, group=c.group, neighbour_group=c.new_group, reported=c.reported,
-                              neighbour_reported=c.new_reported, h=c.h, y=c.y, constraint=c.constraint, clip=c.clip)
-        counts = exact_change(group_counts, group=c.group, neighbour_group=c.new_group, reported=c.reported,
-                              neighbour_reported=c.new_reported, y=c.y, constraint=c.constraint)
+        change, counts = dual_sum_changes(c)
         return max(change / dual_sum_distance(clip=c.clip, constraint=c.constraint),
                    counts / count_distance(constraint=c.constraint))
 
-    found, worst, tried = search(hyp.cases(missing=True), ratio, examples=budget.examples * 2)
+    found, worst, tried = search(cases(missing=True), ratio, examples=budget.examples * 2)
     effort = f"{tried} neighbouring pairs with missing values"
     if found is not None:
         return violated(f"×{worst:.3g}", counterexample={"case": str(found)}, ratio=worst, effort=effort)
@@ -1130,25 +1072,24 @@ def _pfld_default_dual(budget: Budget) -> Verdict:
 
 
 def _pfld_missing_rule(budget: Budget) -> Verdict:
-    """Sec. 7: Delta'_d = Delta_d / r. Search over pairs with missing values (tests/pfld cases(missing=True),
-    unsigned h); a stored case (tests/pfld) is recomputed if the budget finds none."""
+    """Sec. 7: Delta'_d = Delta_d / r. Search over pairs with missing values (sensitivity_search
+    cases(missing=True), unsigned h); a stored case (tests/pfld) is recomputed if the budget finds none."""
     from dpfair_analysis.fairness.constraints import make_constraint
     from dpfair_analysis.privacy.sensitivity import change_group, exact_change, paper_dual_release, \
         paper_dual_sensitivity, paper_missing_values_sensitivity
-
-    hyp, _ = _pfld_tests()
+    from dpfair_analysis.privacy.sensitivity_search import cases, group_sizes
 
     def claimed(c, reported):
         r = float(reported.double().mean())
         if r <= 0:
             return math.inf
-        return max(paper_missing_values_sensitivity(paper_dual_sensitivity(_sizes(c, g), clip=c.clip), r)
+        return max(paper_missing_values_sensitivity(paper_dual_sensitivity(group_sizes(c, g), clip=c.clip), r)
                    for g in (c.group, c.new_group))
 
     def ratio(c):
         if c.reported is None or not bool(c.reported[c.index]) or not bool(c.new_reported[c.index]):
             return None
-        if min(_sizes(c, c.group, c.reported).min(), _sizes(c, c.new_group, c.new_reported).min()) < 1:
+        if min(group_sizes(c, c.group, c.reported).min(), group_sizes(c, c.new_group, c.new_reported).min()) < 1:
             return None
         b = claimed(c, c.reported)
         if not math.isfinite(b):
@@ -1157,7 +1098,7 @@ def _pfld_missing_rule(budget: Budget) -> Verdict:
                               neighbour_reported=c.new_reported, h=c.h, y=c.y, constraint=c.constraint, clip=c.clip)
         return change / b
 
-    found, worst, tried = search(hyp.cases(signed=False, missing=True, max_n=9), ratio, examples=budget.examples * 2)
+    found, worst, tried = search(cases(signed=False, missing=True, max_n=9), ratio, examples=budget.examples * 2)
     effort = f"{tried} pairs with missing values"
     if found is not None:
         return violated(f"×{worst:.3g} Δ_d/r", counterexample={"group": found.group, "neighbour_group": found.new_group,
@@ -1660,28 +1601,28 @@ CLAIMS: list[Claim] = [
        "fairlearn's accuracy difference", _pfld_examples("ap")),
     _c("003.thm1", "§6 Theorem 1, Eq. (7)", "Δ_p ≤ 2 C_p λ_max / (min_i |B_{G_i}| − 1) for the released gradient "
        "of Eq. (10)", "||∇h(z)|| ≤ C_p on group terms (population terms unclipped, Eq. 10); one person's group "
-       "changes", _needs_pfld_tests(_memo("thm1", _pfld_theorem1))),
+       "changes", _memo("thm1", _pfld_theorem1)),
     _c("003.thm1.sum-release", "corrected primal release (privacy/sensitivity.py)", "each person's contribution "
        "≤ Δ₁ = t_max C_p max_i |a_i|, change ≤ 2Δ₁", "group sums with public coefficients a_i; any group sizes, "
-       "signed h, missing values", _needs_pfld_tests(_pfld_default_primal), corrects="003.thm1"),
+       "signed h, missing values", _pfld_default_primal, corrects="003.thm1"),
     _c("003.thm2", "§6 Theorem 2, Eq. (11)", "Δ_d ≤ √2 C_d / (min_i |D_{G_i}| − 1)", "|h(z)| ≤ C_d (signed h "
-       "allowed); one person's group changes", _needs_pfld_tests(_memo("thm2", _pfld_theorem2(signed=True)))),
+       "allowed); one person's group changes", _memo("thm2", _pfld_theorem2(signed=True))),
     _c("003.thm2.unsigned", "Theorem 2 restricted to h ∈ [0, C_d]", "Δ_d ≤ √2 C_d / (min_i |D_{G_i}| − 1) as a bound "
        "on the change", "h ∈ [0, C_d] (the paper's three h); the noise scale still depends on the attribute",
-       _needs_pfld_tests(_pfld_theorem2(signed=False)), corrects="003.thm2"),
+       _pfld_theorem2(signed=False), corrects="003.thm2"),
     _c("003.thm2.sum-release", "corrected dual release (privacy/sensitivity.py)", "||S(D) − S(D')|| ≤ √(2 t_max) C_d "
-       "and counts ≤ √(2 t_max)", "per-term sums of clip(h), public denominators", _needs_pfld_tests(_pfld_default_dual),
+       "and counts ≤ √(2 t_max)", "per-term sums of clip(h), public denominators", _pfld_default_dual,
        corrects="003.thm2"),
     _c("003.sec7.missing", "§7", "with a fraction r reporting A: Δ'_p = Δ_p/r, Δ'_d = Δ_d/r", "Δ from the full "
-       "group sizes; reporting may differ across groups", _needs_pfld_tests(_pfld_missing_rule)),
+       "group sizes; reporting may differ across groups", _pfld_missing_rule),
     _c("003.thm3", "§6.1 Theorem 3 (RDP definition)", "D_α(N(0,σ²) || N(1,σ²)) = α/(2σ²) (the Gaussian's RDP as the "
        "accountant computes it)", "unit sensitivity", _pfld_theorem3),
     _c("003.thm4", "§6.1 Theorem 4, Eq. (14)", "SG_{q,σ} is (α, ε)-RDP with ε ≤ max of (14a), (14b)",
        "unit ℓ2 sensitivity, Poisson sampling at rate q", _pfld_theorem4),
     _c("003.lemma1", "§6.1 Lemma 1", "the primal step is (α, ε_p)-RDP, ε_p from Eq. (14) with q = |B|/n and "
-       "multiplier σ_p", "noise σ_p Δ_p with Δ_p of Theorem 1", _needs_pfld_tests(_pfld_lemma(dual=False))),
+       "multiplier σ_p", "noise σ_p Δ_p with Δ_p of Theorem 1", _pfld_lemma(dual=False)),
     _c("003.lemma2", "§6.1 Lemma 2", "the dual step is (α, ε_d)-RDP, ε_d from Eq. (14) with q = 1", "noise σ_d Δ_d "
-       "with Δ_d of Theorem 2", _needs_pfld_tests(_pfld_lemma(dual=True))),
+       "with Δ_d of Theorem 2", _pfld_lemma(dual=True)),
     _c("003.thm5", "§6.1 Theorem 5", "PF-LD is (α, T n ε_p/|B| + T ε_d)-RDP", "Lemmas 1-2; RDP composition",
        _pfld_theorem5),
     _c("003.sec6.1.rdp-to-dp", "§6.1 after Theorem 5", "(α, ε)-RDP ⇒ (ε + log(1/δ)/(α − 1), δ)-DP",

@@ -4,7 +4,9 @@ the bounds the toolkit uses instead.
 Every check computes the exact change of the released quantity on one neighbouring
 pair (one person's group changes) and compares it with a bound. Claims that fail carry
 stored counterexamples (found by the searches below, then written down so the verdict
-does not depend on search luck); the searches themselves also run, bounded.
+does not depend on search luck); the searches themselves also run, bounded. The strategies
+and excess functions are library code (``dpfair_analysis.privacy.sensitivity_search``),
+shared with the claims registry.
 """
 
 from __future__ import annotations
@@ -19,50 +21,19 @@ from scipy import stats
 
 from dpfair_analysis.fairness.constraints import make_constraint
 from dpfair_analysis.privacy.sensitivity import (
-    change_group, count_distance, dual_group_sums, dual_sum_distance, exact_change, group_counts,
-    paper_dual_release, paper_dual_sensitivity, paper_missing_values_sensitivity, paper_primal_group_part,
-    paper_primal_release, paper_primal_sensitivity, primal_contribution_bound, primal_group_sum)
+    change_group, count_distance, dual_group_sums, dual_sum_distance, exact_change, paper_dual_release,
+    paper_dual_sensitivity, paper_missing_values_sensitivity, paper_primal_group_part, paper_primal_release,
+    paper_primal_sensitivity, primal_contribution_bound)
+from dpfair_analysis.privacy.sensitivity_search import (
+    Case, cases, dual_excess, dual_sum_changes, primal_group_part_excess, primal_release_excess, primal_sum_changes,
+    signed_coefficients, structured_cases)
 
-from pfld_hypothesis import PROPERTY, SEARCH, Case, cases, structured_cases
+from pfld_hypothesis import PROPERTY, SEARCH
 
 T = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
 
 
-def _sizes(c: Case, group: torch.Tensor, reported=None) -> np.ndarray:
-    return c.constraint.group_masks(c.y, group, reported).sum(0).numpy()
-
-
 # ------------------------------------------------------------- paper Theorem 1
-def primal_group_part_excess(c: Case) -> float:
-    """Thm 1 step (8e)-(8f) per term: change of lambda_i grad-bar mu(B_G_i) vs lambda_i C/(|B_G_i|-1),
-    the bound taken on the larger of the two sides (generous to the paper). > 0 = violated."""
-    worst = -math.inf
-    for i in range(c.constraint.n_terms):
-        lam = torch.zeros_like(c.lambdas)
-        lam[i] = c.lambdas[i]
-        change = exact_change(paper_primal_group_part, group=c.group, neighbour_group=c.new_group,
-                              grads=c.grads, y=c.y, constraint=c.constraint, lambdas=lam, clip=c.clip)
-        sizes = [_sizes(c, c.group)[i], _sizes(c, c.new_group)[i]]
-        if min(sizes) <= 1:
-            continue  # the claimed bound is infinite (or the mean undefined)
-        bound = max(float(lam[i]) * c.clip / (s - 1) for s in sizes)
-        worst = max(worst, change - bound)
-    return worst
-
-
-def primal_release_excess(c: Case) -> float:
-    """Thm 1 (Eq. 7) for the released gradient of Eq. (10), lambda_max = max lambda,
-    bound = max over both sides of 2 C lambda_max / (min |B_G| - 1). > 0 = violated."""
-    lam_max = float(c.lambdas.max())
-    bound = max(paper_primal_sensitivity(_sizes(c, g), clip=c.clip, lambda_max=lam_max)
-                for g in (c.group, c.new_group))
-    if not math.isfinite(bound):
-        return -math.inf
-    change = exact_change(paper_primal_release, group=c.group, neighbour_group=c.new_group, h=c.h,
-                          grads=c.grads, y=c.y, constraint=c.constraint, lambdas=c.lambdas, clip=c.clip)
-    return change - bound
-
-
 def test_theorem1_step_8e_stored_counterexample():
     # group 0 = {z: +v, five others: -v}, ||v|| = C = 1; z moves to group 1.
     # mean of group 0: -2/3 -> -1, change 1/3; claimed lambda C / (|B_G| - 1) = 1/5 (1/4 on the other side).
@@ -100,16 +71,6 @@ def test_theorem1_searches_find_violations():
 
 
 # ------------------------------------------------------------- paper Theorem 2
-def dual_excess(c: Case) -> float:
-    """Thm 2 (Eq. 11) on D's group sizes (the claim must hold for every D). > 0 = violated."""
-    bound = paper_dual_sensitivity(_sizes(c, c.group), clip=c.clip)
-    if not math.isfinite(bound):
-        return -math.inf
-    change = exact_change(paper_dual_release, group=c.group, neighbour_group=c.new_group, h=c.h, y=c.y,
-                          constraint=c.constraint, clip=c.clip)
-    return change - bound
-
-
 def test_theorem2_signed_h_stored_counterexample():
     # groups 0 = {z: -1, 1 x5}, 1 = {1 x6}, 2 = {-1 x20}; C_d = 1; z moves to group 1.
     # group means change by 2/6 and 2/7 (mu_P = -10/32 stays below both): ||.|| = 0.439
@@ -161,38 +122,24 @@ def test_missing_values_rule_stored_counterexample():
 
 
 # --------------------------------------------------- the bounds used by default
-def _coefficients(c: Case) -> torch.Tensor:
-    # public coefficients a_i = lambda_i s_i / (q m_i): any signed values
-    signs = torch.where(torch.arange(c.constraint.n_terms) % 2 == 0, 1.0, -1.0).double()
-    return c.lambdas * signs / 0.7
-
-
 @given(cases(missing=True))
 @PROPERTY
 def test_default_primal_release_contribution_bound(c):
     """Each person's contribution (vs. not being in any group subset) has norm <= Delta_1, on both
     sides, so ||V(D) - V(D')|| <= 2 Delta_1: the replace-one pair the PLD accountant models."""
-    a = _coefficients(c)
+    a = signed_coefficients(c)
     delta1 = primal_contribution_bound(a, clip=c.clip, constraint=c.constraint)
-    kwargs = dict(grads=c.grads, y=c.y, constraint=c.constraint, coefficients=a, clip=c.clip)
-    for group, reported in ((c.group, c.reported), (c.new_group, c.new_reported)):
-        _, absent = change_group(group, c.index, int(group[c.index]), reported=reported, new_reported=False)
-        u = exact_change(primal_group_sum, group=group, neighbour_group=group, reported=reported,
-                         neighbour_reported=absent, **kwargs)
+    contributions, change = primal_sum_changes(c, a)
+    for u in contributions:
         assert u <= delta1 * (1 + 1e-9) + 1e-12
-    change = exact_change(primal_group_sum, group=c.group, neighbour_group=c.new_group, reported=c.reported,
-                          neighbour_reported=c.new_reported, **kwargs)
     assert change <= 2 * delta1 * (1 + 1e-9) + 1e-12
 
 
 @given(cases(missing=True))
 @PROPERTY
 def test_default_dual_and_count_release_bounds(c):
-    change = exact_change(dual_group_sums, group=c.group, neighbour_group=c.new_group, reported=c.reported,
-                          neighbour_reported=c.new_reported, h=c.h, y=c.y, constraint=c.constraint, clip=c.clip)
+    change, counts = dual_sum_changes(c)
     assert change <= dual_sum_distance(clip=c.clip, constraint=c.constraint) * (1 + 1e-9) + 1e-12
-    counts = exact_change(group_counts, group=c.group, neighbour_group=c.new_group, reported=c.reported,
-                          neighbour_reported=c.new_reported, y=c.y, constraint=c.constraint)
     assert counts <= count_distance(constraint=c.constraint) + 1e-12
 
 

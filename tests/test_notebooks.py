@@ -5,7 +5,6 @@ settings; they call the library and write figures to paper_figs/ -- here redirec
 temporary directory through ``DPFAIR_FIGS`` so a test run leaves the tree unchanged.
 """
 
-import os
 from pathlib import Path
 
 import nbformat

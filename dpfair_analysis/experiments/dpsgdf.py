@@ -22,7 +22,7 @@ import torch
 from dpfair_analysis import data as datasets
 from dpfair_analysis.experiments.cache import RunCache
 from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, run_compare
-from dpfair_analysis.gradients import per_sample_gradients, per_sample_norms, flatten
+from dpfair_analysis.gradients import per_sample_gradients, flatten
 from dpfair_analysis.models import build_model
 from dpfair_analysis.theory.bounds import (bound_minimising_clip, expected_gaussian_norm,
                                            group_bias_variance_bounds, monte_carlo_group_error,

@@ -4,7 +4,7 @@ Privacy model (papers/003 Sec. 4.2): datasets are neighbours when **one person's
 sensitive attribute A changes** (features X and labels Y are public and fixed). With
 missing values (Sec. 7) "not reported" is one more value of A.
 
-Paper's claims (tested in ``tests/pfld/test_sensitivity.py``)
+Paper's claims (tested in ``tests/pfld/test_pfld_sensitivity.py``)
 -------------------------------------------------------------
 Theorem 1 (primal, Eq. 7):  Delta_p <= 2 C_p lambda_max / (min_i |B_{G_i}| - 1).
 Theorem 2 (dual, Eq. 11):   Delta_d <= sqrt(2) C_d / (min_i |D_{G_i}| - 1).

@@ -1310,7 +1310,6 @@ def _pfld_optimal_clip(budget: Budget) -> Verdict:
                     counterexample={"norms": norms, "lambda": 1.0, "slope_a": slope, **res}, ratio=worst,
                     effort=f"{tried} cases; for a network a = 2√S σ_p λmax/(min|B_G|−1) usually exceeds Σλ, "
                            "so the minimiser is C_p = 0")
-    return check
 
 
 def _pfld_theorem7(budget: Budget) -> Verdict:

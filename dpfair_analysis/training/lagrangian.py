@@ -61,8 +61,7 @@ population terms only. The default bounds do not change (a non-reporter contribu
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -84,8 +83,7 @@ from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
     group_counts, paper_dual_sensitivity, paper_primal_sensitivity, primal_contribution_bound, \
     warn_paper_exact
-from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_nonnegative, \
-    check_positive, check_positive_int, check_seed
+from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, check_seed
 
 METHODS = ("fld", "pfld")
 PFLD_ACCOUNTANTS = ("pld", "rdp")

@@ -6,7 +6,6 @@ Tolerance: float32 arithmetic summed in different orders; we require
 
 import math
 
-import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings, strategies as st

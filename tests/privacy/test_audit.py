@@ -10,7 +10,7 @@ import pytest
 import torch
 from dp_accounting import dp_event
 from hypothesis import given, settings, strategies as st
-from scipy.stats import beta, norm
+from scipy.stats import beta
 
 from dpfair_analysis.cli import main
 from dpfair_analysis.privacy.accounting import epsilon_from_event

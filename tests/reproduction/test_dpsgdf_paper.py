@@ -54,7 +54,6 @@ def test_adult_dpsgd_at_the_papers_settings_is_a_constant_classifier():
     """Why DPSGD's and Naive's costs coincide (here and in the paper's Table 1): after 20 epochs
     at r = 1/sqrt(T), C = 0.5, sigma = 1 the model predicts <=50K for every test row, so each
     group's accuracy is its negative rate and the cost is SGD's accuracy above that rate."""
-    import torch
 
     from dpfair_analysis import data
     from dpfair_analysis.models import build_model

@@ -1,6 +1,5 @@
 """Excess risk by Monte Carlo, and Theorem 1 of paper 001 checked against it."""
 
-import math
 
 import numpy as np
 import pandas as pd

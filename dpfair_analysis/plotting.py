@@ -186,6 +186,9 @@ def plot_gap_vs_epsilon(table: pd.DataFrame) -> plt.Figure:
             ax.plot([r["epsilon"]] * 2, [r["gap_ci_low"], r["gap_ci_high"]], color="grey", lw=0.8)
         ax.axhline(0, color="black", lw=0.6)
         ax.set_xscale("log")
+        ticks = sorted(rows["epsilon"].unique())
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
     grid.add_legend()
     grid.set_axis_labels("ε", "gap R_a − R")
     return grid.figure

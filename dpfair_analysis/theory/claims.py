@@ -1149,17 +1149,24 @@ def _pfld_theorem3(budget: Budget) -> Verdict:
     from dp_accounting import dp_event
 
     orders = [1.5, 2.0, 3.0, 8.0]
-    worst, cases = 0.0, 0
+    worst_closed, worst_quadrature, cases, where = 0.0, 0.0, 0, {}
     for sigma in ([0.7, 2.0] if budget.name == "quick" else [0.5, 0.7, 1.0, 2.0, 5.0]):
         acc = _rdp_of(dp_event.GaussianDpEvent(sigma), orders)
         for a, value in zip(orders, acc):
+            closed = a / (2 * sigma ** 2)
             num = _renyi_gaussian_mixture(a, 1.0, sigma, reverse=False)
-            worst = max(worst, abs(num / value - 1))
+            if abs(value / closed - 1) > worst_closed:
+                worst_closed, where = abs(value / closed - 1), {"alpha": a, "sigma": sigma, "accountant": value,
+                                                                "closed_form": closed}
+            worst_quadrature = max(worst_quadrature, abs(num / closed - 1))
             cases += 1
-    if worst < 1e-6:
-        return holds(f"dp_accounting = quadrature = α/(2σ²) to {worst:.1e}", effort=f"{cases} (σ, α)",
-                     worst_ratio=1 + worst)
-    return violated(f"relative difference {worst:.3g}", counterexample={}, ratio=1 + worst)
+    # the claim is the closed form; the quadrature is an independent numerical check whose own error
+    # (peaked integrands at small sigma, large alpha) is ~1e-4, so it only flags gross disagreement
+    if worst_closed < 1e-9 and worst_quadrature < 1e-3:
+        return holds(f"dp_accounting = α/(2σ²) to {worst_closed:.1e}; quadrature agrees to {worst_quadrature:.1e}",
+                     effort=f"{cases} (σ, α)", worst_ratio=1 + worst_closed)
+    return violated(f"accountant vs α/(2σ²): {worst_closed:.3g}; quadrature: {worst_quadrature:.3g}",
+                    counterexample=where, ratio=1 + max(worst_closed, worst_quadrature))
 
 
 def _pfld_theorem4(budget: Budget) -> Verdict:

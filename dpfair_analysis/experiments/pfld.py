@@ -345,8 +345,7 @@ def side_by_side(rows: pd.DataFrame, dataset: str | None = None) -> pd.DataFrame
     summary = summarize(rows)
     if "dataset" not in summary.columns:
         summary["dataset"] = dataset
-    paper = PAPER_TABLE2.copy()
-    paper["dataset"] = paper["dataset"].replace({"income": "income"})
+    paper = PAPER_TABLE2
     summary["paper_key"] = summary["dataset"].replace({"adult": "income"})
     summary["paper_method"] = summary["method"].replace({"pfld-paper": "pfld"})
     merged = summary.merge(paper.rename(columns={c: f"paper_{c}" for c in

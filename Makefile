@@ -30,7 +30,7 @@ bench: setup
 	$(PY) benchmarks/per_sample_step.py --out benchmarks/results/per_sample_step.json
 
 figures: setup
-	$(PY) notebooks/execute.py notebooks/quickstart.ipynb notebooks/dpsgdf.ipynb --profile full
+	$(PY) notebooks/execute.py notebooks/quickstart.ipynb notebooks/dpsgdf.ipynb notebooks/fairness_lens.ipynb notebooks/pfld.ipynb notebooks/verify_claims.ipynb --profile full
 
 clean:
 	rm -rf $(VENV) .pytest_cache

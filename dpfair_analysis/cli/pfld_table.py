@@ -13,7 +13,7 @@ from dpfair_analysis.cli._common import UsageError, positive_float, positive_int
 
 DATASETS = ("income", "adult", "compas", "german", "bank")
 CONSTRAINTS = ("dp", "eo", "ap")
-METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper")
+METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper", "pfld-shared-batch")  # experiments.pfld.ALL_METHODS
 
 
 def _choices(allowed: tuple[str, ...], what: str):

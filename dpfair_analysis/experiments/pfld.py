@@ -23,6 +23,10 @@ denominators, PLD accounting under replace-one; privacy established). ``"pfld-pa
 runs the paper's Eqs. (7), (10), (11), (13) and Theorem 5 bookkeeping as printed
 (``paper_exact=True``) -- its epsilon is **not** a valid guarantee
 (:mod:`dpfair_analysis.privacy.sensitivity` refutes the printed sensitivities).
+``"pfld-shared-batch"`` is the corrected PF-LD with its public part on the private batch
+(``public_batch="shared"``, the design shipped before the public part got its own batch):
+its epsilon is **not** valid either (the update reveals who was sampled); it stays in the
+table to show what the fix costs.
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ from dpfair_analysis.validation import check_choice, check_positive, check_posit
 
 PROFILES = ("quick", "full")
 TABLE_METHODS = ("clf", "z", "a", "m", "pfld")
-ALL_METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper")
+ALL_METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper", "pfld-shared-batch")
 METHOD_LABELS = {"clf": "CLF", "z": "Z", "a": "A", "m": "M", "pfld": "PF-LD", "fld": "F-LD",
-                 "pfld-paper": "PF-LD (paper-exact)"}
+                 "pfld-paper": "PF-LD (paper-exact)", "pfld-shared-batch": "PF-LD (shared batch, control)"}
+PRIVATE_METHODS = ("m", "pfld", "pfld-paper", "pfld-shared-batch")
 
 #: data set name -> (loader name, loader options). Income is Adult with PF-LD's 50 features.
 DATASETS = {"income": ("adult", {"preprocessing": "pfld"}), "adult": ("adult", {"preprocessing": "pfld"}),
@@ -157,6 +162,8 @@ def _lagrangian_config(method: str, settings: PfldSettings, *, epsilon: float, s
 
     if settings.pld_discretization is not None:
         overrides.setdefault("value_discretization_interval", settings.pld_discretization)
+    if method == "pfld-shared-batch":
+        overrides.setdefault("public_batch", "shared")
     return LagrangianConfig(method="fld" if method == "fld" else "pfld", epochs=settings.epochs,
                             batch_size=min(settings.batch_size, n_train), epsilon=epsilon,
                             paper_exact=method == "pfld-paper", seed=seed, **overrides)
@@ -208,7 +215,7 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
                    train_accuracy=final_train["accuracy"], train_violation=final_train["violation"],
                    epsilon=result.epsilon, privacy="none" if method == "fld" else (
                        "(eps, delta)-DP on A (established)" if result.privacy_established
-                       else "NOT established (paper-exact)"),
+                       else f"NOT established ({METHOD_LABELS[method]})"),
                    sigma_p=result.noise_multipliers["primal"], clip_primal=config.clip_primal,
                    clip_dual=config.clip_dual, missing_rate=config.missing_rate,
                    lambda_max_reached=float(result.lambdas.max()))
@@ -290,7 +297,7 @@ def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, metho
         # CLF does not depend on the constraint: one fit per fold, shared by every constraint
         key_kind = "any" if method == "clf" else kind
         key = config_key("pfld-table2", dataset, group_by, _settings_key(settings), method, key_kind, f,
-                         epsilon if method in ("m", "pfld", "pfld-paper") else None)
+                         epsilon if method in PRIVATE_METHODS else None, *_variant(method))
 
         def compute(method=method, kind=kind, train_idx=train_idx, test_idx=test_idx, f=f):
             return run_method(method, kind, data.subset(train_idx), data.subset(test_idx), settings=settings,
@@ -307,6 +314,12 @@ def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, metho
         row.update(dataset=dataset, constraint=kind, fold=f)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _variant(method: str) -> tuple[str, ...]:
+    """Extra cache-key parts for PF-LD: runs made before its public part had its own batch
+    (same key, other numbers) must not be served as the corrected method."""
+    return ("public-batch:independent",) if method == "pfld" else ()
 
 
 def _clf_for_every_constraint(train: GroupedDataset, test: GroupedDataset, settings: PfldSettings, *,
@@ -409,7 +422,8 @@ def _sweep(dataset: str, name: str, grid: list[dict[str, Any]], *, kind: str, pr
         train, test = data.split(0.2, seed=settings.seed + s, stratify="group_label")
         point = dict(point)
         method, epsilon = point.pop("method"), point.pop("epsilon")
-        key = config_key("pfld-sweep", dataset, _settings_key(settings), method, kind, epsilon, s, point, h_norm_rows)
+        key = config_key("pfld-sweep", dataset, _settings_key(settings), method, kind, epsilon, s, point, h_norm_rows,
+                         *_variant(method))
 
         def compute(method=method, epsilon=epsilon, point=point, s=s, train=train, test=test):
             return run_method(method, kind, train, test, settings=settings, epsilon=epsilon,

@@ -260,3 +260,11 @@ def warn_paper_exact() -> None:
                   "noise scale depends on the sensitive attribute; the reported epsilon is the paper's "
                   "bookkeeping, and no privacy guarantee is established", PrivacyNotEstablishedWarning,
                   stacklevel=3)
+
+
+def warn_shared_batch() -> None:
+    warnings.warn("public_batch='shared' computes PF-LD's un-noised public part on the private Poisson batch: "
+                  "the update reveals who was sampled, so the subsampled accounting does not hold (one step "
+                  "with q = 0.01, sigma_p = 1 is reported as epsilon 0.209 but is no better than 7.58 at "
+                  "delta 1e-5); this is the audits' negative control and no privacy guarantee is established",
+                  PrivacyNotEstablishedWarning, stacklevel=3)

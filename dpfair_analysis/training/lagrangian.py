@@ -22,7 +22,8 @@ differ in one person's group, papers/003 Sec. 4.2). Two private steps, in
     :math:`\\tilde n_i = n_i + \\mathcal N(0, (\\sigma_c \\sqrt{2})^2)`; every later
     denominator is :math:`m_i = \\max(\\tilde n_i, 1)` (post-processing);
   - primal (Eq. 10, corrected): the gradient of :math:`J + \\sum_i \\lambda_i s_i
-    \\mu(B_{P_i})` (public: features and labels) minus the noisy group sum
+    \\mu(B'_{P_i})` (public: features and labels) on a **second, independently
+    Poisson-sampled batch** B' minus the noisy group sum over the private batch B
     :math:`V = \\sum_{z \\in B}\\sum_{i \\ni z} \\frac{\\lambda_i s_i}{q m_i}
     \\bar g_z + \\mathcal N(0, \\sigma_p^2 \\Delta_1^2 I)` with
     :math:`\\bar g_z` the per-sample gradient of h clipped to C_p, :math:`s_i` the
@@ -37,6 +38,27 @@ differ in one person's group, papers/003 Sec. 4.2). Two private steps, in
     :math:`\\lambda_i \\leftarrow \\min(\\lambda^{\\max}, \\lambda_i + s|\\tilde v_i|)`,
     :math:`s_i = \\mathrm{sign}(\\tilde v_i)`. No dual step after the last epoch (its
     multipliers would never be used).
+
+  **Why the public part needs its own batch (the privacy argument).** The public part
+  is not noised. Computed on the private batch B (the design of
+  ``public_batch="shared"``, kept only as the negative control
+  ``pfld-primal-shared-batch``), it reveals B: a person whose public gradient is large
+  against the noise (a z-scored one-hot column held by one person is ~sqrt(n)) shows in
+  theta_{t+1} whether they were sampled. Given that, the adversary sees the group sum
+  without subsampling: the step's privacy profile is
+  :math:`\\delta(\\varepsilon) = q\\,\\delta_{\\mathcal N}(\\varepsilon)` of the
+  *un-amplified* Gaussian (only delta is amplified), e.g. one step with q = 0.01,
+  sigma_p = 1 is (7.58, 1e-5)-DP at best, not the (0.209, 1e-5) that a subsampled
+  Gaussian would give (claim ``003.lemma1.shared-batch``). With B' drawn independently
+  of B (and of A), theta_{t+1} = theta_t - alpha (P(theta_t; B') - V_t) is a
+  post-processing of (B', V_t): B' is independent of the data's attributes and of B,
+  so it can be handed to the adversary outright, and V_t alone is the Poisson-sampled
+  Gaussian of the group sums, whose replace-one PLD the ledger composes (adaptively:
+  every coefficient depends only on earlier releases). What the guarantee covers: the
+  model after every step, the multipliers, signs and noisy gaps, the noisy counts and
+  the ``steps`` columns :data:`RELEASED_STEP_COLUMNS`. The other ``steps`` columns and
+  the history's ``train`` violation are diagnostics computed from the private data
+  without noise; they are not covered and must not be published.
 
   Accounting (:func:`pfld_epsilon`): dp_accounting's PLD accountant with
   ``REPLACE_ONE`` over the recorded events (default), or dp_accounting's RDP accountant
@@ -82,13 +104,17 @@ from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameter
 from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
     group_counts, paper_dual_sensitivity, paper_primal_sensitivity, primal_contribution_bound, \
-    warn_paper_exact
+    warn_paper_exact, warn_shared_batch
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, check_seed
 
 METHODS = ("fld", "pfld")
 PFLD_ACCOUNTANTS = ("pld", "rdp")
+PUBLIC_BATCHES = ("independent", "shared")
+#: The per-step record columns a PF-LD run releases (public functions of earlier releases);
+#: every other column of ``LagrangianResult.steps`` is a non-private diagnostic.
+RELEASED_STEP_COLUMNS = ("step", "released", "noise_std", "delta1", "public_batch_size")
 
-__all__ = ["METHODS", "LagrangianConfig", "LagrangianResult", "PrivateState", "train_lagrangian",
+__all__ = ["METHODS", "PUBLIC_BATCHES", "RELEASED_STEP_COLUMNS", "LagrangianConfig", "LagrangianResult", "PrivateState", "train_lagrangian",
            "private_primal_step", "private_dual_update", "release_group_counts", "pfld_epsilon",
            "pfld_schedule_event", "calibrate_pfld_noise", "reported_mask"]
 
@@ -102,6 +128,12 @@ class LagrangianConfig:
     ``noise_multiplier`` fixes sigma_p (no calibration); otherwise sigma_p is the
     smallest multiplier meeting (``epsilon``, ``delta``) with sigma_d =
     ``dual_noise_ratio`` * sigma_p and sigma_c = ``count_noise_ratio`` * sigma_p.
+
+    ``public_batch``: ``"independent"`` (default) computes the un-noised public part of
+    each primal step on its own Poisson batch, which the guarantee needs (module
+    docstring); ``"shared"`` computes it on the private batch -- the earlier design,
+    whose stated epsilon is false (``privacy_established=False``), kept as a negative
+    control for the audits. ``paper_exact`` always shares the batch (Eq. 10 as printed).
     """
 
     method: str = "pfld"
@@ -119,6 +151,7 @@ class LagrangianConfig:
     count_noise_ratio: float = 4.0
     missing_rate: float = 0.0
     paper_exact: bool = False
+    public_batch: str = "independent"
     accountant: str = "pld"
     value_discretization_interval: float = 1e-3
     seed: int = 0
@@ -138,7 +171,13 @@ class LagrangianConfig:
         if not isinstance(self.paper_exact, bool):
             raise TypeError(f"paper_exact must be a bool, got {self.paper_exact!r}")
         check_choice(self.accountant, "accountant", PFLD_ACCOUNTANTS)
+        check_choice(self.public_batch, "public_batch", PUBLIC_BATCHES)
         check_seed(self.seed)
+
+    @property
+    def shares_batch(self) -> bool:
+        """Whether the public part is computed on the private batch (paper-exact or the control)."""
+        return self.paper_exact or self.public_batch == "shared"
 
 
 @dataclass
@@ -335,25 +374,33 @@ def release_group_counts(y: torch.Tensor, group: torch.Tensor, *, constraint: Fa
 def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
                         reported: torch.Tensor | None, constraint: FairnessConstraint, state: PrivateState,
                         sampling_rate: float, clip: float, sigma_p: float, lr: float,
-                        generator: torch.Generator, paper_exact: bool = False,
-                        reported_fraction: float = 1.0, lambda_max: float = 1.0) -> dict[str, Any]:
+                        generator: torch.Generator, public: tuple[torch.Tensor, torch.Tensor] | None = None,
+                        paper_exact: bool = False, reported_fraction: float = 1.0,
+                        lambda_max: float = 1.0) -> dict[str, Any]:
     """One PF-LD primal update of ``model`` in place (papers/003 Eq. 10; default: corrected).
 
+    theta <- theta - lr (grad P(theta; B') - V) with P = J + sum_i lambda_i s_i mu(B'_{P_i})
+    the public part on ``public`` = (X', y') and V the noisy group sum over the private
+    batch (X, y, group). ``public=None`` computes the public part on the private batch
+    itself (Eq. 10 as printed, and the ``public_batch="shared"`` control): then the
+    update reveals who was sampled and the subsampled accounting does not hold (module
+    docstring).
+
     Returns a record: ``released`` (bool), ``noise_std``, ``delta1`` (the per-person
-    contribution bound, or the paper's Delta_p), ``event`` (DpEvent or None),
-    ``frac_clipped`` per term.
+    contribution bound, or the paper's Delta_p), ``event`` (DpEvent or None), and the
+    diagnostic ``frac_clipped`` (share of the private batch's group members whose
+    gradient of h was clipped: computed without noise, not covered by the guarantee).
     """
     params = parameters_of(model)
     names = list(params)
     lambdas = state.lambdas.to(torch.float64)
     logits = model(X)
     h = constraint.h(logits, y)
-    pop = constraint.population_masks(y)
     grp = constraint.group_masks(y, group, reported)
-    n_pop = pop.sum(0)
-    mu_p = (h.unsqueeze(1) * pop).sum(0) / n_pop.clamp(min=1)
     if paper_exact:
         with torch.no_grad():
+            pop = constraint.population_masks(y)
+            mu_p = (h.unsqueeze(1) * pop).sum(0) / pop.sum(0).clamp(min=1)
             n_grp = grp.sum(0)
             mu_g = (h.unsqueeze(1) * grp).sum(0) / n_grp.clamp(min=1)
             signs = torch.sign(mu_p - mu_g).to(torch.float64) * (n_grp > 0)
@@ -365,10 +412,10 @@ def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, grou
         signs = state.signs.to(torch.float64)
         coefficients = lambdas * signs / (sampling_rate * state.denominators)
         delta = primal_contribution_bound(coefficients, clip=clip, constraint=constraint)
-    public = F.cross_entropy(logits, y) if len(y) else logits.sum() * 0.0
-    public = public + ((lambdas * signs).to(h.dtype) * torch.where(n_pop > 0, mu_p, torch.zeros_like(mu_p))).sum()
-    grads_public = torch.autograd.grad(public, [dict(model.named_parameters())[k] for k in names],
-                                       allow_unused=True)
+    X_pub, y_pub = (X, y) if public is None else public
+    logits_pub = logits if public is None else model(X_pub)
+    grads_public = torch.autograd.grad(_public_objective(logits_pub, y_pub, constraint, lambdas * signs),
+                                       [dict(model.named_parameters())[k] for k in names], allow_unused=True)
     total = {k: (g if g is not None else torch.zeros_like(params[k])) for k, g in zip(names, grads_public)}
     record: dict[str, Any] = {"released": False, "noise_std": 0.0, "delta1": delta, "event": None}
     active = bool((coefficients != 0).any()) and math.isfinite(delta) and delta > 0
@@ -393,6 +440,23 @@ def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, grou
             if name in total:
                 p.sub_(lr * total[name])
     return record
+
+
+def _public_objective(logits: torch.Tensor, y: torch.Tensor, constraint: FairnessConstraint,
+                      weights: torch.Tensor) -> torch.Tensor:
+    """The primal objective's public part J(B') + sum_i w_i mu(B'_{P_i}), w_i = lambda_i s_i.
+
+    Features and labels are public, so this needs no noise; the population means divide
+    by the batch's own population counts (terms with an empty population contribute 0).
+    """
+    if not len(y):
+        return logits.sum() * 0.0
+    h = constraint.h(logits, y)
+    pop = constraint.population_masks(y)
+    n_pop = pop.sum(0)
+    mu_p = (h.unsqueeze(1) * pop).sum(0) / n_pop.clamp(min=1)
+    population_term = (weights.to(h.dtype) * torch.where(n_pop > 0, mu_p, torch.zeros_like(mu_p))).sum()
+    return F.cross_entropy(logits, y) + population_term
 
 
 def private_dual_update(model: nn.Module, data: GroupedDataset, *, reported: torch.Tensor | None,
@@ -460,11 +524,13 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     private = config.method == "pfld"
     if private and config.paper_exact:
         warn_paper_exact()
+    elif private and config.shares_batch:
+        warn_shared_batch()
     q = config.batch_size / n
     total_steps = steps_for_epochs(n, config.batch_size, config.epochs)
     epoch_ends = {steps_for_epochs(n, config.batch_size, e): e for e in range(1, config.epochs + 1)}
-    states = np.random.SeedSequence(config.seed).generate_state(2, dtype=np.uint64)
-    sampler, noise = (torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states)
+    states = np.random.SeedSequence(config.seed).generate_state(3, dtype=np.uint64)
+    sampler, noise, public_sampler = (torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states)
     reported = reported_mask(n, config.missing_rate, seed=config.seed) if config.missing_rate else None
     reported_fraction = 1.0 if reported is None else float(reported.double().mean())
     if reported is not None and reported_fraction == 0:
@@ -508,10 +574,15 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
         X, y, g = train_data.X[index], train_data.y[index], train_data.group[index]
         rep = None if reported is None else reported[index]
         if private:
+            public_index = index if config.shares_batch else (torch.rand(n, generator=public_sampler) < q).nonzero(
+                ).flatten()
+            public = None if config.shares_batch else (train_data.X[public_index], train_data.y[public_index])
             record = private_primal_step(model, X, y, g, reported=rep, constraint=constraint, state=state,
                                          sampling_rate=q, clip=config.clip_primal, sigma_p=sigmas["primal"],
-                                         lr=config.lr, generator=noise, paper_exact=config.paper_exact,
-                                         reported_fraction=reported_fraction, lambda_max=config.lambda_max)
+                                         lr=config.lr, generator=noise, public=public,
+                                         paper_exact=config.paper_exact, reported_fraction=reported_fraction,
+                                         lambda_max=config.lambda_max)
+            record["public_batch_size"] = len(public_index)
             if record.pop("event") is not None:
                 ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigmas["primal"])))
         else:
@@ -547,10 +618,11 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     return LagrangianResult(
         model=model, history=pd.DataFrame(history), steps=pd.DataFrame(step_records), ledger=ledger,
         config=config, constraint=constraint, lambdas=state.lambdas.clone(), noise_multipliers=sigmas,
-        epsilon=final_eps, privacy_established=private and not config.paper_exact,
+        epsilon=final_eps, privacy_established=private and not config.shares_batch,
         reported_fraction=reported_fraction,
         info={"accountant": (config.accountant + ("/add_remove(paper)" if config.paper_exact else "/replace_one"))
               if private else None, "sampling_rate": q, "steps": total_steps,
+              "public_batch": ("shared" if config.shares_batch else "independent") if private else None,
               "denominators": None if state.denominators is None else state.denominators.tolist()})
 
 

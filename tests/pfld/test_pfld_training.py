@@ -17,8 +17,9 @@ from dpfair_analysis.fairness.constraints import make_constraint
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
-from dpfair_analysis.training.lagrangian import (LagrangianConfig, calibrate_pfld_noise, pfld_epsilon,
-                                                 pfld_schedule_event, train_lagrangian)
+from dpfair_analysis.training.lagrangian import (LagrangianConfig, PrivateState, calibrate_pfld_noise,
+                                                 pfld_epsilon, pfld_schedule_event, private_primal_step,
+                                                 train_lagrangian)
 
 
 def biased_data(n: int = 600, seed: int = 0) -> GroupedDataset:
@@ -122,7 +123,66 @@ def test_missing_values_and_determinism():
     ({"clip_primal": -1.0}, "clip_primal must be a positive"),
     ({"missing_rate": 1.0}, "missing_rate must be in"),
     ({"delta": 0.0}, "delta must be in"),
+    ({"public_batch": "same"}, "public_batch must be one of"),
 ])
 def test_config_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         LagrangianConfig(**kwargs)
+
+
+# ----------------------------------------------------------- the public part's own batch
+def _outlier_step(*, include_outlier: bool, shared: bool) -> torch.Tensor:
+    """theta after one primal step whose private batch does or does not hold an outlier.
+
+    The outlier reports no group (contribution 0 to every group sum) and has a public
+    feature of 300 (a z-scored one-hot column held by one person in ~90,000). The public
+    batch (independent mode) is the same for both calls, and so are the noise draws.
+    """
+    model = build_model("logreg", input_shape=(3,), n_classes=2, seed=0)
+    base_X, base_y, base_g = DATA.X[:40], DATA.y[:40], DATA.group[:40]
+    outlier = torch.tensor([[300.0, 0.0, 0.0]])
+    X = torch.cat([base_X, outlier]) if include_outlier else base_X
+    y = torch.cat([base_y, torch.tensor([1])]) if include_outlier else base_y
+    g = torch.cat([base_g, torch.tensor([0])]) if include_outlier else base_g
+    reported = torch.ones(len(y), dtype=torch.bool)
+    if include_outlier:
+        reported[-1] = False
+    state = PrivateState(lambdas=torch.tensor([1.0, 1.0], dtype=torch.float64),
+                         signs=torch.tensor([1.0, -1.0], dtype=torch.float64),
+                         denominators=torch.tensor([400.0, 200.0], dtype=torch.float64))
+    public = None if shared else (DATA.X[100:140], DATA.y[100:140])
+    private_primal_step(model, X, y, g, reported=reported, constraint=DP, state=state, sampling_rate=0.1,
+                        clip=1.0, sigma_p=1.0, lr=0.1, generator=torch.Generator().manual_seed(5), public=public)
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_independent_public_batch_hides_who_was_sampled():
+    """Default PF-LD: whether the outlier is in the private batch leaves no trace in theta
+    (its group contribution is 0 and the public part never sees the private batch), so
+    the update is the Poisson-sampled Gaussian of the group sums and nothing else."""
+    with_outlier, without = _outlier_step(include_outlier=True, shared=False), _outlier_step(
+        include_outlier=False, shared=False)
+    assert torch.equal(with_outlier, without)
+
+
+def test_shared_public_batch_reveals_who_was_sampled():
+    """The negative control: the un-noised public part on the private batch moves theta by
+    far more than the noise when the outlier is sampled (the flaw of issue 10)."""
+    moved = (_outlier_step(include_outlier=True, shared=True) - _outlier_step(include_outlier=False,
+                                                                               shared=True)).norm()
+    # noise std on theta: lr * sigma_p * Delta_1 = 0.1 * 1 * (1 / (0.1 * 200)) = 0.005 per coordinate
+    assert moved > 100 * 0.005
+
+
+def test_shared_batch_control_warns_and_is_not_established():
+    with pytest.warns(PrivacyNotEstablishedWarning, match="shared"):
+        control = run(method="pfld", noise_multiplier=1.0, epochs=3, public_batch="shared")
+    default = run(method="pfld", noise_multiplier=1.0, epochs=3)
+    assert not control.privacy_established and default.privacy_established
+    assert control.info["public_batch"] == "shared" and default.info["public_batch"] == "independent"
+    # same accounting (the control's claim is the one it cannot keep), other batches for the public part
+    assert control.epsilon == pytest.approx(default.epsilon, rel=1e-12)
+    assert (control.steps["public_batch_size"] == control.steps["batch_size"]).all()
+    assert (default.steps["public_batch_size"] != default.steps["batch_size"]).any()
+    # the private batches and the noise are drawn from the same streams in both designs
+    assert control.steps["batch_size"].equals(default.steps["batch_size"])

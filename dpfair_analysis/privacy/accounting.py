@@ -347,6 +347,44 @@ def make_accountant(
     return cls(orders=list(resolved), neighboring_relation=relation)
 
 
+#: Epsilons already computed for a ledger's exact runs (repeated runs of one schedule --
+#: seeds, audit trials -- account the same events); bounded, cleared when full.
+_EPSILON_MEMO: dict[Any, float] = {}
+_EPSILON_MEMO_SIZE = 4096
+
+
+def _hashable_or_none(key: Any) -> Any:
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _remember(key: Any, epsilon: float) -> None:
+    if len(_EPSILON_MEMO) >= _EPSILON_MEMO_SIZE:
+        _EPSILON_MEMO.clear()
+    _EPSILON_MEMO[key] = epsilon
+
+
+def _rdp_curve(event: dp_event.DpEvent, orders: tuple[float, ...]) -> np.ndarray:
+    """dp_accounting's RDP curve of one event over ``orders`` (memoised for hashable events)."""
+    key = _hashable_or_none((event, orders))
+    if key is not None and key in _RDP_CURVES:
+        return _RDP_CURVES[key]
+    single = rdp_privacy_accountant.RdpAccountant(list(orders))
+    single.compose(event)
+    curve = np.asarray(single.rdp, dtype=float)
+    if key is not None:
+        if len(_RDP_CURVES) >= _EPSILON_MEMO_SIZE:
+            _RDP_CURVES.clear()
+        _RDP_CURVES[key] = curve
+    return curve
+
+
+_RDP_CURVES: dict[Any, np.ndarray] = {}
+
+
 def epsilon_from_event(
     event: dp_event.DpEvent,
     delta: float,
@@ -776,6 +814,9 @@ class PrivacyLedger:
             neighboring,
             None if is_rdp else interval,
         )
+        memo_key = _hashable_or_none((key, tuple((event, count) for event, count in self._runs), delta))
+        if memo_key is not None and memo_key in _EPSILON_MEMO:
+            return _EPSILON_MEMO[memo_key]
         state = self._accountants.get(key)
         if state is None:
             acct = make_accountant(
@@ -794,7 +835,10 @@ class PrivacyLedger:
                 _compose(acct, event, new, accountant=accountant, neighboring=neighboring)
             # runs before the last are final; the last may still grow
             state[1], state[2] = (i, count) if i == len(self._runs) - 1 else (i + 1, 0)
-        return _report_epsilon(acct, delta)[0]
+        epsilon = _report_epsilon(acct, delta)[0]
+        if memo_key is not None:
+            _remember(memo_key, epsilon)
+        return epsilon
 
     def epsilon_trajectory(
         self,
@@ -817,9 +861,7 @@ class PrivacyLedger:
         total = np.zeros(len(order_array))
         trajectory = []
         for event, count in self._runs:
-            single = rdp_privacy_accountant.RdpAccountant(list(resolved))
-            single.compose(event)
-            step_curve = np.asarray(single.rdp, dtype=float)
+            step_curve = _rdp_curve(event, tuple(resolved))
             for k in range(1, count + 1):
                 trajectory.append(convert(order_array, total + k * step_curve, delta)[0])
             total = total + count * step_curve

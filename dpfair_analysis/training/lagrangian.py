@@ -82,6 +82,7 @@ population terms only. The default bounds do not change (a non-reporter contribu
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -315,6 +316,15 @@ def pfld_epsilon(event: dp_event.DpEvent, delta: float, *, accountant: str = "pl
     acct = rdp_privacy_accountant.RdpAccountant()
     acct.compose(event if paper_exact else _as_rdp_without_amplification(event))
     return float(acct.get_epsilon(delta))
+
+
+@functools.lru_cache(maxsize=1024)
+def _ledger_epsilon(runs: tuple, delta: float, accountant: str, paper_exact: bool, interval: float) -> float:
+    """:func:`pfld_epsilon` of a ledger's runs (memoised: seeds and audit trials repeat one schedule)."""
+    parts = [event if count == 1 else dp_event.SelfComposedDpEvent(event, count) for event, count in runs]
+    event = dp_event.NoOpDpEvent() if not parts else parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts)
+    return pfld_epsilon(event, delta, accountant=accountant, paper_exact=paper_exact,
+                        value_discretization_interval=interval)
 
 
 def calibrate_pfld_noise(*, n: int, batch_size: int, epochs: int, epsilon: float, delta: float,
@@ -560,9 +570,8 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     def epsilon_now() -> float | None:
         if not private:
             return None
-        return pfld_epsilon(ledger.event, config.delta, accountant=config.accountant,
-                            paper_exact=config.paper_exact,
-                            value_discretization_interval=config.value_discretization_interval)
+        return _ledger_epsilon(ledger.runs, config.delta, config.accountant, config.paper_exact,
+                               config.value_discretization_interval)
 
     history = _evaluate(model, constraint, train_data, test_data, epoch=0)
     eps0 = epsilon_now()

@@ -85,7 +85,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -116,7 +116,7 @@ PUBLIC_BATCHES = ("independent", "shared")
 RELEASED_STEP_COLUMNS = ("step", "released", "noise_std", "delta1", "public_batch_size")
 
 __all__ = ["METHODS", "PUBLIC_BATCHES", "RELEASED_STEP_COLUMNS", "LagrangianConfig", "LagrangianResult", "PrivateState", "train_lagrangian",
-           "private_primal_step", "private_dual_update", "release_group_counts", "pfld_epsilon",
+           "private_primal_step", "private_dual_update", "public_objective", "release_group_counts", "pfld_epsilon",
            "pfld_schedule_event", "calibrate_pfld_noise", "reported_mask"]
 
 
@@ -424,7 +424,7 @@ def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, grou
         delta = primal_contribution_bound(coefficients, clip=clip, constraint=constraint)
     X_pub, y_pub = (X, y) if public is None else public
     logits_pub = logits if public is None else model(X_pub)
-    grads_public = torch.autograd.grad(_public_objective(logits_pub, y_pub, constraint, lambdas * signs),
+    grads_public = torch.autograd.grad(public_objective(logits_pub, y_pub, constraint, lambdas * signs),
                                        [dict(model.named_parameters())[k] for k in names], allow_unused=True)
     total = {k: (g if g is not None else torch.zeros_like(params[k])) for k, g in zip(names, grads_public)}
     record: dict[str, Any] = {"released": False, "noise_std": 0.0, "delta1": delta, "event": None}
@@ -452,7 +452,7 @@ def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, grou
     return record
 
 
-def _public_objective(logits: torch.Tensor, y: torch.Tensor, constraint: FairnessConstraint,
+def public_objective(logits: torch.Tensor, y: torch.Tensor, constraint: FairnessConstraint,
                       weights: torch.Tensor) -> torch.Tensor:
     """The primal objective's public part J(B') + sum_i w_i mu(B'_{P_i}), w_i = lambda_i s_i.
 
@@ -517,8 +517,13 @@ def reported_mask(n: int, missing_rate: float, *, seed: int) -> torch.Tensor | N
 
 def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: FairnessConstraint,
                      config: LagrangianConfig, *, test_data: GroupedDataset | None = None,
-                     progress: bool = True) -> LagrangianResult:
+                     progress: bool = True, callbacks: Sequence[Callable[[int, nn.Module, PrivateState], None]] = (),
+                     ) -> LagrangianResult:
     """Train ``model`` in place with F-LD or PF-LD (``config.method``).
+
+    ``callbacks`` are called as ``callback(t, model, state)`` at theta_t with the public
+    state (multipliers, signs, denominators) step t+1 will use, for t = 0 to T; they must
+    not touch the model's parameters or the state.
 
     Returns a :class:`LagrangianResult` with the per-epoch history and, for PF-LD, the
     privacy ledger and the epsilon spent (recomputable from ``result.ledger.event`` with
@@ -579,6 +584,8 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     step_records = []
     bar = tqdm(total=total_steps, desc=config.method, disable=not progress, leave=False)
     for step in range(1, total_steps + 1):
+        for callback in callbacks:
+            callback(step - 1, model, state)
         index = (torch.rand(n, generator=sampler) < q).nonzero().flatten()
         X, y, g = train_data.X[index], train_data.y[index], train_data.group[index]
         rep = None if reported is None else reported[index]
@@ -623,6 +630,8 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
                          "value": math.nan if eps is None else eps})
             history += rows
     bar.close()
+    for callback in callbacks:
+        callback(total_steps, model, state)
     final_eps = epsilon_now()
     return LagrangianResult(
         model=model, history=pd.DataFrame(history), steps=pd.DataFrame(step_records), ledger=ledger,

@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-        args.handler(args)
+        status = args.handler(args)
     except UsageError as error:
         print(f"dpfair: error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dpfair: internal error: {type(error).__name__}: {_one_line(error)} "
               f"(set DPFAIR_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
-    return 0
+    return int(status or 0)
 
 
 def _one_line(error: BaseException) -> str:

@@ -1,0 +1,1 @@
+"""Empirical privacy audits (the sampled trainer audits live in :mod:`.trainers`)."""

@@ -1,0 +1,395 @@
+"""Audits of the private trainers as they run: Poisson sampling, every step, all they release.
+
+A one-step, full-batch audit (q = 1) cannot see a flaw of amplification or composition:
+the PF-LD design whose un-noised public part revealed who was sampled passed it. The
+audits here run each trainer's own entry point -- :func:`~dpfair_analysis.training.loop.train`
+with a clipping policy (and objective), :func:`~dpfair_analysis.training.lagrangian.train_lagrangian`
+-- on a small worst-case pair of data sets, with the trainer's own Poisson sampling at
+q = b/n < 1, all its steps and epochs, and the claim the trainer itself reports
+(``result.epsilon``, its ledger).
+
+The adversary (white box, Nasr et al. 2021's strongest) knows both data sets, the
+model's initialisation and the algorithm, and sees the model after **every** step and
+every public column of the step records (noise scales, released bounds and weights,
+public batch sizes). It scores a run by the exact log-likelihood ratio of what it sees
+on one *canary coordinate*: the weight of a feature that only the canary has (every
+other row has 0 there, so no other row's gradient, public or private, ever moves it).
+At step t, with theta_t known, it computes the canary's would-be contribution and forms
+
+* loop trainers (add/remove, D' = D + canary): the step's update of that coordinate is
+  z_t = 1[c in B_t] u_t + N(0, s_t^2) in units of the noisy sum, with u_t the canary's
+  weighted, clipped gradient coordinate (bound and weight from the step's released
+  record) and s_t the released noise scale; the score is
+  sum_t log((1 - q) + q exp((z_t u_t - u_t^2/2) / s_t^2));
+* PF-LD (replace-one of the canary's group, a in D, b in D'): the update is
+  o_t = -1[c in B'_t] p_t + 1[c in B_t] u_t(A) + N(0, s_t^2) with p_t the canary's
+  public gradient over the public batch's released size and u_t(A) = a_A clip(grad h)
+  its group-sum contribution (a_A = lambda_A s_A / (q m_A), all public). B' is drawn
+  independently of B in the shipped design (four-way mixture) and equals B in the
+  shared-batch control (two-way); the score is the log-ratio of the two mixtures.
+
+Any score gives a valid lower bound (:mod:`.statistics`); this one is the
+Neyman-Pearson statistic of the canary coordinate's trajectory given everything public,
+so a mechanism whose released trajectory depends on the canary more than its claim
+allows is caught. The dual and count releases of PF-LD and the counts of DPSGD-F are
+left out of the score (a weaker adversary; the bound stays valid).
+
+What is *not* seen: each trainer's ``history`` ``train``/``batches`` rows and the
+``steps`` diagnostic columns (private batch sizes, clipped fractions) are computed from
+the private data without noise. They are not covered by any guarantee (the trainers'
+docstrings say so) and are not given to the adversary.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from scipy.special import logsumexp
+from tqdm import tqdm
+
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fairness.constraints import make_constraint
+from dpfair_analysis.gradients import parameters_of, per_sample_gradients
+from dpfair_analysis.models import build_model
+from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
+from dpfair_analysis.training.clipping import make_policy
+from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, public_objective, \
+    train_lagrangian
+from dpfair_analysis.training.loop import TrainConfig, train
+from dpfair_analysis.training.mitigation import FairnessLensMitigation
+from dpfair_analysis.privacy.audit import MechanismSamples, threshold_test
+
+#: The canary's own feature: every other row has 0 there.
+CANARY_FEATURE = 0
+CANARY_VALUE = 100.0
+AUDIT_DELTA = 1e-5
+BASE_ROWS = 39
+PFLD_BASE_ROWS = 49
+LOOP_BATCH = 2
+LOOP_EPOCHS = 2
+LOOP_SIGMA = 1.5
+LOOP_CLIP = 1.0
+LOOP_LR = 1e-4  # tiny steps keep the canary's logit near 0 (its gradient unsaturated)
+PFLD_BATCH = 1
+PFLD_EPOCHS = 2
+PFLD_SIGMA = 1.0
+PFLD_CLIP = 1.0
+
+
+# ------------------------------------------------------------------ the worst-case pairs
+def _base_rows(rows: int = BASE_ROWS, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rows`` rows: two informative features, 0 in the canary's column."""
+    rng = np.random.default_rng(seed)
+    X = np.zeros((rows, 3), dtype=np.float32)
+    X[:, 1:] = rng.normal(size=(rows, 2))
+    y = (X[:, 1] + 0.5 * rng.normal(size=rows) > 0).astype(np.int64)
+    return torch.from_numpy(X), torch.from_numpy(y)
+
+
+def canary_row() -> tuple[torch.Tensor, torch.Tensor]:
+    """The canary: a large value in its own column (gradient ~ CANARY_VALUE, clipped to its bound)."""
+    x = torch.zeros(1, 3)
+    x[0, CANARY_FEATURE] = CANARY_VALUE
+    return x, torch.tensor([1])
+
+
+def loop_pair() -> tuple[GroupedDataset, GroupedDataset]:
+    """Add/remove pair for the loop's policies: D = the base rows (group 0), D' = D + canary
+    alone in group 1 (its group is then the most clipped and the smallest, which puts its
+    contribution at the noise's reference scale under DPSGD-F and Naive)."""
+    X, y = _base_rows()
+    x_c, y_c = canary_row()
+    names = dict(group_names=("base", "canary"), label_names=("0", "1"), feature_names=("canary", "x1", "x2"))
+    without = GroupedDataset(X=X, y=y, group=torch.zeros(len(y), dtype=torch.int64), name="audit-D", **names)
+    with_ = GroupedDataset(X=torch.cat([X, x_c]), y=torch.cat([y, y_c]),
+                           group=torch.cat([torch.zeros(len(y), dtype=torch.int64), torch.tensor([1])]),
+                           name="audit-D'", **names)
+    return without, with_
+
+
+def pfld_pair() -> tuple[GroupedDataset, GroupedDataset]:
+    """Replace-one pair for PF-LD: the same rows, the canary's group a = 0 in D, b = 1 in D'.
+    The groups differ in their positive rate, so the dual multipliers grow and the group
+    terms' signs are opposite (a_0 and a_1 of opposite sign: the largest replace distance)."""
+    X, y = _base_rows(PFLD_BASE_ROWS)
+    x_c, y_c = canary_row()
+    group = torch.from_numpy((X[:, 1].numpy() > np.median(X[:, 1].numpy())).astype(np.int64))  # 1: more positives
+    names = dict(group_names=("a", "b"), label_names=("0", "1"), feature_names=("canary", "x1", "x2"))
+    X_all, y_all = torch.cat([X, x_c]), torch.cat([y, y_c])
+    return (GroupedDataset(X=X_all, y=y_all, group=torch.cat([group, torch.tensor([0])]), name="audit-D", **names),
+            GroupedDataset(X=X_all, y=y_all, group=torch.cat([group, torch.tensor([1])]), name="audit-D'", **names))
+
+
+def audit_model() -> torch.nn.Module:
+    """Logistic regression without L2 (every update is the released sum, nothing else),
+    started with the canary's weight at 0 (the adversary picks the public starting
+    point): its logit starts at 0, where its gradients are largest."""
+    model = build_model("logreg", input_shape=(3,), n_classes=2, seed=0)
+    with torch.no_grad():
+        model.linear.weight[..., CANARY_FEATURE] = 0.0
+    return model
+
+
+def canary_coordinate(params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The canary's weight: the one coordinate no other row's gradient touches."""
+    return params["linear.weight"][..., CANARY_FEATURE].reshape(-1)
+
+
+def _flat(grads: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([g.reshape(len(g), -1) for g in grads.values()], dim=1)
+
+
+# ------------------------------------------------------------------ loop trainers
+@dataclass(frozen=True)
+class LoopTrainerSpec:
+    """A loop trainer to audit: the method name of ``make_policy`` and whether paper 001's
+    mitigation objective runs on it."""
+
+    method: str
+    mitigation: bool = False
+
+
+def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_fraction: float):
+    """One run of ``train`` as shipped (noise scaled by ``noise_fraction``); returns
+    (result, theta_t of the canary coordinate for t = 0..T, canary gradients at theta_t)."""
+    sigma = LOOP_SIGMA * noise_fraction
+    policy = make_policy(spec.method, clip_bound=LOOP_CLIP, noise_multiplier=sigma, count_noise=10 * sigma)
+    objective = None
+    if spec.mitigation:
+        objective = FairnessLensMitigation(gamma1=1.0, gamma2=1.0, clip_bound=LOOP_CLIP,
+                                           stats_noise_multiplier=2.0 * sigma, count_noise_multiplier=10.0 * sigma)
+    x_c, y_c = canary_row()
+    coordinates, canary_grads = [], []
+
+    def watch(t: int, model: torch.nn.Module) -> None:
+        params = parameters_of(model)
+        coordinates.append(canary_coordinate(params).detach().clone())
+        if objective is None:
+            grads = per_sample_gradients(model, x_c, y_c, params=params)
+        else:
+            grads, _ = objective.per_sample_gradients(model, x_c, y_c, torch.tensor([1]), params=params)
+        canary_grads.append(_flat(grads)[0].detach().clone())
+
+    config = TrainConfig(epochs=LOOP_EPOCHS, batch_size=LOOP_BATCH, lr=LOOP_LR, delta=AUDIT_DELTA, seed=seed)
+    result = train(audit_model(), data, policy, config, progress=False, objective=objective, callbacks=[watch])
+    return result, torch.stack(coordinates), torch.stack(canary_grads)
+
+
+def _canary_bound_and_weight(method: str, record: dict[str, Any]) -> tuple[float, float]:
+    """The canary group's (bound, weight) at one step, from the step's released record."""
+    if method == "dpsgdf":
+        return record["C[1]"], 1.0
+    if method == "naive":
+        return LOOP_CLIP, record["theta[1]"]
+    return LOOP_CLIP, 1.0
+
+
+def _loop_llr(spec: LoopTrainerSpec, result, coordinates: torch.Tensor, canary_grads: torch.Tensor,
+              sampling_rate: float) -> float:
+    """Sum over steps of log((1 - q) + q exp((z u - u^2/2) / s^2)) (module docstring)."""
+    b, lr = result.config.batch_size, result.learning_rate
+    z = (-(coordinates[1:] - coordinates[:-1]) * b / lr).double().reshape(len(coordinates) - 1, -1)
+    records = result.steps.to_dict("records")
+    total = 0.0
+    for t, record in enumerate(records):
+        s = float(record["noise_std"])
+        if s <= 0:
+            continue
+        bound, weight = _canary_bound_and_weight(spec.method, record)
+        g = canary_grads[t].double()
+        factor = weight * min(1.0, bound / max(float(g.norm()), 1e-300))
+        u = canary_coordinate_of_flat(g, result.model) * factor
+        exponent = float((z[t] @ u - 0.5 * u @ u) / s ** 2)
+        total += float(np.logaddexp(math.log1p(-sampling_rate), math.log(sampling_rate) + exponent))
+    return total
+
+
+def canary_coordinate_of_flat(flat: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
+    """The canary coordinate(s) of a flattened parameter vector (order of ``parameters_of``)."""
+    start = 0
+    for name, p in parameters_of(model).items():
+        if name == "linear.weight":
+            block = flat[start:start + p.numel()].reshape(p.shape)
+            return block[..., CANARY_FEATURE].reshape(-1)
+        start += p.numel()
+    raise ValueError("the audit model has no 'linear.weight'")
+
+
+def sample_loop_trainer(spec: LoopTrainerSpec, trials: int, *, seed: int, noise_fraction: float,
+                        progress: bool = False) -> MechanismSamples:
+    """``trials`` runs of ``train`` on each of D and D' (:func:`loop_pair`), scored."""
+    without, with_ = loop_pair()
+    claim_run, _, _ = _loop_run(spec, with_, seed=seed, noise_fraction=1.0)
+    seeds = np.random.SeedSequence(seed).generate_state(2 * trials, dtype=np.uint32).reshape(2, trials)
+    scores = np.zeros((2, trials))
+    for i in tqdm(range(trials), desc=f"audit {spec.method if not spec.mitigation else 'mitigation'} (sampled)",
+                  disable=not progress, leave=False):
+        for side, data in enumerate((without, with_)):
+            result, coordinates, grads = _loop_run(spec, data, seed=int(seeds[side, i]), noise_fraction=noise_fraction)
+            scores[side, i] = _loop_llr(spec, result, coordinates, grads, sampling_rate=LOOP_BATCH / len(with_))
+    return MechanismSamples(
+        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=AUDIT_DELTA,
+        neighbouring="add_remove",
+        setting={"trainer": "training.loop.train", "policy": spec.method, "mitigation": spec.mitigation,
+                 "sampling_rate": LOOP_BATCH / len(with_), "steps": int(len(claim_run.steps)),
+                 "epochs": LOOP_EPOCHS, "batch_size": LOOP_BATCH, "noise_multiplier": LOOP_SIGMA * noise_fraction,
+                 "clip": LOOP_CLIP, "rows": len(with_), "accountant": claim_run.config.accountant,
+                 "adversary_sees": "theta after every step; released step records"})
+
+
+# ------------------------------------------------------------------ PF-LD
+DP = make_constraint("dp", n_groups=2, group_names=("a", "b"))
+
+
+def _pfld_config(*, seed: int, noise_fraction: float, public_batch: str) -> LagrangianConfig:
+    return LagrangianConfig(method="pfld", epochs=PFLD_EPOCHS, batch_size=PFLD_BATCH, lr=1e-5, dual_lr=20.0,
+                            lambda_max=2.0, clip_primal=PFLD_CLIP, clip_dual=5.0, delta=AUDIT_DELTA,
+                            noise_multiplier=PFLD_SIGMA * noise_fraction, public_batch=public_batch, seed=seed)
+
+
+def _pfld_run(data: GroupedDataset, *, seed: int, noise_fraction: float, public_batch: str):
+    """One run of ``train_lagrangian`` as shipped; returns the result and, per step t, what the
+    adversary computes at theta_t: (canary coordinate, clipped-h-gradient coordinate and norm
+    factor, public-gradient coordinate per unit batch, multipliers x signs, denominators)."""
+    x_c, y_c = canary_row()
+    seen: list[dict[str, torch.Tensor]] = []
+
+    def watch(t: int, model: torch.nn.Module, state: PrivateState) -> None:
+        params = parameters_of(model)
+        h_grads = per_sample_gradients(model, x_c, y_c, params=params,
+                                       loss_fn=lambda logit, target: DP.h(logit, target).sum())
+        flat = _flat(h_grads)[0].detach().double()
+        clipped = flat * min(1.0, PFLD_CLIP / max(float(flat.norm()), 1e-300))
+        weights = (state.lambdas * state.signs).double()
+        model.zero_grad(set_to_none=True)
+        live = [p for name, p in model.named_parameters() if name in params]
+        public = torch.autograd.grad(public_objective(model(x_c), y_c, DP, weights), live, allow_unused=True)
+        public_flat = torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
+                                 for g, p in zip(public, params.values())]).double()
+        seen.append({"theta": canary_coordinate(params).detach().double().clone(),
+                     "h": canary_coordinate_of_flat(clipped, model), "public": canary_coordinate_of_flat(
+                         public_flat, model), "weights": weights.clone(),
+                     "denominators": state.denominators.double().clone()})
+
+    config = _pfld_config(seed=seed, noise_fraction=noise_fraction, public_batch=public_batch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyNotEstablishedWarning)
+        result = train_lagrangian(audit_model(), data, DP, config, progress=False, callbacks=[watch])
+    return result, seen
+
+
+def _pfld_llr(result, seen: list[dict[str, torch.Tensor]], *, shared: bool) -> float:
+    """Sum over released steps of log P(o_t | canary in b) - log P(o_t | canary in a) (module docstring)."""
+    q, lr = result.info["sampling_rate"], result.config.lr
+    records = result.steps.to_dict("records")
+    log_q, log_1q = math.log(q), math.log1p(-q)
+    if shared:
+        combos = [(0, 0, log_1q), (1, 1, log_q)]
+    else:
+        combos = [(0, 0, 2 * log_1q), (1, 0, log_q + log_1q), (0, 1, log_q + log_1q), (1, 1, 2 * log_q)]
+    total = 0.0
+    for t, record in enumerate(records):
+        s = float(record["noise_std"])
+        if not record["released"] or s <= 0:
+            continue
+        now, after = seen[t], seen[t + 1]
+        o = (after["theta"] - now["theta"]) / lr
+        p = now["public"] / max(int(record["public_batch_size"]), 1)
+        coefficients = now["weights"] / (q * now["denominators"])
+        log_like = []
+        for group in (0, 1):
+            u = coefficients[group] * now["h"]
+            terms = [w - float(((o + b_pub * p - b_priv * u) ** 2).sum()) / (2 * s ** 2)
+                     for b_pub, b_priv, w in combos]
+            log_like.append(logsumexp(terms))
+        total += log_like[1] - log_like[0]
+    return total
+
+
+def sample_pfld_trainer(trials: int, *, seed: int, noise_fraction: float, progress: bool = False,
+                        public_batch: str = "independent") -> MechanismSamples:
+    """``trials`` runs of ``train_lagrangian`` on each of D and D' (:func:`pfld_pair`), scored.
+
+    ``public_batch="shared"`` audits the negative control (its claim is the same ledger's)."""
+    without, with_ = pfld_pair()
+    claim_run, _ = _pfld_run(with_, seed=seed, noise_fraction=1.0, public_batch=public_batch)
+    seeds = np.random.SeedSequence(seed).generate_state(2 * trials, dtype=np.uint32).reshape(2, trials)
+    scores = np.zeros((2, trials))
+    shared = public_batch == "shared"
+    for i in tqdm(range(trials), desc=f"audit pfld ({public_batch} public batch, sampled)", disable=not progress,
+                  leave=False):
+        for side, data in enumerate((without, with_)):
+            result, seen = _pfld_run(data, seed=int(seeds[side, i]), noise_fraction=noise_fraction,
+                                     public_batch=public_batch)
+            scores[side, i] = _pfld_llr(result, seen, shared=shared)
+    return MechanismSamples(
+        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=AUDIT_DELTA,
+        neighbouring="replace_one (sensitive attribute)",
+        setting={"trainer": "training.lagrangian.train_lagrangian", "public_batch": public_batch,
+                 "sampling_rate": claim_run.info["sampling_rate"], "steps": int(claim_run.info["steps"]),
+                 "primal_releases": int(claim_run.steps["released"].sum()), "epochs": PFLD_EPOCHS,
+                 "batch_size": PFLD_BATCH, "noise_multiplier": PFLD_SIGMA * noise_fraction, "clip_primal": PFLD_CLIP,
+                 "rows": len(with_), "accountant": claim_run.info["accountant"],
+                 "adversary_sees": "theta after every step; multipliers, signs, noisy counts; released step records"})
+
+
+# ------------------------------------------------------------------ the sampled registry
+@dataclass(frozen=True)
+class SampledAudit:
+    """A trainer audited as it runs. ``control``: a negative control the audit must catch
+    (its lower bound must exceed its claim); ``base``: the shipped entry a twin under-noises."""
+
+    name: str
+    sample: Callable[..., MechanismSamples]
+    default_trials: int
+    control: bool = False
+    noise_fraction: float = 1.0
+    base: str | None = None
+
+
+def _loop(method: str, mitigation: bool = False) -> Callable[..., MechanismSamples]:
+    spec = LoopTrainerSpec(method, mitigation=mitigation)
+    return lambda trials, **kw: sample_loop_trainer(spec, trials, **kw)
+
+
+def _pfld(public_batch: str) -> Callable[..., MechanismSamples]:
+    return lambda trials, **kw: sample_pfld_trainer(trials, public_batch=public_batch, **kw)
+
+
+TWIN_FRACTION = 0.25
+_SHIPPED = {"dpsgd": (_loop("dpsgd"), 500), "naive": (_loop("naive"), 500), "dpsgdf": (_loop("dpsgdf"), 500),
+            "mitigation": (_loop("dpsgd", mitigation=True), 500), "pfld": (_pfld("independent"), 500)}
+SAMPLED: dict[str, SampledAudit] = {name: SampledAudit(name, fn, trials) for name, (fn, trials) in _SHIPPED.items()}
+SAMPLED["pfld-primal-shared-batch"] = SampledAudit("pfld-primal-shared-batch", _pfld("shared"), 2000, control=True)
+for _name, (_fn, _trials) in _SHIPPED.items():
+    SAMPLED[f"{_name}@{TWIN_FRACTION:g}"] = SampledAudit(f"{_name}@{TWIN_FRACTION:g}", _fn, _trials, control=True,
+                                                      noise_fraction=TWIN_FRACTION, base=_name)
+
+
+def audit_sampled(name: str, *, trials: int | None = None, seed: int = 0, confidence: float = 0.95,
+                  progress: bool = False) -> dict[str, Any]:
+    """Run one sampled audit; the JSON-ready result (see ``dpfair audit --sampled``).
+
+    ``consistent`` = epsilon_lower <= epsilon_claimed; a shipped entry must be consistent,
+    a control must not (``as_expected``)."""
+    if name not in SAMPLED:
+        raise ValueError(f"mechanism must be one of {sorted(SAMPLED)}, got {name!r}")
+    entry = SAMPLED[name]
+    trials = entry.default_trials if trials is None else trials
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 8:
+        raise ValueError(f"trials must be an integer >= 8, got {trials!r}")
+    samples = entry.sample(trials, seed=seed, noise_fraction=entry.noise_fraction, progress=progress)
+    test = threshold_test(samples.scores_without, samples.scores_with, delta=samples.delta, confidence=confidence)
+    consistent = bool(test.epsilon_lower <= samples.epsilon_claimed)
+    return {"mechanism": name, "control": entry.control, "epsilon_claimed": float(samples.epsilon_claimed),
+            "epsilon_lower": float(test.epsilon_lower), "delta": samples.delta, "confidence": confidence,
+            "consistent": consistent, "as_expected": consistent != entry.control,
+            "sampling_rate": float(samples.setting["sampling_rate"]), "steps": int(samples.setting["steps"]),
+            "trials": trials, "evaluation_trials": test.negatives, "false_positives": test.false_positives,
+            "false_negatives": test.false_negatives, "noise_fraction": entry.noise_fraction,
+            "neighbouring": samples.neighbouring, "seed": seed, "setting": samples.setting}

@@ -1,0 +1,108 @@
+"""Audits of the trainers as they run (Poisson sampling, every step): the adversary's view
+is right, the audit has power, and `dpfair audit --sampled` exits 1 when a verdict is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from dpfair_analysis.cli import main
+from dpfair_analysis.privacy.audit import MechanismSamples
+from dpfair_analysis.verify.audits import trainers
+from dpfair_analysis.verify.audits.trainers import (SAMPLED, LoopTrainerSpec, SampledAudit, _loop_run, audit_sampled,
+                                                    loop_pair, pfld_pair)
+
+
+def test_only_the_canary_moves_its_coordinate():
+    """Without the canary, every update of its coordinate is the released noise alone:
+    standardised by the released noise scale it is N(0, 1) (40 steps x 5 runs)."""
+    without, _ = loop_pair()
+    standardised = []
+    for seed in range(5):
+        result, coordinates, _ = _loop_run(LoopTrainerSpec("dpsgd"), without, seed=seed, noise_fraction=1.0)
+        z = -(coordinates[1:] - coordinates[:-1]).double().flatten() * result.config.batch_size / result.learning_rate
+        standardised.append(z / torch.tensor(result.steps["noise_std"].to_numpy()))
+    values = torch.cat(standardised).numpy()
+    assert abs(values.mean()) < 4 / np.sqrt(len(values))
+    assert 0.7 < values.var() < 1.4
+
+
+def test_canary_gradient_is_clipped_into_its_coordinate():
+    """The canary starts at logit 0 and keeps an unsaturated gradient: clipped to C, almost
+    all of it in its own coordinate, at every step of a run with it."""
+    _, with_ = loop_pair()
+    result, _, grads = _loop_run(LoopTrainerSpec("dpsgd"), with_, seed=0, noise_fraction=1.0)
+    norms = grads.norm(dim=1)
+    assert (norms > 10 * trainers.LOOP_CLIP).all()
+    share = torch.stack([trainers.canary_coordinate_of_flat(g, result.model).abs().sum() / g.norm() for g in grads])
+    assert (share > 0.99).all()
+
+
+def test_pfld_pair_changes_only_the_canary_group():
+    without, with_ = pfld_pair()
+    assert torch.equal(without.X, with_.X) and torch.equal(without.y, with_.y)
+    changed = (without.group != with_.group).nonzero().flatten().tolist()
+    assert changed == [len(without) - 1]
+
+
+def test_under_noised_dpsgd_twin_is_caught_as_it_runs():
+    result = audit_sampled("dpsgd@0.25", trials=150, seed=0)
+    assert result["control"] and not result["consistent"] and result["as_expected"]
+    assert result["sampling_rate"] == pytest.approx(2 / 40) and result["steps"] == 40
+    assert result["epsilon_lower"] > result["epsilon_claimed"] > 0
+
+
+def _fake(separated: bool):
+    rng = np.random.default_rng(0)
+
+    def sample(trials, *, seed, noise_fraction, progress=False):
+        without = rng.normal(size=trials)
+        with_ = without + (50.0 if separated else 0.0)
+        return MechanismSamples(scores_without=without, scores_with=rng.permutation(with_), epsilon_claimed=1.0,
+                                delta=1e-5, neighbouring="add_remove", setting={"sampling_rate": 0.1, "steps": 3})
+    return sample
+
+
+@pytest.mark.parametrize("control,separated,status", [
+    (False, False, 0),  # shipped, consistent
+    (False, True, 1),   # shipped, inconsistent: a privacy bug
+    (True, True, 0),    # control caught
+    (True, False, 1),   # control not caught: the audit has no power
+])
+def test_sampled_audit_exit_status(monkeypatch, capsys, control, separated, status):
+    fake = {"fake": SampledAudit("fake", _fake(separated), 400, control=control)}
+    monkeypatch.setattr(trainers, "SAMPLED", fake)
+    assert main(["audit", "--mechanism", "all", "--sampled", "--json", "--quiet"]) == status
+    (row,) = json.loads(capsys.readouterr().out)["results"]
+    assert {"mechanism", "control", "epsilon_claimed", "epsilon_lower", "confidence", "consistent",
+            "sampling_rate", "steps", "delta"} <= set(row)
+    assert row["consistent"] is (not separated) and row["control"] is control
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["--mechanism", "nope", "--sampled"], "--mechanism"),
+    (["--mechanism", "dpsgd", "--sampled", "--trials", "4"], "--trials"),
+    (["--mechanism", "dpsgd", "--sampled", "--noise-fraction", "0.5"], "--noise-fraction"),
+])
+def test_sampled_audit_bad_input_is_one_line(capsys, argv, flag):
+    assert main(["audit", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0] and "Traceback" not in err[0]
+
+
+def test_every_shipped_entry_has_a_twin_and_the_shared_batch_control_is_registered():
+    shipped = {name for name, entry in SAMPLED.items() if not entry.control}
+    assert shipped == {"dpsgd", "naive", "dpsgdf", "mitigation", "pfld"}
+    assert {f"{name}@0.25" for name in shipped} | {"pfld-primal-shared-batch"} == {
+        name for name, entry in SAMPLED.items() if entry.control}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SAMPLED))
+def test_sampled_audit_verdicts_at_default_trials(name):
+    """Every shipped trainer consistent, every control caught (as `dpfair audit --mechanism all --sampled`)."""
+    result = audit_sampled(name)
+    assert result["as_expected"], result

@@ -1205,6 +1205,57 @@ def _pfld_lemma(*, dual: bool) -> Callable[[Budget], Verdict]:
     return check
 
 
+def _revealed_inclusion_rdp(alpha: float, q: float, sigma: float) -> float:
+    """RDP of a Poisson-sampled Gaussian (sensitivity 1, noise sigma) whose *inclusion is revealed*:
+    the outputs are (0, N(0, s^2)) w.p. 1 - q and (1, N(mu, s^2)) w.p. q on D, (1, N(0, s^2)) on D'.
+    D_alpha = log(1 - q + q exp(alpha (alpha - 1) / (2 sigma^2))) / (alpha - 1)."""
+    return float(np.logaddexp(math.log1p(-q), math.log(q) + alpha * (alpha - 1) / (2 * sigma ** 2))) / (alpha - 1)
+
+
+def _pfld_lemma1_shared_batch(grid: tuple[tuple[float, float], ...] = ((0.01, 1.0), (256 / 36_000, 1.0),
+                                                                         (0.05, 2.0), (0.2, 1.5))
+                              ) -> Callable[[Budget], Verdict]:
+    """Lemma 1 with Eq. (10) as printed: the public part grad J(B_P) + lambda grad mu(B_P) is added to theta
+    *without noise* and computed on the same batch B. Features and labels are public and arbitrary, so a
+    person whose public gradient no one else shares (a one-hot column only they hold; z-scored it is
+    ~sqrt(n)) shows in theta_{t+1} whether they were in B. Even granting the sensitivity Delta_p, the step
+    is then the sampled Gaussian with its inclusion revealed, whose Renyi divergence
+    (:func:`_revealed_inclusion_rdp`) exceeds the claimed SG bound of Eq. (14) at every alpha when q < 1
+    (at q = 1 they coincide: the check holds there)."""
+    def check(budget: Budget) -> Verdict:
+        from dp_accounting import dp_event
+        from dp_accounting.pld import pld_privacy_accountant
+        from dp_accounting.privacy_accountant import NeighboringRelation
+
+        orders = [1.5, 2.0, 4.0, 8.0, 16.0, 32.0]
+        worst, where = 0.0, None
+        for q, sigma in grid:
+            claimed = _rdp_of(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), orders)
+            actual = np.array([_revealed_inclusion_rdp(a, q, sigma) if q < 1 else a / (2 * sigma ** 2)
+                               for a in orders])
+            ratio = float(np.max(actual / claimed))
+            if ratio > worst:
+                worst, where = ratio, (q, sigma, orders[int(np.argmax(actual / claimed))])
+        if worst <= 1 + 1e-6:
+            return holds(f"revealed-inclusion RDP / Eq. (14) ≤ {worst:.6f}", effort=f"{len(grid)} (q, σ_p) × "
+                         f"{len(orders)} α", worst_ratio=worst)
+        q, sigma, alpha = where
+        delta = 1e-5
+        # (epsilon, delta) view, replace-one (a group change): claimed = subsampled Gaussian; actual: only delta is
+        # amplified, delta(eps) = q delta_Gauss(eps), i.e. the un-amplified Gaussian at delta / q
+        reported = pld_privacy_accountant.PLDAccountant(NeighboringRelation.REPLACE_ONE)
+        reported.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
+        revealed = pld_privacy_accountant.PLDAccountant(NeighboringRelation.REPLACE_ONE)
+        revealed.compose(dp_event.GaussianDpEvent(sigma))
+        return violated(f"Rényi divergence ×{worst:.3g} the claimed ε_p(α) (q = {q:g}, σ_p = {sigma:g}, α = {alpha:g})",
+                        counterexample={"q": q, "sigma_p": sigma, "alpha": alpha, "delta": delta,
+                                        "epsilon_reported": float(reported.get_epsilon(delta)),
+                                        "epsilon_with_inclusion_revealed": float(revealed.get_epsilon(delta / q)),
+                                        "public_feature": "one-hot column held by one person (≈ √n z-scored)"},
+                        ratio=worst, effort=f"{len(grid)} (q, σ_p) × {len(orders)} α")
+    return check
+
+
 def _pfld_theorem5(budget: Budget) -> Verdict:
     """Thm 5: PF-LD is (alpha, T n eps_p/|B| + T eps_d)-RDP: dp_accounting's RDP of pfld_schedule_event
     (paper_exact) against steps * eps_p(alpha) + T * eps_d(alpha)."""
@@ -1627,6 +1678,9 @@ CLAIMS: list[Claim] = [
        "unit ℓ2 sensitivity, Poisson sampling at rate q", _pfld_theorem4),
     _c("003.lemma1", "§6.1 Lemma 1", "the primal step is (α, ε_p)-RDP, ε_p from Eq. (14) with q = |B|/n and "
        "multiplier σ_p", "noise σ_p Δ_p with Δ_p of Theorem 1", _pfld_lemma(dual=False)),
+    _c("003.lemma1.shared-batch", "§6.1 Lemma 1 with Eq. (10) (public part un-noised, same batch B)",
+       "the primal step of Eq. (10) is (α, ε_p)-RDP with ε_p the SG bound of Eq. (14) at q = |B|/n and σ_p",
+       "granting Δ_p (Theorem 1); features and labels public and arbitrary (Sec. 4.2)", _pfld_lemma1_shared_batch()),
     _c("003.lemma2", "§6.1 Lemma 2", "the dual step is (α, ε_d)-RDP, ε_d from Eq. (14) with q = 1", "noise σ_d Δ_d "
        "with Δ_d of Theorem 2", _pfld_lemma(dual=True)),
     _c("003.thm5", "§6.1 Theorem 5", "PF-LD is (α, T n ε_p/|B| + T ε_d)-RDP", "Lemmas 1-2; RDP composition",

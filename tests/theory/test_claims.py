@@ -35,7 +35,7 @@ EXPECTED = {
     "003.sec4.2.gaussian": "violated", "003.ex1": "holds", "003.ex2": "holds", "003.ex3": "holds",
     "003.thm1": "violated", "003.thm1.sum-release": "holds", "003.thm2": "violated",
     "003.thm2.unsigned": "holds", "003.thm2.sum-release": "holds", "003.sec7.missing": "violated",
-    "003.thm3": "holds", "003.thm4": "holds", "003.lemma1": "violated", "003.lemma2": "violated",
+    "003.thm3": "holds", "003.thm4": "holds", "003.lemma1": "violated", "003.lemma1.shared-batch": "violated", "003.lemma2": "violated",
     "003.thm5": "holds", "003.sec6.1.rdp-to-dp": "holds", "003.thm6": "holds",
     "003.thm6.optimal-Cp": "violated", "003.thm7": "holds",
     "002.eq4.bias-variance": "holds", "002.eq4.clipping-bias": "holds", "002.appD4.indices": "holds",

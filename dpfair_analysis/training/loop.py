@@ -47,7 +47,7 @@ from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameter
 from dpfair_analysis.models import l2_penalty
 from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-from dpfair_analysis.training.clipping import ClippingPolicy
+from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision
 from dpfair_analysis.training.objectives import CrossEntropy, Objective
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, \
     check_seed
@@ -102,6 +102,14 @@ class TrainingResult:
     ``test`` (evaluated after the epoch) and ``batches`` (averaged over the epoch's
     sampled batches); group ``all`` is the whole population. ``steps`` has one row per
     step with the policy's record. ``ledger`` holds what was released.
+
+    What ``epsilon`` covers: the model after every step and the released step columns
+    (``noise_std`` and the policy's and objective's records, which are functions of noisy
+    releases). The ``train`` and ``batches`` rows of ``history`` and the ``batch_size``
+    column of ``steps`` are computed from the private training data **without noise**:
+    they are diagnostics for whoever holds the data, not covered by the guarantee, and
+    must not be published with the model (the audits of
+    :mod:`dpfair_analysis.verify.audits.trainers` do not show them to the adversary).
     """
 
     model: nn.Module
@@ -190,12 +198,14 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
     else:
         grads, losses = objective.per_sample_gradients(model, X, y, group, params=params)
     norms = per_sample_norms(grads) if len(index) else torch.zeros(0)
-    decision = policy.decide(norms, group, n_groups=data.n_groups, expected_batch_size=expected_batch_size,
-                             generator=generator)
-    released = objective.release(model, X, y, group, params=params, bounds=decision.bounds,
+
+    def objective_release(bounds: torch.Tensor) -> dict[str, float]:
+        return objective.release(model, X, y, group, params=params, bounds=bounds,
                                  expected_batch_size=expected_batch_size, generator=generator)
-    total = clipped_sum(grads, decision.bounds, weights=decision.weights, norms=norms)
-    total = add_gaussian_noise(total, decision.noise_std, generator=generator)
+
+    decision, released, total = release_step(grads, norms, group, policy, n_groups=data.n_groups,
+                                             expected_batch_size=expected_batch_size, generator=generator,
+                                             objective_release=objective_release)
     denominator = expected_batch_size if policy.private else max(len(index), 1)
     penalty_grads = _penalty_gradient(model)
     with torch.no_grad():
@@ -207,6 +217,30 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
                 p.sub_(lr * update)
     accumulator.add(group, losses, norms, norms > decision.bounds)
     return decision, released
+
+
+def release_step(grads: dict[str, torch.Tensor], norms: torch.Tensor, group: torch.Tensor, policy: ClippingPolicy, *,
+                 n_groups: int, expected_batch_size: float, generator: torch.Generator,
+                 objective_release: Callable[[torch.Tensor], dict[str, float]] | None = None,
+                 ) -> tuple[StepDecision, dict[str, float], dict[str, torch.Tensor]]:
+    """The private release of one step, given the batch's per-sample gradients and norms.
+
+    In this order (so in the order of the random draws from ``generator``): the policy's
+    decision (bounds C_i, weights w_i, noise s; it draws its own count noise), the
+    objective's own release for those bounds (``objective_release(bounds)``, e.g. the
+    fairness-lens mitigation's statistics), then the noisy sum
+
+    .. math:: \\tilde S = \\sum_i w_i \\min(1, C_i / \\|g_i\\|) \\, g_i + \\mathcal N(0, s^2 I).
+
+    Returns (decision, the objective's record, the noisy sum). The update
+    theta - r (S~ / b + penalty) is post-processing. The training loop and the audits
+    call this one function, so what is audited is what trains.
+    """
+    decision = policy.decide(norms, group, n_groups=n_groups, expected_batch_size=expected_batch_size,
+                             generator=generator)
+    released = objective_release(decision.bounds) if objective_release is not None else {}
+    total = clipped_sum(grads, decision.bounds, weights=decision.weights, norms=norms)
+    return decision, released, add_gaussian_noise(total, decision.noise_std, generator=generator)
 
 
 def _penalty_gradient(model: nn.Module) -> dict[str, torch.Tensor]:

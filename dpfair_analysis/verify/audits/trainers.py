@@ -361,8 +361,20 @@ def _pfld(public_batch: str) -> Callable[..., MechanismSamples]:
     return lambda trials, **kw: sample_pfld_trainer(trials, public_batch=public_batch, **kw)
 
 
+def _output_perturbation(trials: int, **kw: Any) -> MechanismSamples:
+    """Output perturbation releases once (no sampling, one step): its audit as it ships is
+    the one-release audit of :mod:`dpfair_analysis.privacy.audit`."""
+    from dpfair_analysis.privacy.audit import sample_output_perturbation
+
+    samples = sample_output_perturbation(trials, **kw)
+    setting = {**samples.setting, "trainer": "privacy.output_perturbation.output_perturbation", "sampling_rate": 1.0,
+               "steps": 1}
+    return MechanismSamples(samples.scores_without, samples.scores_with, samples.epsilon_claimed, samples.delta,
+                            samples.neighbouring, setting)
+
+
 TWIN_FRACTION = 0.25
-_SHIPPED = {"dpsgd": (_loop("dpsgd"), 500), "naive": (_loop("naive"), 500), "dpsgdf": (_loop("dpsgdf"), 500),
+_SHIPPED = {"output-perturbation": (_output_perturbation, 400_000), "dpsgd": (_loop("dpsgd"), 500), "naive": (_loop("naive"), 500), "dpsgdf": (_loop("dpsgdf"), 500),
             "mitigation": (_loop("dpsgd", mitigation=True), 500), "pfld": (_pfld("independent"), 500)}
 SAMPLED: dict[str, SampledAudit] = {name: SampledAudit(name, fn, trials) for name, (fn, trials) in _SHIPPED.items()}
 SAMPLED["pfld-primal-shared-batch"] = SampledAudit("pfld-primal-shared-batch", _pfld("shared"), 2000, control=True)

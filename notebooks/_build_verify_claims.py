@@ -9,15 +9,15 @@ md, code = new_markdown_cell, new_code_cell
 cells = [
     md("# Verifying the papers' claims and auditing the private mechanisms\n\n"
        "Every checkable statement of the five papers (`../shared/papers/000-004`) is an entry of "
-       "`dpfair_analysis.theory.claims`; its check runs the toolkit's own searches, Monte Carlo and exact "
+       "`dpfair_analysis.verify.claims`; its check runs the toolkit's own searches, Monte Carlo and exact "
        "comparisons and returns *holds* (search effort, worst ratio), *violated* (shrunk counterexample, the "
        "factor by which it breaks the claim) or *inconclusive*. The same runs as `dpfair verify`.\n\n"
        "`DPFAIR_PROFILE=quick` uses the quick budget and small audit trial counts (CI); `full` the full budget "
        "and each audit's default trials."),
     code("import os\nfrom pathlib import Path\n\nimport matplotlib.pyplot as plt\nimport pandas as pd\nimport torch\n\n"
          "from dpfair_analysis.plotting import save_figure\n"
-         "from dpfair_analysis.theory.claims import CLAIMS, run_claims, verdict_table\n"
-         "from dpfair_analysis.privacy.audit import MECHANISMS, audit, audit_table\n\n"
+         "from dpfair_analysis.verify.claims import CLAIMS, run_claims, verdict_table\n"
+         "from dpfair_analysis.verify.audits import MECHANISMS, audit, audit_table\n\n"
          "torch.set_num_threads(int(os.environ.get('DPFAIR_THREADS', 1)))\n"
          "PROFILE = os.environ.get('DPFAIR_PROFILE', 'full')\n"
          "BUDGET = 'quick' if PROFILE == 'quick' else 'full'\n"
@@ -74,7 +74,7 @@ cells = [
          "    print(f\"{row.id} ({row.key_number}): {EXPLAIN.get(row.id, row.key)}\")"),
     md("## Corrected claims (registered beside the refuted ones)"),
     code("table[table.corrects.notna()][['id', 'corrects', 'verdict', 'key']]"),
-    md("## Privacy audits (`dpfair_analysis.privacy.audit`)\n"
+    md("## Privacy audits (`dpfair_analysis.verify.audits`)\n"
        "Each registered mechanism on its worst-case neighbouring pair, and its under-noised twin (noise × 0.25, same "
        "claim), which the audit must catch (a bound above the claim)."),
     code("TRIALS = 300 if PROFILE == 'quick' else None\n"

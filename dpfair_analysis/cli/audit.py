@@ -47,7 +47,7 @@ def unit_open_or_one(text: str) -> float:
 def run(args: argparse.Namespace) -> int | None:
     if args.sampled:
         return run_sampled(args)
-    from dpfair_analysis.privacy.audit import MECHANISMS, audit
+    from dpfair_analysis.verify.audits import MECHANISMS, audit
 
     names = list(MECHANISMS) if args.mechanism == "all" else [args.mechanism]
     if args.mechanism != "all" and args.mechanism not in MECHANISMS:

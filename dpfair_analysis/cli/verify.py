@@ -1,4 +1,4 @@
-"""``dpfair verify``: run the claims registry (theory/claims.py) and print verdicts."""
+"""``dpfair verify``: run the claims registry (verify/claims/) and print verdicts."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from dpfair_analysis.theory.claims import BUDGETS, PAPERS, claims_for, get_claim, run_claims
+    from dpfair_analysis.verify.claims import BUDGETS, PAPERS, claims_for, get_claim, run_claims
 
     if args.budget not in BUDGETS:
         raise UsageError(f"--budget must be one of {sorted(BUDGETS)}, got {args.budget!r}")

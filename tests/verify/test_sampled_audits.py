@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dpfair_analysis.cli import main
-from dpfair_analysis.privacy.audit import MechanismSamples
+from dpfair_analysis.verify.audits import MechanismSamples
 from dpfair_analysis.verify.audits import trainers
 from dpfair_analysis.verify.audits.trainers import (SAMPLED, LoopTrainerSpec, SampledAudit, _loop_run, audit_sampled,
                                                     loop_pair, pfld_pair)

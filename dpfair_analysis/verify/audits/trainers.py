@@ -62,7 +62,8 @@ from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, 
     train_lagrangian
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
-from dpfair_analysis.privacy.audit import MechanismSamples, threshold_test
+from dpfair_analysis.verify.audits.registry import MechanismSamples
+from dpfair_analysis.verify.audits.statistics import threshold_test
 
 #: The canary's own feature: every other row has 0 there.
 CANARY_FEATURE = 0
@@ -363,8 +364,8 @@ def _pfld(public_batch: str) -> Callable[..., MechanismSamples]:
 
 def _output_perturbation(trials: int, **kw: Any) -> MechanismSamples:
     """Output perturbation releases once (no sampling, one step): its audit as it ships is
-    the one-release audit of :mod:`dpfair_analysis.privacy.audit`."""
-    from dpfair_analysis.privacy.audit import sample_output_perturbation
+    the one-release audit of :mod:`.mechanisms`."""
+    from dpfair_analysis.verify.audits.mechanisms import sample_output_perturbation
 
     samples = sample_output_perturbation(trials, **kw)
     setting = {**samples.setting, "trainer": "privacy.output_perturbation.output_perturbation", "sampling_rate": 1.0,

@@ -1,41 +1,5 @@
-"""Empirical privacy audits: one-sided lower bounds on epsilon from worst-case neighbours.
-
-An (epsilon, delta)-DP mechanism M bounds every test that tries to tell M(D) from M(D')
-for neighbouring D, D' (Kairouz, Oh & Viswanath 2015; Nasr et al. 2021, "Adversary
-instantiation: lower bounds for differentially private machine learning", Eq. 1): for a
-rejection region (guess "D'") with false-positive rate FPR (guessing D' on M(D)) and
-false-negative rate FNR (guessing D on M(D')),
-
-    FPR + e^epsilon FNR >= 1 - delta    and    FNR + e^epsilon FPR >= 1 - delta,
-
-so  epsilon >= max( log((1 - delta - FNR) / FPR), log((1 - delta - FPR) / FNR) ).
-
-An audit runs the mechanism ``trials`` times on each of D and D', scores every output
-with a statistic (here always the Neyman-Pearson log-likelihood ratio of the two output
-distributions, which the white-box auditor can compute because it knows the mechanism,
-the data and everything but the noise), and
-
-1. picks the threshold t (guess D' iff score > t) that maximises the bound on a first,
-   *selection* part of the trials (``selection_fraction``, default one half);
-2. counts false positives and false negatives at that t on the remaining, *evaluation*
-   trials, which are independent of the choice of t;
-3. replaces FPR and FNR by one-sided Clopper-Pearson upper confidence limits at level
-   1 - alpha/2 each (alpha = 1 - confidence). By the union bound both limits hold
-   together with probability >= 1 - alpha, and then both expressions above are valid
-   lower bounds, so
-
-       epsilon_lower = max(0, log((1 - delta - FNR_u) / FPR_u), log((1 - delta - FPR_u) / FNR_u))
-
-   is a lower bound on the true epsilon of M at delta with confidence ``confidence``
-   (:func:`epsilon_lower_bound`). The Clopper-Pearson limit for k events in n trials is
-   the (1 - alpha/2) quantile of Beta(k + 1, n - k) (1 when k = n).
-
-A correct mechanism must give epsilon_lower <= epsilon_claimed (``consistent``); a
-result above the claim means the implementation (or its accounting) is broken, with
-confidence 95%. A consistent result proves nothing on its own, so every mechanism is
-also audited with a deliberately under-noised twin (all its noise scales multiplied by
-``noise_fraction``, e.g. 0.25, while claiming the same epsilon), which the audit must
-catch; the settings below were chosen so that it does with a few thousand trials.
+"""Audited mechanisms (one release each): the step audits of the clipping policies, output
+perturbation, paper 001's mitigation and PF-LD's primal and dual steps.
 
 Mechanisms are registered in :data:`MECHANISMS` as :class:`AuditSpec` entries: a
 function that runs the toolkit's own code on the worst-case pair and returns the scores
@@ -108,360 +72,17 @@ from tqdm import tqdm
 
 from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_seed
 
-__all__ = [
-    "AuditResult",
-    "AuditSpec",
-    "MECHANISMS",
-    "MechanismSamples",
-    "STEP_AUDITS",
-    "StepCanaryAudit",
-    "ThresholdTest",
-    "audit",
-    "audit_table",
-    "clopper_pearson_upper",
-    "epsilon_lower_bound",
-    "register",
-    "release_step",
-    "threshold_test",
-]
-
-DEFAULT_CONFIDENCE = 0.95
-DEFAULT_DELTA = 1e-5
-
-
-# =========================================================================== statistics
-def clopper_pearson_upper(events: Any, trials: Any, *, level: float) -> np.ndarray:
-    """One-sided Clopper-Pearson upper confidence limit for a binomial rate.
-
-    For k events in n trials the limit p_u with P(p <= p_u) >= ``level`` is the
-    ``level`` quantile of Beta(k + 1, n - k); it is 1 when k = n.
-
-    Parameters
-    ----------
-    events, trials : int or array of int
-        k and n, 0 <= k <= n, n >= 1 (broadcast together).
-    level : float
-        Confidence level in (0, 1).
-    """
-    level = check_fraction(level, "level", open_high=True)
-    k = np.asarray(events, dtype=np.float64)
-    n = np.asarray(trials, dtype=np.float64)
-    if np.any(n < 1) or np.any(k < 0) or np.any(k > n) or np.any(k != np.floor(k)) or np.any(n != np.floor(n)):
-        raise ValueError(f"need integer counts 0 <= events <= trials with trials >= 1, got events={events!r}, "
-                         f"trials={trials!r}")
-    full = k >= n
-    upper = _beta.ppf(level, k + 1, np.where(full, 1.0, n - k))
-    return np.where(full, 1.0, upper)
-
-
-def epsilon_lower_bound(false_positives: Any, negatives: Any, false_negatives: Any, positives: Any, *,
-                        delta: float, confidence: float = DEFAULT_CONFIDENCE) -> np.ndarray | float:
-    """epsilon_lower from counts at one threshold (see the module docstring).
-
-    With FPR_u, FNR_u the one-sided Clopper-Pearson upper limits at level
-    1 - (1 - confidence) / 2 each (union bound: both hold with probability >= confidence),
-
-        epsilon_lower = max(0, log((1 - delta - FNR_u) / FPR_u), log((1 - delta - FPR_u) / FNR_u)),
-
-    an expression whose numerator is <= 0 giving no bound (Nasr et al. 2021, Eq. 1 with
-    Clopper-Pearson intervals).
-
-    Parameters
-    ----------
-    false_positives, negatives : int or array
-        Outputs of M(D) guessed as D', out of ``negatives`` runs on D.
-    false_negatives, positives : int or array
-        Outputs of M(D') guessed as D, out of ``positives`` runs on D'.
-    delta : float
-        The delta of the guarantee being audited.
-    confidence : float
-        Joint confidence of the bound, in (0, 1).
-    """
-    delta = check_delta(delta)
-    confidence = check_fraction(confidence, "confidence", open_high=True)
-    level = 1.0 - (1.0 - confidence) / 2.0
-    fpr = clopper_pearson_upper(false_positives, negatives, level=level)
-    fnr = clopper_pearson_upper(false_negatives, positives, level=level)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        first = np.where(1 - delta - fnr > 0, np.log(np.maximum(1 - delta - fnr, 1e-300)) - np.log(fpr), -np.inf)
-        second = np.where(1 - delta - fpr > 0, np.log(np.maximum(1 - delta - fpr, 1e-300)) - np.log(fnr), -np.inf)
-    bound = np.maximum(0.0, np.maximum(first, second))
-    return float(bound) if bound.ndim == 0 else bound
-
-
-def _candidate_ranks(n: int) -> np.ndarray:
-    """Ranks 0..n-1 to try as tail counts: all of the first 200, then geometric."""
-    head = np.arange(min(n, 200))
-    tail = np.unique(np.geomspace(200, max(n - 1, 200), num=200).astype(int)) if n > 200 else np.zeros(0, int)
-    return np.unique(np.concatenate([head, tail[tail < n]]))
-
-
-def _bounds_at(thresholds: np.ndarray, sorted_without: np.ndarray, sorted_with: np.ndarray, *, delta: float,
-               confidence: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    fp = len(sorted_without) - np.searchsorted(sorted_without, thresholds, side="right")
-    fn = np.searchsorted(sorted_with, thresholds, side="right")
-    eps = epsilon_lower_bound(fp, len(sorted_without), fn, len(sorted_with), delta=delta, confidence=confidence)
-    return np.atleast_1d(eps), fp, fn
-
-
-@dataclass(frozen=True)
-class ThresholdTest:
-    """The test chosen on the selection trials and its counts on the evaluation trials.
-
-    Guess D' iff score > ``threshold``. ``epsilon_lower`` is :func:`epsilon_lower_bound`
-    of the evaluation counts; ``selection_epsilon`` the (optimistic, not a valid bound)
-    value at the chosen threshold on the selection trials.
-    """
-
-    threshold: float
-    false_positives: int
-    negatives: int
-    false_negatives: int
-    positives: int
-    epsilon_lower: float
-    selection_epsilon: float
-
-
-def threshold_test(scores_without: Any, scores_with: Any, *, delta: float, confidence: float = DEFAULT_CONFIDENCE,
-                   selection_fraction: float = 0.5) -> ThresholdTest:
-    """Pick the threshold on the first part of the trials, bound epsilon on the rest.
-
-    Parameters
-    ----------
-    scores_without, scores_with : 1-d arrays
-        Test statistic of each run on D and on D' (larger = more like D'); both in the
-        order drawn. The first ``ceil(selection_fraction * len)`` of each choose the
-        threshold among the D-scores and D'-scores of the selection part (the bound
-        log((1-delta-FNR)/FPR) is largest at a D-score for a given FP count, the other at
-        a D'-score), trying every tail count up to 200 and geometric counts beyond.
-    delta, confidence : float
-        As in :func:`epsilon_lower_bound`.
-    selection_fraction : float
-        Share of the trials used to choose the threshold, in (0, 1).
-    """
-    delta = check_delta(delta)
-    selection_fraction = check_fraction(selection_fraction, "selection_fraction", open_high=True)
-    without = np.asarray(scores_without, dtype=np.float64).ravel()
-    with_ = np.asarray(scores_with, dtype=np.float64).ravel()
-    for name, values in (("scores_without", without), ("scores_with", with_)):
-        if len(values) < 4:
-            raise ValueError(f"{name} needs at least 4 trials (selection and evaluation), got {len(values)}")
-        if np.isnan(values).any():
-            raise ValueError(f"{name} has NaN scores")
-    k0 = min(max(1, math.ceil(selection_fraction * len(without))), len(without) - 1)
-    k1 = min(max(1, math.ceil(selection_fraction * len(with_))), len(with_) - 1)
-    sel0, sel1 = np.sort(without[:k0]), np.sort(with_[:k1])
-    candidates = np.unique(np.concatenate([
-        sel0[::-1][_candidate_ranks(len(sel0))],            # t at a D-score: FP = rank
-        np.nextafter(sel1[_candidate_ranks(len(sel1))], -np.inf),  # t just below a D'-score: FN = rank
-    ]))
-    eps, _, _ = _bounds_at(candidates, sel0, sel1, delta=delta, confidence=confidence)
-    best = int(np.argmax(eps))
-    threshold = float(candidates[best])
-    ev0, ev1 = np.sort(without[k0:]), np.sort(with_[k1:])
-    eval_eps, fp, fn = _bounds_at(np.array([threshold]), ev0, ev1, delta=delta, confidence=confidence)
-    return ThresholdTest(threshold=threshold, false_positives=int(fp[0]), negatives=len(ev0),
-                         false_negatives=int(fn[0]), positives=len(ev1), epsilon_lower=float(eval_eps[0]),
-                         selection_epsilon=float(eps[best]))
-
-
-# =========================================================================== registry
-@dataclass(frozen=True)
-class MechanismSamples:
-    """What one audit run of a mechanism produced.
-
-    ``scores_without`` / ``scores_with``: the test statistic of each of the ``trials``
-    outputs on D and on D' (larger = more like D'), in the order drawn.
-    ``epsilon_claimed`` at ``delta`` is what the toolkit claims for the *correctly*
-    noised mechanism under ``neighbouring``; ``setting`` describes what was run.
-    """
-
-    scores_without: np.ndarray
-    scores_with: np.ndarray
-    epsilon_claimed: float
-    delta: float
-    neighbouring: str
-    setting: dict[str, Any] = field(default_factory=dict)
-
-
-SampleFn = Callable[..., MechanismSamples]
-
-
-@dataclass(frozen=True)
-class AuditSpec:
-    """A registered mechanism.
-
-    ``sample(trials, *, seed, noise_fraction, progress)`` runs the mechanism ``trials``
-    times on each of D and D' (every noise scale multiplied by ``noise_fraction``, the
-    claim unchanged) and returns :class:`MechanismSamples`. ``default_trials`` is the
-    number that catches the 0.25 twin; ``description`` is one line for the CLI.
-    ``expected_consistent`` is False for a mechanism audited to show that a published
-    claim fails (its correctly noised version is expected to exceed the claim).
-    """
-
-    name: str
-    description: str
-    sample: SampleFn
-    default_trials: int
-    expected_consistent: bool = True
-
-
-MECHANISMS: dict[str, AuditSpec] = {}
-
-
-def register(spec: AuditSpec) -> AuditSpec:
-    """Add ``spec`` to :data:`MECHANISMS` (replacing an entry of the same name)."""
-    if not isinstance(spec, AuditSpec):
-        raise TypeError(f"spec must be an AuditSpec, got {type(spec).__name__}")
-    MECHANISMS[spec.name] = spec
-    return spec
-
-
-@dataclass(frozen=True)
-class AuditResult:
-    """One audit: the claim, the empirical lower bound and whether they agree.
-
-    ``consistent`` = epsilon_lower <= epsilon_claimed. ``trials`` runs on each of D and
-    D' (``evaluation_trials`` of them after the threshold was chosen).
-    """
-
-    mechanism: str
-    epsilon_claimed: float
-    delta: float
-    epsilon_lower: float
-    confidence: float
-    trials: int
-    consistent: bool
-    noise_fraction: float
-    neighbouring: str
-    seed: int
-    threshold: float
-    false_positives: int
-    false_negatives: int
-    evaluation_trials: int
-    setting: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def audit(mechanism: str, *, trials: int | None = None, seed: int = 0, noise_fraction: float = 1.0,
-          confidence: float = DEFAULT_CONFIDENCE, selection_fraction: float = 0.5,
-          progress: bool = False) -> AuditResult:
-    """Audit a registered mechanism: epsilon lower bound vs the toolkit's claim.
-
-    Parameters
-    ----------
-    mechanism : str
-        A key of :data:`MECHANISMS`.
-    trials : int, optional
-        Runs on each of D and D' (default: the spec's ``default_trials``); at least 8.
-    seed : int
-        Seeds every draw (same seed, same result).
-    noise_fraction : float
-        In (0, 1]: 1 audits the mechanism as shipped; below 1 its under-noised twin
-        (same claim), which a powerful audit must catch.
-    confidence : float
-        Confidence of the lower bound (default 0.95).
-    selection_fraction : float
-        Share of the trials used to choose the threshold (see :func:`threshold_test`).
-    progress : bool
-        Show a tqdm bar over the trials.
-    """
-    check_choice(mechanism, "mechanism", MECHANISMS)
-    spec = MECHANISMS[mechanism]
-    trials = spec.default_trials if trials is None else trials
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 8:
-        raise ValueError(f"trials must be an integer >= 8, got {trials!r}")
-    seed = check_seed(seed)
-    noise_fraction = check_fraction(noise_fraction, "noise_fraction")
-    confidence = check_fraction(confidence, "confidence", open_high=True)
-    samples = spec.sample(trials, seed=seed, noise_fraction=noise_fraction, progress=progress)
-    test = threshold_test(samples.scores_without, samples.scores_with, delta=samples.delta, confidence=confidence,
-                          selection_fraction=selection_fraction)
-    return AuditResult(mechanism=mechanism, epsilon_claimed=float(samples.epsilon_claimed), delta=samples.delta,
-                       epsilon_lower=test.epsilon_lower, confidence=confidence, trials=trials,
-                       consistent=bool(test.epsilon_lower <= samples.epsilon_claimed),
-                       noise_fraction=noise_fraction, neighbouring=samples.neighbouring, seed=seed,
-                       threshold=test.threshold, false_positives=test.false_positives,
-                       false_negatives=test.false_negatives, evaluation_trials=test.negatives,
-                       setting=dict(samples.setting))
-
-
-def audit_table(results: list[AuditResult]) -> pd.DataFrame:
-    """One row per audit: mechanism, noise_fraction, claimed and audited epsilon, trials, consistent."""
-    columns = ["mechanism", "noise_fraction", "epsilon_claimed", "epsilon_lower", "delta", "confidence", "trials",
-               "evaluation_trials", "false_positives", "false_negatives", "threshold", "neighbouring", "consistent"]
-    return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in results], columns=columns)
-
-
-def _generators(seed: int, count: int) -> list[torch.Generator]:
-    states = np.random.SeedSequence(seed).generate_state(count, dtype=np.uint64)
-    return [torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states]
-
-
-# =========================================================== one step of the training loop
-def release_step(grads: dict[str, torch.Tensor], norms: torch.Tensor, group: torch.Tensor, policy: Any, *,
-                 n_groups: int, expected_batch_size: float,
-                 generator: torch.Generator) -> tuple[Any, dict[str, torch.Tensor]]:
-    """The private release of one step of ``training.loop``, given the batch's per-sample gradients.
-
-    The same calls in the same order as the loop's step (so the same random draws from
-    ``generator``): the policy's decision (which draws its own count noise), the
-    weighted clipped sum sum_i w_i min(1, C_i/||g_i||) g_i and the Gaussian noise
-    N(0, s^2 I) on it. Returns (decision, noisy sum); the loop's update
-    theta - r (noisy sum / b + penalty) is post-processing of these.
-    """
-    from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum
-
-    decision = policy.decide(norms, group, n_groups=n_groups, expected_batch_size=expected_batch_size,
-                             generator=generator)
-    total = clipped_sum(grads, decision.bounds, weights=decision.weights, norms=norms)
-    return decision, add_gaussian_noise(total, decision.noise_std, generator=generator)
-
-
-#: Rows of D in the step audits (group 0, ~zero gradient at the starting point).
-CANARY_BASE_ROWS = 10
-
-
-def canary_datasets():
-    """(D, D'): ten rows with ~zero gradients at :func:`canary_model`'s parameters, and D plus a canary.
-
-    Rows of D: x = (0, 1), y = 1, group 0 -- score z = 20, so the logistic gradient
-    (sigmoid(z) - y) [x; 1] has norm ~3e-9 (never clipped). The canary (last row of D'):
-    x = (8, 0), y = 0, group 1 -- z = 0, gradient 0.5 [8, 0, 1] of norm 4.03, above every
-    bound the audited policies can choose (<= 2.75), so it is clipped to exactly its
-    bound, always in the same direction.
-    """
-    from dpfair_analysis.data.dataset import GroupedDataset
-
-    n = CANARY_BASE_ROWS
-    X = torch.cat([torch.tensor([[0.0, 1.0]]).repeat(n, 1), torch.tensor([[8.0, 0.0]])])
-    y = torch.tensor([1] * n + [0])
-    group = torch.tensor([0] * n + [1])
-    full = GroupedDataset(X=X, y=y, group=group, group_names=("base", "canary"), label_names=("0", "1"),
-                          feature_names=("x0", "x1"), name="audit-canary")
-    return full.subset(torch.arange(n)), full
-
-
-def canary_model():
-    """Logistic regression with the public starting point w = (0, 20), b = 0 (no L2 penalty)."""
-    from dpfair_analysis.models import LogisticRegression
-
-    model = LogisticRegression(2, 2)
-    with torch.no_grad():
-        model.linear.weight.copy_(torch.tensor([[0.0, 20.0]]))
-        model.linear.bias.zero_()
-    return model
-
-
-def _flat(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.reshape(-1) for t in tensors.values()]).to(torch.float64)
-
-
-def _flat_rows(grads: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Per-sample gradients as an (n, P) float64 matrix, parameters in the dict's order."""
-    return torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1).to(torch.float64)
+from dpfair_analysis.training.loop import release_step
+from dpfair_analysis.verify.audits.canaries import _flat, _flat_rows, canary_datasets, canary_model, \
+    output_perturbation_pair, pfld_pair
+from dpfair_analysis.verify.audits.registry import AuditSpec, MechanismSamples, _generators, register
+from dpfair_analysis.verify.audits.statistics import DEFAULT_DELTA
+
+
+def _release(grads, norms, group, policy, **kwargs):
+    """The training loop's own release (:func:`~dpfair_analysis.training.loop.release_step`): (decision, noisy sum)."""
+    decision, _, noisy = release_step(grads, norms, group, policy, **kwargs)
+    return decision, noisy
 
 
 @dataclass(frozen=True)
@@ -537,7 +158,7 @@ def sample_step_canary(spec: StepCanaryAudit, trials: int, *, seed: int, noise_f
     for (grads, norms, group), generator in zip(batches, generators):
         released, base_bounds, base_weights, canary, stds, counts = [], [], [], [], [], []
         for t in range(trials):
-            decision, noisy = release_step(grads, norms, group, policy, n_groups=2, expected_batch_size=b,
+            decision, noisy = _release(grads, norms, group, policy, n_groups=2, expected_batch_size=b,
                                            generator=generator)
             released.append(_flat(noisy))
             base_bounds.append(decision.bounds[:n])
@@ -649,17 +270,6 @@ OUTPUT_PERTURBATION_EPSILON = 3.0
 OUTPUT_PERTURBATION_L2 = 10.0
 
 
-def output_perturbation_pair():
-    """(D, D'): one row x = (1, 0) (||x|| = 1, the assumed bound) with label 1, and the same row with label 0."""
-    from dpfair_analysis.data.dataset import GroupedDataset
-
-    def data(label: int) -> GroupedDataset:
-        return GroupedDataset(X=torch.tensor([[1.0, 0.0]]), y=torch.tensor([label]), group=torch.tensor([0]),
-                              group_names=("all",), label_names=("0", "1"), name="audit-output-perturbation")
-
-    return data(1), data(0)
-
-
 def sample_output_perturbation(trials: int, *, seed: int, noise_fraction: float,
                                progress: bool = False, epsilon: float = OUTPUT_PERTURBATION_EPSILON,
                                delta: float = DEFAULT_DELTA, l2: float = OUTPUT_PERTURBATION_L2) -> MechanismSamples:
@@ -720,8 +330,8 @@ def sample_mitigation_canary(trials: int, *, seed: int, noise_fraction: float,
     objective's coefficients fixed to public values (primed once on a separate generator,
     as the previous step's release would make them), gamma_1 = gamma_2 = 1. Each trial
     runs the objective's one-time count release (``prepare``), its penalised per-sample
-    gradients, DP-SGD's clipped noisy sum (:func:`release_step`, C = 1) and the
-    objective's statistics release (``release``, no smoothing), and scores the three
+    gradients and, through the loop's own :func:`~dpfair_analysis.training.loop.release_step` in its
+    order, the objective's statistics release (``release``, no smoothing) and DP-SGD's clipped noisy sum (C = 1), and scores the three
     outputs by their summed Gaussian log-likelihood ratios (counts: shift e_canary-group,
     sigma_n; gradient: the canary's clipped penalised gradient, sigma C; statistics: the
     canary's block row, sigma_s Delta_s). The claim is what ``train`` reports for the same
@@ -759,7 +369,7 @@ def sample_mitigation_canary(trials: int, *, seed: int, noise_fraction: float,
         quiet.fractions, quiet.coefficients = fractions, coefficients
         grads, _ = quiet.per_sample_gradients(model, data.X, data.y, data.group, params=params)
         norms = per_sample_norms(grads)
-        _, total = release_step(grads, norms, data.group, UniformClipping(C, 1e-300), n_groups=2,
+        _, total = _release(grads, norms, data.group, UniformClipping(C, 1e-300), n_groups=2,
                                 expected_batch_size=b, generator=torch.Generator())
         quiet.release(model, data.X, data.y, data.group, params=params, bounds=torch.full((len(data),), C),
                       expected_batch_size=b, generator=torch.Generator())
@@ -781,10 +391,11 @@ def sample_mitigation_canary(trials: int, *, seed: int, noise_fraction: float,
             grads, _ = mechanism.per_sample_gradients(model, data.X, data.y, data.group, params=params)
             norms = per_sample_norms(grads)
             policy = UniformClipping(C, sigma * noise_fraction)
-            decision, total = release_step(grads, norms, data.group, policy, n_groups=2, expected_batch_size=b,
-                                           generator=generator)
-            mechanism.release(model, data.X, data.y, data.group, params=params, bounds=decision.bounds,
-                              expected_batch_size=b, generator=generator)
+            # the loop's order: the policy's decision, the objective's statistics release, the noisy sum
+            _, _, total = release_step(
+                grads, norms, data.group, policy, n_groups=2, expected_batch_size=b, generator=generator,
+                objective_release=lambda bounds, m=mechanism, d=data, g=generator: m.release(
+                    model, d.X, d.y, d.group, params=params, bounds=bounds, expected_batch_size=b, generator=g))
             outputs = (mechanism.released_counts, _flat(total), mechanism.statistics.flatten())
             llr[t] = sum(float((out - b0) @ shift - 0.5 * shift @ shift) / std ** 2
                          for out, b0, shift, std in zip(outputs, base, shifts, stds))
@@ -814,22 +425,6 @@ PFLD_PRIMAL_SIGMA = 3.0
 PFLD_DUAL_SIGMA = 1.5
 PFLD_AUDIT_CLIP_PRIMAL = 1.0
 PFLD_AUDIT_CLIP_DUAL = 5.0
-
-
-def pfld_pair(canary_x: tuple[float, float], canary_y: int):
-    """(D, D') for PF-LD's relation (one person's group changes): the canary is row 0, in
-    group 0 on D and group 1 on D'; three rows x = (0, 1), y = 1 in each group besides."""
-    from dpfair_analysis.data.dataset import GroupedDataset
-
-    X = torch.tensor([list(canary_x)] + [[0.0, 1.0]] * 6)
-    y = torch.tensor([canary_y] + [1] * 6)
-    others = [0, 0, 0, 1, 1, 1]
-
-    def data(canary_group: int) -> GroupedDataset:
-        return GroupedDataset(X=X, y=y, group=torch.tensor([canary_group] + others), group_names=("a", "b"),
-                              label_names=("0", "1"), name="audit-pfld")
-
-    return data(0), data(1)
 
 
 def sample_pfld_primal(trials: int, *, seed: int, noise_fraction: float, progress: bool = False,

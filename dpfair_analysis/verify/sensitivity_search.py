@@ -9,7 +9,7 @@ A :class:`Case` is one such pair. The hypothesis strategies generate pairs, and 
 *excess* functions return, for one pair, the exact change of a release
 (:func:`~dpfair_analysis.privacy.sensitivity.exact_change`) minus the bound the paper
 claims for it: > 0 means the claim is violated on that pair. The claims registry
-(``theory/claims.py``, ``dpfair verify``) and ``tests/pfld`` search with them.
+(``verify/claims/``, ``dpfair verify``) and ``tests/pfld`` search with them.
 
 What each search quantifies over, and why
 -----------------------------------------

@@ -14,9 +14,10 @@ from scipy.stats import beta
 
 from dpfair_analysis.cli import main
 from dpfair_analysis.privacy.accounting import epsilon_from_event
-from dpfair_analysis.privacy.audit import (MECHANISMS, STEP_AUDITS, AuditSpec, MechanismSamples, audit,
-                                           canary_datasets, canary_model, clopper_pearson_upper,
-                                           epsilon_lower_bound, release_step, threshold_test)
+from dpfair_analysis.training.loop import release_step
+from dpfair_analysis.verify.audits import (MECHANISMS, STEP_AUDITS, AuditSpec, MechanismSamples, audit,
+                                           clopper_pearson_upper, epsilon_lower_bound, threshold_test)
+from dpfair_analysis.verify.audits.canaries import canary_datasets, canary_model
 
 SHIPPED = ["dpsgd", "naive", "dpsgdf", "output-perturbation", "pfld-primal", "pfld-dual", "mitigation"]
 #: trials per side for the default run of this file (one core, well under a minute in all)
@@ -190,7 +191,7 @@ def test_release_step_reproduces_the_training_loop(mechanism):
         theta1 = torch.cat([p.flatten() for p in parameters_of(model).values()])
         start = canary_model()
         grads, _ = per_sample_gradients_and_losses(start, data.X, data.y)
-        decision, noisy = release_step(grads, per_sample_norms(grads), data.group, policy, n_groups=2,
+        decision, _, noisy = release_step(grads, per_sample_norms(grads), data.group, policy, n_groups=2,
                                        expected_batch_size=len(data), generator=_generators(seed)[1])
         released = torch.cat([t.flatten() for t in noisy.values()])
         torch.testing.assert_close(theta0 - theta1, released / len(data), rtol=1e-5, atol=1e-6)
@@ -208,7 +209,7 @@ def test_canary_terms_are_the_policys_bound_and_weight_for_the_canary(mechanism)
     policy = spec.make_policy(1.0)
     generator = torch.Generator().manual_seed(0)
     for _ in range(50):
-        decision, _ = release_step(grads, norms, data.group, policy, n_groups=2, expected_batch_size=len(data),
+        decision, _, _ = release_step(grads, norms, data.group, policy, n_groups=2, expected_batch_size=len(data),
                                    generator=generator)
         bound, weight = spec.canary_terms(decision, policy)
         assert bound == pytest.approx(float(decision.bounds[-1]))
@@ -281,7 +282,9 @@ def test_cli_json_shape(capsys):
 
 def test_cli_table_has_one_line_per_mechanism(capsys):
     code, out, err = run(capsys, "audit", "--mechanism", "all", "--trials", "40", "--quiet")
-    assert code == 0, err
+    # at 40 trials the refutation of pfld-primal-paper (expected inconsistent) cannot show, so the
+    # command reports a verdict that is not the expected one: exit status 1
+    assert code == 1, err
     lines = out.strip().splitlines()
     assert lines[0].split()[0] == "mechanism"
     rows = [line.split() for line in lines[1:1 + len(MECHANISMS)]]

@@ -1,4 +1,4 @@
-"""The claims registry (theory/claims.py): every check at the quick budget gives the verdict written here.
+"""The claims registry (verify/claims/): every check at the quick budget gives the verdict written here.
 
 The expected verdicts were decided by running each check and reading its evidence against the
 paper; the stored counterexamples are recomputed below from first principles (closed forms,
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from dpfair_analysis.theory.claims import CLAIMS, QUICK, claims_for, get_claim, run_claims
+from dpfair_analysis.verify.claims import CLAIMS, QUICK, claims_for, get_claim, run_claims
 
 EXPECTED = {
     "000.sec3.gaussian": "holds", "000.sec4.2.dpsgd-upper": "holds", "000.eq1.upper": "holds",

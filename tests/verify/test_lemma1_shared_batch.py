@@ -9,7 +9,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from dpfair_analysis.theory.claims import QUICK, _pfld_lemma1_shared_batch, get_claim
+from dpfair_analysis.verify.claims import QUICK, get_claim
+from dpfair_analysis.verify.claims.p003 import _pfld_lemma1_shared_batch
 
 
 def _gaussian_delta(eps: float, mu: float) -> float:

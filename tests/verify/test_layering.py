@@ -1,0 +1,60 @@
+"""Layering: verify/ sits above training/ and theory/; nothing below imports it, the CLI or experiments/."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import dpfair_analysis
+
+PACKAGE = Path(dpfair_analysis.__file__).parent
+TOP = ("cli", "experiments", "verify")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module an import statement in ``path`` names (absolute, or relative resolved), at any depth."""
+    tree = ast.parse(path.read_text())
+    package = ".".join(("dpfair_analysis", *path.relative_to(PACKAGE).with_suffix("").parts[:-1]))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names |= {f"{base}.{alias.name}" for alias in node.names}
+    return names
+
+
+def lower_modules() -> list[Path]:
+    return [p for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] not in TOP]
+
+
+def upward_imports(paths: list[Path]) -> list[tuple[str, str]]:
+    bad = []
+    for path in paths:
+        for name in imported_modules(path):
+            if any(name == f"dpfair_analysis.{top}" or name.startswith(f"dpfair_analysis.{top}.") for top in TOP):
+                bad.append((str(path.relative_to(PACKAGE)), name))
+    return bad
+
+
+def test_nothing_below_imports_verify_cli_or_experiments():
+    paths = lower_modules()
+    assert len(paths) > 30 and any(p.name == "loop.py" for p in paths)
+    assert upward_imports(paths) == []
+
+
+def test_the_check_sees_function_level_and_relative_imports(tmp_path, monkeypatch):
+    """The test can fail: an upward import inside a function, absolute or relative, is found."""
+    fake = PACKAGE / "training" / "_layering_probe.py"
+    fake.write_text("def f():\n    from dpfair_analysis.verify.audits import audit\n    from ..cli import main\n")
+    try:
+        assert sorted(name for _, name in upward_imports([fake])) == [
+            "dpfair_analysis.cli", "dpfair_analysis.cli.main", "dpfair_analysis.verify.audits",
+            "dpfair_analysis.verify.audits.audit"]
+    finally:
+        fake.unlink()

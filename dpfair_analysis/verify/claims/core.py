@@ -89,6 +89,11 @@ class Claim:
     assumptions: str
     check: Callable[[Budget], Verdict]
     corrects: str | None = None
+    #: The same check on a falsified input -- the bound scaled by a factor that makes it false,
+    #: or the known counterexample fed in (for a violated claim: the setting, or a bound scaled
+    #: up, under which the statement is true). Its verdict must differ from ``check``'s: a
+    #: check that cannot be made to flip cannot fail (tests/verify/test_claims_can_fail.py).
+    mutant: Callable[[Budget], Verdict] | None = None
 
     @property
     def paper_file(self) -> str:
@@ -162,6 +167,6 @@ _GAUSS_45 = ("M(D) = f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (4/5) exp(−
 
 
 def _c(id: str, location: str, statement: str, assumptions: str, check: Callable[[Budget], Verdict],
-       corrects: str | None = None) -> Claim:
+       corrects: str | None = None, mutant: Callable[[Budget], Verdict] | None = None) -> Claim:
     return Claim(id=id, paper=id.split(".")[0], location=location, statement=statement, assumptions=assumptions,
-                 check=check, corrects=corrects)
+                 check=check, corrects=corrects, mutant=mutant)

@@ -8,7 +8,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 md, code = new_markdown_cell, new_code_cell
 cells = [
     md("# Removing disparate impact in DP-SGD (Xu, Du & Wu, KDD'21) — reproduction\n\n"
-       "Paper files: `../shared/papers/000_*.txt` (KDD) and `004_*.txt` (long version). Every number below is "
+       "Paper files: papers 000 (KDD) and 004 (see README, References) (long version). Every number below is "
        "computed here by `dpfair_analysis.experiments.dpsgdf`, which calls the shared training loop with the "
        "paper's settings (§6.1): census data with logistic regression (L2 0.01, b = 256, 20 epochs, σ = 1, "
        "C = 0.5, r = 1/√T, δ = 1e-6), σ₁ = 10σ₂ for the count releases, and DPSGD-F / Naive stopped at "

@@ -8,7 +8,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 md, code = new_markdown_cell, new_code_cell
 cells = [
     md("# Differentially private ERM under a fairness lens (Tran, Dinh & Fioretto, NeurIPS'21) — reproduction\n\n"
-       "Paper file: `../shared/papers/001_*.txt`. Its appendix (data, model sizes, learning rates) is missing, so "
+       "Paper 001 (README, References). Its appendix (data, model sizes, learning rates) is missing, so "
        "the settings are the toolkit's and are stated where they are used (`dpfair_analysis.experiments."
        "fairness_lens`). Bank, the paper's data set for Figures 3–7, has no offline source here: the figures use "
        "Adult (groups by sex and by race) and COMPAS (race), and a last cell runs Bank if its file is present.\n\n"

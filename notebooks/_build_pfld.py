@@ -9,7 +9,7 @@ md, code = new_markdown_cell, new_code_cell
 cells = [
     md("# Differentially private and fair deep learning: a Lagrangian dual approach (Tran, Fioretto & Van "
        "Hentenryck, AAAI'21) — reproduction\n\n"
-       "Paper file: `../shared/papers/003_*.txt`. Every number is computed here by "
+       "Paper 003 (README, References). Every number is computed here by "
        "`dpfair_analysis.experiments.pfld`, which calls the baselines (`training/baselines.py`: CLF, Z, A, M) and "
        "the F-LD / PF-LD trainer (`training/lagrangian.py`) with the paper's settings: ε = 1, δ = 1e-5, C_p = 10, "
        "C_d = 5, a ReLU MLP with two hidden layers (64, 64); what the paper leaves open (10 epochs, batch 256, "

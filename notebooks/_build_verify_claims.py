@@ -8,7 +8,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 md, code = new_markdown_cell, new_code_cell
 cells = [
     md("# Verifying the papers' claims and auditing the private mechanisms\n\n"
-       "Every checkable statement of the five papers (`../shared/papers/000-004`) is an entry of "
+       "Every checkable statement of the five papers (000-004 (README, References)) is an entry of "
        "`dpfair_analysis.verify.claims`; its check runs the toolkit's own searches, Monte Carlo and exact "
        "comparisons and returns *holds* (search effort, worst ratio), *violated* (shrunk counterexample, the "
        "factor by which it breaks the claim) or *inconclusive*. The same runs as `dpfair verify`.\n\n"

@@ -1,4 +1,4 @@
-"""``dpfair pfld-table``: papers/003 Table 2 for one data set by stratified k-fold CV.
+"""``dpfair pfld-table``: paper 003 Table 2 for one data set by stratified k-fold CV.
 
 Human output: per constraint and method, the measured mean (sd) of test accuracy and
 fairness violation beside the paper's Table 2 numbers. ``--json``: one JSON list of rows
@@ -35,7 +35,7 @@ def _folds(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("pfld-table", help="papers/003 Table 2: CLF, Z, A, M, PF-LD by k-fold CV",
+    p = sub.add_parser("pfld-table", help="paper 003 Table 2: CLF, Z, A, M, PF-LD by k-fold CV",
                        description="Accuracy and fairness violation (mean and sd over stratified folds) of CLF, "
                                    "Z (Zafar), A (reductions), M (Mozannar, randomized response) and PF-LD, beside "
                                    "the paper's Table 2. Paper settings: epsilon 1, delta 1e-5, C_p 10, C_d 5.")
@@ -74,6 +74,6 @@ def _run(args: argparse.Namespace) -> None:
         print_json([{key: clean(row[key]) for key in pfld.ROW_KEYS} for row in rows.to_dict("records")])
         return
     folds = int(rows["fold"].max()) + 1
-    print(f"papers/003 Table 2, {args.data}: {folds}-fold stratified CV, profile {args.profile}, "
+    print(f"paper 003 Table 2, {args.data}: {folds}-fold stratified CV, profile {args.profile}, "
           f"epsilon {args.epsilon:g} (M: local DP; PF-LD: delta 1e-5)")
     print(pfld.format_table(rows, args.data))

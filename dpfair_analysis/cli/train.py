@@ -1,4 +1,4 @@
-"""``dpfair train``: F-LD / PF-LD fair training (papers/003) on one data set.
+"""``dpfair train``: F-LD / PF-LD fair training (paper 003) on one data set.
 
 Prints one line per epoch (accuracy, fairness violation, epsilon spent) and a final
 line; ``--json`` prints one JSON object {method, constraint, accuracy, violation,
@@ -35,7 +35,7 @@ def _hidden(text: str) -> tuple[int, ...]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="F-LD / PF-LD fair training (papers/003)",
+    p = sub.add_parser("train", help="F-LD / PF-LD fair training (paper 003)",
                        description="Lagrangian-dual fair training, non-private (fld) or private with respect "
                                    "to the sensitive attribute (pfld). Paper settings by default: epsilon 1, "
                                    "delta 1e-5, C_p 10, C_d 5, ReLU MLP with two hidden layers.")

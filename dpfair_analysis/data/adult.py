@@ -4,7 +4,7 @@ Raw data: ``adult.data`` (32,561 rows) and ``adult.test`` (16,281 rows; its firs
 the junk ``|1x3 Cross validator`` and its labels carry a trailing ``.``), combined into
 48,842 rows; rows with any missing value (``?``) are dropped, leaving 45,222
 (30,527 men, 14,695 women; 11,208 with income > 50K). These are the numbers of the
-DPSGD-F paper (papers/000 Table 1, papers/004 Section 6.1) and of PF-LD Table 1.
+DPSGD-F paper (paper 000 Table 1, paper 004 Section 6.1) and of PF-LD Table 1.
 
 Scaling is fitted on the whole 45,222-row data set, as the papers do (they split
 80/20 afterwards); ``info["scaling_fitted_on"]`` records this.
@@ -79,7 +79,7 @@ def adult(*, by: str = "sex", preprocessing: str = "dpsgdf",
         ``"race"``: ("White", "Black", "Asian-Pac-Islander", "Amer-Indian-Eskimo",
         "Other").
     preprocessing : {"dpsgdf", "pfld"}
-        ``"dpsgdf"`` (DPSGD-F, papers/000 Sec. 6.1.1: "one-hot categoricals, numerical
+        ``"dpsgdf"`` (DPSGD-F, paper 000 Sec. 6.1.1: "one-hot categoricals, numerical
         attributes normalised to [0, 1], 40 unprotected attributes"): the 6 numeric
         columns age, fnlwgt, education-num, capital-gain, capital-loss, hours-per-week,
         min-max scaled to [0, 1], plus one-hot workclass (7 levels present after
@@ -89,7 +89,7 @@ def adult(*, by: str = "sex", preprocessing: str = "dpsgdf",
         education-num), race and sex (protected, not features), native-country (41
         sparse levels).
 
-        ``"pfld"`` (PF-LD, papers/003 Table 1 reports 50 features, zero mean and unit
+        ``"pfld"`` (PF-LD, paper 003 Table 1 reports 50 features, zero mean and unit
         variance, without listing them): the 40 columns above, plus one-hot of the
         *other* protected attribute (race, 5 levels, when grouping by sex; sex, 2
         levels, when grouping by race), plus native-country collapsed to the four most
@@ -132,7 +132,7 @@ def adult(*, by: str = "sex", preprocessing: str = "dpsgdf",
 
 
 def balanced_adult(*, per_group: int = 14_000, seed: int = 0, **options) -> GroupedDataset:
-    """Balanced Adult (papers/004 Sec. 6.1): ``per_group`` rows of each sex, no replacement.
+    """Balanced Adult (paper 004 Sec. 6.1): ``per_group`` rows of each sex, no replacement.
 
     The paper samples 14,000 men and 14,000 women from the 45,222 rows. Scaling is
     fitted on the full data set before sampling. ``options`` go to :func:`adult`

@@ -9,7 +9,7 @@ poutcome,deposit``. There is no source on these machines: put it at
 its columns and its row count (11,162), not by a hash: no trusted copy was available
 to pin one. A file given with ``path=`` is checked for its columns only.
 
-PF-LD (papers/003 Table 1) uses three groupings of age:
+PF-LD (paper 003 Table 1) uses three groupings of age:
 
 * ``groups=2`` ("Bank"): majority aged 25..60, minority under 25 or over 60 (8% / 92%);
 * ``groups=3`` ("M-Bank3"): 25-40, 41-60, the rest;

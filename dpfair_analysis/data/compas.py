@@ -5,7 +5,7 @@ Raw data: ``compas-scores-two-years.csv`` (7,214 rows). ProPublica's standard fi
 [-30, 30], ``is_recid != -1``, ``c_charge_degree != 'O'`` and ``score_text != 'N/A'``:
 **6,172 rows** on the real file (4,997 men, 1,175 women; 2,809 recidivists).
 
-PF-LD (papers/003 Table 1) reports 6,150 rows and 10 features with gender groups
+PF-LD (paper 003 Table 1) reports 6,150 rows and 10 features with gender groups
 (20% / 80%). We could not find a documented filter giving 6,150 (the paper points to
 Zafar et al.'s preprocessing without listing steps), so we keep ProPublica's 6,172 and
 do not invent 22 dropped rows. The group shares agree: 19.0% women, 81.0% men.

@@ -2,7 +2,7 @@
 
 Raw data: 60,420 rows with columns sex, age, household_position, household_size,
 prev_residence_place, citizenship, country_birth, edu_level, economic_status,
-cur_eco_activity, Marital_status, occupation. DPSGD-F (papers/000 Table 1) reports
+cur_eco_activity, Marital_status, occupation. DPSGD-F (paper 000 Table 1) reports
 30,273 men and 30,147 women. There is no source on these machines: put the file at
 ``$DPFAIR_DATA/dutch.csv`` (default ``~/.cache/dpfair_analysis/dutch.csv``), call
 ``sources.install("dutch.csv", path)``, or pass ``path=``. A cached copy is checked by
@@ -88,7 +88,7 @@ def dutch(*, path: str | os.PathLike | None = None, scaling: str = "minmax") -> 
 
 def unbalanced_dutch(*, male: int = 30_000, female: int = 10_000, seed: int = 0,
                      **options) -> GroupedDataset:
-    """Unbalanced Dutch (papers/004 Sec. 6.1): 30,000 men and 10,000 women, no replacement.
+    """Unbalanced Dutch (paper 004 Sec. 6.1): 30,000 men and 10,000 women, no replacement.
 
     Scaling is fitted on the full data set before sampling; ``options`` go to
     :func:`dutch`.

@@ -1,6 +1,6 @@
 """Synthetic groups whose latent factors are set by hand: size, input norm, distance to boundary.
 
-The fairness-lens analysis (papers/001, Thm 1-3 and Sec. 5) attributes the excessive
+The fairness-lens analysis (paper 001, Thm 1-3 and Sec. 5) attributes the excessive
 risk of a group under DP to its size, its input norms (which scale gradient norms and
 the Hessian trace) and its distance to the decision boundary (which scales the
 logistic weights :math:`\\sigma(1-\\sigma)`). :func:`synthetic_groups` generates data in

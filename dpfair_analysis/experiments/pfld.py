@@ -58,7 +58,7 @@ PRIVATE_METHODS = ("m", "pfld", "pfld-paper", "pfld-shared-batch")
 DATASETS = {"income": ("adult", {"preprocessing": "pfld"}), "adult": ("adult", {"preprocessing": "pfld"}),
             "compas": ("compas", {}), "german": ("german", {}), "bank": ("bank", {})}
 
-#: papers/003 Table 2, Income and COMPAS rows, copied from the paper (its "DF-LP" column is
+#: paper 003 Table 2, Income and COMPAS rows, copied from the paper (its "DF-LP" column is
 #: PF-LD). accuracy / fairness violation: mean (sd) over 5-fold cross-validation.
 PAPER_TABLE2 = pd.DataFrame([
     # dataset, constraint, method, accuracy, accuracy_sd, violation, violation_sd
@@ -278,7 +278,7 @@ def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, metho
            folds: int | None = None, epsilon: float = 1.0, profile: str = "full", group_by: str | None = None,
            settings: PfldSettings | None = None, cache: RunCache | None = None,
            progress: bool = False) -> pd.DataFrame:
-    """papers/003 Table 2 for one data set: one row per (method, constraint, fold) with
+    """paper 003 Table 2 for one data set: one row per (method, constraint, fold) with
     test accuracy and fairness violation (the shared metric), epsilon and diagnostics."""
     settings = settings or with_profile(profile)
     if folds is not None:
@@ -490,7 +490,7 @@ def bias_variance_curve(dataset: str = "compas", *, kind: str = "dp",
                         clips: Sequence[float] = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
                         epsilon: float = 1.0, profile: str = "full", settings: PfldSettings | None = None,
                         draws: int = 200, cache: RunCache | None = None) -> pd.DataFrame:
-    """Theorem 6 (papers/003) against C_p on real per-sample gradients (the Fig. 4 analysis).
+    """Theorem 6 (paper 003) against C_p on real per-sample gradients (the Fig. 4 analysis).
 
     Trains PF-LD once (seed 0 split), takes one batch of ``batch_size`` training rows and
     the final multipliers (all 1 if PF-LD ended with lambda = 0), and per C_p reports the

@@ -1,6 +1,6 @@
 """Group-fairness constraints as data: sets of (population subset, group subset, h) terms.
 
-papers/003 (Tran, Fioretto & Van Hentenryck, AAAI'21), Eq. (1): a fairness notion is a
+paper 003 (Tran, Fioretto & Van Hentenryck, AAAI'21), Eq. (1): a fairness notion is a
 set of constraint terms i in I,
 
 .. math:: \\mu(D_{P_i}) - \\mu(D_{G_i}) = 0, \\qquad
@@ -31,7 +31,7 @@ All three h are *unsigned* (>= 0); dp and eo are bounded by 1, ap is unbounded (
 dual clipping bound C_d binds only for ap). Every person belongs to the group subset of
 exactly one term (``max_terms_per_person == 1``), which the sensitivity bounds use.
 
-Missing sensitive values (papers/003 Sec. 7) are passed as a boolean ``reported`` mask:
+Missing sensitive values (paper 003 Sec. 7) are passed as a boolean ``reported`` mask:
 a person whose group is not reported is in the population subsets but in no group
 subset.
 """
@@ -200,7 +200,7 @@ def violation_from_h(constraint: FairnessConstraint, h: torch.Tensor, y: torch.T
 
 def make_constraint(kind: str, *, n_groups: int, n_classes: int = 2, positive_class: int = 1,
                     group_names: tuple[str, ...] | list[str] | None = None) -> FairnessConstraint:
-    """The constraint terms of papers/003 Examples 1-3 for ``n_groups`` groups.
+    """The constraint terms of paper 003 Examples 1-3 for ``n_groups`` groups.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Sensitivities of PF-LD's private releases: the paper's claims and bounds that hold.
 
-Privacy model (papers/003 Sec. 4.2): datasets are neighbours when **one person's
+Privacy model (paper 003 Sec. 4.2): datasets are neighbours when **one person's
 sensitive attribute A changes** (features X and labels Y are public and fixed). With
 missing values (Sec. 7) "not reported" is one more value of A.
 
@@ -95,7 +95,7 @@ class PrivacyNotEstablishedWarning(UserWarning):
 
 # ---------------------------------------------------------------- the paper's claims
 def paper_primal_sensitivity(group_sizes, *, clip: float, lambda_max: float) -> float:
-    """papers/003 Thm 1, Eq. (7): 2 C_p lambda_max / (min_i |B_{G_i}| - 1) (inf if min <= 1).
+    """paper 003 Thm 1, Eq. (7): 2 C_p lambda_max / (min_i |B_{G_i}| - 1) (inf if min <= 1).
 
     NOT a valid sensitivity (see the module docstring); kept to reproduce the paper.
     """
@@ -105,7 +105,7 @@ def paper_primal_sensitivity(group_sizes, *, clip: float, lambda_max: float) -> 
 
 
 def paper_dual_sensitivity(group_sizes, *, clip: float) -> float:
-    """papers/003 Thm 2, Eq. (11): sqrt(2) C_d / (min_i |D_{G_i}| - 1) (inf if min <= 1).
+    """paper 003 Thm 2, Eq. (11): sqrt(2) C_d / (min_i |D_{G_i}| - 1) (inf if min <= 1).
 
     Holds for unsigned h in [0, C_d] as a local bound, fails for signed h; its noise
     scale depends on the attribute (see the module docstring).
@@ -116,7 +116,7 @@ def paper_dual_sensitivity(group_sizes, *, clip: float) -> float:
 
 
 def paper_missing_values_sensitivity(full_data_sensitivity: float, reported_fraction: float) -> float:
-    """papers/003 Sec. 7: Delta' = Delta / r, Delta computed on the full group sizes.
+    """paper 003 Sec. 7: Delta' = Delta / r, Delta computed on the full group sizes.
 
     Refuted when reporting is uneven across groups (see the tests' stored case).
     """
@@ -134,7 +134,7 @@ def clip_rows(grads: torch.Tensor, clip: float) -> torch.Tensor:
 
 
 def clip_values(h: torch.Tensor, clip: float) -> torch.Tensor:
-    """h / max(1, |h|/C_d) (papers/003, after Eq. 13)."""
+    """h / max(1, |h|/C_d) (paper 003, after Eq. 13)."""
     return h.clamp(min=-clip, max=clip)
 
 
@@ -151,7 +151,7 @@ def _means(values: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
 def paper_primal_release(h: torch.Tensor, grads: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
                          constraint: FairnessConstraint, lambdas: torch.Tensor, clip: float,
                          reported: torch.Tensor | None = None) -> torch.Tensor:
-    """The group-dependent gradient of papers/003 Eq. (10) (before noise), shape (d,).
+    """The group-dependent gradient of paper 003 Eq. (10) (before noise), shape (d,).
 
     .. math:: \\sum_i \\lambda_i \\, \\mathrm{sign}(\\mu(B_{P_i}) - \\mu(B_{G_i}))
               \\big(\\nabla\\mu(B_{P_i}) - \\bar\\nabla^{C_p}\\mu(B_{G_i})\\big),
@@ -179,7 +179,7 @@ def paper_primal_group_part(grads: torch.Tensor, y: torch.Tensor, group: torch.T
 def paper_dual_release(h: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
                        constraint: FairnessConstraint, clip: float,
                        reported: torch.Tensor | None = None) -> torch.Tensor:
-    """|mu(D_P) - mu-bar^{C_d}(D_G)| of papers/003 Eq. (13) (before noise), shape (|I|,)."""
+    """|mu(D_P) - mu-bar^{C_d}(D_G)| of paper 003 Eq. (13) (before noise), shape (|I|,)."""
     pop = constraint.population_masks(y)
     grp = constraint.group_masks(y, group, reported)
     return (_means(h, pop) - _means(clip_values(h, clip), grp)).abs()
@@ -255,7 +255,7 @@ def exact_change(release: Callable[..., torch.Tensor], *, group: torch.Tensor, n
 
 
 def warn_paper_exact() -> None:
-    warnings.warn("paper_exact=True reproduces papers/003 Eqs. (7), (10), (11), (13): their sensitivity "
+    warnings.warn("paper_exact=True reproduces paper 003 Eqs. (7), (10), (11), (13): their sensitivity "
                   "bounds are refuted by counterexamples (dpfair_analysis.privacy.sensitivity) and the "
                   "noise scale depends on the sensitive attribute; the reported epsilon is the paper's "
                   "bookkeeping, and no privacy guarantee is established", PrivacyNotEstablishedWarning,

@@ -1,6 +1,6 @@
 """Paper 001's ordering conditions (Theorems 3, 4, 5), as checks against measured terms.
 
-Paper: ``papers/001_b43f969615163a73.txt`` (Tran, Dinh, Fioretto, NeurIPS'21). Its
+Paper: ``paper 001_b43f969615163a73.txt`` (Tran, Dinh, Fioretto, NeurIPS'21). Its
 appendix (the proofs) is missing from our copy; every setting it would have fixed is
 chosen here and said where it is used.
 

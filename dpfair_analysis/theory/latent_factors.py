@@ -1,6 +1,6 @@
 """Paper 001's latent factors (Figures 3-6): input norms, gradient norms, Hessian traces, boundary proxy.
 
-Paper: ``papers/001_b43f969615163a73.txt`` (Sec. 7-8). The paper argues that a group's
+Paper: ``paper 001_b43f969615163a73.txt`` (Sec. 7-8). The paper argues that a group's
 excessive risk under DP-SGD is driven by its gradient norms (clip term, Thm 3) and its
 Hessian trace (noise term, Thm 4), and that both are controlled by *latent* factors:
 the input norm ||x|| (Examples 1-3: ||g_x|| ~ ||x||, Tr(H_x) ~ ||x||^2) and the closeness

@@ -1,4 +1,4 @@
-"""PF-LD bias-variance bounds (papers/003 Thms 6, 7), their minimiser and Figure 3.
+"""PF-LD bias-variance bounds (paper 003 Thms 6, 7), their minimiser and Figure 3.
 
 Theorem 6 (primal). With G the group-dependent primal gradient and G~ its clipped and
 noised version (noise N(0, s^2 I) in S = number of parameters dimensions),
@@ -72,7 +72,7 @@ def primal_error_bound(norms_by_term: Sequence[np.ndarray], lambdas: Sequence[fl
 
 def paper_primal_error_bound(norms_by_term: Sequence[np.ndarray], lambdas: Sequence[float], *, clip: float,
                              sigma: float, lambda_max: float, n_params: int) -> float:
-    """papers/003 Thm 6 as printed: 2 sqrt(S) sigma_p lambda_max C_p / (min|B_G| - 1) + bias."""
+    """paper 003 Thm 6 as printed: 2 sqrt(S) sigma_p lambda_max C_p / (min|B_G| - 1) + bias."""
     sizes = [len(v) for v in norms_by_term]
     delta = paper_primal_sensitivity(sizes, clip=clip, lambda_max=lambda_max)
     return primal_error_bound(norms_by_term, lambdas, clip=clip, noise_std=sigma * delta, n_params=n_params)
@@ -130,7 +130,7 @@ def dual_error_bound(h_by_term: Sequence[np.ndarray], *, clip: float, noise_std:
 
 
 def paper_dual_error_bound(h_by_term: Sequence[np.ndarray], *, clip: float, sigma: float) -> np.ndarray:
-    """papers/003 Thm 7 as printed: sqrt(2) C_d sigma_d / (min|D_G| - 1) + bias, per term."""
+    """paper 003 Thm 7 as printed: sqrt(2) C_d sigma_d / (min|D_G| - 1) + bias, per term."""
     delta = paper_dual_sensitivity([len(v) for v in h_by_term], clip=clip)
     return dual_error_bound(h_by_term, clip=clip, noise_std=sigma * delta)
 

@@ -1,4 +1,4 @@
-"""The baselines of papers/003 (Tran, Fioretto & Van Hentenryck, AAAI'21) Table 2.
+"""The baselines of paper 003 (Tran, Fioretto & Van Hentenryck, AAAI'21) Table 2.
 
 Every baseline takes the same :class:`~dpfair_analysis.fairness.constraints.FairnessConstraint`
 and :class:`~dpfair_analysis.data.dataset.GroupedDataset` objects as F-LD / PF-LD, and
@@ -15,7 +15,7 @@ clf    ReLU MLP, two hidden layers, cross-entropy only (the shared          no u
 a      Agarwal et al. 2018 reductions: fairlearn ``ExponentiatedGradient``  **no** (uses A)
        over scikit-learn ``LogisticRegression``; dp -> ``DemographicParity``,
        eo -> ``EqualizedOdds``, ap -> ``ErrorRateParity`` (accuracy parity is
-       parity of the error rate P(y_hat != y | A = a), papers/003 Example 3
+       parity of the error rate P(y_hat != y | A = a), paper 003 Example 3
        with the 0-1 loss, exactly fairlearn's error-rate parity)
 m      Mozannar et al. 2020: k-ary randomized response on A (epsilon-local  epsilon-LDP on A
        DP), then ``a`` on the privatised attribute with the constraint
@@ -115,7 +115,7 @@ def _check_inputs(train: GroupedDataset, constraint: FairnessConstraint, test: G
 def fit_clf(train: GroupedDataset, constraint: FairnessConstraint, *, test: GroupedDataset | None = None,
             epochs: int = 10, batch_size: int = 256, lr: float = 0.05, hidden: tuple[int, ...] = (64, 64),
             seed: int = 0, progress: bool = False) -> BaselineResult:
-    """CLF: ReLU MLP with two hidden layers trained for accuracy only (papers/003 Sec. 8).
+    """CLF: ReLU MLP with two hidden layers trained for accuracy only (paper 003 Sec. 8).
 
     Non-private plain SGD (:class:`~dpfair_analysis.training.clipping.NonPrivate`) in the
     shared loop, Poisson-sampled batches of expected size ``batch_size``; the same
@@ -369,7 +369,7 @@ def fit_zafar(train: GroupedDataset, constraint: FairnessConstraint, *, test: Gr
 
     with y in {-1, +1}, x with an intercept column and z the (binary) group.
 
-    * dp (Zafar et al., AISTATS'17, papers/003 ref. [42]): d = theta^T x, the signed
+    * dp (Zafar et al., AISTATS'17, paper 003 ref. [42]): d = theta^T x, the signed
       distance to the boundary; the constraint is linear in theta.
     * ap and eo (Zafar et al., WWW'17 "disparate mistreatment", ref. [41], which the
       paper cites for these): d = min(0, y theta^T x); ap constrains it over everyone

@@ -1,4 +1,4 @@
-"""F-LD and PF-LD: (private) Lagrangian-dual fair training, papers/003 (AAAI'21).
+"""F-LD and PF-LD: (private) Lagrangian-dual fair training, paper 003 (AAAI'21).
 
 F-LD (Algorithm 1). Multipliers lambda_i = 0; for each epoch k: primal SGD steps on
 Poisson-sampled minibatches B,
@@ -11,7 +11,7 @@ then one dual ascent step on the whole data,
 The constraint terms and h come from :mod:`dpfair_analysis.fairness.constraints`.
 
 PF-LD: differentially private with respect to the sensitive attribute only (neighbours
-differ in one person's group, papers/003 Sec. 4.2). Two private steps, in
+differ in one person's group, paper 003 Sec. 4.2). Two private steps, in
 :func:`private_primal_step` and :func:`private_dual_update`:
 
 * **Default (bounds proved in** :mod:`dpfair_analysis.privacy.sensitivity` **).** The
@@ -122,7 +122,7 @@ __all__ = ["METHODS", "PUBLIC_BATCHES", "RELEASED_STEP_COLUMNS", "LagrangianConf
 
 @dataclass(frozen=True)
 class LagrangianConfig:
-    """Settings of F-LD / PF-LD. Paper defaults (papers/003 Sec. 8): epsilon = 1,
+    """Settings of F-LD / PF-LD. Paper defaults (paper 003 Sec. 8): epsilon = 1,
     delta = 1e-5, C_p = 10, C_d = 5. The paper gives no epochs, batch size, learning
     rates or lambda_max; the values here are this toolkit's choice.
 
@@ -387,7 +387,7 @@ def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, grou
                         generator: torch.Generator, public: tuple[torch.Tensor, torch.Tensor] | None = None,
                         paper_exact: bool = False, reported_fraction: float = 1.0,
                         lambda_max: float = 1.0) -> dict[str, Any]:
-    """One PF-LD primal update of ``model`` in place (papers/003 Eq. 10; default: corrected).
+    """One PF-LD primal update of ``model`` in place (paper 003 Eq. 10; default: corrected).
 
     theta <- theta - lr (grad P(theta; B') - V) with P = J + sum_i lambda_i s_i mu(B'_{P_i})
     the public part on ``public`` = (X', y') and V the noisy group sum over the private
@@ -473,7 +473,7 @@ def private_dual_update(model: nn.Module, data: GroupedDataset, *, reported: tor
                         constraint: FairnessConstraint, state: PrivateState, clip: float, sigma_d: float,
                         dual_lr: float, lambda_max: float, generator: torch.Generator,
                         paper_exact: bool = False, reported_fraction: float = 1.0) -> dp_event.DpEvent:
-    """One PF-LD dual step on the whole data (papers/003 Eq. 13; default: corrected).
+    """One PF-LD dual step on the whole data (paper 003 Eq. 13; default: corrected).
 
     Updates ``state`` (lambdas, signs, noisy_gap) in place and returns the DpEvent.
     """

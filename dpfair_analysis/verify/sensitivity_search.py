@@ -1,6 +1,6 @@
 """Adversarial searches over neighbouring pairs for PF-LD's sensitivity claims.
 
-Privacy model (papers/003 Sec. 4.2): two datasets are neighbours when **one person's
+Privacy model (paper 003 Sec. 4.2): two datasets are neighbours when **one person's
 sensitive attribute changes** (person ``index`` moves from ``group[index]`` to
 ``new_group[index]``; with missing values, Sec. 7, their reporting status may change
 too). Features, labels, h values and per-sample gradients are public and fixed.

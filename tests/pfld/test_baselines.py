@@ -1,4 +1,4 @@
-"""The Table 2 baselines of papers/003: CLF, Z (Zafar), A (reductions), M (Mozannar)."""
+"""The Table 2 baselines of paper 003: CLF, Z (Zafar), A (reductions), M (Mozannar)."""
 
 import math
 

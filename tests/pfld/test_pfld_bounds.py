@@ -1,4 +1,4 @@
-"""PF-LD bias-variance bounds (papers/003 Thms 6, 7) against Monte Carlo on real per-sample
+"""PF-LD bias-variance bounds (paper 003 Thms 6, 7) against Monte Carlo on real per-sample
 quantities, the bound's minimiser, and Figure 3's fraction of gradients above C_p."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fairness constraints as (population, group, h) terms (papers/003 Eq. 1, Examples 1-3)."""
+"""Fairness constraints as (population, group, h) terms (paper 003 Eq. 1, Examples 1-3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""F-LD / PF-LD training (papers/003 Alg. 1, Eqs. 10, 13) and its privacy accounting."""
+"""F-LD / PF-LD training (paper 003 Alg. 1, Eqs. 10, 13) and its privacy accounting."""
 
 from __future__ import annotations
 

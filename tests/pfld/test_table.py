@@ -1,4 +1,4 @@
-"""papers/003 Table 2 by cross-validation (experiments/pfld.py) and ``dpfair pfld-table``."""
+"""paper 003 Table 2 by cross-validation (experiments/pfld.py) and ``dpfair pfld-table``."""
 
 import json
 import math

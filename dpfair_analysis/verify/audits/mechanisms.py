@@ -418,7 +418,7 @@ register(AuditSpec(
     default_trials=2000,
 ))
 
-# ========================================================================= PF-LD (papers/003)
+# ========================================================================= PF-LD (paper 003)
 #: PF-LD's primal audit: full batch (q = 1), replace-one distance 2 Delta_1, noise sigma_p Delta_1.
 PFLD_PRIMAL_SIGMA = 3.0
 #: PF-LD's dual audit: replace distance sqrt(2) C_d, noise sigma_d sqrt(2) C_d.
@@ -545,14 +545,14 @@ def sample_pfld_dual(trials: int, *, seed: int, noise_fraction: float, progress:
 
 register(AuditSpec(
     name="pfld-primal",
-    description="PF-LD private primal step (papers/003 Eq. 10, corrected): canary's group change at 2 Delta_1",
+    description="PF-LD private primal step (paper 003 Eq. 10, corrected): canary's group change at 2 Delta_1",
     sample=sample_pfld_primal,
     default_trials=1500,
 ))
 
 register(AuditSpec(
     name="pfld-dual",
-    description="PF-LD private dual step (papers/003 Eq. 13, corrected): canary's group change at sqrt(2) C_d",
+    description="PF-LD private dual step (paper 003 Eq. 13, corrected): canary's group change at sqrt(2) C_d",
     sample=sample_pfld_dual,
     default_trials=4000,
 ))
@@ -560,7 +560,7 @@ register(AuditSpec(
 
 def sample_pfld_primal_paper(trials: int, *, seed: int, noise_fraction: float, progress: bool = False,
                              delta: float = DEFAULT_DELTA) -> MechanismSamples:
-    """PF-LD's primal step *as printed* (``paper_exact=True``: papers/003 Eqs. 7, 10 and Thm 5's accounting).
+    """PF-LD's primal step *as printed* (``paper_exact=True``: paper 003 Eqs. 7, 10 and Thm 5's accounting).
 
     The paper scales the noise by Delta_p = 2 C_p lambda_max / (min_i |B_{G_i}| - 1), a
     function of the sensitive attribute: moving the canary (x = (100, 0), h = 0.9) from
@@ -628,7 +628,7 @@ def sample_pfld_primal_paper(trials: int, *, seed: int, noise_fraction: float, p
 
 register(AuditSpec(
     name="pfld-primal-paper",
-    description="PF-LD primal step as printed (papers/003 Eq. 10, Thm 1 noise): refuted, noise depends on A",
+    description="PF-LD primal step as printed (paper 003 Eq. 10, Thm 1 noise): refuted, noise depends on A",
     sample=sample_pfld_primal_paper,
     default_trials=4000,
     expected_consistent=False,

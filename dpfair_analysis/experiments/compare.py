@@ -32,7 +32,8 @@ from dpfair_analysis.fairness.metrics import cost_of_privacy, group_accuracy, ma
 from dpfair_analysis.models import MODELS, build_model
 from dpfair_analysis.privacy.accounting import epsilon_from_event, max_steps_within, poisson_gaussian_event
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-from dpfair_analysis.training.clipping import METHODS, ClippingPolicy, make_policy
+from dpfair_analysis.training.clipping import ClippingPolicy
+from dpfair_analysis.training.policies import METHODS, make_policy
 from dpfair_analysis.training.loop import TrainConfig, TrainingResult, schedule, predict_logits, train
 from dpfair_analysis.validation import check_choice, check_fraction, check_seed
 

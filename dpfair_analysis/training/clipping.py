@@ -16,8 +16,8 @@ sensitivity is twice it, which is how dp_accounting's PLD accountant models
 ``REPLACE_ONE`` for a Gaussian with that multiplier.
 
 Policies here: :class:`NonPrivate` (plain SGD) and :class:`UniformClipping` (DP-SGD,
-Abadi et al. 2016). DPSGD-F, Naive reweighting, adaptive-quantile and FairDP are further
-policies behind the same interface.
+Abadi et al. 2016). Paper 000's DPSGD-F and Naive reweighting are further policies behind
+the same interface (:mod:`.dpsgdf`); :mod:`.policies` maps method names to policies.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Protocol
 
 import torch
 
-from dpfair_analysis.validation import check_choice, check_positive
+from dpfair_analysis.validation import check_positive
 
 @dataclass(frozen=True)
 class StepDecision:
@@ -110,27 +110,3 @@ class UniformClipping:
         return StepDecision(bounds=torch.full_like(norms, self.clip_bound),
                             noise_std=self.noise_multiplier * self.clip_bound,
                             noise_multipliers=self.planned_noise_multipliers())
-
-
-METHODS = ("sgd", "dpsgd", "naive", "dpsgdf")
-
-
-def make_policy(method: str, *, clip_bound: float, noise_multiplier: float, count_noise: float | None = None,
-                max_ratio: float = 10.0) -> ClippingPolicy:
-    """The policy for a method name.
-
-    ``sgd`` (non-private), ``dpsgd`` (uniform C, sigma), and paper 000's ``naive`` and
-    ``dpsgdf`` with C0 = ``clip_bound``, sigma_2 = ``noise_multiplier`` and count noise
-    sigma_1 = ``count_noise`` (default 10 sigma_2, the paper's setting).
-    """
-    from dpfair_analysis.training.dpsgdf import DPSGDF, NaiveReweighting
-
-    check_choice(method, "method", METHODS)
-    if method == "sgd":
-        return NonPrivate()
-    if method == "dpsgd":
-        return UniformClipping(clip_bound, noise_multiplier)
-    sigma_1 = 10.0 * noise_multiplier if count_noise is None else count_noise
-    if method == "naive":
-        return NaiveReweighting(clip_bound, noise_multiplier, sigma_1)
-    return DPSGDF(clip_bound, noise_multiplier, sigma_1, max_ratio=max_ratio)

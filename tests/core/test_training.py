@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.models import build_model, l2_penalty
 from dpfair_analysis.privacy.accounting import dpsgd_epsilon
-from dpfair_analysis.training.clipping import NonPrivate, UniformClipping, make_policy
+from dpfair_analysis.training.clipping import NonPrivate, UniformClipping
+from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _generators, schedule, _step, train
 from dpfair_analysis.training.objectives import CrossEntropy
 

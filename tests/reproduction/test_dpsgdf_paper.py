@@ -57,7 +57,7 @@ def test_adult_dpsgd_at_the_papers_settings_is_a_constant_classifier():
 
     from dpfair_analysis import data
     from dpfair_analysis.models import build_model
-    from dpfair_analysis.training.clipping import make_policy
+    from dpfair_analysis.training.policies import make_policy
     from dpfair_analysis.training.loop import TrainConfig, predict_logits, train
 
     train_set, test_set = data.load("adult").split(0.2, seed=0)

@@ -57,7 +57,7 @@ from dpfair_analysis.fairness.constraints import make_constraint
 from dpfair_analysis.gradients import parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
-from dpfair_analysis.training.clipping import make_policy
+from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, public_objective, \
     train_lagrangian
 from dpfair_analysis.training.loop import TrainConfig, train

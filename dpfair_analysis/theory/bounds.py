@@ -51,11 +51,6 @@ def expected_gaussian_norm(std: float, dim: int) -> float:
     return check_positive(std, "std") * math.sqrt(2.0) * math.exp(gammaln((dim + 1) / 2) - gammaln(dim / 2))
 
 
-def expected_laplace_abs(scale: float) -> float:
-    """E|Z| for scalar Z ~ Lap(scale): the scale itself."""
-    return check_positive(scale, "scale")
-
-
 def clipping_bias_term(norms: torch.Tensor, clip_bound: float) -> float:
     """B = (1/b) sum_i max(0, ||g_i|| - C) for one group's norms (0 for an empty group)."""
     if len(norms) == 0:

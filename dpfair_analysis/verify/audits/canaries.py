@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
 
-import numpy as np
-import pandas as pd
 import torch
-from scipy.stats import beta as _beta
-from tqdm import tqdm
 
-from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_seed
 
 
 #: Rows of D in the step audits (group 0, ~zero gradient at the starting point).
@@ -55,8 +47,10 @@ def _flat(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def _flat_rows(grads: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Per-sample gradients as an (n, P) float64 matrix, parameters in the dict's order."""
-    return torch.cat([g.reshape(g.shape[0], -1) for g in grads.values()], dim=1).to(torch.float64)
+    """Per-sample gradients as an (n, P) float64 matrix (:func:`~dpfair_analysis.gradients.flatten`)."""
+    from dpfair_analysis.gradients import flatten
+
+    return flatten(grads).to(torch.float64)
 
 
 

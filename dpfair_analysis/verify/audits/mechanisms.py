@@ -61,16 +61,13 @@ modest, so that a 0.25 twin (sensitivity/noise 8/3) is caught with a few thousan
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-import pandas as pd
 import torch
-from scipy.stats import beta as _beta
 from tqdm import tqdm
 
-from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_seed
 
 from dpfair_analysis.training.loop import release_step
 from dpfair_analysis.verify.audits.canaries import _flat, _flat_rows, canary_datasets, canary_model, \

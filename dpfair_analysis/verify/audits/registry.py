@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import beta as _beta
-from tqdm import tqdm
 
-from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_seed
+from dpfair_analysis.validation import check_choice, check_fraction, check_seed
 
 from dpfair_analysis.verify.audits.statistics import DEFAULT_CONFIDENCE, threshold_test
 

@@ -41,16 +41,13 @@ catch; the settings below were chosen so that it does with a few thousand trials
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import pandas as pd
-import torch
 from scipy.stats import beta as _beta
-from tqdm import tqdm
 
-from dpfair_analysis.validation import check_choice, check_delta, check_fraction, check_seed
+from dpfair_analysis.validation import check_delta, check_fraction
 
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_DELTA = 1e-5

@@ -54,7 +54,7 @@ from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import make_constraint
-from dpfair_analysis.gradients import parameters_of, per_sample_gradients
+from dpfair_analysis.gradients import flatten, parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
 from dpfair_analysis.training.policies import make_policy
@@ -141,10 +141,6 @@ def canary_coordinate(params: dict[str, torch.Tensor]) -> torch.Tensor:
     return params["linear.weight"][..., CANARY_FEATURE].reshape(-1)
 
 
-def _flat(grads: dict[str, torch.Tensor]) -> torch.Tensor:
-    return torch.cat([g.reshape(len(g), -1) for g in grads.values()], dim=1)
-
-
 # ------------------------------------------------------------------ loop trainers
 @dataclass(frozen=True)
 class LoopTrainerSpec:
@@ -174,7 +170,7 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
             grads = per_sample_gradients(model, x_c, y_c, params=params)
         else:
             grads, _ = objective.per_sample_gradients(model, x_c, y_c, torch.tensor([1]), params=params)
-        canary_grads.append(_flat(grads)[0].detach().clone())
+        canary_grads.append(flatten(grads)[0].detach().clone())
 
     config = TrainConfig(epochs=LOOP_EPOCHS, batch_size=LOOP_BATCH, lr=LOOP_LR, delta=AUDIT_DELTA, seed=seed)
     result = train(audit_model(), data, policy, config, progress=False, objective=objective, callbacks=[watch])
@@ -264,7 +260,7 @@ def _pfld_run(data: GroupedDataset, *, seed: int, noise_fraction: float, public_
         params = parameters_of(model)
         h_grads = per_sample_gradients(model, x_c, y_c, params=params,
                                        loss_fn=lambda logit, target: DP.h(logit, target).sum())
-        flat = _flat(h_grads)[0].detach().double()
+        flat = flatten(h_grads)[0].detach().double()
         clipped = flat * min(1.0, PFLD_CLIP / max(float(flat.norm()), 1e-300))
         weights = (state.lambdas * state.signs).double()
         model.zero_grad(set_to_none=True)

@@ -202,6 +202,11 @@ class LagrangianResult:
     largest contribution), sigma_d and sigma_c (relative to the replace distance of the
     dual sums and of the counts). ``ledger`` events follow the replace-one convention of
     dp_accounting's PLD (see :func:`pfld_epsilon`) unless ``paper_exact``.
+
+    ``epsilon`` covers the model after every step, the ``dual`` rows of ``history``, the
+    noisy denominators in ``info`` and the ``steps`` columns :data:`RELEASED_STEP_COLUMNS`;
+    the other ``steps`` columns (the private batch's size, its clipped fraction) and the
+    ``train`` violation are computed without noise: diagnostics, not covered.
     """
 
     model: nn.Module

@@ -540,7 +540,8 @@ CLAIMS: list[Claim] = [
        "multiplier σ_p", "noise σ_p Δ_p with Δ_p of Theorem 1", _pfld_lemma(dual=False)),
     _c("003.lemma1.shared-batch", "§6.1 Lemma 1 with Eq. (10) (public part un-noised, same batch B)",
        "the primal step of Eq. (10) is (α, ε_p)-RDP with ε_p the SG bound of Eq. (14) at q = |B|/n and σ_p",
-       "granting Δ_p (Theorem 1); features and labels public and arbitrary (Sec. 4.2)", _pfld_lemma1_shared_batch()),
+       "granting Δ_p (Theorem 1); features and labels public and arbitrary (Sec. 4.2)", _pfld_lemma1_shared_batch(),
+       mutant=_pfld_lemma1_shared_batch(grid=((1.0, 1.0), (1.0, 2.0)))),  # no subsampling: nothing to reveal
     _c("003.lemma2", "§6.1 Lemma 2", "the dual step is (α, ε_d)-RDP, ε_d from Eq. (14) with q = 1", "noise σ_d Δ_d "
        "with Δ_d of Theorem 2", _pfld_lemma(dual=True)),
     _c("003.thm5", "§6.1 Theorem 5", "PF-LD is (α, T n ε_p/|B| + T ε_d)-RDP", "Lemmas 1-2; RDP composition",

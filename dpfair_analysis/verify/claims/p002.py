@@ -15,9 +15,10 @@ from dpfair_analysis.verify.claims.p003 import _pfld_data
 # =========================================================================================
 # Paper 002: FairDP fragment
 # =========================================================================================
-def _fairdp_bias_variance(budget: Budget) -> Verdict:
+def _fairdp_bias_variance(budget: Budget, *, noise_factor: float = 1.0) -> Verdict:
     """E||(sum_i clip(g_i) + N(0, s^2 C^2 I))/n - mean g||^2 = ||clip mean - mean||^2 + d s^2 C^2 / n^2 on real
-    per-sample gradients (gradients.per_sample_gradients, noisy_clipped_sum-style release), by Monte Carlo."""
+    per-sample gradients (gradients.per_sample_gradients, noisy_clipped_sum-style release), by Monte Carlo.
+    ``noise_factor`` multiplies the predicted noise term (the mutant: 3, the paper's constant as an equality)."""
     from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, flatten, per_sample_gradients
     from dpfair_analysis.models import build_model
 
@@ -39,7 +40,7 @@ def _fairdp_bias_variance(budget: Budget) -> Verdict:
                                       - flat.mean(0)) ** 2).sum()))
             errors = np.array(errors)
             bias = float(((flatten({k: v.unsqueeze(0) for k, v in summed.items()})[0].double() / n - flat.mean(0)) ** 2).sum())
-            predicted = bias + d * (sigma * clip) ** 2 / n ** 2
+            predicted = bias + noise_factor * d * (sigma * clip) ** 2 / n ** 2
             z = abs(errors.mean() - predicted) / (errors.std(ddof=1) / math.sqrt(draws))
             worst_z = max(worst_z, z)
             cases += 1
@@ -49,16 +50,17 @@ def _fairdp_bias_variance(budget: Budget) -> Verdict:
     return violated(f"off by {worst_z:.1f} s.e.", counterexample={}, ratio=worst_z / 4.5)
 
 
-def _fairdp_clipping_bias(budget: Budget) -> Verdict:
+def _fairdp_clipping_bias(budget: Budget, *, eta_factor: float = 1.0) -> Verdict:
     """Eq. (4)'s clipping bias: ||mean clip(g_i) - mean g_i|| <= eta = (1/n) sum_{||g||>C} (||g|| - C), searched over
-    signed gradient sets (clip factors from gradients.clip_factors)."""
+    signed gradient sets (clip factors from gradients.clip_factors). ``eta_factor`` scales the bound (the
+    mutant: 0.5; the bound is attained by one clipped gradient)."""
     from dpfair_analysis.gradients import clip_factors
 
     def ratio(x):
         rows, clip = x
         g = torch.tensor(rows, dtype=torch.float64)
         norms = g.norm(dim=1)
-        eta = float((norms - clip).clamp(min=0).mean())
+        eta = eta_factor * float((norms - clip).clamp(min=0).mean())
         if eta <= 0:
             return None
         bias = float((g * clip_factors(norms, clip)[:, None] - g).mean(0).norm())
@@ -73,9 +75,14 @@ def _fairdp_clipping_bias(budget: Budget) -> Verdict:
     return violated(f"×{worst:.3g}", counterexample={"grads": found[0], "C": found[1]}, ratio=worst)
 
 
-def _inequality_indices(budget: Budget) -> Verdict:
-    """Atkinson, Gini, MLD, Theil (fairness.inequality) against closed-form values and identities."""
-    from dpfair_analysis.fairness.inequality import atkinson, gini, mean_log_deviation, theil
+def _inequality_indices(budget: Budget, *, gini_factor: float = 1.0) -> Verdict:
+    """Atkinson, Gini, MLD, Theil (fairness.inequality) against closed-form values and identities.
+    ``gini_factor`` scales the Gini index under test (the mutant: 1.001)."""
+    from dpfair_analysis.fairness import inequality
+    from dpfair_analysis.fairness.inequality import atkinson, mean_log_deviation, theil
+
+    def gini(values):
+        return gini_factor * inequality.gini(values)
 
     checks: list[tuple[str, float, float]] = []
     for n in (2, 3, 5, 10):
@@ -101,9 +108,12 @@ def _inequality_indices(budget: Budget) -> Verdict:
 CLAIMS: list[Claim] = [
     _c("002.eq4.bias-variance", "Sec. 3, Eq. (4) (τ(C, σ; θ): clipping bias + noise variance)",
        "E||(Σᵢ clip(gᵢ, C) + N(0, σ²C²I))/n − ḡ||² = ||clip mean − ḡ||² + |1| σ²C²/n² (≤ the paper's 3σ²C²|1|/n² "
-       "noise term)", "real per-sample gradients of a small MLP", _fairdp_bias_variance),
+       "noise term)", "real per-sample gradients of a small MLP", _fairdp_bias_variance,
+       mutant=lambda budget: _fairdp_bias_variance(budget, noise_factor=3.0)),
     _c("002.eq4.clipping-bias", "Sec. 3, definition of η after Eq. (4)", "||(1/n) Σᵢ clip(gᵢ, C) − ḡ|| ≤ η = "
-       "(1/n) Σ_{||gᵢ|| > C} (||gᵢ|| − C)", "any signed gradients", _fairdp_clipping_bias),
+       "(1/n) Σ_{||gᵢ|| > C} (||gᵢ|| − C)", "any signed gradients", _fairdp_clipping_bias,
+       mutant=lambda budget: _fairdp_clipping_bias(budget, eta_factor=0.5)),
     _c("002.appD4.indices", "Sec. 4.1 / Appendix D.4 (not in our copy)", "Atkinson, Gini, MLD, Theil indices as "
-       "defined by the US Census Bureau", "standard definitions (fairness/inequality.py)", _inequality_indices),
+       "defined by the US Census Bureau", "standard definitions (fairness/inequality.py)", _inequality_indices,
+       mutant=lambda budget: _inequality_indices(budget, gini_factor=1.001)),
 ]

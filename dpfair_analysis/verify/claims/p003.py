@@ -509,7 +509,7 @@ def _pfld_examples(kind: str) -> Callable[[Budget], Verdict]:
 
 CLAIMS: list[Claim] = [
     _c("003.sec4.2.gaussian", "§4.2 (after Definition 1)", _GAUSS_45, "as 001.sec3.gaussian",
-       _gaussian_delta_condition(0.8)),
+       _gaussian_delta_condition(0.8), mutant=_gaussian_delta_condition(1.25)),
     _c("003.ex1", "§4.1 Example 1", "demographic parity = |A| constraints E_{D_P}[h] = E_{D_{G_i}}[h], h = M_θ(z)",
        "hard predictions; compared with fairlearn", _pfld_examples("dp")),
     _c("003.ex2", "§4.1 Example 2", "equalized odds = 2|A| constraints within Y = y", "compared with fairlearn",

@@ -130,13 +130,39 @@ def bound_minimising_clip(norms: torch.Tensor, *, noise_per_unit_clip: float) ->
 
 
 def quantile_rule_clip(norms: torch.Tensor, *, epsilon: float) -> float:
-    """The paper's rule: the (1 - 1/(b eps))-quantile of the norms (numpy's 'higher' convention)."""
+    """Paper 000 §4.2's rule: C = the (1 - 1/(b eps))-quantile of the b norms.
+
+    Convention (the paper and its source, Amin et al. 2019, name none): the empirical
+    quantile, the inverse of the empirical CDF, Q(p) = min{x : F_b(x) >= p} =
+    x_(ceil(b p)) for p in (0, 1] (x_(1) <= ... <= x_(b) the sorted norms; numpy's
+    ``method="inverted_cdf"``, Hyndman & Fan type 1). No interpolation: the rule
+    returns one of the norms.
+
+    What the statement then gives (V + B with V = C/(b eps), B = (1/b) sum_i
+    max(0, ||g_i|| - C), slope (1/eps - #{i : ||g_i|| > C})/b): with p = 1 - 1/(b eps),
+    b p = b - 1/eps and j = ceil(b - 1/eps) satisfies b - 1/eps <= j < b - 1/eps + 1, so
+
+        #{g > x_(j)} <= b - j <= 1/eps   and   #{g >= x_(j)} >= b - j + 1 > 1/eps,
+
+    i.e. 0 lies in the subdifferential at C = x_(j): the rule minimises V + B whenever
+    b eps >= 1 (x_(j) is the ceil(1/eps)-th largest norm; when 1/eps is an integer it is
+    the next one down, on the same flat piece). When b p is an integer the minimum is
+    flat on [x_(j), x_(j+1)], so floating-point rounding of b p cannot move the rule
+    off the minimum. For b eps < 1 the level is negative, the slope is positive for
+    every C >= 0, and the minimiser is C = 0 (returned; at b eps = 1 both 0 and x_(1)
+    minimise). Other conventions are not
+    minimisers in general: numpy's default 'linear' interpolates between order
+    statistics and 'higher' takes x_(ceil((b-1)p)+1), one order statistic too high
+    (e.g. norms (1, 2), eps = 0.7, p = 2/7: 'higher' gives C = 2 with V + B = 1/0.7 =
+    1.43, 'linear' C = 9/7 with 1.28, the empirical quantile C = 1 with 1/1.4 + 1/2 =
+    1.21, the minimum).
+    """
     epsilon = check_positive(epsilon, "epsilon")
     b = len(norms)
     level = 1.0 - 1.0 / (b * epsilon)
     if level <= 0:
         return 0.0
-    return float(np.quantile(norms.double().numpy(), level, method="higher"))
+    return float(np.quantile(norms.double().numpy(), level, method="inverted_cdf"))
 
 
 def bound_curve(norms: torch.Tensor, clip_bounds: np.ndarray, *, noise_per_unit_clip: float) -> pd.DataFrame:

@@ -1,0 +1,230 @@
+"""Papers 000/004 in the claims registry (verify/claims/p000.py): the counterexamples of the new and
+changed checks, recomputed from first principles (numpy, scipy.special, dp_accounting directly), not
+through the code under test.
+
+* 000.sec5.2.sum-sensitivity: Algorithm 2 as printed (line 12 with no guards) gives a negative C^k
+  whose |C^k| exceeds max_k C^k;
+* 000.sec5.3.naive-sum-sensitivity: Algorithm 3 as printed (line 7 with the true b^k) -- adding a
+  record reweights its whole group;
+* 000.sec4.2.optimal-C.quantile: with the empirical quantile (inverse CDF) the rule is a minimiser;
+* 000.sec5.2.group-privacy: the key states the rho below which the claim fails, and the boundary
+  is where dp_accounting's own epsilons cross rho * eps;
+* 004.thm1: the quadrature of the adaptive composition's log moment, by a trapezoid on a grid.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import expit, logsumexp
+
+from dpfair_analysis.theory.bounds import quantile_rule_clip
+from dpfair_analysis.verify.claims import QUICK, get_claim
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    ids = ["000.sec5.2.sum-sensitivity", "000.sec5.3.naive-sum-sensitivity", "000.sec5.2.group-privacy"]
+    return {i: get_claim(i).check(QUICK) for i in ids}
+
+
+def clipped_sum(grads, bounds, weights=None):
+    # sum_i w_i g_i min(1, C_i / ||g_i||), a zero gradient contributing 0 (Algorithm 2 line 14, Algorithm 3 line 9)
+    out = np.zeros(grads.shape[1])
+    for i, g in enumerate(grads):
+        n = np.linalg.norm(g)
+        if n > 0:
+            out += (1.0 if weights is None else weights[i]) * min(1.0, bounds[i] / n) * g
+    return out
+
+
+# ------------------------------------------------------------------ Algorithm 2 as printed
+def printed_bounds(m, o, c0, b):
+    m, o = np.asarray(m, float), np.asarray(o, float)
+    return c0 * (1 + (m / (m + o)) / (m.sum() / b))  # line 12, b~ = m~ + o~ (line 11), m~ = sum m~ (line 9)
+
+
+def test_printed_algorithm2_counterexample_by_hand(verdicts):
+    v = verdicts["000.sec5.2.sum-sensitivity"]
+    assert v.status == "violated"
+    ce = v.counterexample
+    bounds = printed_bounds(ce["noisy_clipped"], ce["noisy_unclipped"], ce["C0"], ce["b"])
+    assert np.allclose(bounds, ce["C"])
+    k, g = ce["added"][0], np.array(ce["added"][1], float)
+    rows = ce["rows"]
+    grads = np.array([r[1] for r in rows] + [list(g)], float).reshape(len(rows) + 1, len(g))
+    group = [r[0] for r in rows] + [k]
+    change = np.linalg.norm(clipped_sum(grads, bounds[group]) - clipped_sum(grads[:-1], bounds[group[:-1]]))
+    assert bounds[k] < 0 < bounds.max() < change  # a negative C^k, |C^k| > max_k C^k
+    assert change == pytest.approx(abs(bounds[k]))
+    assert change / bounds.max() == pytest.approx(v.ratio)
+    # the noisy counts are the true counts of D' plus noise (line 8): the true counts are non-negative integers
+    norms = np.linalg.norm(grads, axis=1)
+    m_true = np.bincount(np.array(group)[norms > ce["C0"]], minlength=ce["K"])
+    assert np.all(m_true >= 0) and len(ce["noisy_clipped"]) == ce["K"]
+
+
+def test_printed_algorithm2_directed_case_by_hand(verdicts):
+    # K = 2, b = 16, C0 = 1: m~ = (2, -1), o~ = (1, 2): b~^1 = 1, m~ = 1, C^1 = 1 - 16 = -15, C^0 = 1 + (2/3) 16
+    bounds = printed_bounds([2.0, -1.0], [1.0, 2.0], 1.0, 16.0)
+    assert bounds == pytest.approx([1 + 32 / 3, -15.0])
+    # the record x = -2 of group 1 is scaled to norm 15 (and flipped): 15 / (35/3) = 9/7
+    change = np.linalg.norm(clipped_sum(np.array([[-2.0]]), [bounds[1]]))
+    assert change / bounds.max() == pytest.approx(9 / 7)
+    assert verdicts["000.sec5.2.sum-sensitivity"].details["directed_ratio"] == pytest.approx(9 / 7)
+
+
+# ------------------------------------------------------------------ Algorithm 3 as printed
+def naive_sum(grads, group, k, b, c0):
+    sizes = np.bincount(group, minlength=k)
+    theta = (b / k) / sizes  # line 7 with the TRUE b^k
+    return clipped_sum(grads, np.full(len(grads), c0), theta[group]), theta
+
+
+def test_printed_naive_counterexample_by_hand(verdicts):
+    v = verdicts["000.sec5.3.naive-sum-sensitivity"]
+    assert v.status == "violated"
+    ce = v.counterexample
+    k, b, c0 = ce["K"], ce["b"], ce["C0"]
+    rows = ce["rows"] + [ce["added"]]
+    grads = np.array([r[1] for r in rows], float)
+    group = np.array([r[0] for r in rows])
+    with_x, theta_with = naive_sum(grads, group, k, b, c0)
+    without, theta_without = naive_sum(grads[:-1], group[:-1], k, b, c0)
+    change = np.linalg.norm(with_x - without)
+    claimed = c0 * max(theta_with.max(), theta_without.max())  # line 10 on either batch, the larger
+    assert change > claimed
+    assert change / claimed == pytest.approx(v.ratio)
+
+
+def test_printed_naive_two_record_group_by_hand():
+    # K = 1, group {u, u} with ||u|| >= C0, add -u: theta 2 -> 4/3 (b = 4): change 2 b C0 / 3 vs C0 max theta = b C0 / 2
+    b, c0 = 4.0, 1.0
+    grads = np.array([[3.0], [3.0], [-3.0]])
+    with_x, _ = naive_sum(grads, np.array([0, 0, 0]), 1, b, c0)
+    without, _ = naive_sum(grads[:2], np.array([0, 0]), 1, b, c0)
+    assert np.linalg.norm(with_x - without) == pytest.approx(2 * b * c0 / 3)
+    assert np.linalg.norm(with_x - without) / (b * c0 / 2) == pytest.approx(4 / 3)
+
+
+# ------------------------------------------------------------------ the (1 - 1/(b eps))-quantile
+def bound(norms, c, eps):
+    return c / (len(norms) * eps) + np.maximum(0.0, norms - c).mean()
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.one_of(st.integers(1, 20).map(float), st.floats(1e-3, 1e3)), min_size=1, max_size=12),
+       st.sampled_from([0.05, 0.1, 0.2, 0.25, 0.3, 1 / 3, 0.5, 0.7, 1.0, 2.0, 5.0]))
+def test_empirical_quantile_minimises_the_bound(values, eps):
+    norms = np.array(values)
+    b = len(norms)
+    best = min(bound(norms, c, eps) for c in np.concatenate([[0.0], norms]))
+    rule = quantile_rule_clip(torch.tensor(values, dtype=torch.float64), epsilon=eps)
+    if b * eps > 1:
+        # the inverse empirical CDF at p = 1 - 1/(b eps): x_(ceil(b p)), an order statistic
+        expected = np.quantile(norms, 1 - 1 / (b * eps), method="inverted_cdf")
+        assert rule == expected and rule in norms
+    else:
+        assert rule == 0.0
+    assert bound(norms, rule, eps) == pytest.approx(best, rel=1e-12, abs=1e-12)
+
+
+def test_interpolating_quantiles_miss_the_minimum():
+    # norms (1, 2), eps = 0.7: the minimum 1/1.4 + 1/2 at C = 1; 'higher' gives C = 2, 'linear' C = 9/7
+    norms, eps = np.array([1.0, 2.0]), 0.7
+    p = 1 - 1 / (2 * eps)
+    assert quantile_rule_clip(torch.tensor(norms), epsilon=eps) == 1.0
+    assert bound(norms, 1.0, eps) == pytest.approx(1 / 1.4 + 0.5)
+    assert bound(norms, np.quantile(norms, p, method="higher"), eps) == pytest.approx(2 / 1.4)
+    assert bound(norms, np.quantile(norms, p, method="linear"), eps) > bound(norms, 1.0, eps) * 1.05
+
+
+# ------------------------------------------------------------------ group privacy: the boundary rho
+def test_group_privacy_states_the_boundary_and_dp_accounting_agrees(verdicts):
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    v = verdicts["000.sec5.2.group-privacy"]
+    ce = v.counterexample
+    rho_star = ce["claim_fails_below_rho"]
+    assert f"fails for ρ < {rho_star:.3g}" in v.key
+    assert 0.01 < rho_star < ce["claim_fails_below_rho_classic_accounting"] < 1
+
+    n = int(0.8 * 45_222)
+    q, steps, delta = 256 / n, math.ceil(20 * n / 256), 1e-6
+
+    def event(sigma):
+        return dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), steps)
+
+    # eps: the paper's accounting (RDP over orders 1.1..10.9, 12..63, classic conversion)
+    orders = [1 + x / 10 for x in range(1, 100)] + list(range(12, 64))
+    acct = rdp_privacy_accountant.RdpAccountant(orders)
+    acct.compose(event((1 / 100 + 1) ** -0.5))
+    eps = min(r + math.log(1 / delta) / (a - 1) for a, r in zip(orders, acct._rdp))
+    assert eps == pytest.approx(ce["epsilon"], rel=1e-6)
+    assert eps == pytest.approx(3.1, abs=0.05)  # Table 1's Adult epsilon
+
+    def eps_group(rho):  # count release (sigma_1 = 10) and sum (sigma_2 / rho) on one batch: the joint Gaussian
+        pld = pld_privacy_accountant.PLDAccountant(value_discretization_interval=min(1e-4, 1e-3 * rho))
+        pld.compose(event((1 / 100 + rho ** 2) ** -0.5))
+        return pld.get_epsilon(delta)
+
+    assert eps_group(0.9 * rho_star) > 0.9 * rho_star * eps
+    assert eps_group(1.1 * rho_star) < 1.1 * rho_star * eps
+
+
+# ------------------------------------------------------------------ 004 Theorem 1
+def log_moment_by_grid(lam, q, s1, reverse, extra=lambda o: 0.0 * o):
+    o = np.linspace(-lam - 12 * s1 - 3, lam + 1 + 12 * s1 + 3, 400_001)
+    l0 = -o ** 2 / (2 * s1 ** 2) - math.log(s1 * math.sqrt(2 * math.pi))
+    l1 = -(o - 1) ** 2 / (2 * s1 ** 2) - math.log(s1 * math.sqrt(2 * math.pi))
+    if q < 1:
+        l1 = np.logaddexp(math.log1p(-q) + l0, math.log(q) + l1)
+    la, lb = (l1, l0) if reverse else (l0, l1)
+    w = np.full_like(o, o[1] - o[0])
+    w[[0, -1]] /= 2
+    return float(logsumexp((lam + 1) * la - lam * lb + extra(o), b=w))
+
+
+def shift(family, a, c, sign):
+    return {"const": lambda o: np.ones_like(o), "step": lambda o: (sign * (o - c) > 0).astype(float),
+            "sigmoid": lambda o: expit(sign * a * (o - c)), "bump": lambda o: np.exp(-(a * (o - c)) ** 2)}[family]
+
+
+def test_moments_composition_mutant_counterexample_by_hand():
+    v = get_claim("004.thm1").mutant(QUICK)
+    assert v.status == "violated"
+    ce = v.counterexample
+    lam, q, s1, s2, d2 = ce["lambda"], ce["q"], ce["s1"], ce["s2"], ce["Delta2"]
+    h = shift(ce["shift"], ce["a"], ce["c"], ce["sign"])
+    scale = lam * (lam + 1) * d2 ** 2 / (2 * s2 ** 2)
+    composed = max(log_moment_by_grid(lam, q, s1, r, lambda o: scale * h(o) ** 2) for r in (False, True))
+    alpha_1 = max(log_moment_by_grid(lam, q, s1, r) for r in (False, True))
+    assert composed == pytest.approx(ce["alpha_M"], rel=1e-6)
+    assert alpha_1 == pytest.approx(ce["alpha_M1"], rel=1e-6)
+    assert ce["alpha_M2"] == pytest.approx(scale)
+    assert composed <= (alpha_1 + scale) * (1 + 1e-6)  # Theorem 1 itself holds
+    assert composed > 0.9 * (alpha_1 + scale)  # the bound scaled by 0.9 does not
+
+
+def test_adaptive_composition_is_strictly_below_the_sum():
+    # a sensitivity that is Delta2 only near o1 = 0.5, away from where either order of M1's tilted density
+    # peaks (o1 = -lam and 1 + lam), costs less than Delta2 always: the theorem is an inequality, not an identity
+    lam, s1, s2 = 4.0, 1.0, 1.0
+    h = shift("bump", 1.0, 0.5, 1.0)
+    scale = lam * (lam + 1) / (2 * s2 ** 2)
+    composed = max(log_moment_by_grid(lam, 1.0, s1, r, lambda o: scale * h(o) ** 2) for r in (False, True))
+    closed = lam * (lam + 1) / (2 * s1 ** 2)
+    assert log_moment_by_grid(lam, 1.0, s1, False) == pytest.approx(closed, rel=1e-9)
+    assert composed < 0.99 * (closed + scale)
+    from dpfair_analysis.verify.claims.p000 import _log_moment_quadrature
+
+    assert _log_moment_quadrature(lam, q=1.0, s1=s1, reverse=True, extra=lambda o: scale * h(o) ** 2,
+                                  points=(0.5,)) == pytest.approx(
+        log_moment_by_grid(lam, 1.0, s1, True, lambda o: scale * h(o) ** 2), rel=1e-6)

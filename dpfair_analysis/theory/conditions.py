@@ -69,14 +69,18 @@ VERDICTS = ("confirmed", "violated", "silent")
 
 
 # ============================================================================ Theorem 3
-def theorem3_sides(norm_a: float, norm_b: float, p_a: float, p_b: float, clip_bound: float) -> tuple[float, float]:
-    """(lhs, rhs) of paper 001 Eq. (5): lhs = ||g_a|| p_a^2 / 2, rhs = 5C/2 + ||g_b|| (1 + p_b + p_b^2/2)."""
+def theorem3_sides(norm_a: float, norm_b: float, p_a: float, p_b: float, clip_bound: float, *,
+                   clip_coefficient: float = 2.5) -> tuple[float, float]:
+    """(lhs, rhs) of paper 001 Eq. (5): lhs = ||g_a|| p_a^2 / 2, rhs = 5C/2 + ||g_b|| (1 + p_b + p_b^2/2).
+
+    ``clip_coefficient`` is the printed 5/2 in front of C; the claims registry lowers it to show
+    that its searches find violations of a weakened condition (a check that can fail)."""
     norm_a, norm_b = check_nonnegative(norm_a, "norm_a"), check_nonnegative(norm_b, "norm_b")
     for value, name in ((p_a, "p_a"), (p_b, "p_b")):
         if not 0 <= value <= 1:
             raise ValueError(f"{name} must be a fraction in [0, 1], got {value!r}")
     clip_bound = check_positive(clip_bound, "clip_bound")
-    return norm_a * p_a ** 2 / 2, 2.5 * clip_bound + norm_b * (1 + p_b + p_b ** 2 / 2)
+    return norm_a * p_a ** 2 / 2, clip_coefficient * clip_bound + norm_b * (1 + p_b + p_b ** 2 / 2)
 
 
 def theorem3_condition(grad_norms: Mapping[str, float], fractions: Mapping[str, float], *,
@@ -290,12 +294,13 @@ class QuadraticInstance:
         symmetric = np.allclose(self.hessians, np.swapaxes(self.hessians, 1, 2))
         return bool(symmetric and eig.min() >= -tol and self.lr * eig.max() <= 1 + tol)
 
-    def violations(self) -> list[dict]:
+    def violations(self, *, clip_coefficient: float = 2.5) -> list[dict]:
         """Ordered pairs (a, b) where Eq. (5) holds but R_a^clip <= R_b^clip."""
         norms, p, r = self.group_norms(), self.fractions(), self.clip_terms()
         out = []
         for a, b in itertools.permutations(range(len(norms)), 2):
-            lhs, rhs = theorem3_sides(norms[a], norms[b], p[a], p[b], self.clip_bound)
+            lhs, rhs = theorem3_sides(norms[a], norms[b], p[a], p[b], self.clip_bound,
+                                      clip_coefficient=clip_coefficient)
             if lhs >= rhs and r[a] <= r[b]:
                 out.append({"a": a, "b": b, "lhs": lhs, "rhs": rhs, "clip_a": float(r[a]), "clip_b": float(r[b])})
         return out
@@ -376,7 +381,8 @@ class SearchResult:
 
 
 def search_theorem3(*, n_groups: int = 2, dim: int = 2, max_rows: int = 4, batch_size: int | None = None,
-                    trials: int = 20_000, seed: int = 0, progress: bool = False) -> SearchResult:
+                    trials: int = 20_000, seed: int = 0, progress: bool = False,
+                    clip_coefficient: float = 2.5) -> SearchResult:
     """Random search for instances where Eq. (5) holds but R_a^clip <= R_b^clip.
 
     Instances (seeded): ``n_groups`` groups of 1..``max_rows`` rows, per-sample gradients
@@ -387,7 +393,8 @@ def search_theorem3(*, n_groups: int = 2, dim: int = 2, max_rows: int = 4, batch
     quadratic group losses, eta <= 1/max beta; full batch (``batch_size=None``, no
     variance) unless a batch size is given. The margin of a pair with the condition is
     (R_a - R_b) / (eta (||g_a|| + ||g_b|| + C)^2); the first instance with a violation is
-    returned (not shrunk: see the module's stored counterexamples).
+    returned (not shrunk: see the module's stored counterexamples). ``clip_coefficient``:
+    Eq. (5)'s 5/2 (see :func:`theorem3_sides`).
     """
     check_positive_int(trials, "trials")
     rng = np.random.default_rng(check_seed(seed))
@@ -398,7 +405,8 @@ def search_theorem3(*, n_groups: int = 2, dim: int = 2, max_rows: int = 4, batch
         norms, p, r = inst.group_norms(), inst.fractions(), inst.clip_terms()
         seen = False
         for a, b in itertools.permutations(range(n_groups), 2):
-            lhs, rhs = theorem3_sides(norms[a], norms[b], p[a], p[b], inst.clip_bound)
+            lhs, rhs = theorem3_sides(norms[a], norms[b], p[a], p[b], inst.clip_bound,
+                                      clip_coefficient=clip_coefficient)
             if lhs < rhs:
                 continue
             seen = True
@@ -406,7 +414,7 @@ def search_theorem3(*, n_groups: int = 2, dim: int = 2, max_rows: int = 4, batch
             margin = (r[a] - r[b]) / (inst.lr * (norms[a] + norms[b] + inst.clip_bound) ** 2)
             worst = min(worst, float(margin))
         with_condition += seen
-        violations = inst.violations() if seen else []
+        violations = inst.violations(clip_coefficient=clip_coefficient) if seen else []
         if violations:
             return SearchResult(_ + 1, with_condition, pairs, worst, inst, violations)
     return SearchResult(trials, with_condition, pairs, worst, None, [])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 import torch
@@ -15,6 +16,117 @@ from dpfair_analysis.verify.claims.p003 import _pfld_data
 # =========================================================================================
 # Paper 002: FairDP fragment
 # =========================================================================================
+def _quadratic_step(x) -> dict[str, float] | None:
+    """One DP-SGD step against one SGD step on f(theta) = (1/n) sum_i (1/2)(theta - a_i)^T H (theta - a_i),
+    all in closed form (no Monte Carlo). x = (rows a_i, theta, log10 L, mu L in (0, 1], C, sigma, isotropic,
+    eigenvalue fractions). H has largest eigenvalue L (L-smooth); per-sample gradients g_i = H (theta - a_i),
+    batch = the n rows, noise N(0, sigma^2 C^2 I_d) on the clipped sum, step mu:
+
+    * E f(theta^DP) = f(theta - mu gbar_c) + (mu^2/2) sigma^2 C^2 Tr(H) / n^2,  gbar_c = mean clip(g_i, C);
+    * f(theta^SGD) = f(theta - mu grad f);
+    * tau (Eq. 4 as printed) = 2 (1 + 1/(mu L)) ||grad f|| eta + eta^2 + 3 sigma^2 C^2 d / n^2,
+      eta = (1/n) sum_i max(0, ||g_i|| - C);
+    * the descent-lemma terms of Eq. (3) for the DP step and the SGD step."""
+    rows, theta, log_l, mu_l, clip, sigma, isotropic, fractions = x
+    a = np.array(rows, float)
+    n, d = a.shape
+    theta = np.array(theta[:d], float)
+    if len(theta) < d:
+        return None
+    smooth = 10.0 ** log_l
+    mu = mu_l / smooth
+    eig = smooth * (np.ones(d) if isotropic else np.concatenate([[1.0], np.array(fractions[:d - 1], float)]))
+    q = np.linalg.qr(np.vander(np.arange(1.0, d + 1), d, increasing=True))[0]  # a fixed non-axis basis
+    hess = q @ np.diag(eig) @ q.T
+
+    def f(t):
+        diff = t[None, :] - a
+        return float(np.mean(np.einsum("ij,jk,ik->i", diff, hess, diff)) / 2)
+
+    grads = (theta[None, :] - a) @ hess
+    full = grads.mean(0)
+    norms = np.linalg.norm(grads, axis=1)
+    factors = np.where(norms > clip, clip / np.where(norms > 0, norms, 1.0), 1.0)
+    clipped = (grads * factors[:, None]).mean(0)
+    eta = float(np.maximum(norms - clip, 0).mean())
+    noise_var = sigma ** 2 * clip ** 2 / n ** 2  # per coordinate, of the averaged noise
+    dp = f(theta - mu * clipped) + mu ** 2 / 2 * noise_var * float(np.trace(hess))
+    tau = 2 * (1 + 1 / (mu * smooth)) * float(np.linalg.norm(full)) * eta + eta ** 2 + 3 * noise_var * d
+    descent_dp = f(theta) - mu * float(full @ clipped) + smooth * mu ** 2 / 2 * (float(clipped @ clipped)
+                                                                                    + noise_var * d)
+    descent_sgd = f(theta) - mu * float(full @ full) + smooth * mu ** 2 / 2 * float(full @ full)
+    return {"dp": dp, "sgd": f(theta - mu * full), "tau": tau, "descent_dp": descent_dp, "descent_sgd": descent_sgd,
+            "hessian": hess.tolist(),
+            "L": smooth, "mu": mu, "eta": eta, "grad_norm": float(np.linalg.norm(full)), "scale": 1 + abs(f(theta))}
+
+
+def _fairdp_descent(*, reading: str, factor: float = 1.0, min_log_smoothness: float = -2.0
+                    ) -> Callable[[Budget], Verdict]:
+    """Paper 002 Eq. (3)-(4) on L-smooth quadratics (:func:`_quadratic_step`), searched adversarially: signed
+    per-sample vectors (collinear ones included, where clipping moves the mean by all of eta), isotropic and
+    anisotropic H, smoothness L from 10^``min_log_smoothness`` to 10, mu L in (0, 1], C and sigma over decades.
+
+    ``reading``:
+
+    * ``"eq3"`` -- Eq. (3) as printed: E f(theta_{t+1}) <= f(theta_t) + E<grad f, theta_{t+1} - theta_t>
+      + (L/2) E||theta_{t+1} - theta_t||^2 + tau. The first three terms are the descent lemma, which an
+      L-smooth f satisfies on its own, so this holds with tau = 0: the printed tau is vacuous here.
+    * ``"gap"`` -- the text's reading of tau, 'the gap of loss expectation compared with ideal SGD':
+      E f(theta^DP_{t+1}) - f(theta^SGD_{t+1}) <= tau. tau has the units of a squared gradient, the gap those
+      of f: for a flat loss (small L, mu = 1/L) the noise alone moves the loss by sigma^2 C^2 d / (2 L n^2),
+      more than tau's 3 sigma^2 C^2 d / n^2 when L < 1/6. It holds when L mu^2 / 2 <= 1 (the mutant,
+      L >= 1/2): the clipping part is then <= mu ||grad f|| eta + (L mu^2/2) eta^2 <= tau's first two terms.
+    * ``"scaled"`` -- the corrected statement (derived here): E f(theta^DP) - U_SGD <= (L mu^2 / 2) tau with
+      U_SGD = f - mu ||grad f||^2 + (L mu^2/2)||grad f||^2 the descent bound of the SGD step. Proof: the
+      descent lemma for the DP step, <grad f, gbar - gbar_c> <= ||grad f|| eta and ||gbar_c||^2 - ||grad f||^2
+      <= 2 ||grad f|| eta + eta^2; the noise term needs only sigma^2 C^2 d / n^2 of the printed 3 (x1/3: not
+      tight in that term). Tight up to the noise term for isotropic H with collinear, asymmetric gradients.
+
+    ``factor`` multiplies the stated bound (mutants: -1 for "eq3", 0.5 for "scaled")."""
+    def check(budget: Budget) -> Verdict:
+        def ratio(x):
+            r = _quadratic_step(x)
+            if r is None:
+                return None
+            if reading == "eq3":  # 1 + (lhs - rhs) / (1 + |f|): > 1 + 1e-9 is a violation beyond rounding
+                return 1 + (r["dp"] - r["descent_dp"] - factor * r["tau"]) / r["scale"]
+            bound = factor * r["tau"] * (r["L"] * r["mu"] ** 2 / 2 if reading == "scaled" else 1.0)
+            excess = r["dp"] - (r["descent_sgd"] if reading == "scaled" else r["sgd"])
+            if bound <= 1e-12 * r["scale"]:
+                return None
+            return excess / bound
+
+        vector = st.integers(1, 3).flatmap(lambda d: st.lists(st.lists(st.floats(-20, 20), min_size=d, max_size=d),
+                                                              min_size=1, max_size=6))
+        strategy = st.tuples(vector, st.lists(st.floats(-5, 5), min_size=3, max_size=3),
+                             st.floats(min_log_smoothness, 1.0), st.floats(0.01, 1.0),
+                             st.sampled_from([0.01, 0.1, 1.0, 10.0]), st.sampled_from([0.0, 0.1, 1.0, 5.0]),
+                             st.booleans(), st.lists(st.floats(0.0, 1.0), min_size=2, max_size=2))
+        found, worst, tried = search(strategy, ratio, examples=budget.examples)
+        # directed: one large gradient against many small ones on one line (clipping moves the mean by eta),
+        # isotropic H, mu = 1/L, at the smallest and largest L searched
+        directed = [([[10.0]] + [[-1.0]] * 5, [0.0, 0, 0], log_l, 1.0, 1.0, sigma, True, [1.0, 1.0])
+                    for log_l in (min_log_smoothness, 1.0) for sigma in (0.0, 1.0)]
+        directed_ratios = [ratio(x) for x in directed]
+        if found is None:
+            best = max(range(len(directed)), key=lambda i: directed_ratios[i] or -math.inf)
+            if (directed_ratios[best] or 0) > 1 + 1e-9:
+                found = directed[best]
+        worst = max([worst] + [r for r in directed_ratios if r is not None])
+        effort = (f"{tried} quadratics (n ≤ 6 rows, d ≤ 3, L ∈ [10^{min_log_smoothness:g}, 10], μL ∈ (0, 1]) + "
+                  f"{len(directed)} directed, closed form")
+        if found is None:
+            what = "max 1 + (lhs − rhs)/(1 + |f|)" if reading == "eq3" else "max lhs/rhs"
+            return holds(f"{what} = {worst:.4g}", effort=effort, worst_ratio=worst)
+        r = _quadratic_step(found)
+        return violated(f"×{ratio(found):.3g} (L = {r['L']:.3g}, μ = {r['mu']:.3g}, η = {r['eta']:.3g})",
+                        counterexample={"rows": found[0], "theta": found[1], "L": r["L"], "mu": r["mu"],
+                                        "C": found[4], "sigma": found[5], "isotropic": found[6], "hessian": r["hessian"],
+                                        "expected_dp_loss": r["dp"], "sgd_loss": r["sgd"], "tau_printed": r["tau"]},
+                        ratio=float(ratio(found)), effort=effort)
+    return check
+
+
 def _fairdp_bias_variance(budget: Budget, *, noise_factor: float = 1.0) -> Verdict:
     """E||(sum_i clip(g_i) + N(0, s^2 C^2 I))/n - mean g||^2 = ||clip mean - mean||^2 + d s^2 C^2 / n^2 on real
     per-sample gradients (gradients.per_sample_gradients, noisy_clipped_sum-style release), by Monte Carlo.
@@ -106,9 +218,22 @@ def _inequality_indices(budget: Budget, *, gini_factor: float = 1.0) -> Verdict:
 
 
 CLAIMS: list[Claim] = [
+    _c("002.eq3", "Sec. 3, Eq. (3)", "E f(θ_{t+1}) ≤ f(θ_t) + E⟨∇f(θ_t), θ_{t+1} − θ_t⟩ + (L/2) E||θ_{t+1} − θ_t||² "
+       "+ τ(C, σ; θ_t)", "L-smooth f (quadratics, exact), DP-SGD step θ_{t+1} = θ_t − μ(mean clip(gᵢ) + N(0, σ²C²I)/n), "
+       "μ ≤ 1/L; the '2' printed before E||·||² read as L/2", _fairdp_descent(reading="eq3"),
+       mutant=_fairdp_descent(reading="eq3", factor=-1.0)),
+    _c("002.eq4", "Sec. 3, Eq. (4) and the sentence before it ('τ denotes the gap of loss expectation compared with "
+       "ideal SGD')", "E f(θ^DP_{t+1}) − f(θ^SGD_{t+1}) ≤ τ = 2(1 + 1/(μL))||∇f|| η + η² + 3σ²C²|1|/n²",
+       "L-smooth f (quadratics, exact), μ ≤ 1/L, full batch of n rows, η = (1/n) Σ max(0, ||gᵢ|| − C)",
+       _fairdp_descent(reading="gap"), mutant=_fairdp_descent(reading="gap", min_log_smoothness=math.log10(0.5))),
+    _c("002.eq4.scaled", "corrected Eq. (4) (derived in verify/claims/p002.py)", "E f(θ^DP_{t+1}) ≤ f(θ_t) − "
+       "μ||∇f||² + (Lμ²/2)||∇f||² + (Lμ²/2) τ: τ bounds the gap to SGD's descent bound in units of Lμ²/2",
+       "as 002.eq4", _fairdp_descent(reading="scaled"), corrects="002.eq4",
+       mutant=_fairdp_descent(reading="scaled", factor=0.5)),
     _c("002.eq4.bias-variance", "Sec. 3, Eq. (4) (τ(C, σ; θ): clipping bias + noise variance)",
        "E||(Σᵢ clip(gᵢ, C) + N(0, σ²C²I))/n − ḡ||² = ||clip mean − ḡ||² + |1| σ²C²/n² (≤ the paper's 3σ²C²|1|/n² "
-       "noise term)", "real per-sample gradients of a small MLP", _fairdp_bias_variance,
+       "noise term)", "the bias-variance identity behind Eq. (4)'s two terms (derived here, not printed); real "
+       "per-sample gradients of a small MLP", _fairdp_bias_variance,
        mutant=lambda budget: _fairdp_bias_variance(budget, noise_factor=3.0)),
     _c("002.eq4.clipping-bias", "Sec. 3, definition of η after Eq. (4)", "||(1/n) Σᵢ clip(gᵢ, C) − ḡ|| ≤ η = "
        "(1/n) Σ_{||gᵢ|| > C} (||gᵢ|| − C)", "any signed gradients", _fairdp_clipping_bias,

@@ -28,7 +28,35 @@ mask that the neighbour may change (Sec. 7's rule Delta' = Delta / r).
 each group's h at one extreme +-C_d except the moving person's. Theorem 2's signed
 violations need groups of more than 4 members and h of opposite signs inside a group
 (the change of a mean reaches 2 C / n > sqrt(2) C / (n - 1) only then), which the
-unstructured :func:`cases` (sizes <= 9, continuous h) rarely reaches.
+unstructured :func:`cases` (sizes <= 9, continuous h) rarely reaches. ``signed=False``
+puts the extremes at 0 and C_d (where Theorem 2's bound is nearly attained for large
+groups, so a bound scaled by 1/2 fails there).
+
+:func:`theorem1_cases` -- one directed strategy per way Theorem 1's Delta_p fails as
+printed (:data:`THEOREM1_FAMILIES`), each over dp / eo / ap with 2-3 groups:
+
+* ``"sign-flip"``: population gradients unclipped (norm 5-50, Eq. 10) and h values that
+  put mu(B_{G_k}) just across mu(B_P), so moving one person flips sign(mu_P - mu_G)
+  and the released gradient jumps by 2 lambda ||grad mu_P - grad-bar mu_G||;
+* ``"8e-leave"``: step (8e) for the group the person leaves (5-9 members): the others'
+  gradients at -v, the mover's at +v (vector v, ||v|| >= C_p, signed): the group mean
+  moves by 2 C_p / n > C_p / (n - 2);
+* ``"8e-join-smallest"``: step (8e) for the group the person joins, the smallest one
+  (4-8 members): the mean moves by 2 C_p / (m + 1) > C_p / (m - 1);
+* ``"no-flip-bounded"``: every ||grad h|| <= C_p (population terms included, so
+  clipping changes nothing) and no sign moves, groups of m + 0..2 and m (m = 3-8): the
+  two group parts add up to 4 C_p lambda / (m + 1) > 2 C_p lambda / (m - 1) (m > 3).
+
+``proof_setting=True`` maps every gradient to a scalar in [0, C_p] (the positive part of its
+first coordinate, clipped: opposed gradients land at the two extremes 0 and C_p):
+together with "no sign flips" (:func:`sign_flips`) these are the implicit assumptions of
+Theorem 1's proof, under which Eq. (7) does hold.
+
+:func:`missing_cases` -- Sec. 7 (missing values) pairs: full groups of 4-16, the moving
+person one of only 2-3 reporters of their group while the other groups report at half or
+more of their members, h at 0 or C_d per group (opposite values across groups). With
+``uneven=False`` every group reports at the same rate r (r n_i reporters), where the
+rule Delta_d / r does hold for h in [0, C_d].
 
 Excess functions
 ----------------
@@ -36,8 +64,11 @@ Excess functions
   Eq. (10): bound 2 C_p lambda_max / (min_i |B_{G_i}| - 1), the larger of the two sides.
 * :func:`primal_group_part_excess` -- step (8e)-(8f) of Theorem 1's proof, per term:
   change of lambda_i grad-bar mu(B_{G_i}) against lambda_i C_p / (|B_{G_i}| - 1).
+* :func:`primal_group_part_term` -- the same for one term i: (change, bound).
 * :func:`dual_excess` -- Theorem 2 (Eq. 11) on D's group sizes:
   sqrt(2) C_d / (min_i |D_{G_i}| - 1).
+* :func:`sign_flips` -- whether some sign(mu(B_{P_i}) - mu(B_{G_i})) with lambda_i > 0
+  differs between the two sides (Theorem 1's step (8b) assumes it does not).
 
 The toolkit's own releases (sums over group members with public denominators) are
 searched through :func:`primal_sum_changes` and :func:`dual_sum_changes`, which return the
@@ -59,9 +90,13 @@ from dpfair_analysis.privacy.sensitivity import (
     change_group, dual_group_sums, exact_change, group_counts, paper_dual_release, paper_dual_sensitivity,
     paper_primal_group_part, paper_primal_release, paper_primal_sensitivity, primal_group_sum)
 
-__all__ = ["Case", "cases", "structured_cases", "group_sizes", "signed_coefficients", "primal_release_bound",
-           "primal_release_excess", "primal_group_part_excess", "dual_release_bound", "dual_excess",
-           "primal_sum_changes", "dual_sum_changes"]
+__all__ = ["Case", "cases", "structured_cases", "theorem1_cases", "missing_cases", "THEOREM1_FAMILIES",
+           "group_sizes", "term_of", "to_proof_setting", "signed_coefficients", "sign_flips", "primal_release_bound",
+           "primal_release_excess", "primal_group_part_term", "primal_group_part_excess", "dual_release_bound",
+           "dual_excess", "primal_sum_changes", "dual_sum_changes"]
+
+#: The directed families of :func:`theorem1_cases` (module docstring).
+THEOREM1_FAMILIES = ("sign-flip", "8e-leave", "8e-join-smallest", "no-flip-bounded")
 
 
 @dataclass
@@ -118,26 +153,174 @@ def cases(draw, *, signed: bool = True, kinds=("dp", "eo", "ap"), max_n: int = 9
 
 
 @st.composite
-def structured_cases(draw, *, max_size: int = 12) -> Case:
+def structured_cases(draw, *, max_size: int = 12, signed: bool = True) -> Case:
     """Demographic-parity pairs with larger groups (2-``max_size`` per group, 3 groups), each
-    group's h at one extreme value +-C_d except the moving person's: the family where
-    Thm 2's signed violations live (every group must have > 4 members, and h of opposite
-    signs inside a group)."""
+    group's h at one extreme value +-C_d (0 or C_d when not ``signed``) except the moving
+    person's: the family where Thm 2's signed violations live (every group must have > 4
+    members, and h of opposite signs inside a group)."""
     k = 3
     sizes = draw(st.lists(st.integers(2, max_size), min_size=k, max_size=k))
     group = torch.tensor([g for g, s in enumerate(sizes) for _ in range(s)])
     n = len(group)
     clip = draw(st.sampled_from([0.5, 1.0, 2.0]))
-    fills = torch.tensor(draw(st.lists(st.sampled_from([-1.0, 1.0]), min_size=k, max_size=k)), dtype=torch.float64)
+    extremes = [-1.0, 1.0] if signed else [0.0, 1.0]
+    fills = torch.tensor(draw(st.lists(st.sampled_from(extremes), min_size=k, max_size=k)), dtype=torch.float64)
     h = fills[group] * clip
     index = draw(st.integers(0, n - 1))
-    h[index] = draw(st.sampled_from([-1.0, 1.0])) * clip
+    h[index] = draw(st.sampled_from(extremes)) * clip
     new = draw(st.integers(0, k - 1).filter(lambda g: g != int(group[index])))
     new_group = group.clone()
     new_group[index] = new
     constraint = make_constraint("dp", n_groups=k)
     return Case(constraint, torch.zeros(n, dtype=torch.long), group, new_group, h,
                 torch.zeros((n, 1), dtype=torch.float64), torch.ones(k, dtype=torch.float64), clip, index)
+
+
+def term_of(constraint: FairnessConstraint, group: int, label: int = 0) -> int:
+    """Index of the term whose group subset is {A = group} (within Y = label for eo)."""
+    for i, t in enumerate(constraint.terms):
+        if t.group == group and (t.label is None or t.label == label):
+            return i
+    raise ValueError(f"no term for group {group}, label {label}")  # pragma: no cover
+
+
+_COORDS = [1.0, -1.0, 0.5, -0.5, 0.0, 2.0, -2.0]
+
+
+def _direction(draw, d: int) -> torch.Tensor:
+    """A unit vector of dimension d (any signs; discrete coordinates, so shrinking is fast)."""
+    v = torch.tensor(draw(st.lists(st.sampled_from(_COORDS), min_size=d, max_size=d)), dtype=torch.float64)
+    if float(v.norm()) == 0:
+        v[0] = 1.0
+    return v / v.norm()
+
+
+def _in_ball(draw, d: int, radius: float) -> torch.Tensor:
+    """A vector of norm <= radius (signed coordinates)."""
+    return _direction(draw, d) * radius * draw(st.sampled_from([1.0, 0.5, 0.0, 0.25, 0.75]))
+
+
+_H_LEVELS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+
+
+@st.composite
+def theorem1_cases(draw, *, family: str, proof_setting: bool = False, kinds=("dp", "eo", "ap")) -> Case:
+    """Directed neighbouring pairs for one of :data:`THEOREM1_FAMILIES` (module docstring).
+
+    The person at ``index`` moves from group ``src`` to ``dst`` within label 0; for eo every
+    label-1 cell has 2-6 bystanders (so no term is empty). h and gradients are drawn per cell
+    (the mover's separately). ``proof_setting`` maps the pair through :func:`to_proof_setting`."""
+    if family not in THEOREM1_FAMILIES:
+        raise ValueError(f"family must be one of {THEOREM1_FAMILIES}, got {family!r}")
+    kind = draw(st.sampled_from(kinds))
+    k = draw(st.integers(2, 3))
+    constraint = make_constraint(kind, n_groups=k)
+    clip = draw(st.sampled_from([1.0, 0.1, 0.5, 2.0, 3.0]))
+    d = draw(st.integers(1, 3))
+    v = _direction(draw, d)
+    src = draw(st.integers(0, k - 1))
+    dst = draw(st.integers(0, k - 1).filter(lambda g: g != src))
+    if family == "sign-flip":
+        sizes = [draw(st.integers(2, 6)) for _ in range(k)]
+    elif family == "8e-leave":
+        sizes = [draw(st.integers(2, 9)) for _ in range(k)]
+        sizes[src] = draw(st.integers(5, 9))
+    elif family == "8e-join-smallest":
+        m = draw(st.integers(4, 8))
+        sizes = [m + draw(st.integers(1, 4)) for _ in range(k)]
+        sizes[dst] = m
+    else:  # no-flip-bounded
+        m = draw(st.integers(3, 8))
+        sizes = [m + draw(st.integers(0, 2)) for _ in range(k)]
+        sizes[dst] = m
+    cells = [(g, 0) for g in range(k) for _ in range(sizes[g])]
+    if kind == "eo":
+        cells += [(g, 1) for g in range(k) for _ in range(draw(st.integers(2, 6)))]
+    n = len(cells)
+    group = torch.tensor([g for g, _ in cells])
+    y = torch.tensor([label for _, label in cells])
+    index = sum(sizes[:src])  # the first member of src (label 0)
+
+    # h and gradients are drawn per cell (group, label) -- few choices, so shrinking is fast
+    fills = {(g, label): draw(st.sampled_from(_H_LEVELS)) for g in range(k) for label in (0, 1)}
+    if family == "no-flip-bounded":
+        fills[(src, 0)] = draw(st.sampled_from(_H_LEVELS[3:]))
+        fills[(dst, 0)] = draw(st.sampled_from(_H_LEVELS[:3]))
+    h = torch.tensor([fills[cell] for cell in cells], dtype=torch.float64)
+    h[index] = fills[(src, 0)] if family == "no-flip-bounded" else draw(st.sampled_from(_H_LEVELS))
+
+    if family == "sign-flip":
+        grads = v.repeat(n, 1) * draw(st.sampled_from([10.0, 5.0, 20.0, 50.0]))  # population grads unclipped
+    else:
+        opposed = (src, dst) if family == "no-flip-bounded" else (src,) if family == "8e-leave" else (dst,)
+        radius = clip if family == "no-flip-bounded" else 3.0 * clip
+        scales = [1.0, 0.75, 0.5] if family == "no-flip-bounded" else [1.0, 1.5, 2.0, 3.0]
+        per_cell = {}
+        for cell in sorted(set(cells)):
+            if cell[1] == 0 and cell[0] in opposed:
+                per_cell[cell] = -v * clip * draw(st.sampled_from(scales))
+            else:
+                per_cell[cell] = _in_ball(draw, d, radius)
+        grads = torch.stack([per_cell[cell] for cell in cells])
+        grads[index] = v * clip * draw(st.sampled_from(scales))
+
+    lam_max = draw(st.sampled_from([1.0, 0.5, 2.0]))
+    lambdas = lam_max * torch.tensor(draw(st.lists(st.sampled_from([1.0, 0.0, 0.5, 0.25]), min_size=constraint.n_terms,
+                                                   max_size=constraint.n_terms)), dtype=torch.float64)
+    focus = {"sign-flip": [src], "8e-leave": [src], "8e-join-smallest": [dst],
+             "no-flip-bounded": [src, dst]}[family]
+    for g in focus:
+        lambdas[term_of(constraint, g)] = lam_max
+    new_group = group.clone()
+    new_group[index] = dst
+    c = Case(constraint, y, group, new_group, h, grads, lambdas, clip, index)
+    return to_proof_setting(c) if proof_setting else c
+
+
+def to_proof_setting(c: Case) -> Case:
+    """The same pair with every gradient replaced by a scalar in [0, C_p] -- the positive part of
+    its first coordinate, clipped to C_p (opposed gradients land at 0 and C_p): with no sign
+    flips, the setting in which Theorem 1's proof is valid."""
+    grads = c.grads[:, :1].clamp(min=0.0, max=c.clip)
+    return Case(c.constraint, c.y, c.group, c.new_group, c.h, grads, c.lambdas, c.clip, c.index, c.reported,
+                c.new_reported)
+
+
+@st.composite
+def missing_cases(draw, *, uneven: bool = True, kinds=("dp", "ap")) -> Case:
+    """Sec. 7 pairs (module docstring): the moving person (index, a reporter of group ``src``
+    who keeps reporting in ``dst``) is one of 2-3 reporters of a group of 4-16 while the
+    other groups report half or more (``uneven``), or every group reports at one rate
+    r in {1/3, 1/2, 2/3, 3/4, 1} (r n_i reporters). h in {0, C_d} per group and role."""
+    kind = draw(st.sampled_from(kinds))
+    k = draw(st.integers(2, 3))
+    constraint = make_constraint(kind, n_groups=k)
+    clip = draw(st.sampled_from([0.5, 1.0, 2.0]))
+    src = draw(st.integers(0, k - 1))
+    dst = draw(st.integers(0, k - 1).filter(lambda g: g != src))
+    if uneven:
+        full = [draw(st.integers(4, 16)) for _ in range(k)]
+        rep = [draw(st.integers((f + 1) // 2, f)) for f in full]
+        rep[src] = draw(st.integers(2, 3))
+    else:
+        num, den = draw(st.sampled_from([(1, 3), (1, 2), (2, 3), (3, 4), (1, 1)]))
+        mult = [draw(st.integers(2, 5)) for _ in range(k)]
+        full, rep = [den * m for m in mult], [num * m for m in mult]
+    group = torch.tensor([g for g in range(k) for _ in range(full[g])])
+    reported = torch.tensor([j < rep[g] for g in range(k) for j in range(full[g])])
+    levels = [0.0, clip]
+    rep_fill = [draw(st.sampled_from(levels)) for _ in range(k)]
+    absent_fill = [draw(st.sampled_from(levels)) for _ in range(k)]
+    h = torch.tensor([rep_fill[g] if j < rep[g] else absent_fill[g] for g in range(k) for j in range(full[g])],
+                     dtype=torch.float64)
+    index = sum(full[:src])
+    h[index] = draw(st.sampled_from(levels))
+    n = len(group)
+    new_group = group.clone()
+    new_group[index] = dst
+    return Case(constraint, torch.zeros(n, dtype=torch.long), group, new_group, h,
+                torch.zeros((n, 1), dtype=torch.float64), torch.ones(constraint.n_terms, dtype=torch.float64),
+                clip, index, reported, reported.clone())
 
 
 def group_sizes(c: Case, group: torch.Tensor, reported: torch.Tensor | None = None) -> np.ndarray:
@@ -152,6 +335,16 @@ def signed_coefficients(c: Case) -> torch.Tensor:
     return c.lambdas * signs / 0.7
 
 
+def sign_flips(c: Case) -> bool:
+    """Whether sign(mu(B_{P_i}) - mu(B_{G_i})) differs between the two sides for some term
+    with lambda_i > 0 (Theorem 1's step (8b) takes the sign as fixed)."""
+    signs = []
+    for group, reported in ((c.group, c.reported), (c.new_group, c.new_reported)):
+        gaps = c.constraint.term_gaps(c.h, c.y, group, reported)
+        signs.append(torch.sign(gaps))
+    return bool(((signs[0] != signs[1]) & (c.lambdas > 0)).any())
+
+
 # ------------------------------------------------------------- paper Theorem 1
 def primal_release_bound(c: Case) -> float:
     """Thm 1's claimed Delta_p = 2 C_p lambda_max / (min_i |B_{G_i}| - 1), the larger of the two
@@ -161,20 +354,28 @@ def primal_release_bound(c: Case) -> float:
                for g in (c.group, c.new_group))
 
 
+def primal_group_part_term(c: Case, i: int) -> tuple[float, float]:
+    """Thm 1 step (8e)-(8f) for term i: (change of lambda_i grad-bar mu(B_{G_i}), the claimed
+    lambda_i C / (|B_{G_i}| - 1)), the bound taken on the larger of the two sides (generous to
+    the paper); the bound is inf when the term has <= 1 member on a side."""
+    lam = torch.zeros_like(c.lambdas)
+    lam[i] = c.lambdas[i]
+    change = exact_change(paper_primal_group_part, group=c.group, neighbour_group=c.new_group,
+                          grads=c.grads, y=c.y, constraint=c.constraint, lambdas=lam, clip=c.clip)
+    sizes = [group_sizes(c, c.group)[i], group_sizes(c, c.new_group)[i]]
+    if min(sizes) <= 1:
+        return change, math.inf  # the claimed bound is infinite (or the mean undefined)
+    return change, max(float(lam[i]) * c.clip / (s - 1) for s in sizes)
+
+
 def primal_group_part_excess(c: Case) -> float:
     """Thm 1 step (8e)-(8f) per term: change of lambda_i grad-bar mu(B_G_i) vs lambda_i C/(|B_G_i|-1),
     the bound taken on the larger of the two sides (generous to the paper). > 0 = violated."""
     worst = -math.inf
     for i in range(c.constraint.n_terms):
-        lam = torch.zeros_like(c.lambdas)
-        lam[i] = c.lambdas[i]
-        change = exact_change(paper_primal_group_part, group=c.group, neighbour_group=c.new_group,
-                              grads=c.grads, y=c.y, constraint=c.constraint, lambdas=lam, clip=c.clip)
-        sizes = [group_sizes(c, c.group)[i], group_sizes(c, c.new_group)[i]]
-        if min(sizes) <= 1:
-            continue  # the claimed bound is infinite (or the mean undefined)
-        bound = max(float(lam[i]) * c.clip / (s - 1) for s in sizes)
-        worst = max(worst, change - bound)
+        change, bound = primal_group_part_term(c, i)
+        if math.isfinite(bound):
+            worst = max(worst, change - bound)
     return worst
 
 

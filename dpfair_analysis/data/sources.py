@@ -51,7 +51,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 __all__ = [
-    "CACHE_ENV", "ChecksumError", "DataUnavailableError", "RawFile", "RAW_FILES",
+    "CACHE_ENV", "ChecksumError", "DataUnavailableError", "DataWarning", "RawFile", "RAW_FILES",
     "cache_dir", "cached_path", "is_cached", "offline_source", "fetch", "install", "verify", "sha256_of",
     "BANK_COLUMNS", "BANK_ROWS", "DUTCH_COLUMNS", "DUTCH_ROWS", "check_idx", "read_idx",
 ]
@@ -72,6 +72,11 @@ class ChecksumError(ValueError):
 
 class DataUnavailableError(FileNotFoundError):
     """No source could provide a raw file; the message says where to put it by hand."""
+
+
+class DataWarning(UserWarning):
+    """Something about the data the user should know but that does not stop the work:
+    rows with missing values removed."""
 
 
 # ---------------------------------------------------------------------------- sources

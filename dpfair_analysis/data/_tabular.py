@@ -8,6 +8,8 @@ is a deliberate reproduction choice, recorded in each data set's ``info``.
 from __future__ import annotations
 
 import os
+import re
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -17,7 +19,7 @@ import pandas as pd
 import torch
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.data.sources import fetch
+from dpfair_analysis.data.sources import DataWarning, fetch
 from dpfair_analysis.validation import check_choice
 
 SCALINGS = ("minmax", "zscore", "none")
@@ -62,6 +64,104 @@ def require_columns(frame: pd.DataFrame, required: Iterable[str], *, what: str) 
     if missing:
         raise ValueError(f"{what} lacks column(s) {missing}; it has {list(frame.columns)}, "
                          f"and the loader needs {required}")
+
+
+def drop_missing(frame: pd.DataFrame, columns: Sequence[str], *, what: str,
+                 warn: bool = True) -> tuple[pd.DataFrame, dict[str, object]]:
+    """Remove rows with a missing value in ``columns``; say how many and why.
+
+    Returns the complete rows (index reset) and the record the loaders put into
+    ``info``: ``raw_rows``, ``rows_dropped_missing`` and ``missing_by_column`` (rows
+    missing each column, only columns with any). With ``warn`` a
+    :class:`~dpfair_analysis.data.sources.DataWarning` names the counts whenever rows
+    are removed (loaders pass ``warn=False`` only where the removal is the paper's
+    documented protocol, e.g. Adult's 3,620 rows with ``?``).
+    """
+    columns = list(columns)
+    missing = frame[columns].isna()
+    by_column = {c: int(n) for c, n in missing.sum().items() if n}
+    incomplete = missing.any(axis=1)
+    dropped = int(incomplete.sum())
+    record: dict[str, object] = {"raw_rows": len(frame), "rows_dropped_missing": dropped,
+                                 "missing_by_column": by_column}
+    if dropped and warn:
+        detail = ", ".join(f"{c} {n:,}" for c, n in by_column.items())
+        warnings.warn(f"{what}: removed {dropped:,} of {len(frame):,} rows with a missing value "
+                      f"({detail}); {len(frame) - dropped:,} rows remain", DataWarning, stacklevel=3)
+    return frame[~incomplete].reset_index(drop=True), record
+
+
+def missing_summary(info: Mapping[str, object]) -> str | None:
+    """One line on the rows a loader removed for missing values, from its ``info``; None if unknown."""
+    if "rows_dropped_missing" not in info:
+        return None
+    dropped, raw = int(info["rows_dropped_missing"]), int(info.get("raw_rows", 0))
+    if not dropped:
+        return f"missing values: none ({raw:,} raw rows, all complete)"
+    by_column = info.get("missing_by_column") or {}
+    detail = f" (rows missing {', '.join(f'{c}: {n:,}' for c, n in by_column.items())})" if by_column else ""
+    return f"missing values: {dropped:,} of {raw:,} raw rows removed{detail}"
+
+
+def read_arff(path: str | os.PathLike, *, what: str) -> tuple[pd.DataFrame, dict[str, tuple[str, ...] | None]]:
+    """A dense Weka ARFF file as strings (``?`` -> NaN), and each attribute's declared levels.
+
+    Supports what the fairness benchmarks use: ``@relation``, ``@attribute NAME
+    {level,...}`` (nominal; levels returned) or a numeric/string type (None), ``@data``
+    with comma-separated rows, ``%`` comments, values optionally quoted with ``'``.
+    A nominal value outside its declared levels, a row with the wrong number of fields,
+    or a sparse ``{...}`` row raises ValueError naming the file and the attribute.
+    """
+    path = Path(path)
+    attributes: dict[str, tuple[str, ...] | None] = {}
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        for line_no, line in enumerate(fh, 1):
+            text = line.strip()
+            if not text or text.startswith("%"):
+                continue
+            keyword = text.split(None, 1)[0].lower()
+            if keyword == "@relation":
+                continue
+            if keyword == "@attribute":
+                match = re.match(r"@attribute\s+('[^']*'|\"[^\"]*\"|\S+)\s+(.*)$", text, flags=re.I)
+                if not match:
+                    raise ValueError(f"{what} at {path}, line {line_no}: cannot read the @attribute line")
+                name, kind = match.group(1).strip("'\""), match.group(2).strip()
+                attributes[name] = (tuple(v.strip().strip("'\"") for v in kind[1:-1].split(","))
+                                    if kind.startswith("{") and kind.endswith("}") else None)
+                continue
+            if keyword == "@data":
+                break
+            raise ValueError(f"{what} at {path}, line {line_no}: expected @relation, @attribute or @data, "
+                             f"got {text[:40]!r} (is this an ARFF file?)")
+        else:
+            raise ValueError(f"{what} at {path} has no @data section (is this an ARFF file?)")
+        if not attributes:
+            raise ValueError(f"{what} at {path} declares no @attribute")
+        try:
+            frame = pd.read_csv(fh, header=None, names=list(attributes), dtype=str, comment="%",
+                                quotechar="'", keep_default_na=False, na_values=[""],
+                                skipinitialspace=True, skip_blank_lines=True, on_bad_lines="error")
+        except pd.errors.ParserError as err:
+            raise ValueError(f"{what} at {path}: a data row does not have {len(attributes)} fields "
+                             f"({' '.join(str(err).split())})") from None
+    if len(frame) and frame.iloc[:, 0].astype(str).str.startswith("{").any():
+        raise ValueError(f"{what} at {path} is a sparse ARFF file; only dense rows are supported")
+    short = frame.isna().any(axis=1)  # '?' is still a string here: NaN means a field is absent or empty
+    if short.any():
+        raise ValueError(f"{what} at {path}: {int(short.sum())} data row(s) have fewer than "
+                         f"{len(attributes)} fields or an empty field (first: data row "
+                         f"{int(short.to_numpy().argmax()) + 1}; ARFF writes a missing value as ?)")
+    frame = frame.replace("?", np.nan)
+    for name, levels in attributes.items():
+        if levels is None:
+            continue
+        values = frame[name].dropna()
+        bad = sorted(set(values.unique()) - set(levels))
+        if bad:
+            raise ValueError(f"{what} at {path}: attribute {name!r} has value(s) {bad[:10]} outside its "
+                             f"declared levels {list(levels)}")
+    return frame, attributes
 
 
 def to_numeric(frame: pd.DataFrame, columns: Iterable[str], *, what: str) -> pd.DataFrame:

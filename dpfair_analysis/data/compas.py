@@ -44,7 +44,8 @@ def read_compas_filtered(*, path: str | os.PathLike | None = None) -> pd.DataFra
             & (raw["c_charge_degree"].astype(str) != "O")
             & raw["score_text"].notna() & (raw["score_text"].astype(str) != "N/A"))
     data = raw[keep].reset_index(drop=True)
-    data = data.dropna(subset=list(NUMERIC) + ["race", "sex", "two_year_recid", "c_charge_degree"])
+    data, _ = tab.drop_missing(data, list(NUMERIC) + ["race", "sex", "two_year_recid", "c_charge_degree"],
+                               what=f"{FILE} (after ProPublica's filters)")
     return data.assign(race=data["race"].where(data["race"].isin(RACES[:-1]), "Other"))
 
 

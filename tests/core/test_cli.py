@@ -90,12 +90,44 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, fragment):
     assert "Traceback" not in err
 
 
-def test_a_data_file_failing_its_checksum_is_refused_in_one_line(capsys, tmp_path, monkeypatch):
+def test_a_corrupted_data_file_without_a_source_is_refused_in_one_line(capsys, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from dpfair_analysis.data import sources
+
     monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
+    monkeypatch.setitem(sources.RAW_FILES, "german.data", replace(sources.RAW_FILES["german.data"], sources=()))
     (tmp_path / "german.data").write_text("A11 6 A34\n")
     code, out, err = run(capsys, "data", "describe", "german")
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "german.data" in err and ("checksum" in err.lower() or "sha-256" in err.lower())
+    assert "german.data" in err and "checksum" in err.lower()
+    assert "dpfair data fetch german --from PATH" in err and "german.data.corrupt" in err
+
+
+def test_a_corrupted_data_file_is_fetched_again_with_a_warning(capsys, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from dpfair_analysis.data import _fixtures, sources
+
+    good = (_fixtures.FIXTURES_DIR / "german.data").read_bytes()
+    import hashlib
+
+    class Copy:
+        label = "a test source"
+
+        def __call__(self, dest):
+            dest.write_bytes(good)
+
+    monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
+    monkeypatch.setitem(sources.RAW_FILES, "german.data",
+                        replace(sources.RAW_FILES["german.data"], sha256=hashlib.sha256(good).hexdigest(),
+                                sources=(Copy(),)))
+    (tmp_path / "german.data").write_text("A11 6 A34\n")
+    code, out, err = run(capsys, "data", "fetch", "german")
+    assert code == 0, err
+    assert err.startswith("dpfair: warning:") and len(err.strip().splitlines()) == 1
+    assert "failed verification" in err and "a test source" in err
+    assert (tmp_path / "german.data").read_bytes() == good
 
 
 def test_nothing_is_written_when_the_run_fails(capsys, tmp_path):

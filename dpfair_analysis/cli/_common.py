@@ -75,3 +75,24 @@ def _json_default(value: object) -> object:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
+
+
+# ----------------------------------------------------------------- accounting flags
+def add_accounting_flags(parser: argparse.ArgumentParser, *, accountant: str = "rdp",
+                         accountants: tuple[str, ...] = ("rdp", "pld"), conversion: bool = True) -> None:
+    """``--accountant`` (and ``--conversion``), turned into one AccountingSpec by :func:`accounting_from_args`."""
+    parser.add_argument("--accountant", default=accountant, choices=accountants,
+                        help=f"privacy accountant (default {accountant})")
+    if conversion:
+        parser.add_argument("--conversion", default="improved", choices=("improved", "classic"),
+                            help="RDP to (ε, δ): improved (default) or classic (the papers' tool)")
+
+
+def accounting_from_args(args: argparse.Namespace, *, neighboring: str = "add_remove", **fixed: object):
+    """The :class:`~dpfair_analysis.privacy.accounting.AccountingSpec` the flags ask for (one-line errors)."""
+    from dpfair_analysis.privacy.accounting import AccountingSpec
+
+    conversion = getattr(args, "conversion", "improved")
+    if args.accountant == "pld" and conversion != "improved":
+        raise UsageError(f"--conversion {conversion} applies only to --accountant rdp")
+    return AccountingSpec(accountant=args.accountant, conversion=conversion, neighboring=neighboring, **fixed)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import Parser, positive_float, positive_int, print_json, unit_open
+from dpfair_analysis.cli._common import Parser, accounting_from_args, add_accounting_flags, positive_float, \
+    positive_int, print_json, unit_open
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,8 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     length.add_argument("--epochs", type=positive_float)
     length.add_argument("--steps", type=positive_int)
     e.add_argument("--delta", type=unit_open, required=True)
-    e.add_argument("--accountant", default="rdp", help="rdp (default) or pld")
-    e.add_argument("--conversion", default="improved", help="improved (default) or classic (the papers')")
+    add_accounting_flags(e)
     e.add_argument("--json", action="store_true")
     e.set_defaults(handler=_run_privacy_epsilon)
 
@@ -29,10 +29,10 @@ def _run_privacy_epsilon(args: argparse.Namespace) -> None:
 
     summary = dpsgd_privacy_summary(n=args.n, batch_size=args.batch_size, noise_multiplier=args.sigma,
                                     delta=args.delta, epochs=args.epochs, steps=args.steps,
-                                    accountant=args.accountant, conversion=args.conversion)
+                                    accounting=accounting_from_args(args))
     if args.json:
         print_json(summary)
     else:
         print(f"ε = {summary['epsilon']:.4f} at δ = {summary['delta']:g} "
-              f"({summary['accountant']}, {summary['conversion']} conversion; {summary['steps']} steps, "
+              f"({accounting_from_args(args).describe()}; {summary['steps']} steps, "
               f"q = {summary['sampling_rate']:.6f}, σ = {summary['noise_multiplier']:g})")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import nonnegative_float, positive_float, positive_int, print_json, unit_open
+from dpfair_analysis.cli._common import accounting_from_args, add_accounting_flags, positive_float, positive_int, \
+    print_json, unit_open
 
-DATASETS = ("adult", "compas", "german", "bank", "synthetic")
+DATASETS = ("income", "adult", "compas", "german", "bank", "synthetic")
 
 
 def _missing_rate(text: str) -> float:
@@ -40,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "to the sensitive attribute (pfld). Paper settings by default: epsilon 1, "
                                    "delta 1e-5, C_p 10, C_d 5, ReLU MLP with two hidden layers.")
     p.add_argument("--data", default="adult", choices=DATASETS,
-                   help="data set (groups by sex; adult uses preprocessing='pfld'); default adult")
+                   help="data set (groups by sex; adult means income: Adult with PF-LD's preprocessing); "
+                        "default adult")
     p.add_argument("--method", default="pfld", choices=("fld", "pfld"))
     p.add_argument("--constraint", default="dp", choices=("dp", "eo", "ap"),
                    help="demographic parity, equalized odds or accuracy parity")
@@ -58,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hidden", type=_hidden, default=(64, 64), help="hidden layer sizes (default 64,64)")
     p.add_argument("--missing-rate", type=_missing_rate, default=0.0,
                    help="fraction of training rows that do not report their group (paper Sec. 7: r = 1 - this)")
-    p.add_argument("--accountant", default="pld", choices=("pld", "rdp"))
+    add_accounting_flags(p, accountant="pld", accountants=("pld", "rdp"), conversion=False)
     p.add_argument("--paper-exact", action="store_true",
                    help="the paper's sensitivities and bookkeeping (refuted; no privacy guarantee)")
     p.add_argument("--test-fraction", type=unit_open, default=0.2)
@@ -66,7 +68,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(handler=_run_train)
-    _ = nonnegative_float  # shared types imported for symmetry with other commands
 
 
 def _run_train(args: argparse.Namespace) -> None:
@@ -74,10 +75,9 @@ def _run_train(args: argparse.Namespace) -> None:
 
     from dpfair_analysis import data as data_module
     from dpfair_analysis.cli._common import UsageError
-    from dpfair_analysis.fairness.constraints import make_constraint
-    from dpfair_analysis.models import build_model
+    from dpfair_analysis.experiments.pfld import DATASETS as TABLE_DATASETS, run_pfld
     from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
-    from dpfair_analysis.training.lagrangian import LagrangianConfig, train_lagrangian
+    from dpfair_analysis.training.lagrangian import LagrangianConfig
 
     if args.seed < 0:
         raise UsageError(f"argument --seed: expected a non-negative integer, got {args.seed}")
@@ -85,17 +85,14 @@ def _run_train(args: argparse.Namespace) -> None:
                               dual_lr=args.dual_lr, lambda_max=args.lambda_max, epsilon=args.epsilon,
                               delta=args.delta, clip_primal=args.cp, clip_dual=args.cd,
                               noise_multiplier=args.sigma, missing_rate=args.missing_rate,
-                              paper_exact=args.paper_exact, accountant=args.accountant, seed=args.seed)
-    options = {"preprocessing": "pfld"} if args.data == "adult" else {}
-    dataset = data_module.load(args.data, **options)
+                              paper_exact=args.paper_exact, seed=args.seed,
+                              accounting=accounting_from_args(args, neighboring="replace_one",
+                                                              value_discretization_interval=1e-3))
+    dataset = data_module.load(TABLE_DATASETS.get(args.data, args.data))
     train, test = dataset.split(args.test_fraction, seed=args.seed)
-    constraint = make_constraint(args.constraint, n_groups=dataset.n_groups, n_classes=dataset.n_classes,
-                                 group_names=dataset.group_names)
-    model = build_model("mlp", input_shape=train.X.shape[1:], n_classes=dataset.n_classes, seed=args.seed,
-                        hidden=args.hidden)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PrivacyNotEstablishedWarning)
-        result = train_lagrangian(model, train, constraint, config, test_data=test, progress=args.progress)
+        result = run_pfld(train, args.constraint, config, test=test, hidden=args.hidden, progress=args.progress)
     summary = result.final("test")
     summary.update(data=args.data, n_train=len(train), n_test=len(test))
     if args.json:

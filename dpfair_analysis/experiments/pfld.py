@@ -54,9 +54,9 @@ METHOD_LABELS = {"clf": "CLF", "z": "Z", "a": "A", "m": "M", "pfld": "PF-LD", "f
                  "pfld-paper": "PF-LD (paper-exact)", "pfld-shared-batch": "PF-LD (shared batch, control)"}
 PRIVATE_METHODS = ("m", "pfld", "pfld-paper", "pfld-shared-batch")
 
-#: data set name -> (loader name, loader options). Income is Adult with PF-LD's 50 features.
-DATASETS = {"income": ("adult", {"preprocessing": "pfld"}), "adult": ("adult", {"preprocessing": "pfld"}),
-            "compas": ("compas", {}), "german": ("german", {}), "bank": ("bank", {})}
+#: Table 2's data sets -> the registered data set (``income`` is registered in :mod:`dpfair_analysis.data`;
+#: ``adult`` here means the same: PF-LD always runs on Adult with its own preprocessing).
+DATASETS = {"income": "income", "adult": "income", "compas": "compas", "german": "german", "bank": "bank"}
 
 #: paper 003 Table 2, Income and COMPAS rows, copied from the paper (its "DF-LP" column is
 #: PF-LD). accuracy / fairness violation: mean (sd) over 5-fold cross-validation.
@@ -128,11 +128,7 @@ def load_table_data(dataset: str, *, group_by: str | None = None, subsample: int
     """A Table 2 data set (``income``/``adult``, ``compas``, ...), optionally subsampled
     (stratified by group x label, seeded)."""
     check_choice(dataset, "dataset", tuple(DATASETS))
-    name, options = DATASETS[dataset]
-    options = dict(options)
-    if group_by is not None:
-        options["by"] = group_by
-    data = datasets.load(name, **options)
+    data = datasets.load(DATASETS[dataset], **({} if group_by is None else {"by": group_by}))
     if subsample is not None and check_positive_int(subsample, "subsample") < len(data):
         from sklearn.model_selection import train_test_split
 
@@ -158,15 +154,36 @@ def cv_folds(data: GroupedDataset, folds: int, *, seed: int = 0) -> list[tuple[n
 # ------------------------------------------------------------------ one run
 def _lagrangian_config(method: str, settings: PfldSettings, *, epsilon: float, seed: int, n_train: int,
                        **overrides: Any):
+    from dpfair_analysis.privacy.pfld_accounting import PFLD_ACCOUNTING
     from dpfair_analysis.training.lagrangian import LagrangianConfig
 
     if settings.pld_discretization is not None:
-        overrides.setdefault("value_discretization_interval", settings.pld_discretization)
+        overrides.setdefault("accounting", replace(PFLD_ACCOUNTING,
+                                                   value_discretization_interval=settings.pld_discretization))
     if method == "pfld-shared-batch":
         overrides.setdefault("public_batch", "shared")
     return LagrangianConfig(method="fld" if method == "fld" else "pfld", epochs=settings.epochs,
                             batch_size=min(settings.batch_size, n_train), epsilon=epsilon,
                             paper_exact=method == "pfld-paper", seed=seed, **overrides)
+
+
+def run_pfld(train: GroupedDataset, kind: str, config, *, test: GroupedDataset | None = None,
+             hidden: Sequence[int] = (64, 64), progress: bool = False):
+    """One F-LD / PF-LD run, the recipe of both ``dpfair train`` and Table 2: constraint ``kind``
+    on the data's groups, a ReLU MLP (``hidden``, seeded by ``config.seed``), and -- for PF-LD
+    without a fixed ``noise_multiplier`` -- the calibrated sigma_p of this run shape from the
+    cache (:func:`calibrated_sigma`; the same sigma ``train_lagrangian`` would calibrate).
+    Warnings (a design whose privacy is not established) pass through to the caller."""
+    from dpfair_analysis.models import build_model
+    from dpfair_analysis.training.lagrangian import train_lagrangian
+
+    constraint = make_constraint(kind, n_groups=train.n_groups, n_classes=train.n_classes,
+                                 group_names=train.group_names)
+    if config.method == "pfld" and config.noise_multiplier is None:
+        config = replace(config, noise_multiplier=calibrated_sigma(config, n=len(train)))
+    model = build_model("mlp", input_shape=tuple(train.X.shape[1:]), n_classes=train.n_classes, seed=config.seed,
+                        hidden=tuple(hidden))
+    return train_lagrangian(model, train, constraint, config, test_data=test, progress=progress)
 
 
 def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDataset, *, settings: PfldSettings,
@@ -178,13 +195,13 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
     per-sample h-gradient norms (final model, first that many training rows) above
     C_p (Fig. 3)."""
     check_choice(method, "method", ALL_METHODS)
-    constraint = make_constraint(kind, n_groups=train.n_groups, n_classes=train.n_classes,
-                                 group_names=train.group_names)
     start = time.perf_counter()
     row: dict[str, Any] = {"method": method, "constraint": kind}
     if method in ("clf", "z", "a", "m"):
         from dpfair_analysis.training.baselines import fit_baseline
 
+        constraint = make_constraint(kind, n_groups=train.n_groups, n_classes=train.n_classes,
+                                     group_names=train.group_names)
         options: dict[str, Any] = {}
         if method == "clf":
             options = {"epochs": settings.epochs, "batch_size": min(settings.batch_size, len(train))}
@@ -197,19 +214,13 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
                    epsilon=epsilon if method == "m" else None, privacy="epsilon-LDP on A (randomized response)"
                    if method == "m" else "none")
     else:
-        from dpfair_analysis.models import build_model
         from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
-        from dpfair_analysis.training.lagrangian import train_lagrangian
 
         config = _lagrangian_config(method, settings, epsilon=epsilon, seed=seed, n_train=len(train),
                                     **pfld_overrides)
-        if method != "fld" and config.noise_multiplier is None:
-            # the same sigma train_lagrangian would calibrate, computed once per run shape
-            config = replace(config, noise_multiplier=calibrated_sigma(config, n=len(train)))
-        model = build_model("mlp", input_shape=tuple(train.X.shape[1:]), n_classes=train.n_classes, seed=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyNotEstablishedWarning)
-            result = train_lagrangian(model, train, constraint, config, test_data=test, progress=False)
+            result = run_pfld(train, kind, config, test=test)
         final, final_train = result.final("test"), result.final("train")
         row.update(accuracy=final["accuracy"], violation=final["violation"],
                    train_accuracy=final_train["accuracy"], train_violation=final_train["violation"],
@@ -222,22 +233,22 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
         if "frac_clipped" in result.steps.columns:
             row["step_frac_clipped"] = float(result.steps["frac_clipped"].mean())
         if h_norm_rows:
-            row.update(_fraction_above(result.model, train, constraint, config.clip_primal, h_norm_rows))
+            row.update(_fraction_above(result.model, train, result.constraint, config.clip_primal, h_norm_rows))
     row["seconds"] = time.perf_counter() - start
     row["requested_epsilon"] = epsilon
     return row
 
 
 def calibrated_sigma(config, *, n: int) -> float:
-    """sigma_p of :func:`~dpfair_analysis.training.lagrangian.calibrate_pfld_noise` for this
-    run shape (n, batch size, epochs, epsilon, delta, ratios, accountant, variant), cached
+    """sigma_p of :func:`~dpfair_analysis.privacy.pfld_accounting.calibrate_pfld_noise` for this
+    run shape (n, batch size, epochs, epsilon, delta, ratios, accounting, variant), cached
     in memory and in the run cache: the PLD calibration takes about a minute and is the
     same for every fold and constraint. Passing it as ``noise_multiplier`` with the same
     ratios gives exactly the calibrated run; epsilon is still computed from the ledger."""
     from dpfair_analysis.experiments.cache import default_cache_dir
 
     args = (n, config.batch_size, config.epochs, config.epsilon, config.delta, config.dual_noise_ratio,
-            config.count_noise_ratio, config.accountant, config.paper_exact, config.value_discretization_interval)
+            config.count_noise_ratio, config.accounting, config.paper_exact)
     if args not in _SIGMAS:
         key = config_key("pfld-calibration", *args)
         _SIGMAS[args] = RunCache(default_cache_dir()).get_or_compute(key, lambda: _calibrate(*args))
@@ -247,13 +258,12 @@ def calibrated_sigma(config, *, n: int) -> float:
 _SIGMAS: dict[tuple, float] = {}
 
 
-def _calibrate(n, batch_size, epochs, epsilon, delta, dual_ratio, count_ratio, accountant, paper_exact, vdi) -> float:
-    from dpfair_analysis.training.lagrangian import calibrate_pfld_noise
+def _calibrate(n, batch_size, epochs, epsilon, delta, dual_ratio, count_ratio, accounting, paper_exact) -> float:
+    from dpfair_analysis.privacy.pfld_accounting import calibrate_pfld_noise
 
     return float(calibrate_pfld_noise(n=n, batch_size=batch_size, epochs=epochs, epsilon=epsilon, delta=delta,
                                       dual_noise_ratio=dual_ratio, count_noise_ratio=count_ratio,
-                                      accountant=accountant, paper_exact=paper_exact,
-                                      value_discretization_interval=vdi)["primal"])
+                                      accounting=accounting, paper_exact=paper_exact)["primal"])
 
 
 def _fraction_above(model, train: GroupedDataset, constraint, clip: float, rows: int) -> dict[str, float]:

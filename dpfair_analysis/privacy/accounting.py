@@ -32,16 +32,29 @@ All RDP values come from dp_accounting; nothing here re-derives an RDP formula. 
 the classic conversion (one line, from the accountant's public ``.rdp`` and
 ``.orders``) is written here.
 
+The choice of accountant, conversion, Renyi orders, neighbouring relation and PLD grid is
+one frozen, validated, hashable :class:`AccountingSpec`; every function here, the
+trainers' configs and the result caches carry that one object.
+
+Neighbouring relations: add/remove one record (default; what DP-SGD's Poisson-sampling
+analysis assumes) or replace one record. dp_accounting's PLD accountant models both; its
+RDP accountant models only add/remove for Poisson sampling, so ``accountant="rdp"`` with
+``neighboring="replace_one"`` accounts every release *without* subsampling amplification,
+as a plain Gaussian of its replace distance (:func:`replace_one_as_add_remove`; valid by
+the joint convexity of exp((alpha - 1) D_alpha), looser).
+
 What a training run actually released is recorded step by step in a
-:class:`PrivacyLedger`, whose records can be saved and re-accounted later.
+:class:`PrivacyLedger`, whose records can be saved and re-accounted later under any spec.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from numbers import Integral, Real
 from typing import Any
 
@@ -65,6 +78,7 @@ logging.getLogger("absl").setLevel(logging.ERROR)
 
 __all__ = [
     "ACCOUNTANTS",
+    "AccountingSpec",
     "CONVERSIONS",
     "DEFAULT_RDP_ORDERS",
     "DEFAULT_VALUE_DISCRETIZATION_INTERVAL",
@@ -84,8 +98,8 @@ __all__ = [
     "event_to_dict",
     "ledger_from_records",
     "max_steps_within",
-    "make_accountant",
     "poisson_gaussian_event",
+    "replace_one_as_add_remove",
     "steps_for_epochs",
 ]
 
@@ -298,53 +312,124 @@ class ClassicConversionRdpAccountant(rdp_privacy_accountant.RdpAccountant):
 # ------------------------------------------------------------------ accountants
 
 
-def make_accountant(
-    accountant: str = "rdp",
-    *,
-    conversion: str = "improved",
-    orders: Sequence[float] | None = None,
-    neighboring: str = "add_remove",
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> privacy_accountant.PrivacyAccountant:
-    """A fresh, empty dp_accounting accountant for the named method.
+@dataclass(frozen=True)
+class AccountingSpec:
+    """How an (epsilon, delta) guarantee is computed from dp_accounting events.
+
+    Frozen, validated and hashable: trainers' configs carry it, result caches key on it,
+    and every accounting function takes it as ``accounting=`` (default: ``AccountingSpec()``,
+    RDP with dp_accounting's conversion, add/remove).
 
     Parameters
     ----------
     accountant : {"rdp", "pld"}
         Renyi-DP or privacy-loss-distribution accounting.
     conversion : {"improved", "classic"}
-        RDP-to-DP conversion (``"rdp"`` only; with ``"pld"`` only the default
-        ``"improved"`` is accepted, and ignored).
+        RDP-to-DP conversion (``"rdp"`` only; ``"pld"`` takes only the default).
     orders : sequence of float, optional
-        Renyi orders (``"rdp"`` only). Default :data:`DEFAULT_RDP_ORDERS` for
-        "improved", :data:`PAPER_RDP_ORDERS` for "classic".
+        Renyi orders (``"rdp"`` only). Default :data:`DEFAULT_RDP_ORDERS` for "improved",
+        :data:`PAPER_RDP_ORDERS` for "classic". Stored as a tuple.
     neighboring : {"add_remove", "replace_one"}
-        Neighbouring relation: add/remove one record (default; what DP-SGD's
-        Poisson-sampling analysis assumes) or replace one record.
+        Neighbouring relation (see the module docstring for RDP under replace-one).
     value_discretization_interval : float
-        PLD grid step (``"pld"`` only); smaller is tighter and slower.
-
-    Returns
-    -------
-    dp_accounting.PrivacyAccountant
-        ``RdpAccountant``, :class:`ClassicConversionRdpAccountant` or ``PLDAccountant``.
+        PLD grid step (``"pld"`` only; smaller is tighter and slower). Normalised to the
+        default for ``"rdp"``, where it plays no part, so equal guarantees compare equal.
     """
-    accountant, conversion = _check_method(accountant, conversion)
-    relation = NEIGHBORING_RELATIONS[check_choice(neighboring, "neighboring", NEIGHBORING_RELATIONS)]
-    interval = check_positive(value_discretization_interval, "value_discretization_interval")
-    if accountant == "pld":
-        if orders is not None:
-            raise ValueError(f"orders apply only to accountant='rdp', got orders with accountant={accountant!r}")
-        return pld_privacy_accountant.PLDAccountant(
-            neighboring_relation=relation, value_discretization_interval=interval
-        )
-    resolved = _resolve_orders(orders, conversion)
-    cls = (
-        ClassicConversionRdpAccountant
-        if conversion == "classic"
-        else rdp_privacy_accountant.RdpAccountant
-    )
-    return cls(orders=list(resolved), neighboring_relation=relation)
+
+    accountant: str = "rdp"
+    conversion: str = "improved"
+    orders: tuple[float, ...] | None = None
+    neighboring: str = "add_remove"
+    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+
+    def __post_init__(self) -> None:
+        accountant, conversion = _check_method(self.accountant, self.conversion)
+        check_choice(self.neighboring, "neighboring", NEIGHBORING_RELATIONS)
+        interval = check_positive(self.value_discretization_interval, "value_discretization_interval")
+        if self.orders is not None:
+            if accountant != "rdp":
+                raise ValueError(f"orders apply only to accountant='rdp', got orders with accountant={accountant!r}")
+            object.__setattr__(self, "orders", _resolve_orders(self.orders, conversion))
+        if accountant == "rdp":
+            interval = DEFAULT_VALUE_DISCRETIZATION_INTERVAL
+        object.__setattr__(self, "value_discretization_interval", float(interval))
+
+    @property
+    def resolved_orders(self) -> tuple[float, ...] | None:
+        """The Renyi orders in use (``None`` for PLD)."""
+        return _resolve_orders(self.orders, self.conversion) if self.accountant == "rdp" else None
+
+    def make_accountant(self) -> privacy_accountant.PrivacyAccountant:
+        """A fresh, empty dp_accounting accountant: ``RdpAccountant``,
+        :class:`ClassicConversionRdpAccountant` or ``PLDAccountant``. Under RDP with
+        ``replace_one`` the accountant is an add/remove one; compose events through
+        :meth:`compose` (which translates them), not on it directly."""
+        if self.accountant == "pld":
+            return pld_privacy_accountant.PLDAccountant(
+                neighboring_relation=NEIGHBORING_RELATIONS[self.neighboring],
+                value_discretization_interval=self.value_discretization_interval,
+            )
+        cls = ClassicConversionRdpAccountant if self.conversion == "classic" else rdp_privacy_accountant.RdpAccountant
+        return cls(orders=list(self.resolved_orders), neighboring_relation=NEIGHBORING_RELATIONS["add_remove"])
+
+    def accountable(self, event: dp_event.DpEvent) -> dp_event.DpEvent:
+        """The event as this spec's accountant composes it (RDP + replace-one: without
+        amplification, :func:`replace_one_as_add_remove`; otherwise unchanged)."""
+        if self.accountant == "rdp" and self.neighboring == "replace_one":
+            return replace_one_as_add_remove(event)
+        return event
+
+    def compose(self, acct: privacy_accountant.PrivacyAccountant, event: dp_event.DpEvent, count: int = 1) -> None:
+        """``acct.compose`` of this spec's version of ``event``; unsupported events raise ValueError."""
+        try:
+            acct.compose(self.accountable(event), count)
+        except privacy_accountant.UnsupportedEventError as err:
+            raise ValueError(f"accountant={self.accountant!r} with neighboring={self.neighboring!r} cannot "
+                             f"account for this event: {err}") from err
+
+    def describe(self) -> str:
+        """One line for reports, e.g. ``rdp, improved conversion`` or ``pld, replace_one``."""
+        what = f"rdp, {self.conversion} conversion" if self.accountant == "rdp" else "pld"
+        return what if self.neighboring == "add_remove" else f"{what}, {self.neighboring}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (orders as a list or None)."""
+        out = asdict(self)
+        out["orders"] = None if self.orders is None else list(self.orders)
+        return out
+
+
+def replace_one_as_add_remove(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """A replace-one event as add/remove Gaussians of its replace distance, without subsampling amplification.
+
+    The toolkit states a Gaussian's noise multiplier relative to one record's contribution
+    bound; under replace-one two neighbours differ by up to twice it (dp_accounting's PLD
+    ``REPLACE_ONE`` convention), so ``GaussianDpEvent(m)`` is an add/remove Gaussian of
+    multiplier m/2, and ``PoissonSampledDpEvent(q, GaussianDpEvent(m))`` is bounded by the
+    same Gaussian: conditioned on the batch, the release is that Gaussian or less, and
+    averaging over the common batch distribution keeps the RDP bound (joint convexity of
+    exp((alpha - 1) D_alpha)). Compositions map part by part.
+    """
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
+        return replace_one_as_add_remove(event.event)
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return dp_event.GaussianDpEvent(event.noise_multiplier / 2.0)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(replace_one_as_add_remove(event.event), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([replace_one_as_add_remove(e) for e in event.events])
+    if isinstance(event, dp_event.NoOpDpEvent):
+        return event
+    raise ValueError(f"accountant='rdp' with neighboring='replace_one' accounts only (sampled) Gaussian releases, "
+                     f"got {event!r}")
+
+
+def _spec(accounting: AccountingSpec | None) -> AccountingSpec:
+    if accounting is None:
+        return AccountingSpec()
+    if not isinstance(accounting, AccountingSpec):
+        raise TypeError(f"accounting must be an AccountingSpec, got {accounting!r}")
+    return accounting
 
 
 #: Epsilons already computed for a ledger's exact runs (repeated runs of one schedule --
@@ -385,16 +470,8 @@ def _rdp_curve(event: dp_event.DpEvent, orders: tuple[float, ...]) -> np.ndarray
 _RDP_CURVES: dict[Any, np.ndarray] = {}
 
 
-def epsilon_from_event(
-    event: dp_event.DpEvent,
-    delta: float,
-    *,
-    accountant: str = "rdp",
-    conversion: str = "improved",
-    orders: Sequence[float] | None = None,
-    neighboring: str = "add_remove",
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> float:
+def epsilon_from_event(event: dp_event.DpEvent, delta: float, *,
+                       accounting: AccountingSpec | None = None) -> float:
     """Smallest epsilon the accountant certifies for ``event`` at ``delta``.
 
     Parameters
@@ -403,8 +480,8 @@ def epsilon_from_event(
         What was released.
     delta : float
         :math:`\\delta \\in (0, 1)`.
-    accountant, conversion, orders, neighboring, value_discretization_interval
-        See :func:`make_accountant`.
+    accounting : AccountingSpec, optional
+        How (default ``AccountingSpec()``).
 
     Returns
     -------
@@ -414,30 +491,13 @@ def epsilon_from_event(
     Raises
     ------
     ValueError
-        On a bad argument, or if the accountant cannot account for the event under the
-        neighbouring relation (e.g. RDP for Poisson sampling under "replace_one").
+        On a bad argument, or if the accountant cannot account for the event.
     """
-    return _epsilon_and_order(
-        event,
-        delta,
-        accountant=accountant,
-        conversion=conversion,
-        orders=orders,
-        neighboring=neighboring,
-        value_discretization_interval=value_discretization_interval,
-    )[0]
+    return _epsilon_and_order(event, delta, _spec(accounting))[0]
 
 
-def delta_from_event(
-    event: dp_event.DpEvent,
-    epsilon: float,
-    *,
-    accountant: str = "rdp",
-    conversion: str = "improved",
-    orders: Sequence[float] | None = None,
-    neighboring: str = "add_remove",
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> float:
+def delta_from_event(event: dp_event.DpEvent, epsilon: float, *,
+                     accounting: AccountingSpec | None = None) -> float:
     """Smallest delta the accountant certifies for ``event`` at ``epsilon``.
 
     For RDP, "improved" is dp_accounting's ``compute_delta`` and "classic" is
@@ -450,8 +510,8 @@ def delta_from_event(
         What was released.
     epsilon : float
         :math:`\\varepsilon > 0`.
-    accountant, conversion, orders, neighboring, value_discretization_interval
-        See :func:`make_accountant`.
+    accounting : AccountingSpec, optional
+        How (default ``AccountingSpec()``).
 
     Returns
     -------
@@ -460,34 +520,17 @@ def delta_from_event(
     """
     _check_event(event, "event")
     epsilon = check_positive(epsilon, "epsilon")
-    acct = make_accountant(
-        accountant,
-        conversion=conversion,
-        orders=orders,
-        neighboring=neighboring,
-        value_discretization_interval=value_discretization_interval,
-    )
-    _compose(acct, event, 1, accountant=accountant, neighboring=neighboring)
+    spec = _spec(accounting)
+    acct = spec.make_accountant()
+    spec.compose(acct, event)
     return float(acct.get_delta(epsilon))
 
 
 # ------------------------------------------------------------------ DP-SGD
 
 
-def dpsgd_epsilon(
-    *,
-    n: int,
-    batch_size: int,
-    noise_multiplier: float,
-    delta: float,
-    epochs: float | None = None,
-    steps: int | None = None,
-    accountant: str = "rdp",
-    conversion: str = "improved",
-    orders: Sequence[float] | None = None,
-    neighboring: str = "add_remove",
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> float:
+def dpsgd_epsilon(*, n: int, batch_size: int, noise_multiplier: float, delta: float, epochs: float | None = None,
+                  steps: int | None = None, accounting: AccountingSpec | None = None) -> float:
     """Epsilon of DP-SGD with Poisson sampling at rate :math:`q = B/n`.
 
     The run is :func:`poisson_gaussian_event` with :math:`T` steps, where :math:`T` is
@@ -507,52 +550,31 @@ def dpsgd_epsilon(
         Passes over the data (> 0).
     steps : int, optional
         Number of steps (>= 1).
-    accountant, conversion, orders, neighboring, value_discretization_interval
-        See :func:`make_accountant`.
+    accounting : AccountingSpec, optional
+        How (default ``AccountingSpec()``).
 
     Returns
     -------
     float
         Epsilon.
     """
-    return dpsgd_privacy_summary(
-        n=n,
-        batch_size=batch_size,
-        noise_multiplier=noise_multiplier,
-        delta=delta,
-        epochs=epochs,
-        steps=steps,
-        accountant=accountant,
-        conversion=conversion,
-        orders=orders,
-        neighboring=neighboring,
-        value_discretization_interval=value_discretization_interval,
-    )["epsilon"]
+    return dpsgd_privacy_summary(n=n, batch_size=batch_size, noise_multiplier=noise_multiplier, delta=delta,
+                                 epochs=epochs, steps=steps, accounting=accounting)["epsilon"]
 
 
-def dpsgd_privacy_summary(
-    *,
-    n: int,
-    batch_size: int,
-    noise_multiplier: float,
-    delta: float,
-    epochs: float | None = None,
-    steps: int | None = None,
-    accountant: str = "rdp",
-    conversion: str = "improved",
-    orders: Sequence[float] | None = None,
-    neighboring: str = "add_remove",
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-) -> dict[str, Any]:
+def dpsgd_privacy_summary(*, n: int, batch_size: int, noise_multiplier: float, delta: float,
+                          epochs: float | None = None, steps: int | None = None,
+                          accounting: AccountingSpec | None = None) -> dict[str, Any]:
     """:func:`dpsgd_epsilon` with the settings behind it, as a JSON-ready dict.
 
     Returns
     -------
     dict
-        ``{"epsilon", "delta", "accountant", "conversion", "steps", "sampling_rate",
-        "noise_multiplier", "optimal_order"}``; ``conversion`` and ``optimal_order``
-        are ``None`` for ``accountant="pld"``.
+        ``{"epsilon", "delta", "accountant", "conversion", "neighboring", "steps",
+        "sampling_rate", "noise_multiplier", "optimal_order"}``; ``conversion`` and
+        ``optimal_order`` are ``None`` for ``accountant="pld"``.
     """
+    spec = _spec(accounting)
     n, batch_size = _check_n_and_batch_size(n, batch_size)
     if (epochs is None) == (steps is None):
         raise ValueError(
@@ -565,21 +587,14 @@ def dpsgd_privacy_summary(
     )
     sampling_rate = batch_size / n
     event = poisson_gaussian_event(sampling_rate, noise_multiplier, steps=steps)
-    epsilon, order = _epsilon_and_order(
-        event,
-        delta,
-        accountant=accountant,
-        conversion=conversion,
-        orders=orders,
-        neighboring=neighboring,
-        value_discretization_interval=value_discretization_interval,
-    )
-    is_rdp = accountant == "rdp"
+    epsilon, order = _epsilon_and_order(event, delta, spec)
+    is_rdp = spec.accountant == "rdp"
     return {
         "epsilon": epsilon,
         "delta": float(delta),
-        "accountant": accountant,
-        "conversion": conversion if is_rdp else None,
+        "accountant": spec.accountant,
+        "conversion": spec.conversion if is_rdp else None,
+        "neighboring": spec.neighboring,
         "steps": steps,
         "sampling_rate": sampling_rate,
         "noise_multiplier": float(noise_multiplier),
@@ -593,11 +608,7 @@ def calibrate_noise_multiplier(
     *,
     sampling_rate: float,
     steps: int,
-    accountant: str = "rdp",
-    conversion: str = "improved",
-    orders: Sequence[float] | None = None,
-    neighboring: str = "add_remove",
-    value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
+    accounting: AccountingSpec | None = None,
     tolerance: float = 1e-4,
     other_events: Sequence[dp_event.DpEvent] = (),
 ) -> float:
@@ -620,8 +631,8 @@ def calibrate_noise_multiplier(
         :math:`q \\in (0, 1]`.
     steps : int
         :math:`T \\ge 1`.
-    accountant, conversion, orders, neighboring, value_discretization_interval
-        See :func:`make_accountant`.
+    accounting : AccountingSpec, optional
+        How (default ``AccountingSpec()``).
     tolerance : float
         Relative tolerance in :math:`\\sigma`, in (0, 0.1]: the result
         :math:`\\hat\\sigma` satisfies :math:`\\sigma^* \\le \\hat\\sigma \\le
@@ -650,18 +661,7 @@ def calibrate_noise_multiplier(
     tolerance = check_positive(tolerance, "tolerance")
     if tolerance > 0.1:
         raise ValueError(f"tolerance must be in (0, 0.1], got {tolerance!r}")
-    options = dict(
-        accountant=accountant,
-        conversion=conversion,
-        orders=orders,
-        neighboring=neighboring,
-        value_discretization_interval=value_discretization_interval,
-    )
-
-    def make_fresh() -> privacy_accountant.PrivacyAccountant:
-        return make_accountant(**options)
-
-    make_fresh()  # validates the accounting options before any search
+    spec = _spec(accounting)
     other_events = list(other_events)
     for event in other_events:
         _check_event(event, "other_events[]")
@@ -671,12 +671,12 @@ def calibrate_noise_multiplier(
         return compose_events([*other_events, steps_event]) if other_events else steps_event
 
     def meets(sigma: float) -> bool:
-        return epsilon_from_event(event_at(sigma), delta, **options) <= target_epsilon
+        return epsilon_from_event(event_at(sigma), delta, accounting=spec) <= target_epsilon
 
     low, high = _bracket_noise(meets, target_epsilon=target_epsilon)
     sigma = mechanism_calibration.calibrate_dp_mechanism(
-        make_fresh,
-        event_at,
+        spec.make_accountant,
+        lambda sigma: spec.accountable(event_at(sigma)),
         target_epsilon,
         delta,
         bracket_interval=mechanism_calibration.ExplicitBracketInterval(low, high),
@@ -694,17 +694,8 @@ def calibrate_noise_multiplier(
 # ------------------------------------------------------------------ ledger
 
 
-def max_steps_within(
-    target_epsilon: float,
-    delta: float,
-    *,
-    sampling_rate: float,
-    noise_multiplier: float,
-    max_steps: int,
-    accountant: str = "rdp",
-    conversion: str = "improved",
-    neighboring: str = "add_remove",
-) -> int:
+def max_steps_within(target_epsilon: float, delta: float, *, sampling_rate: float, noise_multiplier: float,
+                     max_steps: int, accounting: AccountingSpec | None = None) -> int:
     """Largest T <= ``max_steps`` whose T Poisson-sampled Gaussian steps spend <= target epsilon.
 
     Used to run a method "at equal privacy" with another (paper 000 §6.1.3: DPSGD-F and
@@ -713,11 +704,11 @@ def max_steps_within(
     """
     check_positive(target_epsilon, "target_epsilon")
     max_steps = check_positive_int(max_steps, "max_steps")
+    spec = _spec(accounting)
 
     def spent(steps: int) -> float:
         event = poisson_gaussian_event(sampling_rate, noise_multiplier, steps=steps)
-        return epsilon_from_event(event, delta, accountant=accountant, conversion=conversion,
-                                  neighboring=neighboring)
+        return epsilon_from_event(event, delta, accounting=spec)
 
     if spent(max_steps) <= target_epsilon:
         return max_steps
@@ -761,8 +752,8 @@ class PrivacyLedger:
 
     def __init__(self) -> None:
         self._runs: list[list[Any]] = []  # [event, count]
-        # configuration -> [accountant, runs fully composed, count composed of next run]
-        self._accountants: dict[tuple, list[Any]] = {}
+        # spec -> [accountant with the first `closed` runs composed, closed]
+        self._accountants: dict[AccountingSpec, list[Any]] = {}
 
     def record(self, event: dp_event.DpEvent, count: int = 1) -> None:
         """Record that ``event`` was released ``count`` more times."""
@@ -789,79 +780,51 @@ class PrivacyLedger:
             return dp_event.NoOpDpEvent()
         return parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts)
 
-    def epsilon(
-        self,
-        delta: float,
-        *,
-        accountant: str = "rdp",
-        conversion: str = "improved",
-        orders: Sequence[float] | None = None,
-        neighboring: str = "add_remove",
-        value_discretization_interval: float = DEFAULT_VALUE_DISCRETIZATION_INTERVAL,
-    ) -> float:
-        """Epsilon spent so far at ``delta`` (see :func:`epsilon_from_event`)."""
+    def epsilon(self, delta: float, *, accounting: AccountingSpec | None = None) -> float:
+        """Epsilon spent so far at ``delta`` (see :func:`epsilon_from_event`).
+
+        Incremental and exact: every run but the last is final, so each spec keeps one
+        accountant with the final runs composed (each with its whole count, as a fresh
+        computation would) and composes the last, still growing run on a copy. The result
+        equals ``epsilon_from_event(self.event, delta, accounting=...)``; repeated ledgers
+        (seeds, audit trials) hit a memo.
+        """
         delta = check_delta(delta)
-        accountant, conversion = _check_method(accountant, conversion)
-        check_choice(neighboring, "neighboring", NEIGHBORING_RELATIONS)
-        interval = check_positive(value_discretization_interval, "value_discretization_interval")
-        is_rdp = accountant == "rdp"
-        if not is_rdp and orders is not None:
-            raise ValueError(f"orders apply only to accountant='rdp', got orders with accountant={accountant!r}")
-        key = (
-            accountant,
-            conversion if is_rdp else None,
-            _resolve_orders(orders, conversion) if is_rdp else None,
-            neighboring,
-            None if is_rdp else interval,
-        )
-        memo_key = _hashable_or_none((key, tuple((event, count) for event, count in self._runs), delta))
+        spec = _spec(accounting)
+        memo_key = _hashable_or_none((spec, tuple((event, count) for event, count in self._runs), delta))
         if memo_key is not None and memo_key in _EPSILON_MEMO:
             return _EPSILON_MEMO[memo_key]
-        state = self._accountants.get(key)
-        if state is None:
-            acct = make_accountant(
-                accountant,
-                conversion=conversion,
-                orders=orders,
-                neighboring=neighboring,
-                value_discretization_interval=value_discretization_interval,
-            )
-            state = self._accountants[key] = [acct, 0, 0]
-        acct, done_runs, done_in_next = state
-        for i in range(done_runs, len(self._runs)):
-            event, count = self._runs[i]
-            new = count - (done_in_next if i == done_runs else 0)
-            if new > 0:
-                _compose(acct, event, new, accountant=accountant, neighboring=neighboring)
-            # runs before the last are final; the last may still grow
-            state[1], state[2] = (i, count) if i == len(self._runs) - 1 else (i + 1, 0)
+        state = self._accountants.setdefault(spec, [spec.make_accountant(), 0])
+        acct, closed = state
+        for event, count in self._runs[closed:-1]:
+            spec.compose(acct, event, count)
+        state[1] = max(closed, len(self._runs) - 1)
+        if self._runs:
+            acct = copy.deepcopy(acct)
+            spec.compose(acct, *self._runs[-1])
         epsilon = _report_epsilon(acct, delta)[0]
         if memo_key is not None:
             _remember(memo_key, epsilon)
         return epsilon
 
-    def epsilon_trajectory(
-        self,
-        delta: float,
-        *,
-        conversion: str = "improved",
-        orders: Sequence[float] | None = None,
-    ) -> np.ndarray:
+    def epsilon_trajectory(self, delta: float, *, accounting: AccountingSpec | None = None) -> np.ndarray:
         """RDP epsilon after each recorded release, shape (len(self),).
 
         RDP composes additively, so the curve after release t is the sum of the first t
         releases' curves; one dp_accounting curve per run's event, then the conversion
-        at every prefix. Equals :meth:`epsilon` (accountant "rdp") at the last entry.
+        at every prefix. Equals :meth:`epsilon` at the last entry. Needs an RDP spec.
         """
         delta = check_delta(delta)
-        _, conversion = _check_method("rdp", conversion)
-        resolved = _resolve_orders(orders, conversion)
+        spec = _spec(accounting)
+        if spec.accountant != "rdp":
+            raise ValueError(f"epsilon_trajectory needs accountant='rdp', got {spec.accountant!r}")
+        resolved = spec.resolved_orders
         order_array = np.asarray(resolved, dtype=float)
-        convert = classic_epsilon_from_rdp if conversion == "classic" else rdp_privacy_accountant.compute_epsilon
+        convert = classic_epsilon_from_rdp if spec.conversion == "classic" else rdp_privacy_accountant.compute_epsilon
         total = np.zeros(len(order_array))
         trajectory = []
         for event, count in self._runs:
-            step_curve = _rdp_curve(event, tuple(resolved))
+            step_curve = _rdp_curve(spec.accountable(event), tuple(resolved))
             for k in range(1, count + 1):
                 trajectory.append(convert(order_array, total + k * step_curve, delta)[0])
             total = total + count * step_curve
@@ -956,27 +919,12 @@ def event_from_dict(data: Mapping[str, Any]) -> dp_event.DpEvent:
 # ------------------------------------------------------------------ helpers
 
 
-def _epsilon_and_order(
-    event: dp_event.DpEvent,
-    delta: float,
-    *,
-    accountant: str,
-    conversion: str,
-    orders: Sequence[float] | None,
-    neighboring: str,
-    value_discretization_interval: float,
-) -> tuple[float, float | None]:
+def _epsilon_and_order(event: dp_event.DpEvent, delta: float, spec: AccountingSpec) -> tuple[float, float | None]:
     """Epsilon and (RDP only) the optimal order for ``event`` at ``delta``."""
     _check_event(event, "event")
     delta = check_delta(delta)
-    acct = make_accountant(
-        accountant,
-        conversion=conversion,
-        orders=orders,
-        neighboring=neighboring,
-        value_discretization_interval=value_discretization_interval,
-    )
-    _compose(acct, event, 1, accountant=accountant, neighboring=neighboring)
+    acct = spec.make_accountant()
+    spec.compose(acct, event)
     return _report_epsilon(acct, delta)
 
 
@@ -999,24 +947,6 @@ def _report_epsilon(
             )
         return float(epsilon), float(order)
     return float(acct.get_epsilon(delta)), None
-
-
-def _compose(
-    acct: privacy_accountant.PrivacyAccountant,
-    event: dp_event.DpEvent,
-    count: int,
-    *,
-    accountant: str,
-    neighboring: str,
-) -> None:
-    """``acct.compose(event, count)``, turning unsupported events into ValueError."""
-    try:
-        acct.compose(event, count)
-    except privacy_accountant.UnsupportedEventError as err:
-        raise ValueError(
-            f"accountant={accountant!r} with neighboring={neighboring!r} cannot account "
-            f"for this event: {err}"
-        ) from err
 
 
 def _bracket_noise(meets, *, target_epsilon: float) -> tuple[float, float]:

@@ -60,10 +60,11 @@ differ in one person's group, paper 003 Sec. 4.2). Two private steps, in
   the history's ``train`` violation are diagnostics computed from the private data
   without noise; they are not covered and must not be published.
 
-  Accounting (:func:`pfld_epsilon`): dp_accounting's PLD accountant with
-  ``REPLACE_ONE`` over the recorded events (default), or dp_accounting's RDP accountant
-  with every release taken as a plain Gaussian of its replace distance (valid by joint
-  convexity, no subsampling amplification, so looser).
+  Accounting (:mod:`dpfair_analysis.privacy.pfld_accounting`): the ledger's incremental
+  epsilon under ``config.accounting`` -- dp_accounting's PLD accountant with
+  ``REPLACE_ONE`` over the recorded events (default), or RDP with every release taken as
+  a plain Gaussian of its replace distance (valid by joint convexity, no subsampling
+  amplification, so looser).
 
 * ``paper_exact=True``: Eqs. (7), (10), (11), (13) as printed -- batch signs, group
   means over the actual |B_G|, noise :math:`\\sigma_p \\Delta_p` with
@@ -82,7 +83,6 @@ population terms only. The default bounds do not change (a non-reporter contribu
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -91,10 +91,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from dp_accounting import dp_event, mechanism_calibration
-from dp_accounting.pld import pld_privacy_accountant
-from dp_accounting.rdp import rdp_privacy_accountant
-from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting import dp_event
 from torch import nn
 from tqdm import tqdm
 
@@ -102,22 +99,23 @@ from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import FairnessConstraint
 from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, per_sample_gradients, \
     per_sample_norms
-from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
+from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger, steps_for_epochs
+from dpfair_analysis.privacy.pfld_accounting import PFLD_ACCOUNTING, calibrate_pfld_noise, pfld_accounting, \
+    replace_one_gaussian_event
 from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
     group_counts, paper_dual_sensitivity, paper_primal_sensitivity, primal_contribution_bound, \
     warn_paper_exact, warn_shared_batch
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, check_seed
 
 METHODS = ("fld", "pfld")
-PFLD_ACCOUNTANTS = ("pld", "rdp")
 PUBLIC_BATCHES = ("independent", "shared")
 #: The per-step record columns a PF-LD run releases (public functions of earlier releases);
 #: every other column of ``LagrangianResult.steps`` is a non-private diagnostic.
 RELEASED_STEP_COLUMNS = ("step", "released", "noise_std", "delta1", "public_batch_size")
 
-__all__ = ["METHODS", "PUBLIC_BATCHES", "RELEASED_STEP_COLUMNS", "LagrangianConfig", "LagrangianResult", "PrivateState", "train_lagrangian",
-           "private_primal_step", "private_dual_update", "public_objective", "release_group_counts", "pfld_epsilon",
-           "pfld_schedule_event", "calibrate_pfld_noise", "reported_mask"]
+__all__ = ["METHODS", "PUBLIC_BATCHES", "RELEASED_STEP_COLUMNS", "LagrangianConfig", "LagrangianResult",
+           "PrivateState", "train_lagrangian", "private_primal_step", "private_dual_update", "public_objective",
+           "release_group_counts", "reported_mask"]
 
 
 @dataclass(frozen=True)
@@ -135,6 +133,10 @@ class LagrangianConfig:
     docstring); ``"shared"`` computes it on the private batch -- the earlier design,
     whose stated epsilon is false (``privacy_established=False``), kept as a negative
     control for the audits. ``paper_exact`` always shares the batch (Eq. 10 as printed).
+
+    ``accounting``: how epsilon is computed (replace-one: the neighbours differ in one
+    person's attribute); ``paper_exact`` runs are accounted with the paper's add/remove
+    bookkeeping instead (:attr:`effective_accounting`).
     """
 
     method: str = "pfld"
@@ -153,8 +155,7 @@ class LagrangianConfig:
     missing_rate: float = 0.0
     paper_exact: bool = False
     public_batch: str = "independent"
-    accountant: str = "pld"
-    value_discretization_interval: float = 1e-3
+    accounting: AccountingSpec = PFLD_ACCOUNTING
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -162,7 +163,7 @@ class LagrangianConfig:
         check_positive_int(self.epochs, "epochs")
         check_positive_int(self.batch_size, "batch_size")
         for name in ("lr", "dual_lr", "lambda_max", "epsilon", "clip_primal", "clip_dual",
-                     "dual_noise_ratio", "count_noise_ratio", "value_discretization_interval"):
+                     "dual_noise_ratio", "count_noise_ratio"):
             check_positive(getattr(self, name), name)
         check_delta(self.delta)
         if self.noise_multiplier is not None:
@@ -171,9 +172,14 @@ class LagrangianConfig:
             raise ValueError(f"missing_rate must be in [0, 1), got {self.missing_rate!r}")
         if not isinstance(self.paper_exact, bool):
             raise TypeError(f"paper_exact must be a bool, got {self.paper_exact!r}")
-        check_choice(self.accountant, "accountant", PFLD_ACCOUNTANTS)
+        pfld_accounting(self.accounting, paper_exact=self.paper_exact)  # validates the spec
         check_choice(self.public_batch, "public_batch", PUBLIC_BATCHES)
         check_seed(self.seed)
+
+    @property
+    def effective_accounting(self) -> AccountingSpec:
+        """The spec the run's ledger is accounted with (the paper's add/remove for ``paper_exact``)."""
+        return pfld_accounting(self.accounting, paper_exact=self.paper_exact)
 
     @property
     def shares_batch(self) -> bool:
@@ -201,7 +207,7 @@ class LagrangianResult:
     ``noise_multipliers``: sigma_p (per primal step, relative to Delta_1 = one person's
     largest contribution), sigma_d and sigma_c (relative to the replace distance of the
     dual sums and of the counts). ``ledger`` events follow the replace-one convention of
-    dp_accounting's PLD (see :func:`pfld_epsilon`) unless ``paper_exact``.
+    dp_accounting's PLD (:mod:`~dpfair_analysis.privacy.pfld_accounting`) unless ``paper_exact``.
 
     ``epsilon`` covers the model after every step, the ``dual`` rows of ``history``, the
     noisy denominators in ``info`` and the ``steps`` columns :data:`RELEASED_STEP_COLUMNS`;
@@ -244,133 +250,6 @@ class LagrangianResult:
                 "reported_fraction": self.reported_fraction, "seed": self.config.seed}
 
 
-# ------------------------------------------------------------------ accounting
-def _replace_one_gaussian(std_over_distance: float) -> dp_event.GaussianDpEvent:
-    """A Gaussian release of replace distance d and noise std s, in the convention of
-    dp_accounting's PLD under REPLACE_ONE (which shifts both sides by the 'sensitivity',
-    i.e. distance 2): noise multiplier 2 s / d."""
-    return dp_event.GaussianDpEvent(2.0 * std_over_distance)
-
-
-def pfld_schedule_event(*, n: int, batch_size: int, epochs: int, sigma_p: float, sigma_d: float,
-                        sigma_c: float, paper_exact: bool = False) -> dp_event.DpEvent:
-    """Everything a PF-LD run of this shape releases, as one DpEvent (for calibration).
-
-    Default: counts once, primal steps of epochs 2..E (lambda = 0 in epoch 1), dual
-    steps after epochs 1..E-1. ``paper_exact``: the paper's Theorem 5, T n/|B| primal
-    steps and T dual steps (add/remove convention).
-    """
-    q = batch_size / n
-    if paper_exact:
-        steps = steps_for_epochs(n, batch_size, epochs)
-        return dp_event.ComposedDpEvent([
-            dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma_p)), steps),
-            dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(sigma_d), epochs)])
-    parts: list[dp_event.DpEvent] = [_replace_one_gaussian(sigma_c)]
-    primal_steps = steps_for_epochs(n, batch_size, epochs) - steps_for_epochs(n, batch_size, 1)
-    if primal_steps > 0:
-        parts.append(dp_event.SelfComposedDpEvent(
-            dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma_p)), primal_steps))
-    if epochs > 1:
-        parts.append(dp_event.SelfComposedDpEvent(_replace_one_gaussian(sigma_d), epochs - 1))
-    return dp_event.ComposedDpEvent(parts)
-
-
-def _as_rdp_without_amplification(event: dp_event.DpEvent) -> dp_event.DpEvent:
-    """Replace-one events as plain Gaussians of their replace distance (add/remove convention).
-
-    PoissonSampled(q, Gaussian(m)): std m Delta_1, distance 2 Delta_1 -> Gaussian(m / 2);
-    replace-one Gaussian(m) (= 2 s/d) -> Gaussian(m / 2) = s/d. Conditioned on the batch
-    each primal release is a Gaussian with that distance; averaging over the common batch
-    distribution keeps the RDP bound (joint convexity of exp((alpha-1) D_alpha)).
-    """
-    if isinstance(event, dp_event.PoissonSampledDpEvent):
-        return _as_rdp_without_amplification(event.event)
-    if isinstance(event, dp_event.GaussianDpEvent):
-        return dp_event.GaussianDpEvent(event.noise_multiplier / 2.0)
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        return dp_event.SelfComposedDpEvent(_as_rdp_without_amplification(event.event), event.count)
-    if isinstance(event, dp_event.ComposedDpEvent):
-        return dp_event.ComposedDpEvent([_as_rdp_without_amplification(e) for e in event.events])
-    if isinstance(event, dp_event.NoOpDpEvent):
-        return event
-    raise ValueError(f"cannot translate event {event!r}")
-
-
-def pfld_epsilon(event: dp_event.DpEvent, delta: float, *, accountant: str = "pld", paper_exact: bool = False,
-                 value_discretization_interval: float = 1e-4) -> float:
-    """Epsilon of a PF-LD ledger event at ``delta``.
-
-    Default events (replace-one convention): ``"pld"`` -- dp_accounting PLDAccountant
-    with ``REPLACE_ONE`` (Poisson-subsampled primal steps amplified); ``"rdp"`` --
-    dp_accounting RdpAccountant on :func:`_as_rdp_without_amplification` (valid, looser).
-    ``paper_exact`` events: the paper's add/remove bookkeeping with either accountant.
-    """
-    delta = check_delta(delta)
-    check_choice(accountant, "accountant", PFLD_ACCOUNTANTS)
-    if isinstance(event, dp_event.NoOpDpEvent):
-        return 0.0
-    if paper_exact:
-        relation = NeighboringRelation.ADD_OR_REMOVE_ONE
-    else:
-        relation = NeighboringRelation.REPLACE_ONE
-    if accountant == "pld":
-        acct = pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=value_discretization_interval)
-        acct.compose(event)
-        return float(acct.get_epsilon(delta))
-    acct = rdp_privacy_accountant.RdpAccountant()
-    acct.compose(event if paper_exact else _as_rdp_without_amplification(event))
-    return float(acct.get_epsilon(delta))
-
-
-@functools.lru_cache(maxsize=1024)
-def _ledger_epsilon(runs: tuple, delta: float, accountant: str, paper_exact: bool, interval: float) -> float:
-    """:func:`pfld_epsilon` of a ledger's runs (memoised: seeds and audit trials repeat one schedule)."""
-    parts = [event if count == 1 else dp_event.SelfComposedDpEvent(event, count) for event, count in runs]
-    event = dp_event.NoOpDpEvent() if not parts else parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts)
-    return pfld_epsilon(event, delta, accountant=accountant, paper_exact=paper_exact,
-                        value_discretization_interval=interval)
-
-
-def calibrate_pfld_noise(*, n: int, batch_size: int, epochs: int, epsilon: float, delta: float,
-                         dual_noise_ratio: float = 4.0, count_noise_ratio: float = 4.0,
-                         accountant: str = "pld", paper_exact: bool = False,
-                         value_discretization_interval: float = 1e-3) -> dict[str, float]:
-    """Smallest sigma_p (with sigma_d, sigma_c at fixed ratios to it) meeting (epsilon, delta).
-
-    One shared multiplier with fixed ratios: the dual and count releases are sums over the
-    whole data, so a large multiplier costs them little accuracy; the default ratios (4)
-    leave most of the budget to the primal steps. Uses
-    ``dp_accounting.mechanism_calibration.calibrate_dp_mechanism`` over
-    :func:`pfld_schedule_event`; the result is checked against the target.
-    """
-    epsilon, delta = check_positive(epsilon, "epsilon"), check_delta(delta)
-    relation = NeighboringRelation.ADD_OR_REMOVE_ONE if paper_exact else NeighboringRelation.REPLACE_ONE
-
-    def make_event(sigma: float) -> dp_event.DpEvent:
-        event = pfld_schedule_event(n=n, batch_size=batch_size, epochs=epochs, sigma_p=sigma,
-                                    sigma_d=dual_noise_ratio * sigma, sigma_c=count_noise_ratio * sigma,
-                                    paper_exact=paper_exact)
-        return event if (accountant == "pld" or paper_exact) else _as_rdp_without_amplification(event)
-
-    def make_fresh():
-        if accountant == "pld":
-            return pld_privacy_accountant.PLDAccountant(relation, value_discretization_interval=value_discretization_interval)
-        return rdp_privacy_accountant.RdpAccountant()
-
-    sigma = float(mechanism_calibration.calibrate_dp_mechanism(
-        make_fresh, make_event, epsilon, delta,
-        bracket_interval=mechanism_calibration.LowerEndpointAndGuess(0.05, 1.0), tol=1e-3))
-    achieved = pfld_epsilon(make_event(sigma) if accountant == "pld" or paper_exact else
-                            pfld_schedule_event(n=n, batch_size=batch_size, epochs=epochs, sigma_p=sigma,
-                                                sigma_d=dual_noise_ratio * sigma, sigma_c=count_noise_ratio * sigma),
-                            delta, accountant=accountant, paper_exact=paper_exact,
-                            value_discretization_interval=value_discretization_interval)
-    if achieved > epsilon * (1 + 1e-6):
-        raise RuntimeError(f"calibration returned sigma={sigma} with epsilon {achieved} > target {epsilon}")
-    return {"primal": sigma, "dual": dual_noise_ratio * sigma, "counts": count_noise_ratio * sigma}
-
-
 # ------------------------------------------------------------- private releases
 def release_group_counts(y: torch.Tensor, group: torch.Tensor, *, constraint: FairnessConstraint,
                          sigma_c: float, generator: torch.Generator,
@@ -383,7 +262,7 @@ def release_group_counts(y: torch.Tensor, group: torch.Tensor, *, constraint: Fa
     counts = group_counts(y, group, constraint=constraint, reported=reported)
     std = sigma_c * count_distance(constraint=constraint)
     noisy = counts + torch.randn(counts.shape, generator=generator, dtype=torch.float64) * std
-    return noisy.clamp(min=1.0), _replace_one_gaussian(sigma_c)
+    return noisy.clamp(min=1.0), replace_one_gaussian_event(sigma_c)
 
 
 def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *,
@@ -506,7 +385,7 @@ def private_dual_update(model: nn.Module, data: GroupedDataset, *, reported: tor
             noisy_violation = gap.abs()
             state.signs = torch.sign(gap)
             state.noisy_gap = gap
-            event = _replace_one_gaussian(sigma_d)
+            event = replace_one_gaussian_event(sigma_d)
         state.lambdas = (state.lambdas + dual_lr * noisy_violation).clamp(min=0.0, max=lambda_max)
     return event
 
@@ -531,8 +410,8 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     not touch the model's parameters or the state.
 
     Returns a :class:`LagrangianResult` with the per-epoch history and, for PF-LD, the
-    privacy ledger and the epsilon spent (recomputable from ``result.ledger.event`` with
-    :func:`pfld_epsilon`).
+    privacy ledger and the epsilon spent (``result.ledger.epsilon(delta,
+    accounting=config.effective_accounting)``).
     """
     if not isinstance(constraint, FairnessConstraint):
         raise TypeError(f"constraint must be a FairnessConstraint (make_constraint), got {constraint!r}")
@@ -569,8 +448,7 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
                                           epsilon=config.epsilon, delta=config.delta,
                                           dual_noise_ratio=config.dual_noise_ratio,
                                           count_noise_ratio=config.count_noise_ratio,
-                                          accountant=config.accountant, paper_exact=config.paper_exact,
-                                          value_discretization_interval=config.value_discretization_interval)
+                                          accounting=config.accounting, paper_exact=config.paper_exact)
         if not config.paper_exact:
             state.denominators, event = release_group_counts(train_data.y, train_data.group, constraint=constraint,
                                                              sigma_c=sigmas["counts"], generator=noise,
@@ -580,8 +458,7 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     def epsilon_now() -> float | None:
         if not private:
             return None
-        return _ledger_epsilon(ledger.runs, config.delta, config.accountant, config.paper_exact,
-                               config.value_discretization_interval)
+        return ledger.epsilon(config.delta, accounting=config.effective_accounting)
 
     history = _evaluate(model, constraint, train_data, test_data, epoch=0)
     eps0 = epsilon_now()
@@ -643,7 +520,7 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
         config=config, constraint=constraint, lambdas=state.lambdas.clone(), noise_multipliers=sigmas,
         epsilon=final_eps, privacy_established=private and not config.shares_batch,
         reported_fraction=reported_fraction,
-        info={"accountant": (config.accountant + ("/add_remove(paper)" if config.paper_exact else "/replace_one"))
+        info={"accountant": (config.effective_accounting.describe() + (" (paper)" if config.paper_exact else ""))
               if private else None, "sampling_rate": q, "steps": total_steps,
               "public_batch": ("shared" if config.shares_batch else "independent") if private else None,
               "denominators": None if state.denominators is None else state.denominators.tolist()})

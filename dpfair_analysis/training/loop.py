@@ -45,7 +45,7 @@ from tqdm import tqdm
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, per_sample_norms
 from dpfair_analysis.models import l2_penalty
-from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
+from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision
 from dpfair_analysis.training.objectives import CrossEntropy, Objective
@@ -61,7 +61,9 @@ class TrainConfig:
     """Settings shared by SGD and every private policy.
 
     ``lr`` is the learning rate r; ``None`` means the census setting of paper 000
-    (r = 1/sqrt(T)). ``delta`` is the delta at which epsilon is reported.
+    (r = 1/sqrt(T)). ``delta`` is the delta at which epsilon is reported, ``accounting``
+    how (:class:`~dpfair_analysis.privacy.accounting.AccountingSpec`; under replace-one
+    with RDP the steps are accounted without subsampling amplification).
     """
 
     epochs: int = 20
@@ -70,9 +72,7 @@ class TrainConfig:
     sampling: str = "poisson"
     delta: float = 1e-6
     seed: int = 0
-    accountant: str = "rdp"
-    conversion: str = "improved"
-    neighboring: str = "add_remove"
+    accounting: AccountingSpec = AccountingSpec()
     max_steps: int | None = None
 
     def __post_init__(self) -> None:
@@ -83,10 +83,8 @@ class TrainConfig:
         check_choice(self.sampling, "sampling", SAMPLING)
         check_delta(self.delta)
         check_seed(self.seed)
-        check_choice(self.neighboring, "neighboring", ("add_remove", "replace_one"))
-        if self.accountant == "rdp" and self.neighboring == "replace_one":
-            raise ValueError("neighboring='replace_one' needs accountant='pld' (dp_accounting's RDP accountant "
-                             "does not model replace-one for Poisson sampling)")
+        if not isinstance(self.accounting, AccountingSpec):
+            raise TypeError(f"accounting must be an AccountingSpec, got {self.accounting!r}")
         if self.max_steps is not None:
             check_positive_int(self.max_steps, "max_steps")
 
@@ -163,8 +161,7 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
                              **decision.record, **released})
         if step in epoch_ends:
             epoch = epoch_ends[step]
-            epsilon = ledger.epsilon(config.delta, accountant=config.accountant, conversion=config.conversion,
-                                     neighboring=config.neighboring) if policy.private else None
+            epsilon = ledger.epsilon(config.delta, accounting=config.accounting) if policy.private else None
             rows = _evaluate(model, train_data, test_data, epoch=epoch) + accumulator.rows(epoch, train_data)
             rows.append({"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
                          "value": math.nan if epsilon is None else epsilon})
@@ -175,8 +172,8 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
     for callback in callbacks:
         callback(total_steps, model)
     steps_frame = pd.DataFrame(step_records)
-    if policy.private and config.accountant == "rdp" and len(ledger) == len(steps_frame):
-        steps_frame["epsilon"] = ledger.epsilon_trajectory(config.delta, conversion=config.conversion)
+    if policy.private and config.accounting.accountant == "rdp" and len(ledger) == len(steps_frame):
+        steps_frame["epsilon"] = ledger.epsilon_trajectory(config.delta, accounting=config.accounting)
     history_frame = pd.DataFrame(history)
     history_frame["step"] = history_frame["step"].fillna(0).astype(int)
     final_eps = history_frame.query("metric == 'epsilon'")["value"].iloc[-1] if policy.private else None

@@ -22,8 +22,8 @@ def test_privacy_epsilon_reproduces_the_papers_adult_epsilon_with_the_classic_co
     summary = json.loads(out)
     assert summary["steps"] == 2827
     assert summary["epsilon"] == pytest.approx(3.1, abs=0.05)
-    assert set(summary) == {"epsilon", "delta", "accountant", "conversion", "steps", "sampling_rate",
-                            "noise_multiplier", "optimal_order"}
+    assert set(summary) == {"epsilon", "delta", "accountant", "conversion", "neighboring", "steps",
+                            "sampling_rate", "noise_multiplier", "optimal_order"}
 
 
 def test_compare_json_has_the_documented_shape(capsys, tmp_path):
@@ -64,7 +64,9 @@ BAD = [
     (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "-1", "--delta", "1e-5"],
      "--epochs"),
     (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5",
-      "--accountant", "moments"], "accountant"),
+      "--accountant", "moments"], "--accountant"),
+    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5",
+      "--accountant", "pld", "--conversion", "classic"], "--conversion"),
     (["compare", "--data", "nope"], "name must be one of"),
     (["compare", "--group-by", "age"], "by must be one of"),
     (["compare", "--model", "resnet"], "model must be one of"),

@@ -351,7 +351,7 @@ def test_unbalanced_mnist_count_and_ratio():
 
 # ------------------------------------------------------------------------------ registry
 def test_registry_names_and_unknown_name():
-    assert set(data.DATASETS) == {"adult", "adult-balanced", "compas", "german", "mnist", "mnist-full",
+    assert set(data.DATASETS) == {"adult", "income", "adult-balanced", "compas", "german", "mnist", "mnist-full",
                                   "mnist-full-unbalanced", "mnist-unbalanced", "bank", "dutch",
                                   "dutch-unbalanced", "synthetic"}
     with pytest.raises(ValueError, match="name must be one of") as err:

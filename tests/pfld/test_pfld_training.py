@@ -15,11 +15,14 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import make_constraint
 from dpfair_analysis.models import build_model
-from dpfair_analysis.privacy.accounting import ledger_from_records
+from dpfair_analysis.privacy.accounting import AccountingSpec, ledger_from_records
+from dpfair_analysis.privacy.pfld_accounting import PFLD_ACCOUNTING, calibrate_pfld_noise, pfld_epsilon, \
+    pfld_schedule_event
 from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
-from dpfair_analysis.training.lagrangian import (LagrangianConfig, PrivateState, calibrate_pfld_noise,
-                                                 pfld_epsilon, pfld_schedule_event, private_primal_step,
-                                                 train_lagrangian)
+from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, private_primal_step, \
+    train_lagrangian
+
+COARSE_PLD = AccountingSpec(accountant="pld", neighboring="replace_one", value_discretization_interval=1e-2)
 
 
 def biased_data(n: int = 600, seed: int = 0) -> GroupedDataset:
@@ -80,12 +83,16 @@ def test_pfld_epsilon_is_recomputed_from_the_recorded_events():
     sigma_eff = (n_primal / (1.5 / 2) ** 2 + 3 / 6.0 ** 2) ** -0.5
     rdp = rdp_privacy_accountant.RdpAccountant()
     rdp.compose(dp_event.GaussianDpEvent(sigma_eff))
-    assert pfld_epsilon(result.ledger.event, 1e-5, accountant="rdp") == pytest.approx(rdp.get_epsilon(1e-5), rel=1e-6)
-    assert pfld_epsilon(result.ledger.event, 1e-5, accountant="pld") < rdp.get_epsilon(1e-5)
+    rdp_replace_one = AccountingSpec(neighboring="replace_one")
+    assert pfld_epsilon(result.ledger.event, 1e-5, accounting=rdp_replace_one) == pytest.approx(rdp.get_epsilon(1e-5),
+                                                                                                rel=1e-6)
+    assert pfld_epsilon(result.ledger.event, 1e-5, accounting=PFLD_ACCOUNTING) < rdp.get_epsilon(1e-5)
+    # the trainer's own epsilon is the ledger's, incrementally, under its config's spec
+    assert result.epsilon == pfld_epsilon(result.ledger.event, 1e-5, accounting=result.config.accounting)
 
 
 def test_pfld_calibrated_run_spends_its_target():
-    result = run(method="pfld", epsilon=2.0, epochs=3, value_discretization_interval=1e-2)
+    result = run(method="pfld", epsilon=2.0, epochs=3, accounting=COARSE_PLD)
     assert result.epsilon <= 2.0 * (1 + 1e-6)
     assert result.epsilon > 1.8  # the schedule releases what the calibration assumed
     eps = result.per_epoch()["epsilon"].to_numpy()
@@ -94,16 +101,17 @@ def test_pfld_calibrated_run_spends_its_target():
 
 def test_calibration_is_the_smallest_multiplier():
     kw = dict(n=600, batch_size=64, epochs=3, delta=1e-5)
-    sigmas = calibrate_pfld_noise(epsilon=1.0, value_discretization_interval=1e-2, **kw)
+    sigmas = calibrate_pfld_noise(epsilon=1.0, accounting=COARSE_PLD, **kw)
     at = lambda s: pfld_epsilon(pfld_schedule_event(sigma_p=s, sigma_d=4 * s, sigma_c=4 * s, n=600, batch_size=64,
-                                                    epochs=3), 1e-5, value_discretization_interval=1e-2)
+                                                    epochs=3), 1e-5, accounting=COARSE_PLD)
     assert at(sigmas["primal"]) <= 1.0 + 1e-9 < at(0.98 * sigmas["primal"])
     assert sigmas["dual"] == pytest.approx(4 * sigmas["primal"])
 
 
 def test_paper_exact_warns_and_is_not_established():
     with pytest.warns(PrivacyNotEstablishedWarning):
-        result = run(method="pfld", noise_multiplier=1.0, epochs=2, paper_exact=True, accountant="rdp")
+        result = run(method="pfld", noise_multiplier=1.0, epochs=2, paper_exact=True,
+                     accounting=AccountingSpec(neighboring="replace_one"))
     assert not result.privacy_established
     assert result.final()["method"] == "pfld-paper"
 

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpfair_analysis.privacy.accounting import (
+    AccountingSpec,
     DEFAULT_RDP_ORDERS,
     PAPER_RDP_ORDERS,
     PrivacyLedger,
@@ -71,10 +72,7 @@ PAPER_SETTINGS = [
 
 @pytest.mark.parametrize("name, n, sigma, epochs, printed, tol", PAPER_SETTINGS)
 def test_classic_conversion_reproduces_the_papers_epsilons(name, n, sigma, epochs, printed, tol):
-    eps = dpsgd_epsilon(
-        n=n, batch_size=256, noise_multiplier=sigma, delta=1e-6, epochs=epochs,
-        conversion="classic",
-    )
+    eps = dpsgd_epsilon(n=n, batch_size=256, noise_multiplier=sigma, delta=1e-6, epochs=epochs, accounting=AccountingSpec(conversion="classic"))
     assert eps == pytest.approx(printed, abs=tol), name
 
 
@@ -136,7 +134,7 @@ def test_pld_is_dp_accountings_pld_accountant():
     reference = pld_privacy_accountant.PLDAccountant(
         value_discretization_interval=FAST_PLD
     ).compose(event).get_epsilon(1e-5)
-    ours = epsilon_from_event(event, 1e-5, accountant="pld", value_discretization_interval=FAST_PLD)
+    ours = epsilon_from_event(event, 1e-5, accounting=AccountingSpec(accountant="pld", value_discretization_interval=FAST_PLD))
     assert ours == pytest.approx(reference, rel=1e-12)
 
 
@@ -147,7 +145,7 @@ def test_classic_conversion_matches_the_closed_form_for_the_gaussian_mechanism()
     sigma, delta = 5.0, 1e-5
     orders = np.array(PAPER_RDP_ORDERS)
     expected = np.min(orders / (2 * sigma**2) + math.log(1 / delta) / (orders - 1))
-    eps = epsilon_from_event(dp_event.GaussianDpEvent(sigma), delta, conversion="classic")
+    eps = epsilon_from_event(dp_event.GaussianDpEvent(sigma), delta, accounting=AccountingSpec(conversion="classic"))
     assert eps == pytest.approx(expected, rel=1e-12)
     continuous = 1 / (2 * sigma**2) + math.sqrt(2 * math.log(1 / delta)) / sigma
     assert continuous <= eps <= continuous * 1.01
@@ -170,9 +168,9 @@ def test_classic_conversion_inverts_to_delta_and_zero_rdp_is_zero_epsilon():
 @pytest.mark.parametrize("steps", [1, 3000])
 def test_pld_below_rdp_improved_below_rdp_classic(q, sigma, steps):
     event = poisson_gaussian_event(q, sigma, steps=steps)
-    pld = epsilon_from_event(event, 1e-5, accountant="pld")  # default grid 1e-4
+    pld = epsilon_from_event(event, 1e-5, accounting=AccountingSpec(accountant="pld"))  # default grid 1e-4
     improved = epsilon_from_event(event, 1e-5)
-    classic = epsilon_from_event(event, 1e-5, conversion="classic")
+    classic = epsilon_from_event(event, 1e-5, accounting=AccountingSpec(conversion="classic"))
     # PLD's pessimistic grid can overshoot by about the grid step per few compositions.
     assert pld <= improved + 1e-3
     assert improved < classic
@@ -183,8 +181,8 @@ def test_pld_below_rdp_improved_below_rdp_classic(q, sigma, steps):
 def test_improved_conversion_is_never_looser_than_classic(q, sigma, steps):
     event = poisson_gaussian_event(q, sigma, steps=steps)
     for orders in (PAPER_RDP_ORDERS, None):  # same orders, and the default superset
-        improved = epsilon_from_event(event, 1e-6, orders=orders)
-        classic = epsilon_from_event(event, 1e-6, conversion="classic")
+        improved = epsilon_from_event(event, 1e-6, accounting=AccountingSpec(orders=orders))
+        classic = epsilon_from_event(event, 1e-6, accounting=AccountingSpec(conversion="classic"))
         assert improved <= classic
 
 
@@ -197,9 +195,7 @@ def test_improved_conversion_is_never_looser_than_classic(q, sigma, steps):
 def test_epsilon_decreases_with_noise(q, sigma, steps, factor, conversion):
     event = poisson_gaussian_event(q, sigma, steps=steps)
     noisier = poisson_gaussian_event(q, sigma * factor, steps=steps)
-    assert epsilon_from_event(noisier, 1e-5, conversion=conversion) < epsilon_from_event(
-        event, 1e-5, conversion=conversion
-    )
+    assert epsilon_from_event(noisier, 1e-5, accounting=AccountingSpec(conversion=conversion)) < epsilon_from_event(event, 1e-5, accounting=AccountingSpec(conversion=conversion))
 
 
 @given(
@@ -210,17 +206,12 @@ def test_epsilon_decreases_with_noise(q, sigma, steps, factor, conversion):
 def test_epsilon_increases_with_steps(q, sigma, steps, extra, conversion):
     short = poisson_gaussian_event(q, sigma, steps=steps)
     longer = poisson_gaussian_event(q, sigma, steps=steps + extra)
-    assert epsilon_from_event(longer, 1e-5, conversion=conversion) > epsilon_from_event(
-        short, 1e-5, conversion=conversion
-    )
+    assert epsilon_from_event(longer, 1e-5, accounting=AccountingSpec(conversion=conversion)) > epsilon_from_event(short, 1e-5, accounting=AccountingSpec(conversion=conversion))
 
 
 def test_pld_epsilon_is_monotone_on_a_grid():
     eps = [
-        epsilon_from_event(
-            poisson_gaussian_event(0.01, sigma, steps=500), 1e-5,
-            accountant="pld", value_discretization_interval=FAST_PLD,
-        )
+        epsilon_from_event(poisson_gaussian_event(0.01, sigma, steps=500), 1e-5, accounting=AccountingSpec(accountant="pld", value_discretization_interval=FAST_PLD))
         for sigma in (0.8, 1.0, 1.5, 3.0)
     ]
     assert all(a > b for a, b in zip(eps, eps[1:]))
@@ -230,38 +221,39 @@ def test_pld_epsilon_is_monotone_on_a_grid():
 
 
 @pytest.mark.parametrize(
-    "options, rel",
+    "spec, rel",
     [
-        ({}, 1e-9),
-        ({"conversion": "classic"}, 1e-9),
-        ({"accountant": "pld", "value_discretization_interval": FAST_PLD}, 1e-3),
+        (AccountingSpec(), 1e-9),
+        (AccountingSpec(conversion="classic"), 1e-9),
+        (AccountingSpec(accountant="pld", value_discretization_interval=FAST_PLD), 1e-3),
     ],
     ids=["rdp-improved", "rdp-classic", "pld"],
 )
 @pytest.mark.parametrize("delta", [1e-3, 1e-5, 1e-8])
-def test_delta_of_epsilon_of_delta_round_trips(options, rel, delta):
+def test_delta_of_epsilon_of_delta_round_trips(spec, rel, delta):
     event = poisson_gaussian_event(0.01, 1.0, steps=1000)
-    eps = epsilon_from_event(event, delta, **options)
-    assert delta_from_event(event, eps, **options) == pytest.approx(delta, rel=rel)
+    eps = epsilon_from_event(event, delta, accounting=spec)
+    assert delta_from_event(event, eps, accounting=spec) == pytest.approx(delta, rel=rel)
     # and a slightly smaller epsilon costs strictly more delta
-    assert delta_from_event(event, eps * 0.95, **options) > delta
+    assert delta_from_event(event, eps * 0.95, accounting=spec) > delta
 
 
 # ----------------------------------------------------------------- calibration
 
 
 @pytest.mark.parametrize(
-    "options",
-    [{}, {"conversion": "classic"}, {"accountant": "pld", "value_discretization_interval": FAST_PLD}],
+    "spec",
+    [AccountingSpec(), AccountingSpec(conversion="classic"),
+     AccountingSpec(accountant="pld", value_discretization_interval=FAST_PLD)],
     ids=["rdp-improved", "rdp-classic", "pld"],
 )
 @pytest.mark.parametrize("target", [1.0, 3.0])
-def test_calibrated_noise_is_the_smallest_meeting_the_target(options, target):
+def test_calibrated_noise_is_the_smallest_meeting_the_target(spec, target):
     q, steps, delta = 0.01, 1000, 1e-5
-    sigma = calibrate_noise_multiplier(target, delta, sampling_rate=q, steps=steps, **options)
+    sigma = calibrate_noise_multiplier(target, delta, sampling_rate=q, steps=steps, accounting=spec)
 
     def eps(s):
-        return epsilon_from_event(poisson_gaussian_event(q, s, steps=steps), delta, **options)
+        return epsilon_from_event(poisson_gaussian_event(q, s, steps=steps), delta, accounting=spec)
 
     assert eps(sigma) <= target
     assert eps(sigma * (1 - 1e-3)) > target
@@ -270,7 +262,7 @@ def test_calibrated_noise_is_the_smallest_meeting_the_target(options, target):
 def test_classic_conversion_has_an_epsilon_floor_that_calibration_reports():
     # min over alpha <= 63 of log(1/delta)/(alpha - 1) = log(1e6)/62 ~ 0.223 > 0.2
     with pytest.raises(ValueError, match="target_epsilon"):
-        calibrate_noise_multiplier(0.2, 1e-6, sampling_rate=0.01, steps=10, conversion="classic")
+        calibrate_noise_multiplier(0.2, 1e-6, sampling_rate=0.01, steps=10, accounting=AccountingSpec(conversion="classic"))
     # the improved conversion reaches it
     sigma = calibrate_noise_multiplier(0.2, 1e-6, sampling_rate=0.01, steps=10)
     assert epsilon_from_event(poisson_gaussian_event(0.01, sigma, steps=10), 1e-6) <= 0.2
@@ -294,7 +286,7 @@ def test_matches_opacus_rdp_accountant():
     # Opacus converts with Balle et al. 2020 Thm 21, which is dp_accounting's current
     # ("improved") conversion; its default orders are the papers' list.
     assert list(RDPAccountant.DEFAULT_ALPHAS) == list(PAPER_RDP_ORDERS)
-    ours = epsilon_from_event(event, delta, orders=PAPER_RDP_ORDERS)
+    ours = epsilon_from_event(event, delta, accounting=AccountingSpec(orders=PAPER_RDP_ORDERS))
     assert ours == pytest.approx(opacus_eps, rel=1e-3)
 
     # The remaining gap (~3e-5 relative) is the RDP at fractional orders:
@@ -306,7 +298,7 @@ def test_matches_opacus_rdp_accountant():
         rdp=opacus_rdp.compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=integer_orders),
         delta=delta,
     )[0]
-    assert epsilon_from_event(event, delta, orders=integer_orders) == pytest.approx(opacus_int, rel=1e-9)
+    assert epsilon_from_event(event, delta, accounting=AccountingSpec(orders=integer_orders)) == pytest.approx(opacus_int, rel=1e-9)
     assert ours >= opacus_eps  # dp_accounting is the conservative one
 
 
@@ -320,7 +312,7 @@ def test_calibration_matches_opacus_get_noise_multiplier():
             target_epsilon=3.0, target_delta=1e-5, sample_rate=0.01, steps=1000,
             epsilon_tolerance=1e-3,
         )
-    ours = calibrate_noise_multiplier(3.0, 1e-5, sampling_rate=0.01, steps=1000, orders=PAPER_RDP_ORDERS)
+    ours = calibrate_noise_multiplier(3.0, 1e-5, sampling_rate=0.01, steps=1000, accounting=AccountingSpec(orders=PAPER_RDP_ORDERS))
     assert ours == pytest.approx(opacus_sigma, rel=1e-3)
 
 
@@ -336,11 +328,12 @@ def _gradient_release(q):
 
 
 @pytest.mark.parametrize(
-    "options",
-    [{}, {"conversion": "classic"}, {"accountant": "pld", "value_discretization_interval": FAST_PLD}],
+    "spec",
+    [AccountingSpec(), AccountingSpec(conversion="classic"),
+     AccountingSpec(accountant="pld", value_discretization_interval=FAST_PLD)],
     ids=["rdp-improved", "rdp-classic", "pld"],
 )
-def test_ledger_of_mixed_releases_equals_the_composed_event(options):
+def test_ledger_of_mixed_releases_equals_the_composed_event(spec):
     q, steps = 0.02, 400
     ledger = PrivacyLedger()
     step = compose_events([_count_release(q), _gradient_release(q)])
@@ -354,11 +347,11 @@ def test_ledger_of_mixed_releases_equals_the_composed_event(options):
             dp_event.SelfComposedDpEvent(_reference_event(q, 1.0, 1), steps),
         ]
     )
-    expected = epsilon_from_event(direct, 1e-5, **options)
-    assert ledger.epsilon(1e-5, **options) == pytest.approx(expected, rel=1e-9)
+    expected = epsilon_from_event(direct, 1e-5, accounting=spec)
+    assert ledger.epsilon(1e-5, accounting=spec) == pytest.approx(expected, rel=1e-9)
     # the count release costs something: more than the gradients alone
-    alone = epsilon_from_event(poisson_gaussian_event(q, 1.0, steps=steps), 1e-5, **options)
-    assert ledger.epsilon(1e-5, **options) > alone
+    alone = epsilon_from_event(poisson_gaussian_event(q, 1.0, steps=steps), 1e-5, accounting=spec)
+    assert ledger.epsilon(1e-5, accounting=spec) > alone
 
 
 def test_ledger_is_incremental_and_equals_a_fresh_computation_each_epoch():
@@ -372,10 +365,10 @@ def test_ledger_is_incremental_and_equals_a_fresh_computation_each_epoch():
         if epoch == 3:  # a different release in between breaks the run
             ledger.record(_gradient_release(q), count=7)
         eps = ledger.epsilon(1e-5)
-        classic = ledger.epsilon(1e-5, conversion="classic")
+        classic = ledger.epsilon(1e-5, accounting=AccountingSpec(conversion="classic"))
         assert eps == pytest.approx(epsilon_from_event(ledger.event, 1e-5), rel=1e-9)
         assert classic == pytest.approx(
-            epsilon_from_event(ledger.event, 1e-5, conversion="classic"), rel=1e-9
+            epsilon_from_event(ledger.event, 1e-5, accounting=AccountingSpec(conversion="classic")), rel=1e-9
         )
         assert eps > previous
         previous = eps
@@ -383,23 +376,27 @@ def test_ledger_is_incremental_and_equals_a_fresh_computation_each_epoch():
     assert len(ledger) == 507
 
 
-def test_ledger_composes_only_new_releases(monkeypatch):
+@pytest.mark.parametrize("spec", [AccountingSpec(), AccountingSpec(accountant="pld", value_discretization_interval=1e-2)],
+                         ids=["rdp", "pld"])
+def test_ledger_composes_each_final_run_once_and_the_open_run_whole(monkeypatch, spec):
+    # final runs enter the kept accountant once, with their whole count; the last, still growing run is
+    # composed whole on a copy at every query -- exactly what a fresh computation composes (for PLD the
+    # discretisation of a run split in pieces would differ)
+    cls = type(spec.make_accountant())
     ledger = PrivacyLedger()
     step = _gradient_release(0.01)
     ledger.record(step, count=100)
-    ledger.epsilon(1e-5)
+    ledger.epsilon(1e-5, accounting=spec)
     composed = []
-    real = rdp_privacy_accountant.RdpAccountant.compose
-    monkeypatch.setattr(
-        rdp_privacy_accountant.RdpAccountant, "compose",
-        lambda self, event, count=1: (composed.append(count), real(self, event, count))[1],
-    )
+    real = cls.compose
+    monkeypatch.setattr(cls, "compose", lambda self, event, count=1: (composed.append(count), real(self, event, count))[1])
     ledger.record(step, count=50)
-    ledger.epsilon(1e-5)
+    ledger.epsilon(1e-5, accounting=spec)  # the open run, 150 on a copy
     ledger.record(_count_release(0.01))
-    ledger.epsilon(1e-5)
-    ledger.epsilon(1e-5)
-    assert composed == [50, 1]
+    first = ledger.epsilon(1e-5, accounting=spec)  # run 1 now final: 150 kept; the count on a copy
+    second = ledger.epsilon(1e-5, accounting=spec)  # the memo: nothing composed
+    assert composed == [150, 150, 1]
+    assert first == second == epsilon_from_event(ledger.event, 1e-5, accounting=spec)
 
 
 def test_ledger_records_round_trip_through_json():
@@ -419,7 +416,7 @@ def test_empty_ledger_has_spent_nothing():
     ledger = PrivacyLedger()
     assert ledger.event == dp_event.NoOpDpEvent()
     assert ledger.epsilon(1e-5) == 0.0
-    assert ledger.epsilon(1e-5, conversion="classic") == 0.0
+    assert ledger.epsilon(1e-5, accounting=AccountingSpec(conversion="classic")) == 0.0
 
 
 def test_event_from_dict_only_builds_dp_event_classes():
@@ -435,22 +432,16 @@ def test_event_from_dict_only_builds_dp_event_classes():
 
 
 def test_summary_has_the_cli_fields():
-    summary = dpsgd_privacy_summary(
-        n=32_000, batch_size=256, noise_multiplier=1.0, delta=1e-6, epochs=20,
-        accountant="rdp", conversion="classic",
-    )
+    summary = dpsgd_privacy_summary(n=32_000, batch_size=256, noise_multiplier=1.0, delta=1e-6, epochs=20, accounting=AccountingSpec(accountant="rdp", conversion="classic"))
     assert set(summary) == {
-        "epsilon", "delta", "accountant", "conversion", "steps", "sampling_rate",
+        "epsilon", "delta", "accountant", "conversion", "neighboring", "steps", "sampling_rate",
         "noise_multiplier", "optimal_order",
     }
     assert summary["steps"] == 2500 and summary["sampling_rate"] == 0.008
     assert summary["epsilon"] == pytest.approx(3.29, abs=0.01)
     assert summary["optimal_order"] in PAPER_RDP_ORDERS
     json.dumps(summary)
-    pld = dpsgd_privacy_summary(
-        n=32_000, batch_size=256, noise_multiplier=1.0, delta=1e-6, steps=2500,
-        accountant="pld",
-    )
+    pld = dpsgd_privacy_summary(n=32_000, batch_size=256, noise_multiplier=1.0, delta=1e-6, steps=2500, accounting=AccountingSpec(accountant="pld"))
     assert pld["optimal_order"] is None and pld["conversion"] is None
     assert pld["epsilon"] < summary["epsilon"]
 
@@ -458,16 +449,21 @@ def test_summary_has_the_cli_fields():
 # ----------------------------------------------------------------- neighbouring relation
 
 
-def test_replace_one_with_pld_costs_more_and_rdp_refuses_it():
+def test_replace_one_costs_more_and_rdp_accounts_it_without_amplification():
     event = poisson_gaussian_event(0.01, 1.0, steps=200)
-    add_remove = epsilon_from_event(event, 1e-5, accountant="pld", value_discretization_interval=FAST_PLD)
-    replace = epsilon_from_event(
-        event, 1e-5, accountant="pld", neighboring="replace_one",
-        value_discretization_interval=FAST_PLD,
-    )
+    pld = dict(accountant="pld", value_discretization_interval=FAST_PLD)
+    add_remove = epsilon_from_event(event, 1e-5, accounting=AccountingSpec(**pld))
+    replace = epsilon_from_event(event, 1e-5, accounting=AccountingSpec(neighboring="replace_one", **pld))
     assert replace > add_remove
-    with pytest.raises(ValueError, match="neighboring"):
-        epsilon_from_event(event, 1e-5, neighboring="replace_one")
+    # RDP under replace-one: each step a plain Gaussian of the replace distance (2 x the contribution bound),
+    # i.e. 200 Gaussians of multiplier 1/2 -- computed here from the closed form alpha/(2 s^2) per step
+    rdp = epsilon_from_event(event, 1e-5, accounting=AccountingSpec(neighboring="replace_one"))
+    orders = np.array(AccountingSpec().resolved_orders)
+    closed = rdp_privacy_accountant.compute_epsilon(orders, 200 * orders / (2 * 0.5 ** 2), 1e-5)[0]
+    assert rdp == pytest.approx(closed, rel=1e-9)
+    assert rdp > replace  # valid but looser: no subsampling amplification
+    with pytest.raises(ValueError, match="replace_one"):
+        epsilon_from_event(dp_event.LaplaceDpEvent(1.0), 1e-5, accounting=AccountingSpec(neighboring="replace_one"))
 
 
 # ----------------------------------------------------------------- bad input
@@ -488,13 +484,13 @@ DPSGD = dict(n=1000, batch_size=100, noise_multiplier=1.0, delta=1e-5, epochs=2)
         (lambda: poisson_gaussian_event(0.01, 1.0, steps=0), "steps"),
         (lambda: epsilon_from_event(EVENT, 0.0), "delta"),
         (lambda: epsilon_from_event(EVENT, 1.0), "delta"),
-        (lambda: epsilon_from_event(EVENT, 1e-5, accountant="moments"), "accountant"),
-        (lambda: epsilon_from_event(EVENT, 1e-5, conversion="tight"), "conversion"),
-        (lambda: epsilon_from_event(EVENT, 1e-5, accountant="pld", conversion="classic"), "conversion"),
-        (lambda: epsilon_from_event(EVENT, 1e-5, neighboring="swap"), "neighboring"),
-        (lambda: epsilon_from_event(EVENT, 1e-5, orders=[0.5, 2]), "orders"),
-        (lambda: epsilon_from_event(EVENT, 1e-5, orders=[]), "orders"),
-        (lambda: epsilon_from_event(EVENT, 1e-5, accountant="pld", value_discretization_interval=0), "value_discretization_interval"),
+        (lambda: epsilon_from_event(EVENT, 1e-5, accounting=AccountingSpec(accountant="moments")), "accountant"),
+        (lambda: epsilon_from_event(EVENT, 1e-5, accounting=AccountingSpec(conversion="tight")), "conversion"),
+        (lambda: epsilon_from_event(EVENT, 1e-5, accounting=AccountingSpec(accountant="pld", conversion="classic")), "conversion"),
+        (lambda: epsilon_from_event(EVENT, 1e-5, accounting=AccountingSpec(neighboring="swap")), "neighboring"),
+        (lambda: epsilon_from_event(EVENT, 1e-5, accounting=AccountingSpec(orders=[0.5, 2])), "orders"),
+        (lambda: epsilon_from_event(EVENT, 1e-5, accounting=AccountingSpec(orders=[])), "orders"),
+        (lambda: epsilon_from_event(EVENT, 1e-5, accounting=AccountingSpec(accountant="pld", value_discretization_interval=0)), "value_discretization_interval"),
         (lambda: delta_from_event(EVENT, 0.0), "epsilon"),
         (lambda: delta_from_event(EVENT, -1.0), "epsilon"),
         (lambda: steps_for_epochs(0, 1, 1), "n"),
@@ -510,17 +506,19 @@ DPSGD = dict(n=1000, batch_size=100, noise_multiplier=1.0, delta=1e-5, epochs=2)
         (lambda: dpsgd_epsilon(**{**DPSGD, "steps": 10}), "steps"),  # both given
         (lambda: dpsgd_epsilon(**{**DPSGD, "epochs": None}), "epochs"),  # neither
         (lambda: dpsgd_epsilon(**{**DPSGD, "epochs": None, "steps": 0}), "steps"),
-        (lambda: dpsgd_epsilon(**{**DPSGD, "accountant": "prv"}), "accountant"),
+        (lambda: dpsgd_epsilon(**DPSGD, accounting=AccountingSpec(accountant="prv")), "accountant"),
+        (lambda: AccountingSpec(accountant="pld", orders=[2, 3]), "orders"),
+        (lambda: AccountingSpec(orders="2, 3"), "orders"),
         (lambda: calibrate_noise_multiplier(0.0, 1e-5, sampling_rate=0.01, steps=10), "target_epsilon"),
         (lambda: calibrate_noise_multiplier(1.0, 0.0, sampling_rate=0.01, steps=10), "delta"),
         (lambda: calibrate_noise_multiplier(1.0, 1e-5, sampling_rate=2.0, steps=10), "sampling_rate"),
         (lambda: calibrate_noise_multiplier(1.0, 1e-5, sampling_rate=0.01, steps=0), "steps"),
         (lambda: calibrate_noise_multiplier(1.0, 1e-5, sampling_rate=0.01, steps=10, tolerance=0.5), "tolerance"),
-        (lambda: calibrate_noise_multiplier(1.0, 1e-5, sampling_rate=0.01, steps=10, conversion="x"), "conversion"),
+        (lambda: calibrate_noise_multiplier(1.0, 1e-5, sampling_rate=0.01, steps=10, accounting=AccountingSpec(conversion="x")), "conversion"),
         (lambda: PrivacyLedger().record(EVENT, count=0), "count"),
         (lambda: PrivacyLedger().epsilon(0.0), "delta"),
-        (lambda: PrivacyLedger().epsilon(1e-5, accountant="x"), "accountant"),
-        (lambda: PrivacyLedger().epsilon(1e-5, neighboring="x"), "neighboring"),
+        (lambda: PrivacyLedger().epsilon(1e-5, accounting=AccountingSpec(accountant="x")), "accountant"),
+        (lambda: PrivacyLedger().epsilon(1e-5, accounting=AccountingSpec(neighboring="x")), "neighboring"),
         (lambda: ledger_from_records([{"event": {"class_name": "Nope"}, "count": 1}]), "class_name"),
         (lambda: ledger_from_records([{"count": 1}]), "records[0]"),
     ],

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.stats import beta
 
 from dpfair_analysis.cli import main
-from dpfair_analysis.privacy.accounting import epsilon_from_event
+from dpfair_analysis.privacy.accounting import AccountingSpec, epsilon_from_event
 from dpfair_analysis.training.loop import release_step
 from dpfair_analysis.verify.audits import (MECHANISMS, STEP_AUDITS, AuditSpec, MechanismSamples, audit,
                                            clopper_pearson_upper, epsilon_lower_bound, threshold_test)
@@ -78,7 +78,7 @@ def test_threshold_test_on_gaussian_scores_is_valid_and_powerful():
     # Scores N(0,1) on D and N(mu,1) on D' are the likelihood-ratio statistic of a Gaussian
     # mechanism with noise multiplier 1/mu; its exact epsilon comes from dp_accounting's PLD.
     mu, delta, n = 3.0, 1e-5, 20_000
-    true_eps = epsilon_from_event(dp_event.GaussianDpEvent(1 / mu), delta, accountant="pld")
+    true_eps = epsilon_from_event(dp_event.GaussianDpEvent(1 / mu), delta, accounting=AccountingSpec(accountant="pld"))
     bounds = []
     for seed in range(10):
         rng = np.random.default_rng(seed)
@@ -123,8 +123,7 @@ def test_under_noised_twin_is_caught(mechanism):
 def test_claims_are_the_accountants_for_what_was_run():
     # One full-batch step: the loop's ledger holds a Poisson(q=1)-sampled Gaussian with the
     # joint multiplier; DP-SGD's 1.5 and the two-release policies' sqrt(2)*1.5 pair both give 1.5.
-    expected = epsilon_from_event(dp_event.PoissonSampledDpEvent(1.0, dp_event.GaussianDpEvent(1.5)), 1e-5,
-                                  accountant="pld")
+    expected = epsilon_from_event(dp_event.PoissonSampledDpEvent(1.0, dp_event.GaussianDpEvent(1.5)), 1e-5, accounting=AccountingSpec(accountant="pld"))
     for mechanism in ("dpsgd", "naive", "dpsgdf"):
         assert audit(mechanism, trials=8).epsilon_claimed == pytest.approx(expected, rel=1e-9)
     result = audit("output-perturbation", trials=8)
@@ -132,7 +131,7 @@ def test_claims_are_the_accountants_for_what_was_run():
     # PF-LD's releases under replace-one: change 2 Delta_1 with noise 3 Delta_1 (primal), sqrt2 C_d with
     # noise 1.5 sqrt2 C_d (dual) -- both a Gaussian with sensitivity/noise 2/3, i.e. multiplier 1.5 under
     # add/remove; the toolkit's replace-one events must give the same epsilon
-    gaussian = epsilon_from_event(dp_event.GaussianDpEvent(1.5), 1e-5, accountant="pld")
+    gaussian = epsilon_from_event(dp_event.GaussianDpEvent(1.5), 1e-5, accounting=AccountingSpec(accountant="pld"))
     for mechanism in ("pfld-primal", "pfld-dual"):
         pfld = audit(mechanism, trials=8)
         assert pfld.epsilon_claimed == pytest.approx(gaussian, abs=2e-3)
@@ -227,8 +226,7 @@ def test_a_new_mechanism_plugs_in_as_one_registry_entry(monkeypatch):
         rng = np.random.default_rng(seed)
         mu = 1.0 / (2.0 * noise_fraction)  # a Gaussian with multiplier 2, under-noised by noise_fraction
         return MechanismSamples(scores_without=rng.normal(size=trials), scores_with=rng.normal(mu, 1, size=trials),
-                                epsilon_claimed=epsilon_from_event(dp_event.GaussianDpEvent(2.0), 1e-5,
-                                                                   accountant="pld"),
+                                epsilon_claimed=epsilon_from_event(dp_event.GaussianDpEvent(2.0), 1e-5, accounting=AccountingSpec(accountant="pld")),
                                 delta=1e-5, neighbouring="add_remove")
 
     monkeypatch.setitem(MECHANISMS, "toy", AuditSpec("toy", "a Gaussian", sample, default_trials=20_000))

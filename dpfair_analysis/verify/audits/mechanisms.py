@@ -68,12 +68,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-
+from dpfair_analysis.privacy.accounting import AccountingSpec
 from dpfair_analysis.training.loop import release_step
 from dpfair_analysis.verify.audits.canaries import _flat, _flat_rows, canary_datasets, canary_model, \
     output_perturbation_pair, pfld_pair
 from dpfair_analysis.verify.audits.registry import AuditSpec, MechanismSamples, _generators, register
 from dpfair_analysis.verify.audits.statistics import DEFAULT_DELTA
+
+#: PF-LD steps' claims: PLD, replace-one, dp_accounting's default grid.
+_PLD_REPLACE_ONE = AccountingSpec(accountant="pld", neighboring="replace_one")
 
 
 def _release(grads, norms, group, policy, **kwargs):
@@ -130,7 +133,8 @@ def sample_step_canary(spec: StepCanaryAudit, trials: int, *, seed: int, noise_f
     policy = spec.make_policy(noise_fraction)
     nominal = spec.make_policy(1.0)
     claim = train(canary_model(), with_, nominal,
-                  TrainConfig(epochs=1, batch_size=b, lr=1.0, delta=spec.delta, seed=seed, accountant=spec.accountant),
+                  TrainConfig(epochs=1, batch_size=b, lr=1.0, delta=spec.delta, seed=seed,
+                              accounting=AccountingSpec(accountant=spec.accountant)),
                   progress=False)
     if len(claim.ledger) != 1 or claim.epsilon is None:
         raise RuntimeError(f"the claim run of {spec.name} made {len(claim.ledger)} releases, expected one step")
@@ -350,7 +354,8 @@ def sample_mitigation_canary(trials: int, *, seed: int, noise_fraction: float,
     without, with_ = canary_datasets()
     n, b = len(without), len(with_)
     claim = train(canary_model(), with_, UniformClipping(C, sigma), TrainConfig(epochs=1, batch_size=b, lr=1.0,
-                  delta=DEFAULT_DELTA, seed=seed, accountant="pld"), progress=False, objective=objective(1.0))
+                  delta=DEFAULT_DELTA, seed=seed, accounting=AccountingSpec(accountant="pld")), progress=False,
+                  objective=objective(1.0))
     model = canary_model()
     params = parameters_of(model)
     primer = objective(1.0)
@@ -436,12 +441,13 @@ def sample_pfld_primal(trials: int, *, seed: int, noise_fraction: float, progres
     theta_1 = theta_0 - r (public gradient - V - noise) has the same noise on D and D', so
     the likelihood ratio is increasing in <theta_1, V_D' - V_D> (V from
     :func:`~dpfair_analysis.privacy.sensitivity.primal_group_sum` on each data set).
-    Claim: :func:`~dpfair_analysis.training.lagrangian.pfld_epsilon` of the step's event.
+    Claim: :func:`~dpfair_analysis.privacy.pfld_accounting.pfld_epsilon` of the step's event.
     """
     from dpfair_analysis.fairness.constraints import make_constraint
     from dpfair_analysis.gradients import parameters_of, per_sample_gradients
     from dpfair_analysis.privacy.sensitivity import primal_group_sum
-    from dpfair_analysis.training.lagrangian import PrivateState, pfld_epsilon, private_primal_step
+    from dpfair_analysis.privacy.pfld_accounting import pfld_epsilon
+    from dpfair_analysis.training.lagrangian import PrivateState, private_primal_step
 
     constraint = make_constraint("dp", n_groups=2)
     pair = pfld_pair((8.0, 0.0), 1)
@@ -460,7 +466,7 @@ def sample_pfld_primal(trials: int, *, seed: int, noise_fraction: float, progres
 
     model = canary_model()
     record, _ = step(pair[1], PFLD_PRIMAL_SIGMA, torch.Generator().manual_seed(0), model)
-    claimed = pfld_epsilon(record["event"], delta, accountant="pld")
+    claimed = pfld_epsilon(record["event"], delta, accounting=_PLD_REPLACE_ONE)
     grads = per_sample_gradients(model, pair[0].X, pair[0].y, params=start,
                                  loss_fn=lambda logit, t: constraint.h(logit, t).sum())
     flat = torch.cat([g.reshape(len(pair[0]), -1) for g in grads.values()], dim=1)
@@ -496,11 +502,12 @@ def sample_pfld_dual(trials: int, *, seed: int, noise_fraction: float, progress:
     to. The released noisy gap mu_P - S~ / m (public m) has the same noise on D and D';
     the likelihood ratio is increasing in <gap, -(S_D' - S_D)> (S from
     :func:`~dpfair_analysis.privacy.sensitivity.dual_group_sums`). Claim:
-    :func:`~dpfair_analysis.training.lagrangian.pfld_epsilon` of the step's event.
+    :func:`~dpfair_analysis.privacy.pfld_accounting.pfld_epsilon` of the step's event.
     """
     from dpfair_analysis.fairness.constraints import make_constraint
     from dpfair_analysis.privacy.sensitivity import dual_group_sums
-    from dpfair_analysis.training.lagrangian import PrivateState, pfld_epsilon, private_dual_update
+    from dpfair_analysis.privacy.pfld_accounting import pfld_epsilon
+    from dpfair_analysis.training.lagrangian import PrivateState, private_dual_update
 
     constraint = make_constraint("ap", n_groups=2)
     pair = pfld_pair((0.0, 1.0), 0)
@@ -516,7 +523,7 @@ def sample_pfld_dual(trials: int, *, seed: int, noise_fraction: float, progress:
         return event, state.noisy_gap.double()
 
     event, _ = step(pair[1], PFLD_DUAL_SIGMA, torch.Generator().manual_seed(0))
-    claimed = pfld_epsilon(event, delta, accountant="pld")
+    claimed = pfld_epsilon(event, delta, accounting=_PLD_REPLACE_ONE)
     with torch.no_grad():
         sums = [dual_group_sums(constraint.h(model(d.X), d.y).double(), d.y, d.group, constraint=constraint,
                                 clip=PFLD_AUDIT_CLIP_DUAL) for d in pair]
@@ -569,14 +576,15 @@ def sample_pfld_primal_paper(trials: int, *, seed: int, noise_fraction: float, p
         LLR = ||x - m_D||^2 / (2 s_D^2) - ||x - m_D'||^2 / (2 s_D'^2) - P log(s_D' / s_D).
 
     Claim: the paper's bookkeeping (Poisson-sampled Gaussian with multiplier sigma_p,
-    add/remove; :func:`~dpfair_analysis.training.lagrangian.pfld_epsilon` with
+    add/remove; :func:`~dpfair_analysis.privacy.pfld_accounting.pfld_epsilon` with
     ``paper_exact=True``). Expected to be caught at full noise.
     """
     import warnings
 
     from dpfair_analysis.fairness.constraints import make_constraint
     from dpfair_analysis.gradients import parameters_of
-    from dpfair_analysis.training.lagrangian import PrivateState, pfld_epsilon, private_primal_step
+    from dpfair_analysis.privacy.pfld_accounting import pfld_epsilon
+    from dpfair_analysis.training.lagrangian import PrivateState, private_primal_step
 
     constraint = make_constraint("dp", n_groups=2)
     X = torch.tensor([[100.0, 0.0], [0, 1.0], [0, -1.0], [0, -1.0], [0, 1.0], [0, -1.0], [0, 1.0]])
@@ -600,7 +608,7 @@ def sample_pfld_primal_paper(trials: int, *, seed: int, noise_fraction: float, p
         return record, _flat(parameters_of(model))
 
     nominal, _ = step(groups[1], PFLD_DUAL_SIGMA, torch.Generator().manual_seed(0))
-    claimed = pfld_epsilon(nominal["event"], delta, accountant="pld", paper_exact=True)
+    claimed = pfld_epsilon(nominal["event"], delta, accounting=_PLD_REPLACE_ONE, paper_exact=True)
     sigma = PFLD_DUAL_SIGMA * noise_fraction
     means, stds = [], []
     for group in groups:

@@ -235,7 +235,7 @@ def sample_loop_trainer(spec: LoopTrainerSpec, trials: int, *, seed: int, noise_
         setting={"trainer": "training.loop.train", "policy": spec.method, "mitigation": spec.mitigation,
                  "sampling_rate": LOOP_BATCH / len(with_), "steps": int(len(claim_run.steps)),
                  "epochs": LOOP_EPOCHS, "batch_size": LOOP_BATCH, "noise_multiplier": LOOP_SIGMA * noise_fraction,
-                 "clip": LOOP_CLIP, "rows": len(with_), "accountant": claim_run.config.accountant,
+                 "clip": LOOP_CLIP, "rows": len(with_), "accountant": claim_run.config.accounting.describe(),
                  "adversary_sees": "theta after every step; released step records"})
 
 

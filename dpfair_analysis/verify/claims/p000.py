@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from dpfair_analysis.privacy.accounting import AccountingSpec
 from dpfair_analysis.verify.claims.core import Budget, Claim, Verdict, _EQ1, _EQ1_LOW, _GAUSS_DR, _c, holds, \
     search, violated
 
@@ -481,6 +482,9 @@ def _naive_sum_sensitivity(*, algorithm: str, bound_factor: float = 1.0) -> Call
 
 # ----------------------------------------------------------------------- accounting statements
 # The papers' settings (as tests/privacy/test_accounting.py): name, training n, sigma, epochs, printed eps, tol.
+#: The papers' accountant: RDP with the classic conversion over TF Privacy's orders.
+CLASSIC = AccountingSpec(conversion="classic")
+
 EPSILON_SETTINGS_000 = [("unbalanced MNIST", 54_649, 0.8, 60, 6.55, 0.01), ("Adult", int(0.8 * 45_222), 1.0, 20, 3.1, 0.05),
                         ("Dutch", int(0.8 * 60_420), 1.0, 20, 2.66, 0.01)]
 EPSILON_SETTINGS_004 = [("balanced MNIST", 60_000, 0.8, 60, 6.23, 0.015),
@@ -500,7 +504,7 @@ def _published_epsilons(rows, *, printed_shift: float = 0.0) -> Callable[[Budget
         for name, n, sigma, epochs, printed, tol in rows:
             printed = printed + printed_shift
             eps = dpsgd_epsilon(n=n, batch_size=256, noise_multiplier=sigma, delta=1e-6, epochs=epochs,
-                                conversion="classic")
+                                accounting=CLASSIC)
             improved = dpsgd_epsilon(n=n, batch_size=256, noise_multiplier=sigma, delta=1e-6, epochs=epochs)
             table.append({"setting": name, "printed": printed, "classic": eps, "improved": improved, "tol": tol})
             worst = max(worst, abs(eps - printed) / tol)
@@ -530,12 +534,12 @@ def _count_release_budget(*, claimed: float = 0.01) -> Callable[[Budget], Verdic
         for name, n, sigma, epochs, printed, _ in EPSILON_SETTINGS_000:
             q, steps = 256 / n, steps_for_epochs(n, 256, epochs)
             base = dpsgd_epsilon(n=n, batch_size=256, noise_multiplier=sigma, delta=1e-6, epochs=epochs,
-                                 conversion="classic")
+                                 accounting=CLASSIC)
             joint = dpsgd_epsilon(n=n, batch_size=256, noise_multiplier=joint_noise_multiplier([10 * sigma, sigma]),
-                                  delta=1e-6, epochs=epochs, conversion="classic")
+                                  delta=1e-6, epochs=epochs, accounting=CLASSIC)
             separate = epsilon_from_event(compose_events([poisson_gaussian_event(q, sigma, steps=steps),
                                                           poisson_gaussian_event(q, 10 * sigma, steps=steps)]),
-                                          1e-6, conversion="classic")
+                                          1e-6, accounting=CLASSIC)
             table.append({"setting": name, "dpsgd": base, "joint": joint, "separate": separate,
                           "count_cost_joint": joint - base, "count_cost_separate": separate - base})
         worst = max(table, key=lambda r: r["count_cost_joint"])
@@ -584,13 +588,13 @@ def _group_privacy(*, count_multiplier: float) -> Callable[[Budget], Verdict]:
         def multiplier(rho: float) -> float:
             return joint_noise_multiplier([sigma_1, sigma / rho]) if math.isfinite(sigma_1) else sigma / rho
 
-        eps = dpsgd_epsilon(noise_multiplier=multiplier(1.0), conversion="classic", **kw)
+        eps = dpsgd_epsilon(noise_multiplier=multiplier(1.0), accounting=CLASSIC, **kw)
 
         def eps_group(rho: float, accountant: str) -> float:
             if accountant == "pld":
-                return dpsgd_epsilon(noise_multiplier=multiplier(rho), accountant="pld",
-                                     value_discretization_interval=min(1e-4, 1e-3 * rho), **kw)
-            return dpsgd_epsilon(noise_multiplier=multiplier(rho), conversion="classic", **kw)
+                return dpsgd_epsilon(noise_multiplier=multiplier(rho), **kw, accounting=AccountingSpec(
+                    accountant="pld", value_discretization_interval=min(1e-4, 1e-3 * rho)))
+            return dpsgd_epsilon(noise_multiplier=multiplier(rho), accounting=CLASSIC, **kw)
 
         def boundary(accountant: str, grid: np.ndarray) -> tuple[list[tuple[float, float]], float | None]:
             ratios = [(float(r), eps_group(float(r), accountant) / (r * eps)) for r in grid]

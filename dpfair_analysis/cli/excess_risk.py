@@ -58,11 +58,7 @@ def _run(args: argparse.Namespace) -> None:
         raise UsageError(f"argument --seed: expected an integer >= 0, got {args.seed}")
     if args.mechanism == "dpsgd" and args.seeds < 2:
         raise UsageError(f"argument --seeds: dpsgd needs at least 2 runs for a confidence interval, got {args.seeds}")
-    import pandas as pd
-
     from dpfair_analysis.experiments import fairness_lens as lens
-    from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
-    from dpfair_analysis.theory.excess_risk import with_leading_columns
 
     data = lens.load_data(args.data, by=args.group_by, rows=args.rows, seed=args.seed)
     progress = not (args.quiet or args.json)
@@ -73,16 +69,8 @@ def _run(args: argparse.Namespace) -> None:
                    "trace", "predicted_risk", "predicted_gap", "relative_error", "noise_std"]
     else:
         setting = lens.DPSGDSetting(hidden=(args.hidden,), clip_bound=args.clip, epochs=args.epochs, delta=args.delta)
-        batch = min(setting.batch_size, len(data))
-        setting = lens.replace(setting, batch_size=batch)
-        steps = steps_for_epochs(len(data), batch, args.epochs)
-        frames = []
-        for epsilon in args.epsilons:
-            sigma = calibrate_noise_multiplier(epsilon, args.delta, sampling_rate=batch / len(data), steps=steps)
-            table = lens.dpsgd_group_excess_risk(data, lens.replace(setting, noise_multiplier=sigma),
-                                                 seeds=range(args.seed, args.seed + args.seeds), progress=progress)
-            frames.append(with_leading_columns(table, epsilon=epsilon, sigma=sigma))
-        table = pd.concat(frames, ignore_index=True)
+        table = lens.dpsgd_excess_risk_by_epsilon(data, setting, epsilons=args.epsilons,
+                                                  seeds=range(args.seed, args.seed + args.seeds), progress=progress)
         columns = ["epsilon", "group", "n", "excess_risk", "ci_low", "ci_high", "gap", "gap_ci_low", "gap_ci_high",
                    "sigma"]
     table = table[columns]

@@ -1,17 +1,7 @@
 """``dpfair hessian``: per-group Hessian traces Tr(H_a) (paper 001, Thm 1 Eq. (3), Thm 4).
 
-Where the model is evaluated (``--at``):
-
-* ``trained`` (default): logreg -- the regularised ERM minimiser
-  (``privacy.output_perturbation.train_regularised_erm``, lambda = ``--l2``, default 1e-3,
-  every parameter penalised; the point at which Theorem 1 expands the loss); mlp -- a
-  short non-private SGD run (``training.loop.train`` with ``NonPrivate``, ``--train-epochs``
-  epochs, default 2, batch 256, lr 0.1, Poisson sampling, seeded by ``--seed``; hidden
-  layer ``--hidden``, default 32 ReLU units: the paper's one-hidden-layer network);
-* ``init``: the seeded initialisation.
-
-The traces are those of each group's mean cross-entropy (no penalty term), see
-``theory.hessian.group_hessian_traces``.
+Parses, calls :func:`dpfair_analysis.experiments.fairness_lens.hessian_traces_at` (where the
+model is evaluated, ``--at``, is documented there) and prints.
 """
 
 from __future__ import annotations
@@ -52,36 +42,13 @@ def _run(args: argparse.Namespace) -> None:
         raise UsageError(f"argument --probes: hutchpp needs at least 4 matvecs, got {args.probes}")
     if method == "hutchinson" and args.probes < 2:
         raise UsageError(f"argument --probes: hutchinson needs at least 2 probes, got {args.probes}")
-    import torch
-
     from dpfair_analysis.data import load
-    from dpfair_analysis.models import build_model
-    from dpfair_analysis.theory.hessian import group_hessian_traces
+    from dpfair_analysis.experiments.fairness_lens import hessian_traces_at
 
     data = load(args.data, **({} if args.group_by is None else {"by": args.group_by}))
-    model = build_model(args.model, input_shape=data.X.shape[1:], n_classes=data.n_classes, seed=args.seed,
-                        hidden=(args.hidden,))
-    params = None
-    where = "init"
-    if args.at == "trained" and args.model == "logreg":
-        from dpfair_analysis.privacy.output_perturbation import train_regularised_erm
-
-        params = train_regularised_erm(model, data, l2=args.l2).params
-        where = f"regularised ERM minimiser, l2={args.l2}"
-    elif args.at == "trained":
-        from dpfair_analysis.training.clipping import NonPrivate
-        from dpfair_analysis.training.loop import TrainConfig, train
-
-        batch = min(256, len(data))
-        train(model, data, NonPrivate(), TrainConfig(epochs=args.train_epochs, batch_size=batch, lr=0.1,
-                                                     seed=args.seed), progress=False)
-        where = f"non-private SGD ({args.train_epochs} epoch(s), batch {batch}, lr 0.1)"
-    if params is None:
-        params = {k: v.detach().to(torch.float64) for k, v in model.named_parameters()}
-    table = group_hessian_traces(model, data, method=method, params=params, probes=args.probes,
-                                 generator=args.seed)
-    rows = [{"group": str(r.group), "n": int(r.n), "trace": float(r.trace), "stderr": float(r.stderr),
-             "method": method} for r in table.itertuples()]
+    table, where = hessian_traces_at(data, model=args.model, at=args.at, method=method, probes=args.probes,
+                                     seed=args.seed, l2=args.l2, hidden=args.hidden, train_epochs=args.train_epochs)
+    rows = table.to_dict("records")
     if args.json:
         print_json(rows)
         return

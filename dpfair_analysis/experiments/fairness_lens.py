@@ -32,10 +32,11 @@ from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.gradients import per_sample_losses
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
-from dpfair_analysis.privacy.output_perturbation import clip_rows_to_norm
+from dpfair_analysis.privacy.output_perturbation import clip_rows_to_norm, train_regularised_erm
 from dpfair_analysis.theory.conditions import group_gradient_norms, theorem3_agreement, theorem3_condition, \
     theorem4_agreement
 from dpfair_analysis.theory.decomposition import DecompositionTracker
+from dpfair_analysis.theory.hessian import group_hessian_traces
 from dpfair_analysis.theory.excess_risk import dpsgd_excess_risk, output_perturbation_excess_risk, \
     trace_risk_rank_correlation, with_leading_columns
 from dpfair_analysis.theory.latent_factors import LatentFactorTracker, clipped_gradient_norms, \
@@ -289,4 +290,57 @@ def figure7(data: GroupedDataset, setting: DPSGDSetting, *, epsilons: Sequence[f
         table = dpsgd_excess_risk(run, references.__getitem__, data, seeds=seeds, progress=False)
         frames.append(with_leading_columns(table, epsilon=epsilon, gamma1=gamma1, gamma2=gamma2, sigma=sigma,
                                            sigma_stats=sigma_s))
+    return pd.concat(frames, ignore_index=True)
+
+
+# ------------------------------------------------------------------ the commands' experiments
+TRACE_POINTS = ("trained", "init")
+
+
+def hessian_traces_at(data: GroupedDataset, *, model: str = "logreg", at: str = "trained", method: str | None = None,
+                      probes: int = 60, seed: int = 0, l2: float = 1e-3, hidden: int = 32,
+                      train_epochs: int = 2) -> tuple[pd.DataFrame, str]:
+    """Per-group Tr(H_a) of each group's mean cross-entropy (``dpfair hessian``), and where the model was evaluated.
+
+    ``at="trained"``: logreg at the regularised ERM minimiser (lambda = ``l2``, every parameter penalised:
+    the point at which Theorem 1 expands the loss); mlp after a short non-private SGD run (``train_epochs``,
+    batch 256, lr 0.1, Poisson sampling, seeded; one hidden layer of ``hidden`` ReLU units: the paper's
+    network). ``at="init"``: the seeded initialisation. ``method`` defaults to the closed form for logreg
+    and GGN for the MLP (exact for ReLU nets). Returns the rows {group, n, trace, stderr, method} and a
+    description of the point.
+    """
+    check_choice(at, "at", TRACE_POINTS)
+    method = method or ("closed" if model == "logreg" else "ggn")
+    net = build_model(model, input_shape=data.X.shape[1:], n_classes=data.n_classes, seed=seed, hidden=(hidden,))
+    params, where = None, "init"
+    if at == "trained" and model == "logreg":
+        params = train_regularised_erm(net, data, l2=l2).params
+        where = f"regularised ERM minimiser, l2={l2}"
+    elif at == "trained":
+        batch = min(256, len(data))
+        train(net, data, NonPrivate(), TrainConfig(epochs=train_epochs, batch_size=batch, lr=0.1, seed=seed),
+              progress=False)
+        where = f"non-private SGD ({train_epochs} epoch(s), batch {batch}, lr 0.1)"
+    if params is None:
+        params = {k: v.detach().to(torch.float64) for k, v in net.named_parameters()}
+    table = group_hessian_traces(net, data, method=method, params=params, probes=probes, generator=seed)
+    rows = pd.DataFrame([{"group": str(r.group), "n": int(r.n), "trace": float(r.trace), "stderr": float(r.stderr),
+                          "method": method} for r in table.itertuples()])
+    return rows, where
+
+
+def dpsgd_excess_risk_by_epsilon(data: GroupedDataset, setting: DPSGDSetting, *, epsilons: Sequence[float],
+                                 seeds: Sequence[int], progress: bool = False) -> pd.DataFrame:
+    """``dpfair excess-risk --mechanism dpsgd``: for each epsilon, the noise multiplier calibrated to it for the
+    setting's run (Poisson sampling, batch capped at n), then :func:`dpsgd_group_excess_risk` over ``seeds``
+    (private runs paired by seed with SGD). Rows carry epsilon and sigma."""
+    batch = min(setting.batch_size, len(data))
+    setting = replace(setting, batch_size=batch)
+    steps = steps_for_epochs(len(data), batch, setting.epochs)
+    frames = []
+    for epsilon in epsilons:
+        sigma = calibrate_noise_multiplier(epsilon, setting.delta, sampling_rate=batch / len(data), steps=steps)
+        table = dpsgd_group_excess_risk(data, replace(setting, noise_multiplier=sigma), seeds=seeds,
+                                        progress=progress)
+        frames.append(with_leading_columns(table, epsilon=epsilon, sigma=sigma))
     return pd.concat(frames, ignore_index=True)

@@ -8,7 +8,9 @@ Definitions (paper 000 §5.1 and §6.1.4; PF-LD paper 003 §3 for the violations
   tau when it is <= tau (tau = 0.05 in the paper);
 * demographic parity violation: max_{a,b} |P(yhat=1 | A=a) - P(yhat=1 | A=b)|;
 * equalized odds violation:     max over y in {0,1} of the same gap conditioned on Y=y;
-* accuracy parity violation:    max_{a,b} |acc_a - acc_b|.
+* accuracy parity violation:    max_{a,b} |acc_a - acc_b|;
+* boundary proxy (paper 001, Thm 5 and Eq. 6): phi(x) = 1 - sum_k f_k(x)^2 of the predicted
+  probabilities, 0 at a one-hot f (far from the boundary), 1 - 1/K at the uniform f.
 
 Selection rates and conditional gaps come from fairlearn's MetricFrame.
 """
@@ -20,8 +22,21 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 from fairlearn.metrics import MetricFrame, demographic_parity_difference, equalized_odds_difference
 from sklearn.metrics import accuracy_score
+
+
+def boundary_proxy(probabilities):
+    """phi = 1 - sum_k f_k^2 over the last axis of a probability tensor or array (paper 001, Thm 5)."""
+    if isinstance(probabilities, torch.Tensor):
+        return 1.0 - probabilities.pow(2).sum(-1)
+    return 1.0 - (np.asarray(probabilities, dtype=np.float64) ** 2).sum(axis=-1)
+
+
+def boundary_proxy_of_logits(logits: torch.Tensor) -> torch.Tensor:
+    """phi of softmax(logits), per row (differentiable: the mitigation's objective uses its gradient)."""
+    return boundary_proxy(torch.softmax(logits, dim=-1))
 
 
 def _names(group: np.ndarray, group_names: Sequence[str] | None) -> np.ndarray:

@@ -40,7 +40,7 @@ chosen here and said where it is used.
   :func:`theorem4_agreement` checks it against *measured* noise terms.
 
 * **Theorem 5** (Sec. 8): 1 - sum_k f_k^2 is maximal (1 - 1/K) at the uniform
-  distribution and minimal (0) at one-hot vectors: :func:`boundary_proxy_value`,
+  distribution and minimal (0) at one-hot vectors: :func:`~dpfair_analysis.fairness.metrics.boundary_proxy`,
   :func:`theorem5_extremes`; its relation to the distance to the decision boundary:
   :func:`margin_and_proxy` (binary logistic regression: 2p(1-p) is a strictly decreasing
   function of |z|, so its Spearman correlation with the margin |z|/||w|| is -1).
@@ -61,6 +61,7 @@ from torch import nn
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fairness.metrics import boundary_proxy, boundary_proxy_of_logits
 from dpfair_analysis.gradients import mean_loss_gradient, parameters_of
 from dpfair_analysis.models import LogisticRegression
 from dpfair_analysis.validation import check_nonnegative, check_positive, check_positive_int, check_seed
@@ -455,12 +456,6 @@ def theorem4_agreement(traces: pd.DataFrame | Mapping[str, float],
 
 
 # ============================================================================ Theorem 5
-def boundary_proxy_value(probabilities: np.ndarray) -> np.ndarray:
-    """1 - sum_k f_k^2 for each row of a (n, K) probability array (paper 001, Thm 5)."""
-    f = np.asarray(probabilities, dtype=np.float64)
-    return 1.0 - (f ** 2).sum(axis=-1)
-
-
 def theorem5_extremes(n_classes: int) -> dict[str, float]:
     """The proxy at the uniform vector (1 - 1/K, the maximum) and at a one-hot vector (0, the minimum).
 
@@ -473,7 +468,7 @@ def theorem5_extremes(n_classes: int) -> dict[str, float]:
         raise ValueError(f"n_classes must be at least 2, got {n_classes}")
     uniform = np.full(k, 1.0 / k)
     one_hot = np.eye(k)[0]
-    return {"uniform": float(boundary_proxy_value(uniform)), "one_hot": float(boundary_proxy_value(one_hot)),
+    return {"uniform": float(boundary_proxy(uniform)), "one_hot": float(boundary_proxy(one_hot)),
             "max_theory": 1 - 1 / k, "min_theory": 0.0}
 
 
@@ -508,8 +503,7 @@ def margin_and_proxy(model: nn.Module, X: torch.Tensor, *,
     gaps = vmap(gap)(X)
     grads = vmap(jacrev(gap))(X)
     margin = gaps / torch.linalg.vector_norm(grads, dim=1).clamp_min(1e-12)
-    f = torch.softmax(functional_call(model, params, (X,)), dim=1)
-    proxy = 1 - (f ** 2).sum(dim=1)
+    proxy = boundary_proxy_of_logits(functional_call(model, params, (X,)))
     return pd.DataFrame({"margin": margin.detach().numpy(), "proxy": proxy.detach().numpy(),
                          "margin_kind": "linearised"})
 

@@ -40,6 +40,7 @@ from torch.func import functional_call, vmap
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fairness.metrics import group_accuracy
 from dpfair_analysis.models import LogisticRegression
 from dpfair_analysis.privacy.output_perturbation import (certified_sensitivity, check_output_perturbation_assumptions,
                                                          gaussian_sigma, perturb, train_regularised_erm)
@@ -208,12 +209,9 @@ def with_leading_columns(table: pd.DataFrame, **values: object) -> pd.DataFrame:
 def _group_accuracy(model: nn.Module, data: GroupedDataset, params: Params) -> dict[str, float]:
     with torch.no_grad():
         X = data.X.to(next(iter(params.values())).dtype)
-        correct = (functional_call(model, dict(params), (X,)).argmax(1) == data.y).double()
-    out = {"all": float(correct.mean())}
-    for k, name in enumerate(data.group_names):
-        rows = data.group == k
-        out[name] = float(correct[rows].mean()) if rows.any() else math.nan
-    return out
+        predictions = functional_call(model, dict(params), (X,)).argmax(1)
+    table = group_accuracy(data.y.numpy(), predictions.numpy(), data.group.numpy(), group_names=data.group_names)
+    return dict(zip(table["group"], table["accuracy"].astype(float)))
 
 
 # ------------------------------------------------------------------ DP-SGD

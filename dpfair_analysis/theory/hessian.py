@@ -41,6 +41,7 @@ from torch import nn
 from torch.func import functional_call, hessian, vjp, vmap
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fairness.metrics import boundary_proxy_of_logits
 from dpfair_analysis.gradients import hessian_vector_product, parameters_of
 from dpfair_analysis.models import LogisticRegression
 from dpfair_analysis.validation import check_choice, check_positive_int
@@ -188,8 +189,7 @@ def boundary_proxy(model: nn.Module, X: torch.Tensor, *, params: Params | None =
     :func:`closed_form_sample_traces`.
     """
     params = _resolve_params(model, params)
-    f = torch.softmax(functional_call(model, params, (X.to(_dtype_of(params)),)), dim=1)
-    return 1 - (f ** 2).sum(dim=1)
+    return boundary_proxy_of_logits(functional_call(model, params, (X.to(_dtype_of(params)),)))
 
 
 # ------------------------------------------------------------------ per-sample: exact

@@ -53,13 +53,9 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fairness.metrics import boundary_proxy_of_logits
 from dpfair_analysis.gradients import Grads, clip_factors, flatten, per_sample_gradients
 from dpfair_analysis.validation import check_nonnegative, check_positive
-
-
-def boundary_proxy_of_logits(logits: torch.Tensor) -> torch.Tensor:
-    """phi = 1 - sum_k softmax(logits)_k^2 per row (paper 001 Thm 5; 0 at one-hot, 1 - 1/K at uniform)."""
-    return 1.0 - torch.softmax(logits, dim=-1).pow(2).sum(-1)
 
 
 def statistics_sensitivity(clip_bound: float) -> float:

@@ -14,8 +14,8 @@ from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import epsilon_from_event
 from dpfair_analysis.training.clipping import UniformClipping
 from dpfair_analysis.training.loop import TrainConfig, train
-from dpfair_analysis.training.mitigation import (FairnessLensMitigation, boundary_proxy_of_logits,
-                                                 penalty_coefficients, statistics_sensitivity)
+from dpfair_analysis.fairness.metrics import boundary_proxy_of_logits
+from dpfair_analysis.training.mitigation import FairnessLensMitigation, penalty_coefficients, statistics_sensitivity
 
 
 def grouped(n=60, d=3, seed=0, scale=1.0):

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from dpfair_analysis.data.synthetic import synthetic_groups
+from dpfair_analysis.fairness.metrics import boundary_proxy
 from dpfair_analysis.models import build_model
 from dpfair_analysis.theory.conditions import (
-    MINIBATCH_COUNTEREXAMPLE, THREE_GROUP_COUNTEREXAMPLE, QuadraticInstance, boundary_proxy_value,
+    MINIBATCH_COUNTEREXAMPLE, THREE_GROUP_COUNTEREXAMPLE, QuadraticInstance,
     clip_terms_quadratic, margin_and_proxy, margin_proxy_correlation, search_theorem3, theorem3_agreement,
     theorem3_condition, theorem3_sides, theorem4_agreement, theorem5_extremes)
 from dpfair_analysis.theory.latent_factors import (
@@ -228,7 +229,7 @@ def test_theorem5_exact_extremes(k):
 def test_theorem5_proxy_lies_between_the_extremes_on_the_simplex(weights):
     f = np.array(weights) / sum(weights)
     k = len(f)
-    value = float(boundary_proxy_value(f))
+    value = float(boundary_proxy(f))
     assert -1e-12 <= value <= 1 - 1 / k + 1e-12
     # sum f^2 <= max f: the proxy is at least 1 - max_k f_k (zero only at one-hot vectors)
     assert value >= 1 - f.max() - 1e-12

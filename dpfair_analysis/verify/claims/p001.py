@@ -365,14 +365,15 @@ def _theorem4(*, noise_stds: tuple[float, ...] = (0.01, 0.1, 0.5, 1.0)) -> Calla
 def _theorem5(budget: Budget, *, bound_scale: float = 1.0) -> Verdict:
     """1 - sum f_k^2 in [0, 1 - 1/K], extremes at one-hot / uniform (conditions.theorem5_extremes + search).
     ``bound_scale`` multiplies the maximum 1 - 1/K (the mutant: 0.99, which the uniform vector exceeds)."""
-    from dpfair_analysis.theory.conditions import boundary_proxy_value, theorem5_extremes
+    from dpfair_analysis.fairness.metrics import boundary_proxy
+    from dpfair_analysis.theory.conditions import theorem5_extremes
 
     ext = [theorem5_extremes(k) for k in range(2, 11)]
     exact = all(abs(e["uniform"] - bound_scale * e["max_theory"]) < 1e-12 and abs(e["one_hot"]) < 1e-12 for e in ext)
 
     def ratio(w):
         f = np.asarray(w) / np.sum(w)
-        v = float(boundary_proxy_value(f))
+        v = float(boundary_proxy(f))
         k = len(w)
         return max(v / (bound_scale * (1 - 1 / k)), 1 - v if v < 0 else 0.0)
 

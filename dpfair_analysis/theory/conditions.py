@@ -428,9 +428,10 @@ def theorem4_agreement(traces: pd.DataFrame | Mapping[str, float],
 
     Parameters
     ----------
-    traces : DataFrame (group, trace) -- e.g. :func:`~dpfair_analysis.theory.hessian.group_hessian_traces`,
-        whose "all" row is ignored -- or a mapping group -> Tr(H_a).
-    noise_terms : DataFrame (group, noise) or mapping group -> measured R_a^noise.
+    traces : DataFrame (group, trace) or mapping group -> Tr(H_a)
+        E.g. :func:`~dpfair_analysis.theory.hessian.group_hessian_traces`, whose "all" row is ignored.
+    noise_terms : DataFrame (group, noise) or mapping group -> R_a^noise
+        The measured noise terms.
     tol : float
         Differences within ``tol`` are ties (in both traces and noise terms).
 

@@ -468,6 +468,7 @@ def group_hessian_traces(model: nn.Module, data: GroupedDataset, *, method: str 
     data : GroupedDataset
         Rows and their groups.
     method : {"closed", "exact", "ggn", "hutchinson", "hutchpp"}
+        Closed form (logistic regression), exact, Gauss-Newton, or a stochastic estimator.
     params : mapping, optional
         Where to evaluate (default: the model's parameters); their dtype is used.
     probes : int

@@ -216,6 +216,8 @@ def input_norm_vs_excess_risk(data: GroupedDataset, excess: pd.DataFrame | Mappi
         Per-sample excess loss (private minus non-private loss of each row). If given,
         rows are also binned by input-norm quantile (``bins`` equal-count bins) and the
         bins' mean input norm is correlated with their mean excess loss.
+    bins : int
+        Number of equal-count input-norm bins for ``sample_excess``.
 
     Returns
     -------

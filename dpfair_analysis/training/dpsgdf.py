@@ -84,9 +84,16 @@ def dpsgdf_group_bounds(noisy_clipped: torch.Tensor, noisy_unclipped: torch.Tens
 class DPSGDF:
     """DPSGD-F: group bounds from privately counted clipping rates (Algorithm 2).
 
-    Parameters: ``base_clip`` C0, ``noise_multiplier`` sigma_2 (gradient), ``count_noise``
-    sigma_1 (standard deviation of the noise on each count; the paper uses 10 sigma_2),
-    ``max_ratio`` (the ratio cap guard).
+    Parameters
+    ----------
+    base_clip : float
+        C0.
+    noise_multiplier : float
+        sigma_2, of the gradient release.
+    count_noise : float
+        sigma_1, the standard deviation of the noise on each count (the paper uses 10 sigma_2).
+    max_ratio : float
+        The ratio cap guard (see the module docstring).
     """
 
     base_clip: float
@@ -125,7 +132,17 @@ class DPSGDF:
 
 @dataclass(frozen=True)
 class NaiveReweighting:
-    """Naive (Algorithm 3): weights theta^k = (b/K) / b~^k from privately counted group sizes."""
+    """Naive (Algorithm 3): weights theta^k = (b/K) / b~^k from privately counted group sizes.
+
+    Parameters
+    ----------
+    base_clip : float
+        C0.
+    noise_multiplier : float
+        sigma_2, of the gradient release.
+    count_noise : float
+        sigma_1, the standard deviation of the noise on each group size.
+    """
 
     base_clip: float
     noise_multiplier: float

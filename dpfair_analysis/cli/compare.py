@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> None:
         write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
     figures = [] if args.plots is None else save_compare_figures(result, args.plots)
     if args.json:
-        print_json(result.to_json())
+        print_json({**result.to_json(), "cache": {"hits": cache.hits, "misses": cache.misses}})
         return
     print(f"{config.dataset}: {config.model}, b={config.train.batch_size}, {config.train.epochs} epochs, "
           f"σ={config.noise_multiplier}, C={config.clip_bound}, δ={config.train.delta}, "
@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> None:
     for run in result.runs:
         if run["method"] not in ("sgd",) and run["epsilon"] is not None and len(config.seeds) == 1:
             print(f"  {run['method']}: {run['steps']} steps, ε = {run['epsilon']:.3f}")
+    if cache.summary():
+        print(f"({cache.summary()}; --no-cache retrains)")
     if args.out is not None:
         print(f"history written to {args.out}")
     for path in figures:

@@ -77,3 +77,5 @@ def _run(args: argparse.Namespace) -> None:
     print(f"paper 003 Table 2, {args.data}: {folds}-fold stratified CV, profile {args.profile}, "
           f"epsilon {args.epsilon:g} (M: local DP; PF-LD: delta 1e-5)")
     print(pfld.format_table(rows, args.data))
+    if cache.summary():
+        print(f"({cache.summary()}; --no-cache recomputes)")

@@ -1,25 +1,43 @@
-"""A result cache keyed by a hash of the run's configuration, so long sweeps resume.
+"""A result cache keyed by a hash of everything that determines a run, so long sweeps resume.
 
 Every training run is deterministic given its configuration and seed, so a cached result
-is the result. The key covers everything that changes the numbers, plus
-:data:`CACHE_VERSION`, bumped whenever training or metrics code changes what a run
-produces. Entries are pickled pandas objects written atomically; the directory is
-``$DPFAIR_CACHE`` or ``~/.cache/dpfair_analysis/runs``.
+is the result. The key (:func:`config_key`) hashes the run's configuration together with
+:func:`code_fingerprint`: the source of every module that computes results (data, models,
+gradients, privacy, fairness, theory, training, experiments) and the versions of the
+libraries that compute with them (torch, numpy, pandas, scikit-learn, scipy, dp_accounting,
+fairlearn). A code or library change therefore invalidates the cache by itself; nothing
+has to be bumped by hand. Entries are pickled pandas objects written atomically; the
+directory is ``$DPFAIR_CACHE`` or ``~/.cache/dpfair_analysis/runs``.
+
+A damaged or unreadable entry is reported (a warning naming the file) and recomputed; the
+cache counts what it served (:attr:`RunCache.hits`) and what it computed
+(:attr:`RunCache.misses`), so commands can say which results came from it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import pickle
+import warnings
 from dataclasses import asdict, is_dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
 from dpfair_analysis.io import write_atomically
 
-CACHE_VERSION = 1
+PACKAGE = Path(__file__).resolve().parents[1]
+#: Package parts whose code determines a result (the CLI, plotting and verification do not).
+RESULT_CODE = ("data", "models.py", "gradients.py", "validation.py", "privacy", "fairness", "theory", "training",
+               "experiments")
+RESULT_LIBRARIES = ("torch", "numpy", "pandas", "scikit-learn", "scipy", "dp-accounting", "fairlearn")
+
+
+class CacheWarning(UserWarning):
+    """A cache entry could not be used and was recomputed."""
 
 
 def default_cache_dir() -> Path:
@@ -27,8 +45,28 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("DPFAIR_CACHE", Path.home() / ".cache" / "dpfair_analysis" / "runs"))
 
 
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """SHA-256 over the source of :data:`RESULT_CODE` (sorted paths and contents) and the installed
+    versions of :data:`RESULT_LIBRARIES`: what, beside the configuration, determines a result."""
+    digest = hashlib.sha256()
+    for part in RESULT_CODE:
+        root = PACKAGE / part
+        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+        for path in files:
+            digest.update(str(path.relative_to(PACKAGE)).encode())
+            digest.update(path.read_bytes())
+    for name in RESULT_LIBRARIES:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            version = "absent"
+        digest.update(f"{name}=={version}".encode())
+    return digest.hexdigest()
+
+
 def config_key(*parts: Any) -> str:
-    """SHA-256 of a canonical JSON form of ``parts`` (dataclasses as dicts) and the cache version."""
+    """SHA-256 of a canonical JSON form of ``parts`` (dataclasses as dicts) and :func:`code_fingerprint`."""
     def plain(value: Any) -> Any:
         if is_dataclass(value) and not isinstance(value, type):
             return {"__type__": type(value).__name__, **{k: plain(v) for k, v in asdict(value).items()}}
@@ -40,7 +78,7 @@ def config_key(*parts: Any) -> str:
             return "nan"
         return value
 
-    text = json.dumps([CACHE_VERSION, plain(list(parts))], sort_keys=True, default=repr)
+    text = json.dumps([code_fingerprint(), plain(list(parts))], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -49,19 +87,38 @@ class RunCache:
 
     def __init__(self, directory: str | os.PathLike | None) -> None:
         self.directory = None if directory is None else Path(directory)
+        self.hits = 0
+        self.misses = 0
 
     def get_or_compute(self, key: str, compute: Callable[[], Any]) -> Any:
-        """The cached value for ``key``, or ``compute()`` stored under it."""
+        """The cached value for ``key``, or ``compute()`` stored under it.
+
+        An entry that cannot be read back (truncated, from an incompatible version, not a
+        pickle) is reported with a :class:`CacheWarning` naming its file and recomputed.
+        """
         if self.directory is None:
+            self.misses += 1
             return compute()
         path = self.directory / f"{key}.pkl"
         if path.exists():
             try:
                 with open(path, "rb") as handle:
-                    return pickle.load(handle)
-            except (pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-                path.unlink(missing_ok=True)  # a stale or damaged entry: recompute
+                    value = pickle.load(handle)
+            except Exception as error:  # any unreadable entry: say so and recompute
+                warnings.warn(f"result cache entry {path} is unreadable ({type(error).__name__}: {error}); "
+                              "recomputing it", CacheWarning, stacklevel=2)
+            else:
+                self.hits += 1
+                return value
         value = compute()
+        self.misses += 1
         self.directory.mkdir(parents=True, exist_ok=True)
         write_atomically(path, lambda tmp: tmp.write_bytes(pickle.dumps(value)))
         return value
+
+    def summary(self) -> str:
+        """E.g. ``"3 of 4 runs from the cache at /path"`` (empty when nothing was looked up)."""
+        total = self.hits + self.misses
+        if not total or self.directory is None:
+            return ""
+        return f"{self.hits} of {total} runs from the cache at {self.directory}"

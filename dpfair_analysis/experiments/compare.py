@@ -72,6 +72,18 @@ class CompareConfig:
         for m in self.methods:
             self.policy(m)
 
+    def settings(self) -> dict:
+        """JSON-ready settings of the comparison (without the seeds and methods lists' run records)."""
+        t = self.train
+        return {"data_options": dict(self.data_options), "model": self.model,
+                "hidden": list(self.hidden) if self.model == "mlp" else None, "l2": self.l2,
+                "methods": list(self.methods), "noise_multiplier": self.noise_multiplier,
+                "clip_bound": self.clip_bound, "count_noise_ratio": self.count_noise_ratio,
+                "max_ratio": self.max_ratio, "equal_privacy": self.equal_privacy, "epochs": t.epochs,
+                "batch_size": t.batch_size, "learning_rate": "1/sqrt(T)" if t.lr is None else t.lr,
+                "sampling": t.sampling, "delta": t.delta, "accounting": t.accounting.as_dict(),
+                "test_fraction": self.test_fraction, "train_group_fraction": dict(self.train_group_fraction)}
+
     def policy(self, method: str) -> ClippingPolicy:
         """The clipping policy of a method name (``dpsgd(C=2)`` sets the uniform bound)."""
         name, clip_bound = parse_method(method, default_clip=self.clip_bound)
@@ -108,13 +120,16 @@ class CompareResult:
     n_train: int = 0
 
     def to_json(self) -> dict:
-        """``{"dataset", "epsilon": {method: eps}, "rows": [...]}`` (rows: method, group,
-        n_test, accuracy, cost, and their sd and seed count)."""
+        """``{"dataset", "epsilon": {method: eps}, "delta", "settings", "rows": [...], "seeds", "runs"}``
+        (rows: method, group, n_test, accuracy, cost, and their sd and seed count; settings: everything
+        that determined the runs -- model, sigma, C, epochs, batch size, learning rate, sampling, the
+        accounting spec, ...)."""
         rows = []
         for record in self.table.to_dict("records"):
             rows.append({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in record.items()})
-        return {"dataset": self.config.dataset, "epsilon": self.epsilon, "rows": rows,
-                "seeds": list(self.config.seeds), "runs": self.runs}
+        return {"dataset": self.config.dataset, "epsilon": self.epsilon, "delta": self.config.train.delta,
+                "settings": self.config.settings(), "rows": rows, "seeds": list(self.config.seeds),
+                "runs": self.runs}
 
 
 def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = True,

@@ -1,0 +1,94 @@
+"""The result cache and the atomic writer: damaged entries recomputed with a warning that names the file,
+hits counted, keys that change with the code (no manual version bump), written files that respect the
+umask and keep an existing file's mode."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+
+import pytest
+
+from dpfair_analysis.experiments import cache as cache_module
+from dpfair_analysis.experiments.cache import CacheWarning, RunCache, code_fingerprint, config_key
+from dpfair_analysis.io import write_atomically
+
+
+def test_hit_miss_and_summary(tmp_path):
+    cache = RunCache(tmp_path)
+    calls = []
+    compute = lambda: calls.append(1) or {"value": 3}  # noqa: E731
+    assert cache.get_or_compute("k", compute) == {"value": 3}
+    assert cache.get_or_compute("k", compute) == {"value": 3}
+    assert len(calls) == 1 and (cache.hits, cache.misses) == (1, 1)
+    assert cache.summary() == f"1 of 2 runs from the cache at {tmp_path}"
+
+
+@pytest.mark.parametrize("damage", [b"", b"not a pickle", pickle.dumps({"a": 1})[:5], b"\x80\x04K"])
+def test_a_damaged_entry_is_recomputed_with_a_warning_naming_the_file(tmp_path, damage):
+    cache = RunCache(tmp_path)
+    (tmp_path / "k.pkl").write_bytes(damage)
+    with pytest.warns(CacheWarning, match=str(tmp_path / "k.pkl")):
+        assert cache.get_or_compute("k", lambda: 7) == 7
+    assert pickle.loads((tmp_path / "k.pkl").read_bytes()) == 7  # replaced by the recomputed value
+    assert cache.get_or_compute("k", lambda: 8) == 7
+
+
+def test_keys_change_with_the_code_and_the_libraries(monkeypatch):
+    key = config_key("run", {"epochs": 2})
+    assert key == config_key("run", {"epochs": 2}) != config_key("run", {"epochs": 3})
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another version of the code")
+    assert config_key("run", {"epochs": 2}) != key
+
+
+def test_the_fingerprint_reads_the_result_code(tmp_path, monkeypatch):
+    fake = tmp_path / "pkg"
+    for part in cache_module.RESULT_CODE:
+        target = fake / part
+        if part.endswith(".py"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("x = 1\n")
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "m.py").write_text("y = 1\n")
+    monkeypatch.setattr(cache_module, "PACKAGE", fake)
+    code_fingerprint.cache_clear()
+    try:
+        before = code_fingerprint()
+        code_fingerprint.cache_clear()
+        (fake / "training" / "m.py").write_text("y = 2\n")  # a change in training code
+        assert code_fingerprint() != before
+        code_fingerprint.cache_clear()
+        (fake / "training" / "m.py").write_text("y = 1\n")
+        assert code_fingerprint() == before
+    finally:
+        code_fingerprint.cache_clear()
+
+
+def test_written_files_respect_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        path = write_atomically(tmp_path / "a.txt", lambda tmp: tmp.write_text("x"))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640
+        os.umask(0o022)
+        path = write_atomically(tmp_path / "b.txt", lambda tmp: tmp.write_text("x"))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
+
+
+def test_overwriting_keeps_the_existing_mode_and_a_failure_leaves_it_untouched(tmp_path):
+    path = tmp_path / "out.csv"
+    path.write_text("old")
+    path.chmod(0o604)
+    write_atomically(path, lambda tmp: tmp.write_text("new"))
+    assert path.read_text() == "new" and stat.S_IMODE(path.stat().st_mode) == 0o604
+
+    def fail(tmp):
+        tmp.write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        write_atomically(path, fail)
+    assert path.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]

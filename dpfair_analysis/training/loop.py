@@ -6,7 +6,9 @@ Each step:
    accountant assumes; the default) or a shuffled fixed-size batch (the papers'
    practice; results are flagged ``sampling_matches_accounting = False``);
 2. per-sample gradients g_i of the objective (cross-entropy unless an
-   :class:`~.objectives.Objective` says otherwise) and norms ||g_i||;
+   :class:`~.objectives.Objective` says otherwise) and norms ||g_i||, as a
+   :class:`~dpfair_analysis.gradients.PerSampleGradients` (norms and weighted sums: the
+   cross-entropy's fast path never forms the g_i; :mod:`dpfair_analysis.fast_gradients`);
 3. the policy picks bounds C_i, weights w_i and noise s (:mod:`.clipping`);
 4. G = (sum_i w_i min(1, C_i/||g_i||) g_i + N(0, s^2 I)) / b  with b the expected
    batch size for private policies (the non-private mean uses the actual size);
@@ -43,12 +45,13 @@ from torch import nn
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, per_sample_norms
+from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGradients, add_gaussian_noise, \
+    clipped_sum, parameters_of
 from dpfair_analysis.models import l2_penalty
 from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision
-from dpfair_analysis.training.objectives import CrossEntropy, Objective
+from dpfair_analysis.training.objectives import CrossEntropy, Objective, batch_gradients
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, \
     check_seed
 
@@ -193,17 +196,19 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
     X, y, group = data.X[index], data.y[index], data.group[index]
     params = parameters_of(model)
     if len(index) == 0:
-        grads = {name: torch.zeros((0, *p.shape), dtype=p.dtype) for name, p in params.items()}
+        batch: PerSampleGradients = MaterialisedGradients(
+            {name: torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device) for name, p in params.items()},
+            norms=torch.zeros(0))
         losses = torch.zeros(0)
     else:
-        grads, losses = objective.per_sample_gradients(model, X, y, group, params=params)
-    norms = per_sample_norms(grads) if len(index) else torch.zeros(0)
+        batch, losses = batch_gradients(objective, model, X, y, group, params=params)
+    norms = batch.norms
 
     def objective_release(bounds: torch.Tensor) -> dict[str, float]:
         return objective.release(model, X, y, group, params=params, bounds=bounds,
                                  expected_batch_size=expected_batch_size, generator=generator)
 
-    decision, released, total = release_step(grads, norms, group, policy, n_groups=data.n_groups,
+    decision, released, total = release_step(batch, norms, group, policy, n_groups=data.n_groups,
                                              expected_batch_size=expected_batch_size, generator=generator,
                                              objective_release=objective_release)
     denominator = expected_batch_size if policy.private else max(len(index), 1)
@@ -219,11 +224,16 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
     return decision, released
 
 
-def release_step(grads: dict[str, torch.Tensor], norms: torch.Tensor, group: torch.Tensor, policy: ClippingPolicy, *,
-                 n_groups: int, expected_batch_size: float, generator: torch.Generator,
+def release_step(grads: Grads | PerSampleGradients, norms: torch.Tensor, group: torch.Tensor,
+                 policy: ClippingPolicy, *, n_groups: int, expected_batch_size: float, generator: torch.Generator,
                  objective_release: Callable[[torch.Tensor], dict[str, float]] | None = None,
                  ) -> tuple[StepDecision, dict[str, float], dict[str, torch.Tensor]]:
     """The private release of one step, given the batch's per-sample gradients and norms.
+
+    ``grads`` is the dict ``{name: (n, *shape)}`` of per-sample gradients or any
+    :class:`~dpfair_analysis.gradients.PerSampleGradients` (the fast path's norms and
+    book-kept sums); the policy sees only ``norms``, and the sum is taken by
+    :func:`~dpfair_analysis.gradients.clipped_sum` either way.
 
     In this order (so in the order of the random draws from ``generator``): the policy's
     decision (bounds C_i, weights w_i, noise s; it draws its own count noise), the

@@ -55,6 +55,7 @@ their first dimension.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -155,11 +156,10 @@ def fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor
     """
     if clipped_sum not in CLIPPED_SUMS:
         raise ValueError(f"clipped_sum must be one of {list(CLIPPED_SUMS)}, got {clipped_sum!r}")
-    if params is not None and _are_the_models_own(model, params):
+    own = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    if params is None or _same_tensors(own, params):
         params = None  # differentiate the model's own parameters: no functional_call needed
-    if params is None:
-        values = {name: p for name, p in model.named_parameters() if p.requires_grad}
-        leaves = values
+        values = leaves = own
     else:
         values = {name: p.detach() for name, p in params.items()}
         leaves = {name: v.requires_grad_(True) for name, v in values.items()}
@@ -171,7 +171,7 @@ def fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor
                                        shapes=shapes, layers=[], method=clipped_sum)
         return empty, torch.zeros(0, dtype=dtype, device=X.device)
     try:
-        layers = _layers_of(model, values)
+        layers = _cached_layers(model, values, cache=params is None)
         return _run(model, X, y, layers, leaves, values, shapes, params is not None, loss_fn, clipped_sum,
                     max_explicit_elements)
     except _Unsupported:
@@ -180,9 +180,8 @@ def fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor
         return MaterialisedGradients(grads), losses.detach()
 
 
-def _are_the_models_own(model: nn.Module, params: Mapping[str, torch.Tensor]) -> bool:
-    """Whether ``params`` are exactly the model's trainable parameters (e.g. their detached views)."""
-    own = {name: p for name, p in model.named_parameters() if p.requires_grad}
+def _same_tensors(own: Mapping[str, torch.Tensor], params: Mapping[str, torch.Tensor]) -> bool:
+    """Whether ``params`` are exactly the model's trainable parameters ``own`` (e.g. their detached views)."""
     if own.keys() != params.keys():
         return False
     for name, p in own.items():
@@ -191,6 +190,30 @@ def _are_the_models_own(model: nn.Module, params: Mapping[str, torch.Tensor]) ->
                 or v.device != p.device:
             return False
     return True
+
+
+_LAYER_CACHE: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _cached_layers(model: nn.Module, values: Mapping[str, torch.Tensor], *, cache: bool) -> list[_Layer]:
+    """:func:`_layers_of`, remembered per model while its trainable parameters (names and tensors) are unchanged.
+
+    A stale entry cannot give wrong numbers: a remembered module that is no longer called
+    fails the once-per-forward check in :func:`_run`, which falls back to the reference.
+    """
+    if not cache:
+        return _layers_of(model, values)
+    key = tuple((name, id(v)) for name, v in values.items())
+    hit = _LAYER_CACHE.get(model)
+    if hit is None or hit[0] != key:
+        try:
+            hit = (key, [(layer.module, layer.names) for layer in _layers_of(model, values)])
+        except _Unsupported as err:
+            hit = (key, err)
+        _LAYER_CACHE[model] = hit
+    if isinstance(hit[1], _Unsupported):
+        raise hit[1]
+    return [_Layer(module=module, names=names) for module, names in hit[1]]
 
 
 def _layers_of(model: nn.Module, values: Mapping[str, torch.Tensor]) -> list[_Layer]:
@@ -258,9 +281,10 @@ def _run(model, X, y, layers, leaves, values, shapes, functional, loss_fn, metho
         if b is None:  # the loss does not depend on this layer: zero gradients
             continue
         results.append(_layer_result(layer, b.detach(), values, max_explicit, keep_sum=method == "bookkeeping"))
-    squared = torch.stack([r.squared_norms for r in results]).sum(0) if results else \
-        torch.zeros(n, dtype=losses.dtype, device=X.device)
-    norms = squared.clamp(min=0).sqrt()
+    squared = results[0].squared_norms if results else torch.zeros(n, dtype=losses.dtype, device=X.device)
+    for result in results[1:]:
+        squared = squared + result.squared_norms
+    norms = squared.sqrt()  # every layer's term is >= 0 (the Gram one is clamped)
     out = FastPerSampleGradients(norms=norms.detach(), names=tuple(values), shapes=shapes, layers=results,
                                  method=method)
     if method == "backward":
@@ -307,21 +331,31 @@ def _linear(a: torch.Tensor, b: torch.Tensor, names: dict[str, str], max_explici
             keep_sum: bool) -> _LayerResult:
     """Norms and weighted sum of a Linear layer: a (n, [T,] d_in) inputs, b (n, [T,] d_out) output gradients."""
     n, d_in, d_out = a.shape[0], a.shape[-1], b.shape[-1]
+    weight, bias = names.get("weight"), names.get("bias")
+    if a.ndim == 2 or a[0].numel() == d_in:
+        # T = 1: ||G_i||^2 + ||beta_i||^2 = (||a_i||^2 + [bias]) ||b_i||^2
+        a1 = a if a.ndim == 2 else a.reshape(n, d_in)
+        b1 = b if b.ndim == 2 else b.reshape(n, d_out)
+        b_squared = torch.linalg.vecdot(b1, b1)
+        if weight is None:
+            squared = b_squared
+        else:
+            a_squared = torch.linalg.vecdot(a1, a1)
+            squared = (a_squared + 1 if bias is not None else a_squared) * b_squared
+
+        def weighted_sum_1(c: torch.Tensor) -> dict[str, torch.Tensor]:
+            out = {}
+            if weight is not None:
+                out[weight] = torch.mm((b1 * c.unsqueeze(1)).T, a1)
+            if bias is not None:
+                out[bias] = torch.mv(b1.T, c)
+            return out
+
+        return _LayerResult(squared_norms=squared, weighted_sum=weighted_sum_1)
     a = a.reshape(n, -1, d_in)
     b = b.reshape(n, -1, d_out)
     T = a.shape[1]
     sums: list[Callable[[torch.Tensor], tuple[str, torch.Tensor]]] = []
-    weight, bias = names.get("weight"), names.get("bias")
-    if T == 1:
-        # ||G_i||^2 + ||beta_i||^2 = (||a_i||^2 + [bias]) ||b_i||^2
-        a1, b1 = a[:, 0], b[:, 0]
-        factor = a1.pow(2).sum(1) if weight is not None else torch.zeros(n, dtype=b.dtype, device=b.device)
-        squared = (factor + 1 if bias is not None else factor) * b1.pow(2).sum(1)
-        if weight is not None:
-            sums.append(lambda c: (weight, (b1 * c.unsqueeze(1)).T @ a1))
-        if bias is not None:
-            sums.append(lambda c: (bias, c @ b1))
-        return _LayerResult(squared_norms=squared, weighted_sum=lambda c: dict(f(c) for f in sums))
     squared = torch.zeros(n, dtype=b.dtype, device=b.device)
     if weight is not None:
         if T * (d_in + d_out) < d_in * d_out or n * d_in * d_out > max_explicit:

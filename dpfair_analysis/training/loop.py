@@ -214,12 +214,14 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
     denominator = expected_batch_size if policy.private else max(len(index), 1)
     penalty_grads = _penalty_gradient(model)
     with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name in total:
-                update = total[name] / denominator
-                if name in penalty_grads:
-                    update = update + penalty_grads[name]
-                p.sub_(lr * update)
+        # theta <- theta - lr (total / denominator [+ penalty]), fused over the parameters (``params`` are
+        # detached views of the model's parameters: updating them in place updates the model)
+        names = [name for name in params if name in total]
+        updates = list(torch._foreach_div([total[name] for name in names], denominator))
+        for i, name in enumerate(names):
+            if name in penalty_grads:
+                updates[i] = updates[i] + penalty_grads[name]
+        torch._foreach_sub_([params[name] for name in names], torch._foreach_mul(updates, lr))
     accumulator.add(group, losses, norms, norms > decision.bounds)
     return decision, released
 
@@ -268,15 +270,14 @@ class _BatchStats:
     """Running per-group sums over an epoch's batches: loss, gradient norm, clipped count."""
 
     def __init__(self, n_groups: int) -> None:
-        self.count = torch.zeros(n_groups, dtype=torch.float64)
-        self.loss = torch.zeros(n_groups, dtype=torch.float64)
-        self.norm = torch.zeros(n_groups, dtype=torch.float64)
-        self.clipped = torch.zeros(n_groups, dtype=torch.float64)
+        # columns: count, loss, norm, clipped (one index_add_ per batch; views below by name)
+        self.totals = torch.zeros(n_groups, 4, dtype=torch.float64)
+        self.count, self.loss, self.norm, self.clipped = self.totals.unbind(1)
 
     def add(self, group: torch.Tensor, losses: torch.Tensor, norms: torch.Tensor, clipped: torch.Tensor) -> None:
-        for total, values in ((self.count, torch.ones_like(norms)), (self.loss, losses.detach()),
-                              (self.norm, norms), (self.clipped, clipped.to(norms.dtype))):
-            total.index_add_(0, group, values.to(torch.float64))
+        values = torch.stack([torch.ones_like(norms, dtype=torch.float64), losses.detach().to(torch.float64),
+                              norms.to(torch.float64), clipped.to(torch.float64)], dim=1)
+        self.totals.index_add_(0, group.to(self.totals.device), values.to(self.totals.device))
 
     def rows(self, epoch: int, data: GroupedDataset) -> list[dict]:
         rows = []

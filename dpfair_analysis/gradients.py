@@ -158,7 +158,7 @@ def clipped_sum(grads: Mapping[str, torch.Tensor] | PerSampleGradients, bounds: 
         norms = grads.norms if norms is None else norms
     coefficients = clip_factors(norms, bounds)
     if weights is not None:
-        coefficients = coefficients * weights
+        coefficients = coefficients * weights.to(coefficients.device)
     if isinstance(grads, Mapping):
         return weighted_sum(grads, coefficients)
     return grads.weighted_sum(coefficients)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import nonnegative_float, positive_float, positive_int, print_json, unit_open
+from dpfair_analysis.cli._common import device, nonnegative_float, positive_float, positive_int, print_json, unit_open
 
 DATASETS = ("adult", "compas", "german", "bank", "synthetic")
 
@@ -63,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the paper's sensitivities and bookkeeping (refuted; no privacy guarantee)")
     p.add_argument("--test-fraction", type=unit_open, default=0.2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", type=device, default="cpu",
+                   help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(handler=_run_train)
@@ -85,7 +87,8 @@ def _run_train(args: argparse.Namespace) -> None:
                               dual_lr=args.dual_lr, lambda_max=args.lambda_max, epsilon=args.epsilon,
                               delta=args.delta, clip_primal=args.cp, clip_dual=args.cd,
                               noise_multiplier=args.sigma, missing_rate=args.missing_rate,
-                              paper_exact=args.paper_exact, accountant=args.accountant, seed=args.seed)
+                              paper_exact=args.paper_exact, accountant=args.accountant, seed=args.seed,
+                              device=args.device)
     options = {"preprocessing": "pfld"} if args.data == "adult" else {}
     dataset = data_module.load(args.data, **options)
     train, test = dataset.split(args.test_fraction, seed=args.seed)

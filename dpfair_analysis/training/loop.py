@@ -52,8 +52,8 @@ from dpfair_analysis.privacy.accounting import PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision
 from dpfair_analysis.training.objectives import CrossEntropy, Objective, batch_gradients
-from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, \
-    check_seed
+from dpfair_analysis.validation import check_choice, check_delta, check_device, check_positive, \
+    check_positive_int, check_seed
 
 SAMPLING = ("poisson", "shuffle")
 TrainCallback = Callable[[int, nn.Module], None]
@@ -64,7 +64,11 @@ class TrainConfig:
     """Settings shared by SGD and every private policy.
 
     ``lr`` is the learning rate r; ``None`` means the census setting of paper 000
-    (r = 1/sqrt(T)). ``delta`` is the delta at which epsilon is reported.
+    (r = 1/sqrt(T)). ``delta`` is the delta at which epsilon is reported. ``device``
+    (``"cpu"``, or ``"cuda"``/``"cuda:N"`` where CUDA is available) is where the model
+    and the data live during training; the random draws (batches, noise) are made on
+    the CPU generators and moved, so they are the same on every device, and the model
+    is moved back to its own device when training ends.
     """
 
     epochs: int = 20
@@ -77,6 +81,7 @@ class TrainConfig:
     conversion: str = "improved"
     neighboring: str = "add_remove"
     max_steps: int | None = None
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_positive_int(self.epochs, "epochs")
@@ -92,6 +97,7 @@ class TrainConfig:
                              "does not model replace-one for Poisson sampling)")
         if self.max_steps is not None:
             check_positive_int(self.max_steps, "max_steps")
+        check_device(self.device)
 
     def learning_rate(self, n: int) -> float:
         return self.lr if self.lr is not None else 1.0 / math.sqrt(steps_for_epochs(n, self.batch_size, self.epochs))
@@ -129,11 +135,32 @@ class TrainingResult:
 def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, config: TrainConfig, *,
           test_data: GroupedDataset | None = None, progress: bool = True, objective: Objective | None = None,
           callbacks: Sequence[TrainCallback] = ()) -> TrainingResult:
-    """Train ``model`` in place with ``policy`` and return the result with its history."""
+    """Train ``model`` in place with ``policy`` and return the result with its history.
+
+    On ``config.device`` (see :class:`TrainConfig`); the model is back on its own device
+    when this returns (also after an error).
+    """
     objective = CrossEntropy() if objective is None else objective
     _check_labels_fit(model, train_data, "train_data")
     if test_data is not None:
         _check_labels_fit(model, test_data, "test_data")
+    device = torch.device(config.device)
+    if device.type != "cpu" and not isinstance(objective, CrossEntropy):
+        raise ValueError(f"device={config.device!r} supports the CrossEntropy objective only; "
+                         f"{type(objective).__name__} runs on device='cpu'")
+    home = next((p.device for p in model.parameters()), torch.device("cpu"))
+    model.to(device)
+    try:
+        return _train(model, train_data.to(device), policy, config, device=device,
+                      test_data=None if test_data is None else test_data.to(device), progress=progress,
+                      objective=objective, callbacks=callbacks)
+    finally:
+        model.to(home)
+
+
+def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, config: TrainConfig, *,
+           device: torch.device, test_data: GroupedDataset | None, progress: bool, objective: Objective,
+           callbacks: Sequence[TrainCallback]) -> TrainingResult:
     n = len(train_data)
     if config.batch_size > n:
         raise ValueError(f"batch_size={config.batch_size} exceeds the {n} training rows")
@@ -152,7 +179,7 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
     for step in tqdm(range(1, total_steps + 1), desc=f"{policy.name}", disable=not progress, leave=False):
         for callback in callbacks:
             callback(step - 1, model)
-        index = next(batches)
+        index = next(batches).to(device)
         decision, released = _step(model, train_data, index, policy, objective, lr=lr, generator=noise_gen,
                                    expected_batch_size=config.batch_size, accumulator=accumulator)
         if policy.private and not decision.noise_multipliers:
@@ -222,7 +249,7 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
             if name in penalty_grads:
                 updates[i] = updates[i] + penalty_grads[name]
         torch._foreach_sub_([params[name] for name in names], torch._foreach_mul(updates, lr))
-    accumulator.add(group, losses, norms, norms > decision.bounds)
+    accumulator.add(group, losses, norms, norms > decision.bounds.to(norms.device))
     return decision, released
 
 
@@ -248,7 +275,8 @@ def release_step(grads: Grads | PerSampleGradients, norms: torch.Tensor, group: 
     theta - r (S~ / b + penalty) is post-processing. The training loop and the audits
     call this one function, so what is audited is what trains.
     """
-    decision = policy.decide(norms, group, n_groups=n_groups, expected_batch_size=expected_batch_size,
+    # policies draw from CPU generators: they see the norms and groups on the CPU (no copy if there already)
+    decision = policy.decide(norms.cpu(), group.cpu(), n_groups=n_groups, expected_batch_size=expected_batch_size,
                              generator=generator)
     released = objective_release(decision.bounds) if objective_release is not None else {}
     total = clipped_sum(grads, decision.bounds, weights=decision.weights, norms=norms)

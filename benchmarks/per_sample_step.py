@@ -476,6 +476,12 @@ def probe(model_name: str, method: str, b: int, steps: int, seed: int) -> None:
     ``resource.getrusage(...).ru_maxrss`` is not used: on Linux a child started by fork+exec
     inherits the parent's high-water mark, so it would report the benchmark's own peak.
     """
+    # every probe imports the same libraries before its baseline, so that no method's baseline RSS includes
+    # (or leaves out) opacus's import
+    import opacus  # noqa: F401
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping  # noqa: F401
+    from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping  # noqa: F401
+
     data, _ = load_data(model_name, seed=seed)
     runner = RUNNERS[method](make_model(model_name, data, seed), data, b, seed + 1)
     gen = torch.Generator().manual_seed(seed + 2)

@@ -276,11 +276,14 @@ def _run(model, X, y, layers, leaves, values, shapes, functional, loss_fn, metho
     backprops: list[torch.Tensor | None] = [None] * len(layers)
     for i, g in zip(wanted, found):
         backprops[i] = g
+    del found, outputs
     results = []
-    for layer, b in zip(layers, backprops):
-        if b is None:  # the loss does not depend on this layer: zero gradients
-            continue
-        results.append(_layer_result(layer, b.detach(), values, max_explicit, keep_sum=method == "bookkeeping"))
+    for i, layer in enumerate(layers):
+        b, backprops[i] = backprops[i], None
+        if b is not None:  # (None: the loss does not depend on this layer; its gradients are zero)
+            results.append(_layer_result(layer, b.detach(), values, max_explicit, keep_sum=method == "bookkeeping"))
+        layer.inputs, layer.output = (), None  # let go of what the layer no longer needs, as we go
+        del b
     squared = results[0].squared_norms if results else torch.zeros(n, dtype=losses.dtype, device=X.device)
     for result in results[1:]:
         squared = squared + result.squared_norms
@@ -299,15 +302,70 @@ def _layer_result(layer: _Layer, b: torch.Tensor, values, max_explicit: int, kee
         return _linear(a, b, layer.names, max_explicit, keep_sum)
     if isinstance(module, nn.Conv2d) and set(layer.names) <= {"weight", "bias"} and module.groups == 1 \
             and module.padding_mode == "zeros" and module.padding != "same" and a.ndim == 4:
-        n = a.shape[0]
-        patches = _patches(a, module, b.shape[2:])
-        # (n, D, L) patches and (n, C_out, L) output gradients -> the Linear case with T = L positions
-        return _linear(patches.transpose(1, 2), b.reshape(n, b.shape[1], -1).transpose(1, 2), layer.names,
-                       max_explicit, keep_sum)
+        return _conv2d(module, a, b, layer.names, max_explicit, keep_sum)
     if len(layer.inputs) != 1:
         raise _Unsupported(f"{type(module).__name__} takes {len(layer.inputs)} inputs")
     return _other(module, a, b, {local: values[full].detach() for local, full in layer.names.items()},
                   layer.names, keep_sum)
+
+
+#: Input patches (numbers) formed at a time when a Conv2d's per-sample weight gradients are formed
+#: explicitly (samples are taken in chunks of at most this many patch numbers: 2^21 = 8 MiB in float32).
+PATCH_CHUNK_ELEMENTS = 2 ** 21
+
+
+def _use_gram(n: int, T: int, d_in: int, d_out: int, max_explicit: int) -> bool:
+    """Gram (ghost) norm when it is cheaper, T (d_in + d_out) < d_in d_out, or the explicit one too big."""
+    return T * (d_in + d_out) < d_in * d_out or n * d_in * d_out > max_explicit
+
+
+def _conv2d(conv: nn.Conv2d, x: torch.Tensor, gy: torch.Tensor, names: dict[str, str], max_explicit: int,
+            keep_sum: bool) -> _LayerResult:
+    """A Conv2d as the Linear case: (n, D, L) input patches, (n, C_out, L) output gradients, T = L positions.
+
+    Explicit per-sample weight gradients G_i = b_i P_i^T are formed chunk by chunk of samples,
+    so that the patches never take more than :data:`PATCH_CHUNK_ELEMENTS` numbers at once.
+    """
+    n, c_out = gy.shape[:2]
+    b = gy.reshape(n, c_out, -1)
+    kh, kw = conv.kernel_size
+    d_in, T = conv.in_channels * kh * kw, b.shape[2]
+    weight, bias = names.get("weight"), names.get("bias")
+    if weight is not None and _use_gram(n, T, d_in, c_out, max_explicit):
+        patches = _patches(x, conv, gy.shape[2:])
+        return _linear(patches.transpose(1, 2), b.transpose(1, 2), names, max_explicit, keep_sum)
+    G = None
+    if weight is not None:
+        G = torch.empty(n, c_out, d_in, dtype=b.dtype, device=b.device)
+        step = max(1, PATCH_CHUNK_ELEMENTS // (d_in * T))
+        for start in range(0, n, step):
+            patches = _patches(x[start:start + step], conv, gy.shape[2:])
+            torch.bmm(b[start:start + step], patches.transpose(1, 2), out=G[start:start + step])
+            del patches
+    return _explicit(G, b.sum(2) if bias is not None else None, weight, bias, keep_sum)
+
+
+def _explicit(G: torch.Tensor | None, beta: torch.Tensor | None, weight: str | None, bias: str | None,
+              keep_sum: bool) -> _LayerResult:
+    """Squared norms and weighted sums from explicit per-sample weight (n, d_out, d_in) and bias (n, d_out) gradients."""
+    parts = []
+    if G is not None:
+        parts.append(torch.linalg.vector_norm(G, dim=(1, 2)).square())
+    if beta is not None:
+        parts.append(torch.linalg.vecdot(beta, beta))
+    squared = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    if not keep_sum:
+        G = beta = None
+
+    def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = {}
+        if weight is not None:
+            out[weight] = torch.tensordot(c, G, 1)
+        if bias is not None:
+            out[bias] = torch.mv(beta.T, c)
+        return out
+
+    return _LayerResult(squared_norms=squared, weighted_sum=weighted_sum)
 
 
 def _patches(x: torch.Tensor, conv: nn.Conv2d, out_size: torch.Size) -> torch.Tensor:
@@ -355,29 +413,24 @@ def _linear(a: torch.Tensor, b: torch.Tensor, names: dict[str, str], max_explici
     a = a.reshape(n, -1, d_in)
     b = b.reshape(n, -1, d_out)
     T = a.shape[1]
-    sums: list[Callable[[torch.Tensor], tuple[str, torch.Tensor]]] = []
-    squared = torch.zeros(n, dtype=b.dtype, device=b.device)
-    if weight is not None:
-        if T * (d_in + d_out) < d_in * d_out or n * d_in * d_out > max_explicit:
-            # Gram (ghost) norm: sum_{t,s} (a a^T)_{ts} (b b^T)_{ts}
-            gram = torch.bmm(a, a.transpose(1, 2)) * torch.bmm(b, b.transpose(1, 2))
-            squared = squared + gram.sum((1, 2)).clamp(min=0)
-            del gram
-            sums.append(lambda c: (weight, torch.einsum("nto,nti->oi", b * c.view(-1, 1, 1), a)))
-        else:
-            G = torch.bmm(b.transpose(1, 2), a)  # (n, d_out, d_in): the per-sample weight gradients
-            squared = squared + torch.linalg.vector_norm(G, dim=(1, 2)).square()
-            if keep_sum:
-                sums.append(lambda c: (weight, torch.tensordot(c, G, 1)))
-            else:
-                del G
-    if bias is not None:
-        beta = b.sum(1)
-        squared = squared + beta.pow(2).sum(1)
-        sums.append(lambda c: (bias, c @ beta))
+    beta = b.sum(1) if bias is not None else None
+    if weight is None or not _use_gram(n, T, d_in, d_out, max_explicit):
+        G = torch.bmm(b.transpose(1, 2), a) if weight is not None else None  # (n, d_out, d_in)
+        return _explicit(G, beta, weight, bias, keep_sum)
+    # Gram (ghost) norm: ||G_i||^2 = sum_{t,s} (a_i a_i^T)_{ts} (b_i b_i^T)_{ts}
+    gram = torch.bmm(a, a.transpose(1, 2)) * torch.bmm(b, b.transpose(1, 2))
+    squared = gram.sum((1, 2)).clamp(min=0)
+    del gram
+    if beta is not None:
+        squared = squared + torch.linalg.vecdot(beta, beta)
+    if not keep_sum:
+        a = b = beta = None
 
     def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:
-        return dict(f(c) for f in sums)
+        out = {weight: torch.einsum("nto,nti->oi", b * c.view(-1, 1, 1), a)}
+        if bias is not None:
+            out[bias] = torch.mv(beta.T, c)
+        return out
 
     return _LayerResult(squared_norms=squared, weighted_sum=weighted_sum)
 

@@ -540,6 +540,7 @@ def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
 
     from dpfair_analysis.privacy.accounting import PrivacyLedger
 
+    load_before = list(os.getloadavg())
     base, info = load_data("cnn", seed=seed)
     data = _tiled(base, PROJECT_ROWS)
     test = _tiled(base, PROJECT_TEST_ROWS)
@@ -595,6 +596,7 @@ def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
         "projected_accounting_minutes": accounting_seconds / 60, "projected_total_minutes": total / 60,
         "method": "mean measured step time x 12,809 steps + 60 x one measured per-epoch evaluation + 60 x epsilon "
                   "at full ledger length + the final epsilon trajectory",
+        "loadavg_before": load_before, "loadavg_after": list(os.getloadavg()),
     }
 
 

@@ -127,8 +127,9 @@ class FastPerSampleGradients:
         c = coefficients.to(dtype=dtype, device=self.norms.device)
         if self.method == "backward" and len(c):
             leaves = self.leaves
-            grads = torch.autograd.grad((self.graph_losses * c).sum(), list(leaves.values()), retain_graph=True,
-                                        allow_unused=True)
+            with torch.enable_grad():
+                grads = torch.autograd.grad((self.graph_losses * c).sum(), list(leaves.values()), retain_graph=True,
+                                            allow_unused=True)
             parts = {name: g for name, g in zip(leaves, grads) if g is not None}
         else:
             parts = {}
@@ -172,8 +173,9 @@ def fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor
         return empty, torch.zeros(0, dtype=dtype, device=X.device)
     try:
         layers = _cached_layers(model, values, cache=params is None)
-        return _run(model, X, y, layers, leaves, values, shapes, params is not None, loss_fn, clipped_sum,
-                    max_explicit_elements)
+        with torch.enable_grad():  # like torch.func.grad, work under an outer no_grad too
+            return _run(model, X, y, layers, leaves, values, shapes, params is not None, loss_fn, clipped_sum,
+                        max_explicit_elements)
     except _Unsupported:
         detached = {name: v.detach() for name, v in values.items()}
         grads, losses = per_sample_gradients_and_losses(model, X, y, params=detached, loss_fn=loss_fn)

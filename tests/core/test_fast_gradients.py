@@ -259,6 +259,18 @@ def test_params_other_than_the_models_own_are_differentiated_at():
     assert all(p.grad is None for p in model.parameters())
 
 
+@pytest.mark.parametrize("clipped", ["bookkeeping", "backward"])
+def test_an_outer_no_grad_does_not_silence_the_fast_path(clipped):
+    """torch.func.grad ignores an outer no_grad; so must the fast path (else every norm would be 0)."""
+    model = build_model("mlp", input_shape=(3,), n_classes=2, hidden=(4,)).double()
+    X, y = torch.randn(5, 3, dtype=torch.float64), torch.tensor([0, 1, 1, 0, 1])
+    ref, _ = reference(model, X, y)
+    with torch.no_grad():
+        fast, _ = fast_per_sample_gradients(model, X, y, clipped_sum=clipped)
+        assert_norms_agree(fast.norms, ref.norms)
+        assert_sums_agree(fast, ref, torch.full((5,), 0.2, dtype=torch.float64), None)
+
+
 def test_objective_engines_and_validation():
     with pytest.raises(ValueError, match="engine"):
         CrossEntropy(engine="opacus")

@@ -27,7 +27,7 @@ test-slow: setup
 	$(PY) -m pytest -q -m slow
 
 bench: setup
-	$(PY) benchmarks/per_sample_step.py --out benchmarks/results/per_sample_step.json
+	$(PY) benchmarks/per_sample_step.py --project --out benchmarks/results/per_sample_step.json
 
 figures: setup
 	$(PY) notebooks/execute.py notebooks/quickstart.ipynb notebooks/dpsgdf.ipynb notebooks/fairness_lens.ipynb notebooks/pfld.ipynb notebooks/verify_claims.ipynb --profile full

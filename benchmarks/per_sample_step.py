@@ -1,36 +1,51 @@
 #!/usr/bin/env python
-"""Milliseconds per training step: plain SGD vs the toolkit's DP step vs Opacus vs microbatching.
+"""Milliseconds and peak memory per training step: plain SGD vs the toolkit's DP step vs Opacus.
 
 Methods (one optimisation step on a batch of b rows each):
 
-``plain``         non-private: forward, mean cross-entropy, backward, SGD update.
-``dpfair``        the toolkit's DP-SGD step, ``dpfair_analysis.training.loop._step`` with
-                  ``UniformClipping(C=1, sigma=1)``: per-sample gradients by
-                  ``vmap(grad_and_value)``, norms, ``clipped_sum``, ``add_gaussian_noise``,
-                  divide by b, update (plus its per-group batch statistics).
-``opacus``        Opacus ``GradSampleModule`` (hooks) + ``DPOptimizer``
-                  (noise multiplier 1, max_grad_norm 1, expected_batch_size b).
-``opacus_ghost``  Opacus fast-gradient / ghost clipping:
-                  ``GradSampleModuleFastGradientClipping`` + ``DPOptimizerFastGradientClipping``
-                  + ``DPLossFastGradientClipping`` (what ``make_private(grad_sample_mode="ghost")``
-                  builds). Ghost norms exist for ``nn.Linear``; ``nn.Conv2d`` falls back to
-                  materialised per-sample gradients (fast gradient clipping).
-``microbatch``    naive microbatching: one forward/backward per sample, clip, sum, noise.
+``plain``            non-private: forward, mean cross-entropy, backward, SGD update.
+``dpfair``           the toolkit's default DP-SGD step: ``dpfair_analysis.training.loop._step`` with
+                     ``UniformClipping(C=1, sigma=1)`` and the default ``CrossEntropy()`` objective,
+                     i.e. the fast path (``dpfair_analysis.fast_gradients``: per-sample norms from
+                     activations and output gradients, clipped sum by book-keeping), noise, divide by b,
+                     update, per-group batch statistics.
+``dpfair_backward``  the same step with ``CrossEntropy(clipped_sum="backward")``: the fast norms, then
+                     the clipped sum by a second backward pass of sum_i c_i L_i (ghost clipping's way).
+``dpfair_vmap``      the same step with ``CrossEntropy(engine="vmap")``: the reference engine
+                     (per-sample gradients by ``vmap(grad)``, materialised).
+``opacus``           Opacus ``GradSampleModule`` (hooks) + ``DPOptimizer``
+                     (noise multiplier 1, max_grad_norm 1, expected_batch_size b).
+``opacus_ghost``     Opacus fast-gradient / ghost clipping:
+                     ``GradSampleModuleFastGradientClipping`` + ``DPOptimizerFastGradientClipping``
+                     + ``DPLossFastGradientClipping`` (what ``make_private(grad_sample_mode="ghost")``
+                     builds); two backward passes.
+``microbatch``       naive microbatching: one forward/backward per sample, clip, sum, noise (optional;
+                     on the CNN it runs in a few rounds only).
 
 Every method gets its own copy of the model (same seed) and the same batches. Timing:
 ``warmup`` + ``repeats`` rounds; in each round every method runs one step on the round's
 batch, in an order rotated from round to round, so machine load (the machine is shared)
 hits all methods alike. Reported: median and IQR of the per-step wall time over the
-timed rounds. Slow methods (microbatching on the CNN) run in every k-th round only,
-spread evenly over the run, with fewer repeats (recorded in the JSON).
+timed rounds, ratios of medians, and *paired* ratios (the median over rounds of the
+per-round ratio of two methods' times on the same batch).
+
+Peak memory (``peak_mb``): for each (model, method) a fresh subprocess loads the data
+and the model, resets the kernel's peak-RSS counter (Linux ``/proc/self/clear_refs``,
+then ``VmHWM`` in ``/proc/self/status`` is the true high-water mark of the resident set,
+not a sample) and runs one warm-up step and 3 more; ``peak_mb`` = peak RSS minus the RSS
+before the first step. (``tracemalloc`` does not see torch's allocations and torch has no
+CPU allocator statistics, so resident memory is what is measured.)
+
+``--project``: >= 200 steps of the toolkit's CNN DP step through the loop's own Poisson
+sampler at b = 256, timed one by one, plus one per-epoch evaluation and the accountant,
+projected to a full-MNIST run (54,649 rows, 60 epochs = 12,809 steps).
 
 Also recorded: a correctness check that the noiseless (sigma = 0) clipped sums of the
-methods agree on one batch, and, optionally, the peak resident memory of each method
-measured in a fresh subprocess.
+methods agree on one batch.
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/per_sample_step.py            # full run, a few minutes
+    .venv/bin/python benchmarks/per_sample_step.py --project  # full run + projection, ~10 minutes
     .venv/bin/python benchmarks/per_sample_step.py --quick    # smoke test, seconds
 """
 
@@ -58,13 +73,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fast_gradients import fast_per_sample_gradients
 from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, per_sample_gradients_and_losses, \
     per_sample_norms, weighted_sum
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.training.clipping import UniformClipping
-from dpfair_analysis.training.loop import _BatchStats, _step
+from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _batches, _evaluate, _generators, _step
+from dpfair_analysis.training.loop import schedule as loop_schedule
+from dpfair_analysis.training.objectives import CrossEntropy
 
-METHODS = ("plain", "dpfair", "opacus", "opacus_ghost", "microbatch")
+METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacus_ghost", "microbatch")
+DP_METHODS = ("dpfair", "dpfair_backward", "dpfair_vmap")
+OPACUS_METHODS = ("opacus", "opacus_ghost")
 MODELS = ("logreg", "mlp", "cnn")
 CLIP = 1.0          # C, max_grad_norm
 SIGMA = 1.0         # noise multiplier
@@ -72,6 +92,8 @@ LR = 0.05           # learning rate (irrelevant to timing; small keeps the weigh
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "per_sample_step.json"
 QUICK_OUT = HERE / "results" / "per_sample_step_quick.json"
+#: The full-MNIST run of paper 000 (unbalanced MNIST: class 8 cut to 500 of 5,851 training images).
+PROJECT_ROWS, PROJECT_TEST_ROWS, PROJECT_EPOCHS, PROJECT_BATCH = 54_649, 10_000, 60, 256
 
 
 # ----------------------------------------------------------------------------- data
@@ -178,7 +200,9 @@ class Plain:
 
 
 class DpFair:
-    """The toolkit's DP step: ``loop._step`` with UniformClipping(C, sigma)."""
+    """The toolkit's DP step: ``loop._step`` with UniformClipping(C, sigma) and a CrossEntropy objective."""
+
+    objective = CrossEntropy()
 
     def __init__(self, model: nn.Module, data: GroupedDataset, b: int, seed: int) -> None:
         self.model, self.data, self.b = model, data, b
@@ -187,8 +211,20 @@ class DpFair:
         self.acc = _BatchStats(data.n_groups)
 
     def step(self, index: torch.Tensor) -> None:
-        _step(self.model, self.data, index, self.policy, lr=LR, generator=self.gen,
+        _step(self.model, self.data, index, self.policy, self.objective, lr=LR, generator=self.gen,
               expected_batch_size=self.b, accumulator=self.acc)
+
+
+class DpFairBackward(DpFair):
+    """The fast norms, the clipped sum by a second backward pass."""
+
+    objective = CrossEntropy(clipped_sum="backward")
+
+
+class DpFairVmap(DpFair):
+    """The reference engine: materialised per-sample gradients by vmap(grad)."""
+
+    objective = CrossEntropy(engine="vmap")
 
 
 def _opacus_hooks(model: nn.Module, b: int, seed: int, *, noise_multiplier: float = SIGMA):
@@ -277,48 +313,50 @@ class Microbatch:
                 p.sub_(LR * noisy / self.b)
 
 
-RUNNERS = {"plain": Plain, "dpfair": DpFair, "opacus": Opacus, "opacus_ghost": OpacusGhost,
-           "microbatch": Microbatch}
+RUNNERS = {"plain": Plain, "dpfair": DpFair, "dpfair_backward": DpFairBackward, "dpfair_vmap": DpFairVmap,
+           "opacus": Opacus, "opacus_ghost": OpacusGhost, "microbatch": Microbatch}
 
 
 # ------------------------------------------------------------------ agreement check
 def agreement_check(model_name: str, data: GroupedDataset, index: torch.Tensor, b: int) -> dict:
-    """Noiseless (sigma = 0) clipped sums on one batch: dpfair vs Opacus (hooks, ghost) vs microbatching.
+    """Noiseless (sigma = 0) clipped sums on one batch: the toolkit's engines vs Opacus (hooks, ghost) vs microbatching.
 
-    dpfair: ``clipped_sum`` of ``per_sample_gradients_and_losses`` then ``add_gaussian_noise`` with
-    std 0. Opacus hooks: ``DPOptimizer(noise_multiplier=0)``, ``pre_step()``; its ``p.summed_grad``
-    is the clipped sum and ``p.grad * b`` the released (noiseless) sum. Opacus ghost: ``p.grad``
-    after the two-pass backward is the clipped sum. Opacus clips with C / (||g|| + 1e-6), the
-    toolkit with C / ||g||, so agreement is to float32 rounding plus ~1e-6 relative.
+    Reference: ``clipped_sum`` of the materialised ``vmap`` gradients (``add_gaussian_noise`` with std 0).
+    The fast path (book-keeping and second backward) must agree with it to float32 rounding.
+    Opacus hooks: ``DPOptimizer(noise_multiplier=0)``, ``pre_step()``; its ``p.summed_grad`` is the
+    clipped sum. Opacus ghost: ``p.grad`` after the two-pass backward. Opacus clips with
+    C / (||g|| + 1e-6), the toolkit with C / ||g||, so agreement is to float32 rounding plus
+    ~1e-6 relative.
     """
     X, y = data.X[index], data.y[index]
     base = make_model(model_name, data)
     names = [n for n, p in base.named_parameters() if p.requires_grad]
 
+    def flat(sums) -> torch.Tensor:
+        return torch.cat([sums[n].flatten() for n in names])
+
     grads, _ = per_sample_gradients_and_losses(base, X, y)
     norms = per_sample_norms(grads)
-    dpfair_sum = add_gaussian_noise(clipped_sum(grads, CLIP, norms=norms), 0.0,
-                                    generator=torch.Generator().manual_seed(0))
-    reference = torch.cat([dpfair_sum[n].flatten() for n in names])
-    # the same per-sample gradients clipped with Opacus's factor min(1, C / (||g|| + 1e-6))
-    opacus_factor = weighted_sum(grads, (CLIP / (norms + 1e-6)).clamp(max=1.0))
-    opacus_factor = torch.cat([opacus_factor[n].flatten() for n in names])
+    reference = flat(add_gaussian_noise(clipped_sum(grads, CLIP, norms=norms), 0.0,
+                                        generator=torch.Generator().manual_seed(0)))
+    fast = {}
+    for method in ("bookkeeping", "backward"):
+        batch, _ = fast_per_sample_gradients(copy.deepcopy(base), X, y, clipped_sum=method)
+        fast[method] = (batch.norms, flat(clipped_sum(batch, CLIP)))
+    opacus_factor = flat(weighted_sum(grads, (CLIP / (norms + 1e-6)).clamp(max=1.0)))
 
     gsm, opt = _opacus_hooks(copy.deepcopy(base), b, 0, noise_multiplier=0.0)
     opt.zero_grad(set_to_none=True)
     F.cross_entropy(gsm(X), y).backward()
     opt.pre_step()
     opacus_sum = torch.cat([p.summed_grad.flatten() for p in opt.params])
-    opacus_released = torch.cat([(p.grad * b).flatten() for p in opt.params])
 
     ggsm, gopt, crit = _opacus_ghost(copy.deepcopy(base), b, 0, noise_multiplier=0.0)
     gopt.zero_grad(set_to_none=True)
     crit(ggsm(X), y).backward()
     ghost_sum = torch.cat([p.grad.flatten() for p in gopt.params])
 
-    micro = microbatch_clipped_sum(copy.deepcopy(base), X, y)
-    micro_sum = torch.cat([s.flatten() for s in micro])
-
+    micro_sum = torch.cat([s.flatten() for s in microbatch_clipped_sum(copy.deepcopy(base), X, y)])
     scale = float(reference.abs().max())
 
     def diff(other: torch.Tensor) -> dict:
@@ -326,19 +364,22 @@ def agreement_check(model_name: str, data: GroupedDataset, index: torch.Tensor, 
         return {"max_abs_diff": d, "max_abs_diff_relative_to_max_abs_sum": d / scale if scale else math.nan}
 
     return {
-        "batch_size": int(len(index)), "n_params": int(reference.numel()), "clip_bound": CLIP,
+        "batch_size": int(len(index)), "n_params": int(reference.numel()), "clip_bound": CLIP, "dtype": "float32",
         "fraction_clipped": float((norms > CLIP).double().mean()),
         "per_sample_norm_median": float(norms.median()),
         "max_abs_clipped_sum": scale,
-        "dpfair_vs_opacus": diff(opacus_sum),
-        "dpfair_grads_with_opacus_clip_factor_vs_opacus": {
+        "reference": "dpfair_vmap: clipped_sum of the vmap per-sample gradients",
+        "dpfair_norms_vs_vmap_max_rel_diff": float(((fast["bookkeeping"][0] - norms).abs() / norms).max()),
+        "dpfair_vs_vmap": diff(fast["bookkeeping"][1]),
+        "dpfair_backward_vs_vmap": diff(fast["backward"][1]),
+        "opacus_vs_vmap": diff(opacus_sum),
+        "opacus_vs_vmap_with_opacus_clip_factor": {
             "max_abs_diff": float((opacus_sum - opacus_factor).abs().max()),
-            "note": "isolates float32 rounding: the toolkit's per-sample gradients clipped with Opacus's "
+            "note": "isolates float32 rounding: the vmap per-sample gradients clipped with Opacus's "
                     "C/(norm+1e-6) factor"},
-        "dpfair_vs_opacus_released_sigma0": diff(opacus_released),
-        "dpfair_vs_opacus_ghost": diff(ghost_sum),
-        "dpfair_vs_microbatch": diff(micro_sum),
-        "opacus_ghost_norms_vs_dpfair_norms_max_abs_diff": float(
+        "opacus_ghost_vs_vmap": diff(ghost_sum),
+        "microbatch_vs_vmap": diff(micro_sum),
+        "opacus_ghost_norms_vs_vmap_norms_max_abs_diff": float(
             (ggsm.per_sample_gradient_norms - norms).abs().max()),
     }
 
@@ -359,12 +400,13 @@ def schedule(n_rounds: int, plan: dict[str, tuple[int, int]]) -> dict[str, set[i
 
 def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: int, warmup: int, repeats: int,
                slow_plan: dict[str, tuple[int, int]], seed: int) -> dict:
+    """Interleaved timing; per method the timed per-step times by round (see the module docstring)."""
     runners = {m: RUNNERS[m](make_model(model_name, data, seed), data, b, seed + 1) for m in methods}
     plan = {m: slow_plan.get(m, (warmup, repeats)) for m in methods}
     n_rounds = warmup + repeats
     rounds = schedule(n_rounds, plan)
     gen = torch.Generator().manual_seed(seed + 2)
-    times: dict[str, list[float]] = {m: [] for m in methods}
+    by_round: dict[str, dict[int, float]] = {m: {} for m in methods}
     started = time.perf_counter()
     for r in range(n_rounds):
         index = torch.randperm(len(data), generator=gen)[:b]
@@ -375,12 +417,15 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
         for m in order:
             t0 = time.perf_counter()
             runners[m].step(index)
-            times[m].append(time.perf_counter() - t0)
+            by_round[m][r] = time.perf_counter() - t0
     elapsed = time.perf_counter() - started
     out = {}
+    timed_rounds = {}
     for m in methods:
         w = plan[m][0]
-        timed = np.array(times[m][w:]) * 1e3
+        kept = sorted(by_round[m])[w:]
+        timed_rounds[m] = {r: by_round[m][r] * 1e3 for r in kept}
+        timed = np.array(list(timed_rounds[m].values()))
         q25, q50, q75 = np.percentile(timed, [25, 50, 75])
         out[m] = {"median_ms": float(q50), "iqr_ms": float(q75 - q25), "q25_ms": float(q25), "q75_ms": float(q75),
                   "min_ms": float(timed.min()), "mean_ms": float(timed.mean()), "repeats": int(len(timed)),
@@ -389,9 +434,14 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
             out[m]["note"] = (f"slow method: {len(timed)} timed repeats (after {w} warm-up) spread evenly over "
                               f"the {n_rounds} rounds instead of {repeats}")
     for m in methods:
-        for ref in ("plain", "opacus"):
-            if ref in out:
-                out[m][f"ratio_to_{ref}"] = out[m]["median_ms"] / out[ref]["median_ms"]
+        for ref in methods:
+            if ref == m or ref not in ("plain", *OPACUS_METHODS, "dpfair"):
+                continue
+            out[m][f"ratio_to_{ref}"] = out[m]["median_ms"] / out[ref]["median_ms"]
+            common = sorted(set(timed_rounds[m]) & set(timed_rounds[ref]))
+            if common:
+                out[m][f"paired_ratio_to_{ref}"] = float(np.median(
+                    [timed_rounds[m][r] / timed_rounds[ref][r] for r in common]))
     return {"methods": out, "wall_seconds": elapsed, "rounds": n_rounds}
 
 
@@ -421,11 +471,17 @@ def _reset_peak_rss() -> bool:
 def probe(model_name: str, method: str, b: int, steps: int, seed: int) -> None:
     """(In a subprocess) resident memory around one warm-up step and ``steps`` more steps, JSON on stdout.
 
-    Uses /proc/self/status VmHWM (the peak RSS of this process's address space), reset to the
-    current RSS (Linux clear_refs) before the warm-up step and again before the timed steps.
+    Uses /proc/self/status VmHWM (the kernel's peak RSS of this process), reset to the
+    current RSS (Linux clear_refs) before the warm-up step and again before the other steps.
     ``resource.getrusage(...).ru_maxrss`` is not used: on Linux a child started by fork+exec
     inherits the parent's high-water mark, so it would report the benchmark's own peak.
     """
+    # every probe imports the same libraries before its baseline, so that no method's baseline RSS includes
+    # (or leaves out) opacus's import
+    import opacus  # noqa: F401
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping  # noqa: F401
+    from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping  # noqa: F401
+
     data, _ = load_data(model_name, seed=seed)
     runner = RUNNERS[method](make_model(model_name, data, seed), data, b, seed + 1)
     gen = torch.Generator().manual_seed(seed + 2)
@@ -457,10 +513,91 @@ def measure_memory(model_name: str, method: str, b: int, seed: int, threads: int
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_probe", model_name, method,
            "--batch-size", str(b), "--seed", str(seed), "--threads", str(threads), "--_probe-steps", str(steps)]
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
         return json.loads(res.stdout.strip().splitlines()[-1])
     except Exception as err:  # noqa: BLE001
         return {"error": f"{type(err).__name__}: {str(err)[:300]}"}
+
+
+# ------------------------------------------------------------------- projection
+def _tiled(data: GroupedDataset, rows: int) -> GroupedDataset:
+    """``rows`` rows of ``data`` repeated (a data set of the projected size with real images)."""
+    index = torch.arange(rows) % len(data)
+    return data.subset(index)
+
+
+def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
+    """Time ``steps`` CNN DP steps of the loop and project a full-MNIST run (54,649 rows, 60 epochs).
+
+    The steps are the loop's own: ``_step`` with ``UniformClipping(C=1, sigma=1)`` and the default
+    objective, on batches from the loop's Poisson sampler with q = 256 / 54,649 over a
+    54,649-row data set (the mnist_5k images repeated), so the batch sizes vary as in the real run.
+    Also timed: one per-epoch evaluation of the loop (``_evaluate`` on the 54,649 training rows
+    and a 10,000-row test set) and the accountant (RDP epsilon at each epoch end and the final
+    per-step trajectory over 12,809 events).
+    """
+    from dp_accounting import dp_event
+
+    from dpfair_analysis.privacy.accounting import PrivacyLedger
+
+    load_before = list(os.getloadavg())
+    base, info = load_data("cnn", seed=seed)
+    data = _tiled(base, PROJECT_ROWS)
+    test = _tiled(base, PROJECT_TEST_ROWS)
+    config = TrainConfig(epochs=PROJECT_EPOCHS, batch_size=PROJECT_BATCH, seed=seed)
+    total_steps, _ = loop_schedule(PROJECT_ROWS, config)
+    model = make_model("cnn", data, seed)
+    policy, objective = UniformClipping(CLIP, SIGMA), CrossEntropy()
+    sampler, noise = _generators(seed)
+    batches = _batches(PROJECT_ROWS, config, sampler)
+    accumulator = _BatchStats(data.n_groups)
+    lr = config.learning_rate(PROJECT_ROWS)
+    times, sizes = [], []
+    for t in range(steps + 1):
+        t0 = time.perf_counter()
+        index = next(batches)
+        _step(model, data, index, policy, objective, lr=lr, generator=noise, expected_batch_size=PROJECT_BATCH,
+              accumulator=accumulator)
+        elapsed = time.perf_counter() - t0
+        if t:  # the first step is warm-up
+            times.append(elapsed)
+            sizes.append(len(index))
+        if progress and t % 50 == 0:
+            print(f"  [project] step {t}/{steps}: {np.mean(times) * 1e3 if times else elapsed * 1e3:.1f} ms/step",
+                  flush=True)
+    t0 = time.perf_counter()
+    _evaluate(model, data, test, epoch=1)
+    accumulator.rows(1, data)
+    evaluation = time.perf_counter() - t0
+    ledger = PrivacyLedger()
+    for _ in range(total_steps):
+        ledger.record(dp_event.PoissonSampledDpEvent(PROJECT_BATCH / PROJECT_ROWS, dp_event.GaussianDpEvent(SIGMA)))
+    t0 = time.perf_counter()
+    ledger.epsilon(config.delta)
+    per_epsilon = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ledger.epsilon_trajectory(config.delta)
+    trajectory = time.perf_counter() - t0
+    mean, median = float(np.mean(times)), float(np.median(times))
+    steps_seconds = mean * total_steps
+    evaluation_seconds = evaluation * PROJECT_EPOCHS
+    accounting_seconds = per_epsilon * PROJECT_EPOCHS + trajectory  # an upper bound: epsilon at full length
+    total = steps_seconds + evaluation_seconds + accounting_seconds
+    return {
+        "model": "cnn", "n_params": count_parameters(model), "data": info["data"],
+        "rows": PROJECT_ROWS, "test_rows": PROJECT_TEST_ROWS, "epochs": PROJECT_EPOCHS, "batch_size": PROJECT_BATCH,
+        "projected_steps": total_steps, "measured_steps": len(times), "warmup_steps": 1,
+        "mean_batch_size": float(np.mean(sizes)),
+        "step_mean_ms": mean * 1e3, "step_median_ms": median * 1e3,
+        "step_q25_ms": float(np.percentile(times, 25)) * 1e3, "step_q75_ms": float(np.percentile(times, 75)) * 1e3,
+        "evaluation_seconds_per_epoch": evaluation, "epsilon_seconds_per_epoch_at_full_length": per_epsilon,
+        "epsilon_trajectory_seconds": trajectory,
+        "projected_steps_minutes": steps_seconds / 60, "projected_evaluation_minutes": evaluation_seconds / 60,
+        "projected_accounting_minutes": accounting_seconds / 60, "projected_total_minutes": total / 60,
+        "method": "mean measured step time x 12,809 steps + 60 x one measured per-epoch evaluation + 60 x epsilon "
+                  "at full ledger length + the final epsilon trajectory",
+        "loadavg_before": load_before, "loadavg_after": list(os.getloadavg()),
+    }
 
 
 # ---------------------------------------------------------------------------- main
@@ -494,22 +631,89 @@ def write_json(path: Path, payload: dict) -> None:
         raise
 
 
+def summary_rows(models: dict) -> list[dict]:
+    """The ``rows`` of the JSON: one per (model, method) with median_ms and peak_mb (None if not measured)."""
+    rows = []
+    for model_name, entry in models.items():
+        for method, timing in entry["timing"]["methods"].items():
+            memory = entry.get("memory", {}).get(method, {})
+            rows.append({"model": model_name, "method": method, "median_ms": timing["median_ms"],
+                         "iqr_ms": timing["iqr_ms"], "repeats": timing["repeats"],
+                         "peak_mb": memory.get("peak_increase_mb")})
+    return rows
+
+
+def summary_ratios(models: dict) -> dict:
+    """Per model: the toolkit's default step against plain, Opacus, the best Opacus, and memory against ghost."""
+    out = {}
+    for model_name, entry in models.items():
+        t = entry["timing"]["methods"]
+        memory = entry.get("memory", {})
+        r: dict = {}
+        if "dpfair" in t:
+            d = t["dpfair"]
+            for key in ("ratio_to_plain", "paired_ratio_to_plain", "ratio_to_opacus", "paired_ratio_to_opacus",
+                        "ratio_to_opacus_ghost", "paired_ratio_to_opacus_ghost"):
+                if key in d:
+                    r[f"dpfair_{key}"] = d[key]
+            opacus = [m for m in OPACUS_METHODS if m in t]
+            if opacus:
+                best = min(opacus, key=lambda m: t[m]["median_ms"])
+                r["best_opacus"] = best
+                r["dpfair_ratio_to_best_opacus"] = d["median_ms"] / t[best]["median_ms"]
+                if f"paired_ratio_to_{best}" in d:
+                    r["dpfair_paired_ratio_to_best_opacus"] = d[f"paired_ratio_to_{best}"]
+            for other in ("dpfair_backward", "dpfair_vmap"):
+                if other in t:
+                    r[f"{other}_ratio_to_dpfair"] = t[other]["median_ms"] / d["median_ms"]
+                    if "paired_ratio_to_dpfair" in t[other]:
+                        r[f"{other}_paired_ratio_to_dpfair"] = t[other]["paired_ratio_to_dpfair"]
+            peak, ghost = memory.get("dpfair", {}).get("peak_increase_mb"), \
+                memory.get("opacus_ghost", {}).get("peak_increase_mb")
+            if peak is not None and ghost:
+                r["dpfair_peak_mb_ratio_to_opacus_ghost"] = peak / ghost
+        out[model_name] = r
+    return out
+
+
 def table(results: dict) -> str:
-    head = (f"{'model':<7} {'method':<13} {'median ms':>10} {'IQR ms':>9} {'n':>3} "
-            f"{'x plain':>8} {'x opacus':>9} {'+peak MB':>8}")
+    head = (f"{'model':<7} {'method':<16} {'median ms':>10} {'IQR ms':>9} {'n':>3} "
+            f"{'x plain':>8} {'paired':>7} {'x dpfair':>9} {'peak MB':>8}")
     lines = [head, "-" * len(head)]
     for model_name, res in results["models"].items():
         for m, r in res["timing"]["methods"].items():
             mem = res.get("memory", {}).get(m, {})
-            peak = f"{mem['peak_increase_mb']:8.0f}" if "peak_increase_mb" in mem else f"{'-':>8}"
-            lines.append(f"{model_name:<7} {m:<13} {r['median_ms']:10.2f} {r['iqr_ms']:9.2f} {r['repeats']:3d} "
-                         f"{r.get('ratio_to_plain', math.nan):8.1f} {r.get('ratio_to_opacus', math.nan):9.2f} {peak}")
-        a = res["agreement"]
-        lines.append(f"{'':<7} agreement (sigma=0, clipped sums, {a['fraction_clipped']:.0%} of samples clipped): "
-                     f"max|dpfair-opacus|={a['dpfair_vs_opacus']['max_abs_diff']:.2e}, "
-                     f"ghost={a['dpfair_vs_opacus_ghost']['max_abs_diff']:.2e}, "
-                     f"microbatch={a['dpfair_vs_microbatch']['max_abs_diff']:.2e} "
-                     f"(max|sum|={a['max_abs_clipped_sum']:.2e})")
+            peak = f"{mem['peak_increase_mb']:8.0f}" if mem.get("peak_increase_mb") is not None else f"{'-':>8}"
+            ratio_dp = r.get("ratio_to_dpfair", 1.0 if m == "dpfair" else math.nan)
+            lines.append(f"{model_name:<7} {m:<16} {r['median_ms']:10.2f} {r['iqr_ms']:9.2f} {r['repeats']:3d} "
+                         f"{r.get('ratio_to_plain', 1.0 if m == 'plain' else math.nan):8.2f} "
+                         f"{r.get('paired_ratio_to_plain', 1.0 if m == 'plain' else math.nan):7.2f} "
+                         f"{ratio_dp:9.2f} {peak}")
+        a = res.get("agreement")
+        if a:
+            lines.append(f"{'':<7} agreement (sigma=0 clipped sums vs vmap, {a['fraction_clipped']:.0%} clipped, "
+                         f"max|S|={a['max_abs_clipped_sum']:.2e}): dpfair {a['dpfair_vs_vmap']['max_abs_diff']:.1e}, "
+                         f"backward {a['dpfair_backward_vs_vmap']['max_abs_diff']:.1e}, "
+                         f"opacus {a['opacus_vs_vmap']['max_abs_diff']:.1e}, "
+                         f"ghost {a['opacus_ghost_vs_vmap']['max_abs_diff']:.1e}, "
+                         f"microbatch {a['microbatch_vs_vmap']['max_abs_diff']:.1e}")
+    ratios = results.get("ratios", {})
+    for model_name, r in ratios.items():
+        if "dpfair_ratio_to_best_opacus" in r:
+            peak = r.get("dpfair_peak_mb_ratio_to_opacus_ghost")
+            lines.append(f"{model_name}: dpfair / best Opacus ({r['best_opacus']}) = "
+                         f"{r['dpfair_ratio_to_best_opacus']:.2f} (paired "
+                         f"{r.get('dpfair_paired_ratio_to_best_opacus', math.nan):.2f}); dpfair / plain = "
+                         f"{r.get('dpfair_ratio_to_plain', math.nan):.2f} (paired "
+                         f"{r.get('dpfair_paired_ratio_to_plain', math.nan):.2f})"
+                         + ("" if peak is None else f"; peak MB dpfair / ghost = {peak:.2f}"))
+    p = results.get("projection")
+    if p:
+        lines.append(f"projection (CNN, {p['rows']:,} rows, {p['epochs']} epochs = {p['projected_steps']:,} steps, "
+                     f"b={p['batch_size']}): {p['measured_steps']} steps measured, {p['step_mean_ms']:.1f} ms/step mean "
+                     f"({p['step_median_ms']:.1f} median) -> steps {p['projected_steps_minutes']:.1f} min + "
+                     f"evaluation {p['projected_evaluation_minutes']:.1f} min + accounting "
+                     f"{p['projected_accounting_minutes']:.1f} min = {p['projected_total_minutes']:.1f} min")
     return "\n".join(lines)
 
 
@@ -524,22 +728,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of logreg,mlp,cnn")
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--cnn-microbatch-repeats", type=int, default=8,
-                   help="timed repeats of microbatching on the CNN (it is ~b times slower; default 8)")
+    p.add_argument("--cnn-microbatch-repeats", type=int, default=4,
+                   help="timed repeats of microbatching on the CNN (it is ~b times slower; default 4)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch.set_num_threads (default 1: on a shared machine more threads than free cores "
                         "makes OpenMP stall; 0 = torch's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocess probes")
+    p.add_argument("--no-agreement", action="store_true", help="skip the sigma = 0 agreement check")
+    p.add_argument("--project", action="store_true",
+                   help="also time >= 200 CNN DP steps of the loop and project a full-MNIST run (not with --quick)")
+    p.add_argument("--project-steps", type=int, default=200, help="measured steps for --project (>= 200)")
     p.add_argument("--quick", action="store_true",
-                   help="tiny smoke run: batch 32, 3 repeats, 1 warm-up, no memory probes")
+                   help="tiny smoke run: batch 32, 2 repeats, 1 warm-up, no memory probes, no projection")
     p.add_argument("--table", type=Path, default=None, metavar="JSON",
                    help="print the table of an existing results file and exit (no benchmarking)")
     p.add_argument("--_probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
     p.add_argument("--_probe-steps", type=int, default=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.repeats, args.warmup, args.batch_size, args.cnn_microbatch_repeats = 3, 1, 32, 2
+        if args.project:
+            p.error("--project measures >= 200 CNN steps; it is not available with --quick")
+        args.repeats, args.warmup, args.batch_size, args.cnn_microbatch_repeats = 2, 1, 32, 1
         args.no_memory = True
     if args.out is None:
         args.out = QUICK_OUT if args.quick else DEFAULT_OUT
@@ -553,7 +763,27 @@ def parse_args(argv=None) -> argparse.Namespace:
             p.error(f"unknown method {m!r}; choose from {METHODS}")
     if args.repeats < 1 or args.warmup < 0 or args.batch_size < 1 or args.cnn_microbatch_repeats < 1:
         p.error("--repeats, --batch-size, --cnn-microbatch-repeats must be >= 1 and --warmup >= 0")
+    if args.project_steps < 200:
+        p.error(f"--project-steps must be >= 200, got {args.project_steps}")
     return args
+
+
+METHOD_DESCRIPTIONS = {
+    "plain": "non-private: forward, mean cross-entropy, backward, torch.optim.SGD step",
+    "dpfair": "the toolkit's default DP step: dpfair_analysis.training.loop._step with UniformClipping(C=1, sigma=1) "
+              "and CrossEntropy() (fast path: norms from activations and output gradients, clipped sum by "
+              "book-keeping), Gaussian noise, /b, update, per-group batch statistics",
+    "dpfair_backward": "as dpfair with CrossEntropy(clipped_sum='backward'): fast norms, clipped sum by a second "
+                       "backward pass of sum_i c_i L_i",
+    "dpfair_vmap": "as dpfair with CrossEntropy(engine='vmap'): the reference, materialised per-sample gradients "
+                   "by vmap(grad)",
+    "opacus": "opacus GradSampleModule (hooks) + DPOptimizer(noise_multiplier=1, max_grad_norm=1, "
+              "expected_batch_size=b), SGD",
+    "opacus_ghost": "opacus GradSampleModuleFastGradientClipping(use_ghost_clipping=True) + "
+                    "DPOptimizerFastGradientClipping + DPLossFastGradientClipping (= make_private "
+                    "grad_sample_mode='ghost'): two backward passes",
+    "microbatch": "one forward + torch.autograd.grad per sample, clip, sum, Gaussian noise, /b, update",
+}
 
 
 def main(argv=None) -> int:
@@ -575,33 +805,30 @@ def main(argv=None) -> int:
     started = time.time()
     results: dict = {
         "benchmark": "per_sample_step",
-        "description": "wall-clock milliseconds per training step (one batch, one parameter update)",
-        "machine": {**machine_info(), "torch_default_threads": default_threads,
-                    "threads_note": "torch threads set by --threads (default 1). On this shared 2-core machine "
-                                    "2 threads under competing load made small steps ~100x slower (OpenMP "
-                                    "oversubscription), so the default is 1"},
+        "description": "wall-clock milliseconds and peak resident memory per training step (one batch, one update)",
+        "rows": [],
         "settings": {"batch_size": args.batch_size, "repeats": args.repeats, "warmup": args.warmup,
                      "cnn_microbatch_repeats": args.cnn_microbatch_repeats,
                      "cnn_microbatch_warmup": 1, "clip_bound": CLIP, "noise_multiplier": SIGMA,
                      "learning_rate": LR, "seed": args.seed, "quick": args.quick, "dtype": "float32",
+                     "threads": torch.get_num_threads(), "torch_default_threads": default_threads,
                      "models": args.models, "methods": args.methods,
                      "interleaving": "each round runs every active method once on the same batch, order "
                                      "rotated by one each round; statistics over timed rounds",
-                     "statistic": "median and IQR (q75 - q25) of per-step wall time (time.perf_counter)",
+                     "statistic": "median and IQR (q75 - q25) of per-step wall time (time.perf_counter); "
+                                  "ratio_* = ratio of medians, paired_ratio_* = median over rounds of the per-round "
+                                  "ratio on the same batch",
                      "batch_sampling": "fixed-size batches (random b rows without replacement) per round",
+                     "memory": ("skipped" if args.no_memory else
+                                "peak_mb = peak RSS increase of a fresh subprocess per (model, method): kernel "
+                                "VmHWM (reset by /proc/self/clear_refs) over 1 warm-up step + 3 steps minus VmRSS "
+                                "before the first step (MiB)"),
                      "command": " ".join([Path(sys.executable).name, *sys.argv])},
-        "method_descriptions": {
-            "plain": "non-private: forward, mean cross-entropy, backward, torch.optim.SGD step",
-            "dpfair": "dpfair_analysis.training.loop._step with UniformClipping(C=1, sigma=1): vmap per-sample "
-                      "grads+losses, per_sample_norms, clipped_sum, add_gaussian_noise, /b, update, batch stats",
-            "opacus": "opacus GradSampleModule (hooks) + DPOptimizer(noise_multiplier=1, max_grad_norm=1, "
-                      "expected_batch_size=b), SGD",
-            "opacus_ghost": "opacus GradSampleModuleFastGradientClipping(use_ghost_clipping=True) + "
-                            "DPOptimizerFastGradientClipping + DPLossFastGradientClipping (= make_private "
-                            "grad_sample_mode='ghost'); nn.Conv2d has no ghost norm sampler in opacus, so "
-                            "conv layers use per-sample gradients (fast gradient clipping)",
-            "microbatch": "one forward + torch.autograd.grad per sample, clip, sum, Gaussian noise, /b, update",
-        },
+        "ratios": {},
+        "machine": {**machine_info(), "threads_note": "torch threads set by --threads (default 1). On this shared "
+                                                      "2-core machine 2 threads under competing load made small "
+                                                      "steps ~100x slower (OpenMP oversubscription)"},
+        "method_descriptions": {m: METHOD_DESCRIPTIONS[m] for m in args.methods},
         "models": {},
     }
     for model_name in args.models:
@@ -610,27 +837,30 @@ def main(argv=None) -> int:
         model = make_model(model_name, data, args.seed)
         print(f"[{model_name}] {count_parameters(model):,} parameters, data: {data_info['data']} "
               f"({len(data)} rows, {tuple(data.X.shape[1:])}), batch {b}", flush=True)
-        index0 = torch.randperm(len(data), generator=torch.Generator().manual_seed(args.seed + 3))[:b]
-        agreement = agreement_check(model_name, data, index0, b)
-        slow = {"microbatch": (1, args.cnn_microbatch_repeats)} if model_name == "cnn" else {}
-        timing = time_model(model_name, data, args.methods, b=b, warmup=args.warmup, repeats=args.repeats,
-                            slow_plan=slow, seed=args.seed)
         entry = {"n_params": count_parameters(model), "input_shape": list(data.X.shape[1:]), "rows": len(data),
-                 "batch_size": b, **data_info, "agreement": agreement, "timing": timing}
+                 "batch_size": b, **data_info}
+        if not args.no_agreement:
+            index0 = torch.randperm(len(data), generator=torch.Generator().manual_seed(args.seed + 3))[:b]
+            entry["agreement"] = agreement_check(model_name, data, index0, b)
+        slow = {"microbatch": (1, args.cnn_microbatch_repeats)} if model_name == "cnn" else {}
+        entry["timing"] = time_model(model_name, data, args.methods, b=b, warmup=args.warmup, repeats=args.repeats,
+                                     slow_plan=slow, seed=args.seed)
         if not args.no_memory:
             threads = torch.get_num_threads()
             entry["memory"] = {m: measure_memory(model_name, m, b, args.seed, threads) for m in args.methods}
-            entry["memory_note"] = (
-                "rough: a fresh subprocess per method imports torch (+opacus), loads the data and the model, "
-                "resets its peak RSS (VmHWM) and runs 1 warm-up step + `steps - 1` steps. peak_rss_mb = peak "
-                "resident memory of that process (includes torch itself, ~0.4 GB); peak_increase_mb = peak minus "
-                "RSS before the first step; steady_peak_increase_mb = peak over the steps after the warm-up minus "
-                "RSS after it (smaller: memory the allocator kept from the warm-up step is reused)")
         results["models"][model_name] = entry
-        print(f"[{model_name}] timed in {timing['wall_seconds']:.1f} s", flush=True)
+        results["rows"] = summary_rows(results["models"])
+        results["ratios"] = summary_ratios(results["models"])
+        print(f"[{model_name}] timed in {entry['timing']['wall_seconds']:.1f} s", flush=True)
         results["machine"]["loadavg_at_end"] = list(os.getloadavg())
         results["total_seconds"] = time.time() - started
         write_json(args.out, results)  # partial results survive an interrupted run
+    if args.project:
+        print(f"[project] {args.project_steps} CNN DP steps through the loop", flush=True)
+        results["projection"] = project_cnn_run(steps=args.project_steps, seed=args.seed)
+        results["machine"]["loadavg_at_end"] = list(os.getloadavg())
+        results["total_seconds"] = time.time() - started
+        write_json(args.out, results)
     print()
     print(table(results))
     print(f"\nwrote {args.out} ({results['total_seconds']:.0f} s)")

@@ -13,11 +13,18 @@ clipping bounds C_i,
 * clipped sum:   S = sum_i w_i c_i g_i          (w_i = 1 unless a policy reweights);
 * noisy sum:     S + N(0, s^2 I), with s the absolute noise standard deviation
                  (DP-SGD: s = sigma * max_i C_i * max_i w_i).
+
+A DP step needs of the per-sample gradients only their norms and weighted sums
+sum_i a_i g_i. :class:`PerSampleGradients` is that interface: the reference
+:class:`MaterialisedGradients` wraps the dict from ``vmap(grad)``, and the fast path
+(:mod:`dpfair_analysis.fast_gradients`: norms from layer activations and output gradients,
+sums by book-keeping) computes the same two things without forming the g_i.
+:func:`clipped_sum` and the training loop's release accept either.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -75,18 +82,61 @@ def per_sample_gradients_and_losses(model: nn.Module, X: torch.Tensor, y: torch.
                 chunk_size=chunk_size)(params, X, y)
 
 
+@runtime_checkable
+class PerSampleGradients(Protocol):
+    """What a DP step uses of a batch's per-sample gradients g_i (i = 1..n).
+
+    ``norms``: ||g_i||_2 over all parameters jointly, shape (n,).
+    ``weighted_sum(a)``: sum_i a_i g_i for per-sample coefficients a (shape (n,)), as
+    ``{parameter name: tensor of the parameter's shape}`` in the model's parameter order.
+    """
+
+    @property
+    def norms(self) -> torch.Tensor:
+        ...
+
+    def weighted_sum(self, coefficients: torch.Tensor) -> Grads:
+        ...
+
+
+class MaterialisedGradients:
+    """The reference :class:`PerSampleGradients`: the per-sample gradients themselves.
+
+    ``grads`` is ``{name: (n, *shape)}`` (what :func:`per_sample_gradients` returns);
+    ``norms`` are computed on first use unless given.
+    """
+
+    def __init__(self, grads: Mapping[str, torch.Tensor], norms: torch.Tensor | None = None) -> None:
+        self.grads = dict(grads)
+        self._norms = norms
+
+    def __len__(self) -> int:
+        return len(self.norms)
+
+    @property
+    def norms(self) -> torch.Tensor:
+        if self._norms is None:
+            self._norms = per_sample_norms(self.grads)
+        return self._norms
+
+    def weighted_sum(self, coefficients: torch.Tensor) -> Grads:
+        return weighted_sum(self.grads, coefficients)
+
+
 def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """||g_i||_2 over all parameters jointly, shape (n,)."""
     # vector_norm over the parameter dimensions reads the gradients in place (no squared copy)
-    norms = [torch.linalg.vector_norm(g, dim=tuple(range(1, g.ndim))) for g in grads.values()]
+    # (a 0-dim parameter's per-sample gradients have shape (n,): their norm is |g_i|; dim=() would reduce all)
+    norms = [torch.linalg.vector_norm(g, dim=tuple(range(1, g.ndim))) if g.ndim > 1 else g.abs()
+             for g in grads.values()]
     return torch.linalg.vector_norm(torch.stack(norms), dim=0)
 
 
 def clip_factors(norms: torch.Tensor, bounds: torch.Tensor | float) -> torch.Tensor:
     """c_i = min(1, C_i / ||g_i||), so that ||c_i g_i|| <= C_i (and c_i = 1 for g_i = 0)."""
-    bounds = torch.as_tensor(bounds, dtype=norms.dtype).expand_as(norms)
-    safe = torch.where(norms > 0, norms, torch.ones_like(norms))
-    return torch.where(norms > bounds, bounds / safe, torch.ones_like(norms))
+    bounds = torch.as_tensor(bounds, dtype=norms.dtype, device=norms.device)
+    # where norms > bounds >= 0 the norm is positive, so the division there is safe; elsewhere 1
+    return torch.where(norms > bounds, bounds / norms, 1.0).expand_as(norms)
 
 
 def weighted_sum(grads: Mapping[str, torch.Tensor], coefficients: torch.Tensor) -> Grads:
@@ -94,21 +144,34 @@ def weighted_sum(grads: Mapping[str, torch.Tensor], coefficients: torch.Tensor) 
     return {name: torch.einsum("n,n...->...", coefficients.to(g.dtype), g) for name, g in grads.items()}
 
 
-def clipped_sum(grads: Mapping[str, torch.Tensor], bounds: torch.Tensor | float, *,
+def clipped_sum(grads: Mapping[str, torch.Tensor] | PerSampleGradients, bounds: torch.Tensor | float, *,
                 weights: torch.Tensor | None = None,
                 norms: torch.Tensor | None = None) -> Grads:
-    """S = sum_i w_i min(1, C_i/||g_i||) g_i: each sample's contribution has norm <= w_i C_i."""
-    norms = per_sample_norms(grads) if norms is None else norms
+    """S = sum_i w_i min(1, C_i/||g_i||) g_i: each sample's contribution has norm <= w_i C_i.
+
+    ``grads`` is the dict of per-sample gradients or any :class:`PerSampleGradients`
+    (whose own ``norms`` are used unless ``norms`` is given).
+    """
+    if isinstance(grads, Mapping):
+        norms = per_sample_norms(grads) if norms is None else norms
+    else:
+        norms = grads.norms if norms is None else norms
     coefficients = clip_factors(norms, bounds)
     if weights is not None:
-        coefficients = coefficients * weights
-    return weighted_sum(grads, coefficients)
+        coefficients = coefficients * weights.to(coefficients.device)
+    if isinstance(grads, Mapping):
+        return weighted_sum(grads, coefficients)
+    return grads.weighted_sum(coefficients)
 
 
 def gaussian_noise_like(tensors: Mapping[str, torch.Tensor], std: float, *,
                         generator: torch.Generator) -> Grads:
-    """Independent N(0, std^2) draws shaped like each tensor, from ``generator``."""
-    return {name: torch.randn(t.shape, generator=generator, dtype=t.dtype) * std
+    """Independent N(0, std^2) draws shaped like each tensor, from ``generator``.
+
+    The draws are made on the generator's device (the CPU for the toolkit's generators)
+    and moved to each tensor's device, so a run draws the same noise on any device.
+    """
+    return {name: torch.randn(t.shape, generator=generator, dtype=t.dtype).mul_(std).to(t.device)
             for name, t in tensors.items()}
 
 
@@ -118,7 +181,8 @@ def add_gaussian_noise(tensors: Mapping[str, torch.Tensor], std: float, *,
     if std == 0:
         return {name: t.clone() for name, t in tensors.items()}
     noise = gaussian_noise_like(tensors, std, generator=generator)
-    return {name: t + noise[name] for name, t in tensors.items()}
+    # one fused call for every tensor: the same elementwise t + noise as a loop, less dispatch
+    return dict(zip(tensors, torch._foreach_add(list(tensors.values()), list(noise.values()))))
 
 
 def noisy_clipped_sum(grads: Mapping[str, torch.Tensor], bounds: torch.Tensor | float, *,

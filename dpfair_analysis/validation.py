@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
+import torch
+
 
 def check_positive(value: object, name: str) -> float:
     """A finite real number > 0 (noise multipliers, clipping bounds, learning rates)."""
@@ -68,3 +70,22 @@ def check_choice(value: object, name: str, allowed) -> str:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def check_device(value: object, name: str = "device") -> str:
+    """A torch device name the toolkit can train on here: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` with CUDA present."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a device name such as 'cpu' or 'cuda', got {value!r}")
+    try:
+        device = torch.device(value)
+    except RuntimeError:
+        raise ValueError(f"{name} must be 'cpu', 'cuda' or 'cuda:N', got {value!r}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name} must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name}={value!r} needs CUDA, but torch.cuda.is_available() is False on this "
+                             f"machine; use {name}='cpu'")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"{name}={value!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return value

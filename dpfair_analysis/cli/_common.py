@@ -49,6 +49,18 @@ def positive_int(text: str) -> int:
     return value
 
 
+def device(text: str) -> str:
+    """``--device``: cpu, or cuda / cuda:N where torch sees CUDA (one-line error otherwise)."""
+    import torch
+
+    if text not in ("cpu", "cuda") and not (text.startswith("cuda:") and text[5:].isdigit()):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+    if text.startswith("cuda") and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text!r} needs CUDA, but torch.cuda.is_available() is False on this "
+                                         f"machine; use --device cpu")
+    return text
+
+
 def nonnegative_float(text: str) -> float:
     return _number(lambda v: v >= 0, "a finite number >= 0")(text)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, nonnegative_float,
-                                         output_path, positive_float, positive_int,
+from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, device,
+                                         nonnegative_float, output_path, positive_float, positive_int,
                                          print_json, unit_open)
 from dpfair_analysis.io import write_atomically
 
@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
     p.add_argument("--sampling", default="poisson", help="poisson (matches the accountant) or shuffle")
     add_accounting_flags(p)
+    p.add_argument("--device", type=device, default="cpu",
+                   help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
     p.add_argument("--seeds", type=positive_int, default=1, help="number of seeds (mean ± sd); default 1")
     p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     p.add_argument("--out", type=output_path, default=None, help="CSV file for the per-epoch history")
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> None:
         noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
         max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
         train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
-                          delta=args.delta, accounting=accounting_from_args(args)),
+                          delta=args.delta, accounting=accounting_from_args(args), device=args.device),
         seeds=tuple(range(args.seed, args.seed + args.seeds)))
     cache = RunCache(None if args.no_cache else default_cache_dir())
     result = run_compare(config, progress=not args.quiet and not args.json, cache=cache)

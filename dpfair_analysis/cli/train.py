@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import accounting_from_args, add_accounting_flags, positive_float, positive_int, \
-    print_json, unit_open
+from dpfair_analysis.cli._common import accounting_from_args, add_accounting_flags, device, positive_float, \
+    positive_int, print_json, unit_open
 
 DATASETS = ("income", "adult", "compas", "german", "bank", "synthetic")
 
@@ -65,6 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the paper's sensitivities and bookkeeping (refuted; no privacy guarantee)")
     p.add_argument("--test-fraction", type=unit_open, default=0.2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", type=device, default="cpu",
+                   help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(handler=_run_train)
@@ -87,7 +89,8 @@ def _run_train(args: argparse.Namespace) -> None:
                               noise_multiplier=args.sigma, missing_rate=args.missing_rate,
                               paper_exact=args.paper_exact, seed=args.seed,
                               accounting=accounting_from_args(args, neighboring="replace_one",
-                                                              value_discretization_interval=1e-3))
+                                                              value_discretization_interval=1e-3),
+                              device=args.device)
     dataset = data_module.load(TABLE_DATASETS.get(args.data, args.data))
     train, test = dataset.split(args.test_fraction, seed=args.seed)
     with warnings.catch_warnings(record=True) as caught:

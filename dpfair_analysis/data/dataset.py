@@ -90,6 +90,13 @@ class GroupedDataset:
         """Rows per group, shape (n_groups,)."""
         return torch.bincount(self.group, minlength=self.n_groups)
 
+    def to(self, device: torch.device | str) -> "GroupedDataset":
+        """The same data with ``X``, ``y`` and ``group`` on ``device`` (``self`` if they are there already)."""
+        device = torch.device(device)
+        if self.X.device == device and self.y.device == device and self.group.device == device:
+            return self
+        return replace(self, X=self.X.to(device), y=self.y.to(device), group=self.group.to(device))
+
     # --------------------------------------------------------------- selecting
     def subset(self, index: torch.Tensor | np.ndarray | Sequence[int]) -> "GroupedDataset":
         """Rows ``index`` (integer positions or a boolean mask), same names."""

@@ -105,7 +105,8 @@ from dpfair_analysis.privacy.pfld_accounting import PFLD_ACCOUNTING, calibrate_p
 from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
     group_counts, paper_dual_sensitivity, paper_primal_sensitivity, primal_contribution_bound, \
     warn_paper_exact, warn_shared_batch
-from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, check_seed
+from dpfair_analysis.validation import check_choice, check_delta, check_device, check_positive, check_positive_int, \
+    check_seed
 
 METHODS = ("fld", "pfld")
 PUBLIC_BATCHES = ("independent", "shared")
@@ -157,6 +158,7 @@ class LagrangianConfig:
     public_batch: str = "independent"
     accounting: AccountingSpec = PFLD_ACCOUNTING
     seed: int = 0
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         check_choice(self.method, "method", METHODS)
@@ -175,6 +177,7 @@ class LagrangianConfig:
         pfld_accounting(self.accounting, paper_exact=self.paper_exact)  # validates the spec
         check_choice(self.public_batch, "public_batch", PUBLIC_BATCHES)
         check_seed(self.seed)
+        check_device(self.device)
 
     @property
     def effective_accounting(self) -> AccountingSpec:
@@ -261,7 +264,7 @@ def release_group_counts(y: torch.Tensor, group: torch.Tensor, *, constraint: Fa
     """
     counts = group_counts(y, group, constraint=constraint, reported=reported)
     std = sigma_c * count_distance(constraint=constraint)
-    noisy = counts + torch.randn(counts.shape, generator=generator, dtype=torch.float64) * std
+    noisy = counts + (torch.randn(counts.shape, generator=generator, dtype=torch.float64) * std).to(counts.device)
     return noisy.clamp(min=1.0), replace_one_gaussian_event(sigma_c)
 
 
@@ -300,7 +303,7 @@ def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, grou
             signs = torch.sign(mu_p - mu_g).to(torch.float64) * (n_grp > 0)
             denominators = n_grp.to(torch.float64).clamp(min=1)
             sizes = constraint.group_masks(y, group, None).sum(0)  # full sizes for the Sec. 7 rule
-            delta = paper_primal_sensitivity(sizes.numpy(), clip=clip, lambda_max=lambda_max) / reported_fraction
+            delta = paper_primal_sensitivity(sizes.cpu().numpy(), clip=clip, lambda_max=lambda_max) / reported_fraction
         coefficients = lambdas * signs / denominators
     else:
         signs = state.signs.to(torch.float64)
@@ -371,16 +374,16 @@ def private_dual_update(model: nn.Module, data: GroupedDataset, *, reported: tor
             clipped = h.clamp(-clip, clip)
             mu_g = (grp.double() * clipped.unsqueeze(1)).sum(0) / grp.sum(0).clamp(min=1)
             gap = mu_p - mu_g
-            delta = paper_dual_sensitivity(sizes.numpy(), clip=clip) / reported_fraction
-            noisy_violation = gap.abs() + torch.randn(gap.shape, generator=generator, dtype=torch.float64) * (
-                sigma_d * delta)
+            delta = paper_dual_sensitivity(sizes.cpu().numpy(), clip=clip) / reported_fraction
+            noisy_violation = gap.abs() + (torch.randn(gap.shape, generator=generator, dtype=torch.float64) * (
+                sigma_d * delta)).to(gap.device)
             state.signs = torch.sign(gap)  # unused by paper_exact's primal (batch signs)
             state.noisy_gap = noisy_violation
             event: dp_event.DpEvent = dp_event.GaussianDpEvent(sigma_d)
         else:
             sums = dual_group_sums(h, data.y, data.group, constraint=constraint, clip=clip, reported=reported)
             std = sigma_d * dual_sum_distance(clip=clip, constraint=constraint)
-            noisy_sums = sums + torch.randn(sums.shape, generator=generator, dtype=torch.float64) * std
+            noisy_sums = sums + (torch.randn(sums.shape, generator=generator, dtype=torch.float64) * std).to(sums.device)
             gap = mu_p - noisy_sums / state.denominators
             noisy_violation = gap.abs()
             state.signs = torch.sign(gap)
@@ -412,7 +415,26 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     Returns a :class:`LagrangianResult` with the per-epoch history and, for PF-LD, the
     privacy ledger and the epsilon spent (``result.ledger.epsilon(delta,
     accounting=config.effective_accounting)``).
+
+    Runs on ``config.device``: the model, the data and the dual state live there, the
+    random draws are made on the CPU generators and moved (the same numbers on every
+    device); the model is back on its own device when this returns.
     """
+    device = torch.device(config.device)
+    home = next((p.device for p in model.parameters()), torch.device("cpu"))
+    model.to(device)
+    try:
+        return _train_lagrangian(model, train_data.to(device), constraint, config,
+                                 test_data=None if test_data is None else test_data.to(device), progress=progress,
+                                 callbacks=callbacks, device=device)
+    finally:
+        model.to(home)
+
+
+def _train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: FairnessConstraint,
+                      config: LagrangianConfig, *, test_data: GroupedDataset | None, progress: bool,
+                      callbacks: Sequence[Callable[[int, nn.Module, PrivateState], None]], device: torch.device,
+                      ) -> LagrangianResult:
     if not isinstance(constraint, FairnessConstraint):
         raise TypeError(f"constraint must be a FairnessConstraint (make_constraint), got {constraint!r}")
     if constraint.n_groups != train_data.n_groups:
@@ -431,14 +453,15 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     states = np.random.SeedSequence(config.seed).generate_state(3, dtype=np.uint64)
     sampler, noise, public_sampler = (torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states)
     reported = reported_mask(n, config.missing_rate, seed=config.seed) if config.missing_rate else None
+    reported = None if reported is None else reported.to(device)
     reported_fraction = 1.0 if reported is None else float(reported.double().mean())
     if reported is not None and reported_fraction == 0:
         raise ValueError("no training row reports its group; lower missing_rate")
 
     ledger = PrivacyLedger()
     sigmas = {"primal": math.nan, "dual": math.nan, "counts": math.nan}
-    state = PrivateState(lambdas=torch.zeros(constraint.n_terms, dtype=torch.float64),
-                         signs=torch.zeros(constraint.n_terms, dtype=torch.float64))
+    state = PrivateState(lambdas=torch.zeros(constraint.n_terms, dtype=torch.float64, device=device),
+                         signs=torch.zeros(constraint.n_terms, dtype=torch.float64, device=device))
     if private:
         if config.noise_multiplier is not None:
             s = config.noise_multiplier
@@ -468,12 +491,12 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     for step in range(1, total_steps + 1):
         for callback in callbacks:
             callback(step - 1, model, state)
-        index = (torch.rand(n, generator=sampler) < q).nonzero().flatten()
+        index = (torch.rand(n, generator=sampler) < q).nonzero().flatten().to(device)
         X, y, g = train_data.X[index], train_data.y[index], train_data.group[index]
         rep = None if reported is None else reported[index]
         if private:
             public_index = index if config.shares_batch else (torch.rand(n, generator=public_sampler) < q).nonzero(
-                ).flatten()
+                ).flatten().to(device)
             public = None if config.shares_batch else (train_data.X[public_index], train_data.y[public_index])
             record = private_primal_step(model, X, y, g, reported=rep, constraint=constraint, state=state,
                                          sampling_rate=q, clip=config.clip_primal, sigma_p=sigmas["primal"],
@@ -517,7 +540,7 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
     final_eps = epsilon_now()
     return LagrangianResult(
         model=model, history=pd.DataFrame(history), steps=pd.DataFrame(step_records), ledger=ledger,
-        config=config, constraint=constraint, lambdas=state.lambdas.clone(), noise_multipliers=sigmas,
+        config=config, constraint=constraint, lambdas=state.lambdas.cpu().clone(), noise_multipliers=sigmas,
         epsilon=final_eps, privacy_established=private and not config.shares_batch,
         reported_fraction=reported_fraction,
         info={"accountant": (config.effective_accounting.describe() + (" (paper)" if config.paper_exact else ""))
@@ -559,7 +582,7 @@ def _fld_dual_update(model: nn.Module, data: GroupedDataset, *, reported: torch.
 @torch.no_grad()
 def _logits(model: nn.Module, X: torch.Tensor, batch_size: int = 8192) -> torch.Tensor:
     return torch.cat([model(X[i:i + batch_size]) for i in range(0, len(X), batch_size)]) if len(X) else \
-        torch.zeros((0, 2))
+        torch.zeros((0, 2), device=X.device)
 
 
 def _evaluate(model: nn.Module, constraint: FairnessConstraint, train_data: GroupedDataset,

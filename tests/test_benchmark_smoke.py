@@ -1,0 +1,52 @@
+"""benchmarks/per_sample_step.py runs (so it cannot rot): --quick on the smallest model, JSON schema checked.
+
+No timing is asserted: only that every method ran and wrote a well-formed row.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "per_sample_step.py"
+METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacus_ghost", "microbatch")
+
+
+def run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=600)
+
+
+def test_quick_benchmark_writes_a_row_for_every_method(tmp_path):
+    out = tmp_path / "bench.json"
+    res = run("--quick", "--models", "logreg", "--out", str(out), tmp_path=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    payload = json.loads(out.read_text())
+    assert {"rows", "settings", "ratios"} <= payload.keys()
+    assert payload["settings"]["quick"] is True and payload["settings"]["threads"] == 1
+    rows = payload["rows"]
+    assert sorted(r["method"] for r in rows) == sorted(METHODS)
+    for row in rows:
+        assert row["model"] == "logreg"
+        assert {"model", "method", "median_ms", "peak_mb"} <= row.keys()
+        assert math.isfinite(row["median_ms"]) and row["median_ms"] > 0
+        assert row["peak_mb"] is None  # --quick skips the memory subprocesses
+    ratios = payload["ratios"]["logreg"]
+    assert ratios["best_opacus"] in ("opacus", "opacus_ghost")
+    for key in ("dpfair_ratio_to_plain", "dpfair_paired_ratio_to_plain", "dpfair_ratio_to_best_opacus"):
+        assert math.isfinite(ratios[key]) and ratios[key] > 0
+    # the correctness check rides along: the engines' sigma = 0 clipped sums agree (float32)
+    agreement = payload["models"]["logreg"]["agreement"]
+    for key in ("dpfair_vs_vmap", "dpfair_backward_vs_vmap", "microbatch_vs_vmap"):
+        assert agreement[key]["max_abs_diff_relative_to_max_abs_sum"] < 1e-5
+    assert "logreg" in res.stdout and "wrote" in res.stdout
+
+
+def test_quick_and_project_are_refused_together(tmp_path):
+    res = run("--quick", "--project", "--out", str(tmp_path / "x.json"), tmp_path=tmp_path)
+    assert res.returncode == 2 and "--project" in res.stderr
+    assert not (tmp_path / "x.json").exists()

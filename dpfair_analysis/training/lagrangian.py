@@ -99,12 +99,14 @@ from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import FairnessConstraint
 from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, parameters_of, per_sample_gradients, \
     per_sample_norms
-from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger, steps_for_epochs
+from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger
 from dpfair_analysis.privacy.pfld_accounting import PFLD_ACCOUNTING, calibrate_pfld_noise, pfld_accounting, \
     replace_one_gaussian_event
 from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
     group_counts, paper_dual_sensitivity, paper_primal_sensitivity, primal_contribution_bound, \
     warn_paper_exact, warn_shared_batch
+from dpfair_analysis.training.loop import apply_update, batch_indices, evaluate_groups, make_generators, \
+    predict_logits, schedule
 from dpfair_analysis.validation import check_choice, check_delta, check_device, check_positive, check_positive_int, \
     check_seed
 
@@ -204,8 +206,10 @@ class PrivateState:
 class LagrangianResult:
     """A trained model, its tidy history and (PF-LD) privacy ledger.
 
-    ``history`` columns: epoch, split (train/test/dual/privacy), metric, value. Metrics:
-    accuracy, violation (the paper's, hard predictions), loss; ``lambda[<term>]`` and
+    ``history`` columns: epoch, split (train/test/dual/privacy), group, metric, value -- the
+    training loop's tidy layout (:func:`~dpfair_analysis.training.loop.evaluate_groups`), so
+    PF-LD and DP-SGD histories concatenate. Metrics: accuracy and loss per group and for
+    ``all``, violation (the paper's, hard predictions; ``all``); ``lambda[<term>]`` and
     ``noisy_gap[<term>]`` (split dual); epsilon (split privacy, spent so far).
     ``noise_multipliers``: sigma_p (per primal step, relative to Delta_1 = one person's
     largest contribution), sigma_d and sigma_c (relative to the replace distance of the
@@ -232,8 +236,8 @@ class LagrangianResult:
     info: dict[str, Any] = field(default_factory=dict)
 
     def per_epoch(self) -> pd.DataFrame:
-        """One row per epoch: train/test accuracy and violation, epsilon, lambdas."""
-        h = self.history
+        """One row per epoch: train/test accuracy and violation (population), epsilon, lambdas."""
+        h = self.history[self.history["group"] == "all"]
         h = h.assign(column=np.where(h["split"].isin(["train", "test"]), h["split"] + "_" + h["metric"],
                                      h["metric"]))
         return h.pivot_table(index="epoch", columns="column", values="value", aggfunc="first").reset_index()
@@ -332,10 +336,7 @@ def private_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, grou
         total = {k: total[k] - noisy[k] for k in names}
         event = dp_event.PoissonSampledDpEvent(sampling_rate, dp_event.GaussianDpEvent(sigma_p))
         record.update(released=True, noise_std=std, event=event)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name in total:
-                p.sub_(lr * total[name])
+    apply_update(params, total, lr=lr)
     return record
 
 
@@ -365,7 +366,7 @@ def private_dual_update(model: nn.Module, data: GroupedDataset, *, reported: tor
     Updates ``state`` (lambdas, signs, noisy_gap) in place and returns the DpEvent.
     """
     with torch.no_grad():
-        h = constraint.h(_logits(model, data.X), data.y).double()
+        h = constraint.h(predict_logits(model, data.X), data.y).double()
         pop = constraint.population_masks(data.y).double()
         mu_p = (pop * h.unsqueeze(1)).sum(0) / pop.sum(0).clamp(min=1)
         if paper_exact:
@@ -448,10 +449,10 @@ def _train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: 
     elif private and config.shares_batch:
         warn_shared_batch()
     q = config.batch_size / n
-    total_steps = steps_for_epochs(n, config.batch_size, config.epochs)
-    epoch_ends = {steps_for_epochs(n, config.batch_size, e): e for e in range(1, config.epochs + 1)}
-    states = np.random.SeedSequence(config.seed).generate_state(3, dtype=np.uint64)
-    sampler, noise, public_sampler = (torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states)
+    total_steps, epoch_ends = schedule(n, config)  # Poisson: T = ceil(epochs n / b), as the accountant counts
+    sampler, noise, public_sampler = make_generators(config.seed, 3)
+    private_batches = batch_indices(n, config.batch_size, sampler)
+    public_batches = batch_indices(n, config.batch_size, public_sampler)
     reported = reported_mask(n, config.missing_rate, seed=config.seed) if config.missing_rate else None
     reported = None if reported is None else reported.to(device)
     reported_fraction = 1.0 if reported is None else float(reported.double().mean())
@@ -483,20 +484,24 @@ def _train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: 
             return None
         return ledger.epsilon(config.delta, accounting=config.effective_accounting)
 
-    history = _evaluate(model, constraint, train_data, test_data, epoch=0)
+    def violation(logits: torch.Tensor, data: GroupedDataset) -> dict[str, float]:
+        return {"violation": constraint.violation(logits, data.y, data.group)}
+
+    splits = {"train": train_data, "test": test_data}
+    history = evaluate_groups(model, splits, epoch=0, extra=violation)
     eps0 = epsilon_now()
-    history.append({"epoch": 0, "split": "privacy", "metric": "epsilon", "value": math.nan if eps0 is None else eps0})
+    history.append({"epoch": 0, "split": "privacy", "group": "all", "metric": "epsilon",
+                    "value": math.nan if eps0 is None else eps0})
     step_records = []
     bar = tqdm(total=total_steps, desc=config.method, disable=not progress, leave=False)
     for step in range(1, total_steps + 1):
         for callback in callbacks:
             callback(step - 1, model, state)
-        index = (torch.rand(n, generator=sampler) < q).nonzero().flatten().to(device)
+        index = next(private_batches).to(device)
         X, y, g = train_data.X[index], train_data.y[index], train_data.group[index]
         rep = None if reported is None else reported[index]
         if private:
-            public_index = index if config.shares_batch else (torch.rand(n, generator=public_sampler) < q).nonzero(
-                ).flatten().to(device)
+            public_index = index if config.shares_batch else next(public_batches).to(device)
             public = None if config.shares_batch else (train_data.X[public_index], train_data.y[public_index])
             record = private_primal_step(model, X, y, g, reported=rep, constraint=constraint, state=state,
                                          sampling_rate=q, clip=config.clip_primal, sigma_p=sigmas["primal"],
@@ -523,15 +528,15 @@ def _train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: 
                 else:
                     _fld_dual_update(model, train_data, reported=reported, constraint=constraint, state=state,
                                      dual_lr=config.dual_lr, lambda_max=config.lambda_max)
-            rows = _evaluate(model, constraint, train_data, test_data, epoch=epoch)
+            rows = evaluate_groups(model, splits, epoch=epoch, extra=violation)
             for i, term in enumerate(constraint.term_names):
-                rows.append({"epoch": epoch, "split": "dual", "metric": f"lambda[{term}]",
+                rows.append({"epoch": epoch, "split": "dual", "group": "all", "metric": f"lambda[{term}]",
                              "value": float(state.lambdas[i])})
                 if state.noisy_gap is not None:
-                    rows.append({"epoch": epoch, "split": "dual", "metric": f"noisy_gap[{term}]",
+                    rows.append({"epoch": epoch, "split": "dual", "group": "all", "metric": f"noisy_gap[{term}]",
                                  "value": float(state.noisy_gap[i])})
             eps = epsilon_now()
-            rows.append({"epoch": epoch, "split": "privacy", "metric": "epsilon",
+            rows.append({"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
                          "value": math.nan if eps is None else eps})
             history += rows
     bar.close()
@@ -560,10 +565,8 @@ def _fld_primal_step(model: nn.Module, X: torch.Tensor, y: torch.Tensor, group: 
         objective = objective + (lambdas.to(gaps.dtype) * gaps.abs()).sum()
     model.zero_grad(set_to_none=True)
     objective.backward()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.grad is not None:
-                p.sub_(lr * p.grad)
+    apply_update(parameters_of(model), {name: p.grad for name, p in model.named_parameters() if p.grad is not None},
+                 lr=lr)
     model.zero_grad(set_to_none=True)
     return {"released": False, "noise_std": 0.0}
 
@@ -572,31 +575,8 @@ def _fld_dual_update(model: nn.Module, data: GroupedDataset, *, reported: torch.
                      constraint: FairnessConstraint, state: PrivateState, dual_lr: float, lambda_max: float) -> None:
     """Algorithm 1 lines 5-6 (non-private) on the whole data."""
     with torch.no_grad():
-        h = constraint.h(_logits(model, data.X), data.y).double()
+        h = constraint.h(predict_logits(model, data.X), data.y).double()
         gaps = constraint.term_gaps(h, data.y, data.group, reported)
         state.noisy_gap = gaps
         state.signs = torch.sign(gaps)
         state.lambdas = (state.lambdas + dual_lr * gaps.abs()).clamp(max=lambda_max)
-
-
-@torch.no_grad()
-def _logits(model: nn.Module, X: torch.Tensor, batch_size: int = 8192) -> torch.Tensor:
-    return torch.cat([model(X[i:i + batch_size]) for i in range(0, len(X), batch_size)]) if len(X) else \
-        torch.zeros((0, 2), device=X.device)
-
-
-def _evaluate(model: nn.Module, constraint: FairnessConstraint, train_data: GroupedDataset,
-              test_data: GroupedDataset | None, *, epoch: int) -> list[dict]:
-    rows = []
-    for split, data in (("train", train_data), ("test", test_data)):
-        if data is None:
-            continue
-        logits = _logits(model, data.X)
-        rows += [
-            {"epoch": epoch, "split": split, "metric": "accuracy",
-             "value": float((logits.argmax(1) == data.y).double().mean())},
-            {"epoch": epoch, "split": split, "metric": "violation",
-             "value": constraint.violation(logits, data.y, data.group)},
-            {"epoch": epoch, "split": split, "metric": "loss", "value": float(F.cross_entropy(logits, data.y))},
-        ]
-    return rows

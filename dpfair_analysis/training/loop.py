@@ -56,6 +56,9 @@ from dpfair_analysis.validation import check_choice, check_delta, check_device, 
     check_positive_int, check_seed
 
 SAMPLING = ("poisson", "shuffle")
+#: When the training set is evaluated: after every epoch, or only after the last (the test set always is;
+#: on full MNIST the training set's evaluation is most of a run's evaluation time).
+EVALUATE_TRAIN = ("every_epoch", "last_epoch")
 TrainCallback = Callable[[int, nn.Module], None]
 
 
@@ -82,6 +85,7 @@ class TrainConfig:
     accounting: AccountingSpec = AccountingSpec()
     max_steps: int | None = None
     device: str = "cpu"
+    evaluate_train: str = "every_epoch"
 
     def __post_init__(self) -> None:
         check_positive_int(self.epochs, "epochs")
@@ -96,6 +100,7 @@ class TrainConfig:
         if self.max_steps is not None:
             check_positive_int(self.max_steps, "max_steps")
         check_device(self.device)
+        check_choice(self.evaluate_train, "evaluate_train", EVALUATE_TRAIN)
 
     def learning_rate(self, n: int) -> float:
         return self.lr if self.lr is not None else 1.0 / math.sqrt(steps_for_epochs(n, self.batch_size, self.epochs))
@@ -165,13 +170,18 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
     lr = config.learning_rate(n)
     q = config.batch_size / n
     total_steps, epoch_ends = schedule(n, config)
-    sampler_gen, noise_gen = _generators(config.seed)
+    sampler_gen, noise_gen = make_generators(config.seed, 2)
     ledger = PrivacyLedger()
     for multiplier in objective.prepare(train_data, generator=noise_gen):
         ledger.record(dp_event.GaussianDpEvent(multiplier))
-    batches = _batches(n, config, sampler_gen)
+    batches = batch_indices(n, config.batch_size, sampler_gen, sampling=config.sampling)
+    final_epoch = max(epoch_ends.values())
 
-    history: list[dict] = _evaluate(model, train_data, test_data, epoch=0)
+    def splits(epoch: int) -> dict[str, GroupedDataset | None]:
+        train_now = config.evaluate_train == "every_epoch" or epoch in (0, final_epoch)
+        return {"train": train_data if train_now else None, "test": test_data}
+
+    history: list[dict] = evaluate_groups(model, splits(0), epoch=0)
     step_records: list[dict] = []
     accumulator = _BatchStats(train_data.n_groups)
     for step in tqdm(range(1, total_steps + 1), desc=f"{policy.name}", disable=not progress, leave=False):
@@ -192,7 +202,7 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
         if step in epoch_ends:
             epoch = epoch_ends[step]
             epsilon = ledger.epsilon(config.delta, accounting=config.accounting) if policy.private else None
-            rows = _evaluate(model, train_data, test_data, epoch=epoch) + accumulator.rows(epoch, train_data)
+            rows = evaluate_groups(model, splits(epoch), epoch=epoch) + accumulator.rows(epoch, train_data)
             rows.append({"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
                          "value": math.nan if epsilon is None else epsilon})
             for row in rows:
@@ -236,18 +246,26 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
                                              expected_batch_size=expected_batch_size, generator=generator,
                                              objective_release=objective_release)
     denominator = expected_batch_size if policy.private else max(len(index), 1)
-    penalty_grads = _penalty_gradient(model)
+    apply_update(params, total, lr=lr, denominator=denominator, penalty=_penalty_gradient(model))
+    accumulator.add(group, losses, norms, norms > decision.bounds.to(norms.device))
+    return decision, released
+
+
+def apply_update(params: dict[str, torch.Tensor], total: dict[str, torch.Tensor], *, lr: float,
+                 denominator: float = 1.0, penalty: dict[str, torch.Tensor] | None = None) -> None:
+    """theta <- theta - lr (total / denominator [+ penalty]), in place, fused over the parameters.
+
+    ``params`` are the (detached) views of the model's parameters (:func:`parameters_of`): updating them
+    updates the model. Parameters absent from ``total`` are left alone. Every trainer's update.
+    """
+    penalty = penalty or {}
     with torch.no_grad():
-        # theta <- theta - lr (total / denominator [+ penalty]), fused over the parameters (``params`` are
-        # detached views of the model's parameters: updating them in place updates the model)
         names = [name for name in params if name in total]
         updates = list(torch._foreach_div([total[name] for name in names], denominator))
         for i, name in enumerate(names):
-            if name in penalty_grads:
-                updates[i] = updates[i] + penalty_grads[name]
+            if name in penalty:
+                updates[i] = updates[i] + penalty[name]
         torch._foreach_sub_([params[name] for name in names], torch._foreach_mul(updates, lr))
-    accumulator.add(group, losses, norms, norms > decision.bounds.to(norms.device))
-    return decision, released
 
 
 def release_step(grads: Grads | PerSampleGradients, norms: torch.Tensor, group: torch.Tensor,
@@ -329,66 +347,71 @@ def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int = 512) 
     return out
 
 
-def _evaluate(model: nn.Module, train_data: GroupedDataset, test_data: GroupedDataset | None, *,
-              epoch: int) -> list[dict]:
+def evaluate_groups(model: nn.Module, splits: dict[str, GroupedDataset | None], *, epoch: int,
+                    extra: Callable[[torch.Tensor, GroupedDataset], dict[str, float]] | None = None) -> list[dict]:
+    """Tidy rows {epoch, split, group, metric, value}: loss and accuracy of each split (``None`` skipped),
+    for the whole population (group ``all``) and each group; ``extra(logits, data)`` adds population-level
+    metrics (e.g. a fairness violation) as group ``all`` rows. Every trainer's evaluation."""
     rows = []
-    for split, data in (("train", train_data), ("test", test_data)):
+    for split, data in splits.items():
         if data is None:
             continue
         logits = predict_logits(model, data.X)
         losses = F.cross_entropy(logits, data.y, reduction="none")
         correct = (logits.argmax(dim=1) == data.y).double()
-        groups = [("all", torch.ones(len(data), dtype=torch.bool))]
+        groups = [("all", torch.ones(len(data), dtype=torch.bool, device=correct.device))]
         groups += [(name, data.group == k) for k, name in enumerate(data.group_names)]
         for name, mask in groups:
             n_k = int(mask.sum())
             for metric, values in (("loss", losses), ("accuracy", correct)):
                 value = float(values[mask].double().mean()) if n_k else math.nan
                 rows.append({"epoch": epoch, "split": split, "group": name, "metric": metric, "value": value})
+        for metric, value in (extra(logits, data) if extra is not None else {}).items():
+            rows.append({"epoch": epoch, "split": split, "group": "all", "metric": metric, "value": float(value)})
     return rows
 
 
-def schedule(n: int, config: TrainConfig) -> tuple[int, dict[int, int]]:
-    """Total steps and {last step of epoch e: e}.
+def schedule(n: int, config) -> tuple[int, dict[int, int]]:
+    """Total steps and {last step of epoch e: e} for a config with ``batch_size``, ``epochs`` and
+    optionally ``sampling`` (default Poisson) and ``max_steps``.
 
     Poisson sampling: T = ceil(epochs * n / b) steps (the papers' accountant's count) and
     epoch e ends at step ceil(e * n / b). Shuffled batches: ceil(n / b) batches per epoch
     (the last one smaller). ``max_steps`` cuts the run; its last step then closes the
-    epoch it falls in.
+    epoch it falls in. Every trainer's schedule.
     """
-    b = config.batch_size
-    if config.sampling == "poisson":
+    b, sampling = config.batch_size, getattr(config, "sampling", "poisson")
+    if sampling == "poisson":
         ends = {math.ceil(e * n / b): e for e in range(1, config.epochs + 1)}
     else:
         ends = {e * math.ceil(n / b): e for e in range(1, config.epochs + 1)}
     total = max(ends)
-    if config.max_steps is not None and config.max_steps < total:
-        total = config.max_steps
+    max_steps = getattr(config, "max_steps", None)
+    if max_steps is not None and max_steps < total:
+        total = max_steps
         ends = {step: e for step, e in ends.items() if step < total}
-        ends[total] = _epoch_containing(total, n, config)
+        per_epoch = n / b if sampling == "poisson" else math.ceil(n / b)
+        ends[total] = max(1, math.ceil(total / per_epoch - 1e-9))
     return total, ends
 
 
-def _epoch_containing(step: int, n: int, config: TrainConfig) -> int:
-    per_epoch = n / config.batch_size if config.sampling == "poisson" else math.ceil(n / config.batch_size)
-    return max(1, math.ceil(step / per_epoch - 1e-9))
-
-
-def _batches(n: int, config: TrainConfig, generator: torch.Generator):
-    """Row indices of each step's batch, without end."""
-    q = config.batch_size / n
+def batch_indices(n: int, batch_size: int, generator: torch.Generator, *, sampling: str = "poisson"):
+    """Row indices of each step's batch, without end: Poisson (each row with probability b/n, what the
+    accountant assumes) or shuffled fixed-size batches. Every trainer's sampler."""
+    q = batch_size / n
     while True:
-        if config.sampling == "poisson":
+        if sampling == "poisson":
             yield (torch.rand(n, generator=generator) < q).nonzero().flatten()
         else:
             order = torch.randperm(n, generator=generator)
-            yield from (order[start:start + config.batch_size] for start in range(0, n, config.batch_size))
+            yield from (order[start:start + batch_size] for start in range(0, n, batch_size))
 
 
-def _generators(seed: int) -> tuple[torch.Generator, torch.Generator]:
-    """Independent generators for batch sampling and noise, both derived from ``seed``."""
-    states = np.random.SeedSequence(seed).generate_state(2, dtype=np.uint64)
-    return tuple(torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states)  # type: ignore
+def make_generators(seed: int, count: int) -> tuple[torch.Generator, ...]:
+    """``count`` independent generators derived from ``seed`` (numpy's SeedSequence); the first k of
+    ``count`` are the same for every count >= k. Every trainer's randomness."""
+    states = np.random.SeedSequence(check_seed(seed)).generate_state(count, dtype=np.uint64)
+    return tuple(torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states)
 
 
 def _check_labels_fit(model: nn.Module, data: GroupedDataset, name: str) -> None:

@@ -11,7 +11,7 @@ from dpfair_analysis.models import build_model, l2_penalty
 from dpfair_analysis.privacy.accounting import dpsgd_epsilon
 from dpfair_analysis.training.clipping import NonPrivate, UniformClipping
 from dpfair_analysis.training.policies import make_policy
-from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _generators, schedule, _step, train
+from dpfair_analysis.training.loop import TrainConfig, _BatchStats, make_generators, schedule, _step, train
 from dpfair_analysis.training.objectives import CrossEntropy
 
 
@@ -171,10 +171,10 @@ def test_unknown_method_and_mismatched_labels_are_refused():
 
 
 def test_generators_are_independent_and_seeded():
-    a1, b1 = _generators(7)
-    a2, b2 = _generators(7)
+    a1, b1 = make_generators(7, 2)
+    a2, b2 = make_generators(7, 2)
     assert torch.equal(torch.rand(5, generator=a1), torch.rand(5, generator=a2))
-    assert not torch.equal(torch.rand(5, generator=_generators(7)[0]), torch.rand(5, generator=_generators(7)[1]))
+    assert not torch.equal(torch.rand(5, generator=make_generators(7, 2)[0]), torch.rand(5, generator=make_generators(7, 2)[1]))
 
 
 def test_a_private_policy_that_states_no_noise_is_refused():

@@ -178,7 +178,7 @@ def test_same_seed_same_audit_and_other_seed_other_draws():
 @pytest.mark.parametrize("mechanism", ["dpsgd", "naive", "dpsgdf"])
 def test_release_step_reproduces_the_training_loop(mechanism):
     from dpfair_analysis.gradients import parameters_of, per_sample_gradients_and_losses, per_sample_norms
-    from dpfair_analysis.training.loop import TrainConfig, _generators, train
+    from dpfair_analysis.training.loop import TrainConfig, make_generators, train
 
     _, data = canary_datasets()
     policy = STEP_AUDITS[mechanism].make_policy(1.0)
@@ -191,7 +191,7 @@ def test_release_step_reproduces_the_training_loop(mechanism):
         start = canary_model()
         grads, _ = per_sample_gradients_and_losses(start, data.X, data.y)
         decision, _, noisy = release_step(grads, per_sample_norms(grads), data.group, policy, n_groups=2,
-                                       expected_batch_size=len(data), generator=_generators(seed)[1])
+                                       expected_batch_size=len(data), generator=make_generators(seed, 2)[1])
         released = torch.cat([t.flatten() for t in noisy.values()])
         torch.testing.assert_close(theta0 - theta1, released / len(data), rtol=1e-5, atol=1e-6)
         assert result.steps["noise_std"].iloc[0] == pytest.approx(decision.noise_std)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dpfair_analysis.training.loop import make_generators
 from dpfair_analysis.validation import check_choice, check_fraction, check_seed
 
 from dpfair_analysis.verify.audits.statistics import DEFAULT_CONFIDENCE, threshold_test
@@ -143,7 +144,7 @@ def audit_table(results: list[AuditResult]) -> pd.DataFrame:
     return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in results], columns=columns)
 
 
-def _generators(seed: int, count: int) -> list[torch.Generator]:
-    states = np.random.SeedSequence(seed).generate_state(count, dtype=np.uint64)
-    return [torch.Generator().manual_seed(int(s) & 0x7FFF_FFFF_FFFF_FFFF) for s in states]
+def _generators(seed: int, count: int) -> tuple[torch.Generator, ...]:
+    """The trainers' own seeding (:func:`~dpfair_analysis.training.loop.make_generators`)."""
+    return make_generators(seed, count)
 

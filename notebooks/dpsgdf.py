@@ -16,21 +16,18 @@
 # `DPFAIR_PROFILE=quick` runs 1 epoch and one seed (CI); the default `full` profile is the paper's run length with 5 seeds. Runs are cached by configuration, so re-running is cheap.
 
 # %%
-import os
-from pathlib import Path
-
-import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import Image
 
+from dpfair_analysis import plotting
 from dpfair_analysis.experiments import dpsgdf as paper
 from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
 from dpfair_analysis.experiments.compare import format_table, save_compare_figures
+from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import save_figure
 
-import torch
-torch.set_num_threads(int(os.environ.get('DPFAIR_THREADS', 1)))  # see benchmarks/README.md
-PROFILE = os.environ.get('DPFAIR_PROFILE', 'full')
-FIGS = Path(os.environ.get('DPFAIR_FIGS', Path('..') / 'paper_figs')) / 'dpsgdf'
+ENV = notebook_environment('dpsgdf')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
+PROFILE, FIGS = ENV.profile, ENV.figs
 CACHE = RunCache(default_cache_dir())
 pd.set_option('display.width', 200)
 PROFILE
@@ -61,7 +58,6 @@ figures = save_compare_figures(adult, FIGS / 'adult')
 figures
 
 # %%
-from IPython.display import Image
 Image(filename=str(FIGS / 'adult' / 'loss_grad_norm.png'))
 
 # %%
@@ -72,20 +68,15 @@ Image(filename=str(FIGS / 'adult' / 'clip_bounds.png'))
 # DPSGD-F's largest bound C = maxₖ Cᵏ averages ≈ 1.15 on Adult (men's Cᵏ ≈ 2.3·C₀, women's ≈ 1.4·C₀), and its noise is scaled to that C. DPSGD with a uniform C = 1.15 at the same ε isolates the effect of the larger bound. Also: at C = 0.5 and 0.7, DP-SGD ends as a constant classifier (it predicts ≤50K for every test row), so its per-group cost is each group's SGD accuracy minus its negative rate — which is why Naive and DPSGD coincide, here and in the paper's Table 1.
 
 # %%
-from dataclasses import replace
-from dpfair_analysis.experiments.compare import run_compare
-sweep = run_compare(paper.with_profile(replace(paper.CENSUS, methods=('sgd', 'dpsgd', 'dpsgd(C=0.7)',
-                                                   'dpsgd(C=1.15)', 'dpsgdf')), PROFILE), cache=CACHE)
+sweep = paper.uniform_clip_control(profile=PROFILE, cache=CACHE, progress=True)
 print(format_table(sweep))
 paper.equal_cost_verdicts(sweep)
 
 # %%
-steps = adult.steps[adult.steps['method'] == 'dpsgdf']
-steps[['C[0]', 'C[1]', 'C']].describe().loc[['mean', '25%', '50%', '75%']].rename(
-    columns={'C[0]': 'C^Male', 'C[1]': 'C^Female', 'C': 'max_k C^k'})
+paper.clip_bound_summary(adult)
 
 # %%
-guards = steps[[c for c in steps.columns if c.startswith('guard_')]].sum()
+guards = paper.guard_counts(adult)
 guards
 
 # %% [markdown]
@@ -104,6 +95,7 @@ paper.side_by_side(balanced, majority='Male', minority='Female', paper_key='adul
 
 # %%
 from dpfair_analysis.data import DATASETS
+
 if DATASETS['dutch'].available_offline():
     dutch = paper.census_table('dutch', profile=PROFILE, cache=CACHE)
     print(format_table(dutch))
@@ -141,9 +133,5 @@ analysis['bounds']
 analysis['optimal_clip']
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 4))
-b = analysis['bounds'].melt(id_vars='group', value_vars=['lower_half', 'measured_mean', 'upper'])
-import seaborn as sns
-sns.barplot(data=b, x='group', y='value', hue='variable', ax=ax)
-ax.set_ylabel('E‖Ĝᵏ − Gᵏ‖')
+fig = plotting.plot_bias_variance_bounds(analysis['bounds'])
 save_figure(fig, FIGS / 'eq1_bias_variance.png', data=analysis['bounds']);

@@ -18,21 +18,17 @@
 # `DPFAIR_PROFILE=quick` (CI) shrinks draws, rows, epochs and seeds; `full` (default) is what `paper_figs/fairness_lens/` holds.
 
 # %%
-import os
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
-import torch
+from IPython.display import display
 
-from dpfair_analysis.experiments import fairness_lens as lens
 from dpfair_analysis import plotting
+from dpfair_analysis.experiments import fairness_lens as lens
+from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import save_figure
 
-torch.set_num_threads(int(os.environ.get('DPFAIR_THREADS', 1)))  # see benchmarks/README.md
-PROFILE = os.environ.get('DPFAIR_PROFILE', 'full')
-FIGS = Path(os.environ.get('DPFAIR_FIGS', Path('..') / 'paper_figs')) / 'fairness_lens'
-QUICK = PROFILE == 'quick'
+ENV = notebook_environment('fairness_lens')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
+PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
 ROWS = 3000 if QUICK else None          # DP-SGD parts: a stratified subsample in CI
 SEEDS = (0, 1) if QUICK else (0, 1, 2)
 DRAWS = 50 if QUICK else 1000            # antithetic output-perturbation draws per ε
@@ -54,9 +50,7 @@ for name, by in [('adult', 'sex'), ('adult', 'race'), ('compas', 'race')]:
 figure1 = pd.concat(figure1, ignore_index=True)
 fig = plotting.plot_trace_vs_risk(figure1)
 save_figure(fig, FIGS / 'figure1_trace_vs_excess_risk.png', data=figure1)
-figure1.groupby(['data', 'epsilon']).apply(lambda t: pd.Series({
-    'noise_std': t.noise_std.iloc[0], 'max relative error (mean H)': t.relative_error.max(),
-    'sum-H / measured (median)': (t.predicted_risk_sum_hessian / t.excess_risk).median()}), include_groups=False)
+lens.figure1_summary(figure1)
 
 # %%
 figure1[figure1.epsilon == figure1.epsilon.max()][['data', 'group', 'n', 'trace', 'excess_risk', 'ci_low', 'ci_high', 'predicted_risk', 'gap', 'predicted_gap', 'accuracy']]
@@ -66,26 +60,7 @@ figure1[figure1.epsilon == figure1.epsilon.max()][['data', 'group', 'n', 'trace'
 # On a model where the Taylor expansion is exact (linear model, squared loss) and on logistic regression (small step), each term of Eq. (4) against a Monte-Carlo measurement of one step (same batches for the non-private, clipped and clipped-and-noised steps). `*_z` is |prediction − measurement| in standard errors. The printed noise term (η²/2)·Tr(H_a)·C²σ² lacks the 1/b² of Algorithm 1's averaging.
 
 # %%
-from torch import nn
-from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.models import build_model
-from dpfair_analysis.theory import decomposition as thm2
-
-g = torch.Generator().manual_seed(0)
-X = torch.randn(200, 3, generator=g, dtype=torch.float64)
-group = (torch.rand(200, generator=g) < 0.3).long(); X[group == 1] *= 3
-y = (X @ torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64) + torch.randn(200, generator=g, dtype=torch.float64) > 0).long()
-toy = GroupedDataset(X, y, group, group_names=('a', 'b'), label_names=('0', '1'))
-DRAWS_T2 = 2000 if QUICK else 20000
-checks = {}
-torch.manual_seed(0); linear = nn.Linear(3, 1).double()
-for label, model, loss, kw in [('quadratic (exact Taylor)', linear, thm2.squared_error, dict(lr=0.3, clip_bound=1.0, noise_multiplier=1.0, batch_size=20)),
-                               ('logistic regression', build_model('logreg', input_shape=(3,), n_classes=2).double(), torch.nn.functional.cross_entropy, dict(lr=0.05, clip_bound=0.5, noise_multiplier=4.0, batch_size=20))]:
-    moments = thm2.StepMoments(model, toy, clip_bound=kw['clip_bound'], loss_fn=loss)
-    predicted = thm2.one_step_decomposition(moments, lr=kw['lr'], noise_multiplier=kw['noise_multiplier'], batch_size=kw['batch_size'])
-    measured = thm2.simulate_one_step(model, toy, draws=DRAWS_T2, generator=torch.Generator().manual_seed(1), loss_fn=loss, **kw)
-    checks[label] = thm2.compare_with_simulation(predicted, measured)
-theorem2 = pd.concat(checks, names=['model']).reset_index(level=0)
+theorem2 = lens.theorem2_check(draws=2000 if QUICK else 20000)
 plotting.save_table(theorem2, FIGS / 'theorem2_check.csv')
 theorem2[['model', 'group', 'nonprivate_z', 'clip_z', 'noise_pred', 'noise_meas', 'noise_z', 'noise_printed', 'noise_printed_z', 'expected_loss_z']]
 
@@ -136,15 +111,10 @@ figure6[figure6.level == 'group']
 # ## Theorem 5 — the boundary proxy and the distance to the decision boundary
 
 # %%
-from dpfair_analysis.theory.conditions import margin_proxy_correlation, theorem5_extremes
+from dpfair_analysis.theory.conditions import theorem5_extremes
+
 print({k: theorem5_extremes(k) for k in (2, 3, 10)})
-from dpfair_analysis.privacy.output_perturbation import train_regularised_erm
-unit = lens.in_unit_ball(lens.load_data('adult'), name='adult')
-lr_model = build_model('logreg', input_shape=(unit.n_features,), n_classes=2)
-params = train_regularised_erm(lr_model, unit, l2=1e-3).params
-with torch.no_grad():
-    for k, v in lr_model.named_parameters(): v.copy_(params[k])
-margin_proxy_correlation(lr_model, unit.X[:5000])
+lens.theorem5_margin_check(lens.load_data('adult'), name='adult')
 
 # %% [markdown]
 # ## Figure 7 — mitigation: excess-risk gap per group vs ε for several (γ₁, γ₂)
@@ -170,4 +140,4 @@ except FileNotFoundError as error:
 else:
     bank7 = lens.figure7(bank, SETTING, epsilons=(1.0,) if QUICK else (0.5, 1.0, 2.0, 5.0), seeds=SEEDS)
     save_figure(plotting.plot_gap_vs_epsilon(bank7), FIGS / 'bank' / 'figure7_mitigation.png', data=bank7)
-    bank7
+    display(bank7)

@@ -20,22 +20,17 @@
 # `DPFAIR_PROFILE=quick` (CI) subsamples 600 rows, 2 folds, 2 epochs, DP only, short sweeps; `full` is 5-fold CV on all rows. Bank (the paper's Figures 2-5 data) has no offline source here: the sweeps run on COMPAS. Runs are cached by configuration.
 
 # %%
-import os
-from pathlib import Path
-
-import matplotlib.pyplot as plt
 import pandas as pd
-import seaborn as sns
+from IPython.display import display
 
+from dpfair_analysis import plotting
 from dpfair_analysis.experiments import pfld as paper
 from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
+from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import save_figure
 
-import torch
-torch.set_num_threads(int(os.environ.get('DPFAIR_THREADS', 1)))  # see benchmarks/README.md
-PROFILE = os.environ.get('DPFAIR_PROFILE', 'full')
-QUICK = PROFILE == 'quick'
-FIGS = Path(os.environ.get('DPFAIR_FIGS', Path('..') / 'paper_figs')) / 'pfld'
+ENV = notebook_environment('pfld')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
+PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
 CACHE = RunCache(default_cache_dir())
 CONSTRAINTS = ('dp',) if QUICK else ('dp', 'eo', 'ap')
 # F-LD (non-private Lagrangian) separates the cost of privacy from that of the method; the paper-exact
@@ -45,32 +40,6 @@ COMPAS_METHODS = METHODS + (() if QUICK else ('pfld-paper',))
 SWEEP_DATA = 'compas'
 pd.set_option('display.width', 200)
 PROFILE
-
-
-# %%
-def table_figure(rows, name):
-    """Measured mean ± sd (bars) and the paper's value (black dots) per method and constraint."""
-    side = paper.side_by_side(rows)
-    side['label'] = side['method'].map(paper.METHOD_LABELS)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, metric in zip(axes, ['accuracy', 'violation']):
-        sns.barplot(data=rows.assign(label=rows['method'].map(paper.METHOD_LABELS)), x='constraint',
-                    y=metric, hue='label', ax=ax, errorbar='sd')
-        hues = [t.get_text() for t in ax.get_legend().get_texts()]
-        width = 0.8 / len(hues)
-        for i, (_, r) in enumerate(side.iterrows()):
-            if r[f'paper_{metric}'] == r[f'paper_{metric}']:
-                x = list(dict.fromkeys(rows['constraint'])).index(r['constraint']) - 0.4 + width * (
-                    hues.index(r['label']) + 0.5)
-                ax.plot(x, r[f'paper_{metric}'], 'ko', markersize=4)
-        ax.set_title(f'{name}: {metric} (dots: paper)')
-        if metric == 'accuracy':
-            ax.set_ylim(0.4, 0.9)
-    axes[0].get_legend().remove()
-    axes[1].legend(loc='upper left', bbox_to_anchor=(1.01, 1.0), fontsize='small')
-    fig.tight_layout()
-    save_figure(fig, FIGS / f'table2_{name}.png', data=side)
-    return side
 
 
 # %% [markdown]
@@ -83,7 +52,9 @@ income = paper.table2('income', constraints=CONSTRAINTS, methods=METHODS, profil
 print(paper.format_table(income))
 
 # %%
-table_figure(income, 'income')
+fig, side = paper.table2_figure(income, 'income')
+save_figure(fig, FIGS / 'table2_income.png', data=side)
+side
 
 # %% [markdown]
 # ## Table 2 — COMPAS (ProPublica, 6,172 rows, 10 features, groups by sex)
@@ -95,7 +66,9 @@ compas = paper.table2('compas', constraints=CONSTRAINTS, methods=COMPAS_METHODS,
 print(paper.format_table(compas))
 
 # %%
-table_figure(compas, 'compas')
+fig, side = paper.table2_figure(compas, 'compas')
+save_figure(fig, FIGS / 'table2_compas.png', data=side)
+side
 
 # %% [markdown]
 # ### Claim: PF-LD beats M on accuracy or on violation (paper: 27/30 cells, all data sets)
@@ -117,30 +90,18 @@ pd.concat([income, compas]).query("method == 'pfld'")[['dataset', 'constraint', 
 # %%
 EPS = (0.5, 2.0) if QUICK else (0.1, 0.5, 1.0, 2.0, 5.0)
 fig1 = paper.epsilon_sweep(SWEEP_DATA, epsilons=EPS, profile=PROFILE, cache=CACHE, progress=True)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-for ax, metric in zip(axes, ['violation', 'accuracy']):
-    sns.lineplot(data=fig1, x='requested_epsilon', y=metric, hue='method', marker='o', errorbar='sd', ax=ax)
-    ax.set_xscale('log'); ax.set_xlabel('ε')
-fig.suptitle(f'Figure 1 on {SWEEP_DATA} (demographic parity)'); fig.tight_layout()
+fig = plotting.plot_sweep(fig1, hue='method', log_x=True, title=f'Figure 1 on {SWEEP_DATA} (demographic parity)')
 save_figure(fig, FIGS / 'fig1_epsilon.png', data=fig1)
 paper.sweep_summary(fig1, ['method', 'requested_epsilon'])
 
 # %% [markdown]
-# ### Figure 1 on Income (full profile only: 20 runs on 36k rows)
+# ### Figure 1 on Income (full profile: 20 runs on 36k rows)
 
 # %%
-if not QUICK:
-    fig1_income = paper.epsilon_sweep('income', epsilons=EPS, profile=PROFILE, cache=CACHE, progress=True)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, metric in zip(axes, ['violation', 'accuracy']):
-        sns.lineplot(data=fig1_income, x='requested_epsilon', y=metric, hue='method', marker='o',
-                     errorbar='sd', ax=ax)
-        ax.set_xscale('log'); ax.set_xlabel('ε')
-    fig.suptitle('Figure 1 on income (demographic parity)'); fig.tight_layout()
-    save_figure(fig, FIGS / 'fig1_epsilon_income.png', data=fig1_income)
-    display(paper.sweep_summary(fig1_income, ['method', 'requested_epsilon']))
-else:
-    print('quick profile: Income sweep skipped')
+fig1_income = paper.epsilon_sweep('income', epsilons=EPS, profile=PROFILE, cache=CACHE, progress=True)
+fig = plotting.plot_sweep(fig1_income, hue='method', log_x=True, title='Figure 1 on income (demographic parity)')
+save_figure(fig, FIGS / 'fig1_epsilon_income.png', data=fig1_income)
+display(paper.sweep_summary(fig1_income, ['method', 'requested_epsilon']))
 
 # %% [markdown]
 # ## Figures 2 and 3 — the primal clipping bound C_p
@@ -150,27 +111,14 @@ else:
 CLIPS = (0.1, 10.0) if QUICK else (0.1, 1.0, 10.0, 20.0, 50.0)
 EPS2 = (1.0,) if QUICK else (0.5, 1.0, 2.0)
 fig2 = paper.clip_sweep(SWEEP_DATA, clips=CLIPS, epsilons=EPS2, profile=PROFILE, cache=CACHE, progress=True)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-for ax, metric in zip(axes, ['violation', 'accuracy']):
-    sns.lineplot(data=fig2, x='requested_epsilon', y=metric, hue='clip_primal', marker='o', errorbar='sd',
-                 palette='viridis', ax=ax)
-    ax.set_xlabel('ε')
-fig.suptitle(f'Figure 2 on {SWEEP_DATA}: effect of C_p (demographic parity)'); fig.tight_layout()
+fig = plotting.plot_sweep(fig2, hue='clip_primal', palette='viridis',
+                          title=f'Figure 2 on {SWEEP_DATA}: effect of C_p (demographic parity)')
 save_figure(fig, FIGS / 'fig2_clip_primal.png', data=fig2)
 paper.sweep_summary(fig2, ['clip_primal', 'requested_epsilon'])
 
 # %%
-above = [c for c in fig2.columns if c.startswith('frac_above[')]
-fig3 = fig2[fig2['requested_epsilon'] == 1.0].melt(id_vars=['clip_primal', 'seed', 'accuracy', 'violation',
-                                                     'step_frac_clipped'], value_vars=above,
-                                                     var_name='group', value_name='fraction_above')
-fig3['group'] = fig3['group'].str.slice(11, -1)
-fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-sns.barplot(data=fig3.drop_duplicates(['clip_primal', 'seed']), x='clip_primal', y='accuracy', ax=axes[0])
-sns.barplot(data=fig3.drop_duplicates(['clip_primal', 'seed']), x='clip_primal', y='violation', ax=axes[1])
-sns.barplot(data=fig3, x='clip_primal', y='fraction_above', hue='group', ax=axes[2])
-axes[2].set_ylabel('‖∇h‖ > C_p (share)')
-fig.suptitle(f'Figure 3 on {SWEEP_DATA} (ε = 1)'); fig.tight_layout()
+fig3 = paper.fraction_above_table(fig2, epsilon=1.0)
+fig = plotting.plot_fraction_above(fig3, title=f'Figure 3 on {SWEEP_DATA} (ε = 1)')
 save_figure(fig, FIGS / 'fig3_fraction_above_clip.png', data=fig3)
 fig2.filter(regex='clip_primal|requested_epsilon|median_h_grad|step_frac').groupby(['clip_primal', 'requested_epsilon']).mean()
 
@@ -182,22 +130,14 @@ fig2.filter(regex='clip_primal|requested_epsilon|median_h_grad|step_frac').group
 CD = (0.1, 5.0) if QUICK else (0.1, 1.0, 5.0, 100.0)
 fig4 = paper.dual_clip_sweep(SWEEP_DATA, clips=CD, epsilons=EPS2, profile=PROFILE, cache=CACHE,
                              progress=True)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-for ax, metric in zip(axes, ['violation', 'accuracy']):
-    sns.lineplot(data=fig4, x='requested_epsilon', y=metric, hue='clip_dual', marker='o', errorbar='sd',
-                 palette='magma', ax=ax)
-    ax.set_xlabel('ε')
-fig.suptitle(f'Figure 4 on {SWEEP_DATA}: effect of C_d (accuracy parity)'); fig.tight_layout()
+fig = plotting.plot_sweep(fig4, hue='clip_dual', palette='magma',
+                          title=f'Figure 4 on {SWEEP_DATA}: effect of C_d (accuracy parity)')
 save_figure(fig, FIGS / 'fig4_clip_dual.png', data=fig4)
 paper.sweep_summary(fig4, ['clip_dual', 'requested_epsilon'])
 
 # %%
 bv = paper.bias_variance_curve(SWEEP_DATA, profile=PROFILE, cache=CACHE)
-fig, ax = plt.subplots(figsize=(6, 4))
-for column, style in (('paper_bound', '-'), ('bias_term', '--'), ('noise_term', ':'), ('monte_carlo', 'o')):
-    ax.plot(bv['clip'], bv[column], style, label=column)
-ax.set_xscale('log'); ax.set_yscale('log'); ax.set_xlabel('C_p'); ax.set_ylabel('E‖G − G̃‖')
-ax.legend(); ax.set_title('Theorem 6 (as printed) vs Monte Carlo'); fig.tight_layout()
+fig = plotting.plot_theorem6_bound(bv)
 save_figure(fig, FIGS / 'fig4_theorem6_bound.png', data=bv)
 bv
 
@@ -209,12 +149,8 @@ bv
 MISSING = (0.6, 0.0) if QUICK else (0.6, 0.4, 0.2, 0.0)
 fig5 = paper.missing_sweep(SWEEP_DATA, missing_rates=MISSING, epsilons=EPS2, profile=PROFILE, cache=CACHE,
                            progress=True)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-for ax, metric in zip(axes, ['violation', 'accuracy']):
-    sns.lineplot(data=fig5, x='requested_epsilon', y=metric, hue='missing_rate', marker='o', errorbar='sd',
-                 palette='crest', ax=ax)
-    ax.set_xlabel('ε')
-fig.suptitle(f'Figure 5 on {SWEEP_DATA}: missing group labels (demographic parity)'); fig.tight_layout()
+fig = plotting.plot_sweep(fig5, hue='missing_rate', palette='crest',
+                          title=f'Figure 5 on {SWEEP_DATA}: missing group labels (demographic parity)')
 save_figure(fig, FIGS / 'fig5_missing.png', data=fig5)
 paper.sweep_summary(fig5, ['missing_rate', 'requested_epsilon'])
 

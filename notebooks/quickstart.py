@@ -16,13 +16,10 @@
 # Set `DPFAIR_PROFILE=quick` for a fast run (2 epochs, 1 seed); the default `full` profile uses the paper's 20 epochs and 3 seeds.
 
 # %%
-import os
-from pathlib import Path
+from dpfair_analysis.experiments.notebook import notebook_environment
 
-import torch
-torch.set_num_threads(int(os.environ.get('DPFAIR_THREADS', 1)))  # see benchmarks/README.md
-PROFILE = os.environ.get('DPFAIR_PROFILE', 'full')
-FIGS = Path(os.environ.get('DPFAIR_FIGS', Path('..') / 'paper_figs')) / 'quickstart'
+ENV = notebook_environment('quickstart')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
+PROFILE, FIGS = ENV.profile, ENV.figs
 EPOCHS, SEEDS = (2, (0,)) if PROFILE == 'quick' else (20, (0, 1, 2))
 PROFILE, EPOCHS, SEEDS
 
@@ -55,6 +52,7 @@ result.epsilon
 
 # %%
 import matplotlib.pyplot as plt
+
 from dpfair_analysis.plotting import plot_group_history, save_figure
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -70,6 +68,7 @@ save_figure(fig, FIGS / 'adult_group_curves.png', data=curves);
 
 # %%
 import pandas as pd
+
 from dpfair_analysis.privacy.accounting import dpsgd_privacy_summary
 
 n_train = int(0.8 * len(adult))

@@ -16,21 +16,17 @@
 # `DPFAIR_PROFILE=quick` uses the quick budget and small audit trial counts (CI); `full` the full budget and each audit's default trials.
 
 # %%
-import os
-from pathlib import Path
-
-import matplotlib.pyplot as plt
 import pandas as pd
-import torch
 
+from dpfair_analysis import plotting
+from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import save_figure
-from dpfair_analysis.verify.claims import CLAIMS, run_claims, verdict_table
 from dpfair_analysis.verify.audits import MECHANISMS, audit, audit_table
+from dpfair_analysis.verify.claims import CLAIMS, run_claims, verdict_table
 
-torch.set_num_threads(int(os.environ.get('DPFAIR_THREADS', 1)))
-PROFILE = os.environ.get('DPFAIR_PROFILE', 'full')
+ENV = notebook_environment('verify')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
+PROFILE, FIGS = ENV.profile, ENV.figs
 BUDGET = 'quick' if PROFILE == 'quick' else 'full'
-FIGS = Path(os.environ.get('DPFAIR_FIGS', Path('..') / 'paper_figs')) / 'verify'
 pd.set_option('display.width', 220)
 pd.set_option('display.max_colwidth', 90)
 PROFILE, BUDGET
@@ -41,9 +37,7 @@ PROFILE, BUDGET
 # %%
 results = run_claims(CLAIMS, BUDGET, progress=False)
 table = verdict_table(results)
-FIGS.mkdir(parents=True, exist_ok=True)
-from dpfair_analysis.io import write_atomically
-write_atomically(FIGS / 'verdicts.csv', lambda tmp: table.to_csv(tmp, index=False))
+plotting.save_table(table, FIGS / 'verdicts.csv')
 print(table.verdict.value_counts().to_string())
 table[['id', 'verdict', 'key_number', 'key']]
 
@@ -97,24 +91,9 @@ audited = audit_table(audits)
 audited[['mechanism', 'noise_fraction', 'epsilon_claimed', 'epsilon_lower', 'trials', 'consistent']]
 
 # %%
-fig, ax = plt.subplots(figsize=(8, 3.5))
-names = list(MECHANISMS)
-x = range(len(names))
-for offset, fraction, label in ((-0.2, 1.0, 'as shipped'), (0.2, 0.25, 'under-noised twin (0.25)')):
-    sel = audited[audited.noise_fraction == fraction].set_index('mechanism').loc[names]
-    ax.bar([i + offset for i in x], sel.epsilon_lower, width=0.4, label=label)
-claimed = audited[audited.noise_fraction == 1.0].set_index('mechanism').loc[names].epsilon_claimed
-ax.scatter(list(x), claimed, marker='_', s=600, color='k', label='claimed ε', zorder=3)
-ax.set_xticks(list(x), names, rotation=20)
-ax.set_ylabel('95% lower bound on ε')
-ax.legend(fontsize=8)
-fig.tight_layout()
+fig = plotting.plot_audit_epsilon(audited, names=list(MECHANISMS))
 save_figure(fig, FIGS / 'audit_epsilon.png', data=audited);
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3))
-counts = table.groupby(['paper', 'verdict']).size().unstack(fill_value=0)
-counts.plot.bar(stacked=True, ax=ax)
-ax.set_ylabel('claims')
-fig.tight_layout()
+fig = plotting.plot_verdicts_by_paper(table)
 save_figure(fig, FIGS / 'verdicts_by_paper.png', data=table.drop(columns=['statement']));

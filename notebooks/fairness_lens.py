@@ -29,7 +29,7 @@ from dpfair_analysis.plotting import save_figure
 
 ENV = notebook_environment('fairness_lens')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
 PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
-ROWS = 3000 if QUICK else None          # DP-SGD parts: a stratified subsample in CI
+ROWS = 3000 if QUICK else None          # a stratified subsample in CI (all rows: full)
 SEEDS = (0, 1) if QUICK else (0, 1, 2)
 DRAWS = 50 if QUICK else 1000            # antithetic output-perturbation draws per ε
 SETTING = lens.profile_setting(lens.DPSGDSetting(), PROFILE)
@@ -44,7 +44,7 @@ PROFILE, SETTING
 EPSILONS = (0.005, 0.05, 0.5) if QUICK else tuple(np.geomspace(0.005, 0.5, 7))
 figure1 = []
 for name, by in [('adult', 'sex'), ('adult', 'race'), ('compas', 'race')]:
-    table, rho = lens.figure1(lens.load_data(name, by=by), name=name, epsilons=EPSILONS, draws=DRAWS)
+    table, rho = lens.figure1(lens.load_data(name, by=by, rows=ROWS), name=name, epsilons=EPSILONS, draws=DRAWS)
     figure1.append(table.assign(data=f'{name} by {by}'))
     print(f'{name} by {by}: Spearman(Tr H_a, R_a) per ε:', rho.spearman.round(3).tolist())
 figure1 = pd.concat(figure1, ignore_index=True)
@@ -114,7 +114,7 @@ figure6[figure6.level == 'group']
 from dpfair_analysis.theory.conditions import theorem5_extremes
 
 print({k: theorem5_extremes(k) for k in (2, 3, 10)})
-lens.theorem5_margin_check(lens.load_data('adult'), name='adult')
+lens.theorem5_margin_check(lens.load_data('adult', rows=ROWS), name='adult')
 
 # %% [markdown]
 # ## Figure 7 — mitigation: excess-risk gap per group vs ε for several (γ₁, γ₂)

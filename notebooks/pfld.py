@@ -17,7 +17,7 @@
 #
 # **Baselines.** CLF: the same MLP, accuracy only. A: fairlearn's `ExponentiatedGradient` over logistic regression (dp → DemographicParity, eo → EqualizedOdds, ap → ErrorRateParity), non-private. M: k-ary randomized response on the group (ε-local DP), then A on the noisy groups with the bound corrected for the flip rates. Z: Zafar et al.'s covariance-constrained logistic regression (SLSQP), non-private.
 #
-# `DPFAIR_PROFILE=quick` (CI) subsamples 600 rows, 2 folds, 2 epochs, DP only, short sweeps; `full` is 5-fold CV on all rows. Bank (the paper's Figures 2-5 data) has no offline source here: the sweeps run on COMPAS. Runs are cached by configuration.
+# `DPFAIR_PROFILE=quick` (CI) subsamples 300 rows, 2 folds, 2 epochs, DP only, short sweeps; `full` is 5-fold CV on all rows. Bank (the paper's Figures 2-5 data) has no offline source here: the sweeps run on COMPAS. Runs are cached by configuration.
 
 # %%
 import pandas as pd

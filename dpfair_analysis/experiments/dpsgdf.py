@@ -33,6 +33,8 @@ from dpfair_analysis.validation import check_choice
 
 PAPER_METHODS = ("sgd", "dpsgd", "naive", "dpsgdf")
 PROFILES = ("quick", "full")
+#: the quick profile keeps this share of each training split (stratified by group)
+QUICK_TRAIN_SUBSAMPLE = 0.1
 
 #: paper 000 §6.1: census data with logistic regression (L2 weight 0.01), r = 1/sqrt(T)
 CENSUS = CompareConfig(dataset="adult", model="logreg", l2=0.01, methods=PAPER_METHODS, noise_multiplier=1.0,
@@ -69,11 +71,16 @@ PAPER_TABLE3 = pd.DataFrame([
 
 
 def with_profile(config: CompareConfig, profile: str, *, seeds: int | None = None) -> CompareConfig:
-    """The paper's ``config`` ("full") or a short version for CI ("quick": 1 epoch, 1 seed)."""
+    """The paper's ``config`` ("full") or a short version for CI and notebooks' smoke runs
+    ("quick": 1 epoch, 1 seed, :data:`QUICK_TRAIN_SUBSAMPLE` of the training rows and the
+    batch size shrunk by the same factor, so the sampling rate q = b/n -- and with it the
+    accounting -- stays the full profile's; the test split is the full profile's)."""
     check_choice(profile, "profile", PROFILES)
     n_seeds = seeds if seeds is not None else (1 if profile == "quick" else 5)
     if profile == "quick":
-        config = replace(config, train=replace(config.train, epochs=1))
+        batch = max(1, round(config.train.batch_size * QUICK_TRAIN_SUBSAMPLE))
+        config = replace(config, train=replace(config.train, epochs=1, batch_size=batch),
+                         train_subsample=QUICK_TRAIN_SUBSAMPLE)
     return replace(config, seeds=tuple(range(n_seeds)))
 
 

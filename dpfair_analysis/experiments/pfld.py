@@ -110,14 +110,14 @@ def _settings_key(settings: PfldSettings) -> dict[str, Any]:
 
 
 def with_profile(profile: str, **overrides: Any) -> PfldSettings:
-    """The paper's protocol ("full") or a CI-sized one ("quick": 600 rows, 2 folds,
+    """The paper's protocol ("full") or a CI-sized one ("quick": 300 rows, 2 folds,
     2 epochs -- PF-LD releases nothing in its first epoch, so 1 epoch would be CLF --,
-    batches of 64, 5 reductions iterations, 1 sweep seed, and a 10x coarser PLD grid,
+    batches of 64, 3 reductions iterations, 1 sweep seed, and a 10x coarser PLD grid,
     which makes the noise calibration ~15x faster and sigma ~0.1% larger: still a valid
     bound, pessimistic)."""
     check_choice(profile, "profile", PROFILES)
     settings = PfldSettings() if profile == "full" else PfldSettings(
-        folds=2, epochs=2, batch_size=64, subsample=600, reductions_max_iter=5, sweep_seeds=1,
+        folds=2, epochs=2, batch_size=64, subsample=300, reductions_max_iter=3, sweep_seeds=1,
         pld_discretization=1e-2)
     return replace(settings, **overrides)
 

@@ -1,6 +1,7 @@
 """What the notebooks used to compute inline, now library functions: environment, summaries,
 checks and figures (each notebook cell only calls these)."""
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -77,7 +78,14 @@ def test_the_uniform_clip_control_runs_the_larger_bounds_at_the_census_settings(
     config = dpsgdf.uniform_clip_control(profile="quick")
     assert config.methods == ("sgd", "dpsgd", "dpsgd(C=0.7)", "dpsgd(C=1.15)", "dpsgdf")
     assert config.clip_bound == dpsgdf.CENSUS.clip_bound and config.dataset == "adult"
-    assert config == dpsgdf.with_profile(config, "quick")
+    assert config == dpsgdf.with_profile(replace(dpsgdf.CENSUS, methods=config.methods), "quick")
+
+
+def test_the_quick_profile_keeps_the_sampling_rate_of_the_full_one():
+    full, quick = dpsgdf.with_profile(dpsgdf.CENSUS, "full"), dpsgdf.with_profile(dpsgdf.CENSUS, "quick")
+    assert (quick.train.epochs, len(quick.seeds), quick.train_subsample) == (1, 1, dpsgdf.QUICK_TRAIN_SUBSAMPLE)
+    assert full.train_subsample == 1 and full.train == dpsgdf.CENSUS.train
+    assert quick.train.batch_size / quick.train_subsample == pytest.approx(full.train.batch_size, rel=0.05)
 
 
 # ------------------------------------------------------------------ paper 001
@@ -158,3 +166,18 @@ def test_each_notebook_figure_is_drawn_from_its_table():
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["x", "y"]
     verdicts = pd.DataFrame({"paper": ["000", "000", "001"], "verdict": ["holds", "violated", "holds"]})
     assert len(plotting.plot_verdicts_by_paper(verdicts).axes) == 1
+
+
+def test_train_subsample_keeps_a_stratified_share_of_the_training_rows_and_keys_the_cache_only_when_set(tmp_path):
+    from dpfair_analysis.experiments.cache import RunCache
+    from dpfair_analysis.experiments.compare import CompareConfig, run_compare
+    from dpfair_analysis.training.loop import TrainConfig
+
+    config = CompareConfig(dataset="synthetic", methods=("sgd",), train=TrainConfig(epochs=1, batch_size=32))
+    cache = RunCache(tmp_path)
+    whole = run_compare(config, progress=False, cache=cache)
+    part = run_compare(replace(config, train_subsample=0.5), progress=False, cache=cache)
+    assert part.n_train == pytest.approx(whole.n_train / 2, abs=2)
+    assert len(list(tmp_path.glob("*.pkl"))) == 2  # two cache entries: the subsample is part of the key
+    with pytest.raises(ValueError, match="train_subsample"):
+        replace(config, train_subsample=0.0)

@@ -34,20 +34,27 @@ NOTEBOOKS = Path(__file__).resolve().parent
 REPO = NOTEBOOKS.parent
 TOOLS = {"execute.py"}  # the .py files in notebooks/ that are not notebook sources
 
-#: Seconds per notebook and profile, on this project's 2-core machine shared with other work.
-#: quick: the notebook's test (tests/test_notebooks.py, single process, cold run cache).
-#: full: "cold" is with an empty run cache (quickstart, fairness_lens and verify_claims
-#: cache nothing, so it is their committed copy's own cell timings; dpsgdf: 8 unbalanced-
-#: MNIST CNN runs of 60 epochs at ~11 min each plus the Adult tables' 5 seeds x 20 epochs,
-#: scaled from the quick run; pfld: 5-fold Table 2 on 36k Income rows and the COMPAS
-#: sweeps, scaled from the quick run, not measured cold); a warm run cache only redraws,
-#: and how long that took is read from the committed copy's cell timings at run time.
+#: Seconds per notebook and profile on this project's 2-core machine (shared with other work).
+#:
+#: * quick: measured -- the notebook's test (tests/test_notebooks.py, one process, empty run
+#:   cache, load ~2), rounded up.
+#: * full, with an empty run cache: quickstart (46 s), fairness_lens (26 min) and verify_claims
+#:   (6 min) cache nothing, so their committed copies' own cell timings are the cold times.
+#:   dpsgdf and pfld were executed with their runs already cached (61 s and 13 s), so their
+#:   cold times are estimated, not measured: dpsgdf = 8 unbalanced-MNIST CNN runs of 60
+#:   epochs at ~11 min each (measured when the notebook was written) + Adult, balanced
+#:   Adult and the uniform-C control at 5 seeds x 20 epochs (~20x5 the 1-epoch full-data
+#:   run, ~4 s per method) ~ 2 h; pfld = Table 2 on 36k Income rows (5 folds x 3
+#:   constraints of A, M, Z, PF-LD, F-LD, ~1.5 h) + COMPAS Table 2 and ~100 COMPAS sweep
+#:   runs (~30 min) + the Income Figure 1 sweep (20 runs, ~30 min) ~ 2.5 h.
+#: A warm run cache only redraws; how long that took is read from the committed copy at
+#: run time (:func:`recorded_seconds`).
 ESTIMATES: dict[str, dict[str, float]] = {
-    "quickstart": {"quick": 10, "full": 50},
-    "dpsgdf": {"quick": 20, "full": 2 * 3600},
+    "quickstart": {"quick": 12, "full": 50},
+    "dpsgdf": {"quick": 30, "full": 2 * 3600},
     "fairness_lens": {"quick": 20, "full": 26 * 60},
-    "pfld": {"quick": 20, "full": 1.5 * 3600},
-    "verify_claims": {"quick": 20, "full": 6 * 60},
+    "pfld": {"quick": 20, "full": 2.5 * 3600},
+    "verify_claims": {"quick": 40, "full": 6.5 * 60},
 }
 
 
@@ -106,9 +113,10 @@ def estimate_lines(paths: list[Path], profile: str) -> list[str]:
             line += " with an empty run cache"
             warm = recorded_seconds(path.with_suffix(".ipynb"))
             if warm is not None:
-                line += f"; its committed copy last ran in {_duration(warm)}"
+                line += f"; the committed copy's last run took {_duration(warm)}"
         lines.append(line)
-    lines.append(f"  total ~{_duration(total)} (2 shared cores; runs already in the cache only redraw)")
+    lines.append(f"  total ~{_duration(total)} (2 shared cores; cached runs only redraw; how these were measured: "
+                 f"ESTIMATES in notebooks/execute.py)")
     return lines
 
 

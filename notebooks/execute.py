@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.estimate:
         return 0
 
-    import nbformat
+    import jupytext
     from nbclient.exceptions import CellExecutionError
 
     sys.path.insert(0, str(REPO))
@@ -190,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
             status = 1
             continue
         destination.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(destination, lambda tmp, nb=notebook: nbformat.write(nb, str(tmp)))
+        # jupytext's ipynb writer: outputs kept, the text-only metadata of the source dropped
+        text = jupytext.writes(notebook, fmt="ipynb")
+        write_atomically(destination, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
         print(f"executed {source.stem} ({args.profile}) in {_duration(time.perf_counter() - start)} -> "
               f"{destination.relative_to(REPO) if destination.is_relative_to(REPO) else destination}", flush=True)
     return status

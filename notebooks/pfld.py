@@ -41,7 +41,6 @@ SWEEP_DATA = 'compas'
 pd.set_option('display.width', 200)
 PROFILE
 
-
 # %% [markdown]
 # ## Table 2 — Income (Adult, 45,222 rows, 50 features, groups by sex)
 # Paper (mean (sd) of 5 folds), e.g. demographic parity: CLF 0.848 / 0.181, Z 0.827 / 0.039, A 0.789 / 0.044, M 0.792 / 0.063, PF-LD 0.799 / 0.019 (accuracy / violation).

@@ -29,8 +29,10 @@ test-slow: setup
 bench: setup
 	$(PY) benchmarks/per_sample_step.py --project --out benchmarks/results/per_sample_step.json
 
+# Re-executes every notebook with the full profile IN PLACE: notebooks/*.ipynb and paper_figs/
+# are overwritten. Hours with an empty run cache; execute.py prints its estimate first.
 figures: setup
-	$(PY) notebooks/execute.py notebooks/quickstart.ipynb notebooks/dpsgdf.ipynb notebooks/fairness_lens.ipynb notebooks/pfld.ipynb notebooks/verify_claims.ipynb --profile full
+	$(PY) notebooks/execute.py --in-place --profile full
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -192,3 +192,123 @@ def plot_gap_vs_epsilon(table: pd.DataFrame) -> plt.Figure:
     grid.add_legend()
     grid.set_axis_labels("ε", "gap R_a − R")
     return grid.figure
+
+
+# ------------------------------------------------------------------ paper 000 (DPSGD-F)
+def plot_bias_variance_bounds(bounds: pd.DataFrame) -> plt.Figure:
+    """Eq. (1) of paper 000 per group: the claimed lower bound (half), the measured error and
+    the upper bound, as bars. ``bounds`` from
+    :func:`~dpfair_analysis.experiments.dpsgdf.group_bias_variance_analysis` (``"bounds"``)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    rows = bounds.melt(id_vars="group", value_vars=["lower_half", "measured_mean", "upper"])
+    sns.barplot(data=rows, x="group", y="value", hue="variable", ax=ax)
+    ax.set_ylabel("E‖Ĝᵏ − Gᵏ‖")
+    return fig
+
+
+# ------------------------------------------------------------------ paper 003 (PF-LD)
+def plot_table2(rows: pd.DataFrame, side: pd.DataFrame, *, name: str) -> plt.Figure:
+    """Paper 003 Table 2 for one data set: measured accuracy and violation per constraint and
+    method (bars: mean ± sd over folds) with the paper's value as a black dot.
+
+    ``rows`` (one row per method, constraint and fold) and ``side`` (the side-by-side table)
+    both carry a ``label`` column naming the method; see
+    :func:`~dpfair_analysis.experiments.pfld.table2_figure`.
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, metric in zip(axes, ["accuracy", "violation"]):
+        sns.barplot(data=rows, x="constraint", y=metric, hue="label", ax=ax, errorbar="sd")
+        hues = [t.get_text() for t in ax.get_legend().get_texts()]
+        width = 0.8 / len(hues)
+        for _, r in side.iterrows():
+            if r[f"paper_{metric}"] == r[f"paper_{metric}"]:  # not NaN: the paper has this cell
+                x = list(dict.fromkeys(rows["constraint"])).index(r["constraint"]) - 0.4 + width * (
+                    hues.index(r["label"]) + 0.5)
+                ax.plot(x, r[f"paper_{metric}"], "ko", markersize=4)
+        ax.set_title(f"{name}: {metric} (dots: paper)")
+        if metric == "accuracy":
+            ax.set_ylim(0.4, 0.9)
+    axes[0].get_legend().remove()
+    axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot_sweep(rows: pd.DataFrame, *, hue: str, title: str, palette: str | None = None,
+               log_x: bool = False) -> plt.Figure:
+    """A PF-LD sweep (paper 003 Figs. 1, 2, 4, 5): violation (left) and accuracy (right)
+    against the requested epsilon, one line per value of ``hue``, mean and sd over seeds.
+    ``rows`` from the sweeps of :mod:`dpfair_analysis.experiments.pfld`."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, metric in zip(axes, ["violation", "accuracy"]):
+        sns.lineplot(data=rows, x="requested_epsilon", y=metric, hue=hue, marker="o", errorbar="sd",
+                     palette=palette, ax=ax)
+        if log_x:
+            ax.set_xscale("log")
+        ax.set_xlabel("ε")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fraction_above(table: pd.DataFrame, *, title: str) -> plt.Figure:
+    """Paper 003 Fig. 3: accuracy, violation and the per-group share of per-sample ‖∇h‖ above
+    C_p, against C_p. ``table`` from :func:`~dpfair_analysis.experiments.pfld.fraction_above_table`."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    runs = table.drop_duplicates(["clip_primal", "seed"])
+    sns.barplot(data=runs, x="clip_primal", y="accuracy", ax=axes[0])
+    sns.barplot(data=runs, x="clip_primal", y="violation", ax=axes[1])
+    sns.barplot(data=table, x="clip_primal", y="fraction_above", hue="group", ax=axes[2])
+    axes[2].set_ylabel("‖∇h‖ > C_p (share)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_theorem6_bound(curve: pd.DataFrame) -> plt.Figure:
+    """Paper 003 Theorem 6 as printed (bound, its bias and noise parts) against C_p beside a
+    Monte Carlo of E‖G − G̃‖, log-log. ``curve`` from
+    :func:`~dpfair_analysis.experiments.pfld.bias_variance_curve`."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for column, style in (("paper_bound", "-"), ("bias_term", "--"), ("noise_term", ":"), ("monte_carlo", "o")):
+        ax.plot(curve["clip"], curve[column], style, label=column)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("C_p")
+    ax.set_ylabel("E‖G − G̃‖")
+    ax.legend()
+    ax.set_title("Theorem 6 (as printed) vs Monte Carlo")
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------ verify/ (claims and audits)
+def plot_audit_epsilon(audited: pd.DataFrame, *, names: list[str] | None = None) -> plt.Figure:
+    """Per mechanism: the audit's 95% lower bound on epsilon as shipped and for its
+    under-noised twin (noise fraction 0.25), beside the claimed epsilon (black ticks).
+    ``audited`` from :func:`~dpfair_analysis.verify.audits.audit_table`; ``names`` orders
+    the mechanisms (default: as they appear)."""
+    names = list(dict.fromkeys(audited["mechanism"])) if names is None else list(names)
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    x = range(len(names))
+    for offset, fraction, label in ((-0.2, 1.0, "as shipped"), (0.2, 0.25, "under-noised twin (0.25)")):
+        sel = audited[audited.noise_fraction == fraction].set_index("mechanism").loc[names]
+        ax.bar([i + offset for i in x], sel.epsilon_lower, width=0.4, label=label)
+    claimed = audited[audited.noise_fraction == 1.0].set_index("mechanism").loc[names].epsilon_claimed
+    ax.scatter(list(x), claimed, marker="_", s=600, color="k", label="claimed ε", zorder=3)
+    ax.set_xticks(list(x), names, rotation=20)
+    ax.set_ylabel("95% lower bound on ε")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_verdicts_by_paper(table: pd.DataFrame) -> plt.Figure:
+    """Number of claims per paper, stacked by verdict. ``table`` from
+    :func:`~dpfair_analysis.verify.claims.verdict_table`."""
+    fig, ax = plt.subplots(figsize=(6, 3))
+    counts = table.groupby(["paper", "verdict"]).size().unstack(fill_value=0)
+    counts.plot.bar(stacked=True, ax=ax)
+    ax.set_ylabel("claims")
+    fig.tight_layout()
+    return fig

@@ -1,37 +1,202 @@
-"""Run notebooks top to bottom and save them with their outputs (figures go to paper_figs/).
+"""Execute notebooks from their sources; by default into a build directory, not the repository.
 
-    .venv/bin/python notebooks/execute.py notebooks/dpsgdf.ipynb [--profile quick|full]
+    .venv/bin/python notebooks/execute.py [NAME ...] [--profile quick|full] [--out DIR | --in-place]
 
-The profile reaches the notebook as DPFAIR_PROFILE; runs are cached by configuration, so a
-second execution only redraws.
+NAME is a notebook's name (``dpsgdf``) or the path of its source ``notebooks/<name>.py``
+or executed copy ``notebooks/<name>.ipynb``; no NAME means every notebook. The source
+(jupytext percent format) is what runs.
+
+* Default: the ``quick`` profile; the executed copy goes to ``<out>/<name>.ipynb`` and the
+  figures to ``<out>/paper_figs/`` (``--out``, default ``build/notebooks/<profile>``); the
+  repository is left as it is.
+* ``--in-place``: update the repository's copies, ``notebooks/<name>.ipynb`` and
+  ``paper_figs/``. They hold the full profile, so ``--in-place`` needs ``--profile full``
+  (``make figures`` runs exactly that).
+
+Before it starts, the script prints how long each notebook should take (``--estimate``
+prints only that); see :data:`ESTIMATES` for where the numbers come from. The profile
+reaches the notebooks as ``DPFAIR_PROFILE``, the figure directory as ``DPFAIR_FIGS``, and
+the kernel imports this repository's ``dpfair_analysis`` (``PYTHONPATH``). Training runs
+are cached by configuration (``$DPFAIR_CACHE``), so executing a notebook again mostly
+redraws.
 """
 
+from __future__ import annotations
+
 import argparse
+import datetime as dt
 import os
 import sys
+import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
+NOTEBOOKS = Path(__file__).resolve().parent
+REPO = NOTEBOOKS.parent
+TOOLS = {"execute.py"}  # the .py files in notebooks/ that are not notebook sources
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from dpfair_analysis.io import write_atomically  # noqa: E402
+#: Seconds per notebook and profile on this project's 2-core machine (shared with other work).
+#:
+#: * quick: measured -- the notebook's test (tests/test_notebooks.py, one process, empty run
+#:   cache, load ~2), rounded up.
+#: * full, with an empty run cache: quickstart (46 s), fairness_lens (26 min) and verify_claims
+#:   (6 min) cache nothing, so their committed copies' own cell timings are the cold times.
+#:   dpsgdf and pfld were executed with their runs already cached (61 s and 13 s), so their
+#:   cold times are estimated, not measured: dpsgdf = 8 unbalanced-MNIST CNN runs of 60
+#:   epochs at ~11 min each (measured when the notebook was written) + Adult, balanced
+#:   Adult and the uniform-C control at 5 seeds x 20 epochs (~20x5 the 1-epoch full-data
+#:   run, ~4 s per method) ~ 2 h; pfld = Table 2 on 36k Income rows (5 folds x 3
+#:   constraints of A, M, Z, PF-LD, F-LD, ~1.5 h) + COMPAS Table 2 and ~100 COMPAS sweep
+#:   runs (~30 min) + the Income Figure 1 sweep (20 runs, ~30 min) ~ 2.5 h.
+#: A warm run cache only redraws; how long that took is read from the committed copy at
+#: run time (:func:`recorded_seconds`).
+ESTIMATES: dict[str, dict[str, float]] = {
+    "quickstart": {"quick": 12, "full": 50},
+    "dpsgdf": {"quick": 30, "full": 2 * 3600},
+    "fairness_lens": {"quick": 20, "full": 26 * 60},
+    "pfld": {"quick": 20, "full": 2.5 * 3600},
+    "verify_claims": {"quick": 40, "full": 6.5 * 60},
+}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="+", type=Path)
-    parser.add_argument("--profile", default="full", choices=["quick", "full"])
-    parser.add_argument("--timeout", type=int, default=6 * 3600, help="seconds per cell")
-    args = parser.parse_args()
-    os.environ["DPFAIR_PROFILE"] = args.profile
-    for path in args.notebooks:
-        notebook = nbformat.read(path, as_version=4)
-        NotebookClient(notebook, timeout=args.timeout, kernel_name="python3",
-                       resources={"metadata": {"path": str(path.resolve().parent)}}).execute()
-        write_atomically(path, lambda tmp: nbformat.write(notebook, str(tmp)))
-        print(f"executed {path} ({args.profile})")
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def sources(names: list[str]) -> list[Path]:
+    """The notebook sources ``names`` refer to (every notebook if none); ValueError naming an
+    unknown one."""
+    known = {p.stem: p for p in sorted(NOTEBOOKS.glob("*.py")) if p.name not in TOOLS}
+    if not names:
+        return list(known.values())
+    chosen = []
+    for name in names:
+        stem = Path(name).stem if name.endswith((".py", ".ipynb")) else name
+        if stem not in known:
+            raise ValueError(f"unknown notebook {name!r}; notebooks: {', '.join(known)}")
+        chosen.append(known[stem])
+    return chosen
+
+
+def recorded_seconds(executed: Path) -> float | None:
+    """Wall time of the last execution recorded in an executed copy (sum of its cells'
+    ``execution`` timings), or None if it has none."""
+    import nbformat
+
+    if not executed.exists():
+        return None
+    total = 0.0
+    found = False
+    for cell in nbformat.read(executed, as_version=4).cells:
+        timing = cell.get("metadata", {}).get("execution", {})
+        start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+        if start and end:
+            total += (dt.datetime.fromisoformat(end.rstrip("Z")) - dt.datetime.fromisoformat(start.rstrip("Z"))
+                      ).total_seconds()
+            found = True
+    return total if found else None
+
+
+def estimate_lines(paths: list[Path], profile: str) -> list[str]:
+    """One line per notebook with its expected run time, and a total."""
+    lines, total = [], 0.0
+    for path in paths:
+        seconds = ESTIMATES.get(path.stem, {}).get(profile)
+        total += seconds or 0.0
+        line = f"  {path.stem:14s} {profile}: ~{_duration(seconds)}" if seconds else \
+            f"  {path.stem:14s} {profile}: no estimate recorded"
+        if profile == "full":
+            line += " with an empty run cache"
+            warm = recorded_seconds(path.with_suffix(".ipynb"))
+            if warm is not None:
+                line += f"; the committed copy's last run took {_duration(warm)}"
+        lines.append(line)
+    lines.append(f"  total ~{_duration(total)} (2 shared cores; cached runs only redraw; how these were measured: "
+                 f"ESTIMATES in notebooks/execute.py)")
+    return lines
+
+
+def execute(source: Path, *, profile: str, figs: Path, timeout: int):
+    """Run notebook ``source`` (jupytext percent format) top to bottom with ``profile``,
+    figures to ``figs``; the executed notebook (nbformat node). The kernel starts in
+    ``notebooks/`` and imports this repository's package."""
+    import jupytext
+    from nbclient import NotebookClient
+
+    os.environ["DPFAIR_PROFILE"] = profile
+    os.environ["DPFAIR_FIGS"] = str(figs)
+    path = os.environ.get("PYTHONPATH", "")
+    if str(REPO) not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), path) if p)
+    notebook = jupytext.read(source)
+    NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(source.parent)}}).execute()
+    return notebook
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.splitlines()[2:]))
+    parser.add_argument("notebooks", nargs="*", metavar="NAME", help="notebooks to run (default: all)")
+    parser.add_argument("--profile", default="quick", choices=["quick", "full"],
+                        help="quick (default): small data, every figure; full: the papers' settings (hours)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, default=None,
+                       help="directory for the executed copies and their paper_figs/ "
+                            "(default: build/notebooks/<profile>)")
+    where.add_argument("--in-place", action="store_true",
+                       help="update notebooks/<name>.ipynb and paper_figs/ (needs --profile full)")
+    parser.add_argument("--timeout", type=int, default=6 * 3600, help="seconds per cell (default 6 h)")
+    parser.add_argument("--estimate", action="store_true", help="print the time estimate and stop")
+    args = parser.parse_args(argv)
+    if args.timeout < 1:
+        parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.in_place and args.profile != "full":
+        parser.error("--in-place updates the repository's copies, which hold the full profile: "
+                     "add --profile full (or use --out DIR for a quick run)")
+    try:
+        paths = sources(args.notebooks)
+    except ValueError as error:
+        parser.error(str(error))
+    out = None if args.in_place else (args.out or REPO / "build" / "notebooks" / args.profile).resolve()
+    target = "notebooks/ and paper_figs/ (in place)" if args.in_place else str(out)
+    print(f"Executing {len(paths)} notebook(s), profile {args.profile}, into {target}. Estimated time:")
+    print("\n".join(estimate_lines(paths, args.profile)), flush=True)
+    if args.estimate:
+        return 0
+
+    import jupytext
+    from nbclient.exceptions import CellExecutionError
+
+    sys.path.insert(0, str(REPO))
+    from dpfair_analysis.io import write_atomically
+
+    figs = REPO / "paper_figs" if args.in_place else out / "paper_figs"
+    figs.mkdir(parents=True, exist_ok=True)
+    status = 0
+    for source in paths:
+        destination = source.with_suffix(".ipynb") if args.in_place else out / f"{source.stem}.ipynb"
+        start = time.perf_counter()
+        try:
+            notebook = execute(source, profile=args.profile, figs=figs, timeout=args.timeout)
+        except CellExecutionError as error:
+            print(f"FAILED {source.stem} after {_duration(time.perf_counter() - start)}: "
+                  f"{str(error).strip().splitlines()[-1]}", file=sys.stderr)
+            status = 1
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        # jupytext's ipynb writer: outputs kept, the text-only metadata of the source dropped
+        text = jupytext.writes(notebook, fmt="ipynb")
+        write_atomically(destination, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
+        print(f"executed {source.stem} ({args.profile}) in {_duration(time.perf_counter() - start)} -> "
+              f"{destination.relative_to(REPO) if destination.is_relative_to(REPO) else destination}", flush=True)
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

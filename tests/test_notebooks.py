@@ -1,31 +1,101 @@
-"""Every notebook in notebooks/ runs top to bottom with the quick profile.
+"""Notebooks: one source each, an executed copy that matches it, and a quick run of each.
 
-Notebooks read ``DPFAIR_PROFILE`` (``quick`` here, ``full`` by default) to pick their
-settings; they call the library and write figures to paper_figs/ -- here redirected to a
-temporary directory through ``DPFAIR_FIGS`` so a test run leaves the tree unchanged.
+``notebooks/<name>.py`` (jupytext percent format) is the source of truth; the committed
+``notebooks/<name>.ipynb`` is its executed copy (outputs kept). The copy's cells must be
+the source's cells, so the two cannot drift: after editing a source, update the copy's
+inputs with ``jupytext --update --to ipynb notebooks/<name>.py`` (keeps the outputs) or
+re-execute it with ``notebooks/execute.py --in-place``.
+
+Each notebook runs as ``notebooks/execute.py NAME --out TMP`` would run it: the quick
+profile (``DPFAIR_PROFILE``), figures redirected through ``DPFAIR_FIGS`` into TMP, the
+executed copy written there, and the repository's copy and ``paper_figs/`` left unchanged.
 """
 
+import importlib.util
+import os
 from pathlib import Path
 
+import jupytext
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+_spec = importlib.util.spec_from_file_location("notebooks_execute", NOTEBOOK_DIR / "execute.py")
+execute = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(execute)
+
+SOURCES = execute.sources([])  # notebooks/*.py except execute.py's TOOLS
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 
 
 def test_there_are_notebooks_to_run():
-    assert NOTEBOOKS, "notebooks/ has no notebooks"
+    assert SOURCES, "notebooks/ has no notebook sources"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_with_the_quick_profile(path, tmp_path, monkeypatch):
-    monkeypatch.setenv("DPFAIR_PROFILE", "quick")
-    monkeypatch.setenv("DPFAIR_FIGS", str(tmp_path / "figs"))
-    notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    errors = [out for cell in notebook.cells if cell.cell_type == "code"
+def test_every_source_has_its_executed_copy_and_every_copy_its_source():
+    assert {p.stem for p in SOURCES} == {p.stem for p in NOTEBOOKS}
+
+
+def _cells(notebook) -> list[tuple[str, str]]:
+    return [(cell.cell_type, cell.source) for cell in notebook.cells]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[p.stem for p in SOURCES])
+def test_the_executed_copy_has_the_cells_of_its_source(source):
+    expected = _cells(jupytext.read(source))
+    committed = _cells(nbformat.read(source.with_suffix(".ipynb"), as_version=4))
+    assert committed == expected, (
+        f"{source.with_suffix('.ipynb').name} has drifted from {source.name}: run "
+        f"`jupytext --update --to ipynb notebooks/{source.name}` (keeps the outputs)")
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[p.stem for p in SOURCES])
+def test_the_source_is_python_and_paired(source):
+    compile(source.read_text(encoding="utf-8"), str(source), "exec")
+    executed = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+    assert executed.metadata.get("jupytext", {}).get("formats") == "ipynb,py:percent"
+
+
+def _snapshot(directory: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in directory.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[p.stem for p in SOURCES])
+def test_notebook_runs_with_the_quick_profile(source, tmp_path, monkeypatch, capsys):
+    """execute.py's default: the quick profile, executed copy and figures under --out only."""
+    for name in ("DPFAIR_PROFILE", "DPFAIR_FIGS", "PYTHONPATH"):  # execute.py sets them for the kernel
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    repo = NOTEBOOK_DIR.parent
+    before = _snapshot(repo / "paper_figs"), source.with_suffix(".ipynb").read_bytes()
+    assert execute.main([source.stem, "--out", str(tmp_path)]) == 0
+    assert f"{source.stem}" in capsys.readouterr().out.split("Estimated time:")[1]
+    executed = nbformat.read(tmp_path / f"{source.stem}.ipynb", as_version=4)
+    errors = [out for cell in executed.cells if cell.cell_type == "code"
               for out in cell.get("outputs", []) if out.get("output_type") == "error"]
     assert not errors
-    assert any((tmp_path / "figs").rglob("*.png")), "the notebook wrote no figure"
+    assert _cells(executed) == _cells(jupytext.read(source))
+    assert any((tmp_path / "paper_figs").rglob("*.png")), "the notebook wrote no figure"
+    assert (_snapshot(repo / "paper_figs"), source.with_suffix(".ipynb").read_bytes()) == before
+
+
+def test_execute_refuses_to_write_quick_outputs_into_the_repository(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        execute.main(["quickstart", "--in-place"])
+    assert exit_.value.code == 2
+    assert "--profile full" in capsys.readouterr().err
+
+
+def test_execute_names_an_unknown_notebook(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        execute.main(["no_such_notebook", "--estimate"])
+    assert exit_.value.code == 2
+    assert "no_such_notebook" in capsys.readouterr().err
+
+
+def test_execute_prints_an_estimate_for_every_notebook_and_profile(capsys):
+    for profile in ("quick", "full"):
+        assert execute.main(["--estimate", "--profile", profile]) == 0
+        out = capsys.readouterr().out
+        for source in SOURCES:
+            line = next(line for line in out.splitlines() if line.strip().startswith(source.stem))
+            assert f"{profile}: ~" in line, line

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--folds", type=_folds, default=None, help="CV folds (default: 5, or 2 with --profile quick)")
     p.add_argument("--epsilon", type=positive_float, default=1.0, help="privacy budget of M and PF-LD")
     p.add_argument("--profile", default="full", choices=("quick", "full"),
-                   help="full: all rows, 10 epochs; quick: 600 rows, 2 epochs (smoke test)")
+                   help="full: all rows, 10 epochs; quick: 300 rows, 2 epochs (smoke test)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the run cache")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--json", action="store_true")

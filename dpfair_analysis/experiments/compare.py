@@ -56,11 +56,15 @@ class CompareConfig:
     train: TrainConfig = TrainConfig()
     test_fraction: float = 0.2
     train_group_fraction: dict = field(default_factory=dict)
+    #: share of each training split kept (stratified by group, after ``train_group_fraction``):
+    #: the quick profiles' smaller data; 1 keeps all
+    train_subsample: float = 1.0
     seeds: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         check_choice(self.model, "model", MODELS)
         check_fraction(self.test_fraction, "test_fraction", open_high=True)
+        check_fraction(self.train_subsample, "train_subsample")
         for group, fraction in self.train_group_fraction.items():
             check_fraction(fraction, f"train_group_fraction[{group!r}]")
         if not self.seeds:
@@ -146,11 +150,15 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
     for seed in config.seeds:
         train_data, test_data = full.split(config.test_fraction, seed=seed)
         train_data = _cut_training_groups(train_data, config.train_group_fraction, seed=seed)
+        if config.train_subsample < 1:
+            train_data, _ = train_data.split(1 - config.train_subsample, seed=seed)
         accuracy: dict[str, pd.DataFrame] = {}
         for method in tqdm(config.methods, desc=f"seed {seed}", disable=not progress, leave=False):
             key = config_key(config.dataset, config.data_options, config.model, config.hidden, config.l2,
                              config.test_fraction, config.train_group_fraction, config.policy(method), config.train,
-                             config.equal_privacy, method, seed)
+                             config.equal_privacy, method, seed,
+                             # only when set, so the keys of full-data runs stay as they were
+                             *(() if config.train_subsample == 1 else (("train_subsample", config.train_subsample),)))
             run = cache.get_or_compute(key, lambda: _run_one(config, method, train_data, test_data, seed=seed,
                                                              progress=progress))
             accuracy[method] = run["accuracy"]

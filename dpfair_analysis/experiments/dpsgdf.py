@@ -33,6 +33,8 @@ from dpfair_analysis.validation import check_choice
 
 PAPER_METHODS = ("sgd", "dpsgd", "naive", "dpsgdf")
 PROFILES = ("quick", "full")
+#: the quick profile keeps this share of each training split (stratified by group)
+QUICK_TRAIN_SUBSAMPLE = 0.1
 
 #: paper 000 §6.1: census data with logistic regression (L2 weight 0.01), r = 1/sqrt(T)
 CENSUS = CompareConfig(dataset="adult", model="logreg", l2=0.01, methods=PAPER_METHODS, noise_multiplier=1.0,
@@ -69,11 +71,16 @@ PAPER_TABLE3 = pd.DataFrame([
 
 
 def with_profile(config: CompareConfig, profile: str, *, seeds: int | None = None) -> CompareConfig:
-    """The paper's ``config`` ("full") or a short version for CI ("quick": 1 epoch, 1 seed)."""
+    """The paper's ``config`` ("full") or a short version for CI and notebooks' smoke runs
+    ("quick": 1 epoch, 1 seed, :data:`QUICK_TRAIN_SUBSAMPLE` of the training rows and the
+    batch size shrunk by the same factor, so the sampling rate q = b/n -- and with it the
+    accounting -- stays the full profile's; the test split is the full profile's)."""
     check_choice(profile, "profile", PROFILES)
     n_seeds = seeds if seeds is not None else (1 if profile == "quick" else 5)
     if profile == "quick":
-        config = replace(config, train=replace(config.train, epochs=1))
+        batch = max(1, round(config.train.batch_size * QUICK_TRAIN_SUBSAMPLE))
+        config = replace(config, train=replace(config.train, epochs=1, batch_size=batch),
+                         train_subsample=QUICK_TRAIN_SUBSAMPLE)
     return replace(config, seeds=tuple(range(n_seeds)))
 
 
@@ -172,3 +179,28 @@ def group_bias_variance_analysis(dataset: str = "adult", *, epochs: int = 5, see
     table["upper_holds"] = table["measured_mean"] <= table["upper"]
     table["lower_half_holds"] = table["measured_ci_high"] >= table["lower_half"]
     return {"bounds": table, "optimal_clip": pd.DataFrame(optimal)}
+
+
+def uniform_clip_control(*, profile: str = "full", seeds: int | None = None, cache: RunCache | None = None,
+                         progress: bool = False) -> CompareResult:
+    """Is DPSGD-F's gain on Adult the group adaptivity or just a larger bound? DPSGD with a
+    uniform C of 0.7 and 1.15 (DPSGD-F's mean max_k C^k on Adult) beside SGD, DPSGD (C = 0.5)
+    and DPSGD-F, at the census settings and equal privacy."""
+    methods = ("sgd", "dpsgd", "dpsgd(C=0.7)", "dpsgd(C=1.15)", "dpsgdf")
+    return run_compare(with_profile(replace(CENSUS, methods=methods), profile, seeds=seeds), cache=cache,
+                       progress=progress)
+
+
+def clip_bound_summary(result: CompareResult, *, method: str = "dpsgdf") -> pd.DataFrame:
+    """Mean and quartiles over all steps (and seeds) of DPSGD-F's per-group bounds C^k and of
+    their maximum, the bound its noise is scaled to; columns named ``C^<group>``."""
+    steps = result.steps[result.steps["method"] == method]
+    names = {f"C[{k}]": f"C^{name}" for k, name in enumerate(result.group_names)}
+    return steps[[*names, "C"]].describe().loc[["mean", "25%", "50%", "75%"]].rename(
+        columns={**names, "C": "max_k C^k"})
+
+
+def guard_counts(result: CompareResult, *, method: str = "dpsgdf") -> pd.Series:
+    """How often each of DPSGD-F's guards fired, summed over steps and seeds."""
+    steps = result.steps[result.steps["method"] == method]
+    return steps[[c for c in steps.columns if c.startswith("guard_")]].sum()

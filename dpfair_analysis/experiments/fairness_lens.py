@@ -344,3 +344,73 @@ def dpsgd_excess_risk_by_epsilon(data: GroupedDataset, setting: DPSGDSetting, *,
                                         progress=progress)
         frames.append(with_leading_columns(table, epsilon=epsilon, sigma=sigma))
     return pd.concat(frames, ignore_index=True)
+
+
+# ------------------------------------------------------------------ summaries and checks of the notebook
+def figure1_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per data set and epsilon of a Figure 1 table (with a ``data`` column): the noise std,
+    Theorem 1's largest relative error with the mean-loss Hessian, and the median ratio of
+    the printed group-sum-Hessian prediction to the measured excess risk."""
+    return table.groupby(["data", "epsilon"]).apply(lambda t: pd.Series({
+        "noise_std": t.noise_std.iloc[0], "max relative error (mean H)": t.relative_error.max(),
+        "sum-H / measured (median)": (t.predicted_risk_sum_hessian / t.excess_risk).median()}),
+        include_groups=False)
+
+
+def theorem2_toy_data(n: int = 200, *, seed: int = 0) -> GroupedDataset:
+    """Two groups in 3 features, float64: group b (30%) has inputs 3x larger; a noisy linear label."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, 3, generator=g, dtype=torch.float64)
+    group = (torch.rand(n, generator=g) < 0.3).long()
+    X[group == 1] *= 3
+    y = (X @ torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64)
+         + torch.randn(n, generator=g, dtype=torch.float64) > 0).long()
+    return GroupedDataset(X, y, group, group_names=("a", "b"), label_names=("0", "1"))
+
+
+def theorem2_check(*, draws: int = 20_000, data: GroupedDataset | None = None) -> pd.DataFrame:
+    """Theorem 2 (paper 001 Eq. 4) for one DP-SGD step, term by term, against a Monte Carlo
+    of ``draws`` steps on the same batches (:mod:`dpfair_analysis.theory.decomposition`).
+
+    Two models on :func:`theorem2_toy_data`: a linear model with squared loss, where the
+    second-order expansion is exact (lr 0.3, C = 1, sigma = 1, b = 20), and logistic
+    regression (lr 0.05, C = 0.5, sigma = 4, b = 20). One row per (model, group) of
+    :func:`~dpfair_analysis.theory.decomposition.compare_with_simulation`.
+    """
+    from torch import nn
+
+    from dpfair_analysis.theory import decomposition as thm2
+
+    toy = theorem2_toy_data() if data is None else data
+    with torch.random.fork_rng():  # nn.Linear draws its initial weights from the global generator
+        torch.manual_seed(0)
+        linear = nn.Linear(toy.n_features, 1).double()
+    logistic = build_model("logreg", input_shape=(toy.n_features,), n_classes=2).double()
+    setups = [("quadratic (exact Taylor)", linear, thm2.squared_error,
+               {"lr": 0.3, "clip_bound": 1.0, "noise_multiplier": 1.0, "batch_size": 20}),
+              ("logistic regression", logistic, torch.nn.functional.cross_entropy,
+               {"lr": 0.05, "clip_bound": 0.5, "noise_multiplier": 4.0, "batch_size": 20})]
+    checks = {}
+    for label, model, loss, kw in setups:
+        moments = thm2.StepMoments(model, toy, clip_bound=kw["clip_bound"], loss_fn=loss)
+        predicted = thm2.one_step_decomposition(moments, lr=kw["lr"], noise_multiplier=kw["noise_multiplier"],
+                                                batch_size=kw["batch_size"])
+        measured = thm2.simulate_one_step(model, toy, draws=draws, generator=torch.Generator().manual_seed(1),
+                                          loss_fn=loss, **kw)
+        checks[label] = thm2.compare_with_simulation(predicted, measured)
+    return pd.concat(checks, names=["model"]).reset_index(level=0)
+
+
+def theorem5_margin_check(data: GroupedDataset, *, name: str, l2: float = 1e-3, rows: int = 5000) -> dict:
+    """Theorem 5 (paper 001) on a trained model: the correlation between each row's distance
+    to the decision boundary and the proxy 1 − Σ f_k², for the regularised logistic
+    regression of Figure 1 (rows in the unit ball, ``l2``), on the first ``rows`` rows."""
+    from dpfair_analysis.theory.conditions import margin_proxy_correlation
+
+    unit = in_unit_ball(data, name=name)
+    model = build_model("logreg", input_shape=(unit.n_features,), n_classes=2)
+    params = train_regularised_erm(model, unit, l2=l2).params
+    with torch.no_grad():
+        for key, value in model.named_parameters():
+            value.copy_(params[key])
+    return margin_proxy_correlation(model, unit.X[:rows])

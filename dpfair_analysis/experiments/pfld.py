@@ -110,14 +110,14 @@ def _settings_key(settings: PfldSettings) -> dict[str, Any]:
 
 
 def with_profile(profile: str, **overrides: Any) -> PfldSettings:
-    """The paper's protocol ("full") or a CI-sized one ("quick": 600 rows, 2 folds,
+    """The paper's protocol ("full") or a CI-sized one ("quick": 300 rows, 2 folds,
     2 epochs -- PF-LD releases nothing in its first epoch, so 1 epoch would be CLF --,
-    batches of 64, 5 reductions iterations, 1 sweep seed, and a 10x coarser PLD grid,
+    batches of 64, 3 reductions iterations, 1 sweep seed, and a 10x coarser PLD grid,
     which makes the noise calibration ~15x faster and sigma ~0.1% larger: still a valid
     bound, pessimistic)."""
     check_choice(profile, "profile", PROFILES)
     settings = PfldSettings() if profile == "full" else PfldSettings(
-        folds=2, epochs=2, batch_size=64, subsample=600, reductions_max_iter=5, sweep_seeds=1,
+        folds=2, epochs=2, batch_size=64, subsample=300, reductions_max_iter=3, sweep_seeds=1,
         pld_discretization=1e-2)
     return replace(settings, **overrides)
 
@@ -550,3 +550,32 @@ def bias_variance_curve(dataset: str = "compas", *, kind: str = "dp",
         return pd.DataFrame(rows)
 
     return _cached(cache, key, compute)
+
+
+# ------------------------------------------------------------------ figures of the notebook
+def table2_figure(rows: pd.DataFrame, name: str):
+    """Table 2 of one data set as a figure (:func:`dpfair_analysis.plotting.plot_table2`)
+    and the side-by-side table behind it (with a ``label`` column naming each method).
+
+    Returns ``(figure, side)``.
+    """
+    from dpfair_analysis.plotting import plot_table2
+
+    side = side_by_side(rows)
+    side["label"] = side["method"].map(METHOD_LABELS)
+    fig = plot_table2(rows.assign(label=rows["method"].map(METHOD_LABELS)), side, name=name)
+    return fig, side
+
+
+def fraction_above_table(rows: pd.DataFrame, *, epsilon: float = 1.0) -> pd.DataFrame:
+    """Figure 3's table from :func:`clip_sweep` rows at one requested ``epsilon``: one row per
+    (C_p, seed, group) with accuracy, violation, the share clipped during training and
+    ``fraction_above``, the group's share of per-sample ‖∇h‖ above C_p on the final model."""
+    above = [c for c in rows.columns if c.startswith("frac_above[")]
+    if not above:
+        raise ValueError("rows have no frac_above[<group>] columns: pass clip_sweep rows (h_norm_rows > 0)")
+    table = rows[rows["requested_epsilon"] == epsilon].melt(
+        id_vars=["clip_primal", "seed", "accuracy", "violation", "step_frac_clipped"], value_vars=above,
+        var_name="group", value_name="fraction_above")
+    table["group"] = table["group"].str.slice(len("frac_above["), -1)
+    return table

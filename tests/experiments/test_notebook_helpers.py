@@ -1,0 +1,183 @@
+"""What the notebooks used to compute inline, now library functions: environment, summaries,
+checks and figures (each notebook cell only calls these)."""
+
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dpfair_analysis import plotting
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.experiments import dpsgdf, pfld
+from dpfair_analysis.experiments import fairness_lens as lens
+from dpfair_analysis.experiments.notebook import notebook_environment
+
+matplotlib.use("Agg")
+
+
+# ------------------------------------------------------------------ environment
+def test_the_environment_defaults_to_the_full_profile_and_the_repository_figures(monkeypatch):
+    for name in ("DPFAIR_PROFILE", "DPFAIR_FIGS", "DPFAIR_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    env = notebook_environment("pfld", set_threads=False)
+    assert (env.profile, env.quick, env.threads) == ("full", False, 1)
+    assert env.figs == Path("..") / "paper_figs" / "pfld"
+
+
+def test_the_environment_reads_its_variables(monkeypatch, tmp_path):
+    monkeypatch.setenv("DPFAIR_PROFILE", "quick")
+    monkeypatch.setenv("DPFAIR_FIGS", str(tmp_path))
+    monkeypatch.setenv("DPFAIR_THREADS", "2")
+    before = torch.get_num_threads()
+    try:
+        env = notebook_environment("verify")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert (env.profile, env.quick, env.figs, env.threads) == ("quick", True, tmp_path / "verify", 2)
+
+
+@pytest.mark.parametrize("variable, value", [("DPFAIR_PROFILE", "quik"), ("DPFAIR_THREADS", "0"),
+                                             ("DPFAIR_THREADS", "two")])
+def test_a_bad_environment_variable_is_named(monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=variable):
+        notebook_environment("x", set_threads=False)
+
+
+# ------------------------------------------------------------------ paper 000
+def _dpsgdf_result():
+    steps = pd.DataFrame({"method": ["dpsgdf"] * 4 + ["dpsgd"] * 2, "step": [1, 2, 3, 4, 1, 2],
+                          "C[0]": [1.0, 2.0, 3.0, 4.0, 0.5, 0.5], "C[1]": [0.5, 0.5, 1.0, 1.0, 0.5, 0.5],
+                          "C": [1.0, 2.0, 3.0, 4.0, 0.5, 0.5], "guard_floor": [0, 1, 1, 0, np.nan, np.nan],
+                          "guard_cap": [0, 0, 0, 1, np.nan, np.nan]})
+    return SimpleNamespace(steps=steps, group_names=("Male", "Female"))
+
+
+def test_clip_bound_summary_names_the_groups_and_only_reads_dpsgdf():
+    table = dpsgdf.clip_bound_summary(_dpsgdf_result())
+    assert list(table.columns) == ["C^Male", "C^Female", "max_k C^k"]
+    assert list(table.index) == ["mean", "25%", "50%", "75%"]
+    assert table.loc["mean", "C^Male"] == pytest.approx(2.5)
+    assert table.loc["50%", "C^Female"] == pytest.approx(0.75)
+
+
+def test_guard_counts_sum_every_guard_over_steps():
+    counts = dpsgdf.guard_counts(_dpsgdf_result())
+    assert counts.to_dict() == {"guard_floor": 2, "guard_cap": 1}
+
+
+def test_the_uniform_clip_control_runs_the_larger_bounds_at_the_census_settings(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(dpsgdf, "run_compare", lambda config, **kw: seen.setdefault("config", config))
+    config = dpsgdf.uniform_clip_control(profile="quick")
+    assert config.methods == ("sgd", "dpsgd", "dpsgd(C=0.7)", "dpsgd(C=1.15)", "dpsgdf")
+    assert config.clip_bound == dpsgdf.CENSUS.clip_bound and config.dataset == "adult"
+    assert config == dpsgdf.with_profile(replace(dpsgdf.CENSUS, methods=config.methods), "quick")
+
+
+def test_the_quick_profile_keeps_the_sampling_rate_of_the_full_one():
+    full, quick = dpsgdf.with_profile(dpsgdf.CENSUS, "full"), dpsgdf.with_profile(dpsgdf.CENSUS, "quick")
+    assert (quick.train.epochs, len(quick.seeds), quick.train_subsample) == (1, 1, dpsgdf.QUICK_TRAIN_SUBSAMPLE)
+    assert full.train_subsample == 1 and full.train == dpsgdf.CENSUS.train
+    assert quick.train.batch_size / quick.train_subsample == pytest.approx(full.train.batch_size, rel=0.05)
+
+
+# ------------------------------------------------------------------ paper 001
+def test_figure1_summary_has_one_row_per_data_set_and_epsilon():
+    table = pd.DataFrame({"data": ["a"] * 4, "epsilon": [0.1, 0.1, 1.0, 1.0], "noise_std": [2.0, 2.0, 0.2, 0.2],
+                          "relative_error": [0.1, 0.3, 0.01, 0.02], "predicted_risk_sum_hessian": [10, 20, 1, 1],
+                          "excess_risk": [1.0, 1.0, 0.5, 0.25]})
+    summary = lens.figure1_summary(table)
+    assert summary.loc[("a", 0.1), "max relative error (mean H)"] == pytest.approx(0.3)
+    assert summary.loc[("a", 0.1), "sum-H / measured (median)"] == pytest.approx(15.0)
+    assert summary.loc[("a", 1.0), "noise_std"] == pytest.approx(0.2)
+
+
+def test_theorem2_check_leaves_the_global_generator_alone_and_is_reproducible():
+    state = torch.random.get_rng_state()
+    first = lens.theorem2_check(draws=200)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    pd.testing.assert_frame_equal(first, lens.theorem2_check(draws=200))
+    assert set(first["model"]) == {"quadratic (exact Taylor)", "logistic regression"}
+    assert {"nonprivate_z", "clip_z", "noise_z", "noise_printed"} <= set(first.columns)
+
+
+def test_theorem5_margin_check_finds_the_proxy_falling_with_the_margin():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 4, generator=g)
+    y = (X[:, 0] + 0.3 * torch.randn(300, generator=g) > 0).long()
+    data = GroupedDataset(X, y, (X[:, 1] > 0).long(), group_names=("a", "b"), label_names=("0", "1"))
+    result = lens.theorem5_margin_check(data, name="synthetic", rows=200)
+    assert result["n"] == 200
+    assert result["spearman"] == pytest.approx(-1.0, abs=1e-6)
+
+
+# ------------------------------------------------------------------ paper 003
+def _sweep_rows():
+    rows = []
+    for clip in (0.1, 10.0):
+        for seed in (0, 1):
+            for eps in (0.5, 1.0):
+                rows.append({"clip_primal": clip, "seed": seed, "requested_epsilon": eps, "accuracy": 0.6 + seed / 10,
+                             "violation": 0.1, "step_frac_clipped": 0.5, "frac_above[Male]": 0.9 / clip,
+                             "frac_above[Female]": 0.8 / clip})
+    return pd.DataFrame(rows)
+
+
+def test_fraction_above_table_keeps_one_epsilon_and_names_the_groups():
+    table = pfld.fraction_above_table(_sweep_rows(), epsilon=1.0)
+    assert len(table) == 2 * 2 * 2
+    assert set(table["group"]) == {"Male", "Female"}
+    male = table[(table["group"] == "Male") & (table["clip_primal"] == 0.1)]
+    assert male["fraction_above"].tolist() == pytest.approx([9.0, 9.0])
+    with pytest.raises(ValueError, match="frac_above"):
+        pfld.fraction_above_table(_sweep_rows().drop(columns=["frac_above[Male]", "frac_above[Female]"]))
+
+
+def test_table2_figure_draws_both_metrics_and_labels_the_side_by_side_table():
+    rows = pd.DataFrame([{"dataset": "compas", "constraint": "dp", "method": m, "fold": f,
+                          "accuracy": 0.6 + 0.01 * f, "violation": 0.1} for m in ("clf", "pfld") for f in (0, 1)])
+    fig, side = pfld.table2_figure(rows, "compas")
+    assert len(fig.axes) == 2
+    assert side["label"].tolist() == ["CLF", "PF-LD"]
+    assert side["paper_accuracy"].tolist() == pytest.approx([0.683, 0.667])
+
+
+# ------------------------------------------------------------------ figures
+def test_each_notebook_figure_is_drawn_from_its_table():
+    sweep = _sweep_rows().assign(method=lambda t: np.where(t["seed"] == 0, "pfld", "m"))
+    assert len(plotting.plot_sweep(sweep, hue="method", title="t", log_x=True).axes) == 2
+    assert len(plotting.plot_fraction_above(pfld.fraction_above_table(_sweep_rows()), title="t").axes) == 3
+    curve = pd.DataFrame({"clip": [0.1, 1.0], "paper_bound": [1.0, 2.0], "bias_term": [0.5, 0.1],
+                          "noise_term": [0.5, 1.9], "monte_carlo": [0.4, 1.0]})
+    assert plotting.plot_theorem6_bound(curve).axes[0].get_xscale() == "log"
+    bounds = pd.DataFrame({"group": ["a", "b"], "lower_half": [0.1, 0.2], "measured_mean": [0.3, 0.3],
+                           "upper": [0.5, 0.6]})
+    assert len(plotting.plot_bias_variance_bounds(bounds).axes) == 1
+    audited = pd.DataFrame({"mechanism": ["x", "x", "y", "y"], "noise_fraction": [1.0, 0.25, 1.0, 0.25],
+                            "epsilon_lower": [0.5, 3.0, 0.2, 2.0], "epsilon_claimed": [1.0, 1.0, 1.0, 1.0]})
+    fig = plotting.plot_audit_epsilon(audited)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["x", "y"]
+    verdicts = pd.DataFrame({"paper": ["000", "000", "001"], "verdict": ["holds", "violated", "holds"]})
+    assert len(plotting.plot_verdicts_by_paper(verdicts).axes) == 1
+
+
+def test_train_subsample_keeps_a_stratified_share_of_the_training_rows_and_keys_the_cache_only_when_set(tmp_path):
+    from dpfair_analysis.experiments.cache import RunCache
+    from dpfair_analysis.experiments.compare import CompareConfig, run_compare
+    from dpfair_analysis.training.loop import TrainConfig
+
+    config = CompareConfig(dataset="synthetic", methods=("sgd",), train=TrainConfig(epochs=1, batch_size=32))
+    cache = RunCache(tmp_path)
+    whole = run_compare(config, progress=False, cache=cache)
+    part = run_compare(replace(config, train_subsample=0.5), progress=False, cache=cache)
+    assert part.n_train == pytest.approx(whole.n_train / 2, abs=2)
+    assert len(list(tmp_path.glob("*.pkl"))) == 2  # two cache entries: the subsample is part of the key
+    with pytest.raises(ValueError, match="train_subsample"):
+        replace(config, train_subsample=0.0)

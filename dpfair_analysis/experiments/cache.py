@@ -1,13 +1,16 @@
 """A result cache keyed by a hash of everything that determines a run, so long sweeps resume.
 
 Every training run is deterministic given its configuration and seed, so a cached result
-is the result. The key (:func:`config_key`) hashes the run's configuration together with
-:func:`code_fingerprint`: the source of every module that computes results (data, models,
-gradients, privacy, fairness, theory, training, experiments) and the versions of the
-libraries that compute with them (torch, numpy, pandas, scikit-learn, scipy, dp_accounting,
-fairlearn). A code or library change therefore invalidates the cache by itself; nothing
-has to be bumped by hand. Entries are pickled pandas objects written atomically; the
-directory is ``$DPFAIR_CACHE`` or ``~/.cache/dpfair_analysis/runs``.
+is the result -- of the code that computed it. The key (:func:`config_key`) hashes the run's
+configuration; each entry also records :func:`code_fingerprint`, a hash of the source of
+every module that computes results (data, models, gradients, privacy, fairness, theory,
+training, experiments) and of the versions of the libraries that compute with them (torch,
+numpy, pandas, scikit-learn, scipy, dp_accounting, fairlearn). An entry written by other
+code is stale: it is recomputed (and replaced), so a code or library change invalidates the
+cache by itself and nothing has to be bumped by hand. ``DPFAIR_CACHE_ALLOW_STALE=1`` serves
+stale entries anyway, each with a warning -- for redrawing figures after a change that the
+tests show changes no number (e.g. a refactor), never by default. Entries are pickles written
+atomically; the directory is ``$DPFAIR_CACHE`` or ``~/.cache/dpfair_analysis/runs``.
 
 A damaged or unreadable entry is reported (a warning naming the file) and recomputed; the
 cache counts what it served (:attr:`RunCache.hits`) and what it computed
@@ -34,6 +37,10 @@ PACKAGE = Path(__file__).resolve().parents[1]
 RESULT_CODE = ("data", "models.py", "gradients.py", "validation.py", "privacy", "fairness", "theory", "training",
                "experiments")
 RESULT_LIBRARIES = ("torch", "numpy", "pandas", "scikit-learn", "scipy", "dp-accounting", "fairlearn")
+
+
+#: Version of the entry layout ({"fingerprint", "value"}); part of every key.
+ENTRY_FORMAT = 2
 
 
 class CacheWarning(UserWarning):
@@ -66,7 +73,7 @@ def code_fingerprint() -> str:
 
 
 def config_key(*parts: Any) -> str:
-    """SHA-256 of a canonical JSON form of ``parts`` (dataclasses as dicts) and :func:`code_fingerprint`."""
+    """SHA-256 of a canonical JSON form of ``parts`` (dataclasses as dicts)."""
     def plain(value: Any) -> Any:
         if is_dataclass(value) and not isinstance(value, type):
             return {"__type__": type(value).__name__, **{k: plain(v) for k, v in asdict(value).items()}}
@@ -78,7 +85,7 @@ def config_key(*parts: Any) -> str:
             return "nan"
         return value
 
-    text = json.dumps([code_fingerprint(), plain(list(parts))], sort_keys=True, default=repr)
+    text = json.dumps([ENTRY_FORMAT, plain(list(parts))], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -89,12 +96,15 @@ class RunCache:
         self.directory = None if directory is None else Path(directory)
         self.hits = 0
         self.misses = 0
+        self.stale = 0
 
     def get_or_compute(self, key: str, compute: Callable[[], Any]) -> Any:
         """The cached value for ``key``, or ``compute()`` stored under it.
 
         An entry that cannot be read back (truncated, from an incompatible version, not a
-        pickle) is reported with a :class:`CacheWarning` naming its file and recomputed.
+        pickle) is reported with a :class:`CacheWarning` naming its file and recomputed; an
+        entry written by other code (:func:`code_fingerprint`) is recomputed silently, or served
+        with a warning under ``DPFAIR_CACHE_ALLOW_STALE=1``.
         """
         if self.directory is None:
             self.misses += 1
@@ -103,17 +113,27 @@ class RunCache:
         if path.exists():
             try:
                 with open(path, "rb") as handle:
-                    value = pickle.load(handle)
+                    entry = pickle.load(handle)
+                fingerprint, value = entry["fingerprint"], entry["value"]
             except Exception as error:  # any unreadable entry: say so and recompute
                 warnings.warn(f"result cache entry {path} is unreadable ({type(error).__name__}: {error}); "
                               "recomputing it", CacheWarning, stacklevel=2)
             else:
-                self.hits += 1
-                return value
+                if fingerprint == code_fingerprint():
+                    self.hits += 1
+                    return value
+                if os.environ.get("DPFAIR_CACHE_ALLOW_STALE") == "1":
+                    warnings.warn(f"result cache entry {path} was computed by other code (fingerprint "
+                                  f"{fingerprint[:12]}, now {code_fingerprint()[:12]}); served because "
+                                  "DPFAIR_CACHE_ALLOW_STALE=1", CacheWarning, stacklevel=2)
+                    self.hits += 1
+                    self.stale += 1
+                    return value
         value = compute()
         self.misses += 1
         self.directory.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, lambda tmp: tmp.write_bytes(pickle.dumps(value)))
+        entry = {"fingerprint": code_fingerprint(), "value": value}
+        write_atomically(path, lambda tmp: tmp.write_bytes(pickle.dumps(entry)))
         return value
 
     def summary(self) -> str:
@@ -121,4 +141,5 @@ class RunCache:
         total = self.hits + self.misses
         if not total or self.directory is None:
             return ""
-        return f"{self.hits} of {total} runs from the cache at {self.directory}"
+        stale = f", {self.stale} of them from other code (DPFAIR_CACHE_ALLOW_STALE)" if self.stale else ""
+        return f"{self.hits} of {total} runs from the cache at {self.directory}{stale}"

@@ -38,6 +38,9 @@ from dpfair_analysis.training.loop import TrainConfig, TrainingResult, schedule,
 from dpfair_analysis.validation import check_choice, check_fraction, check_seed
 
 
+TEST_SPLITS = ("random", "official")
+
+
 @dataclass(frozen=True)
 class CompareConfig:
     """What to compare, on which data, with which settings (see the module docstring)."""
@@ -54,6 +57,9 @@ class CompareConfig:
     max_ratio: float = 10.0
     equal_privacy: bool = True
     train: TrainConfig = TrainConfig()
+    #: "random": a seeded, group-stratified split off ``test_fraction`` of the data; "official": the data
+    #: set's own test split (its loader takes ``split="train"|"test"``: full MNIST's 60,000 / 10,000)
+    test_split: str = "random"
     test_fraction: float = 0.2
     train_group_fraction: dict = field(default_factory=dict)
     #: share of each training split kept (stratified by group, after ``train_group_fraction``):
@@ -63,6 +69,7 @@ class CompareConfig:
 
     def __post_init__(self) -> None:
         check_choice(self.model, "model", MODELS)
+        check_choice(self.test_split, "test_split", TEST_SPLITS)
         check_fraction(self.test_fraction, "test_fraction", open_high=True)
         check_fraction(self.train_subsample, "train_subsample")
         for group, fraction in self.train_group_fraction.items():
@@ -86,7 +93,7 @@ class CompareConfig:
                 "max_ratio": self.max_ratio, "equal_privacy": self.equal_privacy, "epochs": t.epochs,
                 "batch_size": t.batch_size, "learning_rate": "1/sqrt(T)" if t.lr is None else t.lr,
                 "sampling": t.sampling, "delta": t.delta, "accounting": t.accounting.as_dict(),
-                "test_fraction": self.test_fraction, "train_group_fraction": dict(self.train_group_fraction)}
+                "test_split": self.test_split, "test_fraction": self.test_fraction, "train_group_fraction": dict(self.train_group_fraction)}
 
     def policy(self, method: str) -> ClippingPolicy:
         """The clipping policy of a method name (``dpsgd(C=2)`` sets the uniform bound)."""
@@ -144,17 +151,25 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
     everything that determines it and trained only if missing, so a sweep resumes.
     """
     cache = cache or RunCache(None)
-    full = datasets.load(config.dataset, **config.data_options)
+    if config.test_split == "official":
+        full = datasets.load(config.dataset, split="train", **config.data_options)
+        official_test = datasets.load(config.dataset, split="test", **config.data_options)
+    else:
+        full = datasets.load(config.dataset, **config.data_options)
     per_seed, histories, steps, runs = [], [], [], []
     epsilons: dict[str, list[float]] = {}
     for seed in config.seeds:
-        train_data, test_data = full.split(config.test_fraction, seed=seed)
+        if config.test_split == "official":
+            train_data, test_data = full, official_test
+        else:
+            train_data, test_data = full.split(config.test_fraction, seed=seed)
         train_data = _cut_training_groups(train_data, config.train_group_fraction, seed=seed)
         if config.train_subsample < 1:
             train_data, _ = train_data.split(1 - config.train_subsample, seed=seed)
         accuracy: dict[str, pd.DataFrame] = {}
         for method in tqdm(config.methods, desc=f"seed {seed}", disable=not progress, leave=False):
-            key = config_key(config.dataset, config.data_options, config.model, config.hidden, config.l2,
+            key = config_key(config.dataset, config.data_options, config.test_split, config.model, config.hidden,
+                             config.l2,
                              config.test_fraction, config.train_group_fraction, config.policy(method), config.train,
                              config.equal_privacy, method, seed,
                              # only when set, so the keys of full-data runs stay as they were

@@ -31,15 +31,25 @@ def test_a_damaged_entry_is_recomputed_with_a_warning_naming_the_file(tmp_path, 
     (tmp_path / "k.pkl").write_bytes(damage)
     with pytest.warns(CacheWarning, match=str(tmp_path / "k.pkl")):
         assert cache.get_or_compute("k", lambda: 7) == 7
-    assert pickle.loads((tmp_path / "k.pkl").read_bytes()) == 7  # replaced by the recomputed value
+    assert pickle.loads((tmp_path / "k.pkl").read_bytes())["value"] == 7  # replaced by the recomputed value
     assert cache.get_or_compute("k", lambda: 8) == 7
 
 
-def test_keys_change_with_the_code_and_the_libraries(monkeypatch):
-    key = config_key("run", {"epochs": 2})
-    assert key == config_key("run", {"epochs": 2}) != config_key("run", {"epochs": 3})
+def test_an_entry_from_other_code_is_recomputed_unless_stale_entries_are_allowed(tmp_path, monkeypatch):
+    cache = RunCache(tmp_path)
+    assert cache.get_or_compute("k", lambda: "old code's result") == "old code's result"
     monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another version of the code")
-    assert config_key("run", {"epochs": 2}) != key
+    stale = RunCache(tmp_path)
+    monkeypatch.setenv("DPFAIR_CACHE_ALLOW_STALE", "1")
+    with pytest.warns(CacheWarning, match="computed by other code"):
+        assert stale.get_or_compute("k", lambda: "new") == "old code's result"
+    assert stale.stale == 1 and "from other code" in stale.summary()
+    monkeypatch.delenv("DPFAIR_CACHE_ALLOW_STALE")
+    fresh = RunCache(tmp_path)
+    assert fresh.get_or_compute("k", lambda: "new code's result") == "new code's result"  # recomputed
+    assert (fresh.hits, fresh.misses) == (0, 1)
+    assert fresh.get_or_compute("k", lambda: "again") == "new code's result"  # and replaced
+    assert config_key("run", {"epochs": 2}) == config_key("run", {"epochs": 2}) != config_key("run", {"epochs": 3})
 
 
 def test_the_fingerprint_reads_the_result_code(tmp_path, monkeypatch):

@@ -45,6 +45,7 @@ from torch import nn
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.fairness.metrics import group_accuracy
 from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGradients, add_gaussian_noise, \
     clipped_sum, parameters_of
 from dpfair_analysis.models import l2_penalty
@@ -350,22 +351,24 @@ def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int = 512) 
 def evaluate_groups(model: nn.Module, splits: dict[str, GroupedDataset | None], *, epoch: int,
                     extra: Callable[[torch.Tensor, GroupedDataset], dict[str, float]] | None = None) -> list[dict]:
     """Tidy rows {epoch, split, group, metric, value}: loss and accuracy of each split (``None`` skipped),
-    for the whole population (group ``all``) and each group; ``extra(logits, data)`` adds population-level
-    metrics (e.g. a fairness violation) as group ``all`` rows. Every trainer's evaluation."""
+    for the whole population (group ``all``) and each group (accuracy from
+    :func:`~dpfair_analysis.fairness.metrics.group_accuracy`); ``extra(logits, data)`` adds
+    population-level metrics (e.g. a fairness violation) as group ``all`` rows. Every trainer's evaluation."""
     rows = []
     for split, data in splits.items():
         if data is None:
             continue
         logits = predict_logits(model, data.X)
-        losses = F.cross_entropy(logits, data.y, reduction="none")
-        correct = (logits.argmax(dim=1) == data.y).double()
-        groups = [("all", torch.ones(len(data), dtype=torch.bool, device=correct.device))]
-        groups += [(name, data.group == k) for k, name in enumerate(data.group_names)]
-        for name, mask in groups:
-            n_k = int(mask.sum())
-            for metric, values in (("loss", losses), ("accuracy", correct)):
-                value = float(values[mask].double().mean()) if n_k else math.nan
-                rows.append({"epoch": epoch, "split": split, "group": name, "metric": metric, "value": value})
+        losses = F.cross_entropy(logits, data.y, reduction="none").double().cpu()
+        group = data.group.cpu()
+        accuracy = group_accuracy(data.y.cpu().numpy(), logits.argmax(dim=1).cpu().numpy(), group.numpy(),
+                                  group_names=data.group_names).set_index("group")["accuracy"]
+        for k, name in [(None, "all"), *enumerate(data.group_names)]:
+            mask = torch.ones_like(group, dtype=torch.bool) if k is None else group == k
+            loss = float(losses[mask].mean()) if bool(mask.any()) else math.nan
+            rows.append({"epoch": epoch, "split": split, "group": name, "metric": "loss", "value": loss})
+            rows.append({"epoch": epoch, "split": split, "group": name, "metric": "accuracy",
+                         "value": float(accuracy[name])})
         for metric, value in (extra(logits, data) if extra is not None else {}).items():
             rows.append({"epoch": epoch, "split": split, "group": "all", "metric": metric, "value": float(value)})
     return rows

@@ -58,3 +58,47 @@ def test_the_check_sees_function_level_and_relative_imports(tmp_path, monkeypatc
             "dpfair_analysis.verify.audits.audit"]
     finally:
         fake.unlink()
+
+
+#: The package's floors, bottom to top (README's architecture): a module may import its own floor and
+#: the floors below, never one above. Data flows one way: data -> model -> trainer -> analysis -> reports.
+FLOORS = ("validation", "io", "data", "models", "gradients", "fast_gradients", "fairness", "privacy", "training",
+          "theory", "diagnose", "plotting", "experiments", "verify", "cli")
+
+
+def floor(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[0] != "dpfair_analysis":
+        return None
+    return FLOORS.index(parts[1]) if parts[1] in FLOORS else None
+
+
+def imports_against_the_floors(paths: list[Path]) -> list[tuple[str, str]]:
+    bad = []
+    for path in paths:
+        own = floor(".".join(("dpfair_analysis", *path.relative_to(PACKAGE).with_suffix("").parts)))
+        for name in imported_modules(path):
+            target = floor(name)
+            if own is not None and target is not None and target > own:
+                bad.append((str(path.relative_to(PACKAGE)), name))
+    return bad
+
+
+def test_every_module_sits_on_a_floor():
+    tops = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in PACKAGE.rglob("*.py")}
+    assert tops - {"__init__", "__main__"} <= set(FLOORS), sorted(tops - set(FLOORS))
+
+
+def test_no_import_reaches_a_floor_above():
+    assert imports_against_the_floors(list(PACKAGE.rglob("*.py"))) == []
+
+
+def test_the_floor_check_can_fail():
+    probe = PACKAGE / "privacy" / "_floor_probe.py"
+    probe.write_text("def f():\n    from dpfair_analysis.training.loop import train\n")
+    try:
+        assert imports_against_the_floors([probe]) == [("privacy/_floor_probe.py", "dpfair_analysis.training.loop"),
+                                                       ("privacy/_floor_probe.py",
+                                                        "dpfair_analysis.training.loop.train")]
+    finally:
+        probe.unlink()

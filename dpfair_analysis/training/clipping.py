@@ -110,3 +110,42 @@ class UniformClipping:
         return StepDecision(bounds=torch.full_like(norms, self.clip_bound),
                             noise_std=self.noise_multiplier * self.clip_bound,
                             noise_multipliers=self.planned_noise_multipliers())
+
+
+@dataclass(frozen=True)
+class CountsThenSumPolicy:
+    """Base of the policies that release noisy per-group counts and then the clipped sum, both on the
+    step's sampled batch (paper 000's DPSGD-F and Naive; counts tell the policy how to set its bounds
+    or weights, so those are post-processing of a release).
+
+    One record adds 1 to one count, so the count vector's contribution bound is 1 and ``count_noise``
+    sigma_1 (the standard deviation on each count) is also its noise multiplier; the sum's is
+    ``noise_multiplier`` sigma_2 relative to the step's largest contribution. The loop records the two
+    as one sampled Gaussian with the joint multiplier.
+
+    Parameters
+    ----------
+    base_clip : float
+        C0.
+    noise_multiplier : float
+        sigma_2, of the gradient release.
+    count_noise : float
+        sigma_1, of the count release.
+    """
+
+    base_clip: float
+    noise_multiplier: float
+    count_noise: float
+
+    def __post_init__(self) -> None:
+        check_positive(self.base_clip, "base_clip")
+        check_positive(self.noise_multiplier, "noise_multiplier")
+        check_positive(self.count_noise, "count_noise")
+
+    def planned_noise_multipliers(self) -> tuple[float, float]:
+        """(count release, gradient release) multipliers: sigma_1 and sigma_2 at every step."""
+        return self.count_noise, self.noise_multiplier
+
+    def noisy_counts(self, counts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """counts + N(0, sigma_1^2) on each entry (float64)."""
+        return counts + torch.randn(counts.shape, generator=generator, dtype=torch.float64) * self.count_noise

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dpfair_analysis.training.clipping import StepDecision
+from dpfair_analysis.training.clipping import CountsThenSumPolicy, StepDecision
 from dpfair_analysis.validation import check_positive
 
 def dpsgdf_group_bounds(noisy_clipped: torch.Tensor, noisy_unclipped: torch.Tensor, *, base_clip: float,
@@ -81,44 +81,31 @@ def dpsgdf_group_bounds(noisy_clipped: torch.Tensor, noisy_unclipped: torch.Tens
 
 
 @dataclass(frozen=True)
-class DPSGDF:
+class DPSGDF(CountsThenSumPolicy):
     """DPSGD-F: group bounds from privately counted clipping rates (Algorithm 2).
+
+    C0, sigma_2 and sigma_1 as in :class:`~.clipping.CountsThenSumPolicy` (the paper sets sigma_1 = 10 sigma_2).
 
     Parameters
     ----------
-    base_clip : float
-        C0.
-    noise_multiplier : float
-        sigma_2, of the gradient release.
-    count_noise : float
-        sigma_1, the standard deviation of the noise on each count (the paper uses 10 sigma_2).
     max_ratio : float
         The ratio cap guard (see the module docstring).
     """
 
-    base_clip: float
-    noise_multiplier: float
-    count_noise: float
     max_ratio: float = 10.0
     name: str = "dpsgdf"
     private: bool = True
 
     def __post_init__(self) -> None:
-        check_positive(self.base_clip, "base_clip")
-        check_positive(self.noise_multiplier, "noise_multiplier")
-        check_positive(self.count_noise, "count_noise")
+        super().__post_init__()
         check_positive(self.max_ratio, "max_ratio")
-
-    def planned_noise_multipliers(self) -> tuple[float, float]:
-        """(count release, gradient release) multipliers: sigma_1 and sigma_2 at every step."""
-        return self.count_noise, self.noise_multiplier
 
     def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:
         clipped = norms > self.base_clip
         counts = torch.stack([torch.bincount(group[clipped], minlength=n_groups),
                               torch.bincount(group[~clipped], minlength=n_groups)]).double()
-        noisy = counts + torch.randn(counts.shape, generator=generator, dtype=torch.float64) * self.count_noise
+        noisy = self.noisy_counts(counts, generator)
         bounds, fires = dpsgdf_group_bounds(noisy[0], noisy[1], base_clip=self.base_clip,
                                             expected_batch_size=expected_batch_size, max_ratio=self.max_ratio)
         largest = float(bounds.max())
@@ -131,38 +118,17 @@ class DPSGDF:
 
 
 @dataclass(frozen=True)
-class NaiveReweighting:
-    """Naive (Algorithm 3): weights theta^k = (b/K) / b~^k from privately counted group sizes.
+class NaiveReweighting(CountsThenSumPolicy):
+    """Naive (Algorithm 3): weights theta^k = (b/K) / b~^k from privately counted group sizes
+    (:class:`~.clipping.CountsThenSumPolicy`'s C0, sigma_2 and sigma_1, the noise on each size)."""
 
-    Parameters
-    ----------
-    base_clip : float
-        C0.
-    noise_multiplier : float
-        sigma_2, of the gradient release.
-    count_noise : float
-        sigma_1, the standard deviation of the noise on each group size.
-    """
-
-    base_clip: float
-    noise_multiplier: float
-    count_noise: float
     name: str = "naive"
     private: bool = True
-
-    def __post_init__(self) -> None:
-        check_positive(self.base_clip, "base_clip")
-        check_positive(self.noise_multiplier, "noise_multiplier")
-        check_positive(self.count_noise, "count_noise")
-
-    def planned_noise_multipliers(self) -> tuple[float, float]:
-        """(count release, gradient release) multipliers: sigma_1 and sigma_2 at every step."""
-        return self.count_noise, self.noise_multiplier
 
     def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:
         sizes = torch.bincount(group, minlength=n_groups).double()
-        noisy = sizes + torch.randn(sizes.shape, generator=generator, dtype=torch.float64) * self.count_noise
+        noisy = self.noisy_counts(sizes, generator)
         floored = noisy.clamp(min=1.0)
         theta = (expected_batch_size / n_groups) / floored
         largest = float(theta.max())

@@ -108,3 +108,98 @@ def accounting_from_args(args: argparse.Namespace, *, neighboring: str = "add_re
     if args.accountant == "pld" and conversion != "improved":
         raise UsageError(f"--conversion {conversion} applies only to --accountant rdp")
     return AccountingSpec(accountant=args.accountant, conversion=conversion, neighboring=neighboring, **fixed)
+
+
+# ----------------------------------------------------------------- checks made before any work
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An integer in [low, high] (argparse type; the upper end keeps a typo from becoming a week's run)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer from {low:,} to {high:,}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected an integer from {low:,} to {high:,}, got {text!r}")
+        return value
+    return parse
+
+
+def positive_float_upto(high: float) -> Callable[[str], float]:
+    """A finite number in (0, high]."""
+    return _number(lambda v: 0 < v <= high, f"a number in (0, {high:g}]")
+
+
+def writable_file(text: str) -> Path:
+    """An output file: its directory exists and takes a new file (tried), it is not a directory.
+    Checked before any work, so a run is never lost to its output path; nothing is left behind."""
+    path = output_path(text)
+    _probe_writable(path.parent)
+    return path
+
+
+def writable_directory(text: str) -> Path:
+    """An output directory: an existing directory, or a new one whose parent exists; it takes a new file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    if not path.exists() and not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"directory {str(path.parent)!r} does not exist")
+    _probe_writable(path if path.exists() else path.parent)
+    return path
+
+
+def _probe_writable(directory: Path) -> None:
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot write in {str(directory)!r}: {error.strerror or error}") from None
+
+
+def check_dataset_options(name: str, group_by: str | None, *, flag: str = "--group-by") -> None:
+    """``group_by`` is one of the data set's groupings (from the registry, before loading anything)."""
+    from dpfair_analysis.data import DATASETS
+
+    entry = DATASETS[name]
+    if group_by is not None and group_by not in entry.group_by:
+        allowed = list(entry.group_by) or "none (its grouping is fixed)"
+        raise UsageError(f"{flag} for {name} must be one of {allowed}, got {group_by!r}")
+
+
+#: Seconds per DP step of a batch of 256 on one core here (benchmarks/results/per_sample_step.json,
+#: rounded up) and per evaluated row per epoch: what run-time estimates are made of.
+STEP_SECONDS = {"logreg": 0.001, "mlp": 0.002, "cnn": 0.12}
+EVAL_SECONDS_PER_ROW = {"logreg": 2e-7, "mlp": 5e-7, "cnn": 2e-4}
+REFUSE_SECONDS = 24 * 3600
+
+
+def estimated_training_seconds(model: str, *, rows: int, batch_size: int, epochs: int, runs: int = 1) -> float:
+    """Rough wall time of ``runs`` trainings: steps x time per step (scaled by the batch) + evaluation."""
+    steps = -(-epochs * rows // max(batch_size, 1))
+    per_step = STEP_SECONDS.get(model, STEP_SECONDS["cnn"]) * max(batch_size, 1) / 256
+    evaluation = EVAL_SECONDS_PER_ROW.get(model, EVAL_SECONDS_PER_ROW["cnn"]) * rows * epochs
+    return runs * (steps * per_step + evaluation)
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+def check_workload(seconds: float, *, what: str, flags: str, force: bool, quiet: bool = False) -> None:
+    """Refuse work estimated beyond :data:`REFUSE_SECONDS` unless ``force`` (one line naming ``flags`` and the
+    estimate); otherwise print the estimate to stderr when it is over a minute."""
+    import sys
+
+    if seconds > REFUSE_SECONDS and not force:
+        raise UsageError(f"{flags}: {what} would take about {format_duration(seconds)} on this machine; "
+                         f"lower {flags} or add --force")
+    if seconds > 60 and not quiet:
+        print(f"dpfair: {what}: about {format_duration(seconds)} here (estimate)", file=sys.stderr)

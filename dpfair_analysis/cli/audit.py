@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import UsageError, positive_int, print_json, unit_open
+from dpfair_analysis.cli._common import UsageError, int_in, print_json, unit_open
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "epsilon means the implementation or its accounting is broken.")
     p.add_argument("--mechanism", required=True,
                    help="a registered mechanism (dpsgd, naive, dpsgdf, output-perturbation, ...) or 'all'")
-    p.add_argument("--trials", type=positive_int, default=None,
+    p.add_argument("--trials", type=int_in(1, 10_000_000), default=None,
                    help="runs on each of the two data sets (default: the mechanism's own, enough to catch a "
                         "0.25 under-noised twin); at least 8")
     p.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")

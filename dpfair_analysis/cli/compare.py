@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import re
 
-from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, device,
-                                         nonnegative_float, output_path, positive_float, positive_int,
-                                         print_json, unit_open)
+from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, check_dataset_options,
+                                         check_workload, device, estimated_training_seconds, int_in,
+                                         nonnegative_float, positive_float, positive_float_upto, print_json,
+                                         unit_open, writable_directory, writable_file)
+from dpfair_analysis.data import DATASETS
 from dpfair_analysis.io import write_atomically
 
 
@@ -15,9 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="per-group cost of privacy: SGD vs private methods (paper 000 Table 1)",
                        description="Train the non-private model and the private methods on the same split and "
                                    "seed; print per-group test accuracy and the cost of privacy.")
-    p.add_argument("--data", default="adult", help="data set name (see `dpfair data list`; default adult)")
+    p.add_argument("--data", default="adult", choices=list(DATASETS), metavar="NAME",
+                   help="data set name (see `dpfair data list`; default adult)")
     p.add_argument("--group-by", default=None, help="group column of the data set (default: its own, e.g. sex)")
-    p.add_argument("--model", default="logreg", help="logreg, mlp or cnn (default logreg)")
+    p.add_argument("--model", default="logreg", choices=("logreg", "mlp", "cnn"), help="default logreg")
     p.add_argument("--methods", default="sgd,dpsgd",
                    help="comma-separated: sgd, dpsgd, naive, dpsgdf, dpsgd(C=2) (default sgd,dpsgd)")
     p.add_argument("--clips", default=None,
@@ -31,25 +34,29 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "unbalanced MNIST (500/5851); the test set is untouched; repeatable")
     p.add_argument("--no-equal-privacy", action="store_true",
                    help="let Naive/DPSGD-F run all steps instead of stopping at DPSGD's epsilon")
-    p.add_argument("--epochs", type=positive_int, default=20)
-    p.add_argument("--batch-size", type=positive_int, default=256)
-    p.add_argument("--sigma", type=positive_float, default=1.0, help="noise multiplier (default 1)")
+    p.add_argument("--epochs", type=int_in(1, 100_000), default=20, help="passes over the data (default 20)")
+    p.add_argument("--batch-size", type=int_in(1, 1_000_000), default=256,
+                   help="expected (Poisson) batch size (default 256)")
+    p.add_argument("--sigma", type=positive_float_upto(1e6), default=1.0, help="noise multiplier (default 1)")
     p.add_argument("--clip", type=positive_float, default=0.5, help="clipping bound C (default 0.5)")
-    p.add_argument("--delta", type=unit_open, default=1e-6)
+    p.add_argument("--delta", type=unit_open, default=1e-6, help="delta at which epsilon is reported (default 1e-6)")
     p.add_argument("--lr", type=positive_float, default=None, help="learning rate (default 1/sqrt(T))")
     p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
-    p.add_argument("--sampling", default="poisson", help="poisson (matches the accountant) or shuffle")
+    p.add_argument("--sampling", default="poisson", choices=("poisson", "shuffle"),
+                   help="poisson (default; what the accountant assumes) or shuffle")
     add_accounting_flags(p)
     p.add_argument("--device", type=device, default="cpu",
                    help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
-    p.add_argument("--seeds", type=positive_int, default=1, help="number of seeds (mean ± sd); default 1")
+    p.add_argument("--seeds", type=int_in(1, 1000), default=1, help="number of seeds (mean ± sd); default 1")
     p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    p.add_argument("--out", type=output_path, default=None, help="CSV file for the per-epoch history")
-    p.add_argument("--plots", default=None, help="directory for per-group figures (created if missing)")
+    p.add_argument("--out", type=writable_file, default=None, help="CSV file for the per-epoch history")
+    p.add_argument("--plots", type=writable_directory, default=None,
+                   help="directory for per-group figures (created if missing)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--no-cache", action="store_true",
                    help="retrain even if this exact run is in the result cache ($DPFAIR_CACHE)")
+    p.add_argument("--force", action="store_true", help="run even if the estimate is over a day")
     p.set_defaults(handler=run)
 
 
@@ -60,10 +67,18 @@ def run(args: argparse.Namespace) -> None:
 
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    check_dataset_options(args.data, args.group_by)
     data_options = {} if args.group_by is None else {"by": args.group_by}
     methods = [m.strip() for m in re.split(r",(?![^(]*\))", args.methods) if m.strip()]
-    if args.clips:
-        methods += [f"dpsgd(C={c.strip()})" for c in args.clips.split(",") if c.strip()]
+    if not methods:
+        raise UsageError("--methods must name at least one method (sgd, dpsgd, naive, dpsgdf, dpsgd(C=2), ...)")
+    clips = [c.strip() for c in (args.clips or "").split(",") if c.strip()]
+    for clip in clips:
+        try:
+            positive_float(clip)
+        except argparse.ArgumentTypeError as error:
+            raise UsageError(f"argument --clips: {error}") from None
+    methods += [f"dpsgd(C={c})" for c in clips]
     fractions = {}
     for item in args.train_fraction:
         group, sep, value = item.partition("=")
@@ -71,16 +86,27 @@ def run(args: argparse.Namespace) -> None:
             fractions[group] = float(value)
         except ValueError:
             raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}") from None
-        if not sep or not group:
-            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}")
-    config = CompareConfig(
-        dataset=args.data, data_options=data_options, model=args.model, methods=tuple(methods),
-        train_group_fraction=fractions,
-        noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
-        max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
-        train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
-                          delta=args.delta, accounting=accounting_from_args(args), device=args.device),
-        seeds=tuple(range(args.seed, args.seed + args.seeds)))
+        if not sep or not group or not 0 < fractions[group] <= 1:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION with FRACTION in (0, 1], got {item!r}")
+    try:
+        config = CompareConfig(
+            dataset=args.data, data_options=data_options, model=args.model, methods=tuple(methods),
+            train_group_fraction=fractions,
+            noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
+            max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
+            train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
+                              delta=args.delta, accounting=accounting_from_args(args), device=args.device),
+            seeds=tuple(range(args.seed, args.seed + args.seeds)))
+    except ValueError as error:
+        raise UsageError(f"--methods: {' '.join(str(error).split())}") from None
+    rows = DATASETS[args.data].rows
+    if rows is not None:
+        if args.batch_size > rows:
+            raise UsageError(f"--batch-size {args.batch_size} is more than the {rows:,} rows of {args.data}")
+        check_workload(estimated_training_seconds(args.model, rows=rows, batch_size=args.batch_size,
+                                                  epochs=args.epochs, runs=len(methods) * args.seeds),
+                       what=f"{len(methods)} method(s) x {args.seeds} seed(s) x {args.epochs} epochs",
+                       flags="--epochs/--seeds", force=args.force, quiet=args.quiet or args.json)
     cache = RunCache(None if args.no_cache else default_cache_dir())
     result = run_compare(config, progress=not args.quiet and not args.json, cache=cache)
     if args.out is not None:

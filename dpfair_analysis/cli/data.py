@@ -9,7 +9,8 @@ import warnings
 from pathlib import Path
 from typing import Iterator
 
-from dpfair_analysis.cli._common import Parser, UsageError, print_json
+from dpfair_analysis.cli._common import Parser, UsageError, check_dataset_options, print_json
+from dpfair_analysis.data import DATASETS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,16 +24,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Obtain a data set's raw files into the cache ($DPFAIR_DATA, default "
                     "~/.cache/dpfair_analysis), each verified by its SHA-256. A cached file that fails "
                     "verification is moved aside and obtained again.")
-    fetch.add_argument("name", help="data set name (see `dpfair data list`)")
+    fetch.add_argument("name", choices=list(DATASETS), metavar="name", help="data set name (see `dpfair data list`)")
     fetch.add_argument("--from", dest="from_path", metavar="PATH", default=None,
                        help="install the file(s) from PATH (a file, or a directory holding them) instead of "
                             "downloading; refused, with nothing written, unless the SHA-256 matches")
     fetch.set_defaults(handler=_run_data_fetch)
     describe = dsub.add_parser("describe", help="rows, features, group sizes, label rates, missing values")
-    describe.add_argument("name")
+    describe.add_argument("name", choices=list(DATASETS), metavar="name", help="data set name (see `dpfair data list`)")
     describe.add_argument("--group-by", default=None,
                           help="grouping: sex|race (adult, compas), sex|age (german), age|age3|age5 (bank)")
-    describe.add_argument("--split", default=None, help="train|test (mnist-full only; default train)")
+    describe.add_argument("--split", default=None, choices=("train", "test"),
+                          help="train|test (mnist-full only; default train)")
     describe.add_argument("--json", action="store_true")
     describe.set_defaults(handler=_run_data_describe)
 
@@ -96,6 +98,9 @@ def _run_data_describe(args: argparse.Namespace) -> None:
 
     from dpfair_analysis.data import _tabular, load
 
+    check_dataset_options(args.name, args.group_by)
+    if args.split is not None and args.name != "mnist-full":
+        raise UsageError(f"--split applies only to mnist-full (the others have no official split), not {args.name}")
     options = {} if args.group_by is None else {"by": args.group_by}
     if args.split is not None:
         options["split"] = args.split

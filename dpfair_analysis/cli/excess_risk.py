@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from dpfair_analysis.cli._common import UsageError, positive_float, positive_int, print_json, unit_open
+from dpfair_analysis.cli._common import UsageError, check_dataset_options, check_workload, \
+    estimated_training_seconds, int_in, positive_float, positive_int, print_json, unit_open
+from dpfair_analysis.data import DATASETS
 
 MECHANISMS = ("output", "dpsgd")
 
@@ -34,22 +36,24 @@ def _epsilons(text: str) -> list[float]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("excess-risk", help="per-group excessive risk and gap under a private mechanism (paper 001)",
                        description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", required=True, help="data set name (see `dpfair data list`)")
+    p.add_argument("--data", required=True, choices=list(DATASETS), metavar="NAME",
+                   help="data set name (see `dpfair data list`)")
     p.add_argument("--group-by", default=None, help="group attribute, if the data set has several")
     p.add_argument("--mechanism", choices=MECHANISMS, required=True)
     p.add_argument("--epsilons", type=_epsilons, default=[0.005, 0.05, 0.5],
                    help="comma-separated epsilons (default 0.005,0.05,0.5)")
     p.add_argument("--delta", type=unit_open, default=1e-5)
     p.add_argument("--l2", type=positive_float, default=1e-3, help="output: ERM regulariser lambda (default 1e-3)")
-    p.add_argument("--draws", type=positive_int, default=1000, help="output: antithetic draws per epsilon")
-    p.add_argument("--seeds", type=positive_int, default=3, help="dpsgd: private runs per epsilon (>= 2)")
-    p.add_argument("--epochs", type=positive_int, default=5, help="dpsgd: epochs (default 5)")
+    p.add_argument("--draws", type=int_in(1, 10_000_000), default=1000, help="output: antithetic draws per epsilon")
+    p.add_argument("--seeds", type=int_in(1, 1000), default=3, help="dpsgd: private runs per epsilon (>= 2)")
+    p.add_argument("--epochs", type=int_in(1, 100_000), default=5, help="dpsgd: epochs (default 5)")
     p.add_argument("--clip", type=positive_float, default=0.1, help="dpsgd: clipping bound C (default 0.1)")
     p.add_argument("--hidden", type=positive_int, default=16, help="dpsgd: hidden units (one layer; default 16)")
     p.add_argument("--rows", type=positive_int, default=None, help="use a seeded stratified subsample of this size")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--force", action="store_true", help="run even if the estimate is over a day")
     p.set_defaults(handler=_run)
 
 
@@ -58,6 +62,13 @@ def _run(args: argparse.Namespace) -> None:
         raise UsageError(f"argument --seed: expected an integer >= 0, got {args.seed}")
     if args.mechanism == "dpsgd" and args.seeds < 2:
         raise UsageError(f"argument --seeds: dpsgd needs at least 2 runs for a confidence interval, got {args.seeds}")
+    check_dataset_options(args.data, args.group_by)
+    rows = args.rows or DATASETS[args.data].rows
+    if rows is not None and args.mechanism == "dpsgd":
+        check_workload(estimated_training_seconds("mlp", rows=rows, batch_size=256, epochs=args.epochs,
+                                                  runs=2 * args.seeds * len(args.epsilons)),
+                       what=f"{len(args.epsilons)} epsilon(s) x {args.seeds} seed(s) x {args.epochs} epochs",
+                       flags="--epochs/--seeds", force=args.force, quiet=args.quiet or args.json)
     from dpfair_analysis.experiments import fairness_lens as lens
 
     data = lens.load_data(args.data, by=args.group_by, rows=args.rows, seed=args.seed)

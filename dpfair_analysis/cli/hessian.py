@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import UsageError, positive_float, positive_int, print_json
+from dpfair_analysis.cli._common import UsageError, check_dataset_options, int_in, positive_float, positive_int, \
+    print_json
+from dpfair_analysis.data import DATASETS
 
 MODELS = ("logreg", "mlp")
 METHODS = ("closed", "exact", "ggn", "hutchinson", "hutchpp")
@@ -16,15 +18,16 @@ METHODS = ("closed", "exact", "ggn", "hutchinson", "hutchpp")
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hessian", help="per-group Hessian traces Tr(H_a) (paper 001)")
-    p.add_argument("--data", required=True, help="data set name (see `dpfair data list`)")
+    p.add_argument("--data", required=True, choices=list(DATASETS), metavar="NAME",
+                   help="data set name (see `dpfair data list`)")
     p.add_argument("--group-by", default=None, help="group attribute, if the data set has several")
     p.add_argument("--model", choices=MODELS, default="logreg")
     p.add_argument("--method", choices=METHODS, default=None,
                    help="default: closed for logreg, ggn for mlp")
-    p.add_argument("--probes", type=positive_int, default=60, help="matvecs per group (hutchinson, hutchpp)")
+    p.add_argument("--probes", type=int_in(1, 100_000), default=60, help="matvecs per group (hutchinson, hutchpp)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--at", choices=("trained", "init"), default="trained")
-    p.add_argument("--train-epochs", type=positive_int, default=2, help="mlp: non-private SGD epochs")
+    p.add_argument("--train-epochs", type=int_in(1, 10_000), default=2, help="mlp: non-private SGD epochs")
     p.add_argument("--l2", type=positive_float, default=1e-3, help="logreg: ERM regulariser lambda")
     p.add_argument("--hidden", type=positive_int, default=32, help="mlp: hidden units (one layer)")
     p.add_argument("--json", action="store_true")
@@ -34,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> None:
     if args.seed < 0:
         raise UsageError(f"argument --seed: expected an integer >= 0, got {args.seed}")
+    check_dataset_options(args.data, args.group_by)
     method = args.method or ("closed" if args.model == "logreg" else "ggn")
     if method == "closed" and args.model != "logreg":
         raise UsageError(f"--method closed is the logistic-regression closed form; for --model {args.model} "

@@ -61,6 +61,9 @@ def _run(args: argparse.Namespace) -> None:
     from dpfair_analysis.experiments import pfld
     from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
 
+    from dpfair_analysis.cli._common import check_dataset_options
+
+    check_dataset_options(pfld.DATASETS[args.data], args.group_by)
     cache = RunCache(None if args.no_cache else default_cache_dir())
     try:
         rows = pfld.table2(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,

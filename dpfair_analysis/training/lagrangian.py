@@ -105,7 +105,7 @@ from dpfair_analysis.privacy.pfld_accounting import PFLD_ACCOUNTING, calibrate_p
 from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
     group_counts, paper_dual_sensitivity, paper_primal_sensitivity, primal_contribution_bound, \
     warn_paper_exact, warn_shared_batch
-from dpfair_analysis.training.loop import apply_update, batch_indices, evaluate_groups, make_generators, \
+from dpfair_analysis.training.loop import apply_update, batch_indices, check_finite, evaluate_groups, make_generators, \
     predict_logits, schedule
 from dpfair_analysis.validation import check_choice, check_delta, check_device, check_positive, check_positive_int, \
     check_seed
@@ -514,6 +514,7 @@ def _train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: 
         else:
             record = _fld_primal_step(model, X, y, g, reported=rep, constraint=constraint,
                                       lambdas=state.lambdas, lr=config.lr)
+        check_finite(model, step=step, total_steps=total_steps, lr=config.lr)
         step_records.append({"step": step, "batch_size": len(index), **record})
         bar.update()
         if step in epoch_ends:

@@ -191,6 +191,7 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
         index = next(batches).to(device)
         decision, released = _step(model, train_data, index, policy, objective, lr=lr, generator=noise_gen,
                                    expected_batch_size=config.batch_size, accumulator=accumulator)
+        check_finite(model, step=step, total_steps=total_steps, lr=lr)
         if policy.private and not decision.noise_multipliers:
             raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise "
                                "multipliers; its privacy cannot be accounted")
@@ -250,6 +251,25 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
     apply_update(params, total, lr=lr, denominator=denominator, penalty=_penalty_gradient(model))
     accumulator.add(group, losses, norms, norms > decision.bounds.to(norms.device))
     return decision, released
+
+
+class TrainingDiverged(ArithmeticError):
+    """The parameters became non-finite (NaN or inf): training stopped at ``step``.
+
+    Attributes: ``step``, ``total_steps``, ``lr`` (the learning rate in use)."""
+
+    def __init__(self, *, step: int, total_steps: int, lr: float) -> None:
+        self.step, self.total_steps, self.lr = step, total_steps, lr
+        super().__init__(f"training diverged at step {step} of {total_steps}: the parameters are no longer finite "
+                         f"(NaN or inf); lower the learning rate (now {lr:g}) or the clipping bound")
+
+
+def check_finite(model: nn.Module, *, step: int, total_steps: int, lr: float) -> None:
+    """Raise :class:`TrainingDiverged` if any parameter of ``model`` is NaN or infinite (every trainer, every
+    step: a diverged run stops at once instead of reporting the accuracy of a NaN model)."""
+    with torch.no_grad():
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise TrainingDiverged(step=step, total_steps=total_steps, lr=lr)
 
 
 def apply_update(params: dict[str, torch.Tensor], total: dict[str, torch.Tensor], *, lr: float,

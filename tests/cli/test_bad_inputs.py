@@ -178,3 +178,13 @@ def test_work_beyond_a_day_is_refused_with_its_estimate_and_runs_with_force(caps
     # with --force the estimate no longer stops it: the tripwire (data loading) is reached
     assert main(["compare", "--data", "mnist-full", "--model", "cnn", "--epochs", "5000", "--quiet", "--force"]) == 1
     assert "Tripwire" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["compare", "--epochs", "1", "--lr", "1e300", "--quiet", "--no-cache"],
+                                  ["train", "--data", "compas", "--epochs", "2", "--lr", "1e30", "--sigma", "1"]],
+                         ids=["compare", "train"])
+def test_divergence_stops_the_run_with_one_line_and_a_non_zero_status(argv, capsys):
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "diverged at step" in err and "--lr" in err and "Traceback" not in err
+    assert "accuracy" not in out  # no table of a NaN model

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.data.synthetic import synthetic_groups
 from dpfair_analysis.models import build_model, l2_penalty
 from dpfair_analysis.privacy.accounting import dpsgd_epsilon
 from dpfair_analysis.training.clipping import NonPrivate, UniformClipping
@@ -216,3 +217,18 @@ def test_callbacks_see_every_iterate_and_do_not_change_the_run():
     assert torch.equal(seen[-1][1], final)
     assert not torch.equal(seen[0][1], seen[1][1])
     assert torch.equal(final, torch.cat([p.detach().flatten() for p in plain.model.parameters()]))
+
+
+def test_a_diverging_run_stops_at_the_step_it_diverges():
+    from dpfair_analysis.training.loop import TrainingDiverged
+
+    data = synthetic_groups(sizes=(200, 100), dim=4, seed=0)
+    model = build_model("logreg", input_shape=(4,), n_classes=2, seed=0)
+    with pytest.raises(TrainingDiverged) as info:
+        train(model, data, UniformClipping(1.0, 1.0), TrainConfig(epochs=3, batch_size=50, lr=1e300, seed=0),
+              progress=False)
+    assert info.value.step == 1 and info.value.total_steps == 18 and "1e+300" in str(info.value)
+    # a sane learning rate trains to the end
+    result = train(build_model("logreg", input_shape=(4,), n_classes=2, seed=0), data, UniformClipping(1.0, 1.0),
+                   TrainConfig(epochs=3, batch_size=50, lr=0.1, seed=0), progress=False)
+    assert len(result.steps) == 18

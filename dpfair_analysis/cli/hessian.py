@@ -17,7 +17,11 @@ METHODS = ("closed", "exact", "ggn", "hutchinson", "hutchpp")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("hessian", help="per-group Hessian traces Tr(H_a) (paper 001)")
+    p = sub.add_parser("hessian", help="per-group Hessian traces Tr(H_a) (paper 001)",
+                       description="Per-group trace of the Hessian of each group's mean cross-entropy, Tr(H_a), "
+                                   "for logistic regression at its regularised ERM minimiser or an MLP after a "
+                                   "short non-private SGD run (paper 001, Theorem 1 Eq. (3) and Theorem 4): "
+                                   "closed form, exact (Hessian-vector products), GGN, Hutchinson or Hutch++.")
     p.add_argument("--data", required=True, choices=list(DATASETS), metavar="NAME",
                    help="data set name (see `dpfair data list`)")
     p.add_argument("--group-by", default=None, help="group attribute, if the data set has several")
@@ -54,7 +58,9 @@ def _run(args: argparse.Namespace) -> None:
                                      seed=args.seed, l2=args.l2, hidden=args.hidden, train_epochs=args.train_epochs)
     rows = table.to_dict("records")
     if args.json:
-        print_json(rows)
+        print_json({"settings": {"data": args.data, "group_by": args.group_by, "model": args.model, "method": method,
+                                 "at": where, "probes": args.probes, "seed": args.seed, "l2": args.l2,
+                                 "hidden": args.hidden, "train_epochs": args.train_epochs}, "rows": rows})
         return
     print(f"{args.data}: Tr(H_a) of each group's mean cross-entropy, model {args.model} at {where}, "
           f"method {method}")

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", default="full", choices=("quick", "full"),
                    help="full: all rows, 10 epochs; quick: 300 rows, 2 epochs (smoke test)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the run cache")
-    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_run)
 
@@ -68,13 +68,17 @@ def _run(args: argparse.Namespace) -> None:
     try:
         rows = pfld.table2(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
                            epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
-                           progress=args.progress)
+                           progress=not (args.quiet or args.json))
     except FileNotFoundError as error:
         raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
     if args.json:
         def clean(value):
             return None if isinstance(value, float) and math.isnan(value) else value
-        print_json([{key: clean(row[key]) for key in pfld.ROW_KEYS} for row in rows.to_dict("records")])
+        print_json({"settings": {"data": args.data, "group_by": args.group_by, "constraints": list(args.constraints),
+                                 "methods": list(args.methods), "folds": int(rows["fold"].max()) + 1,
+                                 "epsilon": args.epsilon, "profile": args.profile},
+                    "delta": pfld.PFLD_DELTA,
+                    "rows": [{key: clean(row[key]) for key in pfld.ROW_KEYS} for row in rows.to_dict("records")]})
         return
     folds = int(rows["fold"].max()) + 1
     print(f"paper 003 Table 2, {args.data}: {folds}-fold stratified CV, profile {args.profile}, "

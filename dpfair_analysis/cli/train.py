@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", type=device, default="cpu",
                    help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--force", action="store_true", help="run even if the estimate is over a day")
     p.set_defaults(handler=_run_train)
 
@@ -89,7 +89,7 @@ def _run_train(args: argparse.Namespace) -> None:
     if rows is not None:
         check_workload(estimated_training_seconds("mlp", rows=rows, batch_size=args.batch_size, epochs=args.epochs),
                        what=f"{args.epochs} epochs", flags="--epochs", force=args.force,
-                       quiet=args.json or not args.progress)
+                       quiet=args.json or args.quiet)
     config = LagrangianConfig(method=args.method, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                               dual_lr=args.dual_lr, lambda_max=args.lambda_max, epsilon=args.epsilon,
                               delta=args.delta, clip_primal=args.cp, clip_dual=args.cd,
@@ -102,9 +102,16 @@ def _run_train(args: argparse.Namespace) -> None:
     train, test = dataset.split(args.test_fraction, seed=args.seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PrivacyNotEstablishedWarning)
-        result = run_pfld(train, args.constraint, config, test=test, hidden=args.hidden, progress=args.progress)
+        result = run_pfld(train, args.constraint, config, test=test, hidden=args.hidden, progress=not (args.quiet or args.json))
     summary = result.final("test")
-    summary.update(data=args.data, n_train=len(train), n_test=len(test))
+    summary.update(data=args.data, n_train=len(train), n_test=len(test),
+                   settings={"method": args.method, "constraint": args.constraint, "epsilon": args.epsilon,
+                             "delta": args.delta, "clip_primal": args.cp, "clip_dual": args.cd, "sigma": args.sigma,
+                             "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+                             "dual_lr": args.dual_lr, "lambda_max": args.lambda_max, "hidden": list(args.hidden),
+                             "missing_rate": args.missing_rate, "paper_exact": args.paper_exact,
+                             "accounting": config.effective_accounting.as_dict(), "test_fraction": args.test_fraction,
+                             "seed": args.seed})
     if args.json:
         print_json(summary)
         return

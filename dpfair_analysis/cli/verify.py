@@ -15,9 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "shrunk counterexample breaks it) or inconclusive.")
     p.add_argument("--paper", default=None, help="only this paper's claims: 000, 001, 002, 003 or 004")
     p.add_argument("--claim", default=None, help="only this claim id (e.g. 001.thm1)")
-    p.add_argument("--budget", default="quick", help="quick (default, about a minute) or full (larger searches)")
+    p.add_argument("--budget", default="quick", help="quick (default, about 30 s here) or full (larger searches)")
     p.add_argument("--json", action="store_true", help='print {"claims": [{id, paper, statement, verdict, evidence}]}')
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--list", action="store_true", help="list the claims (id, paper, location, statement) and stop")
     p.set_defaults(handler=run)
 
 
@@ -32,12 +33,21 @@ def run(args: argparse.Namespace) -> None:
         try:
             claims = [get_claim(args.claim)]
         except ValueError:
-            raise UsageError(f"unknown --claim {args.claim!r} (list them with: dpfair verify --paper 001 --json)") \
+            raise UsageError(f"unknown --claim {args.claim!r} (list them with: dpfair verify --list)") \
                 from None
         if args.paper is not None and claims[0].paper != args.paper:
             raise UsageError(f"claim {args.claim!r} belongs to paper {claims[0].paper}, not {args.paper}")
     else:
         claims = claims_for(args.paper)
+    if args.list:
+        if args.json:
+            print_json({"claims": [{"id": c.id, "paper": c.paper, "location": c.location, "statement": c.statement,
+                                    "assumptions": c.assumptions, "corrects": c.corrects} for c in claims]})
+        else:
+            for c in claims:
+                print(f"{c.id:<44} {c.location}")
+                print(f"{'':<44} {c.statement}")
+        return
     results = run_claims(claims, BUDGETS[args.budget], progress=not args.quiet)
     if args.json:
         print_json({"claims": [{"id": c.id, "paper": c.paper, "location": c.location, "statement": c.statement,

@@ -82,6 +82,9 @@ PAPER_TABLE2 = pd.DataFrame([
     ("compas", "eo", "pfld", 0.677, 0.015, 0.115, 0.040),
 ], columns=["dataset", "constraint", "method", "accuracy", "accuracy_sd", "violation", "violation_sd"])
 
+#: delta of PF-LD's (epsilon, delta) guarantee in Table 2 (the paper's; M is epsilon-LDP)
+PFLD_DELTA = 1e-5
+
 ROW_KEYS = ("method", "constraint", "fold", "accuracy", "violation", "epsilon")
 
 

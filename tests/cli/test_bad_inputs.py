@@ -132,16 +132,27 @@ class Tripwire(Exception):
 
 @pytest.fixture
 def tripwires(monkeypatch):
-    """Loading data or training fails loudly: a bad invocation must be refused before either."""
+    """Loading data or training fails loudly: a bad invocation must be refused before either. Every module
+    that imported these functions by name gets the tripwire too (imported first, so no module binds the
+    tripwire for good)."""
+    import importlib
+    import sys
+
     import dpfair_analysis.data as data
     import dpfair_analysis.training.lagrangian as lagrangian
     import dpfair_analysis.training.loop as loop
 
+    for name in ("compare", "pfld", "fairness_lens", "dpsgdf"):
+        importlib.import_module(f"dpfair_analysis.experiments.{name}")
+
     def trip(*args, **kwargs):
         raise Tripwire("data was loaded or a model trained before the input was checked")
 
-    for module, name in ((data, "load"), (loop, "train"), (lagrangian, "train_lagrangian")):
-        monkeypatch.setattr(module, name, trip)
+    originals = [data.load, loop.train, lagrangian.train_lagrangian]
+    for module in [m for name, m in sys.modules.items() if name.startswith("dpfair_analysis") and m is not None]:
+        for attribute, value in list(vars(module).items()):
+            if any(value is original for original in originals):
+                monkeypatch.setattr(module, attribute, trip)
     monkeypatch.setenv("DPFAIR_DATA", "/nonexistent-data-cache")  # nothing may be fetched either
 
 
@@ -188,3 +199,9 @@ def test_divergence_stops_the_run_with_one_line_and_a_non_zero_status(argv, caps
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and "diverged at step" in err and "--lr" in err and "Traceback" not in err
     assert "accuracy" not in out  # no table of a NaN model
+
+
+def test_verify_lists_its_claims(capsys):
+    assert main(["verify", "--list", "--paper", "003"]) == 0
+    out = capsys.readouterr().out
+    assert "003.thm1 " in out and "003.lemma1.shared-batch" in out and "001." not in out

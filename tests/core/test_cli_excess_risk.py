@@ -17,7 +17,7 @@ def test_output_perturbation_rows(capsys):
     code, out, err = run(capsys, "excess-risk", "--data", "synthetic", "--mechanism", "output", "--epsilons",
                          "1,4", "--draws", "200", "--json")
     assert code == 0, err
-    rows = json.loads(out)
+    rows = json.loads(out)["rows"]
     assert [r["epsilon"] for r in rows] == [1.0] * 3 + [4.0] * 3
     assert {"group", "n", "excess_risk", "ci_low", "ci_high", "gap", "trace", "predicted_risk"} <= set(rows[0])
     for r in rows:

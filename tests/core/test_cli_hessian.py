@@ -19,7 +19,7 @@ def run(capsys, *argv):
 def test_json_rows_at_init_match_the_closed_form(capsys):
     code, out, err = run(capsys, "hessian", "--data", "synthetic", "--at", "init", "--seed", "3", "--json")
     assert code == 0, err
-    rows = json.loads(out)
+    rows = json.loads(out)["rows"]
     assert [r["group"] for r in rows] == ["all", "g0", "g1"]
     assert all(set(r) == {"group", "n", "trace", "stderr", "method"} for r in rows)
     assert all(r["method"] == "closed" and r["stderr"] == 0 for r in rows)
@@ -40,11 +40,11 @@ def test_json_rows_at_init_match_the_closed_form(capsys):
 def test_trained_logreg_and_stochastic_mlp(capsys):
     code, out, err = run(capsys, "hessian", "--data", "synthetic", "--json")
     assert code == 0, err
-    trained = json.loads(out)
+    trained = json.loads(out)["rows"]
     code, out, err = run(capsys, "hessian", "--data", "synthetic", "--model", "mlp", "--method", "hutchinson",
                          "--probes", "4", "--train-epochs", "1", "--json")
     assert code == 0, err
-    rows = json.loads(out)
+    rows = json.loads(out)["rows"]
     assert all(r["method"] == "hutchinson" and r["stderr"] > 0 for r in rows)
     assert all(r["trace"] > 0 for r in trained)
     code, out, err = run(capsys, "hessian", "--data", "synthetic")

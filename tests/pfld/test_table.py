@@ -132,7 +132,9 @@ def test_cli_json_rows_have_the_schema(capsys):
     code = main(["pfld-table", "--data", "compas", "--methods", "z", "--constraints", "dp,ap", "--profile", "quick",
                  "--no-cache", "--json"])
     assert code == 0
-    payload = json.loads(capsys.readouterr().out)
+    document = json.loads(capsys.readouterr().out)
+    assert document["delta"] == 1e-5 and document["settings"]["data"] == "compas"
+    payload = document["rows"]
     assert len(payload) == 2 * 2  # 2 constraints x 2 quick folds
     for row in payload:
         assert tuple(row) == P.ROW_KEYS

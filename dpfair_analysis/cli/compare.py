@@ -124,6 +124,10 @@ def run(args: argparse.Namespace) -> None:
     for run in result.runs:
         if run["method"] not in ("sgd",) and run["epsilon"] is not None and len(config.seeds) == 1:
             print(f"  {run['method']}: {run['steps']} steps, ε = {run['epsilon']:.3f}")
+    constant = sorted({(r["method"], r["constant_prediction"]) for r in result.runs if r.get("constant_prediction")})
+    for method, label in constant:
+        print(f"note: {method} predicts {label!r} for every test row (a constant classifier): its group costs are "
+              "each group's SGD accuracy above its share of that label, not a learned difference")
     if cache.summary():
         print(f"({cache.summary()}; --no-cache retrains)")
     if args.out is not None:

@@ -218,8 +218,11 @@ def _run_one(config: CompareConfig, method: str, train_data, test_data, *, seed:
     predictions = predict_logits(result.model, test_data.X).argmax(dim=1)
     accuracy = group_accuracy(test_data.y.numpy(), predictions.numpy(), test_data.group.numpy(),
                               group_names=test_data.group_names).set_index("group")
+    predicted = predictions.unique()
     info = {"steps": int(result.steps["step"].max()), "epsilon": result.epsilon,
-            "learning_rate": result.learning_rate, "sampling_matches_accounting": result.sampling_matches_accounting}
+            "learning_rate": result.learning_rate, "sampling_matches_accounting": result.sampling_matches_accounting,
+            # a model that predicts one class for every test row: its group costs are only the groups' label mix
+            "constant_prediction": test_data.label_names[int(predicted[0])] if len(predicted) == 1 else None}
     return {"accuracy": accuracy, "history": result.history, "steps": result.steps, "info": info,
             "ledger": result.ledger.to_records()}  # re-accountable later under any AccountingSpec
 

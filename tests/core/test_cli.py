@@ -42,10 +42,9 @@ def test_compare_json_has_the_documented_shape(capsys, tmp_path):
     assert totals["sgd"]["cost"] == 0
     assert totals["dpsgd"]["cost"] == pytest.approx(totals["dpsgd"]["accuracy"] - totals["sgd"]["accuracy"])
     assert payload["delta"] == payload["settings"]["delta"] and payload["settings"]["accounting"]["accountant"] == "rdp"
-    for run in payload["runs"]:  # a constant classifier is named (its costs are only the groups' label mix)
-        constant = run["constant_prediction"]
-        by_method = {r["group"]: r for r in rows if r["method"] == run["method"]}
-        assert constant is None or by_method["all"]["accuracy"] in (0.0, 1.0) or constant in ("0", "1")
+    for record in payload["runs"]:  # a constant classifier is named (its costs are only the groups' label mix)
+        constant = record["constant_prediction"]
+        assert constant is None or constant in ("0", "1")
     assert out_file.exists() and out_file.read_text().startswith("epoch")
 
 

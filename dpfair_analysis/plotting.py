@@ -1,4 +1,10 @@
-"""Figures from the tidy result frames (seaborn), and saving them with the CSV behind them."""
+"""Figures from the tidy result frames (seaborn), and saving them with the CSV behind them.
+
+Every figure is readable at a paper's page width: at most :data:`MAX_WIDTH` inches wide (panels
+wrap into rows), at most :data:`MAX_LEGEND` legend entries (with many groups, the two extreme
+groups and the population are drawn in colour, the others as thin grey lines), and its title or
+axis label says what a band or whisker is.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +17,30 @@ import seaborn as sns
 
 from dpfair_analysis.io import write_atomically
 
+#: Widest figure, in inches (a page's text width is about 6.5-7 in; 150 dpi gives <= 1,800 px).
+MAX_WIDTH = 12.0
+#: Most legend entries a figure shows.
+MAX_LEGEND = 6
+
+
+def focus_groups(rows: pd.DataFrame, *, value: str = "value", group: str = "group", n: int = 2) -> list[str]:
+    """The groups to draw in colour when there are many: 'all' and the ``n`` groups whose last value is the
+    lowest and the highest (for MNIST classes, the most and least hurt)."""
+    last = rows[rows["epoch"] == rows["epoch"].max()] if "epoch" in rows.columns else rows
+    means = last[last[group] != "all"].groupby(group)[value].mean().sort_values()
+    picks = list(dict.fromkeys([*means.index[: n // 2 + n % 2], *means.index[len(means) - n // 2:]]))
+    return (["all"] if (rows[group] == "all").any() else []) + [str(g) for g in picks]
+
 
 def plot_group_history(history: pd.DataFrame, *, metric: str, split: str = "test",
-                       style: str | None = "method", ax: plt.Axes | None = None) -> plt.Figure:
-    """``metric`` per group over epochs (mean and 95% band over seeds when there are several).
+                       style: str | None = "method", ax: plt.Axes | None = None,
+                       focus: list[str] | None = None) -> plt.Figure:
+    """``metric`` per group over epochs: mean line, and a ± 1 sd band over seeds when there are several.
 
     ``history`` is a training history (``TrainingResult.history`` or the concatenated
-    ``CompareResult.histories``) with columns epoch, split, group, metric, value.
+    ``CompareResult.histories``) with columns epoch, split, group, metric, value. With more than four
+    groups only ``focus`` (default :func:`focus_groups`: 'all' and the two extreme groups) is coloured and
+    in the legend; the other groups are thin grey lines.
     """
     rows = history[(history["metric"] == metric) & (history["split"] == split)]
     if rows.empty:
@@ -28,26 +51,43 @@ def plot_group_history(history: pd.DataFrame, *, metric: str, split: str = "test
     else:
         fig = ax.figure
     style = style if style in rows.columns else None
-    sns.lineplot(data=rows, x="epoch", y="value", hue="group", style=style, ax=ax, errorbar=("ci", 95))
-    ax.set_ylabel(f"{metric} ({split})")
-    if rows["group"].nunique() > 4:  # many groups (MNIST classes): keep the legend off the curves
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", ncol=1)
+    seeds = rows["seed"].nunique() if "seed" in rows.columns else 1
+    if rows["group"].nunique() > 4:
+        focus = focus or focus_groups(rows)
+        for _, part in rows[~rows["group"].isin(focus)].groupby("group"):
+            mean = part.groupby("epoch")["value"].mean()
+            ax.plot(mean.index, mean.to_numpy(), color="0.75", lw=0.8, zorder=1)
+        rows = rows[rows["group"].isin(focus)]
+    sns.lineplot(data=rows, x="epoch", y="value", hue="group", style=style, ax=ax, errorbar="sd")
+    ax.set_ylabel(f"{metric.replace('_', ' ')} ({split})" + (f"; band: ± 1 sd, {seeds} seeds" if seeds > 1 else ""))
     fig.tight_layout()
     return fig
 
 
 def plot_costs(table: pd.DataFrame, *, ax: plt.Axes | None = None) -> plt.Figure:
-    """Mean cost of privacy per group and method (bars); the sd columns of ``table`` hold the spread."""
+    """Mean cost of privacy per private method (x) and group (colour; with many groups, 'all' and the two
+    extreme groups); the sd columns of ``table`` hold the spread over seeds."""
     rows = table[(table["method"] != "sgd") & ~table["group"].isin(["max_gap"])]
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(min(plotting_width(rows["method"].nunique()), MAX_WIDTH), 4))
     else:
         fig = ax.figure
-    sns.barplot(data=rows, x="group", y="cost", hue="method", ax=ax)
+    seeds = int(table["n_seeds"].max()) if "n_seeds" in table.columns else 1
+    if rows["group"].nunique() > 4:
+        rows = rows[rows["group"].isin(focus_groups(rows, value="cost"))]
+    sns.barplot(data=rows, x="method", y="cost", hue="group", ax=ax, errorbar=None)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_ylabel("Δ accuracy vs SGD (test)")
+    ax.set_ylabel("Δ accuracy vs SGD (test)" + (f", mean of {seeds} seeds" if seeds > 1 else ""))
+    ax.set_xlabel("")
+    if rows["method"].nunique() > 3:
+        ax.tick_params(axis="x", labelrotation=30)
     fig.tight_layout()
     return fig
+
+
+def plotting_width(n_categories: int) -> float:
+    """A bar chart's width for ``n_categories`` on its x axis (inches)."""
+    return 2.5 + 1.1 * n_categories
 
 
 def plot_group_bounds(steps: pd.DataFrame, group_names: tuple[str, ...], *, method: str = "dpsgdf",
@@ -65,16 +105,19 @@ def plot_group_bounds(steps: pd.DataFrame, group_names: tuple[str, ...], *, meth
     tidy = rows[id_vars + columns].melt(id_vars=id_vars, var_name="group", value_name="C^k")
     tidy["group"] = tidy["group"].map(dict(zip(columns, group_names)))
     x = "step"
-    if steps_per_epoch:
-        tidy["epoch"] = tidy["step"] / steps_per_epoch
-        tidy["epoch_bin"] = tidy["epoch"].round(1)
-        x = "epoch_bin"
     if ax is None:
         fig, ax = plt.subplots(figsize=(6, 4))
     else:
         fig = ax.figure
+    if steps_per_epoch:
+        tidy["epoch"] = (tidy["step"] / steps_per_epoch).apply(lambda e: max(1, -(-e // 1)))  # the epoch a step is in
+        x = "epoch"
+    if tidy["group"].nunique() > 4:  # many groups: the two extreme ones and their spread
+        means = tidy.groupby("group")["C^k"].mean().sort_values()
+        tidy = tidy[tidy["group"].isin([means.index[0], means.index[-1]])]
     sns.lineplot(data=tidy, x=x, y="C^k", hue="group", ax=ax, errorbar=("pi", 50))
     ax.set_xlabel("epoch" if steps_per_epoch else "step")
+    ax.set_ylabel("C^k per epoch; band: 25-75% of steps")
     fig.tight_layout()
     return fig
 
@@ -209,25 +252,24 @@ def plot_bias_variance_bounds(bounds: pd.DataFrame) -> plt.Figure:
 # ------------------------------------------------------------------ paper 003 (PF-LD)
 def plot_table2(rows: pd.DataFrame, side: pd.DataFrame, *, name: str) -> plt.Figure:
     """Paper 003 Table 2 for one data set: measured accuracy and violation per constraint and
-    method (bars: mean ± sd over folds) with the paper's value as a black dot.
+    method (points: mean over folds; whiskers: ± 1 sd) with the paper's value as a black ×.
 
     ``rows`` (one row per method, constraint and fold) and ``side`` (the side-by-side table)
     both carry a ``label`` column naming the method; see
     :func:`~dpfair_analysis.experiments.pfld.table2_figure`.
     """
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    labels = list(dict.fromkeys(rows["label"]))
+    constraints = list(dict.fromkeys(rows["constraint"]))
+    dodge = 0.8 / max(len(labels), 1)
     for ax, metric in zip(axes, ["accuracy", "violation"]):
-        sns.barplot(data=rows, x="constraint", y=metric, hue="label", ax=ax, errorbar="sd")
-        hues = [t.get_text() for t in ax.get_legend().get_texts()]
-        width = 0.8 / len(hues)
+        sns.pointplot(data=rows, x="constraint", y=metric, hue="label", ax=ax, errorbar="sd", dodge=0.8 - dodge,
+                      linestyle="none", markers="o", capsize=0.05, hue_order=labels, order=constraints)
         for _, r in side.iterrows():
-            if r[f"paper_{metric}"] == r[f"paper_{metric}"]:  # not NaN: the paper has this cell
-                x = list(dict.fromkeys(rows["constraint"])).index(r["constraint"]) - 0.4 + width * (
-                    hues.index(r["label"]) + 0.5)
-                ax.plot(x, r[f"paper_{metric}"], "ko", markersize=4)
-        ax.set_title(f"{name}: {metric} (dots: paper)")
-        if metric == "accuracy":
-            ax.set_ylim(0.4, 0.9)
+            if r[f"paper_{metric}"] == r[f"paper_{metric}"] and r["label"] in labels:  # the paper has this cell
+                x = constraints.index(r["constraint"]) - 0.4 + dodge * (labels.index(r["label"]) + 0.5)
+                ax.plot(x, r[f"paper_{metric}"], "kx", markersize=6)
+        ax.set_title(f"{name}: {metric} (mean ± sd over folds; ×: paper)")
     axes[0].get_legend().remove()
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
@@ -240,13 +282,14 @@ def plot_sweep(rows: pd.DataFrame, *, hue: str, title: str, palette: str | None 
     against the requested epsilon, one line per value of ``hue``, mean and sd over seeds.
     ``rows`` from the sweeps of :mod:`dpfair_analysis.experiments.pfld`."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    seeds = rows["seed"].nunique() if "seed" in rows.columns else 1
     for ax, metric in zip(axes, ["violation", "accuracy"]):
         sns.lineplot(data=rows, x="requested_epsilon", y=metric, hue=hue, marker="o", errorbar="sd",
-                     palette=palette, ax=ax)
+                     err_style="bars", err_kws={"capsize": 3}, palette=palette, ax=ax)
         if log_x:
             ax.set_xscale("log")
         ax.set_xlabel("ε")
-    fig.suptitle(title)
+    fig.suptitle(title + (f"  (whiskers: ± 1 sd over {seeds} seeds)" if seeds > 1 else ""))
     fig.tight_layout()
     return fig
 
@@ -310,5 +353,26 @@ def plot_verdicts_by_paper(table: pd.DataFrame) -> plt.Figure:
     counts = table.groupby(["paper", "verdict"]).size().unstack(fill_value=0)
     counts.plot.bar(stacked=True, ax=ax)
     ax.set_ylabel("claims")
+    fig.tight_layout()
+    return fig
+
+
+def plot_input_norm_vs_risk(table: pd.DataFrame) -> plt.Figure:
+    """Figure 6 of paper 001: each group's mean input norm against its excess risk under DP-SGD, one panel per
+    data set (``table`` from :func:`~dpfair_analysis.theory.latent_factors.input_norm_vs_excess_risk`, group
+    rows, with a ``data`` column), with the groups named."""
+    rows = table[table["level"] == "group"] if "level" in table.columns else table
+    panels = list(dict.fromkeys(rows["data"])) if "data" in rows.columns else [None]
+    width = min(MAX_WIDTH, 4.0 * len(panels))
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 3.6), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        part = rows if panel is None else rows[rows["data"] == panel]
+        sns.scatterplot(data=part, x="mean_input_norm", y="excess_risk", ax=ax, s=50)
+        for _, r in part.iterrows():
+            ax.annotate(str(r["group"]), (r["mean_input_norm"], r["excess_risk"]), fontsize="small",
+                        xytext=(3, 3), textcoords="offset points")
+        ax.set_title(panel or "")
+        ax.set_xlabel("mean input norm ||X||")
+        ax.set_ylabel("excess risk R_a (DP-SGD)")
     fig.tight_layout()
     return fig

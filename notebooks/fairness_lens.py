@@ -104,7 +104,7 @@ for label, out in factors.items():
     save_figure(fig, FIGS / f"figures4_5_{label.replace(' ', '_')}.png", data=out['correlations'])
     print(label, 'ε =', round(out['epsilon'], 3), '| Figure 6:', out['figure6_correlations'])
 figure6 = pd.concat({k: v['figure6'] for k, v in factors.items()}, names=['data']).reset_index(level=0)
-plotting.save_table(figure6, FIGS / 'figure6_input_norm_vs_excess_risk.csv')
+save_figure(plotting.plot_input_norm_vs_risk(figure6), FIGS / 'figure6_input_norm_vs_excess_risk.png', data=figure6)
 figure6[figure6.level == 'group']
 
 # %% [markdown]

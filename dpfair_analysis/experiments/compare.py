@@ -303,7 +303,8 @@ def save_compare_figures(result: CompareResult, directory: str | Path) -> list[P
     """
     import matplotlib.pyplot as plt
 
-    from dpfair_analysis.plotting import plot_costs, plot_group_bounds, plot_group_history, save_figure
+    from dpfair_analysis.plotting import focus_groups, plot_costs, plot_group_bounds, plot_group_history, \
+        save_figure
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -311,20 +312,28 @@ def save_compare_figures(result: CompareResult, directory: str | Path) -> list[P
     methods = list(dict.fromkeys(histories["method"]))
     written = []
 
-    fig, axes = plt.subplots(1, len(methods), figsize=(4.5 * len(methods), 3.8), sharey=True, squeeze=False)
-    for ax, method in zip(axes[0], methods):
+    columns = min(3, len(methods))
+    rows = -(-len(methods) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.9 * columns, 3.3 * rows), sharey=True, squeeze=False)
+    test_rows = histories.query("metric == 'accuracy' and split == 'test'")
+    focus = focus_groups(test_rows) if test_rows["group"].nunique() > 4 else None
+    for ax, method in zip(axes.flat, methods):
         plot_group_history(histories[histories["method"] == method], metric="accuracy", split="test", style=None,
-                           ax=ax)
+                           ax=ax, focus=focus)
         ax.set_title(method)
-    written.append(save_figure(fig, directory / "accuracy.png",
-                               data=histories.query("metric == 'accuracy' and split == 'test'")))
+    for ax in list(axes.flat)[len(methods):]:
+        ax.set_visible(False)
+    written.append(save_figure(fig, directory / "accuracy.png", data=test_rows))
     plt.close(fig)
 
-    fig, axes = plt.subplots(len(methods), 2, figsize=(10, 3.2 * len(methods)), squeeze=False)
+    fig, axes = plt.subplots(len(methods), 2, figsize=(10, 3.0 * len(methods)), squeeze=False)
+    batch_rows = histories.query("split == 'batches'")
     for row, method in zip(axes, methods):
         subset = histories[histories["method"] == method]
         for ax, metric in zip(row, ("loss", "grad_norm")):
-            plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax)
+            focus = focus_groups(batch_rows[batch_rows["metric"] == metric]) \
+                if batch_rows["group"].nunique() > 4 else None
+            plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax, focus=focus)
             ax.set_title(f"{method}: average {metric.replace('_', ' ')}")
     written.append(save_figure(fig, directory / "loss_grad_norm.png",
                                data=histories.query("split == 'batches' and metric in ['loss', 'grad_norm']")))

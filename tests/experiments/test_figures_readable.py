@@ -1,0 +1,91 @@
+"""Figures a reader can read at page width: every figure of a many-method, many-group comparison (paper 000's
+Table 3 shape: 8 methods, 10 MNIST-like classes) is at most MAX_WIDTH inches wide, no legend has more than
+MAX_LEGEND entries, and the axis labels say what a band is; Table 2's panels start no bar at an arbitrary
+value (they are points with whiskers); sweeps say what their whiskers are."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from dpfair_analysis import plotting  # noqa: E402
+from dpfair_analysis.experiments import compare as compare_module  # noqa: E402
+from dpfair_analysis.experiments.compare import CompareConfig, run_compare, save_compare_figures  # noqa: E402
+from dpfair_analysis.training.loop import TrainConfig  # noqa: E402
+
+
+def legend_entries(fig: plt.Figure) -> list[int]:
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    return [len(legend.get_texts()) for legend in legends]
+
+
+@pytest.fixture(scope="module")
+def many_groups_result():
+    sizes = tuple([30] * 9 + [10])  # ten groups, the last one small
+    config = CompareConfig(dataset="synthetic", data_options={"sizes": sizes, "dim": 5, "seed": 0},
+                           methods=("sgd", "dpsgd", "naive", "dpsgdf", "dpsgd(C=2)", "dpsgd(C=3)", "dpsgd(C=4)",
+                                    "dpsgd(C=5)"),
+                           train=TrainConfig(epochs=1, batch_size=40, lr=0.1, delta=1e-5), seeds=(0, 1))
+    return run_compare(config, progress=False)
+
+
+def test_comparison_figures_fit_a_page_and_keep_legends_short(many_groups_result, tmp_path, monkeypatch):
+    figures = []
+    real = plotting.save_figure
+
+    def capture(fig, path, **kwargs):
+        figures.append((path.name, fig.get_size_inches()[0], legend_entries(fig),
+                        [ax.get_ylabel() for ax in fig.axes]))
+        return real(fig, path, **kwargs)
+
+    monkeypatch.setattr(plotting, "save_figure", capture)
+    written = save_compare_figures(many_groups_result, tmp_path)
+    assert {p.name for p in written} == {"accuracy.png", "loss_grad_norm.png", "cost.png", "clip_bounds.png"}
+    for name, width, legends, labels in figures:
+        assert width <= plotting.MAX_WIDTH, (name, width)
+        assert all(n <= plotting.MAX_LEGEND for n in legends), (name, legends)
+    accuracy = next(f for f in figures if f[0] == "accuracy.png")
+    assert any("± 1 sd, 2 seeds" in label for label in accuracy[3])
+    bounds = next(f for f in figures if f[0] == "clip_bounds.png")
+    assert any("25-75%" in label for label in bounds[3])
+
+
+def test_focus_groups_are_the_population_and_the_two_extremes():
+    rows = pd.DataFrame({"epoch": [2] * 5, "group": ["all", "a", "b", "c", "d"], "value": [0.5, 0.1, 0.9, 0.4, 0.6]})
+    assert plotting.focus_groups(rows) == ["all", "a", "b"]
+
+
+def test_table2_has_no_truncated_bars_and_names_its_whiskers():
+    rows = pd.DataFrame({"constraint": ["dp"] * 4 + ["eo"] * 4, "label": ["A", "B"] * 4,
+                         "accuracy": np.linspace(0.6, 0.8, 8), "violation": np.linspace(0.01, 0.1, 8)})
+    side = pd.DataFrame({"constraint": ["dp", "eo"], "label": ["A", "B"], "paper_accuracy": [0.7, 0.75],
+                         "paper_violation": [0.02, 0.05]})
+    fig = plotting.plot_table2(rows, side, name="toy")
+    assert not any(ax.patches for ax in fig.axes)  # points and whiskers, not bars on a cut axis
+    assert all("mean ± sd" in ax.get_title() for ax in fig.axes)
+    plt.close(fig)
+
+
+def test_sweeps_say_what_their_whiskers_are():
+    rows = pd.DataFrame({"requested_epsilon": [1, 1, 2, 2] * 2, "seed": [0, 1] * 4, "missing_rate": [0.1] * 4 + [0.5] * 4,
+                         "violation": np.linspace(0, 0.1, 8), "accuracy": np.linspace(0.6, 0.7, 8)})
+    fig = plotting.plot_sweep(rows, hue="missing_rate", title="Figure 5")
+    assert "± 1 sd over 2 seeds" in fig._suptitle.get_text()
+    assert fig.get_size_inches()[0] <= plotting.MAX_WIDTH
+    plt.close(fig)
+
+
+def test_figure6_is_drawn():
+    table = pd.DataFrame({"data": ["adult"] * 2 + ["compas"] * 2, "level": ["group"] * 4,
+                          "group": ["M", "F", "W", "B"], "mean_input_norm": [1.0, 2.0, 1.5, 2.5],
+                          "excess_risk": [0.01, 0.03, 0.02, 0.04]})
+    fig = plotting.plot_input_norm_vs_risk(table)
+    assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= plotting.MAX_WIDTH
+    assert {t.get_text() for t in fig.axes[0].texts} == {"M", "F"}
+    plt.close(fig)

@@ -3,6 +3,7 @@
 No timing is asserted: only that every method ran and wrote a well-formed row.
 """
 
+import importlib.util
 import json
 import math
 import os
@@ -50,3 +51,17 @@ def test_quick_and_project_are_refused_together(tmp_path):
     res = run("--quick", "--project", "--out", str(tmp_path / "x.json"), tmp_path=tmp_path)
     assert res.returncode == 2 and "--project" in res.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_exact_traces_benchmark_quick_writes_agreeing_routes(tmp_path):
+    """benchmarks/exact_traces.py --quick, in-process: both exact routes ran and agree to 1e-10."""
+    spec = importlib.util.spec_from_file_location("exact_traces_benchmark", ROOT / "benchmarks" / "exact_traces.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "traces.json"
+    assert module.main(["--quick", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert payload["settings"]["rows"] == 200 and payload["settings"]["params"] == 1378
+    assert payload["reference"]["max_relative_difference"] <= 1e-10
+    assert all(math.isfinite(t) and t > 0 for t in payload["traces"])  # cross-entropy Hessians are PSD
+    assert payload["speed_ratio"] > 0 and payload["basis_hvp_seconds"] > 0

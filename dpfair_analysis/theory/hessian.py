@@ -16,8 +16,11 @@ Methods (every one returns the same quantity):
 
 * ``"closed"`` -- logistic / softmax regression in closed form (paper 001, Example 3;
   Boehning 1992), O(n d), see :func:`closed_form_sample_traces`;
-* ``"exact"`` -- the full per-sample Hessian by ``torch.func.hessian`` (P x P per sample,
-  chunked); refused above ``max_params`` parameters;
+* ``"exact"`` -- for group traces, the diagonal of each group's Hessian from Hessian-vector
+  products with the basis vectors, batched (:func:`exact_group_traces`: no per-sample Hessian
+  is ever formed, P HVPs per group); per-sample traces (:func:`exact_sample_traces`) from the
+  per-sample Hessian by ``torch.func.hessian`` (P x P per sample, chunked); both refused above
+  ``max_params`` parameters;
 * ``"ggn"`` -- Tr(J_i^T (diag p - p p^T) J_i), which equals Tr(H_i) for piecewise-linear
   networks (ReLU MLPs/CNNs, logistic regression), see :func:`ggn_sample_traces`;
 * ``"hutchinson"`` / ``"hutchpp"`` -- stochastic estimates from Hessian-vector products
@@ -38,7 +41,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, hessian, vjp, vmap
+from torch.func import functional_call, grad, hessian, jvp, vjp, vmap
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.metrics import boundary_proxy_of_logits
@@ -223,6 +226,75 @@ def exact_sample_traces(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *,
     if len(X) == 0:
         return torch.zeros(0, dtype=theta.dtype)
     return vmap(sample_trace, in_dims=(None, 0, 0), chunk_size=_chunk(n_params ** 2, chunk_size))(theta, X, y)
+
+
+def _activation_elements(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor) -> int:
+    """Elements of every module output for one input row (what a forward pass keeps per row)."""
+    sizes: list[int] = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: sizes.append(out.numel()))
+             for m in model.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            functional_call(model, params, (x,))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return max(1, sum(sizes) + x.numel())
+
+
+def exact_group_traces(model: nn.Module, X: torch.Tensor, y: torch.Tensor, group: torch.Tensor, *, n_groups: int,
+                       params: Params | None = None, max_params: int = DEFAULT_MAX_PARAMS,
+                       chunk_size: int | None = None, row_chunk: int = 4096) -> torch.Tensor:
+    """Tr(H_a) of each group's mean cross-entropy, exactly, without per-sample Hessians.
+
+    .. math:: \\mathrm{Tr}(H_a) = \\sum_{j=1}^{P} e_j^\\top H_a e_j,
+              \\qquad H_a e_j = \\frac{d}{dt}\\Big|_{t=0} \\nabla_\\theta L_a(\\theta + t e_j)
+
+    for L_a the group's mean loss: one Hessian-vector product (forward-over-reverse, ``jvp`` of
+    ``grad``) per basis vector e_j, ``chunk_size`` of them at a time under ``vmap``, the group's
+    rows ``row_chunk`` at a time (H_a is linear in the rows' losses); the j-th entry of H_a e_j is
+    the diagonal element. P HVPs per group, where the per-sample route forms n Hessians of P x P.
+    The default chunk keeps one vmapped pass under 2^24 stored elements. Returns a (n_groups,)
+    tensor (NaN for an empty group). Refused above ``max_params`` parameters.
+    """
+    params = _resolve_params(model, params)
+    n_params = sum(p.numel() for p in params.values())
+    if n_params > check_positive_int(max_params, "max_params"):
+        raise ValueError(f"method='exact' takes {n_params} Hessian-vector products per group: the model has "
+                         f"{n_params} parameters, more than max_params={max_params}; use method='ggn' for "
+                         f"piecewise-linear networks (exact there), 'hutchinson' or 'hutchpp', or raise max_params")
+    _check_samples(X, y)
+    X = X.to(_dtype_of(params))
+    theta, unflatten = flat_parameterisation(params)
+    out = torch.full((n_groups,), math.nan, dtype=theta.dtype)
+    if len(X) == 0:
+        return out
+    per_row = _activation_elements(model, params, X[:1])
+    rows_per_pass = min(check_positive_int(row_chunk, "row_chunk"), len(X))
+    chunk = chunk_size or max(1, min(n_params, _CHUNK_ELEMENTS // (4 * per_row * rows_per_pass)))
+    indices = torch.arange(n_params)
+    for k in range(n_groups):
+        rows = (group == k).nonzero().flatten()
+        if len(rows) == 0:
+            continue
+        total = torch.zeros((), dtype=theta.dtype)
+        for start in range(0, len(rows), rows_per_pass):
+            part = rows[start:start + rows_per_pass]
+            Xk, yk, weight = X[part], y[part], len(part) / len(rows)
+
+            def part_loss(t: torch.Tensor, Xk=Xk, yk=yk, weight=weight) -> torch.Tensor:
+                return weight * F.cross_entropy(functional_call(model, unflatten(t), (Xk,)), yk)
+
+            gradient = grad(part_loss)
+
+            def diagonal_entry(index: torch.Tensor, gradient=gradient) -> torch.Tensor:
+                basis = torch.zeros_like(theta).index_fill(0, index.reshape(1), 1.0)
+                return jvp(gradient, (theta,), (basis,))[1].index_select(0, index.reshape(1)).squeeze(0)
+
+            for i in range(0, n_params, chunk):
+                total = total + vmap(diagonal_entry)(indices[i:i + chunk]).sum()
+        out[k] = total
+    return out
 
 
 # -------------------------------------------------------------------- per-sample: GGN
@@ -493,7 +565,14 @@ def group_hessian_traces(model: nn.Module, data: GroupedDataset, *, method: str 
     X = data.X.to(_dtype_of(params))
     sizes = data.group_sizes().tolist()
     traces, errors, used = [], [], []
-    if method in SAMPLE_METHODS:
+    if method == "exact":
+        exact = exact_group_traces(model, X, data.y, data.group, n_groups=data.n_groups, params=params,
+                                   max_params=max_params, chunk_size=chunk_size)
+        for k, n_k in enumerate(sizes):
+            traces.append(float(exact[k]) if n_k else math.nan)
+            errors.append(0.0 if n_k else math.nan)
+            used.append(sum(p.numel() for p in params.values()) if n_k else 0)
+    elif method in SAMPLE_METHODS:
         sample = per_sample_hessian_traces(model, X, data.y, method=method, params=params,
                                            max_params=max_params, chunk_size=chunk_size)
         for k, n_k in enumerate(sizes):

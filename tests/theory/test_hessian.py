@@ -18,7 +18,8 @@ from dpfair_analysis.gradients import parameters_of
 from dpfair_analysis.models import MLP, LogisticRegression
 from dpfair_analysis.theory.hessian import (NotPiecewiseLinearWarning, TraceEstimate, boundary_proxy,
                                             group_hessian_traces, hutchinson_trace, hutchpp_trace,
-                                            is_piecewise_linear, per_sample_hessian_traces)
+                                            is_piecewise_linear, per_sample_hessian_traces, exact_group_traces,
+                                            exact_sample_traces)
 
 torch.set_num_threads(1)
 
@@ -320,3 +321,40 @@ def test_group_table_layout_and_empty_group():
     assert table["n"].tolist() == [4, 2, 0, 2]
     assert pd.isna(table.loc[2, "trace"]) and not table["trace"].drop(index=2).isna().any()
     assert table.loc[0, "trace"] == pytest.approx(0.5 * (table.loc[1, "trace"] + table.loc[3, "trace"]))
+
+
+# -------------------------------------------- exact group traces from batched basis HVPs (no per-sample Hessians)
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(["logreg2", "logreg3", "relu", "tanh"]), st.integers(1, 30), st.integers(0, 12),
+       st.integers(1, 7), st.sampled_from([1, 3, 1000]), st.integers(0, 10_000))
+def test_exact_group_traces_equal_the_per_sample_route(kind, n_a, n_b, chunk, row_chunk, seed):
+    """Tr(H_a) from basis HVPs = mean of the per-sample Hessian traces, for any chunking of basis vectors and
+    rows, unequal and empty groups, signed inputs of mixed scale, smooth and piecewise-linear models."""
+    g = torch.Generator().manual_seed(seed)
+    n = n_a + n_b
+    X = torch.randn(n, 3, generator=g, dtype=torch.float64) * torch.tensor([0.1, 1.0, 10.0], dtype=torch.float64)
+    classes = 3 if kind == "logreg3" else 2
+    y = torch.randint(0, classes, (n,), generator=g)
+    group = torch.tensor([0] * n_a + [1] * n_b)
+    if kind.startswith("logreg"):
+        model = LogisticRegression(3, classes).double()
+    else:
+        model = MLP(3, 2, hidden=(4,), activation=kind).double()
+    exact = exact_group_traces(model, X, y, group, n_groups=2, chunk_size=chunk, row_chunk=row_chunk)
+    per_sample = exact_sample_traces(model, X, y)
+    assert float(exact[0]) == pytest.approx(float(per_sample[group == 0].mean()), rel=1e-10, abs=1e-13)
+    if n_b:
+        assert float(exact[1]) == pytest.approx(float(per_sample[group == 1].mean()), rel=1e-10, abs=1e-13)
+    else:
+        assert math.isnan(float(exact[1]))
+
+
+def test_group_table_exact_uses_basis_hvps_and_counts_them():
+    data = GroupedDataset(torch.randn(30, 4, dtype=torch.float64), torch.randint(0, 2, (30,)),
+                          torch.tensor([0] * 20 + [1] * 10), group_names=("a", "b"), label_names=("0", "1"))
+    model = MLP(4, 2, hidden=(5,), activation="tanh").double()
+    table = group_hessian_traces(model, data, method="exact")
+    n_params = sum(p.numel() for p in model.parameters())
+    assert table.set_index("group").loc["a", "matvecs"] == n_params  # P HVPs per group, no P x P per row
+    per_sample = exact_sample_traces(model, data.X, data.y)
+    assert table.set_index("group").loc["b", "trace"] == pytest.approx(float(per_sample[20:].mean()), rel=1e-10)

@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e '.[test]'
+	$(PIP) install -q -c constraints.txt -e '.[test,ray]'
 	touch $(STAMP)
 
 run: setup

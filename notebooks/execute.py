@@ -16,7 +16,9 @@ or executed copy ``notebooks/<name>.ipynb``; no NAME means every notebook. The s
 Before it starts, the script prints how long each notebook should take (``--estimate``
 prints only that); see :data:`ESTIMATES` for where the numbers come from. The profile
 reaches the notebooks as ``DPFAIR_PROFILE``, the figure directory as ``DPFAIR_FIGS``, and
-the kernel imports this repository's ``dpfair_analysis`` (``PYTHONPATH``). Training runs
+the kernel imports this repository's ``dpfair_analysis`` (``PYTHONPATH``). ``--jobs N`` and
+``--backend joblib|ray [--address ADDR]`` run the notebooks' sweeps (every comparison and
+PF-LD grid) on the sweep runner's processes or Ray cluster, with the same results. Training runs
 are cached by configuration (``$DPFAIR_CACHE``), so executing a notebook again mostly
 redraws.
 """
@@ -138,6 +140,18 @@ def execute(source: Path, *, profile: str, figs: Path, timeout: int):
     return notebook
 
 
+def sweep_environment(backend: str | None, jobs: int | None, address: str | None) -> None:
+    """Pass the sweep backend to the kernels as ``DPFAIR_BACKEND``/``DPFAIR_JOBS``/``DPFAIR_RAY_ADDRESS``,
+    which :class:`dpfair_analysis.experiments.sweep.Backend` reads; checked here first."""
+    sys.path.insert(0, str(REPO))
+    from dpfair_analysis.experiments.sweep import Backend
+
+    chosen = Backend(name=backend, jobs=1 if jobs is None else jobs, address=address)
+    os.environ.update({"DPFAIR_BACKEND": chosen.name, "DPFAIR_JOBS": str(chosen.jobs)})
+    if chosen.address:
+        os.environ["DPFAIR_RAY_ADDRESS"] = chosen.address
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -153,7 +167,16 @@ def main(argv: list[str] | None = None) -> int:
                        help="update notebooks/<name>.ipynb and paper_figs/ (needs --profile full)")
     parser.add_argument("--timeout", type=int, default=6 * 3600, help="seconds per cell (default 6 h)")
     parser.add_argument("--estimate", action="store_true", help="print the time estimate and stop")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="training runs at once in the notebooks' sweeps (local processes or Ray CPUs)")
+    parser.add_argument("--backend", default=None, choices=["serial", "joblib", "ray"],
+                        help="where the sweeps' runs are computed (default: serial, joblib with --jobs > 1)")
+    parser.add_argument("--address", default=None, help="with --backend ray: the Ray cluster's address")
     args = parser.parse_args(argv)
+    try:
+        sweep_environment(args.backend, args.jobs, args.address)
+    except ValueError as error:
+        parser.error(str(error))
     if args.timeout < 1:
         parser.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.in_place and args.profile != "full":

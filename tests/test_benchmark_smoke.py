@@ -53,11 +53,17 @@ def test_quick_and_project_are_refused_together(tmp_path):
     assert not (tmp_path / "x.json").exists()
 
 
-def test_exact_traces_benchmark_quick_writes_agreeing_routes(tmp_path):
-    """benchmarks/exact_traces.py --quick, in-process: both exact routes ran and agree to 1e-10."""
-    spec = importlib.util.spec_from_file_location("exact_traces_benchmark", ROOT / "benchmarks" / "exact_traces.py")
+def benchmark(name: str):
+    """benchmarks/<name>.py imported as a module (to call its main() in-process)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_exact_traces_benchmark_quick_writes_agreeing_routes(tmp_path):
+    """benchmarks/exact_traces.py --quick, in-process: both exact routes ran and agree to 1e-10."""
+    module = benchmark("exact_traces")
     out = tmp_path / "traces.json"
     assert module.main(["--quick", "--out", str(out)]) == 0
     payload = json.loads(out.read_text())
@@ -65,3 +71,13 @@ def test_exact_traces_benchmark_quick_writes_agreeing_routes(tmp_path):
     assert payload["reference"]["max_relative_difference"] <= 1e-10
     assert all(math.isfinite(t) and t > 0 for t in payload["traces"])  # cross-entropy Hessians are PSD
     assert payload["speed_ratio"] > 0 and payload["basis_hvp_seconds"] > 0
+
+
+def test_sweep_backends_benchmark_quick_times_identical_backends(tmp_path):
+    """benchmarks/sweep_backends.py --quick, in-process: serial and joblib ran the grid, identical results."""
+    out = tmp_path / "sweep.json"
+    assert benchmark("sweep_backends").main(["--quick", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert [r["backend"] for r in payload["rows"]] == ["serial", "joblib"]
+    assert all(r["identical_to_serial"] and r["seconds"] > 0 for r in payload["rows"])
+    assert payload["settings"]["runs"] == 4

@@ -110,6 +110,41 @@ def accounting_from_args(args: argparse.Namespace, *, neighboring: str = "add_re
     return AccountingSpec(accountant=args.accountant, conversion=conversion, neighboring=neighboring, **fixed)
 
 
+def add_sweep_flags(parser: argparse.ArgumentParser) -> None:
+    """``--jobs``, ``--backend`` and ``--address``: where a sweep's runs are computed (see
+    :mod:`dpfair_analysis.experiments.sweep`), turned into a Backend by :func:`backend_from_args`."""
+    parser.add_argument("--jobs", type=int_in(1, 1024), default=None,
+                        help="runs computed at once: local processes (joblib), or the CPUs of a local Ray "
+                             "instance (default 1: serial)")
+    parser.add_argument("--backend", default=None, choices=("serial", "joblib", "ray"),
+                        help="serial (default for --jobs 1), joblib (default for --jobs > 1) or ray "
+                             "(needs pip install 'dpfair-analysis[ray]'); results are identical and share the cache")
+    parser.add_argument("--address", default=None, metavar="ADDR",
+                        help="with --backend ray: the cluster to run on, e.g. auto or ray://head:10001 "
+                             "(default: a local instance)")
+
+
+def backend_from_args(args: argparse.Namespace):
+    """The :class:`~dpfair_analysis.experiments.sweep.Backend` the flags ask for (defaults from
+    ``DPFAIR_BACKEND``/``DPFAIR_JOBS``/``DPFAIR_RAY_ADDRESS``); one-line errors."""
+    from dpfair_analysis.experiments.sweep import Backend
+
+    default = Backend.from_environment()
+    jobs = default.jobs if args.jobs is None else args.jobs
+    name = args.backend if args.backend is not None else (default.name if args.jobs is None else None)
+    address = args.address if args.address is not None else (default.address if name == "ray" else None)
+    if args.address is not None and name != "ray":
+        raise UsageError(f"--address {args.address} needs --backend ray")
+    if name == "serial" and jobs != 1:
+        raise UsageError(f"--backend serial runs one job at a time; --jobs {jobs} needs --backend joblib or ray")
+    if name == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise UsageError("--backend ray needs Ray: pip install 'dpfair-analysis[ray]'")
+    return Backend(name=name, jobs=jobs, address=address)
+
+
 # ----------------------------------------------------------------- checks made before any work
 def int_in(low: int, high: int) -> Callable[[str], int]:
     """An integer in [low, high] (argparse type; the upper end keeps a typo from becoming a week's run)."""

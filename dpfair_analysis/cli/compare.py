@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, check_dataset_options,
+from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_sweep_flags,
+                                         backend_from_args, check_dataset_options,
                                          check_workload, device, estimated_training_seconds, int_in,
                                          nonnegative_float, positive_float, positive_float_upto, print_json,
                                          unit_open, writable_directory, writable_file)
@@ -57,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true",
                    help="retrain even if this exact run is in the result cache ($DPFAIR_CACHE)")
     p.add_argument("--force", action="store_true", help="run even if the estimate is over a day")
+    add_sweep_flags(p)
     p.set_defaults(handler=run)
 
 
@@ -107,8 +109,9 @@ def run(args: argparse.Namespace) -> None:
                                                   epochs=args.epochs, runs=len(methods) * args.seeds),
                        what=f"{len(methods)} method(s) x {args.seeds} seed(s) x {args.epochs} epochs",
                        flags="--epochs/--seeds", force=args.force, quiet=args.quiet or args.json)
+    backend = backend_from_args(args)
     cache = RunCache(None if args.no_cache else default_cache_dir())
-    result = run_compare(config, progress=not args.quiet and not args.json, cache=cache)
+    result = run_compare(config, progress=not args.quiet and not args.json, cache=cache, backend=backend)
     if args.out is not None:
         write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
     figures = [] if args.plots is None else save_compare_figures(result, args.plots)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import UsageError, positive_float, positive_int, print_json
+from dpfair_analysis.cli._common import (UsageError, add_sweep_flags, backend_from_args, positive_float, positive_int,
+                                         print_json)
 
 DATASETS = ("income", "adult", "compas", "german", "bank")
 CONSTRAINTS = ("dp", "eo", "ap")
@@ -52,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the run cache")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
+    add_sweep_flags(p)
     p.set_defaults(handler=_run)
 
 
@@ -64,11 +66,12 @@ def _run(args: argparse.Namespace) -> None:
     from dpfair_analysis.cli._common import check_dataset_options
 
     check_dataset_options(pfld.DATASETS[args.data], args.group_by)
+    backend = backend_from_args(args)
     cache = RunCache(None if args.no_cache else default_cache_dir())
     try:
         rows = pfld.table2(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
                            epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
-                           progress=not (args.quiet or args.json))
+                           progress=not (args.quiet or args.json), backend=backend)
     except FileNotFoundError as error:
         raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
     if args.json:

@@ -99,42 +99,55 @@ class RunCache:
         self.stale = 0
 
     def get_or_compute(self, key: str, compute: Callable[[], Any]) -> Any:
-        """The cached value for ``key``, or ``compute()`` stored under it.
+        """The cached value for ``key``, or ``compute()`` stored under it (see :meth:`lookup`)."""
+        found, value = self.lookup(key)
+        if found:
+            return value
+        value = compute()
+        self.store(key, value)
+        return value
+
+    def lookup(self, key: str) -> tuple[bool, Any]:
+        """``(True, value)`` if ``key`` has a usable entry (counted as a hit), else ``(False, None)``.
 
         An entry that cannot be read back (truncated, from an incompatible version, not a
-        pickle) is reported with a :class:`CacheWarning` naming its file and recomputed; an
-        entry written by other code (:func:`code_fingerprint`) is recomputed silently, or served
-        with a warning under ``DPFAIR_CACHE_ALLOW_STALE=1``.
+        pickle) is reported with a :class:`CacheWarning` naming its file and treated as missing;
+        an entry written by other code (:func:`code_fingerprint`) is missing too, or served with
+        a warning under ``DPFAIR_CACHE_ALLOW_STALE=1``.
         """
         if self.directory is None:
-            self.misses += 1
-            return compute()
+            return False, None
         path = self.directory / f"{key}.pkl"
-        if path.exists():
-            try:
-                with open(path, "rb") as handle:
-                    entry = pickle.load(handle)
-                fingerprint, value = entry["fingerprint"], entry["value"]
-            except Exception as error:  # any unreadable entry: say so and recompute
-                warnings.warn(f"result cache entry {path} is unreadable ({type(error).__name__}: {error}); "
-                              "recomputing it", CacheWarning, stacklevel=2)
-            else:
-                if fingerprint == code_fingerprint():
-                    self.hits += 1
-                    return value
-                if os.environ.get("DPFAIR_CACHE_ALLOW_STALE") == "1":
-                    warnings.warn(f"result cache entry {path} was computed by other code (fingerprint "
-                                  f"{fingerprint[:12]}, now {code_fingerprint()[:12]}); served because "
-                                  "DPFAIR_CACHE_ALLOW_STALE=1", CacheWarning, stacklevel=2)
-                    self.hits += 1
-                    self.stale += 1
-                    return value
-        value = compute()
+        if not path.exists():
+            return False, None
+        try:
+            with open(path, "rb") as handle:
+                entry = pickle.load(handle)
+            fingerprint, value = entry["fingerprint"], entry["value"]
+        except Exception as error:  # any unreadable entry: say so and recompute
+            warnings.warn(f"result cache entry {path} is unreadable ({type(error).__name__}: {error}); "
+                          "recomputing it", CacheWarning, stacklevel=3)
+            return False, None
+        if fingerprint == code_fingerprint():
+            self.hits += 1
+            return True, value
+        if os.environ.get("DPFAIR_CACHE_ALLOW_STALE") == "1":
+            warnings.warn(f"result cache entry {path} was computed by other code (fingerprint "
+                          f"{fingerprint[:12]}, now {code_fingerprint()[:12]}); served because "
+                          "DPFAIR_CACHE_ALLOW_STALE=1", CacheWarning, stacklevel=3)
+            self.hits += 1
+            self.stale += 1
+            return True, value
+        return False, None
+
+    def store(self, key: str, value: Any) -> None:
+        """Record ``value`` (just computed by this code) under ``key``, atomically; counted as a miss."""
         self.misses += 1
+        if self.directory is None:
+            return
         self.directory.mkdir(parents=True, exist_ok=True)
         entry = {"fingerprint": code_fingerprint(), "value": value}
-        write_atomically(path, lambda tmp: tmp.write_bytes(pickle.dumps(entry)))
-        return value
+        write_atomically(self.directory / f"{key}.pkl", lambda tmp: tmp.write_bytes(pickle.dumps(entry)))
 
     def summary(self) -> str:
         """E.g. ``"3 of 4 runs from the cache at /path"`` (empty when nothing was looked up)."""

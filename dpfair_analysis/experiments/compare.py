@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis.experiments.cache import RunCache, config_key
+from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
 from dpfair_analysis.fairness.metrics import cost_of_privacy, group_accuracy, max_cost_gap
 from dpfair_analysis.models import MODELS, build_model
 from dpfair_analysis.privacy.accounting import epsilon_from_event, max_steps_within, poisson_gaussian_event
@@ -144,20 +145,21 @@ class CompareResult:
 
 
 def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = True,
-                cache: RunCache | None = None) -> CompareResult:
+                cache: RunCache | None = None, backend: Backend | None = None) -> CompareResult:
     """Train every method of ``config`` for every seed and tabulate the group costs.
 
-    With a :class:`~.cache.RunCache`, each (method, seed) run is looked up by a hash of
-    everything that determines it and trained only if missing, so a sweep resumes.
+    The (method, seed) runs go through :func:`~.sweep.run_sweep`: each is looked up in
+    ``cache`` by a hash of everything that determines it and trained only if missing (so a
+    sweep resumes), on ``backend`` (serial, joblib processes or Ray; default from the
+    environment, see :class:`~.sweep.Backend`).
     """
-    cache = cache or RunCache(None)
+    backend = backend or Backend.from_environment()
     if config.test_split == "official":
         full = datasets.load(config.dataset, split="train", **config.data_options)
         official_test = datasets.load(config.dataset, split="test", **config.data_options)
     else:
         full = datasets.load(config.dataset, **config.data_options)
-    per_seed, histories, steps, runs = [], [], [], []
-    epsilons: dict[str, list[float]] = {}
+    runs, cells = [], []
     for seed in config.seeds:
         if config.test_split == "official":
             train_data, test_data = full, official_test
@@ -166,37 +168,58 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
         train_data = _cut_training_groups(train_data, config.train_group_fraction, seed=seed)
         if config.train_subsample < 1:
             train_data, _ = train_data.split(1 - config.train_subsample, seed=seed)
+        for method in config.methods:
+            # per-run progress bars only when runs are trained here, one at a time
+            compute = partial(_run_one, config, method, train_data, test_data, seed=seed,
+                              progress=progress and backend.name == "serial")
+            runs.append(Run(_run_key(config, method, seed), compute))
+            cells.append((seed, method))
+    results = run_sweep(runs, cache=cache, backend=backend, progress=progress,
+                        desc=f"{config.dataset}: {len(config.methods)} methods x {len(config.seeds)} seeds")
+    per_seed, histories, steps, infos = [], [], [], []
+    epsilons: dict[str, list[float]] = {}
+    for seed in config.seeds:
         accuracy: dict[str, pd.DataFrame] = {}
-        for method in tqdm(config.methods, desc=f"seed {seed}", disable=not progress, leave=False):
-            key = config_key(config.dataset, config.data_options, config.test_split, config.model, config.hidden,
-                             config.l2,
-                             config.test_fraction, config.train_group_fraction, config.policy(method), config.train,
-                             config.equal_privacy, method, seed,
-                             # only when set, so the keys of full-data runs stay as they were
-                             *(() if config.train_subsample == 1 else (("train_subsample", config.train_subsample),)))
-            run = cache.get_or_compute(key, lambda: _run_one(config, method, train_data, test_data, seed=seed,
-                                                             progress=progress))
+        for (run_seed, method), run in zip(cells, results):
+            if run_seed != seed:
+                continue
             accuracy[method] = run["accuracy"]
             histories.append(run["history"].assign(method=method, seed=seed))
             steps.append(run["steps"].assign(method=method, seed=seed))
-            runs.append({"method": method, "seed": seed, **run["info"]})
+            infos.append({"method": method, "seed": seed, **run["info"]})
             if run["info"]["epsilon"] is not None:
                 epsilons.setdefault(method, []).append(run["info"]["epsilon"])
-        baseline = accuracy.get("sgd")
-        for method, frame in accuracy.items():
-            costs = cost_of_privacy(frame["accuracy"], baseline["accuracy"]) if baseline is not None \
-                else pd.Series(np.nan, index=frame.index)
-            for group, row in frame.iterrows():
-                per_seed.append({"seed": seed, "method": method, "group": group, "n_test": int(row["n"]),
-                                 "accuracy": float(row["accuracy"]), "cost": float(costs[group])})
-            per_seed.append({"seed": seed, "method": method, "group": "max_gap", "n_test": 0,
-                             "accuracy": np.nan, "cost": max_cost_gap(costs)})
+        per_seed.extend(_cost_rows(accuracy, seed))
     per_seed_frame = pd.DataFrame(per_seed)
     return CompareResult(config=config, per_seed=per_seed_frame, table=summarise(per_seed_frame),
                          epsilon={m: float(np.mean(v)) for m, v in epsilons.items()},
                          histories=pd.concat(histories, ignore_index=True),
-                         steps=pd.concat(steps, ignore_index=True), runs=runs, group_names=full.group_names,
+                         steps=pd.concat(steps, ignore_index=True), runs=infos, group_names=full.group_names,
                          n_train=len(train_data))
+
+
+def _run_key(config: CompareConfig, method: str, seed: int) -> str:
+    """Cache key of one (method, seed) run: everything that determines it."""
+    return config_key(config.dataset, config.data_options, config.test_split, config.model, config.hidden, config.l2,
+                      config.test_fraction, config.train_group_fraction, config.policy(method), config.train,
+                      config.equal_privacy, method, seed,
+                      # only when set, so the keys of full-data runs stay as they were
+                      *(() if config.train_subsample == 1 else (("train_subsample", config.train_subsample),)))
+
+
+def _cost_rows(accuracy: dict[str, pd.DataFrame], seed: int) -> list[dict]:
+    """One seed's rows: each method's group accuracy and cost against SGD, and the max cost gap."""
+    rows = []
+    baseline = accuracy.get("sgd")
+    for method, frame in accuracy.items():
+        costs = cost_of_privacy(frame["accuracy"], baseline["accuracy"]) if baseline is not None \
+            else pd.Series(np.nan, index=frame.index)
+        for group, row in frame.iterrows():
+            rows.append({"seed": seed, "method": method, "group": group, "n_test": int(row["n"]),
+                         "accuracy": float(row["accuracy"]), "cost": float(costs[group])})
+        rows.append({"seed": seed, "method": method, "group": "max_gap", "n_test": 0,
+                     "accuracy": np.nan, "cost": max_cost_gap(costs)})
+    return rows
 
 
 def _cut_training_groups(train_data, fractions: dict, *, seed: int):

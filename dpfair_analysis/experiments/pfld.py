@@ -35,15 +35,16 @@ import math
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.experiments.cache import RunCache, config_key
+from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
 from dpfair_analysis.fairness.constraints import KINDS, make_constraint
 from dpfair_analysis.validation import check_choice, check_positive, check_positive_int, check_seed
 
@@ -290,9 +291,12 @@ def _cached(cache: RunCache | None, key: str, compute):
 def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, methods: Sequence[str] = TABLE_METHODS,
            folds: int | None = None, epsilon: float = 1.0, profile: str = "full", group_by: str | None = None,
            settings: PfldSettings | None = None, cache: RunCache | None = None,
-           progress: bool = False) -> pd.DataFrame:
+           progress: bool = False,
+                  backend: Backend | None = None) -> pd.DataFrame:
     """paper 003 Table 2 for one data set: one row per (method, constraint, fold) with
-    test accuracy and fairness violation (the shared metric), epsilon and diagnostics."""
+    test accuracy and fairness violation (the shared metric), epsilon and diagnostics.
+
+    The runs go through :func:`~.sweep.run_sweep` (``cache``, ``backend``)."""
     settings = settings or with_profile(profile)
     if folds is not None:
         settings = replace(settings, folds=folds)
@@ -303,27 +307,24 @@ def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, metho
         check_choice(method, "method", ALL_METHODS)
     data = load_table_data(dataset, group_by=group_by, subsample=settings.subsample, seed=settings.seed)
     splits = cv_folds(data, settings.folds, seed=settings.seed)
-    jobs = [(kind, method, f) for kind in constraints for method in methods for f in range(len(splits))]
-    rows = []
-    for kind, method, f in tqdm(jobs, desc=f"Table 2 {dataset}", disable=not progress):
-        train_idx, test_idx = splits[f]
-        # CLF does not depend on the constraint: one fit per fold, shared by every constraint
+    cells = [(kind, method, f) for kind in constraints for method in methods for f in range(len(splits))]
+    runs = []
+    for kind, method, f in cells:
+        train, test = data.subset(splits[f][0]), data.subset(splits[f][1])
+        # CLF does not depend on the constraint: one fit per fold (one key), shared by every constraint
         key_kind = "any" if method == "clf" else kind
         key = config_key("pfld-table2", dataset, group_by, _settings_key(settings), method, key_kind, f,
                          epsilon if method in PRIVATE_METHODS else None, *_variant(method))
-
-        def compute(method=method, kind=kind, train_idx=train_idx, test_idx=test_idx, f=f):
-            return run_method(method, kind, data.subset(train_idx), data.subset(test_idx), settings=settings,
-                              epsilon=epsilon, seed=settings.seed + f)
-
-        def compute_clf(train_idx, test_idx, f):
-            return lambda: _clf_for_every_constraint(data.subset(train_idx), data.subset(test_idx), settings,
-                                                     seed=settings.seed + f)
-
         if method == "clf":
-            row = dict(_cached(cache, key, compute_clf(train_idx, test_idx, f))[kind])
+            compute = partial(_clf_for_every_constraint, train, test, settings, seed=settings.seed + f)
         else:
-            row = dict(_cached(cache, key, compute))
+            compute = partial(run_method, method, kind, train, test, settings=settings, epsilon=epsilon,
+                              seed=settings.seed + f)
+        runs.append(Run(key, compute))
+    results = run_sweep(runs, cache=cache, backend=backend, progress=progress, desc=f"Table 2 {dataset}")
+    rows = []
+    for (kind, method, f), result in zip(cells, results):
+        row = dict(result[kind] if method == "clf" else result)
         row.update(dataset=dataset, constraint=kind, fold=f)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -425,70 +426,75 @@ def pfld_vs_m(rows: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------ sweeps (Figures 1-5)
 def _sweep(dataset: str, name: str, grid: list[dict[str, Any]], *, kind: str, profile: str,
            settings: PfldSettings | None, cache: RunCache | None, progress: bool, seeds: int | None,
-           h_norm_rows: int = 0) -> pd.DataFrame:
+           backend: Backend | None = None, h_norm_rows: int = 0) -> pd.DataFrame:
     settings = settings or with_profile(profile)
     n_seeds = seeds if seeds is not None else settings.sweep_seeds
     data = load_table_data(dataset, subsample=settings.subsample, seed=settings.seed)
-    rows = []
-    jobs = [(point, s) for point in grid for s in range(n_seeds)]
-    for point, s in tqdm(jobs, desc=f"{name} {dataset}", disable=not progress):
+    cells = [(dict(point), s) for point in grid for s in range(n_seeds)]
+    runs = []
+    for point, s in cells:
         train, test = data.split(0.2, seed=settings.seed + s, stratify="group_label")
-        point = dict(point)
-        method, epsilon = point.pop("method"), point.pop("epsilon")
-        key = config_key("pfld-sweep", dataset, _settings_key(settings), method, kind, epsilon, s, point, h_norm_rows,
-                         *_variant(method))
-
-        def compute(method=method, epsilon=epsilon, point=point, s=s, train=train, test=test):
-            return run_method(method, kind, train, test, settings=settings, epsilon=epsilon,
-                              seed=settings.seed + s, h_norm_rows=h_norm_rows if method != "m" else 0, **point)
-
-        row = dict(_cached(cache, key, compute))
-        row.update(dataset=dataset, sweep=name, seed=s, requested_epsilon=epsilon, **point)
-        rows.append(row)
+        options = {k: v for k, v in point.items() if k not in ("method", "epsilon")}
+        method, epsilon = point["method"], point["epsilon"]
+        key = config_key("pfld-sweep", dataset, _settings_key(settings), method, kind, epsilon, s, options,
+                         h_norm_rows, *_variant(method))
+        runs.append(Run(key, partial(run_method, method, kind, train, test, settings=settings, epsilon=epsilon,
+                                     seed=settings.seed + s, h_norm_rows=h_norm_rows if method != "m" else 0,
+                                     **options)))
+    results = run_sweep(runs, cache=cache, backend=backend, progress=progress, desc=f"{name} {dataset}")
+    rows = []
+    for (point, s), result in zip(cells, results):
+        options = {k: v for k, v in point.items() if k not in ("method", "epsilon")}
+        rows.append({**result, "dataset": dataset, "sweep": name, "seed": s, "requested_epsilon": point["epsilon"],
+                     **options})
     return pd.DataFrame(rows)
 
 
 def epsilon_sweep(dataset: str = "compas", *, kind: str = "dp", epsilons: Sequence[float] = (0.1, 0.5, 1.0, 2.0, 5.0),
                   methods: Sequence[str] = ("pfld", "m"), profile: str = "full", settings: PfldSettings | None = None,
-                  seeds: int | None = None, cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
+                  seeds: int | None = None, cache: RunCache | None = None, progress: bool = False,
+                  backend: Backend | None = None) -> pd.DataFrame:
     """Figure 1: accuracy and violation against epsilon, PF-LD and M (tidy rows)."""
     grid = [{"method": m, "epsilon": float(e)} for m in methods for e in epsilons]
     return _sweep(dataset, "fig1_epsilon", grid, kind=kind, profile=profile, settings=settings, cache=cache,
-                  progress=progress, seeds=seeds)
+                  progress=progress, seeds=seeds, backend=backend)
 
 
 def clip_sweep(dataset: str = "compas", *, kind: str = "dp", clips: Sequence[float] = (0.1, 1.0, 10.0, 20.0, 50.0),
                epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
                settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
-               progress: bool = False, h_norm_rows: int = 1000) -> pd.DataFrame:
+               progress: bool = False, h_norm_rows: int = 1000,
+               backend: Backend | None = None) -> pd.DataFrame:
     """Figures 2 and 3: PF-LD at each primal clipping bound C_p and epsilon; rows carry
     the per-group share of per-sample h-gradient norms above C_p (final model) and the
     share clipped during training (``step_frac_clipped``)."""
     grid = [{"method": "pfld", "epsilon": float(e), "clip_primal": float(c)} for c in clips for e in epsilons]
     return _sweep(dataset, "fig2_clip_primal", grid, kind=kind, profile=profile, settings=settings, cache=cache,
-                  progress=progress, seeds=seeds, h_norm_rows=h_norm_rows)
+                  progress=progress, seeds=seeds, backend=backend, h_norm_rows=h_norm_rows)
 
 
 def dual_clip_sweep(dataset: str = "compas", *, kind: str = "ap", clips: Sequence[float] = (0.1, 1.0, 5.0, 100.0),
                     epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
                     settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
-                    progress: bool = False) -> pd.DataFrame:
+                    progress: bool = False,
+                  backend: Backend | None = None) -> pd.DataFrame:
     """Figure 4: PF-LD at each dual clipping bound C_d. Default constraint ap: for dp and eo
     h is a probability (|h| <= 1), so C_d >= 1 never clips and only scales the noise."""
     grid = [{"method": "pfld", "epsilon": float(e), "clip_dual": float(c)} for c in clips for e in epsilons]
     return _sweep(dataset, "fig4_clip_dual", grid, kind=kind, profile=profile, settings=settings, cache=cache,
-                  progress=progress, seeds=seeds)
+                  progress=progress, seeds=seeds, backend=backend)
 
 
 def missing_sweep(dataset: str = "compas", *, kind: str = "dp", missing_rates: Sequence[float] = (0.6, 0.4, 0.2, 0.0),
                   epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
                   settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
-                  progress: bool = False) -> pd.DataFrame:
+                  progress: bool = False,
+                  backend: Backend | None = None) -> pd.DataFrame:
     """Figure 5: PF-LD when a fraction of training rows does not report its group
     (missing_rate; the paper's r = 1 - missing_rate). Evaluation uses every test row."""
     grid = [{"method": "pfld", "epsilon": float(e), "missing_rate": float(r)} for r in missing_rates for e in epsilons]
     return _sweep(dataset, "fig5_missing", grid, kind=kind, profile=profile, settings=settings, cache=cache,
-                  progress=progress, seeds=seeds)
+                  progress=progress, seeds=seeds, backend=backend)
 
 
 def sweep_summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:

@@ -54,6 +54,10 @@ BAD = [
     (["compare", "--data", "mnist-full", "--model", "cnn", "--epochs", "5000"], "--force"),  # ~39 h: refused
     (["compare", "--data", "compas", "--batch-size", "7000"], "--batch-size"),
     (["--threads", "0", "compare"], "--threads"),
+    (["compare", "--jobs", "0"], "--jobs"),
+    (["compare", "--backend", "dask"], "--backend"),
+    (["compare", "--address", "auto"], "--address"),
+    (["compare", "--backend", "serial", "--jobs", "2"], "--backend"),
     # privacy
     (["privacy", "epsilon", "--n", "0", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5"],
      "--n"),
@@ -114,6 +118,8 @@ BAD = [
     (["audit", "--mechanism", "nope", "--sampled"], "--mechanism"),
     # pfld-table
     (["pfld-table", "--data", "nope"], "--data"),
+    (["pfld-table", "--data", "compas", "--jobs", "0"], "--jobs"),
+    (["pfld-table", "--data", "compas", "--backend", "joblib", "--address", "auto"], "--address"),
     (["pfld-table", "--data", "compas", "--methods", "z,xx"], "--methods"),
     (["pfld-table", "--data", "compas", "--folds", "1"], "--folds"),
     (["pfld-table", "--data", "compas", "--epsilon", "0"], "--epsilon"),

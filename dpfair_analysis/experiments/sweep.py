@@ -1,0 +1,180 @@
+"""One runner for every grid of runs: serially, in local processes (joblib) or on Ray.
+
+A sweep is a list of :class:`Run` -- a cache key and a picklable call that computes the run's
+result. :func:`run_sweep` serves every run the :class:`~.cache.RunCache` already holds, computes
+the rest on a :class:`Backend` and stores each result in the same cache the moment it arrives,
+so a sweep interrupted under one backend resumes under any other. Runs sharing a key are
+computed once.
+
+Backends:
+
+``serial``  in this process, in order (the default);
+``joblib``  ``jobs`` local worker processes (``joblib``'s loky backend);
+``ray``     Ray tasks: on the instance this process is already connected to, else on
+            ``ray.init(address)`` -- a cluster's address (``"auto"``, ``"ray://head:10001"``) or,
+            with none, a local instance of ``jobs`` CPUs. Ray is the optional extra
+            ``pip install dpfair-analysis[ray]``.
+
+Same results whatever the backend: every run seeds its own generators from its
+configuration, and a worker computes with the caller's number of torch threads (a different
+thread count may change the order of floating-point sums). A worker also reports the
+:func:`~.cache.code_fingerprint` of the code it ran; a result from other code (a cluster node
+with another version of the toolkit) is refused rather than cached as this code's result.
+
+``DPFAIR_BACKEND``, ``DPFAIR_JOBS`` and ``DPFAIR_RAY_ADDRESS`` set the default backend, so the
+notebooks' full profiles (``notebooks/execute.py --jobs N --backend ray``) run on the same
+runner as ``dpfair compare --jobs N``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from dpfair_analysis.experiments.cache import RunCache, code_fingerprint
+from dpfair_analysis.validation import check_choice, check_positive_int
+
+BACKENDS = ("serial", "joblib", "ray")
+
+
+class ForeignCodeError(RuntimeError):
+    """A worker computed a run with code other than the caller's."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where the runs of a sweep are computed.
+
+    ``name`` None picks ``"serial"`` for one job and ``"joblib"`` for more; ``jobs`` is the
+    number of local worker processes (joblib) or the CPUs of a local Ray instance;
+    ``address`` (Ray only) the cluster to connect to.
+    """
+
+    name: str | None = None
+    jobs: int = 1
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.jobs, "jobs")
+        if self.name is None:
+            object.__setattr__(self, "name", "serial" if self.jobs == 1 else "joblib")
+        check_choice(self.name, "backend", BACKENDS)
+        if self.address is not None and self.name != "ray":
+            raise ValueError(f"address={self.address!r} is for backend='ray' (a Ray cluster); "
+                             f"backend is {self.name!r}")
+        if self.name == "serial" and self.jobs != 1:
+            raise ValueError(f"backend='serial' runs one job at a time, got jobs={self.jobs}; "
+                             "use backend='joblib' or 'ray' for more")
+
+    @classmethod
+    def from_environment(cls) -> "Backend":
+        """The backend named by ``DPFAIR_BACKEND``, ``DPFAIR_JOBS`` and ``DPFAIR_RAY_ADDRESS``
+        (serial when none is set)."""
+        jobs = os.environ.get("DPFAIR_JOBS", "1")
+        try:
+            jobs_value = int(jobs)
+        except ValueError:
+            raise ValueError(f"DPFAIR_JOBS must be a positive integer, got {jobs!r}") from None
+        return cls(name=os.environ.get("DPFAIR_BACKEND") or None, jobs=jobs_value,
+                   address=os.environ.get("DPFAIR_RAY_ADDRESS") or None)
+
+    def describe(self) -> str:
+        """E.g. ``"joblib, 2 processes"``."""
+        if self.name == "serial":
+            return "serial"
+        if self.name == "joblib":
+            return f"joblib, {self.jobs} processes"
+        return f"ray at {self.address}" if self.address else f"ray, local instance of {self.jobs} CPUs"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a sweep: its cache key and the call that computes it.
+
+    ``compute`` must pickle (a module-level function or a ``functools.partial`` of one) for
+    the joblib and Ray backends.
+    """
+
+    key: str
+    compute: Callable[[], Any]
+
+
+def run_sweep(runs: Sequence[Run], *, cache: RunCache | None = None, backend: Backend | None = None,
+              progress: bool = True, desc: str = "runs") -> list[Any]:
+    """The result of every run, in order: served from ``cache`` or computed on ``backend``.
+
+    Progress shows finished/total runs (cache hits count as finished). Each computed result
+    is stored as it arrives, so an interrupted sweep loses only the runs in flight.
+    """
+    cache = cache or RunCache(None)
+    backend = backend or Backend.from_environment()
+    results: dict[str, Any] = {}
+    missing: dict[str, Run] = {}
+    for run in runs:
+        if run.key in results or run.key in missing:
+            continue
+        found, value = cache.lookup(run.key)
+        if found:
+            results[run.key] = value
+        else:
+            missing[run.key] = run
+    with tqdm(total=len(runs), desc=desc, disable=not progress, unit="run") as bar:
+        bar.update(sum(1 for run in runs if run.key in results))
+        for key, value in _execute(backend, list(missing.values())):
+            cache.store(key, value)
+            results[key] = value
+            bar.update(sum(1 for run in runs if run.key == key))
+    return [results[run.key] for run in runs]
+
+
+def _execute(backend: Backend, runs: Sequence[Run]) -> Iterator[tuple[str, Any]]:
+    """(key, result) of each run, in the order they finish, checked to come from this code."""
+    if not runs:
+        return
+    threads = torch.get_num_threads()
+    if backend.name == "serial":
+        outcomes: Iterator[tuple[str, str, Any]] = (_in_worker(run, threads) for run in runs)
+    elif backend.name == "joblib":
+        outcomes = _on_joblib(runs, jobs=backend.jobs, threads=threads)
+    else:
+        outcomes = _on_ray(runs, backend=backend, threads=threads)
+    for key, fingerprint, value in outcomes:
+        if fingerprint != code_fingerprint():
+            raise ForeignCodeError(f"run {key[:12]} was computed by other code (worker fingerprint "
+                                   f"{fingerprint[:12]}, here {code_fingerprint()[:12]}): install this version of "
+                                   "dpfair_analysis on every worker")
+        yield key, value
+
+
+def _in_worker(run: Run, threads: int) -> tuple[str, str, Any]:
+    """Compute one run with the caller's torch thread count; (key, code fingerprint, result)."""
+    torch.set_num_threads(threads)
+    return run.key, code_fingerprint(), run.compute()
+
+
+def _on_joblib(runs: Sequence[Run], *, jobs: int, threads: int) -> Iterator[tuple[str, str, Any]]:
+    from joblib import Parallel, delayed
+
+    parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
+    yield from parallel(delayed(_in_worker)(run, threads) for run in runs)
+
+
+def _on_ray(runs: Sequence[Run], *, backend: Backend, threads: int) -> Iterator[tuple[str, str, Any]]:
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("backend='ray' needs Ray: pip install 'dpfair-analysis[ray]'") from None
+    if not ray.is_initialized():
+        if backend.address:
+            ray.init(address=backend.address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=backend.jobs, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(num_cpus=1)(_in_worker)
+    pending = [remote.remote(run, threads) for run in runs]
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        yield ray.get(done[0])

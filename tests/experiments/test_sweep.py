@@ -1,0 +1,142 @@
+"""The sweep runner: the same results serially, in joblib processes and on Ray, through one cache."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+import torch
+
+from dpfair_analysis.experiments import sweep
+from dpfair_analysis.experiments.cache import RunCache
+from dpfair_analysis.experiments.compare import CompareConfig, run_compare
+from dpfair_analysis.experiments.sweep import Backend, ForeignCodeError, Run, run_sweep
+from dpfair_analysis.training.loop import TrainConfig
+
+# a real grid: three methods (one DPSGD-F, with its private counts) x two seeds, unequal groups
+GRID = CompareConfig(dataset="synthetic", data_options={"sizes": (90, 25), "dim": 4, "seed": 3},
+                     methods=("sgd", "dpsgd", "dpsgdf"), seeds=(0, 1),
+                     train=TrainConfig(epochs=2, batch_size=16, lr=0.1, delta=1e-5))
+
+
+def outputs(result) -> dict[str, pd.DataFrame]:
+    """Everything a comparison reports, as frames to compare exactly."""
+    return {"per_seed": result.per_seed, "histories": result.histories, "steps": result.steps,
+            "runs": pd.DataFrame(result.runs), "epsilon": pd.Series(result.epsilon)}
+
+
+def assert_identical(a, b) -> None:
+    for name, frame in outputs(a).items():
+        other = outputs(b)[name]
+        if isinstance(frame, pd.Series):
+            pd.testing.assert_series_equal(frame, other, check_exact=True)
+        else:
+            pd.testing.assert_frame_equal(frame, other, check_exact=True)
+
+
+@pytest.fixture(scope="module")
+def serial_result():
+    return run_compare(GRID, progress=False, backend=Backend())
+
+
+def test_joblib_processes_give_the_serial_results_and_resume_from_its_cache(serial_result, tmp_path):
+    cache = RunCache(tmp_path)
+    first = run_compare(GRID, progress=False, cache=cache, backend=Backend("joblib", jobs=2))
+    assert_identical(first, serial_result)
+    assert (cache.hits, cache.misses) == (0, 6) and len(list(tmp_path.glob("*.pkl"))) == 6
+    # one more seed: the six finished runs come from the cache, only the new seed's three are trained
+    grown = run_compare(replace(GRID, seeds=(0, 1, 2)), progress=False, cache=cache,
+                        backend=Backend("joblib", jobs=2))
+    assert (cache.hits, cache.misses) == (6, 9)
+    pd.testing.assert_frame_equal(grown.per_seed[grown.per_seed.seed < 2].reset_index(drop=True),
+                                  serial_result.per_seed, check_exact=True)
+
+
+def test_ray_local_instance_gives_the_serial_results(serial_result, tmp_path):
+    import ray  # the [ray] extra is part of the test setup (make test): missing Ray fails, it is not skipped
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        cache = RunCache(tmp_path)
+        on_ray = run_compare(GRID, progress=False, cache=cache, backend=Backend("ray", jobs=2))
+        assert ray.is_initialized()  # the sweep used the instance this process had started
+    finally:
+        ray.shutdown()
+    assert_identical(on_ray, serial_result)
+    assert cache.misses == 6
+
+
+# ------------------------------------------------------------------ the runner itself
+def _square(x: int) -> int:
+    return x * x
+
+
+def _threads() -> int:
+    return torch.get_num_threads()
+
+
+def _boom() -> int:
+    raise RuntimeError("run failed")
+
+
+def test_results_keep_the_runs_order_and_a_shared_key_is_computed_once(tmp_path):
+    cache = RunCache(tmp_path)
+    runs = [Run(f"k{x % 3}", functools.partial(_square, x % 3)) for x in range(7)]
+    assert run_sweep(runs, cache=cache, backend=Backend("joblib", jobs=2), progress=False) == [0, 1, 4, 0, 1, 4, 0]
+    assert (cache.hits, cache.misses) == (0, 3)
+    assert run_sweep(runs, cache=cache, progress=False) == [0, 1, 4, 0, 1, 4, 0]
+    assert (cache.hits, cache.misses) == (3, 3)
+
+
+def test_workers_compute_with_the_callers_torch_threads():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert run_sweep([Run("t", _threads)], backend=Backend("joblib", jobs=2), progress=False) == [1]
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_result_from_other_code_is_refused_and_not_cached(tmp_path, monkeypatch):
+    def other_code(run, threads):
+        return run.key, "0" * 64, run.compute()
+
+    monkeypatch.setattr(sweep, "_in_worker", other_code)
+    cache = RunCache(tmp_path)
+    with pytest.raises(ForeignCodeError, match="other code"):
+        run_sweep([Run("a", functools.partial(_square, 2))], cache=cache, progress=False)
+    assert not list(tmp_path.glob("*.pkl"))
+
+
+def test_a_failing_run_keeps_the_finished_ones(tmp_path):
+    cache = RunCache(tmp_path)
+    with pytest.raises(RuntimeError, match="run failed"):
+        run_sweep([Run("ok", functools.partial(_square, 3)), Run("bad", _boom)], cache=cache, progress=False)
+    assert run_sweep([Run("ok", _boom)], cache=cache, progress=False) == [9]  # served, not recomputed
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"jobs": 0}, "jobs"),
+    ({"name": "dask"}, "backend"),
+    ({"name": "serial", "jobs": 2}, "one job at a time"),
+    ({"name": "joblib", "jobs": 2, "address": "auto"}, "address"),
+])
+def test_backend_refuses_what_it_cannot_do(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Backend(**kwargs)
+
+
+def test_backend_defaults_follow_jobs_and_the_environment(monkeypatch):
+    assert Backend().name == "serial" and Backend(jobs=3).name == "joblib"
+    for name in ("DPFAIR_BACKEND", "DPFAIR_JOBS", "DPFAIR_RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    assert Backend.from_environment() == Backend()
+    monkeypatch.setenv("DPFAIR_BACKEND", "ray")
+    monkeypatch.setenv("DPFAIR_JOBS", "4")
+    monkeypatch.setenv("DPFAIR_RAY_ADDRESS", "ray://head:10001")
+    assert Backend.from_environment() == Backend("ray", jobs=4, address="ray://head:10001")
+    monkeypatch.setenv("DPFAIR_JOBS", "many")
+    with pytest.raises(ValueError, match="DPFAIR_JOBS"):
+        Backend.from_environment()

@@ -132,6 +132,9 @@ JSON_KEYS = ("groups", "most_hurt", "settings", "epsilon", "delta", "recommendat
 Z90 = 1.6448536269514722  # two-sided 90% normal quantile
 #: A predicted cost smaller than this (in accuracy) is "not hurt"; a part smaller than this is no reason.
 NEGLIGIBLE = 0.005
+#: Relative tolerance of the noise multipliers the recommendations calibrate (sigma* <= sigma <= 1.01 sigma*:
+#: each still meets its epsilon; a prediction does not need the planned run's 1e-4).
+RECOMMENDATION_TOLERANCE = 1e-2
 
 
 # ============================================================================ settings
@@ -219,8 +222,9 @@ class DiagnosisOptions:
 
     ``rows``: training rows (group-stratified subsample) for the trajectories;
     ``curvature_rows``: rows for the drift's Jacobian and the sampling covariance;
-    ``theory_rows``: rows for Theorem 2's terms and the traces; ``max_steps``: most
-    integration steps K; ``draws``: noise draws per prediction; ``max_exact_params``: the
+    ``theory_rows``: rows for Theorem 2's terms and the traces; ``max_steps``: integration
+    steps K beyond which the trajectories use proportionally fewer rows (K itself is what
+    a stable integrator needs, h lambda_max <= 0.5, at most T); ``draws``: noise draws per prediction; ``max_exact_params``: the
     largest model whose Jacobian is formed exactly (else its diagonal);
     ``recommendations``: predict the mitigations too.
     """
@@ -979,8 +983,13 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
     exact = problem.P <= options.max_exact_params
     lam = _largest_curvature(problem, problem.theta0)
     horizon = resolved.lr * resolved.steps
-    integration_steps = int(min(resolved.steps, max(options.min_steps, min(options.max_steps,
-                                                                           math.ceil(horizon * lam / 0.5)))))
+    # a stable, non-oscillating integrator needs h lambda_max <= 0.5 (h = r T / K); past max_steps the drift is
+    # estimated on fewer rows so that the work K x rows stays max_steps x rows (never fewer than 500 rows)
+    integration_steps = int(min(resolved.steps, max(options.min_steps, math.ceil(horizon * lam / 0.5))))
+    if integration_steps > options.max_steps:
+        fewer = max(500, options.rows * options.max_steps // integration_steps)
+        if fewer < len(problem.drift_data):
+            problem.drift_data = _stratified(problem.drift_data, fewer, options.seed + 3)
     sgd = _Mechanism("sgd", steps=resolved.steps, lr=resolved.lr, batch_size=plan.batch_size,
                      sampling_rate=resolved.sampling_rate, label="SGD")
     np_trajectory = _trajectory(problem, sgd, integration_steps=integration_steps, checkpoints=(1 / 3, 2 / 3, 1.0))
@@ -1044,7 +1053,7 @@ def _mechanism_for(plan: PrivacyPlan, resolved: ResolvedPlan, method: str, **cha
                                  max_steps=steps, accounting=plan.accounting)
     if method == "mitigation":  # counts once (multiplier 10) + statistics at 2 sigma each step, same epsilon
         joint = calibrate_noise_multiplier(resolved.epsilon, plan.delta, sampling_rate=q, steps=steps,
-                                           accounting=plan.accounting,
+                                           accounting=plan.accounting, tolerance=RECOMMENDATION_TOLERANCE,
                                            other_events=[dp_event.GaussianDpEvent(10.0)])
         sigma = joint * math.sqrt(1 + 1 / 4)
     kwargs = dict(name=method, clip_bound=plan.clip_bound, sigma=sigma, steps=steps, lr=resolved.lr,
@@ -1102,7 +1111,7 @@ def recommendations(problem: _Problem, plan: PrivacyPlan, resolved: ResolvedPlan
         steps = steps_for_epochs(resolved.n, bigger, plan.epochs)
         q = bigger / resolved.n
         sigma = calibrate_noise_multiplier(resolved.epsilon, plan.delta, sampling_rate=q, steps=steps,
-                                           accounting=plan.accounting)
+                                           accounting=plan.accounting, tolerance=RECOMMENDATION_TOLERANCE)
         lr = plan.lr if plan.lr is not None else 1.0 / math.sqrt(steps)
         options.append(("larger batch", f"batch size {bigger} (sigma {sigma:.3g} for the same epsilon; "
                         f"{steps} steps, learning rate {lr:.3g})",
@@ -1112,7 +1121,8 @@ def recommendations(problem: _Problem, plan: PrivacyPlan, resolved: ResolvedPlan
     target = 2 * resolved.epsilon
     try:
         sigma = calibrate_noise_multiplier(target, plan.delta, sampling_rate=resolved.sampling_rate,
-                                           steps=resolved.steps, accounting=plan.accounting)
+                                           steps=resolved.steps, accounting=plan.accounting,
+                                           tolerance=RECOMMENDATION_TOLERANCE)
         options.append(("larger epsilon", f"epsilon {target:.3g} (twice the plan; sigma {sigma:.3g})",
                         _mechanism_for(plan, resolved, plan.method, sigma=sigma), target, {"noise_multiplier": sigma}))
     except ValueError:

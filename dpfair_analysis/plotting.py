@@ -387,5 +387,6 @@ def plot_validation_metrics(table: pd.DataFrame) -> plt.Figure:
                        aspect=0.9, sharex=False)
     for ax in grid.axes.flat:
         ax.axvline(0, color="black", linewidth=0.6)
-    grid.figure.tight_layout()
+    sns.move_legend(grid, "lower center", bbox_to_anchor=(0.5, 0.0), ncol=2, title="regime")
+    grid.figure.tight_layout(rect=(0, 0.1, 1, 1))
     return grid.figure

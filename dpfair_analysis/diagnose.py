@@ -132,6 +132,8 @@ JSON_KEYS = ("groups", "most_hurt", "settings", "epsilon", "delta", "recommendat
 Z90 = 1.6448536269514722  # two-sided 90% normal quantile
 #: A predicted cost smaller than this (in accuracy) is "not hurt"; a part smaller than this is no reason.
 NEGLIGIBLE = 0.005
+#: Most per-sample gradient entries the diagnosis materialises at once (rows x parameters).
+MATERIALISED_ELEMENTS = 2 ** 25
 #: Relative tolerance of the noise multipliers the recommendations calibrate (sigma* <= sigma <= 1.01 sigma*:
 #: each still meets its epsilon; a prediction does not need the planned run's 1e-4).
 RECOMMENDATION_TOLERANCE = 1e-2
@@ -325,8 +327,11 @@ class _Problem:
         self.train_sizes = train.group_sizes().to(torch.float64)
         self.n = len(train)
         self.drift_data = _stratified(train, rows, seed)
-        self.curvature_data = _stratified(self.drift_data, curvature_rows, seed + 1)
-        self.theory_data = _stratified(self.drift_data, theory_rows, seed + 2)
+        # the curvature rows' per-sample gradients are materialised (rows x P numbers): at most 2^25 of them
+        # (256 MiB), so a large model (the MNIST CNN's 431,080 parameters: 77 rows) uses fewer rows
+        cap = max(32, MATERIALISED_ELEMENTS // max(self.P, 1))
+        self.curvature_data = _stratified(self.drift_data, min(curvature_rows, cap), seed + 1)
+        self.theory_data = _stratified(self.drift_data, min(theory_rows, 4 * cap), seed + 2)
 
     def params(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
         return self.unflatten(theta)

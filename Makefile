@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-slow bench figures clean
+.PHONY: setup run test test-slow bench figures diagnose-study clean
 
 setup: $(STAMP)
 
@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q -c constraints.txt -e '.[test,ray]'
 	touch $(STAMP)
 
+# The main job: first the diagnosis (which groups DP-SGD will hurt, by how much and why, predicted without
+# private training), then the comparison it predicts (SGD vs DP-SGD, measured), at the same settings.
 run: setup
-	$(VENV)/bin/dpfair compare
+	$(VENV)/bin/dpfair diagnose --data adult
+	$(VENV)/bin/dpfair compare --data adult
 
 test: setup
 	$(PY) -m pytest -q -n 2 --durations=15
@@ -33,6 +36,12 @@ bench: setup
 # are overwritten. Hours with an empty run cache; execute.py prints its estimate first.
 figures: setup
 	$(PY) notebooks/execute.py --in-place --profile full
+
+# The full validation study of `dpfair diagnose` (issue 14): predicted vs actual per-group costs on 10 settings x
+# 2 regimes x 3 noise levels x 5 seeds, beside naive predictors. Resumable (every run is cached); rewrites
+# notebooks/diagnose.ipynb and paper_figs/diagnose/ with the full profile.
+diagnose-study: setup
+	$(PY) notebooks/execute.py diagnose --in-place --profile full
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -57,6 +57,8 @@ ESTIMATES: dict[str, dict[str, float]] = {
     "fairness_lens": {"quick": 20, "full": 26 * 60},
     "pfld": {"quick": 20, "full": 2.5 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
+    # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells (experiments.diagnose.time_cell)
+    "diagnose": {"quick": 70, "full": 2.5 * 3600},
 }
 
 

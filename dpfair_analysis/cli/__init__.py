@@ -12,12 +12,13 @@ import os
 import sys
 from typing import Sequence
 
-from dpfair_analysis.cli import audit, compare, data, excess_risk, hessian, pfld_table, privacy, train, verify
+from dpfair_analysis.cli import audit, compare, data, diagnose, excess_risk, hessian, pfld_table, privacy, train, \
+    verify
 from dpfair_analysis.cli._common import EXIT_USAGE, Parser, UsageError, positive_int
 from dpfair_analysis.training.loop import TrainingDiverged
 
 # One module per command group; each has ``register(subparsers)``. Add new commands here.
-COMMANDS = (compare, privacy, data, hessian, excess_risk, train, audit, pfld_table, verify)
+COMMANDS = (compare, diagnose, privacy, data, hessian, excess_risk, train, audit, pfld_table, verify)
 
 
 # --------------------------------------------------------------------------- main

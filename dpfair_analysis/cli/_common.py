@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -238,3 +240,64 @@ def check_workload(seconds: float, *, what: str, flags: str, force: bool, quiet:
                          f"lower {flags} or add --force")
     if seconds > 60 and not quiet:
         print(f"dpfair: {what}: about {format_duration(seconds)} here (estimate)", file=sys.stderr)
+
+
+# ----------------------------------------------------------------- data: a built-in data set or a CSV file
+CSV_FLAGS = {"path": "--csv", "label": "--label", "group": "--group", "drop": "--drop", "positive": "--positive"}
+
+
+def add_data_flags(parser: argparse.ArgumentParser) -> None:
+    """``--data NAME [--group-by G]`` or ``--csv PATH --label COL --group COL [--drop A,B] [--positive V]``."""
+    parser.add_argument("--data", default=None, help="built-in data set (see `dpfair data list`; default adult)")
+    parser.add_argument("--group-by", default=None, help="group column of a built-in data set (e.g. sex, race)")
+    parser.add_argument("--csv", default=None, metavar="PATH",
+                        help="your own data: a CSV file with a header row (numerics are standardised, "
+                             "other columns one-hot encoded; rows with missing values are counted and removed)")
+    parser.add_argument("--label", default=None, metavar="COL", help="with --csv: the column to predict")
+    parser.add_argument("--group", default=None, metavar="COL", help="with --csv: the protected attribute")
+    parser.add_argument("--drop", default=None, metavar="COL,...", help="with --csv: columns that are not features")
+    parser.add_argument("--positive", default=None, metavar="VALUE",
+                        help="with --csv: the label value that is class 1 (needed for a text label)")
+
+
+def data_from_args(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
+    """(registry name, loader options, what was done to a CSV file) from the data flags; one-line errors.
+
+    A CSV file is read once here (so a bad column, a one-row group, a one-class or text label is
+    reported naming its flag before any work) and named by its SHA-256 in the options, so cached
+    results of an edited file are never served.
+    """
+    from dpfair_analysis.data.sources import DataWarning
+    from dpfair_analysis.data.user_csv import user_csv
+
+    csv_only = [flag for flag, value in (("--label", args.label), ("--group", args.group), ("--drop", args.drop),
+                                         ("--positive", args.positive)) if value is not None]
+    if args.csv is None:
+        if csv_only:
+            raise UsageError(f"{', '.join(csv_only)} need(s) --csv PATH (for a built-in data set use --data and "
+                             f"--group-by)")
+        name = args.data or "adult"
+        from dpfair_analysis.data import DATASETS
+
+        if name not in DATASETS or name == "csv":
+            raise UsageError(f"--data must be one of {[n for n in DATASETS if n != 'csv']} (or use --csv PATH), "
+                             f"got {name!r}")
+        check_dataset_options(name, args.group_by)
+        options = {} if args.group_by is None else {"by": args.group_by}
+        return name, options, []
+    if args.data is not None or args.group_by is not None:
+        raise UsageError("give either --data [--group-by] or --csv --label --group, not both")
+    for flag, value in (("--label", args.label), ("--group", args.group)):
+        if value is None:
+            raise UsageError(f"--csv needs {flag} COL")
+    drop = [c.strip() for c in (args.drop or "").split(",") if c.strip()]
+    path = Path(args.csv).expanduser().resolve()
+    with warnings.catch_warnings(record=True) as caught:  # said once, as a note on stderr, not a Python warning
+        warnings.simplefilter("always", DataWarning)
+        dataset = user_csv(path=path, label=args.label, group=args.group, drop=drop, positive=args.positive,
+                           argument_names=CSV_FLAGS)
+    for warning in caught:
+        print(f"dpfair: note: {warning.message}", file=sys.stderr)
+    options = {"path": str(path), "label": args.label, "group": args.group, "drop": drop, "positive": args.positive,
+               "sha256": dataset.info["sha256"]}
+    return "csv", options, list(dataset.info["preprocessing"])

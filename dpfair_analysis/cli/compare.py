@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import warnings
+from pathlib import Path
 
-from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_sweep_flags,
-                                         backend_from_args, check_dataset_options,
-                                         check_workload, device, estimated_training_seconds, int_in,
-                                         nonnegative_float, positive_float, positive_float_upto, print_json,
-                                         unit_open, writable_directory, writable_file)
+from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
+                                         add_sweep_flags, backend_from_args, check_workload, data_from_args, device,
+                                         estimated_training_seconds, int_in, nonnegative_float, positive_float,
+                                         positive_float_upto, print_json, unit_open, writable_directory,
+                                         writable_file)
 from dpfair_analysis.data import DATASETS
 from dpfair_analysis.io import write_atomically
 
@@ -18,9 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="per-group cost of privacy: SGD vs private methods (paper 000 Table 1)",
                        description="Train the non-private model and the private methods on the same split and "
                                    "seed; print per-group test accuracy and the cost of privacy.")
-    p.add_argument("--data", default="adult", choices=list(DATASETS), metavar="NAME",
-                   help="data set name (see `dpfair data list`; default adult)")
-    p.add_argument("--group-by", default=None, help="group column of the data set (default: its own, e.g. sex)")
+    add_data_flags(p)
     p.add_argument("--model", default="logreg", choices=("logreg", "mlp", "cnn"), help="default logreg")
     p.add_argument("--methods", default="sgd,dpsgd",
                    help="comma-separated: sgd, dpsgd, naive, dpsgdf, dpsgd(C=2) (default sgd,dpsgd)")
@@ -65,12 +65,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
     from dpfair_analysis.experiments.compare import CompareConfig, format_table, run_compare, save_compare_figures
+    from dpfair_analysis.data.sources import DataWarning
     from dpfair_analysis.training.loop import TrainConfig
 
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
-    check_dataset_options(args.data, args.group_by)
-    data_options = {} if args.group_by is None else {"by": args.group_by}
+    dataset, data_options, preprocessing = data_from_args(args)
     methods = [m.strip() for m in re.split(r",(?![^(]*\))", args.methods) if m.strip()]
     if not methods:
         raise UsageError("--methods must name at least one method (sgd, dpsgd, naive, dpsgdf, dpsgd(C=2), ...)")
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> None:
             raise UsageError(f"--train-fraction must look like GROUP=FRACTION with FRACTION in (0, 1], got {item!r}")
     try:
         config = CompareConfig(
-            dataset=args.data, data_options=data_options, model=args.model, methods=tuple(methods),
+            dataset=dataset, data_options=data_options, model=args.model, methods=tuple(methods),
             train_group_fraction=fractions,
             noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
             max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
@@ -101,24 +101,30 @@ def run(args: argparse.Namespace) -> None:
             seeds=tuple(range(args.seed, args.seed + args.seeds)))
     except ValueError as error:
         raise UsageError(f"--methods: {' '.join(str(error).split())}") from None
-    rows = DATASETS[args.data].rows
+    rows = DATASETS[dataset].rows
     if rows is not None:
         if args.batch_size > rows:
-            raise UsageError(f"--batch-size {args.batch_size} is more than the {rows:,} rows of {args.data}")
+            raise UsageError(f"--batch-size {args.batch_size} is more than the {rows:,} rows of {dataset}")
         check_workload(estimated_training_seconds(args.model, rows=rows, batch_size=args.batch_size,
                                                   epochs=args.epochs, runs=len(methods) * args.seeds),
                        what=f"{len(methods)} method(s) x {args.seeds} seed(s) x {args.epochs} epochs",
                        flags="--epochs/--seeds", force=args.force, quiet=args.quiet or args.json)
     backend = backend_from_args(args)
     cache = RunCache(None if args.no_cache else default_cache_dir())
-    result = run_compare(config, progress=not args.quiet and not args.json, cache=cache, backend=backend)
+    with warnings.catch_warnings():  # the CSV's missing values were reported once, by data_from_args
+        warnings.simplefilter("ignore", DataWarning)
+        result = run_compare(config, progress=not args.quiet and not args.json, cache=cache, backend=backend)
     if args.out is not None:
         write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
     figures = [] if args.plots is None else save_compare_figures(result, args.plots)
     if args.json:
-        print_json({**result.to_json(), "cache": {"hits": cache.hits, "misses": cache.misses}})
+        print_json({**result.to_json(), "cache": {"hits": cache.hits, "misses": cache.misses},
+                    **({"preprocessing": preprocessing} if preprocessing else {})})
         return
-    print(f"{config.dataset}: {config.model}, b={config.train.batch_size}, {config.train.epochs} epochs, "
+    for line in preprocessing:
+        print(line)
+    name = config.dataset if config.dataset != "csv" else Path(data_options["path"]).name
+    print(f"{name}: {config.model}, b={config.train.batch_size}, {config.train.epochs} epochs, "
           f"σ={config.noise_multiplier}, C={config.clip_bound}, δ={config.train.delta}, "
           f"seeds {list(config.seeds)}, sampling={config.train.sampling}")
     print(format_table(result))

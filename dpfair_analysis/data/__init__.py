@@ -27,11 +27,12 @@ from dpfair_analysis.data.dutch import dutch, unbalanced_dutch
 from dpfair_analysis.data.german import german
 from dpfair_analysis.data.mnist import mnist, mnist_5k, mnist_full, unbalanced_mnist
 from dpfair_analysis.data.synthetic import synthetic_groups
+from dpfair_analysis.data.user_csv import user_csv
 
 __all__ = [
     "GroupedDataset", "DATASETS", "DatasetEntry", "load", "fetch_dataset", "list_datasets", "describe", "sources",
     "adult", "balanced_adult", "compas", "german", "mnist", "mnist_5k", "mnist_full",
-    "unbalanced_mnist", "bank", "dutch", "unbalanced_dutch", "synthetic_groups",
+    "unbalanced_mnist", "bank", "dutch", "unbalanced_dutch", "synthetic_groups", "user_csv",
 ]
 
 
@@ -127,6 +128,10 @@ DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
     DatasetEntry("synthetic", synthetic_groups,
                  "generated groups with set sizes, input norms and boundary distances",
                  "generated (seed=)", (),
+                 group_by=(), rows=None),
+    DatasetEntry("csv", user_csv,
+                 "your own CSV: path=, label=, group= [drop=, positive=]; numerics standardised, categoricals one-hot",
+                 "a file you name (--csv PATH)", (),
                  group_by=(), rows=None),
 ]}
 

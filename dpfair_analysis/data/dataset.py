@@ -207,3 +207,34 @@ def _check_ids(ids: torch.Tensor, count: int, arg: str, what: str) -> None:
     if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= count):
         raise ValueError(f"{arg} has values in [{int(ids.min())}, {int(ids.max())}] but there are "
                          f"{count} {what} (allowed 0..{count - 1})")
+
+
+def comparison_split(full: GroupedDataset, *, seed: int, test_fraction: float = 0.2,
+                     train_group_fraction: Mapping[int | str, float] | None = None, train_subsample: float = 1.0,
+                     official_test: GroupedDataset | None = None) -> tuple[GroupedDataset, GroupedDataset]:
+    """The (train, test) pair a comparison of methods trains and evaluates on, for one seed.
+
+    The one definition shared by ``experiments.compare`` (which measures per-group costs)
+    and ``diagnose`` (which predicts them), so that a diagnosis is made on exactly the rows
+    the comparison uses:
+
+    1. the test set: ``official_test`` if given (``full`` is then the training set),
+       else a group-stratified random ``test_fraction`` of ``full`` (:meth:`GroupedDataset.split`);
+    2. ``train_group_fraction`` keeps round(fraction x size) (at least 1) training rows of
+       each named group -- paper 000's unbalanced MNIST (class 8 cut to 500 of 5,851); the
+       test set is untouched;
+    3. ``train_subsample`` < 1 keeps that share of the training rows, stratified by group.
+    """
+    if official_test is not None:
+        train_data, test_data = full, official_test
+    else:
+        train_data, test_data = full.split(test_fraction, seed=seed)
+    if train_group_fraction:
+        sizes = train_data.group_sizes()
+        train_data = train_data.resample_groups(
+            {g: max(1, round(f * int(sizes[train_data.group_id(g)]))) for g, f in train_group_fraction.items()},
+            seed=seed)
+    check_fraction(train_subsample, "train_subsample")
+    if train_subsample < 1:
+        train_data, _ = train_data.split(1 - train_subsample, seed=seed)
+    return train_data, test_data

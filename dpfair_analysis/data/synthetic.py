@@ -29,7 +29,8 @@ MARGIN_SPREAD = (0.5, 1.5)
 def synthetic_groups(*, sizes: Sequence[int] = (2000, 500), dim: int = 10,
                      input_scale: Sequence[float] | None = None, margin: Sequence[float] | None = None,
                      n_classes: int = 2, temperature: float = 1.0, seed: int = 0,
-                     group_names: Sequence[str] | None = None) -> GroupedDataset:
+                     group_names: Sequence[str] | None = None, offset: Sequence[float] | None = None,
+                     group_indicators: bool = False) -> GroupedDataset:
     r"""Linear (logistic / softmax) data with per-group input scale and boundary distance.
 
     Generative model
@@ -57,6 +58,17 @@ def synthetic_groups(*, sizes: Sequence[int] = (2000, 500), dim: int = 10,
 
     Hence :math:`\|x\| = \rho` exactly (mean :math:`s_g`) and the distance to the true
     boundary has mean :math:`m_g`, independently per group; group sizes are exact.
+
+    **Group-specific boundaries** (``offset``, two classes only): group :math:`g`'s true
+    boundary is :math:`w^\top x = o_g` instead of :math:`w^\top x = 0` -- the row is placed
+    at signed distance :math:`\pm\delta` from it (:math:`w^\top x = o_g \pm \delta`) and
+    labelled by :math:`\sigma((w^\top x - o_g)/\tau)`. A model that does not see the
+    group must then compromise between the groups' boundaries, weighted by their
+    influence on the gradient -- which clipping changes. ``group_indicators`` appends one
+    indicator column per group (``group=<name>``), so a linear model can learn each
+    group's offset as its own bias (learnt only from that group's rows: a small group's
+    offset is learnt slowly and is exposed to the noise). Requires
+    :math:`|o_g| + 1.5\,m_g \le 0.75\,s_g`.
     Requires :math:`1.5\,m_g/\kappa \le 0.75\,s_g` (a point cannot be farther from a
     boundary through the origin than its norm).
 
@@ -79,6 +91,11 @@ def synthetic_groups(*, sizes: Sequence[int] = (2000, 500), dim: int = 10,
         Seed of every random draw (directions, rows, labels).
     group_names : sequence of str, optional
         Default ``("g0", "g1", ...)``.
+    offset : sequence of float, optional
+        :math:`o_g`, the position of each group's true boundary along :math:`w` (two
+        classes only; default 0 for every group: the draws are then exactly those without it).
+    group_indicators : bool
+        Append one 0/1 column per group (after the ``dim`` features).
 
     Returns
     -------
@@ -102,8 +119,14 @@ def synthetic_groups(*, sizes: Sequence[int] = (2000, 500), dim: int = 10,
     names = tuple(f"g{g}" for g in range(n_groups)) if group_names is None else tuple(group_names)
     if len(names) != n_groups or not all(isinstance(n, str) for n in names):
         raise ValueError(f"group_names must be {n_groups} strings, got {group_names!r}")
+    offsets = _float_list(offset, "offset", n_groups, default=0.0, positive=False, signed=True)
+    if any(offsets) and k != 2:
+        raise ValueError(f"offset needs n_classes=2 (a shifted boundary per group), got n_classes={k}")
     kappa = math.sqrt(k / (2 * (k - 1)))
-    for g, (s, m) in enumerate(zip(scales, margins)):
+    for g, (s, m, o) in enumerate(zip(scales, margins, offsets)):
+        if abs(o) + MARGIN_SPREAD[1] * m / kappa > NORM_SPREAD[0] * s * (1 + 1e-12):
+            raise ValueError(f"offset[{g}]={o} with margin[{g}]={m} does not fit input_scale[{g}]={s}: allowed "
+                             f"|offset| + 1.5 margin <= 0.75 input_scale")
         if MARGIN_SPREAD[1] * m / kappa > NORM_SPREAD[0] * s * (1 + 1e-12):
             bound = NORM_SPREAD[0] * s * kappa / MARGIN_SPREAD[1]
             raise ValueError(f"margin[{g}]={m} is too large for input_scale[{g}]={s}: allowed "
@@ -118,6 +141,8 @@ def synthetic_groups(*, sizes: Sequence[int] = (2000, 500), dim: int = 10,
         delta = margins[g] * rng.uniform(*MARGIN_SPREAD, size=n)
         rho = scales[g] * rng.uniform(*NORM_SPREAD, size=n)
         a = delta / kappa
+        if offsets[g]:  # signed position along w = u_1 = -u_0: o_g + delta toward class c
+            a = offsets[g] * np.where(c == 1, 1.0, -1.0) + a
         r = rng.standard_normal((n, dim))
         r -= (r @ basis) @ basis.T
         r /= np.linalg.norm(r, axis=1, keepdims=True)
@@ -125,10 +150,14 @@ def synthetic_groups(*, sizes: Sequence[int] = (2000, 500), dim: int = 10,
         latent.append(c)
         group.append(np.full(n, g, dtype=np.int64))
     X, c, group = np.concatenate(blocks), np.concatenate(latent), np.concatenate(group)
-    y = c if tau == 0 else _sample_labels(X, directions, tau, rng)
+    y = c if tau == 0 else _sample_labels(X - np.asarray(offsets)[group, None] * directions[1], directions, tau, rng)
     info = {"generator": "synthetic_groups", "directions": directions, "input_scale": tuple(scales),
-            "margin": tuple(margins), "temperature": tau, "seed": seed}
-    return tab.make_dataset(X, y, group, feature_names=[f"x{j}" for j in range(dim)], group_names=names,
+            "margin": tuple(margins), "temperature": tau, "seed": seed, "offset": tuple(offsets)}
+    feature_names = [f"x{j}" for j in range(dim)]
+    if group_indicators:
+        X = np.concatenate([X, np.eye(n_groups)[group]], axis=1)
+        feature_names += [f"group={name}" for name in names]
+    return tab.make_dataset(X, y, group, feature_names=feature_names, group_names=names,
                             label_names=[str(j) for j in range(k)], name="synthetic", info=info)
 
 
@@ -171,12 +200,20 @@ def _int_list(values: object, name: str) -> list[int]:
     return [int(v) for v in values]
 
 
-def _float_list(values: object, name: str, n: int, *, default: float, positive: bool) -> list[float]:
+def _float_list(values: object, name: str, n: int, *, default: float, positive: bool,
+                signed: bool = False) -> list[float]:
     if values is None:
         return [default] * n
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise TypeError(f"{name} must be a sequence of {n} numbers, got {values!r}")
     if len(values) != n:
         raise ValueError(f"{name} must have one value per group ({n}, from sizes), got {len(values)}")
+    if signed:
+        out = []
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{name}[{i}] must be a finite number, got {v!r}")
+            out.append(float(v))
+        return out
     check = check_positive if positive else check_nonnegative
     return [check(v, f"{name}[{i}]") for i, v in enumerate(values)]

@@ -4,7 +4,7 @@ Every training run is deterministic given its configuration and seed, so a cache
 is the result -- of the code that computed it. The key (:func:`config_key`) hashes the run's
 configuration; each entry also records :func:`code_fingerprint`, a hash of the source of
 every module that computes results (data, models, gradients, privacy, fairness, theory,
-training, experiments) and of the versions of the libraries that compute with them (torch,
+training, diagnose, experiments) and of the versions of the libraries that compute with them (torch,
 numpy, pandas, scikit-learn, scipy, dp_accounting, fairlearn). An entry written by other
 code is stale: it is recomputed (and replaced), so a code or library change invalidates the
 cache by itself and nothing has to be bumped by hand. ``DPFAIR_CACHE_ALLOW_STALE=1`` serves
@@ -34,8 +34,8 @@ from dpfair_analysis.io import write_atomically
 
 PACKAGE = Path(__file__).resolve().parents[1]
 #: Package parts whose code determines a result (the CLI, plotting and verification do not).
-RESULT_CODE = ("data", "models.py", "gradients.py", "validation.py", "privacy", "fairness", "theory", "training",
-               "experiments")
+RESULT_CODE = ("data", "models.py", "gradients.py", "fast_gradients.py", "validation.py", "privacy", "fairness",
+               "theory", "training", "diagnose.py", "experiments")
 RESULT_LIBRARIES = ("torch", "numpy", "pandas", "scikit-learn", "scipy", "dp-accounting", "fairlearn")
 
 

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from dpfair_analysis import data as datasets
+from dpfair_analysis.data.dataset import comparison_split
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
 from dpfair_analysis.fairness.metrics import cost_of_privacy, group_accuracy, max_cost_gap
@@ -161,13 +162,10 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
         full = datasets.load(config.dataset, **config.data_options)
     runs, cells = [], []
     for seed in config.seeds:
-        if config.test_split == "official":
-            train_data, test_data = full, official_test
-        else:
-            train_data, test_data = full.split(config.test_fraction, seed=seed)
-        train_data = _cut_training_groups(train_data, config.train_group_fraction, seed=seed)
-        if config.train_subsample < 1:
-            train_data, _ = train_data.split(1 - config.train_subsample, seed=seed)
+        train_data, test_data = comparison_split(
+            full, seed=seed, test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
+            train_subsample=config.train_subsample,
+            official_test=official_test if config.test_split == "official" else None)
         for method in config.methods:
             # per-run progress bars only when runs are trained here, one at a time
             compute = partial(_run_one, config, method, train_data, test_data, seed=seed,
@@ -220,19 +218,6 @@ def _cost_rows(accuracy: dict[str, pd.DataFrame], seed: int) -> list[dict]:
         rows.append({"seed": seed, "method": method, "group": "max_gap", "n_test": 0,
                      "accuracy": np.nan, "cost": max_cost_gap(costs)})
     return rows
-
-
-def _cut_training_groups(train_data, fractions: dict, *, seed: int):
-    """Keep round(fraction x size) training rows of each named group; the test set is untouched.
-
-    This is how paper 000 builds unbalanced MNIST: class 8 cut to 500 of its 5,851
-    training images while the test set keeps its ~1,000 per class.
-    """
-    if not fractions:
-        return train_data
-    sizes = train_data.group_sizes()
-    return train_data.resample_groups(
-        {g: max(1, round(f * int(sizes[train_data.group_id(g)]))) for g, f in fractions.items()}, seed=seed)
 
 
 def _run_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int, progress: bool) -> dict:

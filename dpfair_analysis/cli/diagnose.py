@@ -1,0 +1,231 @@
+"""``dpfair diagnose``: which groups DP-SGD will hurt, by how much and why -- before training privately."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import warnings
+from pathlib import Path
+
+from dpfair_analysis.cli._common import (
+    UsageError,
+    accounting_from_args,
+    add_accounting_flags,
+    add_data_flags,
+    data_from_args,
+    int_in,
+    nonnegative_float,
+    positive_float,
+    positive_float_upto,
+    print_json,
+    unit_open,
+    writable_file,
+)
+from dpfair_analysis.io import write_atomically
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("diagnose", help="predict which groups DP-SGD will hurt, by how much and why (no private "
+                                        "training)",
+                       description="Predict each group's cost of privacy (accuracy of the private model minus the "
+                                   "non-private one) at the planned DP settings, with a 90%% interval, a ranking, "
+                                   "the reasons (clipping, noise, size, near the boundary) and what would help -- "
+                                   "from the expected DP-SGD and SGD trajectories and the accumulated noise, at a "
+                                   "fraction of one private run's cost. Check it with `dpfair compare` at the same "
+                                   "flags.")
+    add_data_flags(p)
+    p.add_argument("--model", default="logreg",
+                   help="logreg, mlp, cnn (images), or a file saved with torch.save(model) whose weights are the "
+                        "starting point (default logreg)")
+    p.add_argument("--hidden", default="64,64", help="MLP hidden sizes (default 64,64)")
+    p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
+    p.add_argument("--method", default="dpsgd", choices=("dpsgd", "dpsgdf", "naive"),
+                   help="the planned private method (default dpsgd)")
+    noise = p.add_mutually_exclusive_group()
+    noise.add_argument("--sigma", type=positive_float_upto(1e6), default=None, help="noise multiplier (default 1)")
+    noise.add_argument("--epsilon", type=positive_float, default=None,
+                       help="target epsilon at --delta (sigma is calibrated to it)")
+    p.add_argument("--clip", type=positive_float, default=0.5, help="clipping bound C (default 0.5)")
+    p.add_argument("--batch-size", type=int_in(1, 1_000_000), default=256,
+                   help="expected (Poisson) batch size (default 256)")
+    p.add_argument("--epochs", type=int_in(1, 100_000), default=20, help="passes over the data (default 20)")
+    p.add_argument("--lr", type=positive_float, default=None, help="learning rate (default 1/sqrt(T))")
+    p.add_argument("--delta", type=unit_open, default=1e-6, help="delta at which epsilon is reported (default 1e-6)")
+    add_accounting_flags(p)
+    p.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
+                   help="keep this fraction of a group's training rows (as `dpfair compare`); repeatable")
+    p.add_argument("--seed", type=int, default=0, help="split and initialisation seed (as `dpfair compare`)")
+    p.add_argument("--draws", type=int_in(1, 100_000), default=200, help="noise draws per prediction (default 200)")
+    p.add_argument("--rows", type=int_in(1, 10_000_000), default=4000,
+                   help="training rows the expected trajectories use (a stratified subsample; default 4000)")
+    p.add_argument("--no-recommendations", action="store_true", help="skip the predicted effect of mitigations")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="JSON calibration from the validation study (clip_scale, noise_scale, widen, datasets); "
+                        "refused for a data set it was fitted on")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--report", type=writable_file, default=None, metavar="FILE.html",
+                   help="write a self-contained HTML report (table, figure, explanation)")
+    p.add_argument("--plot", type=writable_file, default=None, metavar="FILE.png", help="write the figure")
+    p.set_defaults(handler=run)
+
+
+def _hidden_sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(h) for h in text.split(",") if h.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise UsageError(f"--hidden must be comma-separated positive integers, got {text!r}")
+    return sizes
+
+
+def _check_model_flags(args: argparse.Namespace) -> None:
+    """--model names a model or an existing file, --hidden parses: before any data is loaded."""
+    from dpfair_analysis.models import MODELS
+
+    _hidden_sizes(args.hidden)
+    if args.model not in MODELS and not Path(args.model).is_file():
+        raise UsageError(f"--model must be one of {list(MODELS)} or a file saved with torch.save(model), "
+                         f"got {args.model!r}")
+
+
+def _model(args: argparse.Namespace, train_data, seed: int):
+    import torch
+    from torch import nn
+
+    from dpfair_analysis.models import MODELS, build_model
+
+    if args.model in MODELS:
+        hidden = _hidden_sizes(args.hidden)
+        return build_model(args.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
+                           seed=seed, hidden=hidden, l2=args.l2), args.model
+    path = Path(args.model)
+    if not path.is_file():
+        raise UsageError(f"--model must be one of {list(MODELS)} or a file saved with torch.save(model), "
+                         f"got {args.model!r}")
+    try:
+        model = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as error:  # noqa: BLE001 -- any unreadable file is a usage error
+        raise UsageError(f"--model {str(path)!r} could not be loaded with torch.load: {error}") from None
+    if not isinstance(model, nn.Module):
+        raise UsageError(f"--model {str(path)!r} holds a {type(model).__name__}, not a torch.nn.Module (save the "
+                         f"model itself with torch.save(model, path), not its state_dict)")
+    if not hasattr(model, "l2"):
+        model.l2 = args.l2
+    return model, path.name
+
+
+def run(args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dpfair_analysis import data as datasets
+    from dpfair_analysis.data.dataset import comparison_split
+    from dpfair_analysis.data.sources import DataWarning
+    from dpfair_analysis.diagnose import (
+        Calibration,
+        DiagnosisOptions,
+        PrivacyPlan,
+        diagnose,
+        format_diagnosis,
+        report_html,
+    )
+
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    dataset, data_options, preprocessing = data_from_args(args)
+    fractions = {}
+    for item in args.train_fraction:
+        group, sep, value = item.partition("=")
+        try:
+            fractions[group] = float(value)
+        except ValueError:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}") from None
+        if not sep or not group or not 0 < fractions[group] <= 1:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION with FRACTION in (0, 1], got {item!r}")
+    _check_model_flags(args)
+    calibration = Calibration()
+    if args.calibration is not None:
+        try:
+            raw = json.loads(Path(args.calibration).read_text())
+            calibration = Calibration(clip_scale=float(raw["clip_scale"]), noise_scale=float(raw["noise_scale"]),
+                                      widen=float(raw["widen"]), datasets=tuple(raw.get("datasets", ())))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise UsageError(f"--calibration {args.calibration!r} is not a calibration JSON file "
+                             f"(clip_scale, noise_scale, widen, datasets): {error}") from None
+    with warnings.catch_warnings():  # a CSV's missing values were reported once, by data_from_args
+        warnings.simplefilter("ignore", DataWarning)
+        full = datasets.load(dataset, **data_options)
+    train_data, test_data = comparison_split(full, seed=args.seed, train_group_fraction=fractions)
+    model, model_name = _model(args, train_data, args.seed)
+    sigma = args.sigma if args.sigma is not None or args.epsilon is not None else 1.0
+    plan = PrivacyPlan(noise_multiplier=sigma, target_epsilon=args.epsilon, clip_bound=args.clip,
+                       batch_size=args.batch_size, epochs=args.epochs, lr=args.lr, delta=args.delta,
+                       accounting=accounting_from_args(args), method=args.method)
+    options = DiagnosisOptions(rows=args.rows, draws=max(args.draws, 10), recommendations=not args.no_recommendations,
+                               seed=args.seed)
+    name = dataset if dataset != "csv" else Path(data_options["path"]).name
+    if dataset != "csv" and data_options.get("by"):
+        name = f"{dataset} ({data_options['by']})"
+    diagnosis = diagnose(train_data, test_data, model, plan, options=options, calibration=calibration,
+                         dataset=dataset if dataset != "csv" else name, model_name=model_name)
+    diagnosis.data_info = {"name": name, "rows": len(full), "n_train": len(train_data), "n_test": len(test_data),
+                           "preprocessing": preprocessing}
+    figure = None
+    if args.report is not None or args.plot is not None:
+        import matplotlib.pyplot as plt
+
+        from dpfair_analysis.plotting import figure_png, plot_diagnosis
+
+        fig = plot_diagnosis(diagnosis)
+        figure = figure_png(fig)
+        plt.close(fig)
+        if args.plot is not None:
+            write_atomically(args.plot, lambda tmp: tmp.write_bytes(figure))
+    if args.report is not None:
+        page = report_html(diagnosis, figure_png=figure, title=f"dpfair diagnose: {name}")
+        write_atomically(args.report, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+    if args.json:
+        print_json(diagnosis.to_json())
+        return
+    for line in preprocessing:
+        print(line)
+    print(format_diagnosis(diagnosis))
+    flags = _compare_flags(args)
+    print(f"\nCheck it with real runs: dpfair compare {flags}")
+    for path, what in ((args.plot, "figure"), (args.report, "report")):
+        if path is not None:
+            print(f"{what} written to {path}")
+
+
+def _compare_flags(args: argparse.Namespace) -> str:
+    """The `dpfair compare` flags that run what this diagnosis predicts."""
+    parts = []
+    if args.csv:
+        parts += [f"--csv {args.csv}", f"--label {args.label}", f"--group {args.group}"]
+        if args.drop:
+            parts.append(f"--drop {args.drop}")
+        if args.positive is not None:
+            parts.append(f"--positive {args.positive!r}" if re.search(r"[\s<>|&;]", args.positive)
+                         else f"--positive {args.positive}")
+    else:
+        parts.append(f"--data {args.data or 'adult'}")
+        if args.group_by:
+            parts.append(f"--group-by {args.group_by}")
+    if args.model != "logreg":
+        parts.append(f"--model {args.model}")
+    if args.sigma is not None:
+        parts.append(f"--sigma {args.sigma:g}")
+    if args.epsilon is not None:
+        parts.append("--sigma <the σ printed above>")
+    for flag, value, default in (("--clip", args.clip, 0.5), ("--batch-size", args.batch_size, 256),
+                                 ("--epochs", args.epochs, 20), ("--lr", args.lr, None), ("--l2", args.l2, 0.01),
+                                 ("--seed", args.seed, 0)):
+        if value != default:
+            parts.append(f"{flag} {value:g}")
+    for item in args.train_fraction:
+        parts.append(f"--train-fraction {item}")
+    if args.method != "dpsgd":
+        parts.append(f"--methods sgd,{args.method}")
+    return " ".join(parts)

@@ -1,0 +1,530 @@
+"""Validation of ``dpfair diagnose``: predicted vs actual DP-SGD per-group costs, beside naive predictors.
+
+The study (issue 14, item 6): for every **setting** (a data set, its groups and a model) x
+**regime** (the DP settings: ``defaults`` is ``dpfair compare``'s -- b = 256, r = 1/sqrt(T),
+C = 0.5, where clipping dominates; ``noisy`` has a small batch, a large learning rate, a
+larger C and fewer rows, where the noise dominates) x **noise level** sigma x **seed**:
+
+* the diagnosis of the seed's split (:func:`dpfair_analysis.diagnose.diagnose`, the same
+  rows as the comparison, no private training);
+* the actual SGD and DP-SGD runs of ``dpfair compare`` (:func:`.compare.run_compare`,
+  cached by configuration, so an interrupted study resumes);
+* one record per group: predicted cost and its 90% interval, its clipping and noise parts,
+  the actual cost, the naive predictors' inputs (group size, SGD accuracy, mean gradient
+  norm and fraction clipped at C along the non-private trajectory) and whether DP-SGD
+  actually collapsed to a constant classifier (its accuracy equals one label's share in
+  every group).
+
+:func:`evaluate` turns the records into the table of the issue: mean Spearman rank
+correlation between predicted and actual costs per cell, how often the most-hurt group
+is named (over all cells and over the cells where it can be called: the two most-hurt
+groups' mean costs differ by more than 1.96 standard errors over seeds), interval
+coverage, each beside the naive predictors (each given the direction its hypothesis
+states: smaller, less accurate, larger-gradient, more-clipped groups lose more; and, for
+coverage, a linear map to costs fitted leave-one-data-set-out with a +-1.645 residual sd
+interval), and the same for the diagnosis calibrated leave-one-data-set-out
+(:func:`leave_one_dataset_out`).
+
+Profiles: ``quick`` (3 seeds, small training sets, few epochs; minutes) and ``full``
+(5 seeds, the full data sets, the regimes' full epochs; the lead's run: see
+:func:`full_study_command`). Data sets whose raw file is not installed (Bank, Dutch:
+``dpfair data fetch NAME --from PATH``) are skipped and listed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from tqdm import tqdm
+
+from dpfair_analysis import data as datasets
+from dpfair_analysis.data.dataset import comparison_split
+from dpfair_analysis.diagnose import DiagnosisOptions, PrivacyPlan, diagnose, fit_calibration
+from dpfair_analysis.experiments.cache import RunCache, config_key
+from dpfair_analysis.experiments.compare import CompareConfig, run_compare
+from dpfair_analysis.models import build_model
+from dpfair_analysis.training.loop import TrainConfig, train
+from dpfair_analysis.training.policies import make_policy
+from dpfair_analysis.validation import check_choice
+
+PROFILES = ("quick", "full")
+NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
+#: The direction of each naive hypothesis: a larger score = predicted to lose more.
+NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",
+                     "accuracy": "non-private accuracy only (less accurate loses more)",
+                     "grad_norm": "mean gradient norm only (larger loses more)",
+                     "clip_fraction": "fraction clipped at C only (more clipped loses more)"}
+
+
+@dataclass(frozen=True)
+class ValidationSetting:
+    """A data set, its grouping and a model; ``dataset`` is the registry name, ``source`` the underlying data
+    (the unit left out by leave-one-data-set-out: Adult by sex and by race are one source)."""
+
+    name: str
+    dataset: str
+    source: str
+    data_options: dict = field(default_factory=dict)
+    model: str = "logreg"
+    train_group_fraction: dict = field(default_factory=dict)
+
+    def available(self) -> bool:
+        return datasets.DATASETS[self.dataset].available_offline()
+
+
+@dataclass(frozen=True)
+class Regime:
+    """DP settings of a regime; ``max_train_rows`` caps the training set (a stratified subsample)."""
+
+    name: str
+    batch_size: int
+    lr: float | None
+    clip_bound: float
+    epochs: int
+    sigmas: tuple[float, ...]
+    max_train_rows: int | None = None
+
+
+SYNTHETIC = {"sizes": [3000, 1000, 300], "input_scale": [1.0, 4.0, 1.0], "margin": [0.3, 1.0, 0.05],
+             "offset": [0.0, 1.0, 0.0], "temperature": 0.1, "dim": 10, "seed": 0}
+"""Synthetic groups with known differences (:func:`~dpfair_analysis.data.synthetic.synthetic_groups`): g1 has 4x
+the input norms (so 4x the gradients: clipped most) and its own boundary (w^T x = 1, the others' w^T x = 0), so a
+model that cannot see the group compromises between them and clipping moves the compromise away from g1; g2 is
+small and six times closer to its boundary than g0 (its rows flip first under noise)."""
+
+SETTINGS: tuple[ValidationSetting, ...] = (
+    ValidationSetting("adult-sex", "adult", "adult", {"by": "sex"}),
+    ValidationSetting("adult-race", "adult", "adult", {"by": "race"}),
+    ValidationSetting("compas-race", "compas", "compas", {"by": "race"}),
+    ValidationSetting("german-age", "german", "german", {"by": "age"}),
+    ValidationSetting("bank-age", "bank", "bank", {"by": "age"}),
+    ValidationSetting("bank-age3", "bank", "bank", {"by": "age3"}),
+    ValidationSetting("bank-age5", "bank", "bank", {"by": "age5"}),
+    ValidationSetting("dutch-sex", "dutch", "dutch", {}),
+    ValidationSetting("mnist-unbalanced", "mnist", "mnist", {}, train_group_fraction={"8": 500 / 5851}),
+    ValidationSetting("synthetic", "synthetic", "synthetic", SYNTHETIC),
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Seeds, regimes and (by name; None = all of :data:`SETTINGS`) the settings a study runs."""
+
+    name: str
+    seeds: tuple[int, ...]
+    regimes: tuple[Regime, ...]
+    options: DiagnosisOptions = DiagnosisOptions(recommendations=False)
+    l2: float = 0.01
+    settings: tuple[str, ...] | None = None
+
+
+PROFILE_SETTINGS: dict[str, Profile] = {
+    # the notebook's smoke run in the default test suite: three data sources, one sigma per regime, 2 seeds
+    "quick": Profile("quick", (0, 1), (
+        Regime("defaults", 256, None, 0.5, 2, (1.0,), max_train_rows=1500),
+        Regime("noisy", 32, 0.5, 2.0, 1, (2.0,), max_train_rows=400)),
+        settings=("adult-sex", "compas-race", "synthetic")),
+    "full": Profile("full", (0, 1, 2, 3, 4), (
+        Regime("defaults", 256, None, 0.5, 20, (0.5, 1.0, 2.0)),
+        Regime("noisy", 32, 0.5, 2.0, 5, (1.0, 2.0, 4.0), max_train_rows=4000))),
+}
+
+
+def profile_settings(profile: str) -> Profile:
+    check_choice(profile, "profile", PROFILES)
+    return PROFILE_SETTINGS[profile]
+
+
+@dataclass(frozen=True)
+class Cell:
+    setting: ValidationSetting
+    regime: Regime
+    sigma: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.setting.name}/{self.regime.name}/σ={self.sigma:g}"
+
+
+def cells(profile: str, settings: Sequence[ValidationSetting] = SETTINGS) -> list[Cell]:
+    """Every (setting, regime, sigma) of a profile."""
+    prof = profile_settings(profile)
+    return [Cell(s, r, sigma) for s in settings for r in prof.regimes for sigma in r.sigmas]
+
+
+_LOADED: dict[str, object] = {}
+
+
+def load_setting(setting: ValidationSetting):
+    """The setting's full data set (loaded once per process: every cell of a setting reads the same rows)."""
+    import json
+
+    key = json.dumps([setting.dataset, setting.data_options], sort_keys=True, default=str)
+    if key not in _LOADED:
+        _LOADED[key] = datasets.load(setting.dataset, **setting.data_options)
+    return _LOADED[key]
+
+
+def _subsample_fraction(full_rows: int, regime: Regime, test_fraction: float = 0.2) -> float:
+    if regime.max_train_rows is None:
+        return 1.0
+    return float(min(1.0, regime.max_train_rows / (full_rows * (1 - test_fraction))))
+
+
+def compare_config(cell: Cell, profile: str, full_rows: int) -> CompareConfig:
+    """The ``dpfair compare`` configuration whose costs the cell's diagnosis predicts."""
+    prof, regime, setting = profile_settings(profile), cell.regime, cell.setting
+    return CompareConfig(dataset=setting.dataset, data_options=dict(setting.data_options), model=setting.model,
+                         l2=prof.l2, methods=("sgd", "dpsgd"), noise_multiplier=cell.sigma,
+                         clip_bound=regime.clip_bound, train_group_fraction=dict(setting.train_group_fraction),
+                         train_subsample=_subsample_fraction(full_rows, regime),
+                         train=TrainConfig(epochs=regime.epochs, batch_size=regime.batch_size, lr=regime.lr),
+                         seeds=prof.seeds)
+
+
+def plan_for(cell: Cell) -> PrivacyPlan:
+    r = cell.regime
+    return PrivacyPlan(noise_multiplier=cell.sigma, clip_bound=r.clip_bound, batch_size=r.batch_size,
+                       epochs=r.epochs, lr=r.lr)
+
+
+def _collapsed(accuracy: pd.Series, test) -> bool:
+    """DP-SGD predicts one label for every row: each group's accuracy is that label's share of the group."""
+    for label in range(test.n_classes):
+        shares = []
+        for k, name in enumerate(test.group_names):
+            rows = test.group == k
+            shares.append(float((test.y[rows] == label).double().mean()))
+        if all(abs(accuracy[name] - s) < 1e-9 for name, s in zip(test.group_names, shares)):
+            return True
+    return False
+
+
+def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
+    """Records of one cell: per seed and group, the prediction beside the actual cost (module docstring)."""
+    cache = cache or RunCache(None)
+    prof = profile_settings(profile)
+    setting = cell.setting
+    full = load_setting(setting)
+    config = compare_config(cell, profile, len(full))
+    result = run_compare(config, progress=progress, cache=cache)
+    per_seed = result.per_seed
+    rows = []
+    for seed in prof.seeds:
+        train_data, test_data = comparison_split(full, seed=seed, test_fraction=config.test_fraction,
+                                                 train_group_fraction=config.train_group_fraction,
+                                                 train_subsample=config.train_subsample)
+        options = replace(prof.options, seed=seed)
+        key = config_key("diagnose-validation", setting.name, setting.dataset, setting.data_options, setting.model,
+                         setting.train_group_fraction, asdict(cell.regime), cell.sigma, seed, asdict(options), prof.l2)
+
+        def compute(train_data=train_data, test_data=test_data, options=options, seed=seed) -> dict:
+            model = build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]),
+                                n_classes=train_data.n_classes, seed=seed, l2=prof.l2)
+            d = diagnose(train_data, test_data, model, plan_for(cell), options=options, dataset=setting.source,
+                         model_name=setting.model)
+            return {"groups": d.groups.drop(columns=["reasons"]).assign(reasons=[", ".join(r) for r in d.groups["reasons"]]),
+                    "mechanism": d.mechanism, "collapsed": d.prediction.collapsed, "seconds": d.seconds,
+                    "noise_per_weight": d.prediction.noise_per_weight, "epsilon": d.plan.epsilon}
+
+        diagnosis = cache.get_or_compute(key, compute)
+        seed_rows = per_seed[per_seed["seed"] == seed]
+        dp = seed_rows[seed_rows["method"] == "dpsgd"].set_index("group")
+        sgd = seed_rows[seed_rows["method"] == "sgd"].set_index("group")
+        actually_collapsed = _collapsed(dp["accuracy"], test_data)
+        for g in diagnosis["groups"].itertuples():
+            rows.append({
+                "setting": setting.name, "source": setting.source, "regime": cell.regime.name, "sigma": cell.sigma,
+                "seed": seed, "group": g.group, "n_train": int(g.n), "n_test": int(g.n_eval),
+                "predicted": g.cost, "low": g.low, "high": g.high, "half_width": g.uncalibrated_half_width,
+                "clip_part": g.clip_part, "noise_part": g.noise_part, "reasons": g.reasons,
+                "predicted_sgd_accuracy": g.acc_nonprivate,
+                "actual": float(dp.loc[g.group, "cost"]), "dp_accuracy": float(dp.loc[g.group, "accuracy"]),
+                "sgd_accuracy": float(sgd.loc[g.group, "accuracy"]),
+                "grad_norm": g.grad_norm, "clip_fraction": g.clip_fraction, "trace": g.trace,
+                "boundary": g.boundary, "mechanism": diagnosis["mechanism"],
+                "predicted_collapse": diagnosis["collapsed"], "actual_collapse": actually_collapsed,
+                "noise_per_weight": diagnosis["noise_per_weight"], "epsilon": diagnosis["epsilon"],
+                "diagnosis_seconds": diagnosis["seconds"]})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class ValidationResult:
+    profile: str
+    records: pd.DataFrame
+    skipped: list[str]
+    seconds: float
+
+
+def run_validation(profile: str = "quick", *, settings: Sequence[ValidationSetting] | None = None,
+                   cache: RunCache | None = None, progress: bool = True) -> ValidationResult:
+    """Every cell of ``profile`` on the available settings (default: the profile's; the others listed in
+    ``skipped``)."""
+    start = time.perf_counter()
+    if settings is None:
+        names = profile_settings(profile).settings
+        settings = SETTINGS if names is None else tuple(s for s in SETTINGS if s.name in names)
+    available = [s for s in settings if s.available()]
+    skipped = [f"{s.name} (data set {s.dataset!r} not installed: dpfair data fetch {s.dataset} --from PATH)"
+               for s in settings if not s.available()]
+    frames = [run_cell(c, profile=profile, cache=cache)
+              for c in tqdm(cells(profile, available), desc=f"validation ({profile})", disable=not progress)]
+    records = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return ValidationResult(profile, records, skipped, time.perf_counter() - start)
+
+
+# ============================================================================ evaluation
+CELL = ["setting", "regime", "sigma"]
+
+
+def naive_scores(records: pd.DataFrame) -> pd.DataFrame:
+    """Each naive predictor's hurt score (larger = predicted to lose more), per record."""
+    out = pd.DataFrame(index=records.index)
+    out["size"] = -records["n_train"].astype(float)
+    out["accuracy"] = -records["sgd_accuracy"]
+    out["grad_norm"] = records["grad_norm"]
+    out["clip_fraction"] = records["clip_fraction"]
+    return out
+
+
+def leave_one_dataset_out(records: pd.DataFrame) -> pd.DataFrame:
+    """Calibrated predictions for every record, each from a calibration fitted on the *other* sources only.
+
+    Adds columns calibrated, calibrated_low, calibrated_high and calibration_sources (the
+    sources it was fitted on, which never include the record's own: checked by
+    :meth:`~dpfair_analysis.diagnose.Calibration.check_applicable`). With one source only,
+    nothing can be left out and the columns are NaN. The naive predictors' linear maps are
+    fitted the same way (columns ``naive_<name>``, ``naive_<name>_low/_high``).
+    """
+    out = records.copy()
+    for column in ("calibrated", "calibrated_low", "calibrated_high"):
+        out[column] = np.nan
+    out["calibration_sources"] = ""
+    scores = naive_scores(records)
+    for name in NAIVE:
+        for suffix in ("", "_low", "_high"):
+            out[f"naive_{name}{suffix}"] = np.nan
+    fit_frame = records.assign(dataset=records["source"])
+    for source in sorted(records["source"].unique()):
+        held = records["source"] == source
+        others = fit_frame[~held]
+        if others.empty:
+            continue
+        calibration = fit_calibration(others)
+        calibration.check_applicable(source)
+        pred = calibration.clip_scale * records.loc[held, "clip_part"] + calibration.noise_scale * records.loc[
+            held, "noise_part"]
+        half = calibration.widen * records.loc[held, "half_width"]
+        out.loc[held, "calibrated"] = pred
+        out.loc[held, "calibrated_low"] = pred - half
+        out.loc[held, "calibrated_high"] = pred + half
+        out.loc[held, "calibration_sources"] = ",".join(calibration.datasets)
+        for name in NAIVE:
+            x, y = scores.loc[~held, name].to_numpy(), records.loc[~held, "actual"].to_numpy()
+            slope, intercept = np.polyfit(x, y, 1) if np.ptp(x) > 0 else (0.0, float(np.mean(y)))
+            resid = float(np.std(y - (slope * x + intercept), ddof=2)) if len(y) > 2 else float("nan")
+            p = slope * scores.loc[held, name] + intercept
+            out.loc[held, f"naive_{name}"] = p
+            out.loc[held, f"naive_{name}_low"] = p - 1.645 * resid
+            out.loc[held, f"naive_{name}_high"] = p + 1.645 * resid
+    return out
+
+
+def cell_summary(records: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and group: mean and sd over seeds of actual and predicted costs and of the naive scores."""
+    scores = naive_scores(records).add_prefix("score_")
+    frame = pd.concat([records, scores], axis=1)
+    named = {"actual_mean": ("actual", "mean"), "actual_std": ("actual", "std"), "actual_count": ("actual", "count"),
+             "predicted": ("predicted", "mean"), "low": ("low", "mean"), "high": ("high", "mean"),
+             "clip_part": ("clip_part", "mean"), "noise_part": ("noise_part", "mean"), "n_test": ("n_test", "first"),
+             "actual_collapse": ("actual_collapse", "mean"), "predicted_collapse": ("predicted_collapse", "mean"),
+             "mechanism": ("mechanism", "first")}
+    named |= {f"score_{n}": (f"score_{n}", "mean") for n in NAIVE}
+    if "calibrated" in frame.columns:
+        named["calibrated"] = ("calibrated", "mean")
+    table = frame.groupby(CELL + ["group"], sort=False).agg(**named)
+    return table.reset_index()
+
+
+def _most_hurt_callable(cell: pd.DataFrame) -> bool:
+    ordered = cell.sort_values("actual_mean")
+    if len(ordered) < 2:
+        return False
+    a, b = ordered.iloc[0], ordered.iloc[1]
+    se = math.sqrt((a["actual_std"] ** 2 + b["actual_std"] ** 2) / max(a["actual_count"], 1))
+    gap = b["actual_mean"] - a["actual_mean"]
+    return bool(gap > 1.96 * se) if np.isfinite(se) and se > 0 else bool(gap > 0)
+
+
+def per_cell_metrics(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: Spearman and most-hurt hit of the diagnosis and of each naive predictor."""
+    summary = cell_summary(records)
+    rows = []
+    for key, cell in summary.groupby(CELL, sort=False):
+        actual = cell["actual_mean"].to_numpy()
+        row = dict(zip(CELL, key), groups=len(cell), callable=_most_hurt_callable(cell),
+                   chance=1.0 / len(cell), actual_collapse=bool(cell["actual_collapse"].mean() > 0.5),
+                   predicted_collapse=bool(cell["predicted_collapse"].mean() > 0.5),
+                   mechanism=cell["mechanism"].iloc[0], most_hurt=cell["group"].iloc[int(np.argmin(actual))],
+                   gap=float(np.sort(actual)[1] - np.sort(actual)[0]) if len(actual) > 1 else np.nan)
+        predictors = {"diagnosis": -cell["predicted"].to_numpy()}
+        if "calibrated" in cell.columns and cell["calibrated"].notna().all():
+            predictors["calibrated"] = -cell["calibrated"].to_numpy()
+        predictors |= {n: cell[f"score_{n}"].to_numpy() for n in NAIVE}
+        for name, hurt in predictors.items():
+            if np.ptp(actual) == 0 or np.ptp(hurt) == 0:
+                rho = np.nan
+            else:
+                rho = float(stats.spearmanr(-hurt, actual).statistic)
+            row[f"spearman_{name}"] = rho
+            row[f"hit_{name}"] = bool(np.argmax(hurt) == np.argmin(actual))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def coverage(records: pd.DataFrame) -> dict[str, float]:
+    """Share of (cell, seed, group) records whose actual cost lies in each predictor's 90% interval."""
+    out = {"diagnosis": float(((records["actual"] >= records["low"]) & (records["actual"] <= records["high"])).mean())}
+    if "calibrated_low" in records.columns and records["calibrated_low"].notna().any():
+        ok = records["calibrated_low"].notna()
+        r = records[ok]
+        out["calibrated"] = float(((r["actual"] >= r["calibrated_low"]) & (r["actual"] <= r["calibrated_high"])).mean())
+        for name in NAIVE:
+            out[name] = float(((r["actual"] >= r[f"naive_{name}_low"]) & (r["actual"] <= r[f"naive_{name}_high"])).mean())
+    return out
+
+
+def evaluate(records: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
+    """The issue's validation table: one row per predictor (the diagnosis, calibrated, each naive one).
+
+    Columns: predictor, description, spearman (mean over cells with a defined rank correlation),
+    most_hurt (share of cells where the most-hurt group is named), most_hurt_callable (the same
+    over the callable cells), coverage (of the 90% intervals), mae (mean |predicted - actual|
+    over records, for predictors in cost units), cells, callable_cells, chance. ``by`` (e.g.
+    ``"regime"`` or ``"setting"``) gives the table per value of that column.
+    """
+    if by is not None:
+        return pd.concat([evaluate(part).assign(**{by: value}) for value, part in records.groupby(by, sort=False)],
+                         ignore_index=True)
+    with_lodo = leave_one_dataset_out(records) if records["source"].nunique() > 1 else records
+    metrics = per_cell_metrics(with_lodo)
+    cover = coverage(with_lodo)
+    names = ["diagnosis"] + (["calibrated"] if "spearman_calibrated" in metrics.columns else []) + list(NAIVE)
+    rows = []
+    callable_cells = metrics[metrics["callable"]]
+    for name in names:
+        mae = np.nan
+        if name == "diagnosis":
+            mae = float((with_lodo["predicted"] - with_lodo["actual"]).abs().mean())
+        elif name == "calibrated" or f"naive_{name}" in with_lodo.columns:
+            column = "calibrated" if name == "calibrated" else f"naive_{name}"
+            if column in with_lodo.columns:
+                mae = float((with_lodo[column] - with_lodo["actual"]).abs().mean())
+        rows.append({"predictor": name,
+                     "description": {"diagnosis": "dpfair diagnose (uncalibrated)",
+                                     "calibrated": "dpfair diagnose, calibrated leave-one-data-set-out"}.get(
+                                         name, NAIVE_DESCRIPTION.get(name, name)),
+                     "spearman": float(metrics[f"spearman_{name}"].mean()),
+                     "most_hurt": float(metrics[f"hit_{name}"].mean()),
+                     "most_hurt_callable": float(callable_cells[f"hit_{name}"].mean()) if len(callable_cells)
+                     else np.nan,
+                     "coverage": cover.get(name, np.nan), "mae": mae, "cells": len(metrics),
+                     "callable_cells": len(callable_cells), "chance": float(metrics["chance"].mean())})
+    return pd.DataFrame(rows)
+
+
+def where_it_loses(records: pd.DataFrame) -> pd.DataFrame:
+    """Per setting and regime: the diagnosis' Spearman and most-hurt hit rate beside the best naive predictor's."""
+    with_lodo = leave_one_dataset_out(records) if records["source"].nunique() > 1 else records
+    metrics = per_cell_metrics(with_lodo)
+    rows = []
+    for (setting, regime), part in metrics.groupby(["setting", "regime"], sort=False):
+        naive = {n: (part[f"spearman_{n}"].mean(), part[f"hit_{n}"].mean()) for n in NAIVE}
+        best = max(naive, key=lambda n: (np.nan_to_num(naive[n][1], nan=-1), np.nan_to_num(naive[n][0], nan=-2)))
+        ours = (part["spearman_diagnosis"].mean(), part["hit_diagnosis"].mean())
+        rows.append({"setting": setting, "regime": regime, "cells": len(part),
+                     "callable": int(part["callable"].sum()), "mechanism": part["mechanism"].mode().iloc[0],
+                     "actual_collapse": int(part["actual_collapse"].sum()),
+                     "predicted_collapse": int(part["predicted_collapse"].sum()),
+                     "spearman_diagnosis": ours[0], "hit_diagnosis": ours[1], "best_naive": best,
+                     "spearman_best_naive": naive[best][0], "hit_best_naive": naive[best][1],
+                     "diagnosis_loses": bool(ours[1] < naive[best][1] or (
+                         ours[1] == naive[best][1] and np.nan_to_num(ours[0], nan=-2) < np.nan_to_num(naive[best][0],
+                                                                                                   nan=-2)))})
+    return pd.DataFrame(rows)
+
+
+def collapse_table(records: pd.DataFrame) -> pd.DataFrame:
+    """Cells where DP-SGD actually collapsed to a constant classifier (in a majority of seeds) or was predicted to."""
+    metrics = per_cell_metrics(records)
+    return metrics[metrics["actual_collapse"] | metrics["predicted_collapse"]][
+        CELL + ["actual_collapse", "predicted_collapse", "most_hurt"]].reset_index(drop=True)
+
+
+# ============================================================================ cost
+def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, profile: str = "full", seed: int = 0,
+                 repeats: int = 1) -> dict:
+    """Seconds of one diagnosis (with and without its recommendations) and of one DP-SGD training run
+    at the same settings on the same rows, in this (warm) process; their ratios."""
+    prof = profile_settings(profile)
+    full = load_setting(setting)
+    cell = Cell(setting, regime, sigma)
+    config = compare_config(cell, profile, len(full))
+    train_data, test_data = comparison_split(full, seed=seed, train_group_fraction=config.train_group_fraction,
+                                             train_subsample=config.train_subsample)
+
+    def model():
+        return build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
+                           seed=seed, l2=prof.l2)
+
+    plan = plan_for(cell)
+    # warm-up (imports, first calls) so that neither side pays one-time costs
+    diagnose(train_data, test_data, model(), plan, options=replace(prof.options, seed=seed, draws=20,
+                                                                   recommendation_draws=20))
+    timings = {"diagnosis": [], "diagnosis_with_recommendations": [], "dp_training": []}
+    for _ in range(repeats):
+        t = time.perf_counter()
+        diagnose(train_data, test_data, model(), plan, options=replace(prof.options, seed=seed))
+        timings["diagnosis"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        diagnose(train_data, test_data, model(), plan, options=replace(prof.options, seed=seed, recommendations=True))
+        timings["diagnosis_with_recommendations"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        train(model(), train_data, make_policy("dpsgd", clip_bound=regime.clip_bound, noise_multiplier=sigma),
+              replace(config.train, seed=seed), test_data=test_data, progress=False)
+        timings["dp_training"].append(time.perf_counter() - t)
+    out = {k: float(np.median(v)) for k, v in timings.items()}
+    out["ratio"] = out["diagnosis"] / out["dp_training"]
+    out["ratio_with_recommendations"] = out["diagnosis_with_recommendations"] / out["dp_training"]
+    out |= {"setting": setting.name, "regime": regime.name, "sigma": sigma, "n_train": len(train_data),
+            "steps": int(math.ceil(regime.epochs * len(train_data) / regime.batch_size))}
+    return out
+
+
+def full_study_command() -> str:
+    """The command that runs the full validation study (resumable: every run and diagnosis is cached)."""
+    return ("make diagnose-study     # = .venv/bin/python notebooks/execute.py diagnose --in-place --profile full\n"
+            "# or without the notebook (records only):\n"
+            ".venv/bin/python -c \"from dpfair_analysis.experiments.diagnose import run_validation; "
+            "run_validation('full').records.to_csv('diagnose_full_records.csv', index=False)\"")
+
+
+def time_cell(cell: Cell, *, profile: str = "full", cache_dir=None) -> dict:
+    """Wall time of one cell (its SGD and DP-SGD runs for every seed and its diagnoses) with an empty cache
+    (a temporary directory unless ``cache_dir``): the unit the full study is made of."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = RunCache(cache_dir or tmp)
+        start = time.perf_counter()
+        frame = run_cell(cell, profile=profile, cache=cache)
+        seconds = time.perf_counter() - start
+    return {"cell": cell.label, "profile": profile, "seconds": seconds, "records": len(frame),
+            "runs": cache.misses, "diagnosis_seconds": float(frame["diagnosis_seconds"].sum())}

@@ -1,0 +1,126 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # `dpfair diagnose`: which groups will DP-SGD hurt — predicted, then checked against real runs
+#
+# The diagnosis (`dpfair_analysis.diagnose`) predicts each group's cost of privacy Δᵏ = accₖ(DP-SGD) − accₖ(SGD) before any private training: it integrates paper 001's Theorem 2 over the run — the **expected** DP-SGD and SGD trajectories (the first moment of the step: clipping changes what is learnt) and the **accumulated noise** (the second moment, a Lyapunov sum of the clipped sampling noise and the Gaussian noise (σC/b)²) — and reads accuracy off noise draws around the expected endpoints. Per group it reports the theory's quantities (fraction clipped at C, paper 000's clipping bias, the corrected Theorem 2 terms, Tr(H), 1 − Σf², size), a 90% interval, a ranking and the reasons.
+#
+# This notebook is the validation study of issue 14 (`dpfair_analysis.experiments.diagnose`): ≥ 8 settings × two regimes (`defaults`: `dpfair compare`'s b = 256, r = 1/√T, C = 0.5, where clipping dominates; `noisy`: b = 32, r = 0.5, C = 2 and fewer rows, where noise dominates) × noise levels × seeds, the diagnosis beside the actual per-group cost of DP-SGD, and beside four naive predictors. **The committed copy is the quick profile** (3 seeds, small training sets, few epochs); the full study (5 seeds, full data) is `make diagnose-study` (the command is printed at the end). Every run and diagnosis is cached by configuration, so an interrupted study resumes.
+
+# %%
+import warnings
+
+import pandas as pd
+
+from dpfair_analysis.experiments import diagnose as study
+from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
+from dpfair_analysis.experiments.notebook import notebook_environment
+from dpfair_analysis.plotting import plot_validation, plot_validation_metrics, save_figure, save_table
+
+ENV = notebook_environment('diagnose')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
+PROFILE, FIGS = ENV.profile, ENV.figs
+warnings.simplefilter('ignore', category=UserWarning)  # data-set notes (e.g. Adult's documented row removal)
+pd.set_option('display.width', 220)
+pd.set_option('display.max_columns', 30)
+prof = study.profile_settings(PROFILE)
+PROFILE, prof.seeds, [(r.name, r.batch_size, r.lr, r.clip_bound, r.epochs, r.sigmas, r.max_train_rows) for r in prof.regimes]
+
+# %% [markdown]
+# ## One diagnosis: Adult by sex at `dpfair compare`'s defaults
+# What `make run` prints before the comparison it predicts. (The committed quick copy diagnoses the quick profile's smaller training set.)
+
+# %%
+from dpfair_analysis import data
+from dpfair_analysis.data.dataset import comparison_split
+from dpfair_analysis.diagnose import DiagnosisOptions, diagnose, format_diagnosis
+from dpfair_analysis.models import build_model
+from dpfair_analysis.plotting import plot_diagnosis
+
+adult = data.load('adult')
+defaults = next(r for r in prof.regimes if r.name == 'defaults')
+fraction = study._subsample_fraction(len(adult), defaults)
+train, test = comparison_split(adult, seed=0, train_subsample=fraction)
+plan = study.plan_for(study.Cell(study.SETTINGS[0], defaults, 1.0))
+adult_diagnosis = diagnose(train, test, build_model('logreg', input_shape=(adult.n_features,), n_classes=2, l2=0.01),
+                           plan, options=DiagnosisOptions(draws=100, recommendation_draws=40), dataset='adult',
+                           model_name='logreg')
+print(format_diagnosis(adult_diagnosis))
+fig = plot_diagnosis(adult_diagnosis)
+save_figure(fig, FIGS / 'adult_diagnosis.png', data=adult_diagnosis.groups.drop(columns=['reasons']));
+
+# %% [markdown]
+# ## The study: predicted vs actual, every cell
+# Data sets whose raw file is not installed here are skipped and listed (Bank and Dutch: `dpfair data fetch bank --from bank.csv`).
+
+# %%
+result = study.run_validation(PROFILE, cache=RunCache(default_cache_dir()), progress=False)
+records = result.records
+print(f'{len(records)} records ({records.groupby(study.CELL).ngroups} cells x {len(prof.seeds)} seeds) in '
+      f'{result.seconds:.0f} s; skipped: {result.skipped or "none"}')
+save_table(records, FIGS / 'records.csv')
+summary = study.cell_summary(records)
+fig = plot_validation(summary)
+save_figure(fig, FIGS / 'predicted_vs_actual.png', data=summary);
+
+# %% [markdown]
+# ## The validation table (issue 14, item 6)
+# Per predictor: mean Spearman rank correlation between predicted and actual per-group cost over the cells; how often the most-hurt group is named (all cells, and the cells where it *can* be called: the two most-hurt groups' mean costs differ by more than 1.96 standard errors over seeds); coverage of the 90% interval by the actual per-seed cost; mean absolute error. The naive predictors take the direction of their hypothesis (smaller / less accurate / larger-gradient / more-clipped groups lose more); for coverage and error each is mapped to costs by a linear fit on the *other* data sets (leave one data set out), as is the calibrated diagnosis.
+
+# %%
+overall = study.evaluate(records)
+save_table(overall, FIGS / 'validation_table.csv')
+overall.round(3)
+
+# %%
+by_regime = study.evaluate(records, by='regime')
+save_table(by_regime, FIGS / 'validation_by_regime.csv')
+fig = plot_validation_metrics(by_regime)
+save_figure(fig, FIGS / 'validation_metrics.png', data=by_regime)
+by_regime.round(3)
+
+# %% [markdown]
+# ## Where the diagnosis loses
+# Per setting and regime: the diagnosis' Spearman and most-hurt rate beside the best naive predictor's (`diagnosis_loses`: the naive one names the most-hurt group more often, or as often with a higher Spearman), how many cells can be called, which mechanism the diagnosis says dominates, and how often DP-SGD collapsed to a constant classifier (actual vs predicted).
+
+# %%
+losses = study.where_it_loses(records)
+save_table(losses, FIGS / 'where_it_loses.csv')
+losses.round(3)
+
+# %% [markdown]
+# ## Collapse to a constant classifier
+# Cells where DP-SGD predicted one label for every test row in most seeds, or where the diagnosis predicted it. There each group's cost is its SGD accuracy above its share of that label, whatever σ.
+
+# %%
+collapses = study.collapse_table(records)
+save_table(collapses, FIGS / 'collapses.csv')
+collapses
+
+# %% [markdown]
+# ## Cost: one diagnosis vs one DP-SGD run at the same settings
+# Wall time in this (warm) process, on the same rows, at the **full** profile's settings whatever the profile (the quick profile's runs are too short to be what a diagnosis saves): the diagnosis alone (what predicts the planned run) and with its recommendations (six more predictions and their privacy calibrations). The target is ≤ 1/10 of a training run.
+
+# %%
+full_regimes = {r.name: r for r in study.profile_settings('full').regimes}
+cost_cells = [(study.SETTINGS[0], 'defaults', 1.0), (study.SETTINGS[7], 'noisy', 2.0),
+              (study.SETTINGS[3], 'noisy', 2.0)]
+costs = pd.DataFrame([study.measure_cost(s, full_regimes[regime], sigma, profile='full')
+                      for s, regime, sigma in cost_cells if s.available()])
+save_table(costs, FIGS / 'cost.csv')
+costs[['setting', 'regime', 'sigma', 'n_train', 'steps', 'diagnosis', 'diagnosis_with_recommendations',
+       'dp_training', 'ratio', 'ratio_with_recommendations']].round(3)
+
+# %% [markdown]
+# ## The full study
+# Everything above at the full profile (5 seeds, full data sets, 20 epochs at the defaults). Resumable: every run and diagnosis is cached by configuration.
+
+# %%
+print(study.full_study_command())

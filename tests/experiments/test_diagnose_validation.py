@@ -1,0 +1,99 @@
+"""The validation study's arithmetic: leave-one-data-set-out calibration, the metrics, the naive predictors."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpfair_analysis.experiments import diagnose as V
+
+
+def records(seed: int = 0, *, perfect: bool = False) -> pd.DataFrame:
+    """Three sources x two cells x three seeds x three groups, actual = 1.5 clip part + noise part + noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for source in ("adult", "bank", "german"):
+        for regime in ("defaults", "noisy"):
+            base = {"g0": -0.10, "g1": -0.05, "g2": 0.0}
+            for s in range(3):
+                for g, level in base.items():
+                    clip = level + rng.normal(0, 0.002)
+                    noise = -0.01 + rng.normal(0, 0.002)
+                    actual = 1.5 * clip + noise + (0 if perfect else rng.normal(0, 0.003))
+                    rows.append({"setting": f"{source}-x", "source": source, "regime": regime, "sigma": 1.0,
+                                 "seed": s, "group": g, "n_train": {"g0": 1000, "g1": 300, "g2": 50}[g],
+                                 "n_test": 100, "predicted": clip + noise, "low": clip + noise - 0.02,
+                                 "high": clip + noise + 0.02, "half_width": 0.02, "clip_part": clip,
+                                 "noise_part": noise, "actual": actual, "sgd_accuracy": 0.8,
+                                 "grad_norm": {"g0": 1.0, "g1": 2.0, "g2": 3.0}[g],
+                                 "clip_fraction": {"g0": 0.9, "g1": 0.5, "g2": 0.1}[g], "mechanism": "clipping",
+                                 "predicted_collapse": False, "actual_collapse": False})
+    return pd.DataFrame(rows)
+
+
+def test_calibration_is_leave_one_dataset_out():
+    """Every record's calibration was fitted on the other sources only; it fails if its own source is in it."""
+    out = V.leave_one_dataset_out(records())
+    for source, part in out.groupby("source"):
+        used = set(part["calibration_sources"].iloc[0].split(","))
+        assert source not in used and used == {"adult", "bank", "german"} - {source}
+        assert part["calibration_sources"].nunique() == 1
+    # the fitted scale is the data's 1.5 (learnt from the other sources), so the calibrated error is smaller
+    assert (out["calibrated"] - out["actual"]).abs().mean() < (out["predicted"] - out["actual"]).abs().mean()
+
+
+def test_the_lodo_check_can_fail(monkeypatch):
+    """A calibration that leaks the evaluated source is refused (the guard the LODO test relies on)."""
+    real_fit = V.fit_calibration
+
+    def leaky(others, **kwargs):
+        everything = records().assign(dataset=records()["source"])
+        return real_fit(everything, **kwargs)
+
+    monkeypatch.setattr(V, "fit_calibration", leaky)
+    with pytest.raises(ValueError, match="not out of sample"):
+        V.leave_one_dataset_out(records())
+
+
+def test_a_perfect_ranking_scores_one_and_the_naive_directions_are_their_hypotheses():
+    table = V.evaluate(records(perfect=True)).set_index("predictor")
+    assert table.loc["diagnosis", "spearman"] == pytest.approx(1.0)
+    assert table.loc["diagnosis", "most_hurt"] == 1.0
+    # the uncalibrated parts are off by the data's factor 1.5 on the clipping part: the intervals miss, the
+    # leave-one-out calibration learns the factor from the other sources and covers
+    assert table.loc["diagnosis", "coverage"] < 0.5
+    assert table.loc["calibrated", "coverage"] >= 0.9
+    # here the largest group loses most: "smaller loses more" is exactly wrong, "more clipped loses more" right
+    assert table.loc["size", "spearman"] == pytest.approx(-1.0) and table.loc["size", "most_hurt"] == 0.0
+    assert table.loc["clip_fraction", "spearman"] == pytest.approx(1.0)
+    assert table.loc["grad_norm", "spearman"] == pytest.approx(-1.0)
+    assert table.loc["diagnosis", "chance"] == pytest.approx(1 / 3)
+    assert set(table.index) == {"diagnosis", "calibrated", *V.NAIVE}
+
+
+def test_cells_that_cannot_be_called_are_counted():
+    r = records()
+    r.loc[r["group"] == "g1", "actual"] = r.loc[r["group"] == "g0", "actual"].to_numpy() + 1e-4
+    metrics = V.per_cell_metrics(r)
+    assert not metrics["callable"].any()
+    assert V.evaluate(r).set_index("predictor").loc["diagnosis", "callable_cells"] == 0
+
+
+def test_the_collapse_check_reads_accuracy_as_a_label_share():
+    from dpfair_analysis.data import synthetic_groups
+
+    data = synthetic_groups(sizes=(30, 20), seed=0)
+    shares = {name: float((data.y[data.group == k] == 1).double().mean()) for k, name in enumerate(data.group_names)}
+    assert V._collapsed(pd.Series(shares), data)
+    assert not V._collapsed(pd.Series({n: s + 0.01 for n, s in shares.items()}), data)
+
+
+def test_the_full_profile_covers_the_issue_grid_and_quick_is_a_subset_of_it():
+    full = V.profile_settings("full")
+    assert len(full.seeds) >= 3 and full.settings is None  # every setting
+    assert all(len(r.sigmas) >= 3 for r in full.regimes)  # >= 3 noise levels in each regime
+    quick = V.profile_settings("quick")
+    assert {r.name for r in full.regimes} == {r.name for r in quick.regimes} == {"defaults", "noisy"}
+    assert set(quick.settings) < {s.name for s in V.SETTINGS} and len({
+        s.source for s in V.SETTINGS if s.name in quick.settings}) >= 3  # leave-one-source-out needs sources
+    assert len(V.SETTINGS) >= 8 and {s.source for s in V.SETTINGS} >= {"adult", "compas", "german", "bank", "dutch",
+                                                                      "mnist", "synthetic"}

@@ -267,21 +267,11 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
     everything that determines it and trained only if missing, so a sweep resumes.
     """
     cache = cache or RunCache(None)
-    if config.test_split == "official":
-        full = datasets.load(config.dataset, split="train", **config.data_options)
-        official_test = datasets.load(config.dataset, split="test", **config.data_options)
-    else:
-        full = datasets.load(config.dataset, **config.data_options)
+    full, official_test = load_data(config)
     per_seed, histories, steps, runs, inequality = [], [], [], [], []
     epsilons: dict[str, list[float]] = {}
     for seed in config.seeds:
-        if config.test_split == "official":
-            train_data, test_data = full, official_test
-        else:
-            train_data, test_data = full.split(config.test_fraction, seed=seed)
-        train_data = _cut_training_groups(train_data, config.train_group_fraction, seed=seed)
-        if config.train_subsample < 1:
-            train_data, _ = train_data.split(1 - config.train_subsample, seed=seed)
+        train_data, test_data = split_for_seed(config, full, official_test, seed=seed)
         accuracy: dict[str, pd.DataFrame] = {}
         for method in tqdm(config.methods, desc=f"seed {seed}", disable=not progress, leave=False):
             runner = config.fedavg_config(n_train=len(train_data), seed=seed) if method == "dpfedavg" else \
@@ -319,6 +309,28 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
                          histories=pd.concat(histories, ignore_index=True),
                          steps=pd.concat(steps, ignore_index=True), runs=runs, group_names=full.group_names,
                          n_train=len(train_data), inequality_per_seed=pd.DataFrame(inequality))
+
+
+def load_data(config: CompareConfig):
+    """(the data set, its official test split or None) as ``config`` asks (``test_split``)."""
+    if config.test_split == "official":
+        return (datasets.load(config.dataset, split="train", **config.data_options),
+                datasets.load(config.dataset, split="test", **config.data_options))
+    return datasets.load(config.dataset, **config.data_options), None
+
+
+def split_for_seed(config: CompareConfig, full, official_test, *, seed: int):
+    """The (train, test) split every method of seed ``seed`` trains and is tested on: the official test
+    split or a seeded stratified one, then the training groups cut (``train_group_fraction``) and the
+    training rows subsampled (``train_subsample``)."""
+    if config.test_split == "official":
+        train_data, test_data = full, official_test
+    else:
+        train_data, test_data = full.split(config.test_fraction, seed=seed)
+    train_data = _cut_training_groups(train_data, config.train_group_fraction, seed=seed)
+    if config.train_subsample < 1:
+        train_data, _ = train_data.split(1 - config.train_subsample, seed=seed)
+    return train_data, test_data
 
 
 def _cut_training_groups(train_data, fractions: dict, *, seed: int):
@@ -361,6 +373,13 @@ def _policy_context(config: CompareConfig, method: str, train_data) -> dict:
         return {}
     return {"dimension": count_parameters(_build_model(config, train_data, 0)),
             "learning_rate": config.train.learning_rate(len(train_data))}
+
+
+def train_method(config: CompareConfig, method: str, train_data, test_data=None, *, seed: int,
+                 progress: bool = False) -> TrainingResult:
+    """Train one method of ``config`` on ``train_data`` exactly as the comparison does (same model, policy or
+    DP-FedAvg settings, equal-privacy cut); the :class:`~dpfair_analysis.training.loop.TrainingResult`."""
+    return _train_one(config, method, train_data, test_data, seed=seed, progress=progress)
 
 
 def _train_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int,

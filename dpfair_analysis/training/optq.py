@@ -6,7 +6,7 @@ Algorithm 1 there written for DP-FedAvg; here its per-example form for DP-SGD, o
 Per step t with bound C_t, on the step's sampled batch B_t of expected size b (public):
 
     b_i = 1[||g_i|| <= C_t]                                   (unclipped indicator)
-    b~  = clamp_[0,1]( (sum_{i in B_t} (b_i - 1/2) + N(0, sigma_b^2)) / b + 1/2 )
+    b~  = clamp_[0,1]( (sum_{i in B_t} (b_i - 1/2) + N(0, sigma_b^2)) / b + 1/2 )   (clamp: TF Privacy's)
     S~  = sum_i clip(g_i, C_t) + N(0, sigma_z^2 C_t^2 I)      (the clipped gradient sum)
     C_{t+1} = C_t exp(-eta_C (b~ - gamma))                    (geometric update)
 
@@ -92,6 +92,9 @@ class OptQ:
         eta_C > 0.
     min_clip, max_clip : float or None
         Optional public bounds on C (None: unbounded, as in the paper).
+    clamp_fraction : bool
+        Clamp b~ to [0, 1] before the update (TF Privacy's ``QuantileEstimatorQuery`` does, "to protect
+        against out-of-range estimates"; Andrew et al.'s Algorithm 1 and Opacus do not). Default True.
     """
 
     initial_clip: float
@@ -101,6 +104,7 @@ class OptQ:
     clip_lr: float = 0.2
     min_clip: float | None = None
     max_clip: float | None = None
+    clamp_fraction: bool = True
     name: str = "optq"
     private: bool = True
 
@@ -139,7 +143,8 @@ class OptQ:
         """(b~, the noisy centred count) at bound ``clip`` (module docstring)."""
         centred = float((norms <= clip).sum()) - 0.5 * len(norms)
         noisy = centred + float(torch.randn((), generator=generator, dtype=torch.float64)) * self.count_noise
-        return min(1.0, max(0.0, noisy / expected_batch_size + 0.5)), noisy
+        fraction = noisy / expected_batch_size + 0.5
+        return (min(1.0, max(0.0, fraction)) if self.clamp_fraction else fraction), noisy
 
     def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:

@@ -333,6 +333,12 @@ def split_for_seed(config: CompareConfig, full, official_test, *, seed: int):
     return train_data, test_data
 
 
+def training_rows(config: CompareConfig) -> int:
+    """Rows of the training split the runs of ``config`` train on (first seed; the same for every seed)."""
+    full, official = load_data(config)
+    return len(split_for_seed(config, full, official, seed=config.seeds[0])[0])
+
+
 def _cut_training_groups(train_data, fractions: dict, *, seed: int):
     """Keep round(fraction x size) training rows of each named group; the test set is untouched.
 
@@ -468,6 +474,23 @@ def format_table(result: CompareResult) -> str:
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     for r in body:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+    return "\n".join(lines)
+
+
+def format_inequality(result: CompareResult) -> str:
+    """Paper 002 Table 2: the four inequality indices over per-group test accuracy, one line per method."""
+    table = result.inequality
+    if table.empty:
+        return ""
+    multi = len(result.config.seeds) > 1
+    lines = [f"{'inequality of group accuracy':<28}" + "".join(f"{name:>18}" for name in
+                                                             ("Atkinson(ε=0.5)", "Gini", "MLD", "Theil"))]
+    for row in table.to_dict("records"):
+        cells = []
+        for index in INDICES:
+            value, sd = row[index], row[f"{index}_sd"]
+            cells.append(f"{value:.5f}" + (f" ± {sd:.5f}" if multi and not pd.isna(sd) else ""))
+        lines.append(f"{row['method'].upper():<28}" + "".join(f"{c:>18}" for c in cells))
     return "\n".join(lines)
 
 

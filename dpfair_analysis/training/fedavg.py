@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -62,8 +63,8 @@ from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.gradients import MaterialisedGradients, parameters_of
 from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger
 from dpfair_analysis.training.clipping import UniformClipping
-from dpfair_analysis.training.loop import EVALUATE_TRAIN, TrainingResult, apply_update, batch_indices, \
-    evaluate_groups, make_generators, release_step, schedule
+from dpfair_analysis.training.loop import EVALUATE_TRAIN, TrainCallback, TrainingResult, apply_update, \
+    batch_indices, evaluate_groups, make_generators, release_step, schedule
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, check_seed
 
 PARTITIONS = ("iid", "group")
@@ -173,12 +174,64 @@ def local_update(model: nn.Module, params: dict[str, torch.Tensor], X: torch.Ten
     return {name: params[name] - local[name] for name in params}
 
 
+def local_updates(model: nn.Module, params: dict[str, torch.Tensor], clients: list[tuple[torch.Tensor, torch.Tensor]],
+                  *, epochs: int, batch_size: int, lr: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """:func:`local_update` for several clients at once (``vmap`` over clients), stacked: ``{name: (C, *shape)}``.
+
+    The same arithmetic and the same shuffles, drawn from ``generator`` client by client in the order given
+    (as :func:`local_update` called in a loop would): clients' batches are padded to the largest client and
+    masked, a padded-only batch makes no step (no loss, no penalty). Tested against the loop."""
+    if not clients:
+        return {name: torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device) for name, p in params.items()}
+    l2 = float(getattr(model, "l2", 0.0))
+    weights = {name for name in params if not name.endswith("bias")}
+    sizes = [len(y) for _, y in clients]
+    longest = max(sizes)
+    count = len(clients)
+    device = clients[0][0].device
+    X = torch.zeros((count, longest, *clients[0][0].shape[1:]), dtype=clients[0][0].dtype, device=device)
+    y = torch.zeros((count, longest), dtype=torch.long, device=device)
+    for c, (xc, yc) in enumerate(clients):
+        X[c, :len(yc)], y[c, :len(yc)] = xc, yc
+
+    def loss(p: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        losses = F.cross_entropy(functional_call(model, p, (xb,)), yb, reduction="none")
+        return (losses * mask).sum() / mask.sum().clamp(min=1.0)
+
+    gradient = torch.func.vmap(grad(loss))
+    local = {name: p.unsqueeze(0).repeat(count, *([1] * p.dim())) for name, p in params.items()}
+    steps = math.ceil(longest / batch_size)
+    # the shuffles client by client, each client's epochs in turn: local_update's order of draws
+    orders = torch.zeros((epochs, count, steps * batch_size), dtype=torch.long)
+    valid = torch.zeros((count, steps * batch_size), dtype=torch.bool)
+    for c, n in enumerate(sizes):
+        valid[c, :n] = True
+        for e in range(epochs):
+            orders[e, c, :n] = torch.randperm(n, generator=generator) if n > 1 else torch.zeros(1, dtype=torch.long)
+    for epoch in range(epochs):
+        for step in range(steps):
+            window = slice(step * batch_size, (step + 1) * batch_size)
+            index = orders[epoch, :, window].to(device)
+            mask = valid[:, window].to(device=device, dtype=X.dtype)
+            xb = torch.gather(X, 1, index.view(count, -1, *([1] * (X.dim() - 2))).expand(-1, -1, *X.shape[2:]))
+            yb = torch.gather(y, 1, index)
+            g = gradient(local, xb, yb, mask)
+            active = (mask.sum(1) > 0).to(X.dtype)
+            for name in local:
+                update = g[name] + l2 * local[name] if (l2 and name in weights) else g[name]
+                shape = (count, *([1] * (update.dim() - 1)))
+                local[name] = local[name] - lr * update * active.view(shape)
+    return {name: params[name].unsqueeze(0) - local[name] for name in params}
+
+
 def train_dpfedavg(model: nn.Module, data: GroupedDataset, config: FedAvgConfig, *,
                    test_data: GroupedDataset | None = None, progress: bool = True,
-                   clients: list[torch.Tensor] | None = None) -> TrainingResult:
+                   clients: list[torch.Tensor] | None = None,
+                   callbacks: Sequence[TrainCallback] = ()) -> TrainingResult:
     """Train ``model`` in place with DP-FedAvg (module docstring); a :class:`~.loop.TrainingResult` whose
     ``config`` is the :class:`FedAvgConfig`, ``steps`` one row per round and ``epsilon`` the user-level
-    epsilon at ``config.delta``. ``clients`` overrides the partition (row indices per client)."""
+    epsilon at ``config.delta``. ``clients`` overrides the partition (row indices per client).
+    ``callbacks`` are called as ``callback(t, model)`` at theta_t for t = 0 .. T, as the loop's are."""
     if clients is None:
         clients = partition_clients(data, config.n_clients, partition=config.partition, seed=config.seed)
     elif len(clients) != config.n_clients:
@@ -199,15 +252,14 @@ def train_dpfedavg(model: nn.Module, data: GroupedDataset, config: FedAvgConfig,
     history: list[dict] = evaluate_groups(model, splits(0), epoch=0)
     records: list[dict] = []
     for round_ in tqdm(range(1, total_rounds + 1), desc="dpfedavg", disable=not progress, leave=False):
+        for callback in callbacks:
+            callback(round_ - 1, model)
         chosen = next(selections)
-        updates = [local_update(model, params, data.X[clients[int(c)]], data.y[clients[int(c)]],
+        stacked = local_updates(model, params, [(data.X[clients[int(c)]], data.y[clients[int(c)]]) for c in chosen],
                                 epochs=config.local_epochs, batch_size=config.local_batch_size, lr=config.local_lr,
-                                generator=local_gen) for c in chosen]
-        stacked = {name: (torch.stack([u[name] for u in updates]) if updates
-                          else torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device))
-                   for name, p in params.items()}
+                                generator=local_gen)
         grads = MaterialisedGradients(stacked)
-        norms = grads.norms if updates else torch.zeros(0)
+        norms = grads.norms if len(chosen) else torch.zeros(0)
         decision, _, total = release_step(grads, norms, torch.zeros(len(chosen), dtype=torch.long), policy,
                                           n_groups=1, expected_batch_size=config.clients_per_round,
                                           generator=noise_gen)
@@ -225,6 +277,8 @@ def train_dpfedavg(model: nn.Module, data: GroupedDataset, config: FedAvgConfig,
             for row in rows:
                 row["step"] = round_
             history += rows
+    for callback in callbacks:
+        callback(total_rounds, model)
     history_frame = pd.DataFrame(history)
     history_frame["step"] = history_frame["step"].fillna(0).astype(int)
     steps_frame = pd.DataFrame(records)

@@ -116,3 +116,22 @@ def test_bad_settings_name_the_argument(kwargs, name):
 def test_more_clients_than_rows_is_refused():
     with pytest.raises(ValueError, match="n_clients=31 exceeds the 30 training rows"):
         partition_clients(_adult(30), 31)
+
+
+@pytest.mark.parametrize("model_name,l2,epochs,batch", [("logreg", 0.01, 2, 3), ("mlp", 0.0, 1, 4),
+                                                        ("logreg", 0.0, 1, 50)])
+def test_vectorised_local_updates_equal_the_client_by_client_loop(model_name, l2, epochs, batch):
+    """Clients of unequal sizes (5, 7, 1, 6 rows), padded and masked under vmap: the same pseudo-gradients
+    (and the same shuffles) as local_update called client by client."""
+    from dpfair_analysis.training.fedavg import local_updates
+
+    data = _adult(19)
+    model = build_model(model_name, input_shape=(40,), n_classes=2, seed=0, hidden=(8,), l2=l2)
+    params = parameters_of(model)
+    cuts = [torch.arange(0, 5), torch.arange(5, 12), torch.arange(12, 13), torch.arange(13, 19)]
+    clients = [(data.X[c], data.y[c]) for c in cuts]
+    g1, g2 = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    loop = [local_update(model, params, X, y, epochs=epochs, batch_size=batch, lr=0.3, generator=g1) for X, y in clients]
+    vectorised = local_updates(model, params, clients, epochs=epochs, batch_size=batch, lr=0.3, generator=g2)
+    for name in params:
+        assert torch.allclose(vectorised[name], torch.stack([u[name] for u in loop]), atol=1e-6, rtol=1e-5), name

@@ -55,6 +55,10 @@ ESTIMATES: dict[str, dict[str, float]] = {
     "fairness_lens": {"quick": 20, "full": 26 * 60},
     "pfld": {"quick": 20, "full": 2.5 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
+    # fairdp quick: measured (see the issue note); full: estimated from one timed full-MNIST epoch per method
+    # (experiments.fairdp.timed_unit) x 60 epochs x the runs (Table 1: 6 methods x 3 seeds; Figure 1: 9 DP-SGD
+    # runs; Figures 4-6: ~54 new runs) -- MNIST dominates; Adult and the membership attack add < 1 h
+    "fairdp": {"quick": 150, "full": 30 * 3600},
 }
 
 

@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--optq-clip-lr", type=positive_float, default=0.2,
                    help="Opt-Q: the bound's geometric learning rate eta_C (default 0.2, Andrew et al.)")
     p.add_argument("--optq-count-noise", type=positive_float, default=None,
-                   help="Opt-Q: std sigma_b of the noise on the unclipped count (default batch size / 20); "
+                   help="Opt-Q: std sigma_b of the noise on the unclipped count (default batch size / 20, at least "
+                        "--sigma); "
                         "must exceed --sigma / 2")
     p.add_argument("--fairdp-clip-lr", type=positive_float, default=0.05,
                    help="FairDP: the bounds' geometric learning rate (default 0.05)")

@@ -80,7 +80,7 @@ class CompareConfig:
     count_noise_ratio: float = 10.0
     max_ratio: float = 10.0
     #: Opt-Q (Andrew et al. 2021): target unclipped quantile gamma, the bound's learning rate eta_C and the
-    #: count noise sigma_b (None: the expected batch size / 20, the paper's recommendation)
+    #: count noise sigma_b (None: the expected batch size / 20, the paper's recommendation, at least sigma)
     target_quantile: float = 0.5
     optq_clip_lr: float = 0.2
     optq_count_noise: float | None = None
@@ -134,7 +134,7 @@ class CompareConfig:
         check_choice(self.fedavg_partition, "fedavg_partition", PARTITIONS)
         for m in self.methods:
             if m == "dpfedavg":
-                self.fedavg_config(n_train=max(self.fedavg_clients, 1), seed=0)
+                self.fedavg_config(n_train=self.fedavg_clients * self.train.batch_size, seed=0)  # fields only
             else:
                 self.policy(m, dimension=1, learning_rate=1.0)
 
@@ -161,8 +161,12 @@ class CompareConfig:
                 "test_split": self.test_split, "test_fraction": self.test_fraction, "train_group_fraction": dict(self.train_group_fraction)}
 
     def optq_count_noise_std(self) -> float:
-        """sigma_b of Opt-Q: ``optq_count_noise`` or the expected batch size / 20 (Andrew et al. §3)."""
-        return self.optq_count_noise if self.optq_count_noise is not None else self.train.batch_size / 20
+        """sigma_b of Opt-Q: ``optq_count_noise``, or the expected batch size / 20 (Andrew et al. §3) but at
+        least sigma -- the count's multiplier 2 sigma_b must exceed the joint sigma, which b/20 does not for
+        b < 10 sigma (then the gradient's multiplier is at most 2/sqrt(3) sigma)."""
+        if self.optq_count_noise is not None:
+            return self.optq_count_noise
+        return max(self.train.batch_size / 20, self.noise_multiplier)
 
     def policy(self, method: str, *, dimension: int | None = None, learning_rate: float | None = None
                ) -> ClippingPolicy:
@@ -467,7 +471,8 @@ def format_table(result: CompareResult) -> str:
             body.append(["SGD accuracy"] + [cell(rows.loc[c], "accuracy") for c in columns] + [""])
             continue
         eps = result.epsilon.get(method)
-        label = f"{method.upper()} vs SGD" + (f" (ε={eps:.2f})" if eps is not None else "")
+        unit = ", user-level" if method == "dpfedavg" else ""
+        label = f"{method.upper()} vs SGD" + (f" (ε={eps:.2f}{unit})" if eps is not None else "")
         body.append([label] + [cell(rows.loc[c], "cost") for c in columns]
                     + [cell(rows.loc["max_gap"], "cost").lstrip("+")])
         body.append([f"{method.upper()} accuracy"] + [cell(rows.loc[c], "accuracy") for c in columns] + [""])

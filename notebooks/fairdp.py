@@ -118,10 +118,11 @@ tau.query('sigma == 0.8')
 
 # %% [markdown]
 # ## Figures 4-6 — per-group accuracy against the learning rate, the batch size (64-512) and the noise multiplier
-# Every method at equal privacy for each value (MNIST classes 2 and 8; Adult male and female). The quick profile sweeps two values, one of them the preset's (its runs come from the cache of Table 1).
+# Every method at equal privacy for each value (MNIST classes 2 and 8; Adult male and female). The quick profile sweeps two values, one of them the preset's (its runs come from the cache of Table 1), for SGD, DPSGD and FairDP only.
 
 # %%
 SWEEP_SEEDS = 1  # full profile: one seed per point (each MNIST point is 6 CNN runs of 60 epochs)
+SWEEP_METHODS = ('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS  # quick: three of the six
 SWEEP_VALUES = {'lr': {'adult': (0.01, 0.1), 'mnist': (0.01, 0.05)},
                 'batch_size': {'adult': (64, 256), 'mnist': (64, 256)},
                 'noise_multiplier': {'adult': (1.0, 2.0), 'mnist': (0.8, 2.0)}}
@@ -129,7 +130,8 @@ sweeps = []
 for number, parameter in ((4, 'lr'), (5, 'batch_size'), (6, 'noise_multiplier')):
     for dataset in ('mnist', 'adult'):
         values = SWEEP_VALUES[parameter][dataset] if QUICK else None
-        rows = paper.sweep(dataset, parameter, values, profile=PROFILE, seeds=SWEEP_SEEDS, cache=CACHE)
+        rows = paper.sweep(dataset, parameter, values, profile=PROFILE, seeds=SWEEP_SEEDS, methods=SWEEP_METHODS,
+                           cache=CACHE)
         sweeps.append(rows)
         fig = plotting.plot_group_sweep(rows, groups=paper.FIGURE_GROUPS[dataset], title=f'{dataset}')
         save_figure(fig, FIGS / f'figure{number}_{parameter}_{dataset}.png', data=rows)
@@ -145,10 +147,11 @@ Image(filename=str(FIGS / 'figure6_noise_multiplier_adult.png'))
 
 # %% [markdown]
 # ## Figure 3 — membership-inference vulnerability per method and group
-# Adult with an MLP (64, 64) trained by each method as in Table 1 (an MLP overfits more than logistic regression, so the attacks have something to find). Members: training rows; non-members: test rows; shadow models trained like the target on rows that are neither (offline LiRA). AUC (0.5 = chance) and TPR at 1% and 0.1% FPR where the group has enough non-members (NaN otherwise).
+# Adult with an MLP (64, 64) trained by each method as in Table 1 (an MLP overfits more than logistic regression, so the attacks have something to find). Members: training rows; non-members: test rows; shadow models trained like the target on rows that are neither (offline LiRA). AUC (0.5 = chance) and TPR at 1% and 0.1% FPR where the group has enough non-members (NaN otherwise). Quick profile: SGD, DPSGD and FairDP, two shadows, 300 + 300 targets.
 
 # %%
-mia = paper.membership_inference('adult', profile=PROFILE, cache=CACHE)
+mia = paper.membership_inference('adult', profile=PROFILE, cache=CACHE,
+                                 methods=('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS)
 fig = plotting.plot_membership(mia)
 save_figure(fig, FIGS / 'figure3_membership.png', data=mia)
 mia.pivot_table(index=['attack', 'method'], columns='group', values=['auc', 'tpr@0.01'], sort=False)

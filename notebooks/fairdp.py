@@ -174,6 +174,12 @@ save_table(agreement, FIGS / 'optq_vs_opacus.csv')
 agreement
 
 # %% [markdown]
+# What Opacus accounts (σ) against the joint multiplier of what it releases (σ_b on the uncentred count, contribution 1): negligible at b = 256 (σ_b = 12.8), not at b = 32.
+
+# %%
+paper.opacus_count_accounting()
+
+# %% [markdown]
 # ## Full profile
 # The committed copy is the quick profile. The full runs (paper settings; Table 1 with 3 seeds, the figures' grids and sweeps with one; many hours on this machine, dominated by the 60-epoch MNIST CNN runs) are the same calls with the full profile, each run cached by configuration so the work can be split and resumed:
 #

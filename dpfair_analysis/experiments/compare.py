@@ -531,6 +531,11 @@ def save_compare_figures(result: CompareResult, directory: str | Path) -> list[P
     for row, method in zip(axes, methods):
         subset = histories[histories["method"] == method]
         for ax, metric in zip(row, ("loss", "grad_norm")):
+            if subset.query("split == 'batches' and metric == @metric").empty:  # DP-FedAvg: no per-sample steps
+                ax.text(0.5, 0.5, f"{method}: no per-sample gradients\n(client updates)", ha="center", va="center",
+                        transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
             plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax)
             ax.set_title(f"{method}: average {metric.replace('_', ' ')}")
     written.append(save_figure(fig, directory / "loss_grad_norm.png",

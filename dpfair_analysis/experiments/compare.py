@@ -54,7 +54,7 @@ from dpfair_analysis.training.clipping import ClippingPolicy
 from dpfair_analysis.training.fedavg import PARTITIONS, FedAvgConfig, train_dpfedavg
 from dpfair_analysis.training.policies import METHODS, make_policy
 from dpfair_analysis.training.loop import TrainConfig, TrainingResult, schedule, predict_logits, train
-from dpfair_analysis.validation import check_choice, check_fraction, check_positive, check_positive_int, check_seed
+from dpfair_analysis.validation import check_choice, check_fraction, check_positive_int, check_seed
 
 
 TEST_SPLITS = ("random", "official")

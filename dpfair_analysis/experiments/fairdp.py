@@ -48,7 +48,7 @@ from dpfair_analysis.privacy.membership import DEFAULT_FPRS, attack_metrics, lir
     logit_confidence, loss_scores
 from dpfair_analysis.training.clipping import UniformClipping
 from dpfair_analysis.training.fairdp import group_tau
-from dpfair_analysis.training.loop import TrainConfig, apply_update, predict_logits, release_step, train
+from dpfair_analysis.training.loop import apply_update, predict_logits, release_step, train
 from dpfair_analysis.training.optq import OptQ
 from dpfair_analysis.validation import check_choice
 

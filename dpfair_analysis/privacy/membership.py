@@ -52,9 +52,14 @@ def lira_offline_scores(target: np.ndarray, shadows_out: np.ndarray, *, global_v
 
     Parameters
     ----------
-    target : (n,) logit-scaled confidences of the target model on the targets.
-    shadows_out : (S, n) the same on S >= 2 shadow models that did not train on any target.
-    global_variance : one standard deviation for all targets (default) or one per target.
+    target : numpy.ndarray
+        (n,) logit-scaled confidences of the target model on the targets.
+    shadows_out : numpy.ndarray
+        (S, n) the same on S >= 2 shadow models that did not train on any target.
+    global_variance : bool
+        One standard deviation for all targets (default) or one per target.
+    min_std : float
+        Floor of the standard deviation (a constant confidence would divide by 0).
     """
     target = np.asarray(target, dtype=np.float64)
     shadows_out = np.asarray(shadows_out, dtype=np.float64)

@@ -68,7 +68,7 @@ def test_uncentred_count_has_contribution_bound_one():
     """Why the centring matters: the plain count moves by 1 when a record with an unclipped gradient is
     added, so the same sigma_b on it would be a multiplier of sigma_b, not 2 sigma_b (Opacus's release)."""
     rows, clip = [0.1, 5.0], 1.0
-    plain = lambda r: sum(n <= clip for n in r)  # noqa: E731
+    plain = lambda r: sum(n <= clip for n in r)
     assert plain(rows + [0.2]) - plain(rows) == 1
     assert abs(centred_count(rows + [0.2], clip) - centred_count(rows, clip)) == 0.5
 

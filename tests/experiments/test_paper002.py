@@ -4,7 +4,6 @@ its rows and JSON, the claim verdicts, and one-line errors for bad settings."""
 import json
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 

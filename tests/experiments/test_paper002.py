@@ -101,10 +101,15 @@ def test_claim_verdicts_follow_the_numbers_and_can_fail():
              "fairdp": [-0.002, 0.0, -0.008]}
     ineq = {"sgd": [1, 1, 1, 1], "dpsgd": [2, 2, 2, 2], "optq": [2, 2, 2, 2], "fairdp": [1.1, 0.9, 1.2, 1.0]}
     verdicts = claim_verdicts({"adult": _fake_result(costs, ineq)}).set_index("claim")
-    assert verdicts["holds"].all()
+    assert verdicts["holds"].all() and len(verdicts) == 4
     worse = {**costs, "optq": [0.01, 0.02, -0.01], "fairdp": [-0.1, -0.1, -0.1]}
-    verdicts = claim_verdicts({"adult": _fake_result(worse, {**ineq, "optq": [1, 1, 1, 1]})}).set_index("claim")
+    unfair = {**ineq, "optq": [1, 1, 1, 1], "fairdp": [1.5, 1.5, 1.5, 0.9]}
+    verdicts = claim_verdicts({"adult": _fake_result(worse, unfair)}).set_index("claim")
     assert not verdicts["holds"].any()
+    # fairer than SGD counts as "as fair as SGD"; an infinite index is left out
+    fairer = {**ineq, "fairdp": [0.5, 0.5, float("inf"), 0.5], "sgd": [1, 1, float("inf"), 1]}
+    row = claim_verdicts({"adult": _fake_result(costs, fairer)}).set_index("claim").loc["sgd_like_inequality"]
+    assert row["holds"] and "of 3 indices" in row["detail"]
 
 
 def test_presets_follow_paper_000_settings():

@@ -55,11 +55,11 @@ ESTIMATES: dict[str, dict[str, float]] = {
     "fairness_lens": {"quick": 20, "full": 26 * 60},
     "pfld": {"quick": 20, "full": 2.5 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
-    # fairdp quick: measured (2.5 min at load ~5). Full: estimated from one timed full-MNIST epoch per method
+    # fairdp quick: measured (52 s cold, 110 s at load ~9). Full: estimated from one timed full-MNIST epoch per method
     # (experiments.fairdp.timed_unit, at load ~5: DP-SGD 82 s, FairDP 89 s, DP-FedAvg 126 s) x 60 epochs x the
     # runs: Table 1 18 MNIST runs (~27 h), Figure 1 9 DP-SGD runs (~12 h), Figures 4-6 ~54 new MNIST runs
     # (~80 h; batch 64 is 4x the steps), Adult and the membership attack (~3 h)
-    "fairdp": {"quick": 150, "full": 120 * 3600},
+    "fairdp": {"quick": 60, "full": 120 * 3600},
 }
 
 

@@ -454,3 +454,87 @@ def plot_validation_metrics(table: pd.DataFrame) -> plt.Figure:
     sns.move_legend(grid, "lower center", bbox_to_anchor=(0.5, 0.0), ncol=2, title="regime")
     grid.figure.tight_layout(rect=(0, 0.1, 1, 1))
     return grid.figure
+
+
+# ------------------------------------------------------------------ paper 002 (FairDP)
+def plot_tau_grid(tau: pd.DataFrame, accuracy: pd.DataFrame | None = None) -> plt.Figure:
+    """Paper 002 Figure 1: Eq. (4)'s tau per group against C (log-log), one line per sigma, solid for the
+    clipping bias + noise variance total and dotted for the bias alone; beside it (if given) per-group
+    DP-SGD test accuracy against C, one line per sigma. ``tau`` from ``experiments.fairdp.tau_analysis``,
+    ``accuracy`` from ``clip_noise_accuracy``."""
+    panels = 2 if accuracy is not None else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), squeeze=False)
+    ax = axes[0, 0]
+    sns.lineplot(data=tau, x="C", y="tau", hue="sigma", style="group", marker="o", palette="viridis", ax=ax)
+    bias = tau.drop_duplicates(["C", "group"])
+    sns.lineplot(data=bias, x="C", y="bias", style="group", color="grey", linestyle=":", legend=False, ax=ax)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylabel("τ_k(C, σ; θ)  (dotted: clipping bias only)")
+    ax.set_title("Eq. (4) per group")
+    if accuracy is not None:
+        ax = axes[0, 1]
+        rows = accuracy[(accuracy["method"] == "dpsgd") & ~accuracy["group"].isin(["all"])]
+        sns.lineplot(data=rows, x="C", y="accuracy", hue="sigma", style="group", marker="o", palette="viridis",
+                     errorbar="sd", ax=ax)
+        ax.set_xscale("log")
+        ax.set_ylabel("DP-SGD test accuracy")
+        ax.set_title("per-group accuracy")
+    fig.tight_layout()
+    return fig
+
+
+def plot_group_sweep(rows: pd.DataFrame, *, groups: tuple[str, ...], title: str) -> plt.Figure:
+    """Paper 002 Figures 4-6: per-group test accuracy against the swept value, one panel per group, one line
+    per method (mean and sd over seeds). ``rows`` from ``experiments.fairdp.sweep``."""
+    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.8), squeeze=False)
+    parameter = rows["parameter"].iloc[0]
+    for ax, group in zip(axes[0], groups):
+        sns.lineplot(data=rows[rows["group"] == group], x="value", y="accuracy", hue="method", marker="o",
+                     errorbar="sd", ax=ax)
+        if parameter != "noise_multiplier":
+            ax.set_xscale("log", base=2 if parameter == "batch_size" else 10)
+        ax.set_xlabel({"lr": "learning rate", "batch_size": "batch size", "noise_multiplier": "noise multiplier σ"}
+                      .get(parameter, parameter))
+        ax.set_ylabel("test accuracy")
+        ax.set_title(f"{title}: {group}")
+    fig.tight_layout()
+    return fig
+
+
+def plot_membership(frame: pd.DataFrame, *, metric: str = "auc") -> plt.Figure:
+    """Paper 002 Figure 3: membership-inference success per method and group (bars), one panel per attack.
+    ``frame`` from ``experiments.fairdp.membership_inference``."""
+    attacks = list(dict.fromkeys(frame["attack"]))
+    fig, axes = plt.subplots(1, len(attacks), figsize=(6 * len(attacks), 3.8), squeeze=False, sharey=True)
+    for ax, attack in zip(axes[0], attacks):
+        sns.barplot(data=frame[frame["attack"] == attack], x="method", y=metric, hue="group", ax=ax)
+        if metric == "auc":
+            ax.axhline(0.5, color="black", linewidth=0.8, linestyle="--")
+        ax.set_title(f"{attack}: {metric}")
+        ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fairdp_bounds(steps: pd.DataFrame, group_names: tuple[str, ...], *, groups: tuple[str, ...] | None = None,
+                       steps_per_epoch: float | None = None) -> plt.Figure:
+    """FairDP's per-group bounds C_k and Opt-Q's C over training (from ``CompareResult.steps``)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    shown = [(k, name) for k, name in enumerate(group_names) if groups is None or name in groups]
+    fair = steps[steps["method"] == "fairdp"]
+    x = fair["step"] / steps_per_epoch if steps_per_epoch else fair["step"]
+    for k, name in shown:
+        axes[0].plot(x, fair[f"C[{k}]"], label=name, linewidth=0.8)
+    axes[0].set_title("FairDP: C_k")
+    axes[0].set_yscale("log")
+    axes[0].legend(fontsize="small", ncol=2)
+    optq = steps[steps["method"] == "optq"]
+    if not optq.empty:
+        axes[1].plot(optq["step"] / steps_per_epoch if steps_per_epoch else optq["step"], optq["C"], color="black")
+        axes[1].set_yscale("log")
+    axes[1].set_title("Opt-Q: C")
+    for ax in axes:
+        ax.set_xlabel("epoch" if steps_per_epoch else "step")
+    fig.tight_layout()
+    return fig

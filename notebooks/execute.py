@@ -59,6 +59,11 @@ ESTIMATES: dict[str, dict[str, float]] = {
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
     # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells (experiments.diagnose.time_cell)
     "diagnose": {"quick": 70, "full": 2.5 * 3600},
+    # fairdp quick: measured (52 s cold, 110 s at load ~9). Full: estimated from one timed full-MNIST epoch per method
+    # (experiments.fairdp.timed_unit, at load ~5: DP-SGD 82 s, FairDP 89 s, DP-FedAvg 126 s) x 60 epochs x the
+    # runs: Table 1 18 MNIST runs (~27 h), Figure 1 9 DP-SGD runs (~12 h), Figures 4-6 ~54 new MNIST runs
+    # (~80 h; batch 64 is 4x the steps), Adult and the membership attack (~3 h)
+    "fairdp": {"quick": 60, "full": 120 * 3600},
 }
 
 

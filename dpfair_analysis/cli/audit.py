@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sampled", action="store_true",
                    help="audit the trainers as they run (Poisson sampling q < 1, every step, the model after every "
                         "step and every public release seen): shipped mechanisms dpsgd, naive, dpsgdf, "
-                        "mitigation, pfld, output-perturbation; controls pfld-primal-shared-batch and each under-noised twin NAME@0.25, "
+                        "mitigation, pfld, output-perturbation, optq, fairdp, dpfedavg (user level); controls pfld-primal-shared-batch and each under-noised twin NAME@0.25, "
                         "which must be caught. Exit 1 if a shipped one is inconsistent or a control is not caught")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -23,13 +23,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_data_flags(p)
     p.add_argument("--model", default="logreg", choices=("logreg", "mlp", "cnn"), help="default logreg")
     p.add_argument("--methods", default="sgd,dpsgd",
-                   help="comma-separated: sgd, dpsgd, naive, dpsgdf, dpsgd(C=2) (default sgd,dpsgd)")
+                   help="comma-separated: sgd, dpsgd, naive, dpsgdf, optq, fairdp, dpfedavg, dpsgd(C=2) "
+                        "(default sgd,dpsgd; paper 002's comparison: sgd,dpsgd,dpfedavg,optq,dpsgdf,fairdp)")
     p.add_argument("--clips", default=None,
                    help="extra DPSGD runs with these uniform bounds, e.g. 1,2,3,4,5 (paper 000 Table 3)")
     p.add_argument("--count-noise-ratio", type=positive_float, default=10.0,
                    help="DPSGD-F/Naive count noise sigma_1 as a multiple of --sigma (default 10)")
     p.add_argument("--max-ratio", type=positive_float, default=10.0,
                    help="DPSGD-F guard: cap on (m^k/b^k)/(m/b), so C^k <= C0 (1 + cap) (default 10)")
+    p.add_argument("--target-quantile", type=unit_open, default=0.5,
+                   help="Opt-Q: the fraction of per-sample norms the bound leaves unclipped, in (0, 1) (default 0.5)")
+    p.add_argument("--optq-clip-lr", type=positive_float, default=0.2,
+                   help="Opt-Q: the bound's geometric learning rate eta_C (default 0.2, Andrew et al.)")
+    p.add_argument("--optq-count-noise", type=positive_float, default=None,
+                   help="Opt-Q: std sigma_b of the noise on the unclipped count (default batch size / 20, at least "
+                        "--sigma); must exceed --sigma / 2")
+    p.add_argument("--fairdp-clip-lr", type=positive_float, default=0.05,
+                   help="FairDP: the bounds' geometric learning rate (default 0.05)")
+    p.add_argument("--excess-cap", type=positive_float, default=5.0,
+                   help="FairDP: cap R on one record's released excess ||g||/C - 1 (default 5)")
+    p.add_argument("--clients", type=int_in(1, 10_000_000), default=1000,
+                   help="DP-FedAvg: number of simulated clients K, at most the training rows (default 1000)")
+    p.add_argument("--clients-per-round", type=int_in(1, 10_000_000), default=None,
+                   help="DP-FedAvg: expected clients per round m, at most --clients (default round(b K / n): "
+                        "the client sampling rate equals DPSGD's)")
+    p.add_argument("--partition", default="iid", choices=("iid", "group"),
+                   help="DP-FedAvg: clients IID or non-IID by group (McMahan et al.'s shards) (default iid)")
+    p.add_argument("--local-epochs", type=int_in(1, 10_000), default=1, help="DP-FedAvg: local epochs (default 1)")
+    p.add_argument("--local-batch", type=int_in(1, 1_000_000), default=16, help="DP-FedAvg: local batch size (default 16)")
+    p.add_argument("--local-lr", type=positive_float, default=0.1, help="DP-FedAvg: local step size (default 0.1)")
+    p.add_argument("--update-clip", type=positive_float, default=None,
+                   help="DP-FedAvg: clip S of a client's update (default C x local lr x local steps)")
+    p.add_argument("--fedavg-sigma", type=positive_float, default=None,
+                   help="DP-FedAvg: noise multiplier (default --sigma); its epsilon is user-level")
     p.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
                    help="keep this fraction of a group's training rows, e.g. 8=0.08546 for paper 000's "
                         "unbalanced MNIST (500/5851); the test set is untouched; repeatable")
@@ -64,12 +90,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
-    from dpfair_analysis.experiments.compare import CompareConfig, format_table, run_compare, save_compare_figures
     from dpfair_analysis.data.sources import DataWarning
+    from dpfair_analysis.experiments.compare import CompareConfig, format_inequality, format_table, run_compare, \
+        save_compare_figures, training_rows
     from dpfair_analysis.training.loop import TrainConfig
 
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    if args.clients_per_round is not None and args.clients_per_round > args.clients:
+        raise UsageError(f"--clients-per-round {args.clients_per_round} exceeds --clients {args.clients}")
+    if args.optq_count_noise is not None and args.optq_count_noise <= args.sigma / 2:
+        raise UsageError(f"--optq-count-noise must exceed --sigma / 2 = {args.sigma / 2:g} (Andrew et al. Thm 1), "
+                         f"got {args.optq_count_noise:g}")
     dataset, data_options, preprocessing = data_from_args(args)
     methods = [m.strip() for m in re.split(r",(?![^(]*\))", args.methods) if m.strip()]
     if not methods:
@@ -96,6 +128,12 @@ def run(args: argparse.Namespace) -> None:
             train_group_fraction=fractions,
             noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
             max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
+            target_quantile=args.target_quantile, optq_clip_lr=args.optq_clip_lr,
+            optq_count_noise=args.optq_count_noise, fairdp_clip_lr=args.fairdp_clip_lr,
+            fairdp_excess_cap=args.excess_cap, fedavg_clients=args.clients,
+            fedavg_clients_per_round=args.clients_per_round, fedavg_partition=args.partition,
+            fedavg_local_epochs=args.local_epochs, fedavg_local_batch=args.local_batch, fedavg_local_lr=args.local_lr,
+            fedavg_update_clip=args.update_clip, fedavg_noise_multiplier=args.fedavg_sigma,
             train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
                               delta=args.delta, accounting=accounting_from_args(args), device=args.device),
             seeds=tuple(range(args.seed, args.seed + args.seeds)))
@@ -110,6 +148,10 @@ def run(args: argparse.Namespace) -> None:
                        what=f"{len(methods)} method(s) x {args.seeds} seed(s) x {args.epochs} epochs",
                        flags="--epochs/--seeds", force=args.force, quiet=args.quiet or args.json)
     backend = backend_from_args(args)
+    if "dpfedavg" in config.methods:
+        rows = training_rows(config)
+        if args.clients > rows:
+            raise UsageError(f"--clients {args.clients} exceeds the {rows} training rows (every client needs a row)")
     cache = RunCache(None if args.no_cache else default_cache_dir())
     with warnings.catch_warnings():  # the CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", DataWarning)
@@ -128,8 +170,12 @@ def run(args: argparse.Namespace) -> None:
           f"σ={config.noise_multiplier}, C={config.clip_bound}, δ={config.train.delta}, "
           f"seeds {list(config.seeds)}, sampling={config.train.sampling}")
     print(format_table(result))
+    if result.inequality_per_seed is not None and not result.inequality_per_seed.empty:
+        print()
+        print(format_inequality(result))
     for method, eps in result.epsilon.items():
-        print(f"ε({method}) = {eps:.3f} at δ={config.train.delta} ({config.train.accounting.describe()})")
+        unit = " (user-level: one client = one neighbour)" if method == "dpfedavg" else ""
+        print(f"ε({method}) = {eps:.3f} at δ={config.train.delta} ({config.train.accounting.describe()}){unit}")
     for run in result.runs:
         if run["method"] not in ("sgd",) and run["epsilon"] is not None and len(config.seeds) == 1:
             print(f"  {run['method']}: {run['steps']} steps, ε = {run['epsilon']:.3f}")

@@ -7,9 +7,25 @@ of a private method is Delta^k = acc_k(method) - acc_k(SGD) on the test set (pap
 
 Methods: ``sgd``, ``dpsgd`` (uniform C), ``dpsgd(C=2)`` (uniform C = 2, for Table 3's
 sweep), ``naive`` and ``dpsgdf`` (paper 000 Algorithms 3 and 2, count noise
-sigma_1 = ``count_noise_ratio`` x sigma_2). With ``equal_privacy`` (the paper's
-protocol, §6.1.3) Naive and DPSGD-F stop at the last step at which their epsilon is
-still at most DPSGD's epsilon for the full run; the step counts are in ``runs``.
+sigma_1 = ``count_noise_ratio`` x sigma_2), and paper 002's comparison: ``optq``
+(adaptive quantile clipping, Andrew et al. 2021), ``fairdp`` (paper 002, reconstructed in
+:mod:`~dpfair_analysis.training.fairdp`) and ``dpfedavg`` (McMahan et al. 2018, clients
+simulated by partitioning the training split; :mod:`~dpfair_analysis.training.fedavg`).
+With ``equal_privacy`` (the paper's protocol, §6.1.3) every private method other than
+DPSGD stops at the last step at which its epsilon is still at most DPSGD's epsilon for the
+full run (Opt-Q's joint multiplier is sigma, so it runs all of DPSGD's steps); the step
+counts are in ``runs``.
+
+Equal privacy for DP-FedAvg: its guarantee is user-level (one client's whole data is the
+unit), accounted as a Poisson-sampled Gaussian per round at the client sampling rate m/K.
+It runs the most rounds whose *user-level* epsilon stays at most DPSGD's record-level
+epsilon at the same delta. Since each record belongs to one client, that user-level
+guarantee is also a record-level (epsilon, delta) guarantee: DP-FedAvg is compared at a
+privacy at least as strong as the other methods', per record, and strictly stronger per
+client.
+
+Inequality (paper 002 Table 2): per seed and method, Atkinson (epsilon = 0.5), Gini, MLD
+and Theil over the per-group test accuracies (``inequality``; means over seeds in JSON).
 
 Defaults are the census settings of paper 000 §6.1: Adult with sex groups, logistic
 regression with L2 weight 0.01, b = 256, 20 epochs, sigma = 1, C = 0.5, delta = 1e-6,
@@ -18,6 +34,7 @@ learning rate r = 1/sqrt(T).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -30,17 +47,24 @@ from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import comparison_split
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
+from dpfair_analysis.fairness.inequality import DEFAULT_ATKINSON_EPSILON, INDICES, inequality_indices
 from dpfair_analysis.fairness.metrics import cost_of_privacy, group_accuracy, max_cost_gap
-from dpfair_analysis.models import MODELS, build_model
+from dpfair_analysis.models import MODELS, build_model, count_parameters
 from dpfair_analysis.privacy.accounting import epsilon_from_event, max_steps_within, poisson_gaussian_event
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy
+from dpfair_analysis.training.fedavg import PARTITIONS, FedAvgConfig, train_dpfedavg
 from dpfair_analysis.training.policies import METHODS, make_policy
 from dpfair_analysis.training.loop import TrainConfig, TrainingResult, schedule, predict_logits, train
-from dpfair_analysis.validation import check_choice, check_fraction, check_seed
+from dpfair_analysis.validation import check_choice, check_fraction, check_positive_int, check_seed
 
 
 TEST_SPLITS = ("random", "official")
+#: Every method name the comparison runs: the loop's policies and the DP-FedAvg trainer.
+COMPARE_METHODS = METHODS + ("dpfedavg",)
+#: Methods that stop at DPSGD's epsilon under ``equal_privacy`` (their joint multiplier is not sigma's, or
+#: their privacy unit differs); ``dpsgd(C=...)`` keeps DPSGD's multiplier and runs its full length.
+EQUAL_PRIVACY_METHODS = ("naive", "dpsgdf", "optq", "fairdp", "dpfedavg")
 
 
 @dataclass(frozen=True)
@@ -57,6 +81,27 @@ class CompareConfig:
     clip_bound: float = 0.5
     count_noise_ratio: float = 10.0
     max_ratio: float = 10.0
+    #: Opt-Q (Andrew et al. 2021): target unclipped quantile gamma, the bound's learning rate eta_C and the
+    #: count noise sigma_b (None: the expected batch size / 20, the paper's recommendation, at least sigma)
+    target_quantile: float = 0.5
+    optq_clip_lr: float = 0.2
+    optq_count_noise: float | None = None
+    #: FairDP (paper 002, reconstructed): excess cap R and the bounds' learning rate eta_C
+    fairdp_excess_cap: float = 5.0
+    fairdp_clip_lr: float = 0.05
+    #: DP-FedAvg (McMahan et al. 2018): K clients, m expected per round (None: round(b K / n), so that the
+    #: client sampling rate m/K equals DPSGD's q = b/n and, at the same sigma, a round costs what a DPSGD
+    #: step costs), partition, local SGD, the update clip S (None: C x local_lr x local steps per client --
+    #: the largest update of a client whose every local gradient has norm C) and the noise multiplier
+    #: (None: ``noise_multiplier``)
+    fedavg_clients: int = 1000
+    fedavg_clients_per_round: int | None = None
+    fedavg_partition: str = "iid"
+    fedavg_local_epochs: int = 1
+    fedavg_local_batch: int = 16
+    fedavg_local_lr: float = 0.1
+    fedavg_update_clip: float | None = None
+    fedavg_noise_multiplier: float | None = None
     equal_privacy: bool = True
     train: TrainConfig = TrainConfig()
     #: "random": a seeded, group-stratified split off ``test_fraction`` of the data; "official": the data
@@ -82,8 +127,18 @@ class CompareConfig:
             check_seed(s, "seeds")
         if not self.methods:
             raise ValueError("methods must name at least one method")
+        check_positive_int(self.fedavg_clients, "fedavg_clients")
+        if self.fedavg_clients_per_round is not None:
+            check_positive_int(self.fedavg_clients_per_round, "fedavg_clients_per_round")
+        if self.fedavg_clients_per_round is not None and self.fedavg_clients_per_round > self.fedavg_clients:
+            raise ValueError(f"fedavg_clients_per_round={self.fedavg_clients_per_round} exceeds "
+                             f"fedavg_clients={self.fedavg_clients}")
+        check_choice(self.fedavg_partition, "fedavg_partition", PARTITIONS)
         for m in self.methods:
-            self.policy(m)
+            if m == "dpfedavg":
+                self.fedavg_config(n_train=self.fedavg_clients * self.train.batch_size, seed=0)  # fields only
+            else:
+                self.policy(m, dimension=1, learning_rate=1.0)
 
     def settings(self) -> dict:
         """JSON-ready settings of the comparison (without the seeds and methods lists' run records)."""
@@ -93,23 +148,70 @@ class CompareConfig:
                 "methods": list(self.methods), "noise_multiplier": self.noise_multiplier,
                 "clip_bound": self.clip_bound, "count_noise_ratio": self.count_noise_ratio,
                 "max_ratio": self.max_ratio, "equal_privacy": self.equal_privacy, "epochs": t.epochs,
+                **({"target_quantile": self.target_quantile, "optq_clip_lr": self.optq_clip_lr,
+                    "optq_count_noise": self.optq_count_noise_std()} if "optq" in self.methods else {}),
+                **({"fairdp_excess_cap": self.fairdp_excess_cap, "fairdp_clip_lr": self.fairdp_clip_lr}
+                   if "fairdp" in self.methods else {}),
+                **({"fedavg_clients": self.fedavg_clients, "fedavg_clients_per_round": self.fedavg_clients_per_round,
+                    "fedavg_partition": self.fedavg_partition, "fedavg_local_epochs": self.fedavg_local_epochs,
+                    "fedavg_local_batch": self.fedavg_local_batch, "fedavg_local_lr": self.fedavg_local_lr,
+                    "fedavg_update_clip": self.fedavg_update_clip,
+                    "fedavg_noise_multiplier": self.fedavg_noise_multiplier or self.noise_multiplier}
+                   if "dpfedavg" in self.methods else {}),
                 "batch_size": t.batch_size, "learning_rate": "1/sqrt(T)" if t.lr is None else t.lr,
                 "sampling": t.sampling, "delta": t.delta, "accounting": t.accounting.as_dict(),
                 "test_split": self.test_split, "test_fraction": self.test_fraction, "train_group_fraction": dict(self.train_group_fraction)}
 
-    def policy(self, method: str) -> ClippingPolicy:
-        """The clipping policy of a method name (``dpsgd(C=2)`` sets the uniform bound)."""
+    def optq_count_noise_std(self) -> float:
+        """sigma_b of Opt-Q: ``optq_count_noise``, or the expected batch size / 20 (Andrew et al. §3) but at
+        least sigma -- the count's multiplier 2 sigma_b must exceed the joint sigma, which b/20 does not for
+        b < 10 sigma (then the gradient's multiplier is at most 2/sqrt(3) sigma)."""
+        if self.optq_count_noise is not None:
+            return self.optq_count_noise
+        return max(self.train.batch_size / 20, self.noise_multiplier)
+
+    def policy(self, method: str, *, dimension: int | None = None, learning_rate: float | None = None
+               ) -> ClippingPolicy:
+        """The clipping policy of a method name (``dpsgd(C=2)`` sets the uniform bound). FairDP needs the
+        model's parameter count ``dimension`` and the run's ``learning_rate`` (Eq. 4's |1| and mu)."""
         name, clip_bound = parse_method(method, default_clip=self.clip_bound)
+        if name == "dpfedavg":
+            raise ValueError("dpfedavg is a trainer of its own, not a clipping policy: see fedavg_config")
         return make_policy(name, clip_bound=clip_bound, noise_multiplier=self.noise_multiplier,
-                           count_noise=self.count_noise_ratio * self.noise_multiplier, max_ratio=self.max_ratio)
+                           count_noise=self.count_noise_ratio * self.noise_multiplier, max_ratio=self.max_ratio,
+                           optq_count_noise=self.optq_count_noise_std(), target_quantile=self.target_quantile,
+                           clip_lr={"optq": self.optq_clip_lr, "fairdp": self.fairdp_clip_lr}.get(name),
+                           dimension=dimension, learning_rate=learning_rate, excess_cap=self.fairdp_excess_cap)
+
+    def fedavg_config(self, *, n_train: int, seed: int, max_rounds: int | None = None) -> FedAvgConfig:
+        """DP-FedAvg's :class:`~dpfair_analysis.training.fedavg.FedAvgConfig` for a training split of
+        ``n_train`` rows (ValueError if there are fewer rows than clients)."""
+        if self.fedavg_clients > n_train:
+            raise ValueError(f"fedavg_clients={self.fedavg_clients} exceeds the {n_train} training rows "
+                             "(every client needs a row)")
+        per_round = self.fedavg_clients_per_round if self.fedavg_clients_per_round is not None else \
+            max(1, round(self.train.batch_size * self.fedavg_clients / n_train))
+        rows = math.ceil(n_train / self.fedavg_clients)
+        local_steps = math.ceil(rows / self.fedavg_local_batch) * self.fedavg_local_epochs
+        clip = self.fedavg_update_clip if self.fedavg_update_clip is not None else \
+            self.clip_bound * self.fedavg_local_lr * local_steps
+        t = self.train
+        return FedAvgConfig(n_clients=self.fedavg_clients, clients_per_round=per_round,
+                            partition=self.fedavg_partition, local_epochs=self.fedavg_local_epochs,
+                            local_batch_size=self.fedavg_local_batch, local_lr=self.fedavg_local_lr,
+                            update_clip=clip, noise_multiplier=self.fedavg_noise_multiplier or self.noise_multiplier,
+                            epochs=t.epochs, max_rounds=max_rounds, delta=t.delta, seed=seed,
+                            accounting=t.accounting, evaluate_train=t.evaluate_train)
 
 
 def parse_method(method: str, *, default_clip: float) -> tuple[str, float]:
     """``"dpsgd(C=2)"`` -> ``("dpsgd", 2.0)``; other names keep ``default_clip``."""
     match = re.fullmatch(r"\s*([a-z]+)\s*(?:\(\s*C\s*=\s*([^)]+)\))?\s*", str(method))
     if match is None:
-        raise ValueError(f"method must be one of {list(METHODS)} or 'dpsgd(C=<bound>)', got {method!r}")
+        raise ValueError(f"method must be one of {list(COMPARE_METHODS)} or 'dpsgd(C=<bound>)', got {method!r}")
     name, clip = match.groups()
+    if name not in COMPARE_METHODS:
+        raise ValueError(f"method must be one of {list(COMPARE_METHODS)} or 'dpsgd(C=<bound>)', got {method!r}")
     if clip is None:
         return name, default_clip
     try:
@@ -131,18 +233,36 @@ class CompareResult:
     runs: list[dict]
     group_names: tuple[str, ...] = ()
     n_train: int = 0
+    #: per seed and method, the four inequality indices over the per-group test accuracies (tidy)
+    inequality_per_seed: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def inequality(self) -> pd.DataFrame:
+        """Paper 002 Table 2: per method (rows, in run order) the mean over seeds of each index (columns
+        atkinson, gini, mld, theil) and their sd (``<index>_sd``)."""
+        if self.inequality_per_seed.empty:
+            return pd.DataFrame()
+        grouped = self.inequality_per_seed.groupby(["method", "index"], sort=False)["value"]
+        mean = grouped.mean().unstack("index")
+        sd = grouped.std().unstack("index").add_suffix("_sd")
+        order = list(dict.fromkeys(self.inequality_per_seed["method"]))
+        return mean.join(sd).reindex(order)[[*INDICES, *(f"{i}_sd" for i in INDICES)]].reset_index()
 
     def to_json(self) -> dict:
-        """``{"dataset", "epsilon": {method: eps}, "delta", "settings", "rows": [...], "seeds", "runs"}``
-        (rows: method, group, n_test, accuracy, cost, and their sd and seed count; settings: everything
-        that determined the runs -- model, sigma, C, epochs, batch size, learning rate, sampling, the
-        accounting spec, ...)."""
-        rows = []
-        for record in self.table.to_dict("records"):
-            rows.append({k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in record.items()})
+        """``{"dataset", "epsilon": {method: eps}, "delta", "settings", "rows": [...], "inequality": [...],
+        "seeds", "runs"}`` (rows: method, group, n_test, accuracy, cost, and their sd and seed count;
+        inequality: per method the mean and sd over seeds of Atkinson (epsilon = 0.5), Gini, MLD and Theil
+        over the per-group test accuracies -- non-finite values as null; settings: everything that
+        determined the runs -- model, sigma, C, epochs, batch size, learning rate, sampling, the accounting
+        spec, ...)."""
+        def clean(record: dict) -> dict:
+            return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in record.items()}
+
+        rows = [clean(record) for record in self.table.to_dict("records")]
+        inequality = [clean(record) for record in self.inequality.to_dict("records")]
         return {"dataset": self.config.dataset, "epsilon": self.epsilon, "delta": self.config.train.delta,
-                "settings": self.config.settings(), "rows": rows, "seeds": list(self.config.seeds),
-                "runs": self.runs}
+                "settings": self.config.settings(), "rows": rows, "inequality": inequality,
+                "atkinson_epsilon": DEFAULT_ATKINSON_EPSILON, "seeds": list(self.config.seeds), "runs": self.runs}
 
 
 def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = True,
@@ -155,26 +275,19 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
     environment, see :class:`~.sweep.Backend`).
     """
     backend = backend or Backend.from_environment()
-    if config.test_split == "official":
-        full = datasets.load(config.dataset, split="train", **config.data_options)
-        official_test = datasets.load(config.dataset, split="test", **config.data_options)
-    else:
-        full = datasets.load(config.dataset, **config.data_options)
+    full, official_test = load_data(config)
     runs, cells = [], []
     for seed in config.seeds:
-        train_data, test_data = comparison_split(
-            full, seed=seed, test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
-            train_subsample=config.train_subsample,
-            official_test=official_test if config.test_split == "official" else None)
+        train_data, test_data = split_for_seed(config, full, official_test, seed=seed)
         for method in config.methods:
             # per-run progress bars only when runs are trained here, one at a time
             compute = partial(_run_one, config, method, train_data, test_data, seed=seed,
                               progress=progress and backend.name == "serial")
-            runs.append(Run(_run_key(config, method, seed), compute))
+            runs.append(Run(_run_key(config, method, seed, train_data), compute))
             cells.append((seed, method))
     results = run_sweep(runs, cache=cache, backend=backend, progress=progress,
                         desc=f"{config.dataset}: {len(config.methods)} methods x {len(config.seeds)} seeds")
-    per_seed, histories, steps, infos = [], [], [], []
+    per_seed, histories, steps, infos, inequality = [], [], [], [], []
     epsilons: dict[str, list[float]] = {}
     for seed in config.seeds:
         accuracy: dict[str, pd.DataFrame] = {}
@@ -188,18 +301,22 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
             if run["info"]["epsilon"] is not None:
                 epsilons.setdefault(method, []).append(run["info"]["epsilon"])
         per_seed.extend(_cost_rows(accuracy, seed))
+        inequality.extend(_inequality_rows(accuracy, seed))
     per_seed_frame = pd.DataFrame(per_seed)
     return CompareResult(config=config, per_seed=per_seed_frame, table=summarise(per_seed_frame),
                          epsilon={m: float(np.mean(v)) for m, v in epsilons.items()},
                          histories=pd.concat(histories, ignore_index=True),
                          steps=pd.concat(steps, ignore_index=True), runs=infos, group_names=full.group_names,
-                         n_train=len(train_data))
+                         n_train=len(train_data), inequality_per_seed=pd.DataFrame(inequality))
 
 
-def _run_key(config: CompareConfig, method: str, seed: int) -> str:
-    """Cache key of one (method, seed) run: everything that determines it."""
+def _run_key(config: CompareConfig, method: str, seed: int, train_data) -> str:
+    """Cache key of one (method, seed) run: everything that determines it (the policy with its context,
+    or DP-FedAvg's settings)."""
+    runner = config.fedavg_config(n_train=len(train_data), seed=seed) if method == "dpfedavg" else \
+        config.policy(method, **_policy_context(config, method, train_data))
     return config_key(config.dataset, config.data_options, config.test_split, config.model, config.hidden, config.l2,
-                      config.test_fraction, config.train_group_fraction, config.policy(method), config.train,
+                      config.test_fraction, config.train_group_fraction, runner, config.train,
                       config.equal_privacy, method, seed,
                       # only when set, so the keys of full-data runs stay as they were
                       *(() if config.train_subsample == 1 else (("train_subsample", config.train_subsample),)))
@@ -220,6 +337,41 @@ def _cost_rows(accuracy: dict[str, pd.DataFrame], seed: int) -> list[dict]:
     return rows
 
 
+def _inequality_rows(accuracy: dict[str, pd.DataFrame], seed: int) -> list[dict]:
+    """One seed's rows: each method's inequality indices over its per-group test accuracies (paper 002)."""
+    rows = []
+    for method, frame in accuracy.items():
+        groups = frame.drop(index="all", errors="ignore")["accuracy"].dropna()
+        if len(groups) and groups.sum() > 0:
+            for index, value in inequality_indices(groups.to_numpy()).items():
+                rows.append({"seed": seed, "method": method, "index": index, "value": value})
+    return rows
+
+
+def load_data(config: CompareConfig):
+    """(the data set, its official test split or None) as ``config`` asks (``test_split``)."""
+    if config.test_split == "official":
+        return (datasets.load(config.dataset, split="train", **config.data_options),
+                datasets.load(config.dataset, split="test", **config.data_options))
+    return datasets.load(config.dataset, **config.data_options), None
+
+
+def split_for_seed(config: CompareConfig, full, official_test, *, seed: int):
+    """The (train, test) split every method of seed ``seed`` trains and is tested on
+    (:func:`~dpfair_analysis.data.dataset.comparison_split`: the official test split or a seeded stratified
+    one, then the training groups cut (``train_group_fraction``) and the training rows subsampled
+    (``train_subsample``))."""
+    return comparison_split(full, seed=seed, test_fraction=config.test_fraction,
+                            train_group_fraction=config.train_group_fraction, train_subsample=config.train_subsample,
+                            official_test=official_test if config.test_split == "official" else None)
+
+
+def training_rows(config: CompareConfig) -> int:
+    """Rows of the training split the runs of ``config`` train on (first seed; the same for every seed)."""
+    full, official = load_data(config)
+    return len(split_for_seed(config, full, official, seed=config.seeds[0])[0])
+
+
 def _run_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int, progress: bool) -> dict:
     """Train one method for one seed; what the comparison keeps of it (and caches)."""
     result = _train_one(config, method, train_data, test_data, seed=seed, progress=progress)
@@ -229,33 +381,81 @@ def _run_one(config: CompareConfig, method: str, train_data, test_data, *, seed:
     predicted = predictions.unique()
     info = {"steps": int(result.steps["step"].max()), "epsilon": result.epsilon,
             "learning_rate": result.learning_rate, "sampling_matches_accounting": result.sampling_matches_accounting,
+            "privacy_unit": "client (user-level)" if method == "dpfedavg" else "record",
             # a model that predicts one class for every test row: its group costs are only the groups' label mix
             "constant_prediction": test_data.label_names[int(predicted[0])] if len(predicted) == 1 else None}
+    if method == "dpfedavg":
+        info.update({"rounds": info["steps"], "client_sampling_rate": result.config.sampling_rate,
+                     "update_clip": result.config.update_clip, "n_clients": result.config.n_clients})
     return {"accuracy": accuracy, "history": result.history, "steps": result.steps, "info": info,
             "ledger": result.ledger.to_records()}  # re-accountable later under any AccountingSpec
 
 
+def _build_model(config: CompareConfig, train_data, seed: int):
+    return build_model(config.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
+                       seed=seed, hidden=config.hidden, l2=config.l2)
+
+
+def _policy_context(config: CompareConfig, method: str, train_data) -> dict:
+    """FairDP's Eq. (4) needs the model's parameter count and the run's step size; other policies nothing."""
+    if parse_method(method, default_clip=config.clip_bound)[0] != "fairdp":
+        return {}
+    return {"dimension": count_parameters(_build_model(config, train_data, 0)),
+            "learning_rate": config.train.learning_rate(len(train_data))}
+
+
+def train_method(config: CompareConfig, method: str, train_data, test_data=None, *, seed: int,
+                 progress: bool = False) -> TrainingResult:
+    """Train one method of ``config`` on ``train_data`` exactly as the comparison does (same model, policy or
+    DP-FedAvg settings, equal-privacy cut); the :class:`~dpfair_analysis.training.loop.TrainingResult`."""
+    return _train_one(config, method, train_data, test_data, seed=seed, progress=progress)
+
+
 def _train_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int,
                progress: bool) -> TrainingResult:
-    model = build_model(config.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
-                        seed=seed, hidden=config.hidden, l2=config.l2)
-    policy = config.policy(method)
+    model = _build_model(config, train_data, seed)
+    if method == "dpfedavg":
+        fed = config.fedavg_config(n_train=len(train_data), seed=seed)
+        if config.equal_privacy:
+            fed = replace(fed, max_rounds=equal_privacy_rounds(config, fed, len(train_data)))
+        return train_dpfedavg(model, train_data, fed, test_data=test_data, progress=progress)
+    policy = config.policy(method, **_policy_context(config, method, train_data))
     train_config = replace(config.train, seed=seed)
-    if config.equal_privacy and policy.private and parse_method(method, default_clip=0)[0] in ("naive", "dpsgdf"):
+    if config.equal_privacy and policy.private and parse_method(method, default_clip=0)[0] in EQUAL_PRIVACY_METHODS:
         train_config = replace(train_config, max_steps=equal_privacy_steps(config, policy, len(train_data)))
     return train(model, train_data, policy, train_config, test_data=test_data, progress=progress)
+
+
+def dpsgd_epsilon_target(config: CompareConfig, n: int) -> float:
+    """DPSGD's (record-level) epsilon for the full run at ``config``'s sigma, q = b/n and T steps: the
+    budget every method of an equal-privacy comparison spends at most."""
+    t = config.train
+    steps, _ = schedule(n, replace(t, max_steps=None))
+    return epsilon_from_event(poisson_gaussian_event(t.batch_size / n, config.noise_multiplier, steps=steps),
+                              t.delta, accounting=t.accounting)
 
 
 def equal_privacy_steps(config: CompareConfig, policy: ClippingPolicy, n: int) -> int:
     """Steps ``policy`` may run before its epsilon exceeds DPSGD's for the full run (§6.1.3)."""
     t = config.train
     steps, _ = schedule(n, replace(t, max_steps=None))
-    q = t.batch_size / n
-    target = epsilon_from_event(poisson_gaussian_event(q, config.noise_multiplier, steps=steps), t.delta,
-                                accounting=t.accounting)
-    return max_steps_within(target, t.delta, sampling_rate=q, max_steps=steps,
+    return max_steps_within(dpsgd_epsilon_target(config, n), t.delta, sampling_rate=t.batch_size / n,
+                            max_steps=steps,
                             noise_multiplier=joint_noise_multiplier(policy.planned_noise_multipliers()),
                             accounting=t.accounting)
+
+
+def equal_privacy_rounds(config: CompareConfig, fed: FedAvgConfig, n: int) -> int:
+    """Rounds DP-FedAvg may run before its user-level epsilon exceeds DPSGD's record-level epsilon for
+    the full run (module docstring). ValueError if even one round spends more."""
+    rounds = max_steps_within(dpsgd_epsilon_target(config, n), fed.delta, sampling_rate=fed.sampling_rate,
+                              noise_multiplier=fed.noise_multiplier, max_steps=fed.rounds(),
+                              accounting=fed.accounting)
+    if rounds == 0:
+        raise ValueError(f"dpfedavg: one round at client sampling rate {fed.sampling_rate:g} and noise multiplier "
+                         f"{fed.noise_multiplier:g} already spends more than DPSGD's epsilon; raise the number of "
+                         "clients or the noise")
+    return rounds
 
 
 def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
@@ -290,13 +490,31 @@ def format_table(result: CompareResult) -> str:
             body.append(["SGD accuracy"] + [cell(rows.loc[c], "accuracy") for c in columns] + [""])
             continue
         eps = result.epsilon.get(method)
-        label = f"{method.upper()} vs SGD" + (f" (ε={eps:.2f})" if eps is not None else "")
+        unit = ", user-level" if method == "dpfedavg" else ""
+        label = f"{method.upper()} vs SGD" + (f" (ε={eps:.2f}{unit})" if eps is not None else "")
         body.append([label] + [cell(rows.loc[c], "cost") for c in columns]
                     + [cell(rows.loc["max_gap"], "cost").lstrip("+")])
         body.append([f"{method.upper()} accuracy"] + [cell(rows.loc[c], "accuracy") for c in columns] + [""])
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     for r in body:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+    return "\n".join(lines)
+
+
+def format_inequality(result: CompareResult) -> str:
+    """Paper 002 Table 2: the four inequality indices over per-group test accuracy, one line per method."""
+    table = result.inequality
+    if table.empty:
+        return ""
+    multi = len(result.config.seeds) > 1
+    lines = [f"{'inequality of group accuracy':<28}" + "".join(f"{name:>18}" for name in
+                                                             ("Atkinson(ε=0.5)", "Gini", "MLD", "Theil"))]
+    for row in table.to_dict("records"):
+        cells = []
+        for index in INDICES:
+            value, sd = row[index], row[f"{index}_sd"]
+            cells.append(f"{value:.5f}" + (f" ± {sd:.5f}" if multi and not pd.isna(sd) else ""))
+        lines.append(f"{row['method'].upper():<28}" + "".join(f"{c:>18}" for c in cells))
     return "\n".join(lines)
 
 
@@ -339,6 +557,11 @@ def save_compare_figures(result: CompareResult, directory: str | Path) -> list[P
     for row, method in zip(axes, methods):
         subset = histories[histories["method"] == method]
         for ax, metric in zip(row, ("loss", "grad_norm")):
+            if subset.query("split == 'batches' and metric == @metric").empty:  # DP-FedAvg: no per-sample steps
+                ax.text(0.5, 0.5, f"{method}: no per-sample gradients\n(client updates)", ha="center", va="center",
+                        transform=ax.transAxes)
+                ax.set_axis_off()
+                continue
             focus = focus_groups(batch_rows[batch_rows["metric"] == metric]) \
                 if batch_rows["group"].nunique() > 4 else None
             plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax, focus=focus)

@@ -21,7 +21,15 @@ import numpy as np
 
 from dpfair_analysis.validation import check_nonnegative
 
-__all__ = ["gini", "theil", "mean_log_deviation", "atkinson"]
+__all__ = ["gini", "theil", "mean_log_deviation", "atkinson", "inequality_indices", "INDICES",
+           "DEFAULT_ATKINSON_EPSILON"]
+
+#: The four indices of paper 002's Table 2, in its order.
+INDICES = ("atkinson", "gini", "mld", "theil")
+#: Atkinson's inequality aversion for Table 2. Paper 002 does not print it (its Appendix D.4 is not in
+#: our copy); the Census Bureau's income-inequality reports (which the paper cites) tabulate 0.25, 0.5
+#: and 0.75, and 0.5 is the middle one.
+DEFAULT_ATKINSON_EPSILON = 0.5
 
 
 def _values(x, *, positive: bool) -> np.ndarray:
@@ -64,3 +72,15 @@ def atkinson(x, epsilon: float = 1.0) -> float:
     if epsilon == 1:
         return float(1 - np.exp(np.mean(np.log(s))))
     return float(1 - np.mean(s ** (1 - epsilon)) ** (1 / (1 - epsilon)))
+
+
+def inequality_indices(x, *, atkinson_epsilon: float = DEFAULT_ATKINSON_EPSILON) -> dict[str, float]:
+    """Paper 002 Table 2's four indices of non-negative values (e.g. per-group accuracies), by name.
+
+    Where a value is 0 and an index's formula is undefined, the index is its limit: the MLD's
+    log(mu / 0) is ``inf``; Atkinson with epsilon >= 1 is 1 (the geometric or power mean is 0).
+    """
+    v = _values(x, positive=False)
+    zero = bool((v == 0).any())
+    return {"atkinson": 1.0 if zero and atkinson_epsilon >= 1 else atkinson(v, atkinson_epsilon),
+            "gini": gini(v), "mld": float("inf") if zero else mean_log_deviation(v), "theil": theil(v)}

@@ -17,7 +17,15 @@ sensitivity is twice it, which is how dp_accounting's PLD accountant models
 
 Policies here: :class:`NonPrivate` (plain SGD) and :class:`UniformClipping` (DP-SGD,
 Abadi et al. 2016). Paper 000's DPSGD-F and Naive reweighting are further policies behind
-the same interface (:mod:`.dpsgdf`); :mod:`.policies` maps method names to policies.
+the same interface (:mod:`.dpsgdf`), as are adaptive-quantile clipping (Opt-Q, Andrew et al.
+2021, :mod:`.optq`) and paper 002's FairDP (:mod:`.fairdp`); :mod:`.policies` maps method
+names to policies.
+
+Stateful policies. Opt-Q and FairDP carry their clipping bounds from step to step (each
+step's bounds are post-processing of the earlier steps' noisy releases). Such a policy has a
+``for_run()`` method returning a fresh copy with its bounds back at their start, and every
+trainer calls :func:`fresh_policy` before its first step, so two runs with the same policy
+object never share state.
 """
 
 from __future__ import annotations
@@ -69,6 +77,12 @@ class ClippingPolicy(Protocol):
     def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:
         ...
+
+
+def fresh_policy(policy: ClippingPolicy) -> ClippingPolicy:
+    """The policy a run starts with: a stateful policy's ``for_run()`` copy, any other policy as given."""
+    start = getattr(policy, "for_run", None)
+    return policy if start is None else start()
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGra
 from dpfair_analysis.models import l2_penalty
 from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision
+from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision, fresh_policy
 from dpfair_analysis.training.objectives import CrossEntropy, Objective, batch_gradients
 from dpfair_analysis.validation import check_choice, check_delta, check_device, check_positive, \
     check_positive_int, check_seed
@@ -168,6 +168,7 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
     n = len(train_data)
     if config.batch_size > n:
         raise ValueError(f"batch_size={config.batch_size} exceeds the {n} training rows")
+    policy = fresh_policy(policy)  # a stateful policy (Opt-Q, FairDP) starts from its initial bounds
     lr = config.learning_rate(n)
     q = config.batch_size / n
     total_steps, epoch_ends = schedule(n, config)

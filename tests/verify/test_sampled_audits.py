@@ -41,6 +41,37 @@ def test_canary_gradient_is_clipped_into_its_coordinate():
     assert (share > 0.99).all()
 
 
+def test_only_the_canary_client_moves_its_coordinate_in_dpfedavg():
+    """DP-FedAvg without the canary client: every round's update of the canary coordinate is the released
+    noise alone, N(0, 1) once standardised (28 rounds x 5 runs); with it, the canary client's update is
+    clipped to S and lies in that coordinate."""
+    (without, base), (with_, clients) = trainers.fedavg_pair()
+    standardised = []
+    for seed in range(5):
+        result, coordinates, _ = trainers._fedavg_run(without, base, seed=seed, noise_fraction=1.0)
+        z = -(coordinates[1:] - coordinates[:-1]).double().flatten() * result.config.clients_per_round
+        standardised.append(z / torch.tensor(result.steps["noise_std"].to_numpy()))
+    values = torch.cat(standardised).numpy()
+    assert abs(values.mean()) < 4 / np.sqrt(len(values))
+    assert 0.6 < values.var() < 1.5
+    result, _, contributions = trainers._fedavg_run(with_, clients, seed=0, noise_fraction=1.0)
+    assert (contributions.norm(dim=1) > 0.99 * trainers.FEDAVG_CLIP).all()
+    assert (contributions.norm(dim=1) <= trainers.FEDAVG_CLIP * (1 + 1e-9)).all()
+
+
+@pytest.mark.parametrize("method", ["optq", "fairdp"])
+def test_adaptive_policies_release_the_canary_groups_bound(method):
+    """The adversary reads the canary's bound from the step record: for Opt-Q the one bound, for FairDP the
+    canary group's C[1]; the canary (norm >> C) is clipped to it and the noise is sigma x the largest bound."""
+    _, with_ = loop_pair()
+    result, _, grads = _loop_run(LoopTrainerSpec(method), with_, seed=0, noise_fraction=1.0)
+    records = result.steps.to_dict("records")
+    for record, g in zip(records, grads):
+        bound, weight = trainers._canary_bound_and_weight(method, record)
+        assert weight == 1.0 and float(g.norm()) > bound
+        assert record["noise_std"] >= trainers.LOOP_SIGMA * bound * (1 - 1e-9)
+
+
 def test_pfld_pair_changes_only_the_canary_group():
     without, with_ = pfld_pair()
     assert torch.equal(without.X, with_.X) and torch.equal(without.y, with_.y)
@@ -95,7 +126,8 @@ def test_sampled_audit_bad_input_is_one_line(capsys, argv, flag):
 
 def test_every_shipped_entry_has_a_twin_and_the_shared_batch_control_is_registered():
     shipped = {name for name, entry in SAMPLED.items() if not entry.control}
-    assert shipped == {"dpsgd", "naive", "dpsgdf", "mitigation", "pfld", "output-perturbation"}
+    assert shipped == {"dpsgd", "naive", "dpsgdf", "mitigation", "pfld", "output-perturbation", "optq", "fairdp",
+                       "dpfedavg"}
     assert {f"{name}@0.25" for name in shipped} | {"pfld-primal-shared-batch"} == {
         name for name, entry in SAMPLED.items() if entry.control}
 

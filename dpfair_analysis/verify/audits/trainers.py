@@ -55,8 +55,9 @@ from tqdm import tqdm
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import make_constraint
 from dpfair_analysis.gradients import flatten, parameters_of, per_sample_gradients
-from dpfair_analysis.models import build_model
+from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
+from dpfair_analysis.training.fedavg import FedAvgConfig, local_update, train_dpfedavg
 from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, public_objective, \
     train_lagrangian
@@ -155,7 +156,9 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
     """One run of ``train`` as shipped (noise scaled by ``noise_fraction``); returns
     (result, theta_t of the canary coordinate for t = 0..T, canary gradients at theta_t)."""
     sigma = LOOP_SIGMA * noise_fraction
-    policy = make_policy(spec.method, clip_bound=LOOP_CLIP, noise_multiplier=sigma, count_noise=10 * sigma)
+    policy = make_policy(spec.method, clip_bound=LOOP_CLIP, noise_multiplier=sigma, count_noise=10 * sigma,
+                         optq_count_noise=10 * sigma, dimension=count_parameters(audit_model()),
+                         learning_rate=LOOP_LR)
     objective = None
     if spec.mitigation:
         objective = FairnessLensMitigation(gamma1=1.0, gamma2=1.0, clip_bound=LOOP_CLIP,
@@ -179,8 +182,10 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
 
 def _canary_bound_and_weight(method: str, record: dict[str, Any]) -> tuple[float, float]:
     """The canary group's (bound, weight) at one step, from the step's released record."""
-    if method == "dpsgdf":
+    if method in ("dpsgdf", "fairdp"):
         return record["C[1]"], 1.0
+    if method == "optq":
+        return record["C"], 1.0
     if method == "naive":
         return LOOP_CLIP, record["theta[1]"]
     return LOOP_CLIP, 1.0
@@ -335,6 +340,89 @@ def sample_pfld_trainer(trials: int, *, seed: int, noise_fraction: float, progre
                  "adversary_sees": "theta after every step; multipliers, signs, noisy counts; released step records"})
 
 
+# ------------------------------------------------------------------ DP-FedAvg (user level)
+FEDAVG_ROWS_PER_CLIENT = 3
+FEDAVG_CLIENTS_PER_ROUND = 1
+FEDAVG_EPOCHS = 2
+FEDAVG_LOCAL_EPOCHS = 2
+FEDAVG_LOCAL_LR = 1e-3
+FEDAVG_CLIP = 1e-3  # the canary client's update (~ 2 x 1e-3 x 100) is clipped to it
+
+
+def fedavg_pair() -> tuple[tuple[GroupedDataset, list[torch.Tensor]], tuple[GroupedDataset, list[torch.Tensor]]]:
+    """Add/remove-one-*client* pair: D = the base rows in clients of 3 rows, D' = D + a client holding only the
+    canary (user-level neighbours)."""
+    without, with_ = loop_pair()
+    base = [torch.arange(i, min(i + FEDAVG_ROWS_PER_CLIENT, len(without)))
+            for i in range(0, len(without), FEDAVG_ROWS_PER_CLIENT)]
+    return (without, base), (with_, base + [torch.tensor([len(with_) - 1])])
+
+
+def _fedavg_config(n_clients: int, *, seed: int, noise_fraction: float) -> FedAvgConfig:
+    return FedAvgConfig(n_clients=n_clients, clients_per_round=FEDAVG_CLIENTS_PER_ROUND, local_epochs=FEDAVG_LOCAL_EPOCHS,
+                        local_batch_size=FEDAVG_ROWS_PER_CLIENT, local_lr=FEDAVG_LOCAL_LR, update_clip=FEDAVG_CLIP,
+                        noise_multiplier=LOOP_SIGMA * noise_fraction, epochs=FEDAVG_EPOCHS, delta=AUDIT_DELTA,
+                        seed=seed)
+
+
+def _fedavg_run(data: GroupedDataset, clients: list[torch.Tensor], *, seed: int, noise_fraction: float):
+    """One run of ``train_dpfedavg`` as shipped; (result, canary coordinate at theta_t, the canary client's
+    clipped pseudo-gradient coordinate at theta_t) for t = 0..T."""
+    x_c, y_c = canary_row()
+    coordinates, contributions = [], []
+
+    def watch(t: int, model: torch.nn.Module) -> None:
+        params = parameters_of(model)
+        coordinates.append(canary_coordinate(params).detach().clone())
+        delta = local_update(model, params, x_c, y_c, epochs=FEDAVG_LOCAL_EPOCHS, batch_size=FEDAVG_ROWS_PER_CLIENT,
+                             lr=FEDAVG_LOCAL_LR, generator=torch.Generator())
+        flat = torch.cat([v.reshape(-1) for v in delta.values()]).double()
+        factor = min(1.0, FEDAVG_CLIP / max(float(flat.norm()), 1e-300))
+        contributions.append(canary_coordinate_of_flat(flat, model) * factor)
+
+    config = _fedavg_config(len(clients), seed=seed, noise_fraction=noise_fraction)
+    result = train_dpfedavg(audit_model(), data, config, clients=clients, progress=False, callbacks=[watch])
+    return result, torch.stack(coordinates), torch.stack(contributions)
+
+
+def _fedavg_llr(result, coordinates: torch.Tensor, contributions: torch.Tensor, sampling_rate: float) -> float:
+    """As :func:`_loop_llr`, per round: z_t = -(theta_{t+1} - theta_t) m / eta_s, u_t the canary client's clipped
+    pseudo-gradient coordinate, s_t the released noise scale."""
+    config = result.config
+    z = (-(coordinates[1:] - coordinates[:-1]) * config.clients_per_round / config.server_lr).double()
+    z = z.reshape(len(coordinates) - 1, -1)
+    total = 0.0
+    for t, record in enumerate(result.steps.to_dict("records")):
+        s = float(record["noise_std"])
+        u = contributions[t].double()
+        exponent = float((z[t] @ u - 0.5 * u @ u) / s ** 2)
+        total += float(np.logaddexp(math.log1p(-sampling_rate), math.log(sampling_rate) + exponent))
+    return total
+
+
+def sample_fedavg_trainer(trials: int, *, seed: int, noise_fraction: float, progress: bool = False
+                          ) -> MechanismSamples:
+    """``trials`` runs of ``train_dpfedavg`` on each of D and D' (:func:`fedavg_pair`: one client more), scored."""
+    (without, base), (with_, clients) = fedavg_pair()
+    claim_run, _, _ = _fedavg_run(with_, clients, seed=seed, noise_fraction=1.0)
+    q = FEDAVG_CLIENTS_PER_ROUND / len(clients)
+    seeds = np.random.SeedSequence(seed).generate_state(2 * trials, dtype=np.uint32).reshape(2, trials)
+    scores = np.zeros((2, trials))
+    for i in tqdm(range(trials), desc="audit dpfedavg (sampled)", disable=not progress, leave=False):
+        for side, (data, parts) in enumerate(((without, base), (with_, clients))):
+            result, coordinates, contributions = _fedavg_run(data, parts, seed=int(seeds[side, i]),
+                                                             noise_fraction=noise_fraction)
+            scores[side, i] = _fedavg_llr(result, coordinates, contributions, sampling_rate=q)
+    return MechanismSamples(
+        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=AUDIT_DELTA,
+        neighbouring="add_remove (one client: user level)",
+        setting={"trainer": "training.fedavg.train_dpfedavg", "sampling_rate": q, "steps": int(len(claim_run.steps)),
+                 "clients": len(clients), "rows_per_client": FEDAVG_ROWS_PER_CLIENT, "epochs": FEDAVG_EPOCHS,
+                 "local_epochs": FEDAVG_LOCAL_EPOCHS, "update_clip": FEDAVG_CLIP,
+                 "noise_multiplier": LOOP_SIGMA * noise_fraction, "accountant": "rdp (user level)",
+                 "adversary_sees": "theta after every round; released round records"})
+
+
 # ------------------------------------------------------------------ the sampled registry
 @dataclass(frozen=True)
 class SampledAudit:
@@ -372,7 +460,9 @@ def _output_perturbation(trials: int, **kw: Any) -> MechanismSamples:
 
 TWIN_FRACTION = 0.25
 _SHIPPED = {"output-perturbation": (_output_perturbation, 400_000), "dpsgd": (_loop("dpsgd"), 500), "naive": (_loop("naive"), 500), "dpsgdf": (_loop("dpsgdf"), 500),
-            "mitigation": (_loop("dpsgd", mitigation=True), 500), "pfld": (_pfld("independent"), 500)}
+            "mitigation": (_loop("dpsgd", mitigation=True), 500), "pfld": (_pfld("independent"), 500),
+            "optq": (_loop("optq"), 500), "fairdp": (_loop("fairdp"), 500),
+            "dpfedavg": (lambda trials, **kw: sample_fedavg_trainer(trials, **kw), 500)}
 SAMPLED: dict[str, SampledAudit] = {name: SampledAudit(name, fn, trials) for name, (fn, trials) in _SHIPPED.items()}
 SAMPLED["pfld-primal-shared-batch"] = SampledAudit("pfld-primal-shared-batch", _pfld("shared"), 2000, control=True)
 for _name, (_fn, _trials) in _SHIPPED.items():

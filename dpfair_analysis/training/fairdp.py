@@ -1,0 +1,290 @@
+"""FairDP (paper 002): per-group clipping bounds that descend the bias-variance term tau, as a policy.
+
+What paper 002 prints (a fragment: figure captions, Eq. 3-4, the bilevel problem 6a/6b, §4.1):
+
+* Eq. (4): tau(C, sigma; theta) = 2 (1 + 1/(mu L)) ||grad f(theta)|| eta + eta^2 + 3 sigma^2 C^2 |1| / n^2,
+  eta = (1/n) sum_{||g_i|| > C} (||g_i|| - C), with n the batch size, mu the step size, L the
+  Lipschitz (smoothness) constant and |1| the dimension of the parameter vector; the first two
+  terms are the "clipping bias", the last the "noise variance";
+* (6a)/(6b): min over {C_k}, theta of sum_k tau_k(C_k, sigma; theta) subject to theta in
+  argmin L(theta; {G_k}) learned by DP-SGD with the self-adaptive bounds {C_k}; "the parameters of
+  the DP learning can be finely updated simultaneously with the learning process of the
+  classifiers" (the text after 6b). Figure 2 is "the main flowchart (Steps 4-12 of Algorithm 1)";
+  Algorithm 1 itself is not in our copy.
+
+What is reconstructed here, and why (each choice is a parameter where it is a number):
+
+1. **Single-loop bilevel**: one step of the upper problem per DP-SGD step (the text says the two are
+   updated simultaneously; single-loop alternating updates are the standard way to run a bilevel
+   problem whose lower level is SGD).
+2. **tau_k per group**: Eq. (4) on group k's per-sample gradients at its own bound C_k (the paper's
+   tau_k(C_k, sigma; theta)), with n the step's (expected) batch size b -- the mechanism divides the
+   noisy sum by b for every group -- and |1| = ``dimension``, the model's parameter count.
+   L is not given: ``smoothness`` (default 1/mu, i.e. mu L = 1, the largest step the descent
+   lemma of Eq. (3) allows). The noise term uses C_k as printed, although the mechanism's noise
+   is scaled to max_k C_k (see 5.); a group whose C_k is below the maximum is noised more than its
+   tau_k assumes. With a = 2 (1 + 1/(mu L)), V = 3 sigma^2 |1| / b^2, the clipped fraction
+   p_k = #{i in k: ||g_i|| > C_k} / b_k (= -d eta_k / d C_k) and e_k = eta_k / C_k, and ||grad f_k||
+   replaced by its upper bound mean_i ||g_i|| <= C_k + eta_k (see 3.):
+
+       tau_k / C_k^2 = a (1 + e_k) e_k + e_k^2 + V,
+       C_k d tau_k / d C_k = C_k^2 (2 V - p_k (a (1 + e_k) + 2 e_k)),
+
+   so d tau_k / d C_k = 0 exactly when the clipped fraction p_k equals the *target*
+   gamma_k = 2 V / (a (1 + e_k) + 2 e_k) (capped at 1): FairDP's upper problem is Opt-Q with a
+   per-group, data-driven target quantile.
+3. **The step on C_k** (Opt-Q's geometric update, Andrew et al. 2021, at that target): the gradient
+   step on tau_k normalised by C_k^2 (a (1 + e_k) + 2 e_k),
+
+       C_k <- clamp( C_k exp(eta_C (p_k - gamma_k)), [min_clip, max_clip] ),
+
+   which moves C_k by at most a factor exp(eta_C) per step and is linear in the (noisy) clipped
+   fraction, so the release noise averages out over steps (a step normalised by tau_k itself
+   saturates and turns the noise into a random walk of the bound -- tried first, rejected).
+   eta_C = 0.05 (a quarter of Andrew et al.'s 0.2, because of 4.'s smoothing lag).
+4. **Private statistics** (the paper says nothing about privatising them; DPSGD-F's noisy counts,
+   paper 000 Alg. 2 lines 6-8, are the template). With r_i = ||g_i|| / C_k(i):
+
+       m_k = #{i in k: r_i > 1},   o_k = #{i in k: r_i <= 1},   x_k = sum_{i in k} min(r_i - 1, R)^+
+
+   released as (m_k, o_k)_k + N(0, sigma_1^2 I) and (x_k)_k + N(0, (sigma_x R)^2 I) on the step's
+   sampled batch. A group holds few rows of a batch (2.3 for paper 000's class 8 at b = 256), so the
+   update reads exponential moving averages of the released values (``smoothing`` beta = 0.9,
+   bias-corrected as in Adam; post-processing): p_k = clamp(m-_k / b-_k, 0, 1) with
+   b-_k = m-_k + o-_k, e_k = clamp(x-_k / b-_k, 0, R). The true ||grad f_k|| has unbounded
+   sensitivity; its upper bound C_k + eta_k needs no extra release. The cap R (``excess_cap``,
+   default 5) bounds one record's excess; it also caps the bias the update can see.
+5. **The clipped sum** as in DPSGD-F: each g_i clipped to C_k of its group, noise
+   N(0, sigma^2 (max_k C_k)^2 I) scaled to the step's largest contribution. Order within a step (as
+   in Opt-Q): the statistics are taken at the current bounds C^t, the gradients are clipped to C^t,
+   then C^{t+1} is computed from the noisy statistics.
+
+Sensitivities (contribution bounds of one record, add/remove; tested by brute force over
+neighbouring batches in tests/core/test_fairdp.py):
+
+* (m_k, o_k)_k: one record adds 1 to exactly one entry: 1. Noise sigma_1: multiplier sigma_1.
+* (x_k)_k: one record adds min(r_i - 1, R)^+ in [0, R] to one entry: R. Noise sigma_x R: multiplier sigma_x.
+* the clipped sum: one record adds clip(g_i, C_k) of norm <= max_k C_k. Noise sigma max_k C_k:
+  multiplier sigma. The bounds C^t are functions of earlier steps' noisy releases only.
+
+The loop records the three as one Poisson-sampled Gaussian with the joint multiplier
+(sigma_1^-2 + sigma_x^-2 + sigma^-2)^-1/2; at equal privacy FairDP stops at DPSGD's epsilon.
+
+Guards (on the released noisy values only; each firing is counted in the step record):
+``empty_group`` (b-_k < 1: C_k kept), ``clip_floor`` / ``clip_ceiling`` (C_k at a public bound).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+
+from dpfair_analysis.training.clipping import StepDecision
+from dpfair_analysis.validation import check_positive, check_positive_int
+
+
+def bias_coefficient(learning_rate: float, smoothness: float) -> float:
+    """a = 2 (1 + 1/(mu L)) of Eq. (4)."""
+    return 2.0 * (1.0 + 1.0 / (check_positive(learning_rate, "learning_rate") * check_positive(smoothness,
+                                                                                               "smoothness")))
+
+
+def noise_coefficient(noise_multiplier: float, dimension: int, batch_size: float) -> float:
+    """V = 3 sigma^2 |1| / n^2 of Eq. (4) (per unit C^2)."""
+    return 3.0 * noise_multiplier ** 2 * dimension / batch_size ** 2
+
+
+def tau_eq4(grad_norm: float, eta: float, clip: float, *, noise_multiplier: float, dimension: int,
+            batch_size: float, learning_rate: float, smoothness: float) -> dict[str, float]:
+    """Eq. (4) as printed: {"bias": 2(1 + 1/(mu L)) ||grad f|| eta + eta^2, "variance": 3 sigma^2 C^2 |1| / n^2, "tau"}."""
+    a = bias_coefficient(learning_rate, smoothness)
+    bias = a * grad_norm * eta + eta ** 2
+    variance = noise_coefficient(noise_multiplier, dimension, batch_size) * clip ** 2
+    return {"bias": bias, "variance": variance, "tau": bias + variance}
+
+
+def group_tau(norms: torch.Tensor, group: torch.Tensor, group_grad_norms: torch.Tensor, clip: float, *,
+              n_groups: int, noise_multiplier: float, dimension: int, batch_size: float, learning_rate: float,
+              smoothness: float) -> list[dict[str, float]]:
+    """Eq. (4) per group k on exact (non-private) quantities: eta_k = mean_{i in k} (||g_i|| - C)^+ and the
+    group's mean-gradient norm ``group_grad_norms[k]`` (Figure 1's analysis; nothing here is released)."""
+    rows = []
+    for k in range(n_groups):
+        member = group == k
+        eta = float((norms[member] - clip).clamp(min=0).mean()) if bool(member.any()) else math.nan
+        rows.append({"group": k, "eta": eta, **tau_eq4(float(group_grad_norms[k]), eta, clip,
+                                                          noise_multiplier=noise_multiplier, dimension=dimension,
+                                                          batch_size=batch_size, learning_rate=learning_rate,
+                                                          smoothness=smoothness)})
+    return rows
+
+
+def fairdp_statistics(norms: torch.Tensor, group: torch.Tensor, clips: torch.Tensor, *, n_groups: int,
+                      excess_cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact statistics FairDP releases: counts (2, K) = ((m_k), (o_k)) and capped excess (K,) = (x_k)."""
+    bound = clips.double()[group]
+    ratio = norms.double() / bound
+    clipped = ratio > 1
+    counts = torch.stack([torch.bincount(group[clipped], minlength=n_groups),
+                          torch.bincount(group[~clipped], minlength=n_groups)]).double()
+    excess = (ratio - 1).clamp(min=0, max=excess_cap)
+    totals = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, group, excess)
+    return counts, totals
+
+
+def target_clipped_fraction(e: torch.Tensor, *, bias_coef: float, noise_coef: float) -> torch.Tensor:
+    """gamma_k = min(1, 2 V / (a (1 + e_k) + 2 e_k)): the clipped fraction at which d tau_k / d C_k = 0."""
+    return (2 * noise_coef / (bias_coef * (1 + e) + 2 * e)).clamp(max=1.0)
+
+
+def fairdp_update(smoothed_counts: torch.Tensor, smoothed_excess: torch.Tensor, clips: torch.Tensor, *,
+                  bias_coef: float, noise_coef: float, excess_cap: float, clip_lr: float, min_clip: float,
+                  max_clip: float) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, int]]:
+    """C^{t+1} from the (smoothed) noisy statistics at C^t (module docstring, 2.-4.); post-processing only.
+
+    Returns the next bounds, the per-group estimates {"p", "e", "gamma", "tau" (per unit C_k^2)} and the
+    guard counts."""
+    m_hat, o_hat = smoothed_counts[0], smoothed_counts[1]
+    b_hat = m_hat + o_hat
+    empty = b_hat < 1.0
+    safe = b_hat.clamp(min=1.0)
+    p = (m_hat / safe).clamp(0.0, 1.0)
+    e = (smoothed_excess / safe).clamp(0.0, excess_cap)
+    gamma = target_clipped_fraction(e, bias_coef=bias_coef, noise_coef=noise_coef)
+    tau = bias_coef * (1 + e) * e + e ** 2 + noise_coef
+    step = torch.where(empty, torch.zeros_like(p), p - gamma)
+    following = (clips.double() * torch.exp(clip_lr * step)).clamp(min_clip, max_clip)
+    fires = {"empty_group": int(empty.sum()),
+             "clip_floor": int((following <= min_clip).sum()), "clip_ceiling": int((following >= max_clip).sum())}
+    return following, {"p": p, "e": e, "gamma": gamma, "tau": tau}, fires
+
+
+@dataclass(frozen=True)
+class FairDP:
+    """FairDP as reconstructed in the module docstring.
+
+    Parameters
+    ----------
+    initial_clip : float
+        C_k at the first step, for every group.
+    noise_multiplier : float
+        sigma of the clipped sum, relative to max_k C_k.
+    count_noise : float
+        sigma_1: standard deviation (= noise multiplier) of each released count.
+    excess_noise : float
+        sigma_x: noise multiplier of the capped-excess release (its standard deviation is sigma_x R).
+    dimension : int
+        |1| of Eq. (4): the number of model parameters.
+    learning_rate : float
+        mu of Eq. (4) (the run's step size).
+    smoothness : float or None
+        L of Eq. (4); None: 1/mu.
+    excess_cap : float
+        R.
+    clip_lr : float
+        eta_C.
+    smoothing : float
+        beta in [0, 1) of the moving averages of the released statistics (0: each step's own).
+    min_clip, max_clip : float or None
+        Public bounds on every C_k (None: initial_clip / 100 and initial_clip * 100).
+    """
+
+    initial_clip: float
+    noise_multiplier: float
+    count_noise: float
+    excess_noise: float
+    dimension: int
+    learning_rate: float
+    smoothness: float | None = None
+    excess_cap: float = 5.0
+    clip_lr: float = 0.05
+    smoothing: float = 0.9
+    min_clip: float | None = None
+    max_clip: float | None = None
+    name: str = "fairdp"
+    private: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("initial_clip", "noise_multiplier", "count_noise", "excess_noise", "learning_rate",
+                     "excess_cap", "clip_lr"):
+            check_positive(getattr(self, name), name)
+        check_positive_int(self.dimension, "dimension")
+        if self.smoothness is not None:
+            check_positive(self.smoothness, "smoothness")
+        for name in ("min_clip", "max_clip"):
+            if getattr(self, name) is not None:
+                check_positive(getattr(self, name), name)
+        low, high = self.clip_range
+        if not low <= self.initial_clip <= high or low >= high:
+            raise ValueError(f"min_clip < max_clip must bracket initial_clip={self.initial_clip!r}, "
+                             f"got [{low!r}, {high!r}]")
+        if not 0 <= self.smoothing < 1:
+            raise ValueError(f"smoothing must be in [0, 1), got {self.smoothing!r}")
+        # run state, not fields (not hashed): the current C_k, the moving sums and the step count
+        object.__setattr__(self, "_clips", None)
+        object.__setattr__(self, "_averages", None)
+
+    @property
+    def clip_range(self) -> tuple[float, float]:
+        low = self.initial_clip / 100 if self.min_clip is None else self.min_clip
+        high = self.initial_clip * 100 if self.max_clip is None else self.max_clip
+        return low, high
+
+    @property
+    def bias_coef(self) -> float:
+        smoothness = 1.0 / self.learning_rate if self.smoothness is None else self.smoothness
+        return bias_coefficient(self.learning_rate, smoothness)
+
+    def for_run(self) -> "FairDP":
+        """A copy with every C_k back at ``initial_clip`` (see :func:`~.clipping.fresh_policy`)."""
+        return replace(self)
+
+    def current_clips(self, n_groups: int) -> torch.Tensor:
+        """The bounds the next step clips to (float64, shape (K,))."""
+        if self._clips is None or len(self._clips) != n_groups:
+            return torch.full((n_groups,), float(self.initial_clip), dtype=torch.float64)
+        return self._clips.clone()
+
+    def _smooth(self, counts: torch.Tensor, excess: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Bias-corrected exponential moving averages of the released values (Adam's correction)."""
+        beta = self.smoothing
+        if self._averages is None or self._averages[0].shape != counts.shape:
+            averages = [torch.zeros_like(counts), torch.zeros_like(excess), 0]
+        else:
+            averages = list(self._averages)
+        averages[0] = beta * averages[0] + (1 - beta) * counts
+        averages[1] = beta * averages[1] + (1 - beta) * excess
+        averages[2] += 1
+        object.__setattr__(self, "_averages", tuple(averages))
+        correction = 1 - beta ** averages[2]
+        return averages[0] / correction, averages[1] / correction
+
+    def planned_noise_multipliers(self) -> tuple[float, float, float]:
+        """(counts, capped excess, clipped sum): sigma_1, sigma_x and sigma at every step."""
+        return self.count_noise, self.excess_noise, self.noise_multiplier
+
+    def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
+               expected_batch_size: float, generator: torch.Generator) -> StepDecision:
+        clips = self.current_clips(n_groups)
+        counts, excess = fairdp_statistics(norms, group, clips, n_groups=n_groups, excess_cap=self.excess_cap)
+        noisy_counts = counts + torch.randn(counts.shape, generator=generator, dtype=torch.float64) * self.count_noise
+        noisy_excess = excess + torch.randn(excess.shape, generator=generator,
+                                            dtype=torch.float64) * (self.excess_noise * self.excess_cap)
+        smoothed_counts, smoothed_excess = self._smooth(noisy_counts, noisy_excess)
+        low, high = self.clip_range
+        following, estimates, fires = fairdp_update(
+            smoothed_counts, smoothed_excess, clips, bias_coef=self.bias_coef,
+            noise_coef=noise_coefficient(self.noise_multiplier, self.dimension, expected_batch_size),
+            excess_cap=self.excess_cap, clip_lr=self.clip_lr, min_clip=low, max_clip=high)
+        object.__setattr__(self, "_clips", following)
+        largest = float(clips.max())
+        record: dict[str, float] = {"C": largest, **{f"guard_{k}": v for k, v in fires.items()}}
+        for k in range(n_groups):
+            record.update({f"C[{k}]": float(clips[k]), f"m[{k}]": float(noisy_counts[0, k]),
+                           f"o[{k}]": float(noisy_counts[1, k]), f"x[{k}]": float(noisy_excess[k]),
+                           f"tau[{k}]": float(estimates["tau"][k] * clips[k] ** 2),
+                           f"p[{k}]": float(estimates["p"][k]), f"gamma[{k}]": float(estimates["gamma"][k])})
+        return StepDecision(bounds=clips.to(norms.dtype)[group], noise_std=self.noise_multiplier * largest,
+                            noise_multipliers=self.planned_noise_multipliers(), record=record)

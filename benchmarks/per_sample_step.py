@@ -78,7 +78,7 @@ from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, per_sampl
     per_sample_norms, weighted_sum
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.training.clipping import UniformClipping
-from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _batches, _evaluate, _generators, _step
+from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _step, batch_indices, evaluate_groups, make_generators
 from dpfair_analysis.training.loop import schedule as loop_schedule
 from dpfair_analysis.training.objectives import CrossEntropy
 
@@ -532,7 +532,7 @@ def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
     The steps are the loop's own: ``_step`` with ``UniformClipping(C=1, sigma=1)`` and the default
     objective, on batches from the loop's Poisson sampler with q = 256 / 54,649 over a
     54,649-row data set (the mnist_5k images repeated), so the batch sizes vary as in the real run.
-    Also timed: one per-epoch evaluation of the loop (``_evaluate`` on the 54,649 training rows
+    Also timed: one per-epoch evaluation of the loop (``evaluate_groups`` on the 54,649 training rows
     and a 10,000-row test set) and the accountant (RDP epsilon at each epoch end and the final
     per-step trajectory over 12,809 events).
     """
@@ -548,8 +548,8 @@ def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
     total_steps, _ = loop_schedule(PROJECT_ROWS, config)
     model = make_model("cnn", data, seed)
     policy, objective = UniformClipping(CLIP, SIGMA), CrossEntropy()
-    sampler, noise = _generators(seed)
-    batches = _batches(PROJECT_ROWS, config, sampler)
+    sampler, noise = make_generators(seed, 2)
+    batches = batch_indices(PROJECT_ROWS, config.batch_size, sampler, sampling=config.sampling)
     accumulator = _BatchStats(data.n_groups)
     lr = config.learning_rate(PROJECT_ROWS)
     times, sizes = [], []
@@ -566,7 +566,7 @@ def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
             print(f"  [project] step {t}/{steps}: {np.mean(times) * 1e3 if times else elapsed * 1e3:.1f} ms/step",
                   flush=True)
     t0 = time.perf_counter()
-    _evaluate(model, data, test, epoch=1)
+    evaluate_groups(model, {"train": data, "test": test}, epoch=1)
     accumulator.rows(1, data)
     evaluation = time.perf_counter() - t0
     ledger = PrivacyLedger()

@@ -260,6 +260,21 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
                         help="with --csv: the label value that is class 1 (needed for a text label)")
 
 
+def train_fractions_from_args(args: argparse.Namespace) -> dict[str, float]:
+    """{group: fraction of its training rows kept} from the repeated ``--train-fraction GROUP=FRACTION``
+    flags (FRACTION in (0, 1]); one-line errors naming the flag."""
+    fractions = {}
+    for item in args.train_fraction:
+        group, sep, value = item.partition("=")
+        try:
+            fractions[group] = float(value)
+        except ValueError:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}") from None
+        if not sep or not group or not 0 < fractions[group] <= 1:
+            raise UsageError(f"--train-fraction must look like GROUP=FRACTION with FRACTION in (0, 1], got {item!r}")
+    return fractions
+
+
 def data_from_args(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
     """(registry name, loader options, what was done to a CSV file) from the data flags; one-line errors.
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
                                          add_sweep_flags, backend_from_args, check_workload, data_from_args, device,
                                          estimated_training_seconds, int_in, nonnegative_float, positive_float,
-                                         positive_float_upto, print_json, unit_open, writable_directory,
-                                         writable_file)
+                                         positive_float_upto, print_json, train_fractions_from_args, unit_open,
+                                         writable_directory, writable_file)
 from dpfair_analysis.data import DATASETS
 from dpfair_analysis.io import write_atomically
 
@@ -113,15 +113,7 @@ def run(args: argparse.Namespace) -> None:
         except argparse.ArgumentTypeError as error:
             raise UsageError(f"argument --clips: {error}") from None
     methods += [f"dpsgd(C={c})" for c in clips]
-    fractions = {}
-    for item in args.train_fraction:
-        group, sep, value = item.partition("=")
-        try:
-            fractions[group] = float(value)
-        except ValueError:
-            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}") from None
-        if not sep or not group or not 0 < fractions[group] <= 1:
-            raise UsageError(f"--train-fraction must look like GROUP=FRACTION with FRACTION in (0, 1], got {item!r}")
+    fractions = train_fractions_from_args(args)
     try:
         config = CompareConfig(
             dataset=dataset, data_options=data_options, model=args.model, methods=tuple(methods),

@@ -19,6 +19,7 @@ from dpfair_analysis.cli._common import (
     positive_float,
     positive_float_upto,
     print_json,
+    train_fractions_from_args,
     unit_open,
     writable_file,
 )
@@ -135,15 +136,7 @@ def run(args: argparse.Namespace) -> None:
     if args.seed < 0:
         raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     dataset, data_options, preprocessing = data_from_args(args)
-    fractions = {}
-    for item in args.train_fraction:
-        group, sep, value = item.partition("=")
-        try:
-            fractions[group] = float(value)
-        except ValueError:
-            raise UsageError(f"--train-fraction must look like GROUP=FRACTION, got {item!r}") from None
-        if not sep or not group or not 0 < fractions[group] <= 1:
-            raise UsageError(f"--train-fraction must look like GROUP=FRACTION with FRACTION in (0, 1], got {item!r}")
+    fractions = train_fractions_from_args(args)
     _check_model_flags(args)
     calibration = Calibration()
     if args.calibration is not None:

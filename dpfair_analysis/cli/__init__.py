@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from typing import Sequence
 
 from dpfair_analysis.cli import audit, compare, data, diagnose, excess_risk, hessian, pfld_table, privacy, train, \
@@ -34,7 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``dpfair``; returns the exit status."""
+    """Entry point of ``dpfair``; returns the exit status. Warnings are printed as one line each,
+    ``dpfair: warning: <message>`` (no source line), and the caller's warning display is restored."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning_on_one_line
+        return _main(argv)
+
+
+def _show_warning_on_one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"dpfair: warning: {_one_line(message)}", file=sys.stderr if file is None else file)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         import torch

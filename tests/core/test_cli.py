@@ -136,6 +136,23 @@ def test_a_corrupted_data_file_is_fetched_again_with_a_warning(capsys, tmp_path,
     assert (tmp_path / "german.data").read_bytes() == good
 
 
+def test_an_unreadable_cache_entry_is_one_warning_line_and_recomputed(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path))
+    argv = ("compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--json", "--quiet")
+    code, first, err = run(capsys, *argv)
+    assert code == 0 and err == "", err
+    entries = sorted(tmp_path.glob("*.pkl"))
+    assert len(entries) == 2
+    entries[0].write_text("garbage")
+    code, again, err = run(capsys, *argv)
+    assert code == 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpfair: warning: result cache entry") and "unreadable" in lines[0]
+    assert str(entries[0]) in lines[0]
+    assert json.loads(again)["rows"] == json.loads(first)["rows"]
+    assert json.loads(again)["cache"]["hits"] == 1
+
+
 def test_nothing_is_written_when_the_run_fails(capsys, tmp_path):
     target = tmp_path / "h.csv"
     code, _, _ = run(capsys, "compare", "--data", "synthetic", "--model", "cnn", "--out", str(target), "--quiet")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import UsageError, check_dataset_options, int_in, positive_float, positive_int, \
-    print_json
+from dpfair_analysis.cli._common import UsageError, check_dataset_options, device, int_in, positive_float, \
+    positive_int, print_json
 from dpfair_analysis.data import DATASETS
 
 MODELS = ("logreg", "mlp")
@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-epochs", type=int_in(1, 10_000), default=2, help="mlp: non-private SGD epochs")
     p.add_argument("--l2", type=positive_float, default=1e-3, help="logreg: ERM regulariser lambda")
     p.add_argument("--hidden", type=positive_int, default=32, help="mlp: hidden units (one layer)")
+    p.add_argument("--device", type=device, default="cpu",
+                   help="where the model is trained and the traces computed: cpu (default), cuda or cuda:N")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_run)
 
@@ -55,12 +57,14 @@ def _run(args: argparse.Namespace) -> None:
 
     data = load(args.data, **({} if args.group_by is None else {"by": args.group_by}))
     table, where = hessian_traces_at(data, model=args.model, at=args.at, method=method, probes=args.probes,
-                                     seed=args.seed, l2=args.l2, hidden=args.hidden, train_epochs=args.train_epochs)
+                                     seed=args.seed, l2=args.l2, hidden=args.hidden, train_epochs=args.train_epochs,
+                                     device=args.device)
     rows = table.to_dict("records")
     if args.json:
         print_json({"settings": {"data": args.data, "group_by": args.group_by, "model": args.model, "method": method,
                                  "at": where, "probes": args.probes, "seed": args.seed, "l2": args.l2,
-                                 "hidden": args.hidden, "train_epochs": args.train_epochs}, "rows": rows})
+                                 "hidden": args.hidden, "train_epochs": args.train_epochs, "device": args.device},
+                    "rows": rows})
         return
     print(f"{args.data}: Tr(H_a) of each group's mean cross-entropy, model {args.model} at {where}, "
           f"method {method}")

@@ -44,7 +44,7 @@ from dpfair_analysis.theory.latent_factors import LatentFactorTracker, clipped_g
 from dpfair_analysis.training.clipping import NonPrivate, UniformClipping
 from dpfair_analysis.training.loop import TrainConfig, schedule, train
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
-from dpfair_analysis.validation import check_choice, check_positive
+from dpfair_analysis.validation import check_choice, check_device, check_positive
 
 PROFILES = ("quick", "full")
 
@@ -299,7 +299,7 @@ TRACE_POINTS = ("trained", "init")
 
 def hessian_traces_at(data: GroupedDataset, *, model: str = "logreg", at: str = "trained", method: str | None = None,
                       probes: int = 60, seed: int = 0, l2: float = 1e-3, hidden: int = 32,
-                      train_epochs: int = 2) -> tuple[pd.DataFrame, str]:
+                      train_epochs: int = 2, device: str = "cpu") -> tuple[pd.DataFrame, str]:
     """Per-group Tr(H_a) of each group's mean cross-entropy (``dpfair hessian``), and where the model was evaluated.
 
     ``at="trained"``: logreg at the regularised ERM minimiser (lambda = ``l2``, every parameter penalised:
@@ -307,9 +307,11 @@ def hessian_traces_at(data: GroupedDataset, *, model: str = "logreg", at: str = 
     batch 256, lr 0.1, Poisson sampling, seeded; one hidden layer of ``hidden`` ReLU units: the paper's
     network). ``at="init"``: the seeded initialisation. ``method`` defaults to the closed form for logreg
     and GGN for the MLP (exact for ReLU nets). Returns the rows {group, n, trace, stderr, method} and a
-    description of the point.
+    description of the point. ``device``: where the model is trained and the traces computed (a plain
+    ``.to(device)``; the random draws stay on CPU generators, so the numbers do not depend on it).
     """
     check_choice(at, "at", TRACE_POINTS)
+    check_device(device)
     method = method or ("closed" if model == "logreg" else "ggn")
     net = build_model(model, input_shape=data.X.shape[1:], n_classes=data.n_classes, seed=seed, hidden=(hidden,))
     params, where = None, "init"
@@ -318,12 +320,14 @@ def hessian_traces_at(data: GroupedDataset, *, model: str = "logreg", at: str = 
         where = f"regularised ERM minimiser, l2={l2}"
     elif at == "trained":
         batch = min(256, len(data))
-        train(net, data, NonPrivate(), TrainConfig(epochs=train_epochs, batch_size=batch, lr=0.1, seed=seed),
-              progress=False)
+        train(net, data, NonPrivate(), TrainConfig(epochs=train_epochs, batch_size=batch, lr=0.1, seed=seed,
+                                                   device=device), progress=False)
         where = f"non-private SGD ({train_epochs} epoch(s), batch {batch}, lr 0.1)"
     if params is None:
         params = {k: v.detach().to(torch.float64) for k, v in net.named_parameters()}
-    table = group_hessian_traces(net, data, method=method, params=params, probes=probes, generator=seed)
+    params = {k: v.to(device) for k, v in params.items()}
+    table = group_hessian_traces(net.to(device), data.to(device), method=method, params=params, probes=probes,
+                                 generator=seed)
     rows = pd.DataFrame([{"group": str(r.group), "n": int(r.n), "trace": float(r.trace), "stderr": float(r.stderr),
                           "method": method} for r in table.itertuples()])
     return rows, where

@@ -389,6 +389,7 @@ class _VectorSpace:
         if isinstance(template, bool):
             raise ValueError(f"template must be a dimension (int >= 1), a tensor or a dict of tensors, "
                              f"got {template!r}")
+        self.device = torch.device("cpu")
         if isinstance(template, int):
             self.dim, self.dtype = check_positive_int(template, "dim"), torch.float64
             self.to_native: Callable = lambda v: v
@@ -397,12 +398,12 @@ class _VectorSpace:
                 raise ValueError(f"template tensor must be non-empty floating point, got {template.dtype} "
                                  f"of shape {tuple(template.shape)}")
             shape = template.shape
-            self.dim, self.dtype = template.numel(), template.dtype
+            self.dim, self.dtype, self.device = template.numel(), template.dtype, template.device
             self.to_native = lambda v: v.view(shape)
         elif isinstance(template, Mapping) and template:
             _, unflatten = flat_parameterisation(template)
             self.dim = sum(t.numel() for t in template.values())
-            self.dtype = _dtype_of(template)
+            self.dtype, self.device = _dtype_of(template), next(iter(template.values())).device
             self.to_native = unflatten
         else:
             raise ValueError(f"template must be a dimension (int >= 1), a tensor or a non-empty dict of "
@@ -415,9 +416,10 @@ class _VectorSpace:
         return v.reshape(-1)
 
     def rademacher(self, count: int, generator: torch.Generator) -> torch.Tensor:
-        """``count`` independent Rademacher (+-1) vectors as the columns of a (dim, count) matrix."""
+        """``count`` independent Rademacher (+-1) vectors as the columns of a (dim, count) matrix, drawn on
+        the CPU generator (the same probes on every device) and moved to the parameters' device."""
         signs = torch.randint(0, 2, (self.dim, count), generator=generator)
-        return (2 * signs - 1).to(self.dtype)
+        return (2 * signs - 1).to(device=self.device, dtype=self.dtype)
 
 
 def _apply(hvp: Callable, space: _VectorSpace, vectors: torch.Tensor) -> torch.Tensor:

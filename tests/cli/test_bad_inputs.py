@@ -82,6 +82,7 @@ BAD = [
     (["data", "fetch", "adult", "--from", "/nonexistent/file"], "--from"),
     (["data", "describe", "mnist-full", "--split", "nope"], "--split"),
     # hessian
+    (["hessian", "--data", "compas", "--device", "cuda"], "--device"),
     (["hessian", "--data", "nope"], "--data"),
     (["hessian", "--data", "adult", "--model", "cnn"], "--model"),
     (["hessian", "--data", "adult", "--model", "mlp", "--method", "closed"], "--method"),

@@ -59,7 +59,8 @@ def test_dataset_to_its_own_device_is_itself():
 
 
 @pytest.mark.skipif(not NO_CUDA, reason="this machine has CUDA")
-@pytest.mark.parametrize("command", [["compare", "--data", "synthetic"], ["train", "--data", "compas"]])
+@pytest.mark.parametrize("command", [["compare", "--data", "synthetic"], ["train", "--data", "compas"],
+                                     ["hessian", "--data", "compas"]])
 def test_cli_refuses_cuda_in_one_line_naming_device(capsys, command):
     code = main([*command, "--device", "cuda"])
     out, err = capsys.readouterr()
@@ -79,3 +80,14 @@ def test_cli_device_cpu_trains(capsys):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert json.loads(out)["method"] == "fld"
+
+
+def test_hessian_on_the_cpu_device_gives_the_default_traces(capsys):
+    argv = ["hessian", "--data", "compas", "--model", "mlp", "--hidden", "4", "--method", "hutchinson",
+            "--probes", "8", "--train-epochs", "1", "--json"]
+    assert main(argv) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--device", "cpu"]) == 0
+    on_cpu = json.loads(capsys.readouterr().out)
+    assert on_cpu["settings"]["device"] == "cpu"
+    assert on_cpu["rows"] == default["rows"] and all(r["trace"] > 0 for r in default["rows"])

@@ -9,7 +9,7 @@ the runner's promise -- and exits non-zero if one does not.
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/sweep_backends.py           # Adult, 3 methods x 4 seeds x 3 epochs, ~10 minutes
+    .venv/bin/python benchmarks/sweep_backends.py           # Adult, 3 methods x 4 seeds x 3 epochs, ~1 minute
     .venv/bin/python benchmarks/sweep_backends.py --quick   # smoke test: synthetic data, serial and joblib
 """
 

@@ -43,17 +43,17 @@ TOOLS = {"execute.py"}  # the .py files in notebooks/ that are not notebook sour
 #: * full, with an empty run cache: quickstart (46 s), fairness_lens (26 min) and verify_claims
 #:   (6 min) cache nothing, so their committed copies' own cell timings are the cold times.
 #:   dpsgdf and pfld were executed with their runs already cached (61 s and 13 s), so their
-#:   cold times are estimated, not measured: dpsgdf = 8 unbalanced-MNIST CNN runs of 60
-#:   epochs at ~11 min each (measured when the notebook was written) + Adult, balanced
-#:   Adult and the uniform-C control at 5 seeds x 20 epochs (~20x5 the 1-epoch full-data
-#:   run, ~4 s per method) ~ 2 h; pfld = Table 2 on 36k Income rows (5 folds x 3
+#:   cold times are estimated, not measured: dpsgdf = 8 full-MNIST (54,649 rows) CNN runs of
+#:   60 epochs at ~23 min each (benchmarks/per_sample_step.py --project, 2026-11-26) + Adult,
+#:   balanced Adult and the uniform-C control at 5 seeds x 20 epochs (~20x5 the 1-epoch
+#:   full-data run, ~4 s per method) ~ 3.5 h; pfld = Table 2 on 36k Income rows (5 folds x 3
 #:   constraints of A, M, Z, PF-LD, F-LD, ~1.5 h) + COMPAS Table 2 and ~100 COMPAS sweep
 #:   runs (~30 min) + the Income Figure 1 sweep (20 runs, ~30 min) ~ 2.5 h.
 #: A warm run cache only redraws; how long that took is read from the committed copy at
 #: run time (:func:`recorded_seconds`).
 ESTIMATES: dict[str, dict[str, float]] = {
     "quickstart": {"quick": 12, "full": 50},
-    "dpsgdf": {"quick": 30, "full": 2 * 3600},
+    "dpsgdf": {"quick": 30, "full": 3.5 * 3600},
     "fairness_lens": {"quick": 20, "full": 26 * 60},
     "pfld": {"quick": 20, "full": 2.5 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},

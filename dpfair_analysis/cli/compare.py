@@ -71,6 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
     p.add_argument("--sampling", default="poisson", choices=("poisson", "shuffle"),
                    help="poisson (default; what the accountant assumes) or shuffle")
+    p.add_argument("--test-split", default="random", choices=("random", "official"),
+                   help="random (default: a seeded split of 20%%, stratified by group) or official (the data "
+                        "set's published test set, e.g. mnist-full's 10,000 images; --train-fraction then cuts "
+                        "the training set only)")
     add_accounting_flags(p)
     p.add_argument("--device", type=device, default="cpu",
                    help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
@@ -114,10 +118,14 @@ def run(args: argparse.Namespace) -> None:
             raise UsageError(f"argument --clips: {error}") from None
     methods += [f"dpsgd(C={c})" for c in clips]
     fractions = train_fractions_from_args(args)
+    if args.test_split == "official" and not DATASETS[dataset].official_split:
+        allowed = [name for name, entry in DATASETS.items() if entry.official_split]
+        raise UsageError(f"--test-split official needs a data set with a published test split ({allowed}); "
+                         f"{dataset!r} has none: use --test-split random")
     try:
         config = CompareConfig(
             dataset=dataset, data_options=data_options, model=args.model, methods=tuple(methods),
-            train_group_fraction=fractions,
+            train_group_fraction=fractions, test_split=args.test_split,
             noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
             max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
             target_quantile=args.target_quantile, optq_clip_lr=args.optq_clip_lr,

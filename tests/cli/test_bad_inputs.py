@@ -25,6 +25,8 @@ BAD = [
     (["compare", "--methods", "dpsgd,nope"], "--methods"),
     (["compare", "--methods", ""], "--methods"),
     (["compare", "--sampling", "nope"], "--sampling"),
+    (["compare", "--test-split", "nope"], "--test-split"),
+    (["compare", "--data", "adult", "--test-split", "official"], "--test-split"),
     (["compare", "--epochs", "0"], "--epochs"),
     (["compare", "--epochs", "1000000000"], "--epochs"),
     (["compare", "--epochs", "1e9"], "--epochs"),

@@ -165,3 +165,26 @@ def test_console_script_exits_2_without_a_traceback():
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_compare_tests_on_the_official_split_when_asked(capsys, tmp_path, monkeypatch):
+    from dpfair_analysis import data as datasets
+    from dpfair_analysis.data.synthetic import synthetic_groups
+
+    def published(*, split: str = "train"):  # a data set with a published test split of 77 rows
+        return synthetic_groups(sizes=(300, 100) if split == "train" else (50, 27), dim=4,
+                                seed=0 if split == "train" else 1)
+
+    entry = datasets.DatasetEntry("published", published, "test data with an official split", "generated",
+                                  official_split=True)
+    monkeypatch.setitem(datasets.DATASETS, "published", entry)
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path))
+    argv = ["compare", "--data", "published", "--epochs", "1", "--batch-size", "32", "--json", "--quiet"]
+    code, out, err = run(capsys, *argv, "--test-split", "official")
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["settings"]["test_split"] == "official"
+    assert {r["n_test"] for r in payload["rows"] if r["group"] == "all"} == {77}
+    code, out, err = run(capsys, *argv)  # the default: 20% of the 400 training rows
+    assert code == 0, err
+    assert {r["n_test"] for r in json.loads(out)["rows"] if r["group"] == "all"} == {80}

@@ -78,7 +78,8 @@ from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, per_sampl
     per_sample_norms, weighted_sum
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.training.clipping import UniformClipping
-from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _step, batch_indices, evaluate_groups, make_generators
+from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _step, batch_indices, evaluate_groups, \
+    make_generators
 from dpfair_analysis.training.loop import schedule as loop_schedule
 from dpfair_analysis.training.objectives import CrossEntropy
 
@@ -534,8 +535,8 @@ def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
     54,649-row data set (the mnist_5k images repeated), so the batch sizes vary as in the real run.
     Also timed: the loop's evaluation as paper 000's full-MNIST config runs it
     (``evaluate_train="last_epoch"``: the 10,000-row test set after every epoch, the 54,649 training rows
-    at epochs 0 and 60 only; ``evaluate_groups`` and the batch statistics) and the accountant (RDP epsilon at each epoch end and the final
-    per-step trajectory over 12,809 events).
+    at epochs 0 and 60 only; ``evaluate_groups`` and the batch statistics) and the accountant (RDP
+    epsilon at each epoch end and the final per-step trajectory over 12,809 events).
     """
     from dp_accounting import dp_event
 

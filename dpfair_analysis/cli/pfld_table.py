@@ -84,8 +84,8 @@ def _run(args: argparse.Namespace) -> None:
                     "rows": [{key: clean(row[key]) for key in pfld.ROW_KEYS} for row in rows.to_dict("records")]})
         return
     folds = int(rows["fold"].max()) + 1
-    print(f"paper 003 Table 2, {args.data}: {folds}-fold stratified CV, profile {args.profile}, "
-          f"epsilon {args.epsilon:g} (M: local DP; PF-LD: delta 1e-5)")
+    print(f"paper 003 Table 2, {pfld.table_name(args.data, args.group_by)}: {folds}-fold stratified CV, "
+          f"profile {args.profile}, epsilon {args.epsilon:g} (M: local DP; PF-LD: delta 1e-5)")
     print(pfld.format_table(rows, args.data))
     if cache.summary():
         print(f"({cache.summary()}; --no-cache recomputes)")

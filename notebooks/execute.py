@@ -54,7 +54,7 @@ TOOLS = {"execute.py"}  # the .py files in notebooks/ that are not notebook sour
 ESTIMATES: dict[str, dict[str, float]] = {
     "quickstart": {"quick": 12, "full": 50},
     "dpsgdf": {"quick": 30, "full": 3.5 * 3600},
-    "fairness_lens": {"quick": 20, "full": 26 * 60},
+    "fairness_lens": {"quick": 20, "full": 6 * 60},  # full: 4 min measured (2026-11-26, beside two other jobs)
     "pfld": {"quick": 20, "full": 2.5 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
     # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells (experiments.diagnose.time_cell)

@@ -1,10 +1,10 @@
 """Paper 001 (Tran, Dinh & Fioretto, NeurIPS'21): the settings and the figures, as functions.
 
 The paper's appendix (data sets, model sizes, learning rates) is missing from the copy in
-``papers/``; the settings chosen here are stated with each function. Bank, the paper's
-main data set for Figures 3-7, has no offline source on these machines: the functions
-take any :func:`dpfair_analysis.data.load` name, and the notebook uses Adult, COMPAS and
-synthetic groups (and Bank when its file is present).
+``papers/``; the settings chosen here are stated with each function. The functions take
+any :func:`dpfair_analysis.data.load` name: the notebook runs Figures 3, 4 and 7 on Bank
+(the paper's data set; ``dpfair data fetch bank --from PATH``) and adds Adult, COMPAS and
+synthetic groups where the paper says similar trends hold.
 
 * Figure 1: excess risk vs Hessian trace per group under output perturbation (Thm 1);
 * Figure 3: per-group gradient norms after clipping and DP-SGD excess risk vs C;

@@ -141,24 +141,31 @@ class FairnessConstraint:
         return out
 
     # ---------------------------------------------------------------- the means
-    def term_means(self, h: torch.Tensor, y: torch.Tensor, group: torch.Tensor,
-                   reported: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(mu_P, mu_G, |G_i|), each shape (|I|,); an empty subset has mean NaN.
-
-        Differentiable in ``h`` (the Lagrangian uses it with autograd).
-        """
+    def _term_sums(self, h: torch.Tensor, y: torch.Tensor, group: torch.Tensor,
+                   reported: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(sum of h over D_P, |D_P|, sum over D_G, |D_G|) per term, each shape (|I|,)."""
         pop = self.population_masks(y).to(h.dtype)
         grp = self.group_masks(y, group, reported).to(h.dtype)
-        n_pop, n_grp = pop.sum(0), grp.sum(0)
-        mu_p = (h.unsqueeze(1) * pop).sum(0) / n_pop
-        mu_g = (h.unsqueeze(1) * grp).sum(0) / n_grp
-        return mu_p, mu_g, n_grp
+        return (h.unsqueeze(1) * pop).sum(0), pop.sum(0), (h.unsqueeze(1) * grp).sum(0), grp.sum(0)
+
+    def term_means(self, h: torch.Tensor, y: torch.Tensor, group: torch.Tensor,
+                   reported: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(mu_P, mu_G, |G_i|), each shape (|I|,); an empty subset has mean NaN (for tables and
+        metrics; the Lagrangian differentiates :meth:`term_gaps`, which has no NaN)."""
+        sum_p, n_pop, sum_g, n_grp = self._term_sums(h, y, group, reported)
+        return sum_p / n_pop, sum_g / n_grp, n_grp
 
     def term_gaps(self, h: torch.Tensor, y: torch.Tensor, group: torch.Tensor,
                   reported: torch.Tensor | None = None) -> torch.Tensor:
-        """mu(D_P) - mu(D_G) per term, shape (|I|,) (0 where the group subset is empty)."""
-        mu_p, mu_g, n_grp = self.term_means(h, y, group, reported)
-        gap = mu_p - mu_g
+        """mu(D_P) - mu(D_G) per term, shape (|I|,), 0 where the group subset is empty (D_G is part of D_P).
+
+        Differentiable in ``h`` (the Lagrangian uses it with autograd), with a finite gradient on a
+        batch that misses a group-label cell: the means divide by max(n, 1), so the masked-out term
+        has gradient 0 -- dividing by n = 0 under ``torch.where`` gives a NaN gradient, which made
+        non-private F-LD diverge on Bank's small group under equalized odds.
+        """
+        sum_p, n_pop, sum_g, n_grp = self._term_sums(h, y, group, reported)
+        gap = sum_p / n_pop.clamp(min=1) - sum_g / n_grp.clamp(min=1)
         return torch.where(n_grp > 0, gap, torch.zeros_like(gap))
 
     # ------------------------------------------------------------------- metric

@@ -221,13 +221,17 @@ def m_correction(n_groups: int) -> str:
 
 
 def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDataset, *, settings: PfldSettings,
-               epsilon: float = 1.0, seed: int = 0, h_norm_rows: int = 0,
+               epsilon: float = 1.0, seed: int = 0, h_norm_rows: int = 0, record_divergence: bool = False,
                **pfld_overrides: Any) -> dict[str, Any]:
     """Train one method under one constraint; the test-set row (plus train metrics and
     diagnostics). ``pfld_overrides`` go to :class:`LagrangianConfig` (clip_primal,
     clip_dual, missing_rate, ...). ``h_norm_rows`` > 0: also the per-group share of
     per-sample h-gradient norms (final model, first that many training rows) above
-    C_p (Fig. 3)."""
+    C_p (Fig. 3). ``record_divergence`` (the sweeps): a (P)F-LD run whose parameters
+    stop being finite is a row with NaN accuracy and violation and its step in
+    ``diverged_at_step``, not an error -- with h = the loss (accuracy parity), a
+    Lagrangian whose noisy signs turn negative maximises the population loss, which is
+    unbounded, and the sweeps show where that happens."""
     check_choice(method, "method", ALL_METHODS)
     start = time.perf_counter()
     row: dict[str, Any] = {"method": method, "constraint": kind}
@@ -253,12 +257,22 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
             row["m_correction"] = options["correction"]
     else:
         from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
+        from dpfair_analysis.training.loop import TrainingDiverged
 
         config = _lagrangian_config(method, settings, epsilon=epsilon, seed=seed, n_train=len(train),
                                     **pfld_overrides)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyNotEstablishedWarning)
-            result = run_pfld(train, kind, config, test=test)
+            try:
+                result = run_pfld(train, kind, config, test=test)
+            except TrainingDiverged as error:
+                if not record_divergence:
+                    raise
+                row.update(accuracy=math.nan, violation=math.nan, diverged_at_step=error.step,
+                           clip_primal=config.clip_primal, clip_dual=config.clip_dual,
+                           missing_rate=config.missing_rate, seconds=time.perf_counter() - start,
+                           requested_epsilon=epsilon)
+                return row
         final, final_train = result.final("test"), result.final("train")
         row.update(accuracy=final["accuracy"], violation=final["violation"],
                    train_accuracy=final_train["accuracy"], train_violation=final_train["violation"],
@@ -483,7 +497,7 @@ def _sweep(dataset: str, name: str, grid: list[dict[str, Any]], *, kind: str, pr
                          h_norm_rows, *_variant(method))
         runs.append(Run(key, partial(run_method, method, kind, train, test, settings=settings, epsilon=epsilon,
                                      seed=settings.seed + s, h_norm_rows=h_norm_rows if method != "m" else 0,
-                                     **options)))
+                                     record_divergence=True, **options)))
     results = run_sweep(runs, cache=cache, backend=backend, progress=progress, desc=f"{name} {dataset}")
     rows = []
     for (point, s), result in zip(cells, results):
@@ -541,9 +555,14 @@ def missing_sweep(dataset: str = "compas", *, kind: str = "dp", missing_rates: S
 
 
 def sweep_summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Mean and sd of accuracy and violation over seeds, grouped by ``by``."""
-    table = rows.groupby(list(by), sort=True)[["accuracy", "violation"]].agg(["mean", "std"])
+    """Mean and sd of accuracy and violation over the seeds that did not diverge, grouped by ``by``;
+    ``runs`` and ``diverged`` count the seeds."""
+    rows = rows.assign(diverged=rows["diverged_at_step"].notna() if "diverged_at_step" in rows.columns else False)
+    grouped = rows.groupby(list(by), sort=True)
+    table = grouped[["accuracy", "violation"]].agg(["mean", "std"])
     table.columns = ["accuracy", "accuracy_sd", "violation", "violation_sd"]
+    table["runs"] = grouped.size()
+    table["diverged"] = grouped["diverged"].sum().astype(int)
     return table.reset_index()
 
 

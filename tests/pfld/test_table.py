@@ -129,6 +129,25 @@ def test_m_runs_on_every_bank_grouping_with_the_correction_derived_for_it(group_
     assert 0 <= row["accuracy"] <= 1 and 0 <= row["violation"] <= 1
 
 
+def test_a_sweep_records_a_diverged_run_and_the_summary_counts_it():
+    """Figure 4 on Bank at C_d = 100 (accuracy parity) diverges: with h = the loss and noisy negative signs the
+    Lagrangian maximises the population loss. A sweep keeps such a run as a row (NaN metrics, its step) and the
+    summary averages the others and counts it; Table 2 (record_divergence=False) still raises."""
+    from dpfair_analysis.training.loop import TrainingDiverged
+
+    data = P.load_table_data("compas", subsample=240, seed=0)
+    train, test = data.split(0.2, seed=0, stratify="group_label")
+    row = P.run_method("fld", "ap", train, test, settings=TINY, lr=1e300, record_divergence=True)
+    assert math.isnan(row["accuracy"]) and math.isnan(row["violation"]) and row["diverged_at_step"] >= 1
+    with pytest.raises(TrainingDiverged):
+        P.run_method("fld", "ap", train, test, settings=TINY, lr=1e300)
+    fine = P.run_method("fld", "ap", train, test, settings=TINY)
+    rows = pd.DataFrame([{**fine, "lr": 0.05}, {**row, "lr": 0.05}])
+    summary = P.sweep_summary(rows, ["lr"]).iloc[0]
+    assert summary["runs"] == 2 and summary["diverged"] == 1
+    assert summary["accuracy"] == pytest.approx(fine["accuracy"])
+
+
 def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="profile"):
         P.with_profile("medium")

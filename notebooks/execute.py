@@ -47,15 +47,16 @@ TOOLS = {"execute.py"}  # the .py files in notebooks/ that are not notebook sour
 #:   60 epochs at ~23 min each (benchmarks/per_sample_step.py --project, 2026-11-26) + Adult,
 #:   balanced Adult and the uniform-C control at 5 seeds x 20 epochs (~20x5 the 1-epoch
 #:   full-data run, ~4 s per method) ~ 3.5 h; pfld = Table 2 on 36k Income rows (5 folds x 3
-#:   constraints of A, M, Z, PF-LD, F-LD, ~1.5 h) + COMPAS Table 2 and ~100 COMPAS sweep
-#:   runs (~30 min) + the Income Figure 1 sweep (20 runs, ~30 min) ~ 2.5 h.
+#:   constraints of A, M, Z, PF-LD, F-LD, ~1.5 h) + COMPAS Table 2 (~10 min) + Bank's three
+#:   Table 2 groupings (~45 PF-LD runs at ~20 s, ~20 min) and ~110 Bank sweep runs (~40 min) + the
+#:   Income Figure 1 sweep (20 runs, ~30 min) ~ 3 h.
 #: A warm run cache only redraws; how long that took is read from the committed copy at
 #: run time (:func:`recorded_seconds`).
 ESTIMATES: dict[str, dict[str, float]] = {
     "quickstart": {"quick": 12, "full": 50},
     "dpsgdf": {"quick": 30, "full": 3.5 * 3600},
     "fairness_lens": {"quick": 20, "full": 6 * 60},  # full: 4 min measured (2026-11-26, beside two other jobs)
-    "pfld": {"quick": 20, "full": 2.5 * 3600},
+    "pfld": {"quick": 20, "full": 3 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
     # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells (experiments.diagnose.time_cell)
     "diagnose": {"quick": 70, "full": 2.5 * 3600},

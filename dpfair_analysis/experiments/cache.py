@@ -112,8 +112,8 @@ class RunCache:
 
         An entry that cannot be read back (truncated, from an incompatible version, not a
         pickle) is reported with a :class:`CacheWarning` naming its file and treated as missing;
-        an entry written by other code (:func:`code_fingerprint`) is missing too, or served with
-        a warning under ``DPFAIR_CACHE_ALLOW_STALE=1``.
+        an entry written by other code (:func:`code_fingerprint`) is missing too, or served under
+        ``DPFAIR_CACHE_ALLOW_STALE=1`` (the first with a warning; :meth:`summary` counts them all).
         """
         if self.directory is None:
             return False, None
@@ -132,9 +132,11 @@ class RunCache:
             self.hits += 1
             return True, value
         if os.environ.get("DPFAIR_CACHE_ALLOW_STALE") == "1":
-            warnings.warn(f"result cache entry {path} was computed by other code (fingerprint "
-                          f"{fingerprint[:12]}, now {code_fingerprint()[:12]}); served because "
-                          "DPFAIR_CACHE_ALLOW_STALE=1", CacheWarning, stacklevel=3)
+            if not self.stale:  # once per cache: a redraw can serve hundreds; summary() counts them
+                warnings.warn(f"result cache entry {path} was computed by other code (fingerprint "
+                              f"{fingerprint[:12]}, now {code_fingerprint()[:12]}); served because "
+                              "DPFAIR_CACHE_ALLOW_STALE=1, as are any further such entries of this cache "
+                              "(counted by its summary)", CacheWarning, stacklevel=3)
             self.hits += 1
             self.stale += 1
             return True, value

@@ -38,12 +38,15 @@ def test_a_damaged_entry_is_recomputed_with_a_warning_naming_the_file(tmp_path, 
 def test_an_entry_from_other_code_is_recomputed_unless_stale_entries_are_allowed(tmp_path, monkeypatch):
     cache = RunCache(tmp_path)
     assert cache.get_or_compute("k", lambda: "old code's result") == "old code's result"
+    assert cache.get_or_compute("k2", lambda: "old code's second result") == "old code's second result"
     monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another version of the code")
     stale = RunCache(tmp_path)
     monkeypatch.setenv("DPFAIR_CACHE_ALLOW_STALE", "1")
-    with pytest.warns(CacheWarning, match="computed by other code"):
+    with pytest.warns(CacheWarning, match="computed by other code") as caught:
         assert stale.get_or_compute("k", lambda: "new") == "old code's result"
-    assert stale.stale == 1 and "from other code" in stale.summary()
+        assert stale.get_or_compute("k2", lambda: "new") == "old code's second result"
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1  # once per cache, not per entry
+    assert stale.stale == 2 and "2 of them from other code" in stale.summary()
     monkeypatch.delenv("DPFAIR_CACHE_ALLOW_STALE")
     fresh = RunCache(tmp_path)
     assert fresh.get_or_compute("k", lambda: "new code's result") == "new code's result"  # recomputed

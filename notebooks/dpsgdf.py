@@ -91,7 +91,7 @@ paper.side_by_side(balanced, majority='Male', minority='Female', paper_key='adul
 
 # %% [markdown]
 # ## Dutch census (Tables 1 and 5)
-# The Dutch file has no offline source here; with `dutch.csv` in the data cache the same call reproduces it.
+# The 2001 Dutch census (60,420 rows; `dpfair data fetch dutch --from dutch_census_2001.arff`), groups by sex. Where the file is not installed the rows are skipped and the cell says so. (The output stored below is the 2026-11-21 run's, from before the census had a loader; the full profile's re-execution fills these rows.)
 
 # %%
 from dpfair_analysis.data import DATASETS
@@ -100,7 +100,7 @@ if DATASETS['dutch'].available_offline():
     dutch = paper.census_table('dutch', profile=PROFILE, cache=CACHE)
     print(format_table(dutch))
 else:
-    print('dutch.csv is not in the data cache: Dutch rows skipped (see `dpfair data describe dutch`).')
+    print('The Dutch census is not installed here: its rows are skipped (dpfair data fetch dutch --from PATH).')
 
 # %% [markdown]
 # ## Unbalanced MNIST (class 8 cut), Table 1 and Table 3

@@ -74,8 +74,10 @@ half an even share of the rows).
 What would help (:func:`recommendations`, all *predictions*, re-running the same
 predictor with the change): C from paper 000's quantile rule (the (1 - kappa/b)-quantile
 of the per-sample norms, kappa = E||N(0, sigma^2 I_P)||/sigma, :mod:`.theory.bounds`),
-DPSGD-F and Naive at DP-SGD's epsilon, paper 001's mitigation (gamma = (1, 1)) at the same
-epsilon, a 4x larger batch and a 2x larger epsilon (sigma recalibrated).
+DPSGD-F, Naive and paper 002's FairDP at DP-SGD's epsilon, paper 001's mitigation (gamma =
+(1, 1)) at the same epsilon, a 4x larger batch and a 2x larger epsilon (sigma recalibrated).
+FairDP's per-group bounds move during training; the predictor takes each group's bound at
+the fixed point of FairDP's update on the noise-free statistics (:func:`fairdp_stationary_bounds`).
 """
 
 from __future__ import annotations
@@ -113,6 +115,12 @@ from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.theory.bounds import expected_gaussian_norm
 from dpfair_analysis.theory.decomposition import StepMoments, one_step_decomposition
 from dpfair_analysis.theory.hessian import flat_parameterisation, group_hessian_traces, is_piecewise_linear
+from dpfair_analysis.training.fairdp import (
+    bias_coefficient,
+    fairdp_statistics,
+    noise_coefficient,
+    target_clipped_fraction,
+)
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
 from dpfair_analysis.validation import (
     check_choice,
@@ -123,7 +131,7 @@ from dpfair_analysis.validation import (
     check_seed,
 )
 
-MECHANISMS = ("dpsgd", "dpsgdf", "naive", "mitigation")
+MECHANISMS = ("dpsgd", "dpsgdf", "naive", "mitigation", "fairdp")
 REASONS = ("clipping", "noise", "size", "near the boundary")
 #: Keys of each group in the JSON (the issue's schema, exactly).
 GROUP_KEYS = ("group", "n", "predicted_cost", "predicted_cost_low", "predicted_cost_high", "rank", "reasons",
@@ -142,7 +150,8 @@ RECOMMENDATION_TOLERANCE = 1e-2
 # ============================================================================ settings
 @dataclass(frozen=True)
 class PrivacyPlan:
-    """The planned private run: DP-SGD (or DPSGD-F, Naive, paper 001's mitigation) at these settings.
+    """The planned private run: DP-SGD (or DPSGD-F, Naive, paper 001's mitigation, paper 002's FairDP) at
+    these settings.
 
     Give ``noise_multiplier`` sigma, or ``target_epsilon`` (sigma is then the smallest that
     meets it at ``delta``, :func:`~dpfair_analysis.privacy.accounting.calibrate_noise_multiplier`).
@@ -360,7 +369,7 @@ def _stratified(data: GroupedDataset, rows: int, seed: int) -> GroupedDataset:
 class _Mechanism:
     """One training method as the predictor sees it: per-sample coefficients c_i and the noise std s."""
 
-    name: str                       # sgd | dpsgd | dpsgdf | naive | mitigation
+    name: str                       # sgd | dpsgd | dpsgdf | naive | mitigation | fairdp
     clip_bound: float = math.inf
     sigma: float = 0.0
     steps: int = 1
@@ -398,11 +407,52 @@ class _Mechanism:
                 group_bounds = C * (1 + (frac / pooled).clamp(max=self.max_ratio))
             bounds = group_bounds[group]
             return bounds, _clip(norms, bounds), self.sigma * float(group_bounds.max())
+        if self.name == "fairdp":  # paper 002 as training/fairdp.py runs it, at its update's fixed point
+            group_bounds = fairdp_stationary_bounds(
+                norms, group, n_groups=problem.n_groups, initial=C,
+                bias_coef=bias_coefficient(self.lr, 1.0 / self.lr),
+                noise_coef=noise_coefficient(self.sigma, problem.P, self.batch_size))
+            bounds = group_bounds[group]
+            return bounds, _clip(norms, bounds), self.sigma * float(group_bounds.max())
         # naive (paper 000 Alg. 3): theta^k = (b/K) / max(q n_k, 1)
         expected = (self.sampling_rate * problem.train_sizes).clamp(min=1.0)
         theta = (self.batch_size / problem.n_groups) / expected
         bounds = torch.full_like(norms, C)
         return bounds, theta[group] * _clip(norms, bounds), self.sigma * C * float(theta.max())
+
+
+def fairdp_stationary_bounds(norms: torch.Tensor, group: torch.Tensor, *, n_groups: int, initial: float,
+                             bias_coef: float, noise_coef: float, excess_cap: float = 5.0,
+                             iterations: int = 40) -> torch.Tensor:
+    """Each group's FairDP bound at the fixed point of its update on the exact statistics (shape (K,)).
+
+    FairDP (:mod:`dpfair_analysis.training.fairdp`) moves C_k by exp(eta_C (p_k - gamma_k)) each
+    step, p_k(C) the group's clipped fraction and gamma_k(C) = min(1, 2V / (a (1 + e_k) + 2 e_k)),
+    e_k(C) = mean_{i in k} min(||g_i|| / C - 1, R)^+: it rests where p_k(C) = gamma_k(C), i.e. where
+    d tau_k / d C_k = 0 (Eq. 4). p_k falls and e_k falls (so gamma_k rises) as C grows, so
+    p_k - gamma_k is non-increasing and the root is unique: bisection on log C within FairDP's
+    public range [initial / 100, initial * 100] (a root outside it is the range's end, as the
+    update's clamp makes it). A group without rows keeps ``initial``.
+    """
+    low = torch.full((n_groups,), math.log(initial / 100), dtype=torch.float64)
+    high = torch.full((n_groups,), math.log(initial * 100), dtype=torch.float64)
+    present = torch.bincount(group, minlength=n_groups) > 0
+
+    def excess_of_target(log_clips: torch.Tensor) -> torch.Tensor:
+        counts, excess = fairdp_statistics(norms, group, log_clips.exp(), n_groups=n_groups, excess_cap=excess_cap)
+        rows = counts.sum(0).clamp(min=1.0)
+        gamma = target_clipped_fraction(excess / rows, bias_coef=bias_coef, noise_coef=noise_coef)
+        return counts[0] / rows - gamma
+
+    at_low, at_high = excess_of_target(low) <= 0, excess_of_target(high) >= 0
+    for _ in range(iterations):
+        middle = (low + high) / 2
+        above = excess_of_target(middle) > 0  # still clipping more than the target: the root is larger
+        low, high = torch.where(above, middle, low), torch.where(above, high, middle)
+    bounds = ((low + high) / 2).exp()
+    bounds = torch.where(at_low, torch.full_like(bounds, initial / 100), bounds)
+    bounds = torch.where(at_high & ~at_low, torch.full_like(bounds, initial * 100), bounds)
+    return torch.where(present, bounds, torch.full_like(bounds, initial))
 
 
 def _clip(norms: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
@@ -1049,11 +1099,13 @@ def _most_hurt(groups: pd.DataFrame) -> dict:
 
 
 def _mechanism_for(plan: PrivacyPlan, resolved: ResolvedPlan, method: str, **changes) -> _Mechanism:
-    """The predictor's view of ``method`` at the plan's settings (equal privacy for DPSGD-F, Naive, mitigation)."""
+    """The predictor's view of ``method`` at the plan's settings (equal privacy for DPSGD-F, Naive, FairDP,
+    mitigation)."""
     sigma, steps = resolved.sigma, resolved.steps
     q, b = resolved.sampling_rate, plan.batch_size
-    if method in ("dpsgdf", "naive"):  # stop at DP-SGD's epsilon (paper 000 §6.1.3), as `dpfair compare` does
-        joint = joint_noise_multiplier((plan.count_noise_ratio * sigma, sigma))
+    if method in ("dpsgdf", "naive", "fairdp"):  # stop at DP-SGD's epsilon (paper 000 §6.1.3), as `compare` does
+        releases = 2 if method == "fairdp" else 1   # FairDP: counts and capped excess, each at the count noise
+        joint = joint_noise_multiplier((plan.count_noise_ratio * sigma,) * releases + (sigma,))
         steps = max_steps_within(resolved.epsilon, plan.delta, sampling_rate=q, noise_multiplier=joint,
                                  max_steps=steps, accounting=plan.accounting)
     if method == "mitigation":  # counts once (multiplier 10) + statistics at 2 sigma each step, same epsilon
@@ -1104,6 +1156,8 @@ def recommendations(problem: _Problem, plan: PrivacyPlan, resolved: ResolvedPlan
                                     "rates, stopped at DP-SGD's epsilon"),
                          ("naive", "Naive reweighting (paper 000 Alg. 3): group weights from private counts, "
                                    "stopped at DP-SGD's epsilon"),
+                         ("fairdp", "FairDP (paper 002, as reconstructed in training/fairdp.py): per-group bounds "
+                                    "at the fixed point of its tau-descent, stopped at DP-SGD's epsilon"),
                          ("mitigation", "paper 001's mitigation (Eq. 6 with the boundary proxy, gamma = (1, 1)) at "
                                         "DP-SGD's epsilon")):
         if method == plan.method:

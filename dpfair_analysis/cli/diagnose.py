@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "starting point (default logreg)")
     p.add_argument("--hidden", default="64,64", help="MLP hidden sizes (default 64,64)")
     p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
-    p.add_argument("--method", default="dpsgd", choices=("dpsgd", "dpsgdf", "naive"),
+    p.add_argument("--method", default="dpsgd", choices=("dpsgd", "dpsgdf", "naive", "fairdp"),
                    help="the planned private method (default dpsgd)")
     noise = p.add_mutually_exclusive_group()
     noise.add_argument("--sigma", type=positive_float_upto(1e6), default=None, help="noise multiplier (default 1)")

@@ -25,6 +25,7 @@ from dpfair_analysis.diagnose import (
     _Problem,
     accumulated_covariance,
     diagnose,
+    fairdp_stationary_bounds,
     fit_calibration,
     format_diagnosis,
     lyapunov_factor,
@@ -87,6 +88,59 @@ def test_the_drift_is_the_expected_dpsgd_update_of_the_training_loop():
         assert torch.allclose(drift, expected, atol=1e-10)
         assert torch.allclose(norms, G.norm(dim=1), atol=1e-10)
         assert noise == (0.0 if name == "sgd" else 2.0 * C)
+
+
+def _fairdp_gap(norms, group, clips, *, bias_coef, noise_coef, n_groups):
+    """p_k(C_k) - gamma_k(C_k) from the FairDP policy's own statistics and target."""
+    from dpfair_analysis.training.fairdp import fairdp_statistics, target_clipped_fraction
+
+    counts, excess = fairdp_statistics(norms, group, clips, n_groups=n_groups, excess_cap=5.0)
+    rows = counts.sum(0).clamp(min=1.0)
+    return counts[0] / rows - target_clipped_fraction(excess / rows, bias_coef=bias_coef, noise_coef=noise_coef)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.floats(1e-4, 1e3), st.integers(0, 3)), min_size=1, max_size=60),
+       st.floats(2.0, 40.0), st.floats(1e-6, 10.0), st.floats(0.01, 10.0))
+def test_fairdp_stationary_bounds_are_where_the_update_rests(rows, bias_coef, noise_coef, initial):
+    """Tiny and absent groups, norms over seven decades: p_k - gamma_k is non-increasing in C (so the fixed point
+    is unique) and the bound returned is its crossing, to 1e-6 relatively, or an end of FairDP's range."""
+    norms = torch.tensor([r[0] for r in rows], dtype=torch.float64)
+    group = torch.tensor([r[1] for r in rows])
+    kw = dict(bias_coef=bias_coef, noise_coef=noise_coef, n_groups=4)
+    grid = torch.logspace(-5, 5, 60, dtype=torch.float64)
+    gaps = torch.stack([_fairdp_gap(norms, group, torch.full((4,), float(c), dtype=torch.float64), **kw)
+                        for c in grid])
+    assert bool((gaps[1:] <= gaps[:-1] + 1e-12).all())
+    bounds = fairdp_stationary_bounds(norms, group, initial=initial, **kw)
+    present = torch.bincount(group, minlength=4) > 0
+    below = _fairdp_gap(norms, group, bounds * (1 - 1e-6), **kw)
+    above = _fairdp_gap(norms, group, bounds * (1 + 1e-6), **kw)
+    for k in range(4):
+        if not present[k]:
+            assert float(bounds[k]) == initial
+            continue
+        assert float(below[k]) >= 0 or bounds[k] <= initial / 100 * (1 + 1e-9)
+        assert float(above[k]) <= 0 or bounds[k] >= initial * 100 * (1 - 1e-9)
+
+
+def test_the_fairdp_policy_run_on_exact_statistics_settles_at_the_stationary_bounds():
+    """The training policy itself (counts noise ~0, every step's statistics on the same rows) drives each C_k to
+    the predictor's bound: the predictor models the method that ships."""
+    from dpfair_analysis.training.fairdp import FairDP, noise_coefficient
+
+    gen = torch.Generator().manual_seed(0)
+    group = torch.cat([torch.zeros(300, dtype=torch.long), torch.ones(40, dtype=torch.long)])
+    norms = torch.cat([torch.rand(300, generator=gen, dtype=torch.float64) * 2,
+                       1 + torch.rand(40, generator=gen, dtype=torch.float64) * 8])
+    policy = FairDP(0.5, 1.0, 1e-9, 1e-9, dimension=20, learning_rate=0.5, smoothing=0.0).for_run()
+    for _ in range(3000):
+        policy.decide(norms, group, n_groups=2, expected_batch_size=64.0, generator=gen)
+    settled = policy.current_clips(2)
+    predicted = fairdp_stationary_bounds(norms, group, n_groups=2, initial=0.5, bias_coef=policy.bias_coef,
+                                         noise_coef=noise_coefficient(1.0, 20, 64.0))
+    assert torch.allclose(settled.log(), predicted.log(), atol=0.06)
+    assert float(predicted[1]) > float(predicted[0])  # the group with the larger norms gets the larger bound
 
 
 def test_quantile_rule_clips_at_most_kappa_of_b_rows():
@@ -177,7 +231,7 @@ def test_json_has_exactly_the_issue_schema(diagnosis):
     assert payload["epsilon"] > 0 and payload["delta"] == 1e-6
     assert payload["recommendations"] and all(r["prediction"] is True for r in payload["recommendations"])
     actions = {r["action"] for r in payload["recommendations"]}
-    assert {"dpsgdf", "naive", "larger epsilon"} <= actions
+    assert {"dpsgdf", "naive", "fairdp", "larger epsilon"} <= actions
     text = format_diagnosis(diagnosis)
     assert any(verdict in text for verdict in ("Most hurt:", "cannot be called", "No group is predicted"))
 

@@ -106,7 +106,7 @@ collapses
 
 # %% [markdown]
 # ## Cost: one diagnosis vs one DP-SGD run at the same settings
-# Wall time in this (warm) process, on the same rows, at the **full** profile's settings whatever the profile (the quick profile's runs are too short to be what a diagnosis saves): the diagnosis alone (what predicts the planned run) and with its recommendations (six more predictions and their privacy calibrations). The target is ≤ 1/10 of a training run.
+# Wall time in this (warm) process, on the same rows, at the **full** profile's settings whatever the profile (the quick profile's runs are too short to be what a diagnosis saves): the diagnosis alone (what predicts the planned run) and with its recommendations (seven more predictions and their privacy calibrations). The target is ≤ 1/10 of a training run.
 
 # %%
 full_regimes = {r.name: r for r in study.profile_settings('full').regimes}
@@ -132,4 +132,4 @@ print(study.full_study_command())
 # * **Intervals and error.** 94% of the per-seed actual costs fall in the diagnosis' 90% intervals (the naive predictors' fitted intervals: 85%); mean absolute error 0.043 (defaults 0.008, noisy 0.077) against 0.080-0.093.
 # * **Where it loses** (table above): the noisy regime on Adult by race, German, Bank (2, 3 and 5 groups) and MNIST, and COMPAS at the defaults, where the most-hurt group is never callable.
 # * **Collapse.** DP-SGD collapsed to a constant classifier in all 6 Adult cells at the defaults; the diagnosis predicted all 6 and no other.
-# * **Cost.** At the defaults on Adult (2,827 steps) a diagnosis takes 0.05-0.08 of a DP-SGD run (three executions of this cell; 0.45-0.51 with its six recommendations); on the noisy regime's short runs (125-625 steps, 0.4-1.3 s of training) it costs about as much as the run (0.86-1.21), because it integrates the expected trajectories over every step on ~1,300 rows per step. The 1/10 target is met where a run is worth predicting, not on runs that take a second.
+# * **Cost.** At the defaults on Adult (2,827 steps) a diagnosis takes 0.05-0.08 of a DP-SGD run (four executions of this cell; 0.64 with its seven recommendations, FairDP's included); on the noisy regime's short runs (125-625 steps, 0.4-1.3 s of training) it costs about as much as the run (0.86-1.21), because it integrates the expected trajectories over every step on ~1,300 rows per step. The 1/10 target is met where a run is worth predicting, not on runs that take a second.

@@ -261,6 +261,7 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
 
         config = _lagrangian_config(method, settings, epsilon=epsilon, seed=seed, n_train=len(train),
                                     **pfld_overrides)
+        row.update(clip_primal=config.clip_primal, clip_dual=config.clip_dual, missing_rate=config.missing_rate)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyNotEstablishedWarning)
             try:
@@ -268,24 +269,20 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
             except TrainingDiverged as error:
                 if not record_divergence:
                     raise
-                row.update(accuracy=math.nan, violation=math.nan, diverged_at_step=error.step,
-                           clip_primal=config.clip_primal, clip_dual=config.clip_dual,
-                           missing_rate=config.missing_rate, seconds=time.perf_counter() - start,
-                           requested_epsilon=epsilon)
-                return row
-        final, final_train = result.final("test"), result.final("train")
-        row.update(accuracy=final["accuracy"], violation=final["violation"],
-                   train_accuracy=final_train["accuracy"], train_violation=final_train["violation"],
-                   epsilon=result.epsilon, privacy="none" if method == "fld" else (
-                       "(eps, delta)-DP on A (established)" if result.privacy_established
-                       else f"NOT established ({METHOD_LABELS[method]})"),
-                   sigma_p=result.noise_multipliers["primal"], clip_primal=config.clip_primal,
-                   clip_dual=config.clip_dual, missing_rate=config.missing_rate,
-                   lambda_max_reached=float(result.lambdas.max()))
-        if "frac_clipped" in result.steps.columns:
-            row["step_frac_clipped"] = float(result.steps["frac_clipped"].mean())
-        if h_norm_rows:
-            row.update(_fraction_above(result.model, train, result.constraint, config.clip_primal, h_norm_rows))
+                row.update(accuracy=math.nan, violation=math.nan, diverged_at_step=error.step)
+            else:
+                final, final_train = result.final("test"), result.final("train")
+                row.update(accuracy=final["accuracy"], violation=final["violation"],
+                           train_accuracy=final_train["accuracy"], train_violation=final_train["violation"],
+                           epsilon=result.epsilon, privacy="none" if method == "fld" else (
+                               "(eps, delta)-DP on A (established)" if result.privacy_established
+                               else f"NOT established ({METHOD_LABELS[method]})"),
+                           sigma_p=result.noise_multipliers["primal"], lambda_max_reached=float(result.lambdas.max()))
+                if "frac_clipped" in result.steps.columns:
+                    row["step_frac_clipped"] = float(result.steps["frac_clipped"].mean())
+                if h_norm_rows:
+                    row.update(_fraction_above(result.model, train, result.constraint, config.clip_primal,
+                                               h_norm_rows))
     row["seconds"] = time.perf_counter() - start
     row["requested_epsilon"] = epsilon
     return row

@@ -64,9 +64,9 @@ def plot_group_history(history: pd.DataFrame, *, metric: str, split: str = "test
     return fig
 
 
-def plot_costs(table: pd.DataFrame, *, ax: plt.Axes | None = None) -> plt.Figure:
-    """Mean cost of privacy per private method (x) and group (colour; with many groups, 'all' and the two
-    extreme groups); the sd columns of ``table`` hold the spread over seeds."""
+def plot_costs(table: pd.DataFrame, *, ax: plt.Axes | None = None, focus: list[str] | None = None) -> plt.Figure:
+    """Mean cost of privacy per private method (x) and group (colour; with many groups, 'all' and
+    ``focus``, by default the two extreme groups); the sd columns of ``table`` hold the spread over seeds."""
     rows = table[(table["method"] != "sgd") & ~table["group"].isin(["max_gap"])]
     if ax is None:
         fig, ax = plt.subplots(figsize=(min(plotting_width(rows["method"].nunique()), MAX_WIDTH), 4))
@@ -74,7 +74,7 @@ def plot_costs(table: pd.DataFrame, *, ax: plt.Axes | None = None) -> plt.Figure
         fig = ax.figure
     seeds = int(table["n_seeds"].max()) if "n_seeds" in table.columns else 1
     if rows["group"].nunique() > 4:
-        rows = rows[rows["group"].isin(focus_groups(rows, value="cost"))]
+        rows = rows[rows["group"].isin(with_population(focus) if focus else focus_groups(rows, value="cost"))]
     sns.barplot(data=rows, x="method", y="cost", hue="group", ax=ax, errorbar=None)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_ylabel("Δ accuracy vs SGD (test)" + (f", mean of {seeds} seeds" if seeds > 1 else ""))
@@ -85,17 +85,52 @@ def plot_costs(table: pd.DataFrame, *, ax: plt.Axes | None = None) -> plt.Figure
     return fig
 
 
+def with_population(groups: list[str]) -> list[str]:
+    """``groups`` with 'all' (the population) first, once."""
+    return ["all"] + [str(g) for g in groups if str(g) != "all"]
+
+
+def plot_group_accuracy(table: pd.DataFrame, *, title: str | None = None) -> plt.Figure:
+    """Final test accuracy per group (x) and method (colour), whiskers ± 1 sd over seeds when there are
+    several (paper 000 Fig. 1, 004 Fig. 3: accuracy w.r.t. each MNIST class). ``table`` is a
+    ``CompareResult.table`` (columns method, group, accuracy, accuracy_sd, n_seeds)."""
+    rows = table[~table["group"].isin(["all", "max_gap"])].copy()
+    seeds = int(rows["n_seeds"].max()) if "n_seeds" in rows.columns else 1
+    groups = list(dict.fromkeys(rows["group"]))
+    methods = list(dict.fromkeys(rows["method"]))
+    fig, ax = plt.subplots(figsize=(min(plotting_width(len(groups)), MAX_WIDTH), 3.8))
+    sns.barplot(data=rows, x="group", y="accuracy", hue="method", order=groups, hue_order=methods, ax=ax,
+                errorbar=None)
+    if seeds > 1:
+        width = 0.8 / len(methods)
+        for i, method in enumerate(methods):
+            part = rows[rows["method"] == method].set_index("group").reindex(groups)
+            x = [j - 0.4 + width * (i + 0.5) for j in range(len(groups))]
+            ax.errorbar(x, part["accuracy"], yerr=part["accuracy_sd"], fmt="none", color="black", lw=0.8)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("group")
+    ax.set_ylabel("test accuracy" + (f"; whiskers ± 1 sd, {seeds} seeds" if seeds > 1 else ", one seed"))
+    ax.legend(title="method", fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
 def plotting_width(n_categories: int) -> float:
     """A bar chart's width for ``n_categories`` on its x axis (inches)."""
     return 2.5 + 1.1 * n_categories
 
 
 def plot_group_bounds(steps: pd.DataFrame, group_names: tuple[str, ...], *, method: str = "dpsgdf",
-                      steps_per_epoch: float | None = None, ax: plt.Axes | None = None) -> plt.Figure:
+                      steps_per_epoch: float | None = None, ax: plt.Axes | None = None,
+                      focus: list[str] | None = None) -> plt.Figure:
     """DPSGD-F's per-group clipping bound C^k over training (paper 000 Fig. 2, 004 Fig. 5).
 
     ``steps`` is a step table with columns ``C[k]`` (``TrainingResult.steps`` or
-    ``CompareResult.steps``); the x axis is epochs when ``steps_per_epoch`` is given.
+    ``CompareResult.steps``); the x axis is epochs when ``steps_per_epoch`` is given. With more than
+    four groups, ``focus`` (default: the groups with the lowest and the highest mean bound) is drawn
+    in colour with its 25-75% band and the other groups as thin grey lines of their per-epoch mean.
     """
     rows = steps[steps["method"] == method] if "method" in steps.columns else steps
     columns = [f"C[{k}]" for k in range(len(group_names))]
@@ -112,9 +147,16 @@ def plot_group_bounds(steps: pd.DataFrame, group_names: tuple[str, ...], *, meth
     if steps_per_epoch:
         tidy["epoch"] = (tidy["step"] / steps_per_epoch).apply(lambda e: max(1, -(-e // 1)))  # the epoch a step is in
         x = "epoch"
-    if tidy["group"].nunique() > 4:  # many groups: the two extreme ones and their spread
+    if tidy["group"].nunique() > 4:
         means = tidy.groupby("group")["C^k"].mean().sort_values()
-        tidy = tidy[tidy["group"].isin([means.index[0], means.index[-1]])]
+        focus = [str(g) for g in focus] if focus else [means.index[0], means.index[-1]]
+        unknown = sorted(set(focus) - set(tidy["group"]))
+        if unknown:
+            raise ValueError(f"focus names groups {unknown} that are not among {list(group_names)}")
+        for _, part in tidy[~tidy["group"].isin(focus)].groupby("group"):
+            mean = part.groupby(x)["C^k"].mean()
+            ax.plot(mean.index, mean.to_numpy(), color="0.75", lw=0.8, zorder=1)
+        tidy = tidy[tidy["group"].isin(focus)]
     sns.lineplot(data=tidy, x=x, y="C^k", hue="group", ax=ax, errorbar=("pi", 50))
     ax.set_xlabel("epoch" if steps_per_epoch else "step")
     ax.set_ylabel("C^k per epoch; band: 25-75% of steps")
@@ -246,6 +288,36 @@ def plot_bias_variance_bounds(bounds: pd.DataFrame) -> plt.Figure:
     rows = bounds.melt(id_vars="group", value_vars=["lower_half", "measured_mean", "upper"])
     sns.barplot(data=rows, x="group", y="value", hue="variable", ax=ax)
     ax.set_ylabel("E‖Ĝᵏ − Gᵏ‖")
+    return fig
+
+
+def plot_epsilon_sweep(table: pd.DataFrame, *, tau: float = 0.05) -> plt.Figure:
+    """Paper 000 Figure 3: DPSGD-F's accuracy loss on each swept group against its epsilon, one panel per
+    kind of sweep (epochs, noise), each point labelled with the swept value; the dotted line is the
+    equal-costs gap |Δ² − Δ⁸| with the paper's threshold τ. Points are means over seeds.
+
+    ``table`` from :func:`~dpfair_analysis.experiments.dpsgdf.mnist_epsilon_sweep` (rows of one or both
+    kinds concatenated)."""
+    kinds = list(dict.fromkeys(table["kind"]))
+    seeds = table["seed"].nunique()
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 3.8), sharey=True, squeeze=False)
+    label = {"epochs": "{:g} epochs", "noise": "σ = {:g}"}
+    for ax, kind in zip(axes.flat, kinds):
+        rows = table[(table["kind"] == kind) & (table["group"] != "all")]
+        means = rows.groupby(["value", "group"], as_index=False)[["epsilon", "cost", "gap_2_8"]].mean()
+        sns.lineplot(data=means, x="epsilon", y="cost", hue="group", marker="o", ax=ax)
+        gaps = means.drop_duplicates("value").sort_values("epsilon")
+        ax.plot(gaps["epsilon"], gaps["gap_2_8"], ls=":", color="black", marker=".", label="gap |Δ² − Δ⁸|")
+        ax.axhline(tau, color="grey", lw=0.8, ls="--", label=f"τ = {tau:g}")
+        ax.axhline(0, color="black", lw=0.6)
+        for _, r in gaps.iterrows():
+            ax.annotate(label[kind].format(r["value"]), (r["epsilon"], r["gap_2_8"]), textcoords="offset points",
+                        xytext=(0, 6), ha="center", fontsize="small")
+        ax.set_xlabel("ε (δ = 1e-6)")
+        ax.set_ylabel("accuracy loss vs SGD (test)" + (f", mean of {seeds} seeds" if seeds > 1 else ", one seed"))
+        ax.set_title(f"DPSGD-F, varying the {'number of epochs' if kind == 'epochs' else 'noise scale'}")
+        ax.legend(fontsize="small")
+    fig.tight_layout()
     return fig
 
 

@@ -518,8 +518,11 @@ def format_inequality(result: CompareResult) -> str:
     return "\n".join(lines)
 
 
-def save_compare_figures(result: CompareResult, directory: str | Path) -> list[Path]:
+def save_compare_figures(result: CompareResult, directory: str | Path, *,
+                         focus: list[str] | None = None) -> list[Path]:
     """Per-group curves of a comparison as PNG files (with the CSV behind each) in ``directory``.
+    With more than four groups, ``focus`` names the groups drawn in colour (e.g. the paper's
+    classes 2 and 8; default: the two extreme groups of each figure), the others are grey.
 
     * ``accuracy.png``: test accuracy per group over epochs, one panel per method;
     * ``loss_grad_norm.png``: per-group average loss and per-sample gradient norm over
@@ -530,7 +533,7 @@ def save_compare_figures(result: CompareResult, directory: str | Path) -> list[P
     import matplotlib.pyplot as plt
 
     from dpfair_analysis.plotting import focus_groups, plot_costs, plot_group_bounds, plot_group_history, \
-        save_figure
+        save_figure, with_population
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -542,10 +545,11 @@ def save_compare_figures(result: CompareResult, directory: str | Path) -> list[P
     rows = -(-len(methods) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(3.9 * columns, 3.3 * rows), sharey=True, squeeze=False)
     test_rows = histories.query("metric == 'accuracy' and split == 'test'")
-    focus = focus_groups(test_rows) if test_rows["group"].nunique() > 4 else None
+    accuracy_focus = (with_population(focus) if focus else focus_groups(test_rows)) \
+        if test_rows["group"].nunique() > 4 else None
     for ax, method in zip(axes.flat, methods):
         plot_group_history(histories[histories["method"] == method], metric="accuracy", split="test", style=None,
-                           ax=ax, focus=focus)
+                           ax=ax, focus=accuracy_focus)
         ax.set_title(method)
     for ax in list(axes.flat)[len(methods):]:
         ax.set_visible(False)
@@ -562,22 +566,23 @@ def save_compare_figures(result: CompareResult, directory: str | Path) -> list[P
                         transform=ax.transAxes)
                 ax.set_axis_off()
                 continue
-            focus = focus_groups(batch_rows[batch_rows["metric"] == metric]) \
+            metric_rows = batch_rows[batch_rows["metric"] == metric]
+            metric_focus = (with_population(focus) if focus else focus_groups(metric_rows)) \
                 if batch_rows["group"].nunique() > 4 else None
-            plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax, focus=focus)
+            plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax, focus=metric_focus)
             ax.set_title(f"{method}: average {metric.replace('_', ' ')}")
     written.append(save_figure(fig, directory / "loss_grad_norm.png",
                                data=histories.query("split == 'batches' and metric in ['loss', 'grad_norm']")))
     plt.close(fig)
 
-    fig = plot_costs(result.table)
+    fig = plot_costs(result.table, focus=focus)
     written.append(save_figure(fig, directory / "cost.png", data=result.table))
     plt.close(fig)
 
     if "dpsgdf" in methods:
         dpsgdf_steps = result.steps[result.steps["method"] == "dpsgdf"]
         fig = plot_group_bounds(dpsgdf_steps, result.group_names,
-                                steps_per_epoch=result.n_train / result.config.train.batch_size)
+                                steps_per_epoch=result.n_train / result.config.train.batch_size, focus=focus)
         columns = ["seed", "step"] + [c for c in dpsgdf_steps.columns if c.startswith(("C", "guard_", "m[", "o["))]
         written.append(save_figure(fig, directory / "clip_bounds.png", data=dpsgdf_steps[columns]))
         plt.close(fig)

@@ -24,6 +24,7 @@ from dpfair_analysis.experiments.cache import RunCache
 from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, run_compare
 from dpfair_analysis.gradients import per_sample_gradients, flatten
 from dpfair_analysis.models import build_model
+from dpfair_analysis.privacy.accounting import AccountingSpec, epsilon_from_event, poisson_gaussian_event
 from dpfair_analysis.theory.bounds import (bound_minimising_clip, expected_gaussian_norm,
                                            group_bias_variance_bounds, monte_carlo_group_error,
                                            quantile_rule_clip)
@@ -57,7 +58,8 @@ MNIST_FULL_BALANCED = replace(MNIST_FULL_UNBALANCED, train_group_fraction={})
 FIGURE3_EPOCHS = (20, 40, 60, 80)
 FIGURE3_NOISE = (0.6, 0.8, 1.0, 1.2)
 
-#: the paper's printed numbers, for side-by-side tables (Table 1 of 000; Table 5 of 004)
+#: the paper's printed numbers, for side-by-side tables (Table 1 of 000; Tables 3 and 5 of 004). Dutch: the
+#: paper's M is the 30,273 rows of sex code 2 (``sex_coding="paper"``; the census codebook calls them women)
 PAPER_TABLE1 = pd.DataFrame([
     ("adult", "sgd", "accuracy", 0.8099, 0.7610, 0.9117),
     ("adult", "dpsgd", "cost", -0.0592, -0.0740, -0.0281),
@@ -71,6 +73,18 @@ PAPER_TABLE1 = pd.DataFrame([
     ("mnist", "dpsgd", "cost", -0.1081, -0.0707, -0.6807),
     ("mnist", "naive", "cost", -0.1500, -0.1512, -0.1510),
     ("mnist", "dpsgdf", "cost", -0.0293, -0.0281, -0.0432),
+    ("mnist-balanced", "sgd", "accuracy", 0.9892, 0.9932, 0.9917),
+    ("mnist-balanced", "dpsgd", "cost", -0.0494, -0.0853, -0.0719),
+    ("mnist-balanced", "naive", "cost", -0.0491, -0.0891, -0.0687),
+    ("mnist-balanced", "dpsgdf", "cost", -0.0236, -0.0339, -0.0359),
+    ("dutch", "sgd", "accuracy", 0.7879, 0.8013, 0.7744),
+    ("dutch", "dpsgd", "cost", -0.1001, -0.1534, -0.0466),
+    ("dutch", "naive", "cost", -0.100, -0.155, -0.046),
+    ("dutch", "dpsgdf", "cost", -0.013, -0.016, -0.009),
+    ("dutch-unbalanced", "sgd", "accuracy", 0.802, 0.834, 0.706),
+    ("dutch-unbalanced", "dpsgd", "cost", -0.124, -0.086, -0.240),
+    ("dutch-unbalanced", "naive", "cost", -0.101, -0.142, 0.025),
+    ("dutch-unbalanced", "dpsgdf", "cost", -0.032, -0.028, -0.044),
 ], columns=["dataset", "method", "quantity", "all", "majority", "minority"])
 
 #: Table 3 of 000: MNIST, DPSGD with uniform C vs DPSGD-F (C0 = 1): cost on total, class 2, class 8
@@ -96,9 +110,12 @@ def with_profile(config: CompareConfig, profile: str, *, seeds: int | None = Non
 
 
 def census_table(dataset: str = "adult", *, profile: str = "full", seeds: int | None = None,
-                 cache: RunCache | None = None, progress: bool = False) -> CompareResult:
-    """Table 1 (Adult) / Table 5 (balanced and unbalanced Adult, Dutch) for one census data set."""
-    config = with_profile(replace(CENSUS, dataset=dataset), profile, seeds=seeds)
+                 cache: RunCache | None = None, progress: bool = False,
+                 data_options: dict | None = None) -> CompareResult:
+    """Table 1 (Adult) / Table 5 (balanced and unbalanced Adult, Dutch) for one census data set;
+    ``data_options`` go to its loader (Dutch: ``{"sex_coding": "paper"}`` groups as the paper does)."""
+    config = with_profile(replace(CENSUS, dataset=dataset, data_options=dict(data_options or {})), profile,
+                          seeds=seeds)
     return run_compare(config, cache=cache, progress=progress)
 
 
@@ -154,6 +171,32 @@ def mnist_epsilon_sweep(kind: str, values: tuple[float, ...] | None = None, *, p
     gaps = table[table["group"] != "all"].pivot_table(index=["value", "seed"], columns="group", values="cost")
     table = table.merge((gaps["2"] - gaps["8"]).abs().rename("gap_2_8").reset_index(), on=["value", "seed"])
     return table
+
+
+def paper_convention_epsilon(result: CompareResult, *, method: str = "dpsgd") -> float:
+    """DPSGD's epsilon the way the papers print it: the same run (Poisson rate q = b/n, sigma, its
+    steps) through the classic RDP conversion eps = min_alpha [RDP(alpha) + log(1/delta)/(alpha - 1)]
+    on TF Privacy's orders, which the papers' code used. The toolkit's own guarantee (dp_accounting's
+    conversion) is ``result.epsilon``; the two differ only in the conversion, so a match of this one with
+    the printed epsilon says the sampling rate, noise and step count are the paper's."""
+    steps = [run["steps"] for run in result.runs if run["method"] == method]
+    if not steps:
+        raise ValueError(f"method={method!r} did not run; methods run: {sorted({r['method'] for r in result.runs})}")
+    train = result.config.train
+    event = poisson_gaussian_event(train.batch_size / result.n_train, result.config.noise_multiplier,
+                                   steps=int(steps[0]))
+    return epsilon_from_event(event, train.delta, accounting=AccountingSpec(conversion="classic"))
+
+
+def table3_side_by_side(result: CompareResult) -> pd.DataFrame:
+    """Table 3 of 000 (Table 4 of 004): per method, the measured cost on the total, class 2 and class 8
+    (mean over seeds) beside the paper's (columns ``<group>_paper``); DPSGD at the default C = 1 is
+    named ``dpsgd(C=1)`` as in the paper."""
+    paper = PAPER_TABLE3.set_index("method")
+    measured = result.table[result.table["method"] != "sgd"].pivot(index="method", columns="group", values="cost")
+    measured = measured.rename(index={"dpsgd": f"dpsgd(C={result.config.clip_bound:g})"})
+    rows = measured.reindex([m for m in paper.index if m in measured.index])[["all", "2", "8"]]
+    return rows.join(paper.add_suffix("_paper")).reset_index()
 
 
 def side_by_side(result: CompareResult, *, majority: str, minority: str, paper_key: str) -> pd.DataFrame:

@@ -89,3 +89,52 @@ def test_figure6_is_drawn():
     assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= plotting.MAX_WIDTH
     assert {t.get_text() for t in fig.axes[0].texts} == {"M", "F"}
     plt.close(fig)
+
+
+def test_the_papers_classes_can_be_the_coloured_ones(many_groups_result, tmp_path, monkeypatch):
+    coloured = {}
+    real = plotting.save_figure
+
+    def capture(fig, path, **kwargs):
+        coloured[path.name] = [sorted(t.get_text() for t in ax.get_legend().get_texts())
+                               for ax in fig.axes if ax.get_legend() is not None]
+        return real(fig, path, **kwargs)
+
+    monkeypatch.setattr(plotting, "save_figure", capture)
+    names = many_groups_result.group_names
+    save_compare_figures(many_groups_result, tmp_path, focus=[names[2], names[8]])
+    assert coloured["clip_bounds.png"] == [sorted([names[2], names[8]])]
+    assert all(legend == sorted(["all", names[2], names[8]]) for legend in coloured["accuracy.png"])
+    assert coloured["cost.png"] == [sorted(["all", names[2], names[8]])]
+    with pytest.raises(ValueError, match="focus names groups"):
+        plotting.plot_group_bounds(many_groups_result.steps, names, focus=["no such class"])
+
+
+def test_per_class_accuracy_fits_the_page_with_one_legend_entry_per_method(many_groups_result):
+    table = many_groups_result.table[many_groups_result.table["method"].isin(["sgd", "dpsgd", "naive", "dpsgdf"])]
+    fig = plotting.plot_group_accuracy(table)
+    ax = fig.axes[0]
+    assert fig.get_size_inches()[0] <= plotting.MAX_WIDTH
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["sgd", "dpsgd", "naive", "dpsgdf"]
+    assert len(ax.patches) >= 4 * len(many_groups_result.group_names)  # a bar per class and method
+    assert "± 1 sd, 2 seeds" in ax.get_ylabel()
+    plt.close(fig)
+
+
+def test_figure3_labels_each_point_with_its_swept_value_and_draws_the_threshold():
+    rows = []
+    for kind, values, epsilons in (("epochs", (20, 40), (3.0, 4.5)), ("noise", (0.6, 1.2), (9.0, 3.5))):
+        for value, epsilon in zip(values, epsilons):
+            for seed in (0, 1):
+                for group, cost in (("all", -0.05), ("2", -0.03), ("8", -0.09)):
+                    rows.append({"kind": kind, "value": value, "seed": seed, "group": group, "epsilon": epsilon,
+                                 "cost": cost, "gap_2_8": 0.06})
+    fig = plotting.plot_epsilon_sweep(pd.DataFrame(rows), tau=0.05)
+    assert len(fig.axes) == 2 and fig.get_size_inches()[0] <= plotting.MAX_WIDTH
+    assert {t.get_text() for t in fig.axes[0].texts} == {"20 epochs", "40 epochs"}
+    assert {t.get_text() for t in fig.axes[1].texts} == {"σ = 0.6", "σ = 1.2"}
+    for ax in fig.axes:
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "τ = 0.05" in labels and "8" in labels and len(labels) <= plotting.MAX_LEGEND
+        assert "mean of 2 seeds" in ax.get_ylabel()
+    plt.close(fig)

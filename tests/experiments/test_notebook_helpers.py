@@ -238,3 +238,28 @@ def test_the_side_by_side_puts_the_papers_dutch_rows_beside_the_papers_grouping(
     assert side.loc["dpsgd", "majority_paper"] == pytest.approx(-0.086)
     assert side.loc["sgd", "all_paper"] == pytest.approx(0.802)
     assert side["minority"].tolist() == [0.6] * 4
+
+
+def test_balanced_mnist_is_the_full_training_split_with_the_unbalanced_settings(monkeypatch):
+    monkeypatch.setattr(dpsgdf, "run_compare", lambda config, **kw: config)
+    balanced = dpsgdf.mnist_table(source="full", balanced=True, seeds=1)
+    unbalanced = dpsgdf.mnist_table(source="full", seeds=1)
+    assert balanced.train_group_fraction == {} and unbalanced.train_group_fraction == {"8": 500 / 5851}
+    assert replace(balanced, train_group_fraction={}) == replace(unbalanced, train_group_fraction={})
+    assert (balanced.dataset, balanced.test_split) == ("mnist-full", "official")
+    with pytest.raises(ValueError, match="balanced=True needs source='full'"):
+        dpsgdf.mnist_table(source="5k", balanced=True)
+
+
+def test_the_epsilon_sweep_spends_less_privacy_with_more_noise_and_reports_the_class_gap(tmp_path):
+    from dpfair_analysis.experiments.cache import RunCache
+    table = dpsgdf.mnist_epsilon_sweep("noise", (0.8, 2.0), profile="quick", seeds=1, source="5k",
+                                       cache=RunCache(tmp_path))
+    assert set(table["group"]) == {"all", "2", "8"} and set(table["value"]) == {0.8, 2.0}
+    epsilon = table.groupby("value")["epsilon"].first()
+    assert epsilon[2.0] < epsilon[0.8]
+    for _, rows in table.groupby("value"):
+        cost = rows.set_index("group")["cost"]
+        assert rows["gap_2_8"].iloc[0] == pytest.approx(abs(cost["2"] - cost["8"]))
+    with pytest.raises(ValueError, match="kind"):
+        dpsgdf.mnist_epsilon_sweep("batch", (1,), profile="quick")

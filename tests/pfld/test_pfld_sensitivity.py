@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import find, given
+from hypothesis import find, given, settings
 from scipy import stats
 
 from dpfair_analysis.fairness.constraints import make_constraint
@@ -63,8 +63,15 @@ def test_theorem1_sign_flip_stored_counterexample():
     assert primal_release_excess(c) == pytest.approx(16.0, abs=1e-12)
 
 
+#: Step (8e)'s violations are rarer under ``cases()`` than the others: in 20 seeded searches the first one
+#: came after 2-761 draws (median ~200), so the default 1,000 draws missed now and then. ``derandomize``
+#: does not pin the draws across runs (hypothesis also draws constants mined from the loaded modules, which
+#: differ between a lone run and the whole suite); 6,000 draws miss with probability ~e^-20 at that rate.
+GROUP_PART_SEARCH = settings(SEARCH, max_examples=max(SEARCH.max_examples, 6000))
+
+
 def test_theorem1_searches_find_violations():
-    found = find(cases(), lambda c: primal_group_part_excess(c) > 1e-9, settings=SEARCH)
+    found = find(cases(), lambda c: primal_group_part_excess(c) > 1e-9, settings=GROUP_PART_SEARCH)
     assert primal_group_part_excess(found) > 0
     found = find(cases(), lambda c: primal_release_excess(c) > 1e-9, settings=SEARCH)
     assert primal_release_excess(found) > 0

@@ -263,3 +263,20 @@ def test_the_epsilon_sweep_spends_less_privacy_with_more_noise_and_reports_the_c
         assert rows["gap_2_8"].iloc[0] == pytest.approx(abs(cost["2"] - cost["8"]))
     with pytest.raises(ValueError, match="kind"):
         dpsgdf.mnist_epsilon_sweep("batch", (1,), profile="quick")
+
+
+def test_table2_takes_the_last_epoch_of_each_run_and_finds_the_papers_row():
+    rows = []
+    for seed, last in ((0, 3), (1, 2)):  # the runs stop at different epochs (equal privacy)
+        for epoch in range(1, last + 1):
+            for group, loss, norm in (("2", 0.1, 1.0), ("8", 0.5, 20.0)):
+                scale = 10.0 if epoch < last else 1.0 + seed  # only the last epoch counts
+                rows += [{"method": "dpsgd", "seed": seed, "epoch": epoch, "split": "batches", "group": group,
+                          "metric": metric, "value": value * scale}
+                         for metric, value in (("loss", loss), ("grad_norm", norm))]
+    result = SimpleNamespace(histories=pd.DataFrame(rows), table=pd.DataFrame({"method": ["dpsgd"]}))
+    side = dpsgdf.table2_side_by_side(result, majority="2", minority="8", paper_key="mnist").set_index("metric")
+    assert side.loc["grad_norm", "minority"] == pytest.approx(20.0 * 1.5)  # mean of 20 x 1 and 20 x 2
+    assert side.loc["loss", "majority"] == pytest.approx(0.1 * 1.5)
+    assert side.loc["grad_norm", "minority_paper"] == pytest.approx(100.46)
+    assert side.loc["loss", "majority_paper"] == pytest.approx(0.41)

@@ -43,18 +43,20 @@ TOOLS = {"execute.py"}  # the .py files in notebooks/ that are not notebook sour
 #: * full, with an empty run cache: quickstart (46 s), fairness_lens (26 min) and verify_claims
 #:   (6 min) cache nothing, so their committed copies' own cell timings are the cold times.
 #:   dpsgdf and pfld were executed with their runs already cached (61 s and 13 s), so their
-#:   cold times are estimated, not measured: dpsgdf = 8 full-MNIST (54,649 rows) CNN runs of
-#:   60 epochs at ~23 min each (benchmarks/per_sample_step.py --project, 2026-11-26) + Adult,
+#:   cold times are estimated, not measured: dpsgdf = 21 full-MNIST CNN runs measured at 24-33 min
+#:   each on one core (2026-11-26; Table 1 on 2 seeds and Table 3's four uniform C: 12 runs of 60
+#:   epochs; balanced MNIST: 4 runs on 60,000 rows; Figure 3: 20 and 40 epochs and 3 more noise
+#:   scales) ~ 10 h of one core + Dutch (4 tables x 5 seeds, ~20 min) + Adult,
 #:   balanced Adult and the uniform-C control at 5 seeds x 20 epochs (~20x5 the 1-epoch
-#:   full-data run, ~4 s per method) ~ 3.5 h; pfld = Table 2 on 36k Income rows (5 folds x 3
-#:   constraints of A, M, Z, PF-LD, F-LD, ~1.5 h) + COMPAS Table 2 (~10 min) + Bank's three
+#:   full-data run, ~4 s per method) ~ 10.5 h (about half with --jobs 2); pfld = Table 2 on
+#:   36k Income rows (5 folds x 3 constraints of A, M, Z, PF-LD, F-LD, ~1.5 h) + COMPAS Table 2 (~10 min) + Bank's three
 #:   Table 2 groupings (~45 PF-LD runs at ~20 s, ~20 min) and ~110 Bank sweep runs (~40 min) + the
 #:   Income Figure 1 sweep (20 runs, ~30 min) ~ 3 h.
 #: A warm run cache only redraws; how long that took is read from the committed copy at
 #: run time (:func:`recorded_seconds`).
 ESTIMATES: dict[str, dict[str, float]] = {
     "quickstart": {"quick": 12, "full": 50},
-    "dpsgdf": {"quick": 30, "full": 3.5 * 3600},
+    "dpsgdf": {"quick": 50, "full": 10.5 * 3600},
     "fairness_lens": {"quick": 20, "full": 6 * 60},  # full: 4 min measured (2026-11-26, beside two other jobs)
     "pfld": {"quick": 20, "full": 3 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},

@@ -583,7 +583,10 @@ def save_compare_figures(result: CompareResult, directory: str | Path, *,
         dpsgdf_steps = result.steps[result.steps["method"] == "dpsgdf"]
         fig = plot_group_bounds(dpsgdf_steps, result.group_names,
                                 steps_per_epoch=result.n_train / result.config.train.batch_size, focus=focus)
-        columns = ["seed", "step"] + [c for c in dpsgdf_steps.columns if c.startswith(("C", "guard_", "m[", "o["))]
-        written.append(save_figure(fig, directory / "clip_bounds.png", data=dpsgdf_steps[columns]))
+        columns = [c for c in dpsgdf_steps.columns if c.startswith(("C", "guard_", "m[", "o["))]
+        per_epoch = dpsgdf_steps.assign(epoch=(dpsgdf_steps["step"] * result.config.train.batch_size
+                                               // result.n_train) + 1)  # the figure's resolution, not every step
+        data = per_epoch.groupby(["seed", "epoch"])[columns].mean().reset_index()
+        written.append(save_figure(fig, directory / "clip_bounds.png", data=data))
         plt.close(fig)
     return written

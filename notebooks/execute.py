@@ -62,11 +62,14 @@ ESTIMATES: dict[str, dict[str, float]] = {
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
     # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells (experiments.diagnose.time_cell)
     "diagnose": {"quick": 70, "full": 2.5 * 3600},
-    # fairdp quick: measured (52 s cold, 110 s at load ~9). Full: estimated from one timed full-MNIST epoch per method
-    # (experiments.fairdp.timed_unit, at load ~5: DP-SGD 82 s, FairDP 89 s, DP-FedAvg 126 s) x 60 epochs x the
-    # runs: Table 1 18 MNIST runs (~27 h), Figure 1 9 DP-SGD runs (~12 h), Figures 4-6 ~54 new MNIST runs
-    # (~80 h; batch 64 is 4x the steps), Adult and the membership attack (~3 h)
-    "fairdp": {"quick": 60, "full": 120 * 3600},
+    # fairdp quick: measured (52 s cold, 110 s at load ~9). Full: Table 1 on full MNIST is 18 CNN runs of 60 epochs
+    # measured at 1,370-1,600 s each on one core (2026-11-26, FairDP, Opt-Q, DP-FedAvg, DP-SGD, DPSGD-F alike)
+    # ~ 7.5 h; Adult (Table 1, the Adult sweeps of Figures 4-6 and Figure 3's 54 MLP runs for the attack, ~12 s
+    # per run) ~ 30 min
+    "fairdp": {"quick": 60, "full": 8 * 3600},
+    # fairdp_mnist_figures quick: measured by its notebook test. Full: Figure 1's (C, sigma) grid (8 new DP-SGD runs)
+    # and Figures 4-6 on MNIST (50 new runs: the preset's point of each sweep is Table 1's seed 0) at ~25 min each
+    "fairdp_mnist_figures": {"quick": 40, "full": 25 * 3600},
 }
 
 

@@ -104,44 +104,26 @@ fig = plotting.plot_fairdp_bounds(mnist.steps.query('seed == 0'), mnist.group_na
 save_figure(fig, FIGS / 'bounds_mnist.png', data=mnist.steps.query("method in ['fairdp', 'optq']"));
 
 # %% [markdown]
-# ## Figure 1 — effect of C and σ on τ(C, σ; θ) and on per-group accuracy (MNIST)
-# Left: Eq. (4) per group (classes 2 and 8) on real per-sample gradients of the CNN after a DP-SGD warm-up, over C and σ (dotted: the clipping-bias terms alone). Right: DP-SGD's per-group test accuracy over a (C, σ) grid.
+# ## Figures 4-6 on Adult — per-group accuracy against the learning rate, the batch size (64-512) and the noise multiplier
+# Every method at equal privacy for each value (Adult male and female; one seed per point). The MNIST panels of these figures, and Figure 1, are in `fairdp_mnist_figures.ipynb`: each of their points is six 60-epoch CNN runs. The quick profile sweeps two values, one of them the preset's (its runs come from the cache of Table 1), for SGD, DPSGD and FairDP only.
 
 # %%
-tau = paper.tau_analysis(profile=PROFILE, clips=(0.1, 0.3, 1.0, 3.0, 10.0),
-                         sigmas=(0.5, 0.8, 2.0) if QUICK else (0.5, 0.8, 1.0, 2.0))
-grid = paper.clip_noise_accuracy(profile=PROFILE, clips=(0.3, 3.0) if QUICK else (0.3, 1.0, 3.0),
-                                 sigmas=(0.8,) if QUICK else (0.5, 0.8, 2.0), seeds=1, cache=CACHE)
-fig = plotting.plot_tau_grid(tau, grid.query("group in ['2', '8']"))
-save_figure(fig, FIGS / 'figure1_tau.png', data=tau)
-save_table(grid, FIGS / 'figure1_accuracy.csv')
-tau.query('sigma == 0.8')
-
-# %% [markdown]
-# ## Figures 4-6 — per-group accuracy against the learning rate, the batch size (64-512) and the noise multiplier
-# Every method at equal privacy for each value (MNIST classes 2 and 8; Adult male and female). The quick profile sweeps two values, one of them the preset's (its runs come from the cache of Table 1), for SGD, DPSGD and FairDP only.
-
-# %%
-SWEEP_SEEDS = 1  # full profile: one seed per point (each MNIST point is 6 CNN runs of 60 epochs)
+SWEEP_SEEDS = 1
 SWEEP_METHODS = ('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS  # quick: three of the six
-SWEEP_VALUES = {'lr': {'adult': (0.01, 0.1), 'mnist': (0.01, 0.05)},
-                'batch_size': {'adult': (64, 256), 'mnist': (64, 256)},
-                'noise_multiplier': {'adult': (1.0, 2.0), 'mnist': (0.8, 2.0)}}
+QUICK_VALUES = {'lr': (0.01, 0.1), 'batch_size': (64, 256), 'noise_multiplier': (1.0, 2.0)}
 sweeps = []
 for number, parameter in ((4, 'lr'), (5, 'batch_size'), (6, 'noise_multiplier')):
-    for dataset in ('mnist', 'adult'):
-        values = SWEEP_VALUES[parameter][dataset] if QUICK else None
-        rows = paper.sweep(dataset, parameter, values, profile=PROFILE, seeds=SWEEP_SEEDS, methods=SWEEP_METHODS,
-                           cache=CACHE)
-        sweeps.append(rows)
-        fig = plotting.plot_group_sweep(rows, groups=paper.FIGURE_GROUPS[dataset], title=f'{dataset}')
-        save_figure(fig, FIGS / f'figure{number}_{parameter}_{dataset}.png', data=rows)
-        plt.close(fig)
+    rows = paper.sweep('adult', parameter, QUICK_VALUES[parameter] if QUICK else None, profile=PROFILE,
+                       seeds=SWEEP_SEEDS, methods=SWEEP_METHODS, cache=CACHE)
+    sweeps.append(rows)
+    fig = plotting.plot_group_sweep(rows, groups=paper.FIGURE_GROUPS['adult'], title='adult')
+    save_figure(fig, FIGS / f'figure{number}_{parameter}_adult.png', data=rows)
+    plt.close(fig)
 sweeps = pd.concat(sweeps)
-Image(filename=str(FIGS / 'figure5_batch_size_mnist.png'))
+Image(filename=str(FIGS / 'figure4_lr_adult.png'))
 
 # %%
-Image(filename=str(FIGS / 'figure4_lr_adult.png'))
+Image(filename=str(FIGS / 'figure5_batch_size_adult.png'))
 
 # %%
 Image(filename=str(FIGS / 'figure6_noise_multiplier_adult.png'))

@@ -9,7 +9,8 @@ import pytest
 
 from dpfair_analysis.cli import main
 from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, run_compare
-from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, claim_verdicts, preset
+from dpfair_analysis.experiments.cache import RunCache
+from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, claim_verdicts, preset, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig
@@ -120,6 +121,16 @@ def test_presets_follow_paper_000_settings():
     assert mnist.train_group_fraction == {"8": 500 / 5851} and mnist.train.epochs == 60
     quick = preset("mnist", "quick")
     assert quick.dataset == "mnist" and quick.train.epochs == 1 and len(quick.seeds) == 1
+
+
+def test_a_table_of_fewer_methods_reuses_the_larger_tables_runs(tmp_path):
+    cache = RunCache(tmp_path)
+    larger = table1("adult", profile="quick", methods=("sgd", "dpsgd", "fairdp"), cache=cache)
+    smaller = table1("adult", profile="quick", methods=("sgd", "fairdp"), cache=cache)
+    assert list(dict.fromkeys(smaller.table["method"])) == ["sgd", "fairdp"]
+    assert (cache.hits, cache.misses) == (2, 3)
+    pd.testing.assert_frame_equal(larger.table.query("method == 'fairdp'").reset_index(drop=True),
+                                  smaller.table.query("method == 'fairdp'").reset_index(drop=True))
 
 
 # ------------------------------------------------------------------ the command

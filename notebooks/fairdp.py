@@ -29,7 +29,6 @@
 # **This committed copy is the full profile** (the paper's settings above, on full MNIST and Adult; seeds as each table states). Figure 1 and the MNIST panels of Figures 4-6 are in `fairdp_mnist_figures.ipynb` (~58 more 60-epoch CNN runs). `DPFAIR_PROFILE=quick` (the tests) runs 1 epoch on 10% of the rows, one seed and MNIST from the offline 5,000-image subset: a smoke run whose numbers say nothing about the paper's claims.
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Image
 
@@ -106,6 +105,8 @@ verdicts
 # %% [markdown]
 # ## How the adaptive bounds moved
 # FairDP's C_k per group and Opt-Q's single C over training (Adult; and the MNIST classes 2 and 8).
+#
+# **Why FairDP loses most on MNIST** (full profile, seeds 0 and 1; `mnist.steps` has every step). Two things, both of the reconstruction's update C_k ← C_k exp(η_C (p_k − γ_k)) on *noisy* per-group statistics: (i) class 8 has ~2.3 images per batch, so its noisy clipped fraction p_8 (counts noised at 10σ = 8) is clamped to 0 or 1 in half the steps and averages 0.72 over the first 1,200 steps, while its target γ_8 averages 0.87 (exactly 1 in 40% of them, where no p can raise C): the mean of p_8 − γ_8 is −0.14 (class 2: +0.03) and C_8 falls to its floor (0.01, i.e. C/100) by step 740-1,170 and stays there for a third of the run — class 8's gradients are clipped to nothing and it is never learned (accuracy 0.000 on both seeds); (ii) the well-represented classes' bounds first grow (C_5 ≈ 6 at step ~1,400), and the clipped sum is noised at σ · max_k C_k as in DPSGD-F, so the noise std peaks at 5.1-5.3, six times DPSGD's 0.8, before every bound shrinks to 0.01-0.15. Paper 002 prints neither its update nor how it privatises the statistics, so whether the authors' FairDP avoids this cannot be checked; ours does not.
 
 # %%
 fig = plotting.plot_fairdp_bounds(adult.steps.query('seed == 0'), adult.group_names,
@@ -120,18 +121,10 @@ save_figure(fig, FIGS / 'bounds_mnist.png', data=mnist.steps.query("method in ['
 # Every method at equal privacy for each value (Adult male and female; one seed per point). The MNIST panels of these figures, and Figure 1, are in `fairdp_mnist_figures.ipynb`: each of their points is six 60-epoch CNN runs. The quick profile sweeps two values, one of them the preset's (its runs come from the cache of Table 1), for SGD, DPSGD and FairDP only.
 
 # %%
-SWEEP_SEEDS = 1
 SWEEP_METHODS = ('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS  # quick: three of the six
 QUICK_VALUES = {'lr': (0.01, 0.1), 'batch_size': (64, 256), 'noise_multiplier': (1.0, 2.0)}
-sweeps = []
-for number, parameter in ((4, 'lr'), (5, 'batch_size'), (6, 'noise_multiplier')):
-    rows = paper.sweep('adult', parameter, QUICK_VALUES[parameter] if QUICK else None, profile=PROFILE,
-                       seeds=SWEEP_SEEDS, methods=SWEEP_METHODS, cache=CACHE)
-    sweeps.append(rows)
-    fig = plotting.plot_group_sweep(rows, groups=paper.FIGURE_GROUPS['adult'], title='adult')
-    save_figure(fig, FIGS / f'figure{number}_{parameter}_adult.png', data=rows)
-    plt.close(fig)
-sweeps = pd.concat(sweeps)
+sweeps = paper.save_sweep_figures('adult', FIGS, profile=PROFILE, values=QUICK_VALUES if QUICK else None,
+                                 methods=SWEEP_METHODS, cache=CACHE)
 Image(filename=str(FIGS / 'figure4_lr_adult.png'))
 
 # %%
@@ -176,10 +169,11 @@ paper.opacus_count_accounting()
 
 # %% [markdown]
 # ## Full profile
-# The committed copy is the quick profile. The full runs (paper settings; Table 1 with 3 seeds, the figures' grids and sweeps with one; many hours on this machine, dominated by the 60-epoch MNIST CNN runs) are the same calls with the full profile, each run cached by configuration so the work can be split and resumed:
+# This copy was executed with the full profile. Cold, it is ~8 hours of one core here, almost all of it the 15 full-MNIST CNN runs of Table 1 (23-42 min each, the longer ones beside other work) and DP-FedAvg's (42 min); Adult's 18 Table 1 runs, 51 sweep runs and 54 attack models take ~30 min. Every run is cached by configuration, so the work can be split and resumed:
 #
 # ```
-# .venv/bin/python notebooks/execute.py fairdp --profile full --in-place      # everything
+# .venv/bin/python notebooks/execute.py fairdp --profile full --in-place      # everything here
+# .venv/bin/python notebooks/execute.py fairdp_mnist_figures --profile full --in-place --jobs 2   # Figure 1, MNIST Figures 4-6
 # # or piece by piece, e.g. Table 1 on full MNIST and on Adult:
 # .venv/bin/python -c "from dpfair_analysis.experiments import fairdp as p; from dpfair_analysis.experiments.cache import *; p.table1('mnist', profile='full', cache=RunCache(default_cache_dir()), progress=True)"
 # .venv/bin/python -m dpfair_analysis.cli compare --methods sgd,dpsgd,dpfedavg,optq,dpsgdf,fairdp --seeds 3 --json

@@ -16,7 +16,6 @@
 # **The committed copy is a quick-profile smoke run**: the full profile below has not been run on this machine yet. `DPFAIR_PROFILE=quick` runs 1 epoch on 10% of the rows of the offline 5,000-image subset: **a smoke run whose numbers say nothing about the paper's claims**.
 
 # %%
-import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Image
 
@@ -53,15 +52,8 @@ tau.query('sigma == 0.8')
 # %%
 SWEEP_METHODS = ('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS  # quick: three of the six
 QUICK_VALUES = {'lr': (0.01, 0.05), 'batch_size': (64, 256), 'noise_multiplier': (0.8, 2.0)}
-sweeps = []
-for number, parameter in ((4, 'lr'), (5, 'batch_size'), (6, 'noise_multiplier')):
-    rows = paper.sweep('mnist', parameter, QUICK_VALUES[parameter] if QUICK else None, profile=PROFILE, seeds=1,
-                       methods=SWEEP_METHODS, cache=CACHE)
-    sweeps.append(rows)
-    fig = plotting.plot_group_sweep(rows, groups=paper.FIGURE_GROUPS['mnist'], title='mnist')
-    save_figure(fig, FIGS / f'figure{number}_{parameter}_mnist.png', data=rows)
-    plt.close(fig)
-sweeps = pd.concat(sweeps)
+sweeps = paper.save_sweep_figures('mnist', FIGS, profile=PROFILE, values=QUICK_VALUES if QUICK else None,
+                                 methods=SWEEP_METHODS, cache=CACHE)
 Image(filename=str(FIGS / 'figure4_lr_mnist.png'))
 
 # %%

@@ -28,6 +28,7 @@ import copy
 import math
 import warnings
 from dataclasses import replace
+from pathlib import Path
 from typing import Sequence
 from unittest import mock
 
@@ -202,6 +203,32 @@ def sweep(dataset: str, parameter: str, values: Sequence[float] | None = None, *
                          "seed": row.seed, "group": row.group, "accuracy": row.accuracy,
                          "epsilon": result.epsilon.get(row.method, math.nan)})
     return pd.DataFrame(rows)
+
+
+#: Figures 4-6: the figure number of each swept parameter
+SWEEP_FIGURES = {"lr": 4, "batch_size": 5, "noise_multiplier": 6}
+
+
+def save_sweep_figures(dataset: str, directory: str | Path, *, profile: str = "full",
+                       values: dict[str, Sequence[float]] | None = None, seeds: int | None = 1,
+                       methods: Sequence[str] = PAPER002_METHODS, cache: RunCache | None = None,
+                       progress: bool = False) -> pd.DataFrame:
+    """Figures 4-6 on ``dataset``: :func:`sweep` over each parameter (``values[parameter]``, default
+    :data:`SWEEPS`), each drawn as ``figure{4,5,6}_{parameter}_{dataset}.png`` with its CSV in ``directory``
+    (per-group accuracy of :data:`FIGURE_GROUPS`). Returns every sweep's rows."""
+    import matplotlib.pyplot as plt
+
+    from dpfair_analysis.plotting import plot_group_sweep, save_figure
+
+    frames = []
+    for parameter, number in SWEEP_FIGURES.items():
+        rows = sweep(dataset, parameter, None if values is None else values[parameter], profile=profile,
+                     seeds=seeds, methods=methods, cache=cache, progress=progress)
+        frames.append(rows)
+        fig = plot_group_sweep(rows, groups=FIGURE_GROUPS[dataset], title=dataset)
+        save_figure(fig, Path(directory) / f"figure{number}_{parameter}_{dataset}.png", data=rows)
+        plt.close(fig)
+    return pd.concat(frames, ignore_index=True)
 
 
 # ----------------------------------------------------------------------------- Figure 1

@@ -10,7 +10,8 @@ import pytest
 from dpfair_analysis.cli import main
 from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, run_compare
 from dpfair_analysis.experiments.cache import RunCache
-from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, claim_verdicts, preset, table1
+from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, preset, \
+    save_sweep_figures, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig
@@ -131,6 +132,18 @@ def test_a_table_of_fewer_methods_reuses_the_larger_tables_runs(tmp_path):
     assert (cache.hits, cache.misses) == (2, 3)
     pd.testing.assert_frame_equal(larger.table.query("method == 'fairdp'").reset_index(drop=True),
                                   smaller.table.query("method == 'fairdp'").reset_index(drop=True))
+
+
+def test_sweep_figures_draw_each_parameter_from_its_own_runs(tmp_path):
+    values = {"lr": (0.01, 0.1), "batch_size": (64, 256), "noise_multiplier": (1.0, 2.0)}
+    rows = save_sweep_figures("adult", tmp_path, profile="quick", values=values, methods=("sgd", "dpsgd"),
+                              cache=RunCache(tmp_path / "cache"))
+    for parameter, number in SWEEP_FIGURES.items():
+        assert (tmp_path / f"figure{number}_{parameter}_adult.png").stat().st_size > 10_000
+        drawn = pd.read_csv(tmp_path / f"figure{number}_{parameter}_adult.csv")
+        assert sorted(drawn["value"].unique()) == sorted(values[parameter])
+    noise = rows.query("parameter == 'noise_multiplier' and method == 'dpsgd' and group == 'all'")
+    assert noise.set_index("value")["epsilon"][1.0] > noise.set_index("value")["epsilon"][2.0]  # more noise, less eps
 
 
 # ------------------------------------------------------------------ the command

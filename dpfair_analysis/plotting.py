@@ -589,24 +589,41 @@ def plot_membership(frame: pd.DataFrame, *, metric: str = "auc") -> plt.Figure:
     return fig
 
 
-def plot_fairdp_bounds(steps: pd.DataFrame, group_names: tuple[str, ...], *, groups: tuple[str, ...] | None = None,
-                       steps_per_epoch: float | None = None) -> plt.Figure:
-    """FairDP's per-group bounds C_k and Opt-Q's C over training (from ``CompareResult.steps``)."""
+def fairdp_bounds_series(steps: pd.DataFrame, group_names: tuple[str, ...], *,
+                         groups: tuple[str, ...] | None = None, steps_per_epoch: float | None = None,
+                         max_points: int = 1500) -> pd.DataFrame:
+    """FairDP's per-group bounds C_k and Opt-Q's C over training (from ``CompareResult.steps``), as the
+    long table :func:`plot_fairdp_bounds` draws: columns method, bound ("C_k" per group name, or "C"),
+    step, x (the epoch with ``steps_per_epoch``, else the step) and value. Each series keeps every
+    ceil(n / ``max_points``)-th step (a 60-epoch MNIST run has ~12,000), finer than the figure resolves."""
+    series = [("fairdp", f"C[{k}]", name) for k, name in enumerate(group_names) if groups is None or name in groups]
+    series.append(("optq", "C", "C"))
+    frames = []
+    for method, column, bound in series:
+        rows = steps[steps["method"] == method]
+        if rows.empty or column not in rows:
+            continue
+        rows = rows.iloc[::max(1, -(-len(rows) // max_points))]
+        frames.append(pd.DataFrame({"method": method, "bound": bound, "step": rows["step"].to_numpy(),
+                                    "x": rows["step"].to_numpy() / (steps_per_epoch or 1.0),
+                                    "value": rows[column].to_numpy()}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def plot_fairdp_bounds(series: pd.DataFrame, *, x_label: str = "epoch") -> plt.Figure:
+    """Draw :func:`fairdp_bounds_series`: FairDP's C_k per group (left) and Opt-Q's C (right), log scale."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    shown = [(k, name) for k, name in enumerate(group_names) if groups is None or name in groups]
-    fair = steps[steps["method"] == "fairdp"]
-    x = fair["step"] / steps_per_epoch if steps_per_epoch else fair["step"]
-    for k, name in shown:
-        axes[0].plot(x, fair[f"C[{k}]"], label=name, linewidth=0.8)
+    for bound, rows in series[series["method"] == "fairdp"].groupby("bound", sort=False):
+        axes[0].plot(rows["x"], rows["value"], label=bound, linewidth=0.8)
     axes[0].set_title("FairDP: C_k")
     axes[0].set_yscale("log")
     axes[0].legend(fontsize="small", ncol=2)
-    optq = steps[steps["method"] == "optq"]
+    optq = series[series["method"] == "optq"]
     if not optq.empty:
-        axes[1].plot(optq["step"] / steps_per_epoch if steps_per_epoch else optq["step"], optq["C"], color="black")
+        axes[1].plot(optq["x"], optq["value"], color="black")
         axes[1].set_yscale("log")
     axes[1].set_title("Opt-Q: C")
     for ax in axes:
-        ax.set_xlabel("epoch" if steps_per_epoch else "step")
+        ax.set_xlabel(x_label)
     fig.tight_layout()
     return fig

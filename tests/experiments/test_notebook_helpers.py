@@ -280,3 +280,20 @@ def test_table2_takes_the_last_epoch_of_each_run_and_finds_the_papers_row():
     assert side.loc["loss", "majority"] == pytest.approx(0.1 * 1.5)
     assert side.loc["grad_norm", "minority_paper"] == pytest.approx(100.46)
     assert side.loc["loss", "majority_paper"] == pytest.approx(0.41)
+
+
+def test_fairdp_bounds_series_thins_each_run_and_keeps_its_values():
+    fair = pd.DataFrame({"method": "fairdp", "step": np.arange(1, 12_161), "C[0]": np.linspace(1, 2, 12_160),
+                         "C[1]": np.linspace(1, 0.01, 12_160), "C[2]": 5.0})
+    optq = pd.DataFrame({"method": "optq", "step": np.arange(1, 101), "C": np.geomspace(1, 0.1, 100)})
+    series = plotting.fairdp_bounds_series(pd.concat([fair, optq]), ("a", "b", "c"), groups=("a", "b"),
+                                           steps_per_epoch=200.0, max_points=1500)
+    assert list(dict.fromkeys(series["bound"])) == ["a", "b", "C"]  # group c left out; Opt-Q's C kept
+    for bound, rows in series.groupby("bound"):
+        assert len(rows) <= 1500 and rows["step"].iloc[0] == 1
+    b = series[series["bound"] == "b"].set_index("step")["value"]
+    np.testing.assert_allclose(b, fair.set_index("step").loc[b.index, "C[1]"])
+    assert len(series[series["bound"] == "C"]) == 100  # short runs keep every step
+    np.testing.assert_allclose(series["x"], series["step"] / 200.0)
+    plotting.plot_fairdp_bounds(series)
+    matplotlib.pyplot.close("all")

@@ -593,8 +593,8 @@ def fairdp_bounds_series(steps: pd.DataFrame, group_names: tuple[str, ...], *,
                          groups: tuple[str, ...] | None = None, steps_per_epoch: float | None = None,
                          max_points: int = 1500) -> pd.DataFrame:
     """FairDP's per-group bounds C_k and Opt-Q's C over training (from ``CompareResult.steps``), as the
-    long table :func:`plot_fairdp_bounds` draws: columns method, bound ("C_k" per group name, or "C"),
-    step, x (the epoch with ``steps_per_epoch``, else the step) and value. Each series keeps every
+    long table :func:`plot_fairdp_bounds` draws: columns method, bound (the group's name for FairDP's
+    C_k, "C" for Opt-Q), step, x (the epoch with ``steps_per_epoch``, else the step) and value. Each series keeps every
     ceil(n / ``max_points``)-th step (a 60-epoch MNIST run has ~12,000), finer than the figure resolves."""
     series = [("fairdp", f"C[{k}]", name) for k, name in enumerate(group_names) if groups is None or name in groups]
     series.append(("optq", "C", "C"))

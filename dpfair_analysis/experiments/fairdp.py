@@ -188,14 +188,7 @@ def sweep(dataset: str, parameter: str, values: Sequence[float] | None = None, *
         base = replace(base, train=replace(base.train, epochs=epochs))
     rows = []
     for value in tqdm(values, desc=f"{dataset} {parameter}", disable=not progress, leave=False):
-        if parameter == "lr":
-            config = replace(base, train=replace(base.train, lr=float(value)))
-        elif parameter == "batch_size":
-            batch = int(value) if profile == "full" else max(2, round(int(value) * base.train_subsample))
-            config = replace(base, train=replace(base.train, batch_size=batch))
-        else:
-            config = replace(base, noise_multiplier=float(value))
-        result = run_compare(config, cache=cache, progress=progress)
+        result = run_compare(sweep_config(base, parameter, value, profile=profile), cache=cache, progress=progress)
         for row in result.per_seed.itertuples():
             if row.group in ("max_gap",):
                 continue
@@ -203,6 +196,25 @@ def sweep(dataset: str, parameter: str, values: Sequence[float] | None = None, *
                          "seed": row.seed, "group": row.group, "accuracy": row.accuracy,
                          "epsilon": result.epsilon.get(row.method, math.nan)})
     return pd.DataFrame(rows)
+
+
+def sweep_config(base: CompareConfig, parameter: str, value: float, *, profile: str) -> CompareConfig:
+    """``base`` with one parameter of Figures 4-6 set to ``value``, for every method of the comparison.
+
+    * ``lr``: the step size on examples' gradients — r of SGD and the DP-SGD family, and the local step of
+      DP-FedAvg's clients (its update clip S = C x step x local steps follows it, so S keeps its meaning:
+      the clipped update of C-bounded gradients). Without the latter DP-FedAvg would run the same model at
+      every value (its preset local step is 0.1, whatever r is).
+    * ``batch_size``: b, and so q = b/n; DP-FedAvg's clients per round m = bK/n (the same q). In the quick
+      profile b is shrunk like the preset's (x ``train_subsample``).
+    * ``noise_multiplier``: sigma of every private method (DP-FedAvg's too, unless set apart)."""
+    check_choice(parameter, "parameter", tuple(SWEEPS))
+    if parameter == "lr":
+        return replace(base, train=replace(base.train, lr=float(value)), fedavg_local_lr=float(value))
+    if parameter == "batch_size":
+        batch = int(value) if profile == "full" else max(2, round(int(value) * base.train_subsample))
+        return replace(base, train=replace(base.train, batch_size=batch))
+    return replace(base, noise_multiplier=float(value))
 
 
 #: Figures 4-6: the figure number of each swept parameter

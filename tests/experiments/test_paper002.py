@@ -11,7 +11,7 @@ from dpfair_analysis.cli import main
 from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, run_compare
 from dpfair_analysis.experiments.cache import RunCache
 from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, preset, \
-    save_sweep_figures, table1
+    SWEEPS, save_sweep_figures, sweep_config, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig
@@ -132,6 +132,28 @@ def test_a_table_of_fewer_methods_reuses_the_larger_tables_runs(tmp_path):
     assert (cache.hits, cache.misses) == (2, 3)
     pd.testing.assert_frame_equal(larger.table.query("method == 'fairdp'").reset_index(drop=True),
                                   smaller.table.query("method == 'fairdp'").reset_index(drop=True))
+
+
+@pytest.mark.parametrize("dataset", ["adult", "mnist"])
+@pytest.mark.parametrize("parameter", list(SWEEP_FIGURES))
+def test_each_swept_value_reaches_every_method_dpfedavg_included(dataset, parameter):
+    """A swept value must change what each method runs; DP-FedAvg's learning rate is its clients' step."""
+    base = preset(dataset, "full", seeds=1)
+    n_train = 40_000
+    low, high = SWEEPS[parameter][dataset][0], SWEEPS[parameter][dataset][-1]
+    runs = {value: sweep_config(base, parameter, value, profile="full") for value in (low, high)}
+    fed = {value: config.fedavg_config(n_train=n_train, seed=0) for value, config in runs.items()}
+    policies = {value: config.policy("dpsgd") for value, config in runs.items()}
+    if parameter == "lr":
+        assert [runs[v].train.learning_rate(n_train) for v in (low, high)] == [low, high]
+        assert [fed[v].local_lr for v in (low, high)] == [low, high]
+        assert fed[high].update_clip / fed[low].update_clip == pytest.approx(high / low)
+    elif parameter == "batch_size":
+        assert [runs[v].train.batch_size for v in (low, high)] == [low, high]
+        assert fed[high].clients_per_round > fed[low].clients_per_round
+    else:
+        assert [policies[v].noise_multiplier for v in (low, high)] == [low, high]
+        assert [fed[v].noise_multiplier for v in (low, high)] == [low, high]
 
 
 def test_sweep_figures_draw_each_parameter_from_its_own_runs(tmp_path):

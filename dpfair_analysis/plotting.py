@@ -531,29 +531,40 @@ def plot_validation_metrics(table: pd.DataFrame) -> plt.Figure:
 # ------------------------------------------------------------------ paper 002 (FairDP)
 def plot_tau_grid(tau: pd.DataFrame, accuracy: pd.DataFrame | None = None) -> plt.Figure:
     """Paper 002 Figure 1: Eq. (4)'s tau per group against C (log-log), one line per sigma, solid for the
-    clipping bias + noise variance total and dotted for the bias alone; beside it (if given) per-group
+    clipping bias + noise variance total and dotted grey for the bias alone; beside it (if given) per-group
     DP-SGD test accuracy against C, one line per sigma. ``tau`` from ``experiments.fairdp.tau_analysis``,
     ``accuracy`` from ``clip_noise_accuracy``."""
     panels = 2 if accuracy is not None else 1
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)
     ax = axes[0, 0]
     sns.lineplot(data=tau, x="C", y="tau", hue="sigma", style="group", marker="o", palette="viridis", ax=ax)
-    bias = tau.drop_duplicates(["C", "group"])
-    sns.lineplot(data=bias, x="C", y="bias", style="group", color="grey", linestyle=":", legend=False, ax=ax)
-    ax.set_xscale("log")
+    for (group, rows), dashes in zip(tau.drop_duplicates(["C", "group"]).groupby("group", sort=True),
+                                     (":", (0, (1, 4)), (0, (3, 1, 1, 1)))):
+        ax.plot(rows["C"], rows["bias"], color="grey", linestyle=dashes, label=f"bias only, {group}")
     ax.set_yscale("log")
-    ax.set_ylabel("τ_k(C, σ; θ)  (dotted: clipping bias only)")
+    ax.set_ylabel("τ_k(C, σ; θ)")
     ax.set_title("Eq. (4) per group")
+    _log_ticks_at(ax, tau["C"])
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     if accuracy is not None:
         ax = axes[0, 1]
         rows = accuracy[(accuracy["method"] == "dpsgd") & ~accuracy["group"].isin(["all"])]
         sns.lineplot(data=rows, x="C", y="accuracy", hue="sigma", style="group", marker="o", palette="viridis",
                      errorbar="sd", ax=ax)
-        ax.set_xscale("log")
         ax.set_ylabel("DP-SGD test accuracy")
-        ax.set_title("per-group accuracy")
+        ax.set_title("per-group accuracy (overlapping lines: σ changes little)")
+        _log_ticks_at(ax, rows["C"])
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     fig.tight_layout()
     return fig
+
+
+def _log_ticks_at(ax: plt.Axes, values: pd.Series) -> None:
+    """A log x axis ticked and labelled (plainly) at ``values`` only."""
+    ticks = sorted(set(float(v) for v in values))
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
 
 
 def plot_group_sweep(rows: pd.DataFrame, *, groups: tuple[str, ...], title: str) -> plt.Figure:

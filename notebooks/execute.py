@@ -65,11 +65,11 @@ ESTIMATES: dict[str, dict[str, float]] = {
     # fairdp quick: measured (52 s cold, 110 s at load ~9). Full: Table 1 on full MNIST is 18 CNN runs of 60 epochs
     # measured at 1,370-1,600 s each on one core (2026-11-26, FairDP, Opt-Q, DP-FedAvg, DP-SGD, DPSGD-F alike)
     # ~ 7.5 h; Adult (Table 1, the Adult sweeps of Figures 4-6 and Figure 3's 54 MLP runs for the attack, ~12 s
-    # per run) ~ 30 min
-    "fairdp": {"quick": 60, "full": 8 * 3600},
-    # fairdp_mnist_figures quick: measured by its notebook test. Full: Figure 1's (C, sigma) grid (8 new DP-SGD runs)
-    # and Figures 4-6 on MNIST (50 new runs: the preset's point of each sweep is Table 1's seed 0) at ~25 min each
-    "fairdp_mnist_figures": {"quick": 40, "full": 25 * 3600},
+    # per run) ~ 30 min; Figure 1's (C, sigma) grid, 8 new DP-SGD runs at ~25 min each, ~3.5 h
+    "fairdp": {"quick": 60, "full": 11.5 * 3600},
+    # fairdp_mnist_figures quick: measured by its notebook test. Full: Figures 4-6 on MNIST (50 new runs: the
+    # preset's point of each sweep is Table 1's seed 0) at ~25 min each (DP-FedAvg's ~42 min)
+    "fairdp_mnist_figures": {"quick": 40, "full": 22 * 3600},
 }
 
 

@@ -9,7 +9,7 @@
 # ---
 
 # %% [markdown]
-# # FairDP (paper 002) against DPSGD, DP-FedAvg, Opt-Q and DPSGD-F — Tables 1-2, Figure 3 and the Adult panels of Figures 4-6
+# # FairDP (paper 002) against DPSGD, DP-FedAvg, Opt-Q and DPSGD-F — Tables 1-2, Figures 1 and 3 and the Adult panels of Figures 4-6
 #
 # Paper 002 is a fragment: figure captions, Eq. (3)-(4), the bilevel problem (6a)/(6b) and §4.1. Everything it does not print is reconstructed from the literature it cites, and said so here and in the docstrings:
 #
@@ -26,7 +26,7 @@
 #
 # **Equal privacy.** Every private method stops at DPSGD's ε for the full run (paper 000's protocol). Opt-Q's joint multiplier is σ, so it runs all of DPSGD's steps; DPSGD-F and FairDP pay for their extra releases with a few steps. DP-FedAvg's ε is *user-level* (one client's whole data is the neighbour); it runs the most rounds whose user-level ε is at most DPSGD's record-level ε — a guarantee at least as strong per record, since a record belongs to one client.
 #
-# **This committed copy is the full profile** (the paper's settings above, on full MNIST and Adult; seeds as each table states). Figure 1 and the MNIST panels of Figures 4-6 are in `fairdp_mnist_figures.ipynb` (~58 more 60-epoch CNN runs). `DPFAIR_PROFILE=quick` (the tests) runs 1 epoch on 10% of the rows, one seed and MNIST from the offline 5,000-image subset: a smoke run whose numbers say nothing about the paper's claims.
+# **This committed copy is the full profile** (the paper's settings above, on full MNIST and Adult; seeds as each table states). The MNIST panels of Figures 4-6 are in `fairdp_mnist_figures.ipynb` (~50 more 60-epoch CNN runs). `DPFAIR_PROFILE=quick` (the tests) runs 1 epoch on 10% of the rows, one seed and MNIST from the offline 5,000-image subset: a smoke run whose numbers say nothing about the paper's claims.
 
 # %%
 import pandas as pd
@@ -124,10 +124,36 @@ for name, result, groups in (('adult', adult, None), ('mnist', mnist, ('2', '8')
     save_figure(plotting.plot_fairdp_bounds(bounds), FIGS / f'bounds_{name}.png', data=bounds)
 
 # %% [markdown]
-# ## Figures 4-6 on Adult — per-group accuracy against the learning rate, the batch size (64-512) and the noise multiplier
-# Every method at equal privacy for each value (Adult male and female; one seed per point). The MNIST panels of these figures, and Figure 1, are in `fairdp_mnist_figures.ipynb`: each of their points is six 60-epoch CNN runs. The quick profile sweeps two values, one of them the preset's (its runs come from the cache of Table 1), for SGD, DPSGD and FairDP only.
+# ## Figure 1 — effect of C and σ on τ(C, σ; θ) and on per-group accuracy (full MNIST)
+# Left: Eq. (4) per group (classes 2 and 8) on real per-sample gradients of the CNN after a DP-SGD warm-up, over C and σ (dotted: the clipping-bias terms alone). Right: DP-SGD's per-group test accuracy over a (C, σ) grid (one seed per point).
 #
-# Full profile: DPSGD's line lies under Opt-Q's — both end as the same constant classifier (≤50K for every row: Male 0.682, Female 0.877) at every value. FairDP's total stays within 0.01 of SGD's except at lr 0.01 (−0.014), batch 64 (−0.034) and σ = 5 (−0.014); DP-FedAvg's within 0.012 except batch 64 (−0.023) and σ = 5 (−0.039); DPSGD-F loses 0.01-0.04.
+# **Full profile** (τ: one batch of 256 after a 5-epoch DP-SGD warm-up, 24 images of class 2 and 4 of class 8 in it; accuracy: 60-epoch DP-SGD runs, seed 0, ε 27.4 / 5.91 / 1.32 at σ 0.5 / 0.8 / 2, SGD 0.982 total, 0.988 class 2, 0.925 class 8):
+#
+# | C | σ = 0.5: total / class 2 / class 8 | σ = 0.8 | σ = 2 |
+# |---|---|---|---|
+# | 0.3 | 0.722 / 0.840 / 0.000 | 0.723 / 0.840 / 0.000 | 0.724 / 0.841 / 0.000 |
+# | 1 | 0.808 / 0.892 / 0.002 | 0.808 / 0.892 / 0.002 | 0.808 / 0.893 / 0.002 |
+# | 3 | 0.849 / 0.919 / 0.130 | 0.850 / 0.919 / 0.131 | 0.856 / 0.922 / 0.181 |
+#
+# * **C decides, σ does not.** Raising C from 0.3 to 3 gains 0.13 overall and 0.13-0.18 on class 8; σ from 0.5 to 2 (ε from 27 to 1.3) moves the total by at most 0.007 at every C. The runs share their batches and their Gaussian draws (only σ scales them), so this is the noise's effect and nothing else: on this CNN DP-SGD's loss is clipping bias, as paper 000 found.
+# * **τ ranks the groups as the accuracies do**: τ_8 > τ_2 at every (C, σ), entirely through the bias term (class 8's mean excess norm η_8 is 13.7-16.6 against η_2's 8.4-11.3; the variance term is the same for both groups).
+# * **τ does not rank (C, σ) as the accuracies do.** Its variance term 3σ²C²|1|/n² grows with the parameter count (431,080), so at σ = 2 τ is smallest at C = 0.3 (614 for class 2, against 640 at C = 1 and 1,147 at C = 3) — the C whose run is worst (0.724 against 0.856 at C = 3); and it predicts σ to matter most at C = 3 (τ_2 481 → 1,147 from σ 0.5 to 2), where accuracy does not drop (0.849 → 0.856). Eq. (4)'s variance term charges every one of the |1| directions the worst-case curvature L (smoothness); to second order the noise costs (r²/2)(σC/n)² Tr(∇²f), and the loss is flat in most of the CNN's directions, so the term is an upper bound too loose to rank settings. This is the τ that FairDP's bounds minimise.
+
+# %%
+tau = paper.tau_analysis(profile=PROFILE, clips=(0.1, 0.3, 1.0, 3.0, 10.0),
+                         sigmas=(0.5, 0.8, 2.0) if QUICK else (0.5, 0.8, 1.0, 2.0))
+grid = paper.clip_noise_accuracy(profile=PROFILE, clips=(0.3, 3.0) if QUICK else (0.3, 1.0, 3.0),
+                                 sigmas=(0.8,) if QUICK else (0.5, 0.8, 2.0), seeds=1, cache=CACHE)
+fig = plotting.plot_tau_grid(tau, grid.query("group in ['2', '8']"))
+save_figure(fig, FIGS / 'figure1_tau.png', data=tau)
+save_table(grid, FIGS / 'figure1_accuracy.csv')
+tau.query('sigma == 0.8')
+
+# %% [markdown]
+# ## Figures 4-6 on Adult — per-group accuracy against the learning rate, the batch size (64-512) and the noise multiplier
+# Every method at equal privacy for each value (Adult male and female; one seed per point). The MNIST panels of these figures are in `fairdp_mnist_figures.ipynb`: each of their points is six 60-epoch CNN runs. The quick profile sweeps two values, one of them the preset's (its runs come from the cache of Table 1), for SGD, DPSGD and FairDP only.
+#
+# Full profile: DPSGD's line lies under Opt-Q's — both end as the same constant classifier (≤50K for every row: Male 0.682, Female 0.877) at every value. FairDP's total stays within 0.01 of SGD's except at lr 0.01 (−0.014), batch 64 (−0.034) and σ = 5 (−0.014); DP-FedAvg (whose clients step at the swept rate, `experiments.fairdp.sweep_config`) goes from +0.018 at lr 0.01 (where SGD itself has not converged) to −0.023 at lr 0.5, and stays within 0.012 of SGD at every batch size but 64 (−0.023) and every σ but 5 (−0.039); DPSGD-F loses 0.01-0.04.
 
 # %%
 SWEEP_METHODS = ('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS  # quick: three of the six
@@ -178,11 +204,11 @@ paper.opacus_count_accounting()
 
 # %% [markdown]
 # ## Full profile
-# This copy was executed with the full profile. Cold, it is ~8 hours of one core here, almost all of it the 15 full-MNIST CNN runs of Table 1 (23-42 min each, the longer ones beside other work) and DP-FedAvg's (42 min); Adult's 18 Table 1 runs, 51 sweep runs and 54 attack models take ~30 min. Every run is cached by configuration, so the work can be split and resumed:
+# This copy was executed with the full profile. Cold, it is ~11.5 hours of one core here, almost all of it the 15 full-MNIST CNN runs of Table 1 (23-42 min each, the longer ones beside other work), DP-FedAvg's (42 min) and Figure 1's 8 DP-SGD runs (~25 min each, 2 of them Table 1's SGD and DP-SGD); Adult's 18 Table 1 runs, 51 sweep runs and 54 attack models take ~30 min. Every run is cached by configuration, so the work can be split and resumed:
 #
 # ```
 # .venv/bin/python notebooks/execute.py fairdp --profile full --in-place      # everything here
-# .venv/bin/python notebooks/execute.py fairdp_mnist_figures --profile full --in-place --jobs 2   # Figure 1, MNIST Figures 4-6
+# .venv/bin/python notebooks/execute.py fairdp_mnist_figures --profile full --in-place --jobs 2   # MNIST Figures 4-6
 # # or piece by piece, e.g. Table 1 on full MNIST and on Adult:
 # .venv/bin/python -c "from dpfair_analysis.experiments import fairdp as p; from dpfair_analysis.experiments.cache import *; p.table1('mnist', profile='full', cache=RunCache(default_cache_dir()), progress=True)"
 # .venv/bin/python -m dpfair_analysis.cli compare --methods sgd,dpsgd,dpfedavg,optq,dpsgdf,fairdp --seeds 3 --json

@@ -9,9 +9,9 @@
 # ---
 
 # %% [markdown]
-# # FairDP (paper 002) on full MNIST — Figure 1 and the MNIST panels of Figures 4-6
+# # FairDP (paper 002) on full MNIST — the MNIST panels of Figures 4-6
 #
-# The companion of `fairdp.ipynb` (Tables 1-2, the verdicts, the adaptive bounds, Figure 3 and the Adult panels of Figures 4-6), split off because every point here is one or more 60-epoch CNN runs on unbalanced full MNIST (paper 000's settings, which paper 002 reuses: class 8 cut to 500, b = 256, σ = 0.8, C = 1, r = 0.01, δ = 1e-6; see `fairdp.ipynb` for what is reconstructed). One run takes 23-29 min of one core here, so the full profile is ~25 CPU-hours (`notebooks/execute.py --estimate`). Runs are cached by configuration: the preset's point of each sweep is Table 1's seed-0 run.
+# The companion of `fairdp.ipynb` (Tables 1-2, the verdicts, the adaptive bounds, Figures 1 and 3 and the Adult panels of Figures 4-6), split off because every point here is one or more 60-epoch CNN runs on unbalanced full MNIST (paper 000's settings, which paper 002 reuses: class 8 cut to 500, b = 256, σ = 0.8, C = 1, r = 0.01, δ = 1e-6; see `fairdp.ipynb` for what is reconstructed). One run takes 23-29 min of one core here, so the full profile (50 new runs) is ~22 CPU-hours (`notebooks/execute.py --estimate`). Runs are cached by configuration: the preset's point of each sweep is Table 1's seed-0 run.
 #
 # **The committed copy is a quick-profile smoke run**: the full profile below has not been run on this machine yet. `DPFAIR_PROFILE=quick` runs 1 epoch on 10% of the rows of the offline 5,000-image subset: **a smoke run whose numbers say nothing about the paper's claims**.
 
@@ -30,20 +30,6 @@ PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
 CACHE = RunCache(default_cache_dir())
 pd.set_option('display.width', 220)
 PROFILE
-
-# %% [markdown]
-# ## Figure 1 — effect of C and σ on τ(C, σ; θ) and on per-group accuracy
-# Left: Eq. (4) per group (classes 2 and 8) on real per-sample gradients of the CNN after a DP-SGD warm-up, over C and σ (dotted: the clipping-bias terms alone). Right: DP-SGD's per-group test accuracy over a (C, σ) grid (one seed per point).
-
-# %%
-tau = paper.tau_analysis(profile=PROFILE, clips=(0.1, 0.3, 1.0, 3.0, 10.0),
-                         sigmas=(0.5, 0.8, 2.0) if QUICK else (0.5, 0.8, 1.0, 2.0))
-grid = paper.clip_noise_accuracy(profile=PROFILE, clips=(0.3, 3.0) if QUICK else (0.3, 1.0, 3.0),
-                                 sigmas=(0.8,) if QUICK else (0.5, 0.8, 2.0), seeds=1, cache=CACHE)
-fig = plotting.plot_tau_grid(tau, grid.query("group in ['2', '8']"))
-save_figure(fig, FIGS / 'figure1_tau.png', data=tau)
-save_table(grid, FIGS / 'figure1_accuracy.csv')
-tau.query('sigma == 0.8')
 
 # %% [markdown]
 # ## Figures 4-6 — classes 2 and 8 against the learning rate, the batch size (64-512) and the noise multiplier

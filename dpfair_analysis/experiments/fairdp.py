@@ -177,9 +177,9 @@ def sweep(dataset: str, parameter: str, values: Sequence[float] | None = None, *
           seeds: int | None = None, methods: Sequence[str] = PAPER002_METHODS, epochs: int | None = None,
           cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
     """Figures 4-6: per-group test accuracy of every method against the learning rate, the batch size
-    (64-512) or the noise multiplier, everything else at the preset. One row per (value, method, seed,
-    group): accuracy and epsilon (each value is its own equal-privacy comparison). In the quick profile
-    batch sizes are shrunk like the preset's (x 0.1). ``epochs`` overrides the preset's run length (a
+    (64-512) or the noise multiplier, everything else at the preset (what each value sets, for each method:
+    :func:`sweep_config`). One row per (value, method, seed, group): accuracy and epsilon (each value is its
+    own equal-privacy comparison). ``epochs`` overrides the preset's run length (a
     cheaper full-data sweep: each full-MNIST point is six 60-epoch CNN runs)."""
     check_choice(parameter, "parameter", tuple(SWEEPS))
     values = tuple(values) if values is not None else SWEEPS[parameter][dataset]

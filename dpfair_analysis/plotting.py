@@ -8,6 +8,7 @@ axis label says what a band or whisker is.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -539,7 +540,7 @@ def plot_tau_grid(tau: pd.DataFrame, accuracy: pd.DataFrame | None = None) -> pl
     ax = axes[0, 0]
     sns.lineplot(data=tau, x="C", y="tau", hue="sigma", style="group", marker="o", palette="viridis", ax=ax)
     for (group, rows), dashes in zip(tau.drop_duplicates(["C", "group"]).groupby("group", sort=True),
-                                     (":", (0, (1, 4)), (0, (3, 1, 1, 1)))):
+                                     itertools.cycle((":", (0, (1, 4)), (0, (3, 1, 1, 1))))):
         ax.plot(rows["C"], rows["bias"], color="grey", linestyle=dashes, label=f"bias only, {group}")
     ax.set_yscale("log")
     ax.set_ylabel("τ_k(C, σ; θ)")

@@ -297,3 +297,12 @@ def test_fairdp_bounds_series_thins_each_run_and_keeps_its_values():
     np.testing.assert_allclose(series["x"], series["step"] / 200.0)
     plotting.plot_fairdp_bounds(series)
     matplotlib.pyplot.close("all")
+
+
+def test_tau_grid_draws_one_bias_line_per_group_however_many():
+    tau = pd.DataFrame([{"C": c, "sigma": s, "group": g, "bias": 10.0 / c, "tau": 10.0 / c + s * c}
+                        for c in (0.1, 1.0, 10.0) for s in (0.5, 2.0) for g in ("a", "b", "c", "d")])
+    fig = plotting.plot_tau_grid(tau)
+    bias_lines = [line for line in fig.axes[0].get_lines() if str(line.get_label()).startswith("bias only")]
+    assert sorted(line.get_label() for line in bias_lines) == [f"bias only, {g}" for g in "abcd"]
+    matplotlib.pyplot.close("all")

@@ -23,6 +23,7 @@ from dpfair_analysis import plotting
 from dpfair_analysis.experiments import fairdp as paper
 from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
 from dpfair_analysis.experiments.notebook import notebook_environment
+from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.plotting import save_figure, save_table
 
 ENV = notebook_environment('fairdp_mnist_figures')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
@@ -47,6 +48,18 @@ Image(filename=str(FIGS / 'figure5_batch_size_mnist.png'))
 
 # %%
 Image(filename=str(FIGS / 'figure6_noise_multiplier_mnist.png'))
+
+# %% [markdown]
+# ### FairDP's bounds across Figure 6's σ
+# In the reconstruction (`training/fairdp.py`) a bound C_k grows only while its group's noisy clipped fraction p_k exceeds the target γ_k = min(1, 2V / (a(1 + e_k) + 2e_k)), with Eq. (4)'s noise term V = 3σ²|1|/b² and e_k the group's mean excess ‖g‖/C_k − 1 capped at R = 5. The target is smallest at e_k = R, so above σ* = b √((a(1 + R) + 2R) / (6|1|)) it is 1 whatever the data and every C_k can only shrink (`shrink_only_noise_multiplier`, tested by hypothesis over the update and on the trainer's own run). With the CNN's |1| = 431,080 parameters and b = 256, σ* = 0.93: Figure 6's σ = 1 and 2 are past it. The table: each group's mean target, median bound and share of steps at the floor C/100, and the largest bound of any group (the clipped sum's noise is σ times it).
+
+# %%
+fig6_config = paper.preset('mnist', PROFILE)
+cnn_parameters = count_parameters(build_model(fig6_config.model, input_shape=(1, 28, 28), n_classes=10))
+print(f'sigma* = {paper.fairdp_shrink_only_sigma(fig6_config, cnn_parameters):.3f} '
+      f'(|1| = {cnn_parameters:,}, b = {fig6_config.train.batch_size})')
+paper.fairdp_bounds_by_sigma('mnist', profile=PROFILE, sigmas=QUICK_VALUES['noise_multiplier'] if QUICK else None,
+                             cache=CACHE).round(3)
 
 # %% [markdown]
 # ## Full profile

@@ -48,7 +48,7 @@ from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.membership import DEFAULT_FPRS, attack_metrics, lira_offline_scores, \
     logit_confidence, loss_scores
 from dpfair_analysis.training.clipping import UniformClipping
-from dpfair_analysis.training.fairdp import group_tau
+from dpfair_analysis.training.fairdp import bias_coefficient, group_tau, shrink_only_noise_multiplier
 from dpfair_analysis.training.loop import apply_update, predict_logits, release_step, train
 from dpfair_analysis.training.optq import OptQ
 from dpfair_analysis.validation import check_choice
@@ -241,6 +241,38 @@ def save_sweep_figures(dataset: str, directory: str | Path, *, profile: str = "f
         save_figure(fig, Path(directory) / f"figure{number}_{parameter}_{dataset}.png", data=rows)
         plt.close(fig)
     return pd.concat(frames, ignore_index=True)
+
+
+def fairdp_shrink_only_sigma(config: CompareConfig, dimension: int) -> float:
+    """sigma* of :func:`~dpfair_analysis.training.fairdp.shrink_only_noise_multiplier` for ``config``'s FairDP
+    (its batch size and excess cap R; L = 1/mu, so a = 4) on a model of ``dimension`` parameters: at
+    sigma >= sigma* every target clipped fraction is 1 and FairDP's bounds can only shrink."""
+    return shrink_only_noise_multiplier(dimension=dimension, batch_size=config.train.batch_size,
+                                        bias_coef=bias_coefficient(1.0, 1.0), excess_cap=config.fairdp_excess_cap)
+
+
+def fairdp_bounds_by_sigma(dataset: str, *, profile: str = "full", sigmas: Sequence[float] | None = None,
+                           cache: RunCache | None = None) -> pd.DataFrame:
+    """How FairDP's bounds behaved at each noise multiplier of Figure 6 (seed 0's run of :func:`sweep`, from
+    the cache when there): one row per (sigma, group of :data:`FIGURE_GROUPS`) with the group's test
+    accuracy, its target clipped fraction gamma_k and bound C_k averaged over the run (``gamma_mean``,
+    ``C_median``), the share of steps at the public floor (``at_floor``), and the run's largest bound of
+    any group (``C_max``, which scales the noise of the clipped sum)."""
+    base = preset(dataset, profile, seeds=1, methods=("fairdp",))
+    floor = base.policy("fairdp", dimension=1, learning_rate=1.0).clip_range[0]
+    rows = []
+    for sigma in sigmas if sigmas is not None else SWEEPS["noise_multiplier"][dataset]:
+        result = run_compare(sweep_config(base, "noise_multiplier", sigma, profile=profile), cache=cache)
+        steps = result.steps[result.steps["method"] == "fairdp"]
+        bounds = steps[[column for column in steps if column.startswith("C[")]]
+        accuracy = result.per_seed.set_index("group")["accuracy"]
+        for name in FIGURE_GROUPS[dataset]:
+            k = result.group_names.index(name)
+            rows.append({"sigma": sigma, "group": name, "accuracy": accuracy[name],
+                         "gamma_mean": steps[f"gamma[{k}]"].mean(), "C_median": steps[f"C[{k}]"].median(),
+                         "at_floor": float((steps[f"C[{k}]"] <= floor * (1 + 1e-9)).mean()),
+                         "C_max": float(bounds.to_numpy().max())})
+    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- Figure 1

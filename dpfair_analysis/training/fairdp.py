@@ -139,6 +139,23 @@ def target_clipped_fraction(e: torch.Tensor, *, bias_coef: float, noise_coef: fl
     return (2 * noise_coef / (bias_coef * (1 + e) + 2 * e)).clamp(max=1.0)
 
 
+def shrink_only_noise_multiplier(*, dimension: int, batch_size: float, bias_coef: float, excess_cap: float) -> float:
+    """sigma* above which the target is 1 whatever the statistics, so every bound C_k can only shrink.
+
+    gamma_k = min(1, 2 V / (a (1 + e_k) + 2 e_k)) is smallest at the largest e_k the update can see,
+    e_k = R, so gamma_k < 1 is possible iff 2 V < a (1 + R) + 2 R; with V = 3 sigma^2 |1| / b^2:
+
+        sigma* = b sqrt((a (1 + R) + 2 R) / (6 |1|)).
+
+    For sigma >= sigma* the step C_k exp(eta_C (p_k - 1)) is at most C_k at every step, and below C_k
+    whenever the noisy clipped fraction p_k < 1: the bounds walk to the floor. The exact tau_k minimiser
+    still exists (at an uncapped excess e* = (2 V - a) / (a + 2) > R, every sample clipped); the cap R
+    hides it from the update."""
+    width = bias_coef * (1 + check_positive(excess_cap, "excess_cap")) + 2 * excess_cap
+    return check_positive(batch_size, "batch_size") * math.sqrt(width / (6 * check_positive_int(dimension,
+                                                                                              "dimension")))
+
+
 def fairdp_update(smoothed_counts: torch.Tensor, smoothed_excess: torch.Tensor, clips: torch.Tensor, *,
                   bias_coef: float, noise_coef: float, excess_cap: float, clip_lr: float, min_clip: float,
                   max_clip: float) -> tuple[torch.Tensor, dict[str, torch.Tensor], dict[str, int]]:

@@ -19,7 +19,7 @@ from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.accounting import epsilon_from_event, poisson_gaussian_event
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.fairdp import FairDP, fairdp_statistics, fairdp_update, noise_coefficient, \
-    target_clipped_fraction, tau_eq4
+    shrink_only_noise_multiplier, target_clipped_fraction, tau_eq4
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.policies import make_policy
 
@@ -187,6 +187,28 @@ def test_step_direction_is_minus_the_sign_of_d_tau_d_c(case, a, v):
     assert derivative == pytest.approx(analytic, rel=1e-4, abs=1e-9)
     assume(abs(p - gamma) > 1e-9 and gamma < 1)
     assert np.sign(p - gamma) == -np.sign(derivative)
+
+
+@SETTINGS
+@given(st.integers(1, 10 ** 7), st.floats(1.0, 4096.0), st.floats(2.0, 50.0), st.floats(0.01, 100.0),
+       st.lists(st.tuples(finite, finite, st.floats(0.0, 1e4), st.sampled_from([1e-3, 0.5, 1.0, 50.0])),
+                min_size=1, max_size=5), st.floats(1.0, 100.0))
+def test_above_the_shrink_only_sigma_every_target_is_one_and_no_bound_grows(dimension, batch, a, cap, cases, above):
+    """At sigma >= sigma* (= b sqrt((a (1 + R) + 2 R) / (6 |1|))) gamma_k = 1 for every e_k in [0, R], and the
+    update, fed any statistics (signed noisy counts, any excess), never raises a bound; just below sigma*
+    the target at e_k = R is under 1, so sigma* is the threshold, not a bound on it."""
+    sigma_star = shrink_only_noise_multiplier(dimension=dimension, batch_size=batch, bias_coef=a, excess_cap=cap)
+    v = noise_coefficient(sigma_star * (1 + 1e-6) * above, dimension, batch)
+    grid = torch.linspace(0.0, cap, 201, dtype=torch.float64)
+    assert (target_clipped_fraction(grid, bias_coef=a, noise_coef=v) == 1.0).all()
+    counts = torch.tensor([[c[0] for c in cases], [c[1] for c in cases]], dtype=torch.float64)
+    excess = torch.tensor([c[2] for c in cases], dtype=torch.float64)
+    clips = torch.tensor([c[3] for c in cases], dtype=torch.float64)
+    following, _, _ = fairdp_update(counts, excess, clips, bias_coef=a, noise_coef=v, excess_cap=cap, clip_lr=0.05,
+                                    min_clip=1e-3, max_clip=50.0)
+    assert (following <= clips).all()
+    below = noise_coefficient(sigma_star * (1 - 1e-4), dimension, batch)
+    assert float(target_clipped_fraction(torch.tensor(cap, dtype=torch.float64), bias_coef=a, noise_coef=below)) < 1
 
 
 def test_tau_matches_the_registered_claims_form_of_eq4():

@@ -10,8 +10,8 @@ import pytest
 from dpfair_analysis.cli import main
 from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, run_compare
 from dpfair_analysis.experiments.cache import RunCache
-from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, preset, \
-    SWEEPS, save_sweep_figures, sweep_config, table1
+from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, \
+    fairdp_bounds_by_sigma, fairdp_shrink_only_sigma, preset, SWEEPS, save_sweep_figures, sweep_config, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig
@@ -166,6 +166,26 @@ def test_sweep_figures_draw_each_parameter_from_its_own_runs(tmp_path):
         assert sorted(drawn["value"].unique()) == sorted(values[parameter])
     noise = rows.query("parameter == 'noise_multiplier' and method == 'dpsgd' and group == 'all'")
     assert noise.set_index("value")["epsilon"][1.0] > noise.set_index("value")["epsilon"][2.0]  # more noise, less eps
+
+
+def test_shrink_only_sigma_of_the_presets():
+    """Full MNIST (b = 256, R = 5, a = 4; the CNN's 431,080 parameters, tests/core/test_gradients.py):
+    sigma* = 256 sqrt(34 / (6 x 431,080)) = 0.928, between Figure 6's 0.8 and 1; Adult's logistic
+    regression (41 parameters) is far from it."""
+    assert fairdp_shrink_only_sigma(preset("mnist", "full"), 431_080) == pytest.approx(0.92816, abs=1e-5)
+    assert fairdp_shrink_only_sigma(preset("adult", "full"), 41) > 90
+
+
+def test_above_the_shrink_only_sigma_fairdps_trainer_never_raises_a_bound(tmp_path):
+    """The trainer's own FairDP run (quick MNIST: b = 26, so sigma* = 0.09) at sigma = 0.8: every step's
+    target is 1 and no group's bound ever exceeds its initial C; at sigma = 0.05 < sigma* some target is below 1."""
+    config = preset("mnist", "quick")
+    assert fairdp_shrink_only_sigma(config, 431_080) < 0.1
+    rows = fairdp_bounds_by_sigma("mnist", profile="quick", sigmas=(0.05, 0.8), cache=RunCache(tmp_path))
+    above, below = rows[rows["sigma"] == 0.8], rows[rows["sigma"] == 0.05]
+    assert (above["gamma_mean"] == 1.0).all() and (above["C_max"] <= config.clip_bound).all()
+    assert (below["gamma_mean"] < 1.0).any()
+    assert ((rows["at_floor"] >= 0) & (rows["at_floor"] <= 1)).all() and list(rows["group"].unique()) == ["2", "8"]
 
 
 # ------------------------------------------------------------------ the command

@@ -244,6 +244,19 @@ def save_sweep_figures(dataset: str, directory: str | Path, *, profile: str = "f
     return pd.concat(frames, ignore_index=True)
 
 
+def sweep_table(rows: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """The numbers behind Figures 4-6: ``rows`` of :func:`sweep` / :func:`save_sweep_figures` as one row per
+    (parameter, value, method) with the mean accuracy over seeds overall (``all``) and of each group of
+    :data:`FIGURE_GROUPS`, and the value's common epsilon (NaN for SGD)."""
+    groups = ["all", *FIGURE_GROUPS[dataset]]
+    shown = rows[rows["group"].isin(groups)]
+    table = shown.pivot_table(index=["parameter", "value", "method"], columns="group", values="accuracy",
+                              aggfunc="mean", sort=False)[groups]
+    table["epsilon"] = shown.groupby(["parameter", "value", "method"], sort=False)["epsilon"].first()
+    table.columns.name = None
+    return table
+
+
 def fairdp_shrink_only_sigma(config: CompareConfig, dimension: int) -> float:
     """sigma* of :func:`~dpfair_analysis.training.fairdp.shrink_only_noise_multiplier` for ``config``'s FairDP
     (its batch size and excess cap R; L = 1/mu, so a = 4) on a model of ``dimension`` parameters: at

@@ -11,7 +11,7 @@ from dpfair_analysis.cli import main
 from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, run_compare
 from dpfair_analysis.experiments.cache import RunCache
 from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, \
-    fairdp_bounds_by_sigma, fairdp_shrink_only_sigma, preset, SWEEPS, save_sweep_figures, sweep_config, table1
+    fairdp_bounds_by_sigma, fairdp_shrink_only_sigma, preset, SWEEPS, save_sweep_figures, sweep_config, sweep_table, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig
@@ -166,6 +166,27 @@ def test_sweep_figures_draw_each_parameter_from_its_own_runs(tmp_path):
         assert sorted(drawn["value"].unique()) == sorted(values[parameter])
     noise = rows.query("parameter == 'noise_multiplier' and method == 'dpsgd' and group == 'all'")
     assert noise.set_index("value")["epsilon"][1.0] > noise.set_index("value")["epsilon"][2.0]  # more noise, less eps
+
+
+def test_sweep_table_averages_seeds_per_value_and_keeps_the_figure_groups():
+    """Two seeds of two methods at two values: each cell is the mean over seeds of that (value, method, group);
+    groups the figures do not draw are left out; epsilon is the value's."""
+    rows = pd.DataFrame([{"parameter": "lr", "value": value, "method": method, "seed": seed, "group": group,
+                          "accuracy": accuracy, "epsilon": eps}
+                         for value, eps in ((0.01, 2.0), (0.1, 2.0))
+                         for method in ("sgd", "fairdp")
+                         for seed in (0, 1)
+                         for group, accuracy in (("all", 0.5 + seed / 10 + value), ("Male", 0.2 * seed),
+                                                 ("Female", 0.9 - (method == "fairdp") * 0.1 * seed),
+                                                 ("Other", -1.0))])
+    table = sweep_table(rows, "adult")
+    assert list(table.columns) == ["all", "Male", "Female", "epsilon"]
+    assert len(table) == 4
+    assert table.loc[("lr", 0.1, "sgd"), "all"] == pytest.approx(0.65)
+    assert table.loc[("lr", 0.01, "fairdp"), "Male"] == pytest.approx(0.1)
+    assert table.loc[("lr", 0.01, "fairdp"), "Female"] == pytest.approx(0.85)
+    assert table.loc[("lr", 0.01, "sgd"), "Female"] == pytest.approx(0.9)
+    assert (table["epsilon"] == 2.0).all()
 
 
 def test_shrink_only_sigma_of_the_presets():

@@ -57,6 +57,15 @@ pd.set_option('display.max_rows', 100)
 paper.sweep_table(sweeps, 'mnist').round(3)
 
 # %% [markdown]
+# ### Does FairDP's lead survive other settings? (§4.3, "adaptive performance")
+# Table 1's claim (FairDP has the least loss of the private methods) carried over Figures 4-6, as in `fairdp.ipynb` for Adult: per swept parameter and group, at how many values FairDP is within 0.005 of the most accurate private method, and its accuracy minus the best other's where it falls furthest behind (`margin`).
+
+# %%
+mnist_sweep_verdicts = paper.sweep_verdicts(sweeps, 'mnist')
+save_table(mnist_sweep_verdicts, FIGS / 'sweep_verdicts_mnist.csv')
+mnist_sweep_verdicts
+
+# %% [markdown]
 # ### FairDP's bounds across Figure 6's σ
 # In the reconstruction (`training/fairdp.py`) a bound C_k grows only while its group's noisy clipped fraction p_k exceeds the target γ_k = min(1, 2V / (a(1 + e_k) + 2e_k)), with Eq. (4)'s noise term V = 3σ²|1|/b² and e_k the group's mean excess ‖g‖/C_k − 1 capped at R = 5. The target is smallest at e_k = R, so above σ* = b √((a(1 + R) + 2R) / (6|1|)) it is 1 whatever the data and every C_k can only shrink (`shrink_only_noise_multiplier`, tested by hypothesis over the update and on the trainer's own run). With the CNN's |1| = 431,080 parameters and b = 256, σ* = 0.93: Figure 6's σ = 1 and 2 are past it. The table: each group's mean target, median bound and share of steps at the floor C/100, and the largest bound of any group (the clipped sum's noise is σ times it).
 

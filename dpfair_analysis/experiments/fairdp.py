@@ -257,6 +257,42 @@ def sweep_table(rows: pd.DataFrame, dataset: str) -> pd.DataFrame:
     return table
 
 
+def sweep_verdicts(rows: pd.DataFrame, dataset: str, *, tolerance: float = 0.005) -> pd.DataFrame:
+    """Table 1's ``least_loss`` claim carried over Figures 4-6 (§4.3, "adaptive performance": clipping tuned
+    for one learning rate need not suit another, and FairDP adapts its bounds): at every swept value FairDP is
+    the most accurate private method, overall and in each group the figure draws.
+
+    One row per (parameter, group) in :func:`claim_verdicts`' layout: ``holds`` if at every value FairDP's
+    mean accuracy is within ``tolerance`` of the best private method's; ``margin`` is FairDP's accuracy minus
+    the best other private method's at the value where it falls furthest behind (positive: FairDP leads
+    everywhere, and this is its narrowest lead); ``detail`` counts the values and names that value and the
+    best other method there."""
+    groups = ["all", *FIGURE_GROUPS[dataset]]
+    table = sweep_table(rows, dataset)
+    private = table[table.index.get_level_values("method") != "sgd"]
+    verdicts = []
+    for parameter in dict.fromkeys(private.index.get_level_values("parameter")):
+        part = private.xs(parameter, level="parameter")
+        values = list(dict.fromkeys(part.index.get_level_values("value")))
+        for group in groups:
+            accuracy = part[group].unstack("method")
+            if "fairdp" not in accuracy:
+                continue
+            others = accuracy.drop(columns="fairdp")
+            lead = accuracy["fairdp"] - others.max(axis=1)
+            worst = lead.idxmin()
+            best_count = int((lead >= -tolerance).sum())
+            verdicts.append({"claim": f"least_loss_across_{parameter}", "dataset": dataset, "group": group,
+                             "holds": best_count == len(values), "margin": float(lead[worst]),
+                             "detail": f"FairDP within {tolerance:g} of the best private method at {best_count} "
+                                       f"of {len(values)} values; " + (
+                                           f"furthest behind at {worst:g} ({others.loc[worst].idxmax()} leads)"
+                                           if lead[worst] < 0 else
+                                           f"narrowest lead at {worst:g} (over {others.loc[worst].idxmax()})"),
+                             "sd": math.nan})
+    return pd.DataFrame(verdicts)
+
+
 def fairdp_shrink_only_sigma(config: CompareConfig, dimension: int) -> float:
     """sigma* of :func:`~dpfair_analysis.training.fairdp.shrink_only_noise_multiplier` for ``config``'s FairDP
     (its batch size and excess cap R; L = 1/mu, so a = 4) on a model of ``dimension`` parameters: at

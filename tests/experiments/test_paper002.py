@@ -11,7 +11,8 @@ from dpfair_analysis.cli import main
 from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, run_compare
 from dpfair_analysis.experiments.cache import RunCache
 from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, \
-    fairdp_bounds_by_sigma, fairdp_shrink_only_sigma, preset, SWEEPS, save_sweep_figures, sweep_config, sweep_table, table1
+    fairdp_bounds_by_sigma, fairdp_shrink_only_sigma, preset, SWEEPS, save_sweep_figures, sweep_config, sweep_table, \
+    sweep_verdicts, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig
@@ -187,6 +188,30 @@ def test_sweep_table_averages_seeds_per_value_and_keeps_the_figure_groups():
     assert table.loc[("lr", 0.01, "fairdp"), "Female"] == pytest.approx(0.85)
     assert table.loc[("lr", 0.01, "sgd"), "Female"] == pytest.approx(0.9)
     assert (table["epsilon"] == 2.0).all()
+
+
+def _sweep_rows(accuracy):
+    """Sweep rows of one seed from {(value, method): (all, Male, Female)}."""
+    return pd.DataFrame([{"parameter": "batch_size", "value": value, "method": method, "seed": 0, "group": group,
+                          "accuracy": a, "epsilon": 1.0}
+                         for (value, method), triple in accuracy.items()
+                         for group, a in zip(("all", "Male", "Female"), triple)])
+
+
+def test_sweep_verdicts_hold_only_where_fairdp_leads_at_every_value():
+    leads = {(64, "sgd"): (0.9, 0.9, 0.9), (64, "dpsgd"): (0.70, 0.60, 0.80), (64, "fairdp"): (0.80, 0.70, 0.85),
+             (512, "sgd"): (0.9, 0.9, 0.9), (512, "dpsgd"): (0.70, 0.60, 0.80), (512, "fairdp"): (0.75, 0.70, 0.85)}
+    verdicts = sweep_verdicts(_sweep_rows(leads), "adult").set_index("group")
+    assert verdicts["holds"].all() and list(verdicts.index) == ["all", "Male", "Female"]
+    assert verdicts.loc["all", "margin"] == pytest.approx(0.05)  # the smaller lead, at 512
+    # DPSGD ahead of FairDP on Female at 512 by 0.02 (fails), overall by 0.004 (< tolerance 0.005: holds)
+    behind = {**leads, (512, "dpsgd"): (0.754, 0.60, 0.87)}
+    verdicts = sweep_verdicts(_sweep_rows(behind), "adult").set_index("group")
+    assert verdicts.loc["all", "holds"] and verdicts.loc["all", "margin"] == pytest.approx(-0.004)
+    assert not verdicts.loc["Female", "holds"] and verdicts.loc["Female", "margin"] == pytest.approx(-0.02)
+    detail = verdicts.loc["Female", "detail"]
+    assert "1 of 2 values" in detail and "at 512 (dpsgd leads)" in detail
+    assert not sweep_verdicts(_sweep_rows(behind), "adult", tolerance=0.001).set_index("group").loc["all", "holds"]
 
 
 def test_shrink_only_sigma_of_the_presets():

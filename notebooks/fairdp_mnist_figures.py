@@ -16,6 +16,8 @@
 # **The committed copy is a quick-profile smoke run**: the full profile below has not been run on this machine yet. `DPFAIR_PROFILE=quick` runs 1 epoch on 10% of the rows of the offline 5,000-image subset: **a smoke run whose numbers say nothing about the paper's claims**.
 
 # %%
+from dataclasses import replace
+
 import pandas as pd
 from IPython.display import Image
 
@@ -75,6 +77,16 @@ cnn_parameters = count_parameters(build_model(fig6_config.model, input_shape=(1,
 print(f'sigma* = {paper.fairdp_shrink_only_sigma(fig6_config, cnn_parameters):.3f} '
       f'(|1| = {cnn_parameters:,}, b = {fig6_config.train.batch_size})')
 paper.fairdp_bounds_by_sigma('mnist', profile=PROFILE, sigmas=QUICK_VALUES['noise_multiplier'] if QUICK else None,
+                             cache=CACHE).round(3)
+
+# %% [markdown]
+# ### The cliff: the cap R's or Eq. (4)'s?
+# σ* rises with the cap R on the released excess. Without a cap the target still falls below 1 once e_k > (2V − a)/(a + 2) (25.6 at σ = 2: every sample clipped, C_k ≈ ‖g‖/27), a minimiser of τ that R = 5 hides from the update. One diagnostic run: FairDP at σ = 2 with R = 50, whose σ* is above 2.
+
+# %%
+wide_cap = replace(fig6_config, fairdp_excess_cap=50.0)
+print(f'sigma* at R = 50: {paper.fairdp_shrink_only_sigma(wide_cap, cnn_parameters):.3f}')
+paper.fairdp_bounds_by_sigma('mnist', profile=PROFILE, sigmas=(2.0,), excess_cap=wide_cap.fairdp_excess_cap,
                              cache=CACHE).round(3)
 
 # %% [markdown]

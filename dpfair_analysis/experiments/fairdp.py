@@ -302,13 +302,16 @@ def fairdp_shrink_only_sigma(config: CompareConfig, dimension: int) -> float:
 
 
 def fairdp_bounds_by_sigma(dataset: str, *, profile: str = "full", sigmas: Sequence[float] | None = None,
-                           cache: RunCache | None = None) -> pd.DataFrame:
+                           excess_cap: float | None = None, cache: RunCache | None = None) -> pd.DataFrame:
     """How FairDP's bounds behaved at each noise multiplier of Figure 6 (seed 0's run of :func:`sweep`, from
     the cache when there): one row per (sigma, group of :data:`FIGURE_GROUPS`) with the group's test
     accuracy, its target clipped fraction gamma_k and bound C_k averaged over the run (``gamma_mean``,
     ``C_median``), the share of steps at the public floor (``at_floor``), and the run's largest bound of
-    any group (``C_max``, which scales the noise of the clipped sum)."""
+    any group (``C_max``, which scales the noise of the clipped sum). ``excess_cap`` replaces the preset's
+    cap R on the released mean excess (a diagnostic: sigma* grows with R)."""
     base = preset(dataset, profile, seeds=1, methods=("fairdp",))
+    if excess_cap is not None:
+        base = replace(base, fairdp_excess_cap=float(excess_cap))
     floor = base.policy("fairdp", dimension=1, learning_rate=1.0).clip_range[0]
     rows = []
     for sigma in sigmas if sigmas is not None else SWEEPS["noise_multiplier"][dataset]:
@@ -318,7 +321,8 @@ def fairdp_bounds_by_sigma(dataset: str, *, profile: str = "full", sigmas: Seque
         accuracy = result.per_seed.set_index("group")["accuracy"]
         for name in FIGURE_GROUPS[dataset]:
             k = result.group_names.index(name)
-            rows.append({"sigma": sigma, "group": name, "accuracy": accuracy[name],
+            rows.append({"sigma": sigma, "excess_cap": base.fairdp_excess_cap, "group": name,
+                         "accuracy": accuracy[name],
                          "gamma_mean": steps[f"gamma[{k}]"].mean(), "C_median": steps[f"C[{k}]"].median(),
                          "at_floor": float((steps[f"C[{k}]"] <= floor * (1 + 1e-9)).mean()),
                          "C_max": float(bounds.to_numpy().max())})

@@ -3,6 +3,7 @@ its rows and JSON, the claim verdicts, and one-line errors for bad settings."""
 
 import json
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -232,6 +233,17 @@ def test_above_the_shrink_only_sigma_fairdps_trainer_never_raises_a_bound(tmp_pa
     assert (above["gamma_mean"] == 1.0).all() and (above["C_max"] <= config.clip_bound).all()
     assert (below["gamma_mean"] < 1.0).any()
     assert ((rows["at_floor"] >= 0) & (rows["at_floor"] <= 1)).all() and list(rows["group"].unique()) == ["2", "8"]
+
+
+def test_a_larger_excess_cap_moves_the_shrink_only_sigma_past_the_run_and_lets_a_bound_grow(tmp_path):
+    """sigma* rises with the cap R (R = 1000: 1.25 on quick MNIST), so the same sigma = 0.8 run that could
+    only shrink its bounds at R = 5 now has targets below 1 and a bound above its initial C."""
+    config = replace(preset("mnist", "quick"), fairdp_excess_cap=1000.0)
+    assert fairdp_shrink_only_sigma(config, 431_080) > 1.0
+    rows = fairdp_bounds_by_sigma("mnist", profile="quick", sigmas=(0.8,), excess_cap=1000.0,
+                                  cache=RunCache(tmp_path))
+    assert (rows["excess_cap"] == 1000.0).all()
+    assert (rows["gamma_mean"] < 1.0).all() and (rows["C_max"] > config.clip_bound).all()
 
 
 # ------------------------------------------------------------------ the command

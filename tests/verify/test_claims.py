@@ -57,9 +57,26 @@ NUMBERED = {
 }
 
 
-@pytest.fixture(scope="module")
+class _QuickVerdicts:
+    """Each claim's quick verdict, computed on first use and kept for the process: under pytest-xdist a
+    worker computes only the claims its tests read, not the whole registry."""
+
+    def __init__(self):
+        self._seen = {}
+
+    def __getitem__(self, claim_id):
+        if claim_id not in self._seen:
+            [(claim, verdict, _)] = run_claims([get_claim(claim_id)], QUICK, progress=False)
+            self._seen[claim_id] = (claim, verdict)
+        return self._seen[claim_id]
+
+
+_VERDICTS = _QuickVerdicts()
+
+
+@pytest.fixture
 def results():
-    return {c.id: (c, v) for c, v, _ in run_claims(CLAIMS, QUICK, progress=False)}
+    return _VERDICTS
 
 
 def test_every_claim_has_an_expected_verdict_and_vice_versa():

@@ -72,11 +72,20 @@ The loop records the three as one Poisson-sampled Gaussian with the joint multip
 
 Guards (on the released noisy values only; each firing is counted in the step record):
 ``empty_group`` (b-_k < 1: C_k kept), ``clip_floor`` / ``clip_ceiling`` (C_k at a public bound).
+
+The cap R also limits what the update can reach: tau_k's minimiser for a fully clipped group sits at the
+excess e* = (2 V - a) / (a + 2) (:func:`tau_minimising_excess`), and if R <= e* -- equivalently sigma >=
+sigma* (:func:`shrink_only_noise_multiplier`) -- every target is 1 and the bounds can only shrink to the
+floor. A run warns (:class:`ShrinkOnlyWarning`, public quantities only) on its first step. On full MNIST
+(|1| = 431,080, b = 256) R = 5 puts sigma* at 0.93: FairDP falls to 0.356 total accuracy at sigma = 1 and
+0.204 at sigma = 2, while at sigma = 2 with R = 50 (e* = 25.6) it keeps 0.757 (paper 002's Figure 6 in
+notebooks/fairdp_mnist_figures.ipynb).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 
 import torch
@@ -154,6 +163,21 @@ def shrink_only_noise_multiplier(*, dimension: int, batch_size: float, bias_coef
     width = bias_coef * (1 + check_positive(excess_cap, "excess_cap")) + 2 * excess_cap
     return check_positive(batch_size, "batch_size") * math.sqrt(width / (6 * check_positive_int(dimension,
                                                                                               "dimension")))
+
+
+def tau_minimising_excess(*, bias_coef: float, noise_coef: float) -> float:
+    """e* = (2 V - a) / (a + 2): the mean excess at which a fully clipped group's tau_k is stationary.
+
+    With every sample clipped (p_k = 1) the stationarity condition p_k = gamma_k reads
+    a (1 + e) + 2 e = 2 V. The update can reach it only if the cap R on the released excess exceeds it:
+    R > e* is the same condition as sigma < sigma* (:func:`shrink_only_noise_multiplier`), since both say
+    2 V < a (1 + R) + 2 R."""
+    return (2 * noise_coef - bias_coef) / (bias_coef + 2)
+
+
+class ShrinkOnlyWarning(UserWarning):
+    """FairDP's excess cap R is at or below e* (:func:`tau_minimising_excess`): every target clipped fraction
+    is 1, so the bounds can only shrink and the upper problem (6a) is switched off."""
 
 
 def fairdp_update(smoothed_counts: torch.Tensor, smoothed_excess: torch.Tensor, clips: torch.Tensor, *,
@@ -282,8 +306,23 @@ class FairDP:
         """(counts, capped excess, clipped sum): sigma_1, sigma_x and sigma at every step."""
         return self.count_noise, self.excess_noise, self.noise_multiplier
 
+    def warn_if_shrink_only(self, expected_batch_size: float) -> None:
+        """A :class:`ShrinkOnlyWarning` naming e*, sigma* and the cap that would reach e*, if R <= e*."""
+        noise_coef = noise_coefficient(self.noise_multiplier, self.dimension, expected_batch_size)
+        uncapped = tau_minimising_excess(bias_coef=self.bias_coef, noise_coef=noise_coef)
+        if self.excess_cap <= uncapped:
+            sigma_star = shrink_only_noise_multiplier(dimension=self.dimension, batch_size=expected_batch_size,
+                                                      bias_coef=self.bias_coef, excess_cap=self.excess_cap)
+            warnings.warn(ShrinkOnlyWarning(
+                f"FairDP: excess_cap {self.excess_cap:g} <= {uncapped:.3g}, the excess where Eq. (4)'s tau_k is "
+                f"stationary (sigma {self.noise_multiplier:g}, {self.dimension:,} parameters, batch "
+                f"{expected_batch_size:g}), so every bound can only shrink (sigma >= sigma* = {sigma_star:.3g}); "
+                f"an excess_cap above {uncapped:.3g} lets the bounds adapt"), stacklevel=3)
+
     def decide(self, norms: torch.Tensor, group: torch.Tensor, *, n_groups: int,
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:
+        if self._averages is None:  # the run's first step
+            self.warn_if_shrink_only(expected_batch_size)
         clips = self.current_clips(n_groups)
         counts, excess = fairdp_statistics(norms, group, clips, n_groups=n_groups, excess_cap=self.excess_cap)
         noisy_counts = counts + torch.randn(counts.shape, generator=generator, dtype=torch.float64) * self.count_noise

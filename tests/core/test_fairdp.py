@@ -7,6 +7,7 @@ gradients, add/remove/replace.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -18,8 +19,8 @@ from dpfair_analysis.gradients import clipped_sum
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.accounting import epsilon_from_event, poisson_gaussian_event
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-from dpfair_analysis.training.fairdp import FairDP, fairdp_statistics, fairdp_update, noise_coefficient, \
-    shrink_only_noise_multiplier, target_clipped_fraction, tau_eq4
+from dpfair_analysis.training.fairdp import FairDP, ShrinkOnlyWarning, fairdp_statistics, fairdp_update, \
+    noise_coefficient, shrink_only_noise_multiplier, target_clipped_fraction, tau_eq4, tau_minimising_excess
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.policies import make_policy
 
@@ -209,6 +210,47 @@ def test_above_the_shrink_only_sigma_every_target_is_one_and_no_bound_grows(dime
     assert (following <= clips).all()
     below = noise_coefficient(sigma_star * (1 - 1e-4), dimension, batch)
     assert float(target_clipped_fraction(torch.tensor(cap, dtype=torch.float64), bias_coef=a, noise_coef=below)) < 1
+
+
+@SETTINGS
+@given(st.integers(1, 10 ** 7), st.floats(1.0, 4096.0), st.floats(2.0, 50.0), st.floats(0.01, 100.0),
+       st.floats(1e-3, 1e3))
+def test_the_cap_hides_taus_minimiser_exactly_when_sigma_is_past_the_shrink_only_sigma(dimension, batch, a, cap,
+                                                                                       sigma):
+    """R <= e* = (2V - a)/(a + 2) iff sigma >= sigma*, and at e = e* a fully clipped group is stationary
+    (target gamma = 1 = its clipped fraction)."""
+    sigma_star = shrink_only_noise_multiplier(dimension=dimension, batch_size=batch, bias_coef=a, excess_cap=cap)
+    assume(abs(sigma / sigma_star - 1) > 1e-6)
+    v = noise_coefficient(sigma, dimension, batch)
+    e_star = tau_minimising_excess(bias_coef=a, noise_coef=v)
+    assert (cap <= e_star) == (sigma >= sigma_star)
+    if e_star > 0:
+        at = float(2 * v / (a * (1 + e_star) + 2 * e_star))
+        assert at == pytest.approx(1.0, rel=1e-9)
+
+
+def _first_step_warnings(policy, batch_size):
+    norms = torch.tensor([0.5, 3.0, 1.5], dtype=torch.float64)
+    group = torch.tensor([0, 1, 1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        policy.decide(norms, group, n_groups=2, expected_batch_size=batch_size, generator=torch.Generator())
+        policy.decide(norms, group, n_groups=2, expected_batch_size=batch_size, generator=torch.Generator())
+    return [w for w in caught if issubclass(w.category, ShrinkOnlyWarning)]
+
+
+@pytest.mark.parametrize("sigma, cap, warns", [(0.8, 5.0, False), (1.0, 5.0, True), (2.0, 5.0, True),
+                                               (2.0, 50.0, False), (5.0, 50.0, True)])
+def test_a_run_warns_once_when_its_cap_switches_the_bounds_update_off(sigma, cap, warns):
+    """Full MNIST's CNN (431,080 parameters, b = 256, a = 4): sigma* = 0.93 at R = 5 and 2.78 at R = 50."""
+    policy = FairDP(initial_clip=1.0, noise_multiplier=sigma, count_noise=1.0, excess_noise=1.0, dimension=431_080,
+                    learning_rate=0.01, excess_cap=cap)
+    caught = _first_step_warnings(policy.for_run(), 256)
+    assert len(caught) == (1 if warns else 0)
+    if warns:
+        message = str(caught[0].message)
+        e_star = (2 * noise_coefficient(sigma, 431_080, 256) - 4) / 6
+        assert f"excess_cap {cap:g} <= {e_star:.3g}" in message and "sigma* = " in message
 
 
 def test_tau_matches_the_registered_claims_form_of_eq4():

@@ -570,14 +570,18 @@ def _log_ticks_at(ax: plt.Axes, values: pd.Series) -> None:
 
 def plot_group_sweep(rows: pd.DataFrame, *, groups: tuple[str, ...], title: str) -> plt.Figure:
     """Paper 002 Figures 4-6: per-group test accuracy against the swept value, one panel per group, one line
-    per method (mean and sd over seeds). ``rows`` from ``experiments.fairdp.sweep``."""
+    per method (mean and sd over seeds), each method its own marker and dash so that coinciding lines stay
+    visible; a log x axis ticked at the swept values (each spans a decade or more); one legend, in the last
+    panel. ``rows`` from ``experiments.fairdp.sweep``."""
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.8), squeeze=False)
     parameter = rows["parameter"].iloc[0]
-    for ax, group in zip(axes[0], groups):
-        sns.lineplot(data=rows[rows["group"] == group], x="value", y="accuracy", hue="method", marker="o",
-                     errorbar="sd", ax=ax)
-        if parameter != "noise_multiplier":
-            ax.set_xscale("log", base=2 if parameter == "batch_size" else 10)
+    values = sorted(rows["value"].unique())
+    for i, (ax, group) in enumerate(zip(axes[0], groups)):
+        sns.lineplot(data=rows[rows["group"] == group], x="value", y="accuracy", hue="method", style="method",
+                     markers=True, dashes=True, errorbar="sd", ax=ax, legend=i == len(groups) - 1)
+        ax.set_xscale("log", base=2 if parameter == "batch_size" else 10)
+        ax.set_xticks(values, [f"{v:g}" for v in values])
+        ax.minorticks_off()
         ax.set_xlabel({"lr": "learning rate", "batch_size": "batch size", "noise_multiplier": "noise multiplier σ"}
                       .get(parameter, parameter))
         ax.set_ylabel("test accuracy")

@@ -13,7 +13,7 @@
 #
 # The companion of `fairdp.ipynb` (Tables 1-2, the verdicts, the adaptive bounds, Figures 1 and 3 and the Adult panels of Figures 4-6), split off because every point here is one or more 60-epoch CNN runs on unbalanced full MNIST (paper 000's settings, which paper 002 reuses: class 8 cut to 500, b = 256, σ = 0.8, C = 1, r = 0.01, δ = 1e-6; see `fairdp.ipynb` for what is reconstructed). One run takes 23-29 min of one core here, so the full profile (55 new runs) is ~24 CPU-hours (`notebooks/execute.py --estimate`). Runs are cached by configuration: the preset's point of each sweep is Table 1's seed-0 run.
 #
-# **The committed copy is a quick-profile smoke run**: the full profile below has not been run on this machine yet. `DPFAIR_PROFILE=quick` runs 1 epoch on 10% of the rows of the offline 5,000-image subset: **a smoke run whose numbers say nothing about the paper's claims**.
+# **The committed copy is a quick-profile smoke run**: the full profile has not been run to the end on this machine yet. Figure 6's runs are complete: `paper_figs/fairdp/figure6_noise_multiplier_mnist.png` and its CSV are the full profile's (drawn by `save_sweep_figures`' code from the cached runs); the learning-rate and batch-size sweeps are still running. `DPFAIR_PROFILE=quick` runs 1 epoch on 10% of the rows of the offline 5,000-image subset: **a smoke run whose numbers say nothing about the paper's claims**.
 
 # %%
 from dataclasses import replace

@@ -138,3 +138,23 @@ def test_figure3_labels_each_point_with_its_swept_value_and_draws_the_threshold(
         assert "τ = 0.05" in labels and "8" in labels and len(labels) <= plotting.MAX_LEGEND
         assert "mean of 2 seeds" in ax.get_ylabel()
     plt.close(fig)
+
+
+@pytest.mark.parametrize("parameter, values", [("noise_multiplier", (0.5, 0.8, 1.0, 2.0, 5.0)),
+                                               ("batch_size", (64, 128, 256, 512)), ("lr", (0.005, 0.01, 0.1))])
+def test_paper002_sweeps_keep_coinciding_methods_apart_on_a_log_axis_of_the_swept_values(parameter, values):
+    """Figures 4-6: two methods with the same accuracy at every value (DPSGD and Opt-Q on MNIST) are still two
+    visible lines (own marker), the x axis is log and ticked at exactly the swept values, one legend."""
+    methods = ("sgd", "dpsgd", "optq", "fairdp")
+    rows = pd.DataFrame([{"parameter": parameter, "value": v, "method": m, "seed": 0, "group": g,
+                          "accuracy": 0.8 if m in ("dpsgd", "optq") else 0.5 + 0.01 * i}
+                         for i, v in enumerate(values) for m in methods for g in ("2", "8")])
+    fig = plotting.plot_group_sweep(rows, groups=("2", "8"), title="mnist")
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log"
+        assert [float(t) for t in ax.get_xticks()] == pytest.approx(list(values))
+        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{v:g}" for v in values]
+        drawn = [line for line in ax.get_lines() if len(line.get_xdata()) == len(values)]
+        assert len({line.get_marker() for line in drawn}) == len(methods)
+    assert legend_entries(fig) == [len(methods)]
+    plt.close(fig)

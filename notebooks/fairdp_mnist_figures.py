@@ -72,13 +72,17 @@ mnist_sweep_verdicts
 
 # %% [markdown]
 # ### FairDP's bounds across Figure 6's σ
-# In the reconstruction (`training/fairdp.py`) a bound C_k grows only while its group's noisy clipped fraction p_k exceeds the target γ_k = min(1, 2V / (a(1 + e_k) + 2e_k)), with Eq. (4)'s noise term V = 3σ²|1|/b² and e_k the group's mean excess ‖g‖/C_k − 1 capped at R = 5. The target is smallest at e_k = R, so above σ* = b √((a(1 + R) + 2R) / (6|1|)) it is 1 whatever the data and every C_k can only shrink (`shrink_only_noise_multiplier`, tested by hypothesis over the update and on the trainer's own run). With the CNN's |1| = 431,080 parameters and b = 256, σ* = 0.93: Figure 6's σ = 1 and 2 are past it. The table: each group's mean target, median bound and share of steps at the floor C/100, and the largest bound of any group (the clipped sum's noise is σ times it).
+# In the reconstruction (`training/fairdp.py`) a bound C_k grows only while its group's noisy clipped fraction p_k exceeds the target γ_k = min(1, 2V / (a(1 + e_k) + 2e_k)), with Eq. (4)'s noise term V = 3σ²|1|/b² and e_k the group's mean excess ‖g‖/C_k − 1 capped at R = 5. The target is smallest at e_k = R, so above σ* = b √((a(1 + R) + 2R) / (6|1|)) it is 1 whatever the data and every C_k can only shrink (`shrink_only_noise_multiplier`, tested by hypothesis over the update and on the trainer's own run). With the CNN's |1| = 431,080 parameters and b = 256, σ* = 0.93: Figure 6's σ = 1, 2 and 5 are past it. σ* is proportional to b, so at σ = 0.8 Figure 5's b = 64 and 128 (σ* = 0.23, 0.46) are past it too. The table: each group's mean target, median bound and share of steps at the floor C/100, and the largest bound of any group (the clipped sum's noise is σ times it).
 
 # %%
 fig6_config = paper.preset('mnist', PROFILE)
 cnn_parameters = count_parameters(build_model(fig6_config.model, input_shape=(1, 28, 28), n_classes=10))
 print(f'sigma* = {paper.fairdp_shrink_only_sigma(fig6_config, cnn_parameters):.3f} '
       f'(|1| = {cnn_parameters:,}, b = {fig6_config.train.batch_size})')
+for batch in paper.SWEEPS['batch_size']['mnist']:  # Figure 5: sigma* is proportional to b
+    at_batch = paper.sweep_config(fig6_config, 'batch_size', batch, profile=PROFILE)
+    print(f'  Figure 5, b = {at_batch.train.batch_size}: sigma* = '
+          f'{paper.fairdp_shrink_only_sigma(at_batch, cnn_parameters):.3f} (sigma = {at_batch.noise_multiplier:g})')
 paper.fairdp_bounds_by_sigma('mnist', profile=PROFILE, sigmas=QUICK_VALUES['noise_multiplier'] if QUICK else None,
                              cache=CACHE).round(3)
 

@@ -575,13 +575,10 @@ def plot_group_sweep(rows: pd.DataFrame, *, groups: tuple[str, ...], title: str)
     panel. ``rows`` from ``experiments.fairdp.sweep``."""
     fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.8), squeeze=False)
     parameter = rows["parameter"].iloc[0]
-    values = sorted(rows["value"].unique())
     for i, (ax, group) in enumerate(zip(axes[0], groups)):
         sns.lineplot(data=rows[rows["group"] == group], x="value", y="accuracy", hue="method", style="method",
                      markers=True, dashes=True, errorbar="sd", ax=ax, legend=i == len(groups) - 1)
-        ax.set_xscale("log", base=2 if parameter == "batch_size" else 10)
-        ax.set_xticks(values, [f"{v:g}" for v in values])
-        ax.minorticks_off()
+        _log_ticks_at(ax, rows["value"])
         ax.set_xlabel({"lr": "learning rate", "batch_size": "batch size", "noise_multiplier": "noise multiplier σ"}
                       .get(parameter, parameter))
         ax.set_ylabel("test accuracy")

@@ -568,21 +568,42 @@ def _log_ticks_at(ax: plt.Axes, values: pd.Series) -> None:
     ax.minorticks_off()
 
 
+def sweep_epsilon(rows: pd.DataFrame) -> pd.Series:
+    """The privacy of each swept value: the largest epsilon any private method reached there (they stop at
+    DPSGD's, so the largest is the statement that holds for all; NaN where only SGD ran), indexed by value."""
+    return rows.groupby("value")["epsilon"].max()
+
+
+def _group_title(dataset: str, group: str) -> str:
+    """'MNIST, class 2' for MNIST's digit groups, 'Adult, Female' otherwise."""
+    label = f"class {group}" if str(group).isdigit() else str(group)
+    return f"{dataset.upper() if dataset.lower() == 'mnist' else dataset.capitalize()}, {label}"
+
+
 def plot_group_sweep(rows: pd.DataFrame, *, groups: tuple[str, ...], title: str) -> plt.Figure:
     """Paper 002 Figures 4-6: per-group test accuracy against the swept value, one panel per group, one line
     per method (mean and sd over seeds), each method its own marker and dash so that coinciding lines stay
-    visible; a log x axis ticked at the swept values (each spans a decade or more); one legend, in the last
-    panel. ``rows`` from ``experiments.fairdp.sweep``."""
-    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.8), squeeze=False)
+    visible; a log x axis ticked at the swept values (each spans a decade or more); one legend, right of the
+    last panel. The privacy every private line holds (:func:`sweep_epsilon`) is in the panel titles when it is one
+    epsilon for the whole sweep and under each tick when it moves with the value (sigma, batch size).
+    ``title`` is the data set's name; ``rows`` from ``experiments.fairdp.sweep``."""
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4.0), squeeze=False)
     parameter = rows["parameter"].iloc[0]
+    epsilon = sweep_epsilon(rows).dropna() if "epsilon" in rows else pd.Series(dtype=float)
+    one_epsilon = len(epsilon) > 0 and epsilon.max() - epsilon.min() <= 0.005 * epsilon.max()
     for i, (ax, group) in enumerate(zip(axes[0], groups)):
         sns.lineplot(data=rows[rows["group"] == group], x="value", y="accuracy", hue="method", style="method",
                      markers=True, dashes=True, errorbar="sd", ax=ax, legend=i == len(groups) - 1)
         _log_ticks_at(ax, rows["value"])
+        per_tick = len(epsilon) > 0 and not one_epsilon
+        if per_tick:  # two-line labels: the value, its epsilon beneath
+            ax.set_xticklabels([f"{v:g}\n{epsilon[v]:.2g}" if v in epsilon.index else f"{v:g}"
+                                for v in ax.get_xticks()])
         ax.set_xlabel({"lr": "learning rate", "batch_size": "batch size", "noise_multiplier": "noise multiplier σ"}
-                      .get(parameter, parameter))
+                      .get(parameter, parameter) + (" (ε beneath)" if per_tick else ""))
         ax.set_ylabel("test accuracy")
-        ax.set_title(f"{title}: {group}")
+        ax.set_title(_group_title(title, group) + (f" (ε = {epsilon.iloc[0]:.3g})" if one_epsilon else ""))
+    sns.move_legend(axes[0][-1], "center left", bbox_to_anchor=(1.02, 0.5), frameon=False)  # off the lines
     fig.tight_layout()
     return fig
 

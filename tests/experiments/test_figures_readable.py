@@ -5,6 +5,8 @@ value (they are points with whiskers); sweeps say what their whiskers are."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -144,17 +146,30 @@ def test_figure3_labels_each_point_with_its_swept_value_and_draws_the_threshold(
                                                ("batch_size", (64, 128, 256, 512)), ("lr", (0.005, 0.01, 0.1))])
 def test_paper002_sweeps_keep_coinciding_methods_apart_on_a_log_axis_of_the_swept_values(parameter, values):
     """Figures 4-6: two methods with the same accuracy at every value (DPSGD and Opt-Q on MNIST) are still two
-    visible lines (own marker), the x axis is log and ticked at exactly the swept values, one legend."""
+    visible lines (own marker), the x axis is log and ticked at exactly the swept values, one legend, outside
+    the panels; the privacy of each value is on the figure: under each tick where epsilon moves with the value
+    (sigma, batch size), once in each title where it does not (learning rate)."""
     methods = ("sgd", "dpsgd", "optq", "fairdp")
+    epsilon = {v: 5.9 if parameter == "lr" else 3.0 / (1 + i) for i, v in enumerate(values)}
     rows = pd.DataFrame([{"parameter": parameter, "value": v, "method": m, "seed": 0, "group": g,
-                          "accuracy": 0.8 if m in ("dpsgd", "optq") else 0.5 + 0.01 * i}
+                          "accuracy": 0.8 if m in ("dpsgd", "optq") else 0.5 + 0.01 * i,
+                          "epsilon": math.nan if m == "sgd" else epsilon[v] * (1 - 0.001 * (m == "optq"))}
                          for i, v in enumerate(values) for m in methods for g in ("2", "8")])
     fig = plotting.plot_group_sweep(rows, groups=("2", "8"), title="mnist")
-    for ax in fig.axes:
+    for ax, group in zip(fig.axes, ("2", "8")):
         assert ax.get_xscale() == "log"
         assert [float(t) for t in ax.get_xticks()] == pytest.approx(list(values))
-        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{v:g}" for v in values]
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        if parameter == "lr":
+            assert labels == [f"{v:g}" for v in values]
+            assert ax.get_title() == f"MNIST, class {group} (ε = 5.9)"
+        else:
+            assert labels == [f"{v:g}\n{epsilon[v]:.2g}" for v in values]
+            assert ax.get_title() == f"MNIST, class {group}" and "ε" in ax.get_xlabel()
         drawn = [line for line in ax.get_lines() if len(line.get_xdata()) == len(values)]
         assert len({line.get_marker() for line in drawn}) == len(methods)
     assert legend_entries(fig) == [len(methods)]
+    legend = fig.axes[-1].get_legend().get_window_extent(fig.canvas.get_renderer())
+    assert all(legend.x0 >= ax.get_window_extent().x1 for ax in fig.axes)  # beside the panels, not on a line
+    assert fig.get_size_inches()[0] <= plotting.MAX_WIDTH
     plt.close(fig)

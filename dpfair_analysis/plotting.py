@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import matplotlib.pyplot as plt  # headless: matplotlib picks Agg itself; notebooks keep inline
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -608,17 +609,38 @@ def plot_group_sweep(rows: pd.DataFrame, *, groups: tuple[str, ...], title: str)
     return fig
 
 
+#: Figure 3's attacks as a reader knows them
+ATTACK_TITLES = {"loss": "loss threshold (Yeom et al. 2018)", "lira_offline": "offline LiRA (Carlini et al. 2022)"}
+
+
 def plot_membership(frame: pd.DataFrame, *, metric: str = "auc") -> plt.Figure:
-    """Paper 002 Figure 3: membership-inference success per method and group (bars), one panel per attack.
-    ``frame`` from ``experiments.fairdp.membership_inference``."""
+    """Paper 002 Figure 3: membership-inference success per method and group, one panel per attack: a point per
+    (method, group), side by side; for the AUC with its 95% interval (+-1.96 ``auc_se``, DeLong) and chance
+    (0.5) marked, so a group's leak can be told from noise; the privacy the private methods are held to above
+    (the ``epsilon`` column's largest value). ``frame`` from
+    ``experiments.fairdp.membership_inference``."""
     attacks = list(dict.fromkeys(frame["attack"]))
-    fig, axes = plt.subplots(1, len(attacks), figsize=(6 * len(attacks), 3.8), squeeze=False, sharey=True)
+    methods = list(dict.fromkeys(frame["method"]))
+    groups = list(dict.fromkeys(frame["group"]))
+    fig, axes = plt.subplots(1, len(attacks), figsize=(5.5 * len(attacks), 3.8), squeeze=False, sharey=True)
+    offsets = np.linspace(-0.25, 0.25, len(groups)) if len(groups) > 1 else np.zeros(1)
+    colours = sns.color_palette(n_colors=len(groups))
     for ax, attack in zip(axes[0], attacks):
-        sns.barplot(data=frame[frame["attack"] == attack], x="method", y=metric, hue="group", ax=ax)
+        rows = frame[frame["attack"] == attack].set_index(["method", "group"])
+        for offset, colour, group in zip(offsets, colours, groups):
+            at = [(i + offset, rows.loc[(m, group)]) for i, m in enumerate(methods) if (m, group) in rows.index]
+            x = [position for position, _ in at]
+            y = [row[metric] for _, row in at]
+            error = [1.96 * row["auc_se"] for _, row in at] if metric == "auc" and "auc_se" in rows else None
+            ax.errorbar(x, y, yerr=error, fmt="o", color=colour, capsize=3, label=group)
         if metric == "auc":
-            ax.axhline(0.5, color="black", linewidth=0.8, linestyle="--")
-        ax.set_title(f"{attack}: {metric}")
-        ax.tick_params(axis="x", rotation=30)
+            ax.axhline(0.5, color="black", linewidth=0.8, linestyle="--", label="chance")
+        ax.set_xticks(range(len(methods)), methods, rotation=30)
+        ax.set_title(ATTACK_TITLES.get(attack, attack))
+        ax.set_ylabel("AUC (95% interval)" if metric == "auc" else metric)
+    axes[0][-1].legend(title="group", loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    if "epsilon" in frame and frame["epsilon"].notna().any():
+        fig.suptitle(f"private methods at ε = {frame['epsilon'].max():.3g}", fontsize="medium")
     fig.tight_layout()
     return fig
 

@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from dpfair_analysis.experiments.cache import RunCache, config_key
-from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, load_data, run_compare, \
-    split_for_seed, train_method
+from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, dpsgd_epsilon_target, load_data, \
+    run_compare, split_for_seed, train_method
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_FULL_UNBALANCED, MNIST_UNBALANCED, with_profile
 from dpfair_analysis.fairness.inequality import INDICES
 from dpfair_analysis.gradients import MaterialisedGradients, flatten, parameters_of, per_sample_gradients
@@ -389,7 +389,8 @@ def clip_noise_accuracy(*, profile: str = "full", clips: Sequence[float] = (0.3,
 def membership_inference(dataset: str = "adult", *, profile: str = "full", model: str = "mlp",
                          methods: Sequence[str] = PAPER002_METHODS, n_targets: int | None = None,
                          n_shadows: int | None = None, seed: int = 0, fprs: Sequence[float] = DEFAULT_FPRS,
-                         cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
+                         config: CompareConfig | None = None, cache: RunCache | None = None,
+                         progress: bool = False) -> pd.DataFrame:
     """Figure 3: membership-inference vulnerability per method and group (loss threshold and offline LiRA,
     :mod:`dpfair_analysis.privacy.membership`).
 
@@ -398,15 +399,19 @@ def membership_inference(dataset: str = "adult", *, profile: str = "full", model
     shadow models trains with the same method and settings on a random subset of the rows that are not
     targets (the rest of the training split and of the test split), as large as the training split, so
     no shadow saw any target (offline LiRA). Default: an MLP (64, 64) on Adult, 1,000 + 1,000 targets and
-    8 shadows (full); 300 + 300 and 2 shadows (quick). One row per (method, attack, group) with AUC and
-    the TPR at each FPR in ``fprs``.
+    8 shadows (full); 300 + 300 and 2 shadows (quick); ``config`` replaces the preset (another model, data
+    size or schedule: the attack at a setting of your own). One row per (method, attack, group) with AUC, its
+    standard error, the TPR at each FPR in ``fprs`` and the epsilon every private method is held to (DPSGD's
+    for the run, under ``equal_privacy``; NaN for SGD).
     """
-    config = replace(preset(dataset, profile, seeds=1, methods=methods), model=model)
+    if config is None:
+        config = replace(preset(dataset, profile, seeds=1, methods=methods), model=model)
     n_targets = n_targets if n_targets is not None else (300 if profile == "quick" else 1000)
     n_shadows = n_shadows if n_shadows is not None else (2 if profile == "quick" else 8)
     cache = cache or RunCache(None)
     full, official = load_data(config)
     train_data, test_data = split_for_seed(config, full, official, seed=seed)
+    epsilon = dpsgd_epsilon_target(config, len(train_data)) if config.equal_privacy else math.nan
     rng = np.random.default_rng(seed)
     n_targets = min(n_targets, len(train_data) // 2, len(test_data) // 2)
     members = np.sort(rng.choice(len(train_data), n_targets, replace=False))
@@ -441,7 +446,8 @@ def membership_inference(dataset: str = "adult", *, profile: str = "full", model
                                                                                                   shadow_phi))):
             metrics = attack_metrics(labels, scores, group=targets_group, group_names=train_data.group_names,
                                      fprs=fprs)
-            rows += [{"method": method, "attack": attack, **r} for r in metrics.to_dict("records")]
+            rows += [{"method": method, "attack": attack, **r, "epsilon": math.nan if method == "sgd" else epsilon}
+                     for r in metrics.to_dict("records")]
     return pd.DataFrame(rows)
 
 

@@ -17,6 +17,8 @@ trained on; non-members: rows it did not see, from the same distribution):
 Metrics (scikit-learn's ``roc_curve`` and ``roc_auc_score``): AUC, and the TPR at a low FPR alpha
 (the largest TPR over thresholds whose FPR is at most alpha; Carlini et al.'s headline metric). A TPR
 at FPR alpha needs at least 1/alpha non-members to mean anything: with fewer it is reported as NaN.
+Each AUC carries its standard error (DeLong et al. 1988), so a group's AUC can be told from chance:
+with ~300 members and non-members per group an AUC within +-0.045 of 0.5 is indistinguishable from it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score, roc_curve
 
 #: The low false-positive rates reported (where the number of non-members allows).
@@ -87,9 +90,31 @@ def tpr_at_fpr(labels, scores, fpr: float) -> float:
     return float(true_positive[false_positive <= fpr + 1e-12].max())
 
 
+def auc_standard_error(labels, scores) -> float:
+    """DeLong, DeLong and Clarke-Pearson's (1988) standard error of the empirical AUC of ``scores`` for
+    ``labels`` (1 = member), distribution-free. With the placements
+    V_i = P(score of a non-member < s_i) for member i and W_j = P(score of a member > s_j) for
+    non-member j (ties count 1/2), AUC = mean_i V_i = mean_j W_j and
+
+        SE^2 = var(V) / n_1 + var(W) / n_0    (sample variances).
+
+    NaN unless there are at least two members and two non-members."""
+    labels = np.asarray(labels, dtype=bool)
+    scores = np.asarray(scores, dtype=np.float64)
+    n_members, n_nonmembers = int(labels.sum()), int((~labels).sum())
+    if n_members < 2 or n_nonmembers < 2:
+        return math.nan
+    all_ranks = rankdata(scores)
+    members_placement = (all_ranks[labels] - rankdata(scores[labels])) / n_nonmembers
+    nonmembers_placement = 1.0 - (all_ranks[~labels] - rankdata(scores[~labels])) / n_members
+    variance = members_placement.var(ddof=1) / n_members + nonmembers_placement.var(ddof=1) / n_nonmembers
+    return math.sqrt(variance)
+
+
 def attack_metrics(labels, scores, *, group=None, group_names: Sequence[str] | None = None,
                    fprs: Sequence[float] = DEFAULT_FPRS) -> pd.DataFrame:
-    """One row per group (and ``all``): n_members, n_nonmembers, auc, tpr@<fpr> for each fpr.
+    """One row per group (and ``all``): n_members, n_nonmembers, auc, auc_se (:func:`auc_standard_error`),
+    tpr@<fpr> for each fpr.
 
     ``labels``: 1 for members, 0 for non-members; ``scores``: higher = more likely a member."""
     labels = np.asarray(labels, dtype=bool)
@@ -110,6 +135,7 @@ def attack_metrics(labels, scores, *, group=None, group_names: Sequence[str] | N
         row = {"group": name, "n_members": int(y.sum()), "n_nonmembers": int((~y).sum())}
         both = 0 < y.sum() < len(y)
         row["auc"] = float(roc_auc_score(y, s)) if both else math.nan
+        row["auc_se"] = auc_standard_error(y, s)
         for alpha in fprs:
             row[f"tpr@{alpha:g}"] = tpr_at_fpr(y, s, alpha) if both else math.nan
         rows.append(row)

@@ -173,3 +173,28 @@ def test_paper002_sweeps_keep_coinciding_methods_apart_on_a_log_axis_of_the_swep
     assert all(legend.x0 >= ax.get_window_extent().x1 for ax in fig.axes)  # beside the panels, not on a line
     assert fig.get_size_inches()[0] <= plotting.MAX_WIDTH
     plt.close(fig)
+
+
+def test_paper002_membership_figure_shows_each_auc_with_its_interval_and_chance():
+    """Figure 3: one point per (method, group) per attack, whiskers +-1.96 SE (DeLong) so an AUC of 0.51 on
+    300 targets reads as chance, the 0.5 line, readable attack names, the legend beside the panels, the
+    private methods' epsilon above."""
+    frame = pd.DataFrame([{"method": m, "attack": a, "group": g, "auc": 0.5 + 0.01 * i, "auc_se": 0.02 + 0.01 * j}
+                          for a in ("loss", "lira_offline") for i, m in enumerate(("sgd", "dpsgd", "fairdp"))
+                          for j, g in enumerate(("all", "Male", "Female"))])
+    frame["epsilon"] = [math.nan if m == "sgd" else 2.66 for m in frame["method"]]
+    fig = plotting.plot_membership(frame)
+    assert fig._suptitle.get_text() == "private methods at ε = 2.66"
+    assert [ax.get_title() for ax in fig.axes] == [plotting.ATTACK_TITLES["loss"], plotting.ATTACK_TITLES["lira_offline"]]
+    for ax in fig.axes:
+        whiskers = [segment for collection in ax.collections for segment in collection.get_segments()]
+        assert len(whiskers) == 9
+        half_widths = sorted(round((s[1][1] - s[0][1]) / 2, 6) for s in whiskers)
+        assert half_widths == sorted(round(1.96 * (0.02 + 0.01 * j), 6) for _ in range(3) for j in range(3))
+        assert any(list(line.get_ydata()) == [0.5, 0.5] for line in ax.get_lines())
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["sgd", "dpsgd", "fairdp"]
+    legend = fig.axes[-1].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["chance", "all", "Male", "Female"]
+    box = legend.get_window_extent(fig.canvas.get_renderer())
+    assert all(box.x0 >= ax.get_window_extent().x1 for ax in fig.axes)
+    plt.close(fig)

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from dpfair_analysis.cli import main
-from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, run_compare
+from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, load_data, run_compare, \
+    split_for_seed
 from dpfair_analysis.experiments.cache import RunCache
 from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, \
-    fairdp_bounds_by_sigma, fairdp_shrink_only_sigma, preset, SWEEPS, save_sweep_figures, sweep_config, sweep_table, \
+    fairdp_bounds_by_sigma, fairdp_shrink_only_sigma, membership_inference, preset, SWEEPS, save_sweep_figures, sweep_config, sweep_table, \
     sweep_verdicts, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
@@ -307,3 +308,21 @@ def test_opacus_accounts_less_than_it_releases():
     assert (table["epsilon_released"] > table["epsilon_accounted"]).all()
     gap = table["epsilon_released"] / table["epsilon_accounted"]
     assert gap.iloc[1] > 1.2 > 1.01 > gap.iloc[0]
+
+
+def test_membership_inference_runs_at_a_setting_of_ones_own_and_states_its_epsilon():
+    """``config`` replaces the preset (here: 2% of Adult's training rows, 2 epochs): the targets are half the
+    smaller training split, every AUC has its standard error, and the private method's rows carry DPSGD's
+    epsilon for that run (SGD's NaN)."""
+    config = replace(preset("adult", "quick", seeds=1, methods=("sgd", "dpsgd")), model="mlp",
+                     train_subsample=0.02)
+    config = replace(config, train=replace(config.train, epochs=2, batch_size=16))
+    rows = membership_inference("adult", methods=("sgd", "dpsgd"), n_shadows=2, n_targets=10_000,
+                                      config=config)
+    train_data, _ = split_for_seed(config, *load_data(config), seed=0)
+    everyone = rows[rows["group"] == "all"]
+    assert set(everyone["n_members"]) == {len(train_data) // 2}
+    assert rows["auc_se"].between(0.0, 0.1).all()
+    assert rows.loc[rows["method"] == "sgd", "epsilon"].isna().all()
+    assert rows.loc[rows["method"] == "dpsgd", "epsilon"].to_numpy() == pytest.approx(
+        dpsgd_epsilon_target(config, len(train_data)))

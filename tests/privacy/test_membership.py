@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 from sklearn.metrics import roc_auc_score
 
-from dpfair_analysis.privacy.membership import attack_metrics, lira_offline_scores, logit_confidence, \
-    loss_scores, tpr_at_fpr
+from dpfair_analysis.privacy.membership import attack_metrics, auc_standard_error, lira_offline_scores, \
+    logit_confidence, loss_scores, tpr_at_fpr
 
 
 def memoriser_logits(n_members: int, n_nonmembers: int, *, n_classes: int = 2, seed: int = 0):
@@ -81,6 +81,48 @@ def test_metrics_per_group_match_sklearn_on_each_group():
         assert table.loc[name, "auc"] == pytest.approx(roc_auc_score(labels[group == k], scores[group == k]))
         assert table.loc[name, "n_members"] == int(labels[group == k].sum())
     assert table.loc["b", "auc"] > table.loc["a", "auc"]
+
+
+@pytest.mark.parametrize("shift, spread, n_members, n_nonmembers, levels", [
+    (0.0, 1, 300, 300, None), (0.0, 1, 40, 900, None), (0.0, 1, 12, 5, None), (1.0, 1, 336, 311, None),
+    (2.0, 1, 60, 200, None), (-1.0, 1, 500, 80, None), (0.5, 1, 200, 200, 3), (1.0, 3, 40, 900, None),
+    (1.0, 3, 900, 40, None)])
+def test_auc_standard_error_matches_the_spread_of_simulated_aucs(shift, spread, n_members, n_nonmembers, levels):
+    """DeLong's SE, averaged over 1,000 simulated attacks (binormal scores, members ~ N(``shift``,
+    ``spread``^2), non-members ~ N(0, 1); ``levels``: scores rounded to that many values, so ties), against the
+    sd of their AUCs: within 10%, at chance and away from it, balanced, unbalanced (either way: with unequal
+    spreads the two placements' variances differ, so each must be divided by its own count), tiny and tied."""
+    rng = np.random.default_rng(7)
+    labels = np.r_[np.ones(n_members, bool), np.zeros(n_nonmembers, bool)]
+    aucs, errors = [], []
+    for _ in range(1000):
+        scores = rng.normal(size=len(labels)) * np.where(labels, spread, 1.0) + shift * labels
+        if levels is not None:
+            scores = np.digitize(scores, np.linspace(-1, 1, levels - 1))
+        aucs.append(roc_auc_score(labels, scores))
+        errors.append(auc_standard_error(labels, scores))
+    assert np.mean(errors) == pytest.approx(np.std(aucs), rel=0.1)
+
+
+def test_auc_standard_error_at_chance_is_the_mann_whitney_null_spread():
+    """Scores independent of membership: SE^2 -> (n_1 + n_0 + 1) / (12 n_1 n_0), the null variance of the
+    Mann-Whitney statistic (continuous scores)."""
+    rng = np.random.default_rng(11)
+    labels = np.r_[np.ones(2000, bool), np.zeros(3000, bool)]
+    se = auc_standard_error(labels, rng.normal(size=5000))
+    assert se == pytest.approx(math.sqrt((2000 + 3000 + 1) / (12 * 2000 * 3000)), rel=0.05)
+
+
+def test_attack_metrics_report_each_auc_with_its_standard_error():
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 2, 1000).astype(bool)
+    group = rng.integers(0, 2, 1000)
+    scores = rng.normal(size=1000) + labels
+    table = attack_metrics(labels, scores, group=group, group_names=("a", "b")).set_index("group")
+    for k, name in enumerate(("a", "b")):
+        assert table.loc[name, "auc_se"] == pytest.approx(auc_standard_error(labels[group == k], scores[group == k]))
+    assert table.loc["all", "auc_se"] < table.loc["a", "auc_se"]  # more targets, tighter
+    assert math.isnan(auc_standard_error([1, 0, 0], [0.3, 0.1, 0.2]))  # one member: no spread to estimate
 
 
 def test_logit_confidence_is_log_odds_of_the_true_class():

@@ -301,32 +301,46 @@ def fairdp_shrink_only_sigma(config: CompareConfig, dimension: int) -> float:
                                         bias_coef=bias_coefficient(1.0, 1.0), excess_cap=config.fairdp_excess_cap)
 
 
-def fairdp_bounds_by_sigma(dataset: str, *, profile: str = "full", sigmas: Sequence[float] | None = None,
-                           excess_cap: float | None = None, cache: RunCache | None = None) -> pd.DataFrame:
-    """How FairDP's bounds behaved at each noise multiplier of Figure 6 (seed 0's run of :func:`sweep`, from
-    the cache when there): one row per (sigma, group of :data:`FIGURE_GROUPS`) with the group's test
-    accuracy, its target clipped fraction gamma_k and bound C_k averaged over the run (``gamma_mean``,
-    ``C_median``), the share of steps at the public floor (``at_floor``), and the run's largest bound of
-    any group (``C_max``, which scales the noise of the clipped sum). ``excess_cap`` replaces the preset's
-    cap R on the released mean excess (a diagnostic: sigma* grows with R)."""
+def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", values: Sequence[float] | None = None,
+                         *, profile: str = "full", excess_cap: float | None = None,
+                         cache: RunCache | None = None) -> pd.DataFrame:
+    """How FairDP's bounds behaved at each value of one of Figures 4-6's parameters (seed 0's run of
+    :func:`sweep`, from the cache when there; ``values`` default :data:`SWEEPS`): one row per (value, group
+    of :data:`FIGURE_GROUPS`) with the group's test accuracy, its target clipped fraction gamma_k and bound
+    C_k averaged over the run (``gamma_mean``, ``C_median``), the share of steps at the public floor
+    (``at_floor``), the run's largest bound of any group (``C_max``, which scales the noise of the clipped
+    sum), and the run's sigma* (:func:`fairdp_shrink_only_sigma`, proportional to b) with ``shrink_only`` =
+    sigma >= sigma*. ``excess_cap`` replaces the preset's cap R on the released mean excess (a diagnostic:
+    sigma* grows with R)."""
     base = preset(dataset, profile, seeds=1, methods=("fairdp",))
     if excess_cap is not None:
         base = replace(base, fairdp_excess_cap=float(excess_cap))
     floor = base.policy("fairdp", dimension=1, learning_rate=1.0).clip_range[0]
     rows = []
-    for sigma in sigmas if sigmas is not None else SWEEPS["noise_multiplier"][dataset]:
-        result = run_compare(sweep_config(base, "noise_multiplier", sigma, profile=profile), cache=cache)
+    for value in values if values is not None else SWEEPS[parameter][dataset]:
+        config = sweep_config(base, parameter, value, profile=profile)
+        result = run_compare(config, cache=cache)
         steps = result.steps[result.steps["method"] == "fairdp"]
         bounds = steps[[column for column in steps if column.startswith("C[")]]
         accuracy = result.per_seed.set_index("group")["accuracy"]
+        sigma_star = fairdp_shrink_only_sigma(config, _parameter_count(config))
         for name in FIGURE_GROUPS[dataset]:
             k = result.group_names.index(name)
-            rows.append({"sigma": sigma, "excess_cap": base.fairdp_excess_cap, "group": name,
-                         "accuracy": accuracy[name],
+            rows.append({"parameter": parameter, "value": value, "sigma": config.noise_multiplier,
+                         "batch_size": config.train.batch_size, "excess_cap": config.fairdp_excess_cap,
+                         "sigma_star": sigma_star, "shrink_only": config.noise_multiplier >= sigma_star,
+                         "group": name, "accuracy": accuracy[name],
                          "gamma_mean": steps[f"gamma[{k}]"].mean(), "C_median": steps[f"C[{k}]"].median(),
                          "at_floor": float((steps[f"C[{k}]"] <= floor * (1 + 1e-9)).mean()),
                          "C_max": float(bounds.to_numpy().max())})
     return pd.DataFrame(rows)
+
+
+def _parameter_count(config: CompareConfig) -> int:
+    """|1| of Eq. (4): the parameter count of ``config``'s model on its data set's inputs and classes."""
+    full, _ = load_data(config)
+    return count_parameters(build_model(config.model, input_shape=tuple(full.X.shape[1:]), n_classes=full.n_classes,
+                                        hidden=config.hidden))
 
 
 # ----------------------------------------------------------------------------- Figure 1

@@ -13,7 +13,7 @@ from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_tar
     split_for_seed
 from dpfair_analysis.experiments.cache import RunCache
 from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, \
-    fairdp_bounds_by_sigma, fairdp_shrink_only_sigma, membership_inference, preset, SWEEPS, save_sweep_figures, sweep_config, sweep_table, \
+    fairdp_bounds_across, fairdp_shrink_only_sigma, membership_inference, preset, SWEEPS, save_sweep_figures, sweep_config, sweep_table, \
     sweep_verdicts, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
@@ -229,10 +229,12 @@ def test_above_the_shrink_only_sigma_fairdps_trainer_never_raises_a_bound(tmp_pa
     target is 1 and no group's bound ever exceeds its initial C; at sigma = 0.05 < sigma* some target is below 1."""
     config = preset("mnist", "quick")
     assert fairdp_shrink_only_sigma(config, 431_080) < 0.1
-    rows = fairdp_bounds_by_sigma("mnist", profile="quick", sigmas=(0.05, 0.8), cache=RunCache(tmp_path))
+    rows = fairdp_bounds_across("mnist", "noise_multiplier", (0.05, 0.8), profile="quick", cache=RunCache(tmp_path))
     above, below = rows[rows["sigma"] == 0.8], rows[rows["sigma"] == 0.05]
     assert (above["gamma_mean"] == 1.0).all() and (above["C_max"] <= config.clip_bound).all()
     assert (below["gamma_mean"] < 1.0).any()
+    assert above["shrink_only"].all() and not below["shrink_only"].any()
+    assert rows["sigma_star"].to_numpy() == pytest.approx(fairdp_shrink_only_sigma(config, 431_080))
     assert ((rows["at_floor"] >= 0) & (rows["at_floor"] <= 1)).all() and list(rows["group"].unique()) == ["2", "8"]
 
 
@@ -241,10 +243,24 @@ def test_a_larger_excess_cap_moves_the_shrink_only_sigma_past_the_run_and_lets_a
     only shrink its bounds at R = 5 now has targets below 1 and a bound above its initial C."""
     config = replace(preset("mnist", "quick"), fairdp_excess_cap=1000.0)
     assert fairdp_shrink_only_sigma(config, 431_080) > 1.0
-    rows = fairdp_bounds_by_sigma("mnist", profile="quick", sigmas=(0.8,), excess_cap=1000.0,
-                                  cache=RunCache(tmp_path))
+    rows = fairdp_bounds_across("mnist", "noise_multiplier", (0.8,), profile="quick", excess_cap=1000.0,
+                                cache=RunCache(tmp_path))
     assert (rows["excess_cap"] == 1000.0).all()
     assert (rows["gamma_mean"] < 1.0).all() and (rows["C_max"] > config.clip_bound).all()
+
+
+def test_fairdps_shrink_only_sigma_grows_with_the_batch_and_the_trainer_follows_it(tmp_path):
+    """Figure 5's prediction on the trainer's own runs: sigma* = b sqrt((a(1 + R) + 2R) / (6|1|)) is
+    proportional to b, so at the preset's sigma = 0.8 a small batch is past it (every target 1, no bound above
+    its initial C) and a large one is not (quick MNIST, whose batches are the figure's x 0.1: b = 6 and 400,
+    sigma* = 0.022 and 1.45)."""
+    rows = fairdp_bounds_across("mnist", "batch_size", (64, 4000), profile="quick", cache=RunCache(tmp_path))
+    small, large = rows[rows["value"] == 64], rows[rows["value"] == 4000]
+    assert (small["batch_size"] == 6).all() and (large["batch_size"] == 400).all()
+    assert large["sigma_star"].iloc[0] / small["sigma_star"].iloc[0] == pytest.approx(400 / 6)
+    assert small["shrink_only"].all() and not large["shrink_only"].any()
+    assert (small["gamma_mean"] == 1.0).all() and (small["C_max"] <= preset("mnist", "quick").clip_bound).all()
+    assert (large["gamma_mean"] < 1.0).any()
 
 
 # ------------------------------------------------------------------ the command

@@ -666,20 +666,27 @@ def fairdp_bounds_series(steps: pd.DataFrame, group_names: tuple[str, ...], *,
     return pd.concat(frames, ignore_index=True)
 
 
-def plot_fairdp_bounds(series: pd.DataFrame, *, x_label: str = "epoch") -> plt.Figure:
-    """Draw :func:`fairdp_bounds_series`: FairDP's C_k per group (left) and Opt-Q's C (right), log scale."""
+def plot_fairdp_bounds(series: pd.DataFrame, *, x_label: str = "epoch", floor: float | None = None,
+                       initial: float | None = None) -> plt.Figure:
+    """Draw :func:`fairdp_bounds_series`: FairDP's C_k per group (left) and Opt-Q's C (right), log scale, with the
+    public floor of FairDP's bounds and the initial C dotted when given (a bound lying on the floor clips its
+    group's gradients to almost nothing)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     for bound, rows in series[series["method"] == "fairdp"].groupby("bound", sort=False):
         axes[0].plot(rows["x"], rows["value"], label=bound, linewidth=0.8)
-    axes[0].set_title("FairDP: C_k")
-    axes[0].set_yscale("log")
-    axes[0].legend(fontsize="small", ncol=2)
+    if floor is not None:
+        axes[0].axhline(floor, color="grey", linestyle=":", linewidth=1, label=f"floor {floor:g}")
+    axes[0].set_title("FairDP: C_k per group")
     optq = series[series["method"] == "optq"]
     if not optq.empty:
         axes[1].plot(optq["x"], optq["value"], color="black")
-        axes[1].set_yscale("log")
-    axes[1].set_title("Opt-Q: C")
+    axes[1].set_title("Opt-Q: one C")
     for ax in axes:
+        if initial is not None:
+            ax.axhline(initial, color="grey", linestyle="--", linewidth=0.8, label=f"initial C = {initial:g}")
+        ax.set_yscale("log")
         ax.set_xlabel(x_label)
+        ax.set_ylabel("clipping bound")
+    axes[0].legend(title="group", fontsize="small", ncol=2)
     fig.tight_layout()
     return fig

@@ -119,7 +119,9 @@ verdicts
 for name, result, groups in (('adult', adult, None), ('mnist', mnist, ('2', '8'))):
     bounds = plotting.fairdp_bounds_series(result.steps.query('seed == 0'), result.group_names, groups=groups,
                                            steps_per_epoch=result.n_train / result.config.train.batch_size)
-    save_figure(plotting.plot_fairdp_bounds(bounds), FIGS / f'bounds_{name}.png', data=bounds)
+    fairdp_policy = result.config.policy('fairdp', dimension=1, learning_rate=1.0)
+    save_figure(plotting.plot_fairdp_bounds(bounds, floor=fairdp_policy.clip_range[0], initial=result.config.clip_bound),
+                FIGS / f'bounds_{name}.png', data=bounds)
 
 # %% [markdown]
 # ## Figure 1 — effect of C and σ on τ(C, σ; θ) and on per-group accuracy (full MNIST)

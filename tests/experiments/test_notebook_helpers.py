@@ -295,7 +295,11 @@ def test_fairdp_bounds_series_thins_each_run_and_keeps_its_values():
     np.testing.assert_allclose(b, fair.set_index("step").loc[b.index, "C[1]"])
     assert len(series[series["bound"] == "C"]) == 100  # short runs keep every step
     np.testing.assert_allclose(series["x"], series["step"] / 200.0)
-    plotting.plot_fairdp_bounds(series)
+    fig = plotting.plot_fairdp_bounds(series, floor=0.01, initial=1.0)
+    left, right = fig.axes
+    assert left.get_yscale() == right.get_yscale() == "log" and left.get_ylabel() == "clipping bound"
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["a", "b", "floor 0.01", "initial C = 1"]
+    assert [list(line.get_ydata()) for line in right.get_lines()][1:] == [[1.0, 1.0]]  # Opt-Q's C, then the initial C
     matplotlib.pyplot.close("all")
 
 

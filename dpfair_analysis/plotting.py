@@ -592,11 +592,11 @@ def plot_group_sweep(rows: pd.DataFrame, *, groups: tuple[str, ...], title: str)
     parameter = rows["parameter"].iloc[0]
     epsilon = sweep_epsilon(rows).dropna() if "epsilon" in rows else pd.Series(dtype=float)
     one_epsilon = len(epsilon) > 0 and epsilon.max() - epsilon.min() <= 0.005 * epsilon.max()
+    per_tick = len(epsilon) > 0 and not one_epsilon
     for i, (ax, group) in enumerate(zip(axes[0], groups)):
         sns.lineplot(data=rows[rows["group"] == group], x="value", y="accuracy", hue="method", style="method",
                      markers=True, dashes=True, errorbar="sd", ax=ax, legend=i == len(groups) - 1)
         _log_ticks_at(ax, rows["value"])
-        per_tick = len(epsilon) > 0 and not one_epsilon
         if per_tick:  # two-line labels: the value, its epsilon beneath
             ax.set_xticklabels([f"{v:g}\n{epsilon[v]:.2g}" if v in epsilon.index else f"{v:g}"
                                 for v in ax.get_xticks()])

@@ -400,8 +400,13 @@ def _policy_context(config: CompareConfig, method: str, train_data) -> dict:
     """FairDP's Eq. (4) needs the model's parameter count and the run's step size; other policies nothing."""
     if parse_method(method, default_clip=config.clip_bound)[0] != "fairdp":
         return {}
-    return {"dimension": count_parameters(_build_model(config, train_data, 0)),
+    return {"dimension": model_dimension(config, train_data),
             "learning_rate": config.train.learning_rate(len(train_data))}
+
+
+def model_dimension(config: CompareConfig, data) -> int:
+    """|1| of FairDP's Eq. (4): the parameter count of ``config``'s model on ``data``'s inputs and classes."""
+    return count_parameters(_build_model(config, data, 0))
 
 
 def train_method(config: CompareConfig, method: str, train_data, test_data=None, *, seed: int,

@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, dpsgd_epsilon_target, load_data, \
-    run_compare, split_for_seed, train_method
+    model_dimension, run_compare, split_for_seed, train_method
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_FULL_UNBALANCED, MNIST_UNBALANCED, with_profile
 from dpfair_analysis.fairness.inequality import INDICES
 from dpfair_analysis.gradients import MaterialisedGradients, flatten, parameters_of, per_sample_gradients
@@ -316,6 +316,7 @@ def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", valu
     if excess_cap is not None:
         base = replace(base, fairdp_excess_cap=float(excess_cap))
     floor = base.policy("fairdp", dimension=1, learning_rate=1.0).clip_range[0]
+    dimension = model_dimension(base, load_data(base)[0])  # the swept parameters leave the model alone
     rows = []
     for value in values if values is not None else SWEEPS[parameter][dataset]:
         config = sweep_config(base, parameter, value, profile=profile)
@@ -323,7 +324,7 @@ def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", valu
         steps = result.steps[result.steps["method"] == "fairdp"]
         bounds = steps[[column for column in steps if column.startswith("C[")]]
         accuracy = result.per_seed.set_index("group")["accuracy"]
-        sigma_star = fairdp_shrink_only_sigma(config, _parameter_count(config))
+        sigma_star = fairdp_shrink_only_sigma(config, dimension)
         for name in FIGURE_GROUPS[dataset]:
             k = result.group_names.index(name)
             rows.append({"parameter": parameter, "value": value, "sigma": config.noise_multiplier,
@@ -334,13 +335,6 @@ def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", valu
                          "at_floor": float((steps[f"C[{k}]"] <= floor * (1 + 1e-9)).mean()),
                          "C_max": float(bounds.to_numpy().max())})
     return pd.DataFrame(rows)
-
-
-def _parameter_count(config: CompareConfig) -> int:
-    """|1| of Eq. (4): the parameter count of ``config``'s model on its data set's inputs and classes."""
-    full, _ = load_data(config)
-    return count_parameters(build_model(config.model, input_shape=tuple(full.X.shape[1:]), n_classes=full.n_classes,
-                                        hidden=config.hidden))
 
 
 # ----------------------------------------------------------------------------- Figure 1

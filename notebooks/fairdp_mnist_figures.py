@@ -23,14 +23,17 @@ from IPython.display import Image
 
 from dpfair_analysis import plotting
 from dpfair_analysis.experiments import fairdp as paper
-from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
+from dpfair_analysis.experiments.cache import RunCache, RunRecords, default_cache_dir
 from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.plotting import save_figure, save_table
 
-ENV = notebook_environment('fairdp_mnist_figures')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
+ENV = notebook_environment('fairdp')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS; beside fairdp.ipynb's Adult panels
 PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
 CACHE = RunCache(default_cache_dir())
+# what the figures and tables below read of each run (its per-group accuracy and epsilon, FairDP's bounds), kept
+# beside them with the fingerprint of the code that computed it: a recorded run is not trained again on any machine
+RECORDS = RunRecords(FIGS / 'mnist_runs.json')
 pd.set_option('display.width', 220)
 PROFILE
 
@@ -42,7 +45,7 @@ PROFILE
 SWEEP_METHODS = ('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS  # quick: three of the six
 QUICK_VALUES = {'lr': (0.01, 0.05), 'batch_size': (64, 256), 'noise_multiplier': (0.8, 2.0)}
 sweeps = paper.save_sweep_figures('mnist', FIGS, profile=PROFILE, values=QUICK_VALUES if QUICK else None,
-                                 methods=SWEEP_METHODS, cache=CACHE)
+                                 methods=SWEEP_METHODS, cache=CACHE, records=RECORDS)
 Image(filename=str(FIGS / 'figure4_lr_mnist.png'))
 
 # %%
@@ -84,7 +87,7 @@ for batch in paper.SWEEPS['batch_size']['mnist']:  # Figure 5: sigma* is proport
     print(f'  Figure 5, b = {at_batch.train.batch_size}: sigma* = '
           f'{paper.fairdp_shrink_only_sigma(at_batch, cnn_parameters):.3f} (sigma = {at_batch.noise_multiplier:g})')
 paper.fairdp_bounds_across('mnist', 'noise_multiplier', QUICK_VALUES['noise_multiplier'] if QUICK else None,
-                           profile=PROFILE, cache=CACHE).round(3)
+                           profile=PROFILE, cache=CACHE, records=RECORDS).round(3)
 
 # %% [markdown]
 # ### Figure 5's prediction: FairDP at the batch sizes past σ*
@@ -92,7 +95,7 @@ paper.fairdp_bounds_across('mnist', 'noise_multiplier', QUICK_VALUES['noise_mult
 
 # %%
 paper.fairdp_bounds_across('mnist', 'batch_size', QUICK_VALUES['batch_size'] if QUICK else None, profile=PROFILE,
-                           cache=CACHE).round(3)
+                           cache=CACHE, records=RECORDS).round(3)
 
 # %% [markdown]
 # ### The cliff: the cap R's or Eq. (4)'s?
@@ -104,7 +107,7 @@ paper.fairdp_bounds_across('mnist', 'batch_size', QUICK_VALUES['batch_size'] if 
 wide_cap = replace(fig6_config, fairdp_excess_cap=50.0)
 print(f'sigma* at R = 50: {paper.fairdp_shrink_only_sigma(wide_cap, cnn_parameters):.3f}')
 paper.fairdp_bounds_across('mnist', 'noise_multiplier', (2.0,), profile=PROFILE,
-                           excess_cap=wide_cap.fairdp_excess_cap, cache=CACHE).round(3)
+                           excess_cap=wide_cap.fairdp_excess_cap, cache=CACHE, records=RECORDS).round(3)
 
 # %% [markdown]
 # ## Full profile

@@ -89,6 +89,22 @@ def config_key(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _served(fingerprint: str, where: Path, *, warn: bool) -> str | None:
+    """Whether an entry computed by the code of ``fingerprint`` may be served: ``"current"`` (this code's),
+    ``"stale"`` (other code's, served because ``DPFAIR_CACHE_ALLOW_STALE=1``; a :class:`CacheWarning`
+    naming ``where`` if ``warn``) or ``None`` (other code's: recompute it)."""
+    if fingerprint == code_fingerprint():
+        return "current"
+    if os.environ.get("DPFAIR_CACHE_ALLOW_STALE") != "1":
+        return None
+    if warn:  # once per store: a redraw can serve hundreds; the store's summary counts them
+        warnings.warn(f"result cache entry {where} was computed by other code (fingerprint "
+                      f"{fingerprint[:12]}, now {code_fingerprint()[:12]}); served because "
+                      "DPFAIR_CACHE_ALLOW_STALE=1, as are any further such entries of this cache "
+                      "(counted by its summary)", CacheWarning, stacklevel=4)
+    return "stale"
+
+
 class RunCache:
     """Pickled results by key in one directory (``None`` directory: no caching)."""
 
@@ -128,19 +144,12 @@ class RunCache:
             warnings.warn(f"result cache entry {path} is unreadable ({type(error).__name__}: {error}); "
                           "recomputing it", CacheWarning, stacklevel=3)
             return False, None
-        if fingerprint == code_fingerprint():
-            self.hits += 1
-            return True, value
-        if os.environ.get("DPFAIR_CACHE_ALLOW_STALE") == "1":
-            if not self.stale:  # once per cache: a redraw can serve hundreds; summary() counts them
-                warnings.warn(f"result cache entry {path} was computed by other code (fingerprint "
-                              f"{fingerprint[:12]}, now {code_fingerprint()[:12]}); served because "
-                              "DPFAIR_CACHE_ALLOW_STALE=1, as are any further such entries of this cache "
-                              "(counted by its summary)", CacheWarning, stacklevel=3)
-            self.hits += 1
-            self.stale += 1
-            return True, value
-        return False, None
+        verdict = _served(fingerprint, path, warn=not self.stale)
+        if verdict is None:
+            return False, None
+        self.hits += 1
+        self.stale += verdict == "stale"
+        return True, value
 
     def store(self, key: str, value: Any) -> None:
         """Record ``value`` (just computed by this code) under ``key``, atomically; counted as a miss."""
@@ -158,3 +167,65 @@ class RunCache:
             return ""
         stale = f", {self.stale} of them from other code (DPFAIR_CACHE_ALLOW_STALE)" if self.stale else ""
         return f"{self.hits} of {total} runs from the cache at {self.directory}{stale}"
+
+
+class RunRecords:
+    """What figures draw from long runs, kept in one JSON file that is committed beside them, so a
+    reproduction that outlives the machine computing it resumes on any other.
+
+    A :class:`RunCache` holds each run's whole result (per-step records and all: megabytes for a
+    60-epoch MNIST run) on the machine that computed it. A figure needs a few rows of each run (its
+    per-group accuracy and epsilon, a summary of its clipping bounds): this file keeps those rows under
+    a key naming the run and the summary, with the :func:`code_fingerprint` of the code that computed
+    both. Rows from other code are not served (the caller recomputes them) unless
+    ``DPFAIR_CACHE_ALLOW_STALE=1``, exactly as for :class:`RunCache`. Every :meth:`put` rewrites the
+    file atomically, entries sorted by key (rows keep their fields' order) and one field per line, so a
+    diff shows which runs arrived.
+    """
+
+    def __init__(self, path: str | os.PathLike | None) -> None:
+        self.path = None if path is None else Path(path)
+        self.hits = 0
+        self.misses = 0
+        self.stale = 0
+
+    def _entries(self) -> dict[str, dict]:
+        if self.path is None or not self.path.exists():
+            return {}
+        try:
+            return json.loads(self.path.read_text())["records"]
+        except Exception as error:  # a damaged file is a real loss: refuse to overwrite it silently
+            raise ValueError(f"run records file {self.path} is unreadable ({type(error).__name__}: {error}); "
+                             "repair or remove it") from None
+
+    def get(self, key: str) -> list[dict] | None:
+        """The rows recorded under ``key`` (counted as a hit), or ``None`` if absent or from other code."""
+        entry = self._entries().get(key)
+        if entry is None:
+            return None
+        verdict = _served(entry["fingerprint"], self.path, warn=not self.stale)
+        if verdict is None:
+            return None
+        self.hits += 1
+        self.stale += verdict == "stale"
+        return entry["rows"]
+
+    def put(self, key: str, rows: list[dict], *, label: str = "") -> None:
+        """Record ``rows`` (just computed by this code) under ``key``; ``label`` says what run they
+        summarise (for a person reading the file). Counted as a miss."""
+        self.misses += 1
+        if self.path is None:
+            return
+        entries = self._entries()
+        entries[key] = {"label": label, "fingerprint": code_fingerprint(), "rows": rows}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"format": 1, "records": dict(sorted(entries.items()))}, indent=1)
+        write_atomically(self.path, lambda tmp: tmp.write_text(text + "\n"))
+
+    def rows_or_compute(self, key: str, compute: Callable[[], list[dict]], *, label: str = "") -> list[dict]:
+        """The recorded rows of ``key``, or ``compute()`` recorded under it."""
+        rows = self.get(key)
+        if rows is None:
+            rows = compute()
+            self.put(key, rows, label=label)
+        return rows

@@ -310,6 +310,16 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
                          n_train=len(train_data), inequality_per_seed=pd.DataFrame(inequality))
 
 
+def run_keys(config: CompareConfig) -> dict[tuple[str, int], str]:
+    """The cache key of each (method, seed) run of ``config``: what :func:`run_compare` looks up."""
+    full, official_test = load_data(config)
+    keys = {}
+    for seed in config.seeds:
+        train_data, _ = split_for_seed(config, full, official_test, seed=seed)
+        keys.update({(method, seed): _run_key(config, method, seed, train_data) for method in config.methods})
+    return keys
+
+
 def _run_key(config: CompareConfig, method: str, seed: int, train_data) -> str:
     """Cache key of one (method, seed) run: everything that determines it (the policy with its context,
     or DP-FedAvg's settings)."""

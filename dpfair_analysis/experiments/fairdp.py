@@ -28,6 +28,7 @@ import copy
 import math
 import warnings
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 from unittest import mock
@@ -38,9 +39,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from dpfair_analysis.experiments.cache import RunCache, config_key
+from dpfair_analysis.experiments.cache import RunCache, RunRecords, config_key
 from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, dpsgd_epsilon_target, load_data, \
-    model_dimension, run_compare, split_for_seed, train_method
+    model_dimension, run_compare, run_keys, split_for_seed, train_method
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_FULL_UNBALANCED, MNIST_UNBALANCED, with_profile
 from dpfair_analysis.fairness.inequality import INDICES
 from dpfair_analysis.gradients import MaterialisedGradients, flatten, parameters_of, per_sample_gradients
@@ -176,12 +177,14 @@ def claim_verdicts(results: dict[str, CompareResult], *, tolerance: float = 0.0,
 # ----------------------------------------------------------------------------- Figures 4-6
 def sweep(dataset: str, parameter: str, values: Sequence[float] | None = None, *, profile: str = "full",
           seeds: int | None = None, methods: Sequence[str] = PAPER002_METHODS, epochs: int | None = None,
-          cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
+          cache: RunCache | None = None, records: RunRecords | None = None, progress: bool = False) -> pd.DataFrame:
     """Figures 4-6: per-group test accuracy of every method against the learning rate, the batch size
     (64-512) or the noise multiplier, everything else at the preset (what each value sets, for each method:
     :func:`sweep_config`). One row per (value, method, seed, group): accuracy and epsilon (each value is its
-    own equal-privacy comparison). ``epochs`` overrides the preset's run length (a
-    cheaper full-data sweep: each full-MNIST point is six 60-epoch CNN runs)."""
+    own equal-privacy comparison; a method's epsilon is its mean over seeds). ``epochs`` overrides the
+    preset's run length (a cheaper full-data sweep: each full-MNIST point is six 60-epoch CNN runs).
+    ``records`` keeps each run's rows (:class:`~.cache.RunRecords`): a value whose runs are all recorded
+    is not trained again, nor looked up in ``cache``."""
     check_choice(parameter, "parameter", tuple(SWEEPS))
     values = tuple(values) if values is not None else SWEEPS[parameter][dataset]
     base = preset(dataset, profile, seeds=seeds, methods=methods)
@@ -189,14 +192,47 @@ def sweep(dataset: str, parameter: str, values: Sequence[float] | None = None, *
         base = replace(base, train=replace(base.train, epochs=epochs))
     rows = []
     for value in tqdm(values, desc=f"{dataset} {parameter}", disable=not progress, leave=False):
-        result = run_compare(sweep_config(base, parameter, value, profile=profile), cache=cache, progress=progress)
-        for row in result.per_seed.itertuples():
-            if row.group in ("max_gap",):
-                continue
-            rows.append({"dataset": dataset, "parameter": parameter, "value": value, "method": row.method,
-                         "seed": row.seed, "group": row.group, "accuracy": row.accuracy,
-                         "epsilon": result.epsilon.get(row.method, math.nan)})
+        point = pd.DataFrame(_recorded_runs(sweep_config(base, parameter, value, profile=profile), _accuracy_rows,
+                                            kind="sweep rows", cache=cache, records=records, progress=progress))
+        point["epsilon"] = point.groupby("method", sort=False)["epsilon"].transform("mean")
+        rows.extend({"dataset": dataset, "parameter": parameter, "value": value, **row}
+                    for row in point.to_dict("records"))
     return pd.DataFrame(rows)
+
+
+def _accuracy_rows(result: CompareResult, method: str, seed: int) -> list[dict]:
+    """One run's rows of :func:`sweep`: its test accuracy per group (and ``all``) and its epsilon."""
+    info = next(run for run in result.runs if run["method"] == method and run["seed"] == seed)
+    part = result.per_seed[(result.per_seed["method"] == method) & (result.per_seed["seed"] == seed)]
+    epsilon = math.nan if info["epsilon"] is None else float(info["epsilon"])
+    return [{"method": method, "seed": seed, "group": row.group, "accuracy": float(row.accuracy), "epsilon": epsilon}
+            for row in part.itertuples() if row.group != "max_gap"]
+
+
+def _recorded_runs(config: CompareConfig, summarise, *, kind: str, cache: RunCache | None,
+                   records: RunRecords | None, progress: bool = False) -> list[dict]:
+    """``summarise(result, method, seed)`` of every (method, seed) run of ``config``, in run order: from
+    ``records`` (under the run's cache key and ``kind``) when all are there, else from :func:`run_compare`
+    (``cache`` first) and then recorded."""
+    if records is None:
+        result = run_compare(config, cache=cache, progress=progress)
+        return [row for seed in config.seeds for method in config.methods for row in summarise(result, method, seed)]
+    keys = {cell: config_key(kind, key) for cell, key in run_keys(config).items()}
+    found = {cell: records.get(key) for cell, key in keys.items()}
+    if any(rows is None for rows in found.values()):
+        result = run_compare(config, cache=cache, progress=progress)
+        for (method, seed), key in keys.items():
+            if found[(method, seed)] is None:
+                found[(method, seed)] = summarise(result, method, seed)
+                records.put(key, found[(method, seed)], label=f"{kind}: {config.dataset} {method} seed {seed}, "
+                                                              f"{_setting(config)}")
+    return [row for seed in config.seeds for method in config.methods for row in found[(method, seed)]]
+
+
+def _setting(config: CompareConfig) -> str:
+    """The swept settings of ``config`` in words, for a record's label."""
+    return (f"lr {config.train.lr}, b {config.train.batch_size}, sigma {config.noise_multiplier:g}, "
+            f"R {config.fairdp_excess_cap:g}, {config.train.epochs} epochs")
 
 
 def sweep_config(base: CompareConfig, parameter: str, value: float, *, profile: str) -> CompareConfig:
@@ -225,7 +261,7 @@ SWEEP_FIGURES = {"lr": 4, "batch_size": 5, "noise_multiplier": 6}
 def save_sweep_figures(dataset: str, directory: str | Path, *, profile: str = "full",
                        values: dict[str, Sequence[float]] | None = None, seeds: int | None = 1,
                        methods: Sequence[str] = PAPER002_METHODS, cache: RunCache | None = None,
-                       progress: bool = False) -> pd.DataFrame:
+                       records: RunRecords | None = None, progress: bool = False) -> pd.DataFrame:
     """Figures 4-6 on ``dataset``: :func:`sweep` over each parameter (``values[parameter]``, default
     :data:`SWEEPS`), each drawn as ``figure{4,5,6}_{parameter}_{dataset}.png`` with its CSV in ``directory``
     (per-group accuracy of :data:`FIGURE_GROUPS`). Returns every sweep's rows."""
@@ -236,7 +272,7 @@ def save_sweep_figures(dataset: str, directory: str | Path, *, profile: str = "f
     frames = []
     for parameter, number in SWEEP_FIGURES.items():
         rows = sweep(dataset, parameter, None if values is None else values[parameter], profile=profile,
-                     seeds=seeds, methods=methods, cache=cache, progress=progress)
+                     seeds=seeds, methods=methods, cache=cache, records=records, progress=progress)
         frames.append(rows)
         fig = plot_group_sweep(rows, groups=FIGURE_GROUPS[dataset], title=dataset)
         save_figure(fig, Path(directory) / f"figure{number}_{parameter}_{dataset}.png", data=rows)
@@ -303,15 +339,15 @@ def fairdp_shrink_only_sigma(config: CompareConfig, dimension: int) -> float:
 
 def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", values: Sequence[float] | None = None,
                          *, profile: str = "full", excess_cap: float | None = None,
-                         cache: RunCache | None = None) -> pd.DataFrame:
+                         cache: RunCache | None = None, records: RunRecords | None = None) -> pd.DataFrame:
     """How FairDP's bounds behaved at each value of one of Figures 4-6's parameters (seed 0's run of
-    :func:`sweep`, from the cache when there; ``values`` default :data:`SWEEPS`): one row per (value, group
-    of :data:`FIGURE_GROUPS`) with the group's test accuracy, its target clipped fraction gamma_k and bound
-    C_k averaged over the run (``gamma_mean``, ``C_median``), the share of steps at the public floor
-    (``at_floor``), the run's largest bound of any group (``C_max``, which scales the noise of the clipped
-    sum), and the run's sigma* (:func:`fairdp_shrink_only_sigma`, proportional to b) with ``shrink_only`` =
-    sigma >= sigma*. ``excess_cap`` replaces the preset's cap R on the released mean excess (a diagnostic:
-    sigma* grows with R)."""
+    :func:`sweep`, from ``records`` or the cache when there; ``values`` default :data:`SWEEPS`): one row per
+    (value, group of :data:`FIGURE_GROUPS`) with the group's test accuracy, its target clipped fraction
+    gamma_k and bound C_k averaged over the run (``gamma_mean``, ``C_median``), the share of steps at the
+    public floor (``at_floor``), the run's largest bound of any group (``C_max``, which scales the noise of
+    the clipped sum), and the run's sigma* (:func:`fairdp_shrink_only_sigma`, proportional to b) with
+    ``shrink_only`` = sigma >= sigma*. ``excess_cap`` replaces the preset's cap R on the released mean
+    excess (a diagnostic: sigma* grows with R)."""
     base = preset(dataset, profile, seeds=1, methods=("fairdp",))
     if excess_cap is not None:
         base = replace(base, fairdp_excess_cap=float(excess_cap))
@@ -320,21 +356,30 @@ def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", valu
     rows = []
     for value in values if values is not None else SWEEPS[parameter][dataset]:
         config = sweep_config(base, parameter, value, profile=profile)
-        result = run_compare(config, cache=cache)
-        steps = result.steps[result.steps["method"] == "fairdp"]
-        bounds = steps[[column for column in steps if column.startswith("C[")]]
-        accuracy = result.per_seed.set_index("group")["accuracy"]
         sigma_star = fairdp_shrink_only_sigma(config, dimension)
-        for name in FIGURE_GROUPS[dataset]:
-            k = result.group_names.index(name)
+        summarise = partial(_bound_rows, groups=FIGURE_GROUPS[dataset], floor=floor)
+        for row in _recorded_runs(config, summarise, kind="fairdp bounds", cache=cache, records=records):
             rows.append({"parameter": parameter, "value": value, "sigma": config.noise_multiplier,
                          "batch_size": config.train.batch_size, "excess_cap": config.fairdp_excess_cap,
-                         "sigma_star": sigma_star, "shrink_only": config.noise_multiplier >= sigma_star,
-                         "group": name, "accuracy": accuracy[name],
-                         "gamma_mean": steps[f"gamma[{k}]"].mean(), "C_median": steps[f"C[{k}]"].median(),
-                         "at_floor": float((steps[f"C[{k}]"] <= floor * (1 + 1e-9)).mean()),
-                         "C_max": float(bounds.to_numpy().max())})
+                         "sigma_star": sigma_star, "shrink_only": config.noise_multiplier >= sigma_star, **row})
     return pd.DataFrame(rows)
+
+
+def _bound_rows(result: CompareResult, method: str, seed: int, *, groups: Sequence[str], floor: float) -> list[dict]:
+    """One FairDP run's rows of :func:`fairdp_bounds_across`: per group its test accuracy, mean target, median
+    bound and share of steps at ``floor``, and the run's largest bound of any group."""
+    steps = result.steps[(result.steps["method"] == method) & (result.steps["seed"] == seed)]
+    bounds = steps[[column for column in steps if column.startswith("C[")]]
+    run = result.per_seed[(result.per_seed["method"] == method) & (result.per_seed["seed"] == seed)]
+    accuracy = run.set_index("group")["accuracy"]
+    rows = []
+    for name in groups:
+        k = result.group_names.index(name)
+        rows.append({"group": name, "accuracy": float(accuracy[name]),
+                     "gamma_mean": float(steps[f"gamma[{k}]"].mean()), "C_median": float(steps[f"C[{k}]"].median()),
+                     "at_floor": float((steps[f"C[{k}]"] <= floor * (1 + 1e-9)).mean()),
+                     "C_max": float(bounds.to_numpy().max())})
+    return rows
 
 
 # ----------------------------------------------------------------------------- Figure 1

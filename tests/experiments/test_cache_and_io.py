@@ -11,7 +11,7 @@ import stat
 import pytest
 
 from dpfair_analysis.experiments import cache as cache_module
-from dpfair_analysis.experiments.cache import CacheWarning, RunCache, code_fingerprint, config_key
+from dpfair_analysis.experiments.cache import CacheWarning, RunCache, RunRecords, code_fingerprint, config_key
 from dpfair_analysis.io import write_atomically
 
 
@@ -105,3 +105,38 @@ def test_overwriting_keeps_the_existing_mode_and_a_failure_leaves_it_untouched(t
     with pytest.raises(RuntimeError):
         write_atomically(path, fail)
     assert path.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
+
+
+def test_run_records_keep_rows_with_the_code_that_computed_them(tmp_path, monkeypatch):
+    """Rows round-trip through the JSON file (a second RunRecords on the same file reads them); rows from
+    other code are not served unless stale entries are allowed; the file is sorted by key, so it diffs."""
+    path = tmp_path / "figs" / "runs.json"
+    records = RunRecords(path)
+    rows = [{"group": "8", "accuracy": 0.25, "epsilon": float("nan")}, {"group": "all", "accuracy": 0.9}]
+    calls = []
+    assert records.rows_or_compute("b-key", lambda: calls.append(1) or rows, label="run b") == rows
+    records.put("a-key", [{"group": "2", "accuracy": 1.0}])
+    again = RunRecords(path)
+    served = again.rows_or_compute("b-key", lambda: calls.append(1) or [])
+    assert len(calls) == 1 and served[1] == rows[1] and served[0]["epsilon"] != served[0]["epsilon"]  # NaN kept
+    assert (records.misses, again.hits) == (2, 1)
+    text = path.read_text()
+    assert text.index('"a-key"') < text.index('"b-key"') and '"label": "run b"' in text
+    assert again.get("absent") is None
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another version of the code")
+    other_code = RunRecords(path)
+    assert other_code.get("b-key") is None
+    monkeypatch.setenv("DPFAIR_CACHE_ALLOW_STALE", "1")
+    with pytest.warns(CacheWarning, match="computed by other code"):
+        assert other_code.get("b-key")[1] == rows[1]
+    assert other_code.stale == 1
+    assert RunRecords(None).rows_or_compute("k", lambda: rows) == rows  # no file: computes, writes nothing
+
+
+@pytest.mark.parametrize("damage", ["", "{not json", '{"format": 1}'])
+def test_a_damaged_run_records_file_is_refused_not_overwritten(tmp_path, damage):
+    path = tmp_path / "runs.json"
+    path.write_text(damage)
+    with pytest.raises(ValueError, match=f"run records file {path} is unreadable"):
+        RunRecords(path).rows_or_compute("k", lambda: [])
+    assert path.read_text() == damage

@@ -11,10 +11,11 @@ import pytest
 from dpfair_analysis.cli import main
 from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_target, load_data, run_compare, \
     split_for_seed
-from dpfair_analysis.experiments.cache import RunCache
+from dpfair_analysis.experiments import cache as cache_module, fairdp as paper_module
+from dpfair_analysis.experiments.cache import RunCache, RunRecords
 from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, \
-    fairdp_bounds_across, fairdp_shrink_only_sigma, membership_inference, preset, SWEEPS, save_sweep_figures, sweep_config, sweep_table, \
-    sweep_verdicts, table1
+    fairdp_bounds_across, fairdp_shrink_only_sigma, membership_inference, preset, SWEEPS, save_sweep_figures, sweep, \
+    sweep_config, sweep_table, sweep_verdicts, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig
@@ -169,6 +170,39 @@ def test_sweep_figures_draw_each_parameter_from_its_own_runs(tmp_path):
         assert sorted(drawn["value"].unique()) == sorted(values[parameter])
     noise = rows.query("parameter == 'noise_multiplier' and method == 'dpsgd' and group == 'all'")
     assert noise.set_index("value")["epsilon"][1.0] > noise.set_index("value")["epsilon"][2.0]  # more noise, less eps
+
+
+def _no_training(*args, **kwargs):
+    raise AssertionError("trained although every run is recorded")
+
+
+def test_recorded_sweeps_and_bounds_are_served_from_the_records_file_alone(tmp_path, monkeypatch):
+    """Runs computed once and recorded (rows per run in a JSON file) are served from that file with no
+    run cache and no training: the same rows, and a hand-edited row comes back as edited (the file, not a
+    recomputation, answers). A value with one run missing trains; rows from other code are recomputed."""
+    records = RunRecords(tmp_path / "runs.json")
+    kwargs = dict(profile="quick", methods=("sgd", "dpsgd", "fairdp"))
+    first = sweep("adult", "lr", (0.05,), **kwargs, cache=RunCache(None), records=records)
+    bounds = fairdp_bounds_across("adult", "lr", (0.05,), profile="quick", cache=RunCache(None), records=records)
+    assert records.misses == 3 + 1 and set(first["method"]) == {"sgd", "dpsgd", "fairdp"}
+    assert first.query("method == 'dpsgd'")["epsilon"].gt(0).all() and first.query("method == 'sgd'")["epsilon"].isna().all()
+
+    monkeypatch.setattr(paper_module, "run_compare", _no_training)
+    served = sweep("adult", "lr", (0.05,), **kwargs, cache=RunCache(None), records=RunRecords(records.path))
+    pd.testing.assert_frame_equal(served, first)
+    pd.testing.assert_frame_equal(fairdp_bounds_across("adult", "lr", (0.05,), profile="quick", cache=RunCache(None),
+                                                       records=RunRecords(records.path)), bounds)
+    stored = json.loads(records.path.read_text())
+    sgd_rows = next(e["rows"] for e in stored["records"].values() if e["label"].startswith("sweep rows: adult sgd"))
+    sgd_rows[0]["accuracy"] = 0.123  # the first row of the sweep: SGD's, group "all"
+    records.path.write_text(json.dumps(stored))
+    assert sweep("adult", "lr", (0.05,), **kwargs, records=RunRecords(records.path))["accuracy"].iloc[0] == 0.123
+
+    with pytest.raises(AssertionError, match="trained although"):  # Opt-Q at this value is not recorded
+        sweep("adult", "lr", (0.05,), profile="quick", methods=("sgd", "optq"), records=RunRecords(records.path))
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another version of the code")
+    with pytest.raises(AssertionError, match="trained although"):
+        sweep("adult", "lr", (0.05,), **kwargs, records=RunRecords(records.path))
 
 
 def test_sweep_table_averages_seeds_per_value_and_keeps_the_figure_groups():

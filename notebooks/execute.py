@@ -67,9 +67,10 @@ ESTIMATES: dict[str, dict[str, float]] = {
     # ~ 7.5 h; Adult (Table 1, the Adult sweeps of Figures 4-6 and Figure 3's 54 MLP runs for the attack, ~12 s
     # per run) ~ 30 min; Figure 1's (C, sigma) grid, 8 new DP-SGD runs at ~25 min each, ~3.5 h
     "fairdp": {"quick": 60, "full": 11.5 * 3600},
-    # fairdp_mnist_figures quick: measured by its notebook test. Full: Figures 4-6 on MNIST (55 new runs: the
-    # preset's point of each sweep is Table 1's seed 0) at ~25 min each (DP-FedAvg's 28-42 min)
-    "fairdp_mnist_figures": {"quick": 40, "full": 24 * 3600},
+    # fairdp_mnist_figures quick: measured by its notebook test. Full: Figures 4-6 on MNIST and the R = 50
+    # diagnostic, 64 runs at 24-32 min each two at a time (DP-FedAvg's up to 42 min), with an empty cache and no
+    # runs recorded in paper_figs/fairdp/mnist_runs.json (a recorded run is not trained again)
+    "fairdp_mnist_figures": {"quick": 40, "full": 29 * 3600},
 }
 
 

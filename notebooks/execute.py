@@ -34,7 +34,7 @@ from pathlib import Path
 
 NOTEBOOKS = Path(__file__).resolve().parent
 REPO = NOTEBOOKS.parent
-TOOLS = {"execute.py"}  # the .py files in notebooks/ that are not notebook sources
+TOOLS = {"execute.py", "record_runs.py"}  # the .py files in notebooks/ that are not notebook sources
 
 #: Seconds per notebook and profile on this project's 2-core machine (shared with other work).
 #:

@@ -114,5 +114,6 @@ paper.fairdp_bounds_across('mnist', 'noise_multiplier', (2.0,), profile=PROFILE,
 # %% [markdown]
 # ## Full profile
 # ```
-# .venv/bin/python notebooks/execute.py fairdp_mnist_figures --profile full --in-place --jobs 2
+# .venv/bin/python notebooks/record_runs.py          # resumable: records each run as it finishes; commit the file
+# .venv/bin/python notebooks/execute.py fairdp_mnist_figures --profile full --in-place
 # ```

@@ -12,6 +12,7 @@ executed copy written there, and the repository's copy and ``paper_figs/`` left 
 """
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -99,3 +100,26 @@ def test_execute_prints_an_estimate_for_every_notebook_and_profile(capsys):
         for source in SOURCES:
             line = next(line for line in out.splitlines() if line.strip().startswith(source.stem))
             assert f"{profile}: ~" in line, line
+
+
+def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypatch):
+    """notebooks/record_runs.py at the quick profile: the first three runs of its priority list (SGD, DPSGD and
+    DP-FedAvg at the preset's lr) are computed and recorded; a second invocation skips them and records the next
+    ones; a bad --jobs is a one-line usage error."""
+    spec = importlib.util.spec_from_file_location("record_runs", NOTEBOOK_DIR / "record_runs.py")
+    record_runs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record_runs)
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "runs.json"
+    before = record_runs.pending("quick", record_runs.RunRecords(path))
+    assert [run[2] for run in before[:3]] == ["sgd", "dpsgd", "dpfedavg"] and before[0][:2] == ("lr", 0.01)
+    # each run once: lr 4 x 6; b = 64, 128, 512 x 6 and b = 256's DP-FedAvg (the others are lr 0.01's, whose
+    # DP-FedAvg takes the swept step); sigma = 0.8 is b = 256's point, the other four add 5 runs each (SGD has
+    # no sigma); FairDP at R = 50
+    assert len(before) == 24 + 19 + 20 + 1 and before[-1] == ("noise_multiplier", 2.0, "fairdp", 50.0)
+    assert record_runs.main(["--profile", "quick", "--records", str(path), "--jobs", "1", "--max-runs", "3"]) == 0
+    labels = [entry["label"] for entry in json.loads(path.read_text())["records"].values()]
+    assert sorted(label.split()[3] for label in labels) == ["dpfedavg", "dpsgd", "sgd"]
+    assert record_runs.pending("quick", record_runs.RunRecords(path)) == before[3:]
+    with pytest.raises(SystemExit):
+        record_runs.main(["--profile", "quick", "--records", str(path), "--jobs", "0"])

@@ -1,0 +1,117 @@
+"""Compute the runs of ``fairdp_mnist_figures`` (paper 002's MNIST Figures 4-6) and record each as it finishes.
+
+    .venv/bin/python notebooks/record_runs.py [--profile full|quick] [--records PATH] [--jobs N] [--max-runs K]
+
+The full profile is 64 runs of a 60-epoch CNN on full MNIST, ~29 CPU-hours: longer than one of our
+machines lives, and the run cache (``$DPFAIR_CACHE``) goes with the machine. Executing the notebook
+computes missing runs too, but records a swept value's runs only once all of its six methods are done.
+This script computes them ``--jobs`` at a time (one torch thread each), the most informative points
+first (:data:`POINTS`), and writes each run's rows to the records file
+(:class:`~dpfair_analysis.experiments.cache.RunRecords`, default
+``paper_figs/fairdp/mnist_runs.json`` for the full profile) the moment it finishes, so a machine that
+stops loses only the runs in flight. Recorded runs are skipped; commit the records file as it grows, and
+execute the notebook in place (``notebooks/execute.py fairdp_mnist_figures --profile full --in-place``)
+once every run is recorded: it then trains nothing.
+
+Workers compute and cache a run (:func:`~dpfair_analysis.experiments.fairdp.sweep` of one method, no
+records); this process then records it through the same functions the notebook calls, from the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
+from dpfair_analysis.experiments.cache import RunCache, RunRecords, config_key, default_cache_dir  # noqa: E402
+from dpfair_analysis.experiments.compare import run_keys  # noqa: E402
+
+#: (parameter, value, FairDP's excess cap R or None for the preset's), most informative first: the preset's
+#: point (shared by the three figures), then the learning rates and batch sizes of Figures 4-5, then Figure 6's
+#: noise multipliers, then the notebook's R = 50 diagnostic at sigma = 2
+POINTS = ([("lr", 0.01, None), ("batch_size", 256, None), ("lr", 0.05, None), ("batch_size", 512, None),
+           ("batch_size", 64, None), ("lr", 0.1, None), ("lr", 0.005, None), ("batch_size", 128, None)]
+          + [("noise_multiplier", sigma, None) for sigma in paper.SWEEPS["noise_multiplier"]["mnist"]]
+          + [("noise_multiplier", 2.0, 50.0)])
+
+
+def kinds(method: str, cap: float | None) -> tuple[str, ...]:
+    """What the notebook records of a run: its sweep rows (the figures' points; not for the R = 50 diagnostic,
+    which no figure draws) and, for FairDP, its bound summary."""
+    return (() if cap is not None else ("sweep rows",)) + (("fairdp bounds",) if method == "fairdp" else ())
+
+
+def pending(profile: str, records: RunRecords) -> list[tuple[str, float, str, float | None]]:
+    """(parameter, value, method, cap) of every run of :data:`POINTS` not yet fully recorded, each run once
+    (points share runs: the preset's runs are every sweep's), in :data:`POINTS` order."""
+    base = paper.preset("mnist", profile, seeds=1)
+    todo, seen = [], set()
+    for parameter, value, cap in POINTS:
+        start = base if cap is None else replace(base, fairdp_excess_cap=cap)
+        methods = paper.PAPER002_METHODS if cap is None else ("fairdp",)
+        config = replace(paper.sweep_config(start, parameter, value, profile=profile), methods=methods)
+        for (method, _), key in run_keys(config).items():
+            if key in seen:
+                continue
+            seen.add(key)
+            if any(records.get(config_key(kind, key)) is None for kind in kinds(method, cap)):
+                todo.append((parameter, value, method, cap))
+    return todo
+
+
+def compute(profile: str, parameter: str, value: float, method: str, cap: float | None) -> tuple:
+    """In a worker: train one run (one torch thread) into the run cache."""
+    import torch
+
+    torch.set_num_threads(1)
+    cache = RunCache(default_cache_dir())
+    if cap is None:
+        paper.sweep("mnist", parameter, (value,), profile=profile, methods=(method,), cache=cache)
+    else:
+        paper.fairdp_bounds_across("mnist", parameter, (value,), profile=profile, excess_cap=cap, cache=cache)
+    return parameter, value, method, cap
+
+
+def record(profile: str, parameter: str, value: float, method: str, cap: float | None, records: RunRecords) -> None:
+    """Record one cached run as the notebook reads it."""
+    cache = RunCache(default_cache_dir())
+    if cap is None:
+        paper.sweep("mnist", parameter, (value,), profile=profile, methods=(method,), cache=cache, records=records)
+    if method == "fairdp":
+        paper.fairdp_bounds_across("mnist", parameter, (value,), profile=profile, excess_cap=cap, cache=cache,
+                                   records=records)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=paper.PROFILES, default="full")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="the records file (default paper_figs/fairdp/mnist_runs.json; quick: build/)")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
+    parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
+    args = parser.parse_args(argv)
+    if args.jobs < 1 or (args.max_runs is not None and args.max_runs < 1):
+        parser.error(f"--jobs and --max-runs must be positive integers, got {args.jobs} and {args.max_runs}")
+    default = REPO / ("paper_figs/fairdp" if args.profile == "full" else "build/notebooks/quick/paper_figs/fairdp")
+    records = RunRecords(args.records or default / "mnist_runs.json")
+    todo = pending(args.profile, records)[:args.max_runs]
+    print(f"{len(todo)} runs to compute and record in {records.path}", flush=True)
+    from joblib import Parallel, delayed
+    from tqdm import tqdm
+
+    parallel = Parallel(n_jobs=args.jobs, backend="loky", return_as="generator_unordered")
+    with tqdm(total=len(todo), desc="mnist runs", unit="run") as bar:
+        for done in parallel(delayed(compute)(args.profile, *run) for run in todo):
+            record(args.profile, *done, records)
+            bar.write(f"recorded {done[2]} at {done[0]} = {done[1]:g}" + (f" (R = {done[3]:g})" if done[3] else ""))
+            bar.update()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -71,7 +71,7 @@ def compute(profile: str, parameter: str, value: float, method: str, cap: float 
     torch.set_num_threads(1)
     cache = RunCache(default_cache_dir())
     if cap is None:
-        paper.sweep("mnist", parameter, (value,), profile=profile, methods=(method,), cache=cache)
+        paper.sweep("mnist", parameter, (value,), profile=profile, seeds=1, methods=(method,), cache=cache)
     else:
         paper.fairdp_bounds_across("mnist", parameter, (value,), profile=profile, excess_cap=cap, cache=cache)
     return parameter, value, method, cap
@@ -81,7 +81,8 @@ def record(profile: str, parameter: str, value: float, method: str, cap: float |
     """Record one cached run as the notebook reads it."""
     cache = RunCache(default_cache_dir())
     if cap is None:
-        paper.sweep("mnist", parameter, (value,), profile=profile, methods=(method,), cache=cache, records=records)
+        paper.sweep("mnist", parameter, (value,), profile=profile, seeds=1, methods=(method,), cache=cache,
+                    records=records)
     if method == "fairdp":
         paper.fairdp_bounds_across("mnist", parameter, (value,), profile=profile, excess_cap=cap, cache=cache,
                                    records=records)

@@ -117,9 +117,14 @@ def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypat
     # DP-FedAvg takes the swept step); sigma = 0.8 is b = 256's point, the other four add 5 runs each (SGD has
     # no sigma); FairDP at R = 50
     assert len(before) == 24 + 19 + 20 + 1 and before[-1] == ("noise_multiplier", 2.0, "fairdp", 50.0)
+    # as at the full profile, a comparison without a seed count has 3 seeds: the figures draw seed 0 only
+    three_seeds = record_runs.paper.preset
+    monkeypatch.setattr(record_runs.paper, "preset", lambda dataset, profile, *, seeds=None, **kwargs: three_seeds(
+        dataset, profile, seeds=3 if seeds is None else seeds, **kwargs))
     assert record_runs.main(["--profile", "quick", "--records", str(path), "--jobs", "1", "--max-runs", "3"]) == 0
-    labels = [entry["label"] for entry in json.loads(path.read_text())["records"].values()]
-    assert sorted(label.split()[3] for label in labels) == ["dpfedavg", "dpsgd", "sgd"]
+    entries = json.loads(path.read_text())["records"].values()
+    assert sorted(entry["label"].split()[3] for entry in entries) == ["dpfedavg", "dpsgd", "sgd"]
+    assert {row["seed"] for entry in entries for row in entry["rows"]} == {0}
     assert record_runs.pending("quick", record_runs.RunRecords(path)) == before[3:]
     with pytest.raises(SystemExit):
         record_runs.main(["--profile", "quick", "--records", str(path), "--jobs", "0"])

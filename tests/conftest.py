@@ -1,6 +1,27 @@
-"""Test-wide settings: results cache in a temporary directory, never the user's."""
+"""Test-wide settings: results cache in a temporary directory, never the user's; the staged real data files."""
+
+from pathlib import Path
 
 import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+"""The staged real files beside the repository (CI has them); tests that need them skip without them."""
+
+
+@pytest.fixture
+def real_cache(tmp_path, monkeypatch):
+    """A fresh data cache with the staged file(s) installed through the verifying route (``--from``):
+    ``real_cache(dataset, file)``. A test never depends on what an earlier session left in the user's cache."""
+    from dpfair_analysis.cli import main
+
+    monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
+
+    def install(dataset: str, file: str) -> Path:
+        if not (SHARED_DATA / file).is_file():
+            pytest.skip(f"{SHARED_DATA / file} is not present")
+        assert main(["data", "fetch", dataset, "--from", str(SHARED_DATA / file)]) == 0
+        return tmp_path / file
+    return install
 
 
 @pytest.fixture(autouse=True)

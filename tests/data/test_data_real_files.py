@@ -136,22 +136,8 @@ def test_describe_mnist_full_prints_the_class_counts(mnist_cache, monkeypatch, c
 
 # ------------------------------------------------- Bank and Dutch (../shared/data, when present)
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-"""The staged real files beside the repository (CI has them); tests skip without them."""
-
-
-@pytest.fixture
-def real_cache(tmp_path, monkeypatch):
-    """A fresh cache with the staged file(s) installed through the verifying route (``--from``)."""
-    from dpfair_analysis.cli import main
-
-    monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
-
-    def install(dataset: str, file: str) -> Path:
-        if not (SHARED_DATA / file).is_file():
-            pytest.skip(f"{SHARED_DATA / file} is not present")
-        assert main(["data", "fetch", dataset, "--from", str(SHARED_DATA / file)]) == 0
-        return tmp_path / file
-    return install
+"""The staged real files beside the repository (CI has them); the ``real_cache`` fixture (tests/conftest.py)
+installs them into a fresh data cache."""
 
 
 def test_bank_real_counts_and_age_groups(real_cache):

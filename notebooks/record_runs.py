@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
     parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
     args = parser.parse_args(argv)
-    if args.jobs < 1 or (args.max_runs is not None and args.max_runs < 1):
-        parser.error(f"--jobs and --max-runs must be positive integers, got {args.jobs} and {args.max_runs}")
+    for flag, value in (("--jobs", args.jobs), ("--max-runs", args.max_runs)):
+        if value is not None and value < 1:  # one line, before any data is loaded
+            print(f"record_runs.py: {flag} must be a positive integer, got {value}", file=sys.stderr)
+            return 2
     default = REPO / ("paper_figs/fairdp" if args.profile == "full" else "build/notebooks/quick/paper_figs/fairdp")
     records = RunRecords(args.records or default / "mnist_runs.json")
     todo = pending(args.profile, records)[:args.max_runs]

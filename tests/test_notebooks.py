@@ -102,10 +102,10 @@ def test_execute_prints_an_estimate_for_every_notebook_and_profile(capsys):
             assert f"{profile}: ~" in line, line
 
 
-def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypatch):
+def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypatch, capsys):
     """notebooks/record_runs.py at the quick profile: the first three runs of its priority list (SGD, DPSGD and
     DP-FedAvg at the preset's lr) are computed and recorded; a second invocation skips them and records the next
-    ones; a bad --jobs is a one-line usage error."""
+    ones; a non-positive --jobs or --max-runs is a one-line error (exit 2)."""
     spec = importlib.util.spec_from_file_location("record_runs", NOTEBOOK_DIR / "record_runs.py")
     record_runs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(record_runs)
@@ -126,5 +126,8 @@ def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypat
     assert sorted(entry["label"].split()[3] for entry in entries) == ["dpfedavg", "dpsgd", "sgd"]
     assert {row["seed"] for entry in entries for row in entry["rows"]} == {0}
     assert record_runs.pending("quick", record_runs.RunRecords(path)) == before[3:]
-    with pytest.raises(SystemExit):
-        record_runs.main(["--profile", "quick", "--records", str(path), "--jobs", "0"])
+    capsys.readouterr()
+    for flag in ("--jobs", "--max-runs"):
+        assert record_runs.main(["--profile", "quick", "--records", str(path), flag, "0"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and f"{flag} must be a positive integer, got 0" in err

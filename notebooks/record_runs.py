@@ -1,6 +1,7 @@
 """Compute the runs of ``fairdp_mnist_figures`` (paper 002's MNIST Figures 4-6) and record each as it finishes.
 
     .venv/bin/python notebooks/record_runs.py [--profile full|quick] [--records PATH] [--jobs N] [--max-runs K]
+    .venv/bin/python notebooks/record_runs.py --summary [--records PATH]
 
 The full profile is 64 runs of a 60-epoch CNN on full MNIST, ~29 CPU-hours: longer than one of our
 machines lives, and the run cache (``$DPFAIR_CACHE``) goes with the machine. Executing the notebook
@@ -12,6 +13,9 @@ first (:data:`POINTS`), and writes each run's rows to the records file
 stops loses only the runs in flight. Recorded runs are skipped; commit the records file as it grows, and
 execute the notebook in place (``notebooks/execute.py fairdp_mnist_figures --profile full --in-place``)
 once every run is recorded: it then trains nothing.
+
+``--summary`` prints what is recorded (one line per record: the figures' groups, ε, FairDP's bounds) and
+computes nothing.
 
 Workers compute and cache a run (:func:`~dpfair_analysis.experiments.fairdp.sweep` of one method, no
 records); this process then records it through the same functions the notebook calls, from the cache.
@@ -28,7 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
-from dpfair_analysis.experiments.cache import RunCache, RunRecords, config_key, default_cache_dir  # noqa: E402
+from dpfair_analysis.experiments.cache import (  # noqa: E402
+    RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir)
 from dpfair_analysis.experiments.compare import run_keys  # noqa: E402
 
 #: (parameter, value, FairDP's excess cap R or None for the preset's), most informative first: the preset's
@@ -88,6 +93,31 @@ def record(profile: str, parameter: str, value: float, method: str, cap: float |
                                    records=records)
 
 
+def summary(records: RunRecords) -> "pandas.DataFrame":
+    """One row per record, sorted by label: test accuracy overall and of the figures' classes 2 and 8 with the
+    run's ε (sweep rows), or class 2's and 8's median bound C, share of steps at the floor and mean target
+    quantile γ with the run's largest bound (FairDP's bound summary); ``current`` is whether this code computed
+    it (a record from other code is retrained unless ``DPFAIR_CACHE_ALLOW_STALE=1``)."""
+    import pandas as pd
+
+    lines, fingerprint = [], code_fingerprint()
+    for entry in records._entries().values():  # the records file as RunRecords reads it (a damaged one is refused)
+        by_group = {str(row["group"]): row for row in entry["rows"]}
+        kind, _, run = entry["label"].partition(": ")
+        line = {"kind": kind, "run": run, "current": entry["fingerprint"] == fingerprint}
+        if kind == "sweep rows":
+            line |= {f"acc {group}": by_group[group]["accuracy"] for group in ("all", "2", "8")}
+            line["epsilon"] = by_group["all"]["epsilon"]
+        else:
+            for group in ("2", "8"):
+                line |= {f"C_median {group}": by_group[group]["C_median"],
+                         f"at_floor {group}": by_group[group]["at_floor"],
+                         f"gamma {group}": by_group[group]["gamma_mean"]}
+            line["C_max"] = by_group["2"]["C_max"]
+        lines.append(line)
+    return pd.DataFrame(lines).sort_values(["kind", "run"], ignore_index=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=paper.PROFILES, default="full")
@@ -95,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the records file (default paper_figs/fairdp/mnist_runs.json; quick: build/)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
     parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
+    parser.add_argument("--summary", action="store_true", help="print the recorded runs and compute nothing")
     args = parser.parse_args(argv)
     for flag, value in (("--jobs", args.jobs), ("--max-runs", args.max_runs)):
         if value is not None and value < 1:  # one line, before any data is loaded
@@ -102,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     default = REPO / ("paper_figs/fairdp" if args.profile == "full" else "build/notebooks/quick/paper_figs/fairdp")
     records = RunRecords(args.records or default / "mnist_runs.json")
+    if args.summary:
+        table = summary(records)
+        print(f"{len(table)} records in {records.path}")
+        for kind, part in table.groupby("kind"):
+            print(f"\n{kind}:\n" + part.drop(columns="kind").dropna(axis=1, how="all").to_string(
+                index=False, float_format="{:.3f}".format, na_rep="-"))
+        return 0
     todo = pending(args.profile, records)[:args.max_runs]
     print(f"{len(todo)} runs to compute and record in {records.path}", flush=True)
     from joblib import Parallel, delayed

@@ -105,7 +105,8 @@ def test_execute_prints_an_estimate_for_every_notebook_and_profile(capsys):
 def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypatch, capsys):
     """notebooks/record_runs.py at the quick profile: the first three runs of its priority list (SGD, DPSGD and
     DP-FedAvg at the preset's lr) are computed and recorded; a second invocation skips them and records the next
-    ones; a non-positive --jobs or --max-runs is a one-line error (exit 2)."""
+    ones; --summary lists what is recorded, marking records of other code; a non-positive --jobs or --max-runs is
+    a one-line error (exit 2)."""
     spec = importlib.util.spec_from_file_location("record_runs", NOTEBOOK_DIR / "record_runs.py")
     record_runs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(record_runs)
@@ -126,7 +127,18 @@ def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypat
     assert sorted(entry["label"].split()[3] for entry in entries) == ["dpfedavg", "dpsgd", "sgd"]
     assert {row["seed"] for entry in entries for row in entry["rows"]} == {0}
     assert record_runs.pending("quick", record_runs.RunRecords(path)) == before[3:]
+    table = record_runs.summary(record_runs.RunRecords(path))
+    overall = sorted(row["accuracy"] for entry in entries for row in entry["rows"] if row["group"] == "all")
+    assert sorted(table["acc all"]) == overall and table["current"].all() and set(table["kind"]) == {"sweep rows"}
+    stale = json.loads(path.read_text())
+    next(iter(stale["records"].values()))["fingerprint"] = "other code"
+    (tmp_path / "stale.json").write_text(json.dumps(stale))
+    assert record_runs.summary(record_runs.RunRecords(tmp_path / "stale.json"))["current"].sum() == 2
     capsys.readouterr()
+    assert record_runs.main(["--summary", "--records", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"3 records in {path}")
+    assert all(f"mnist {method} seed 0" in out for method in ("sgd", "dpsgd", "dpfedavg"))
     for flag in ("--jobs", "--max-runs"):
         assert record_runs.main(["--profile", "quick", "--records", str(path), flag, "0"]) == 2
         err = capsys.readouterr().err

@@ -143,3 +143,43 @@ def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypat
         assert record_runs.main(["--profile", "quick", "--records", str(path), flag, "0"]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and f"{flag} must be a positive integer, got 0" in err
+
+
+def test_fairdp_mnist_figures_trains_nothing_once_its_runs_are_recorded(tmp_path, monkeypatch):
+    """The route to the full profile's MNIST figures (README): record_runs.py records every run, then the notebook,
+    executed with a run cache that has none of them, trains nothing. At the quick profile: executed once, the
+    notebook records each run it reads under the keys record_runs.py looks for (none of its runs is pending);
+    executed again from those records alone with an empty cache, it trains nothing and shows the same tables."""
+    spec = importlib.util.spec_from_file_location("record_runs", NOTEBOOK_DIR / "record_runs.py")
+    record_runs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record_runs)
+    for name in ("DPFAIR_PROFILE", "DPFAIR_FIGS", "PYTHONPATH"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    tables = {}
+    for execution in ("first", "second"):
+        cache = tmp_path / f"cache-{execution}"
+        cache.mkdir()
+        monkeypatch.setenv("DPFAIR_CACHE", str(cache))
+        records = tmp_path / execution / "paper_figs" / "fairdp" / "mnist_runs.json"
+        if execution == "second":
+            records.parent.mkdir(parents=True)
+            records.write_bytes((tmp_path / "first" / "paper_figs" / "fairdp" / "mnist_runs.json").read_bytes())
+        assert execute.main(["fairdp_mnist_figures", "--out", str(tmp_path / execution)]) == 0
+        trained = list(cache.iterdir())
+        assert bool(trained) == (execution == "first"), f"{execution} execution trained {len(trained)} runs"
+        executed = nbformat.read(tmp_path / execution / "fairdp_mnist_figures.ipynb", as_version=4)
+        tables[execution] = [out.get("data", {}).get("text/plain") for cell in executed.cells
+                             if cell.cell_type == "code" for out in cell.get("outputs", [])
+                             if out.get("output_type") == "execute_result"]
+    assert tables["second"] == tables["first"] and len(tables["first"]) >= 4
+    # the runs the quick notebook reads beyond the preset's (lr 0.01 = b 256 = sigma 0.8): lr 0.05, b 64 and
+    # sigma 2 (SGD has no sigma) of SGD, DPSGD and FairDP, and FairDP at sigma 2 with R = 50; FairDP at lr 0.05
+    # stays pending for its bound summary, which record_runs.py records of every FairDP run and no figure draws
+    read = ({("lr", 0.05, "sgd"), ("lr", 0.05, "dpsgd")}
+            | {(parameter, value, method) for parameter, value in (("batch_size", 64), ("noise_multiplier", 2.0))
+               for method in ("sgd", "dpsgd", "fairdp")} - {("noise_multiplier", 2.0, "sgd")})
+    pending = record_runs.pending("quick", record_runs.RunRecords(records))
+    assert {run[:3] for run in pending if run[3] is None} & read == set()
+    assert ("noise_multiplier", 2.0, "fairdp", 50.0) not in pending
+    # 12 runs read (the 11 above and the preset's SGD, DPSGD and FairDP), all but FairDP at lr 0.05 complete
+    assert ("lr", 0.05, "fairdp", None) in pending and len(pending) == 64 - 11

@@ -115,7 +115,8 @@ def summary(records: RunRecords) -> "pandas.DataFrame":
                          f"gamma {group}": by_group[group]["gamma_mean"]}
             line["C_max"] = by_group["2"]["C_max"]
         lines.append(line)
-    return pd.DataFrame(lines).sort_values(["kind", "run"], ignore_index=True)
+    return pd.DataFrame(lines, columns=["kind", "run", "current"] if not lines else None).sort_values(
+        ["kind", "run"], ignore_index=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,14 +134,18 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     default = REPO / ("paper_figs/fairdp" if args.profile == "full" else "build/notebooks/quick/paper_figs/fairdp")
     records = RunRecords(args.records or default / "mnist_runs.json")
-    if args.summary:
-        table = summary(records)
-        print(f"{len(table)} records in {records.path}")
-        for kind, part in table.groupby("kind"):
-            print(f"\n{kind}:\n" + part.drop(columns="kind").dropna(axis=1, how="all").to_string(
-                index=False, float_format="{:.3f}".format, na_rep="-"))
-        return 0
-    todo = pending(args.profile, records)[:args.max_runs]
+    try:  # a damaged records file is one line (RunRecords refuses it), never overwritten
+        if args.summary:
+            table = summary(records)
+            print(f"{len(table)} records in {records.path}")
+            for kind, part in table.groupby("kind"):
+                print(f"\n{kind}:\n" + part.drop(columns="kind").dropna(axis=1, how="all").to_string(
+                    index=False, float_format="{:.3f}".format, na_rep="-"))
+            return 0
+        todo = pending(args.profile, records)[:args.max_runs]
+    except ValueError as error:
+        print(f"record_runs.py: {error}", file=sys.stderr)
+        return 2
     print(f"{len(todo)} runs to compute and record in {records.path}", flush=True)
     from joblib import Parallel, delayed
     from tqdm import tqdm

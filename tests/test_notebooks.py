@@ -105,8 +105,8 @@ def test_execute_prints_an_estimate_for_every_notebook_and_profile(capsys):
 def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypatch, capsys):
     """notebooks/record_runs.py at the quick profile: the first three runs of its priority list (SGD, DPSGD and
     DP-FedAvg at the preset's lr) are computed and recorded; a second invocation skips them and records the next
-    ones; --summary lists what is recorded, marking records of other code; a non-positive --jobs or --max-runs is
-    a one-line error (exit 2)."""
+    ones; --summary lists what is recorded, marking records of other code; a non-positive --jobs or --max-runs or
+    a damaged records file is a one-line error (exit 2), and the file is left as it was."""
     spec = importlib.util.spec_from_file_location("record_runs", NOTEBOOK_DIR / "record_runs.py")
     record_runs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(record_runs)
@@ -139,6 +139,15 @@ def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypat
     out = capsys.readouterr().out
     assert out.startswith(f"3 records in {path}")
     assert all(f"mnist {method} seed 0" in out for method in ("sgd", "dpsgd", "dpfedavg"))
+    assert record_runs.main(["--summary", "--records", str(tmp_path / "none.json")]) == 0
+    assert capsys.readouterr().out.startswith("0 records in")
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text(path.read_text()[:-50])
+    for summarise in ([], ["--summary"]):
+        assert record_runs.main(["--profile", "quick", "--records", str(damaged), *summarise]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and f"run records file {damaged} is unreadable" in err
+    assert damaged.read_text() == path.read_text()[:-50]
     for flag in ("--jobs", "--max-runs"):
         assert record_runs.main(["--profile", "quick", "--records", str(path), flag, "0"]) == 2
         err = capsys.readouterr().err

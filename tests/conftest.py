@@ -9,7 +9,17 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 @pytest.fixture
-def real_cache(tmp_path, monkeypatch):
+def staged_file():
+    """The path of a staged real file: ``staged_file(name)``; the test skips if it is not present."""
+    def path(file: str) -> Path:
+        if not (SHARED_DATA / file).is_file():
+            pytest.skip(f"{SHARED_DATA / file} is not present")
+        return SHARED_DATA / file
+    return path
+
+
+@pytest.fixture
+def real_cache(tmp_path, monkeypatch, staged_file):
     """A fresh data cache with the staged file(s) installed through the verifying route (``--from``):
     ``real_cache(dataset, file)``. A test never depends on what an earlier session left in the user's cache."""
     from dpfair_analysis.cli import main
@@ -17,9 +27,7 @@ def real_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
 
     def install(dataset: str, file: str) -> Path:
-        if not (SHARED_DATA / file).is_file():
-            pytest.skip(f"{SHARED_DATA / file} is not present")
-        assert main(["data", "fetch", dataset, "--from", str(SHARED_DATA / file)]) == 0
+        assert main(["data", "fetch", dataset, "--from", str(staged_file(file))]) == 0
         return tmp_path / file
     return install
 

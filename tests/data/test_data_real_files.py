@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -135,9 +133,8 @@ def test_describe_mnist_full_prints_the_class_counts(mnist_cache, monkeypatch, c
 
 
 # ------------------------------------------------- Bank and Dutch (../shared/data, when present)
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-"""The staged real files beside the repository (CI has them); the ``real_cache`` fixture (tests/conftest.py)
-installs them into a fresh data cache."""
+# the staged real files beside the repository (CI has them): the `staged_file` and `real_cache` fixtures
+# (tests/conftest.py)
 
 
 def test_bank_real_counts_and_age_groups(real_cache):
@@ -195,12 +192,10 @@ def test_describe_dutch_prints_the_counts(real_cache, capsys):
     assert rows["Male"][1] == "30147" and rows["Female"][1] == "30273"
 
 
-def test_fetch_from_the_wrong_staged_file_is_refused(real_cache, tmp_path, capsys):
+def test_fetch_from_the_wrong_staged_file_is_refused(real_cache, staged_file, tmp_path, capsys):
     from dpfair_analysis.cli import main
 
-    if not (SHARED_DATA / "bank.csv").is_file():
-        pytest.skip("../shared/data is not present")
-    code = main(["data", "fetch", "dutch", "--from", str(SHARED_DATA / "bank.csv")])
+    code = main(["data", "fetch", "dutch", "--from", str(staged_file("bank.csv"))])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "--from" in err and "0e7e3f32668919c239db820f625815e1ea834c71402cdea595e03ef08c8616ef" in err

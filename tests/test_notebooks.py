@@ -21,9 +21,17 @@ import nbformat
 import pytest
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
-_spec = importlib.util.spec_from_file_location("notebooks_execute", NOTEBOOK_DIR / "execute.py")
-execute = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(execute)
+
+
+def _load_tool(name: str):
+    """The script ``notebooks/<name>.py`` as a module (notebooks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"notebooks_{name}", NOTEBOOK_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+execute = _load_tool("execute")
 
 SOURCES = execute.sources([])  # notebooks/*.py except execute.py's TOOLS
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
@@ -107,9 +115,7 @@ def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypat
     DP-FedAvg at the preset's lr) are computed and recorded; a second invocation skips them and records the next
     ones; --summary lists what is recorded, marking records of other code; a non-positive --jobs or --max-runs or
     a damaged records file is a one-line error (exit 2), and the file is left as it was."""
-    spec = importlib.util.spec_from_file_location("record_runs", NOTEBOOK_DIR / "record_runs.py")
-    record_runs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(record_runs)
+    record_runs = _load_tool("record_runs")
     monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "runs.json"
     before = record_runs.pending("quick", record_runs.RunRecords(path))
@@ -159,9 +165,7 @@ def test_fairdp_mnist_figures_trains_nothing_once_its_runs_are_recorded(tmp_path
     executed with a run cache that has none of them, trains nothing. At the quick profile: executed once, the
     notebook records each run it reads under the keys record_runs.py looks for (none of its runs is pending);
     executed again from those records alone with an empty cache, it trains nothing and shows the same tables."""
-    spec = importlib.util.spec_from_file_location("record_runs", NOTEBOOK_DIR / "record_runs.py")
-    record_runs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(record_runs)
+    record_runs = _load_tool("record_runs")
     for name in ("DPFAIR_PROFILE", "DPFAIR_FIGS", "PYTHONPATH"):
         monkeypatch.setenv(name, os.environ.get(name, ""))
     tables = {}

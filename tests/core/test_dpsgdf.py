@@ -9,10 +9,12 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from dpfair_analysis.gradients import clipped_sum
 from dpfair_analysis.training.dpsgdf import DPSGDF, NaiveReweighting, dpsgdf_group_bounds
+
+from neighbours import neighbour_of
 
 SETTINGS = settings(max_examples=300, deadline=None)
 finite_counts = st.floats(-50, 300, allow_nan=False)
@@ -47,16 +49,10 @@ def batch_and_neighbour(draw):
     """A batch of (group, norm) pairs, plus a neighbour by add, remove or replace."""
     k = draw(st.integers(1, 4))
     base_clip = draw(st.sampled_from([1e-3, 0.5, 1.0, 1e3]))
-    n = draw(st.integers(0, 12))
-    norm = st.sampled_from([0.0, base_clip / 2, base_clip, base_clip * (1 + 1e-9), 3 * base_clip, 1e6])
-    rows = [(draw(st.integers(0, k - 1)), draw(norm)) for _ in range(n)]
-    kind = draw(st.sampled_from(["add", "remove", "replace"]))
-    neighbour = list(rows)
-    if kind in ("remove", "replace"):
-        assume(rows)
-        neighbour.pop(draw(st.integers(0, len(rows) - 1)))
-    if kind in ("add", "replace"):
-        neighbour.append((draw(st.integers(0, k - 1)), draw(norm)))
+    row = st.tuples(st.integers(0, k - 1),
+                    st.sampled_from([0.0, base_clip / 2, base_clip, base_clip * (1 + 1e-9), 3 * base_clip, 1e6]))
+    rows = draw(st.lists(row, max_size=12))
+    neighbour, kind = draw(neighbour_of(rows, row))
     return k, base_clip, rows, neighbour, kind
 
 

@@ -24,6 +24,8 @@ from dpfair_analysis.training.fairdp import FairDP, ShrinkOnlyWarning, fairdp_st
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.policies import make_policy
 
+from neighbours import neighbour_of
+
 SETTINGS = settings(max_examples=300, deadline=None)
 CAPS = [0.5, 5.0, 20.0]
 
@@ -33,21 +35,11 @@ def batch_and_neighbour(draw):
     """Rows (group, norm), per-group current bounds, and a neighbour by add, remove or replace."""
     k = draw(st.integers(1, 4))
     clips = draw(st.lists(st.sampled_from([1e-3, 0.5, 1.0, 7.0, 1e3]), min_size=k, max_size=k))
-    n = draw(st.integers(0, 12))
-
-    def row():
-        g = draw(st.integers(0, k - 1))
-        c = clips[g]
-        return g, draw(st.sampled_from([0.0, c / 2, c, c * (1 + 1e-9), 3 * c, 1e6]))
-
-    rows = [row() for _ in range(n)]
-    kind = draw(st.sampled_from(["add", "remove", "replace"]))
-    neighbour = list(rows)
-    if kind in ("remove", "replace"):
-        assume(rows)
-        neighbour.pop(draw(st.integers(0, len(rows) - 1)))
-    if kind in ("add", "replace"):
-        neighbour.append(row())
+    # a row of group g has a norm at or around g's own bound
+    row = st.integers(0, k - 1).flatmap(lambda g: st.tuples(st.just(g), st.sampled_from(
+        [0.0, clips[g] / 2, clips[g], clips[g] * (1 + 1e-9), 3 * clips[g], 1e6])))
+    rows = draw(st.lists(row, max_size=12))
+    neighbour, kind = draw(neighbour_of(rows, row))
     return k, torch.tensor(clips, dtype=torch.float64), rows, neighbour, kind, draw(st.sampled_from(CAPS))
 
 

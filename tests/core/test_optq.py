@@ -20,6 +20,8 @@ from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.optq import OptQ, geometric_update, optq_gradient_multiplier
 from dpfair_analysis.training.policies import make_policy
 
+from neighbours import neighbour_of
+
 SETTINGS = settings(max_examples=300, deadline=None)
 
 
@@ -28,13 +30,7 @@ def norms_and_neighbour(draw):
     clip = draw(st.sampled_from([1e-3, 0.5, 1.0, 1e3]))
     norm = st.sampled_from([0.0, clip / 2, clip, clip * (1 + 1e-9), 3 * clip, 1e6])
     rows = draw(st.lists(norm, max_size=12))
-    kind = draw(st.sampled_from(["add", "remove", "replace"]))
-    neighbour = list(rows)
-    if kind in ("remove", "replace"):
-        assume(rows)
-        neighbour.pop(draw(st.integers(0, len(rows) - 1)))
-    if kind in ("add", "replace"):
-        neighbour.append(draw(norm))
+    neighbour, kind = draw(neighbour_of(rows, norm))
     return clip, rows, neighbour, kind
 
 

@@ -1,4 +1,5 @@
-"""The dpfair command: its outputs, and one-line errors with exit status 2 for bad input."""
+"""The dpfair command: its outputs, and one-line errors with exit status 2 for bad data files and runs (the
+table of bad invocations, every command's, is `tests/cli/test_bad_inputs.py`)."""
 
 import json
 import subprocess
@@ -52,48 +53,6 @@ def test_compare_prints_the_table(capsys):
     code, out, err = run(capsys, "compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--quiet")
     assert code == 0, err
     assert "SGD accuracy" in out and "DPSGD vs SGD" in out and "ε(dpsgd)" in out
-
-
-BAD = [
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "0", "--epochs", "1", "--delta", "1e-5"],
-     "--sigma"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "nan", "--epochs", "1", "--delta", "1e-5"],
-     "--sigma"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1.5"],
-     "--delta"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "0", "--sigma", "1", "--epochs", "1", "--delta", "1e-5"],
-     "--batch-size"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "200", "--sigma", "1", "--epochs", "1", "--delta", "1e-5"],
-     "--batch-size"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "-1", "--delta", "1e-5"],
-     "--epochs"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5",
-      "--accountant", "moments"], "--accountant"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5",
-      "--accountant", "pld", "--conversion", "classic"], "--conversion"),
-    (["compare", "--data", "nope"], "--data"),
-    (["compare", "--group-by", "age"], "--group-by"),
-    (["compare", "--model", "resnet"], "--model"),
-    (["compare", "--methods", "sgd,dpsgd-x"], "method must be one of"),
-    (["compare", "--lr", "0"], "--lr"),
-    (["compare", "--clip", "inf"], "--clip"),
-    (["compare", "--sampling", "wor"], "sampling"),
-    (["compare", "--out", "/nonexistent-dir/h.csv"], "does not exist"),
-    (["data", "describe", "nope"], "argument name"),
-    (["compare", "--train-fraction", "8=abc"], "--train-fraction"),
-    (["compare", "--data", "synthetic", "--train-fraction", "g0=1.5"], "--train-fraction"),
-    (["frobnicate"], "invalid choice"),
-]
-
-
-@pytest.mark.parametrize("argv, fragment", BAD, ids=[" ".join(a)[:60] for a, _ in BAD])
-def test_bad_input_is_one_line_exit_2(capsys, argv, fragment):
-    code, out, err = run(capsys, *argv)
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("dpfair: error:"), err
-    assert fragment in lines[0]
-    assert "Traceback" not in err
 
 
 def test_a_corrupted_data_file_without_a_source_is_refused_in_one_line(capsys, tmp_path, monkeypatch):

@@ -161,6 +161,14 @@ def int_in(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+#: Largest seed a command takes: the runs derive further seeds by small offsets (seed + 1, + fold, + 1000 x model)
+#: and scikit-learn takes at most 2**32 - 1, so the seed itself stops at 2**31 - 1.
+MAX_SEED = 2 ** 31 - 1
+
+#: ``--seed``: an integer from 0 to :data:`MAX_SEED` (argparse type).
+seed_value = int_in(0, MAX_SEED)
+
+
 def positive_float_upto(high: float) -> Callable[[str], float]:
     """A finite number in (0, high]."""
     return _number(lambda v: 0 < v <= high, f"a number in (0, {high:g}]")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import UsageError, int_in, print_json, unit_open
+from dpfair_analysis.cli._common import UsageError, int_in, print_json, seed_value, unit_open
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int_in(1, 10_000_000), default=None,
                    help="runs on each of the two data sets (default: the mechanism's own, enough to catch a "
                         "0.25 under-noised twin); at least 8")
-    p.add_argument("--seed", type=int, default=0, help="seed of every draw (default 0)")
+    p.add_argument("--seed", type=seed_value, default=0, help="seed of every draw (default 0)")
     p.add_argument("--noise-fraction", type=unit_open_or_one, default=1.0,
                    help="run the mechanism with its noise scaled by this fraction in (0, 1] while claiming the "
                         "same epsilon (default 1: the mechanism as shipped; e.g. 0.25 must be caught)")
@@ -55,8 +55,6 @@ def run(args: argparse.Namespace) -> int | None:
     if args.trials is not None and args.trials < 8:
         raise UsageError(f"--trials must be at least 8 (half choose the threshold, half bound epsilon), "
                          f"got {args.trials}")
-    if args.seed < 0:
-        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     results = [audit(name, trials=args.trials, seed=args.seed, noise_fraction=args.noise_fraction,
                      confidence=args.confidence, progress=not args.quiet) for name in names]
     if args.json:
@@ -93,8 +91,6 @@ def run_sampled(args: argparse.Namespace) -> int:
     if args.trials is not None and args.trials < 8:
         raise UsageError(f"--trials must be at least 8 (half choose the threshold, half bound epsilon), "
                          f"got {args.trials}")
-    if args.seed < 0:
-        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.noise_fraction != 1.0:
         raise UsageError("--noise-fraction does not apply with --sampled: the under-noised twins are the "
                          "entries NAME@0.25")

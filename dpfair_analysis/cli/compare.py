@@ -10,8 +10,8 @@ from pathlib import Path
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
                                          add_sweep_flags, backend_from_args, check_workload, data_from_args, device,
                                          estimated_training_seconds, int_in, nonnegative_float, positive_float,
-                                         positive_float_upto, print_json, train_fractions_from_args, unit_open,
-                                         writable_directory, writable_file)
+                                         positive_float_upto, print_json, seed_value, train_fractions_from_args,
+                                         unit_open, writable_directory, writable_file)
 from dpfair_analysis.data import DATASETS
 from dpfair_analysis.io import write_atomically
 
@@ -79,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", type=device, default="cpu",
                    help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
     p.add_argument("--seeds", type=int_in(1, 1000), default=1, help="number of seeds (mean ± sd); default 1")
-    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--seed", type=seed_value, default=0, help="first seed (default 0)")
     p.add_argument("--out", type=writable_file, default=None, help="CSV file for the per-epoch history")
     p.add_argument("--plots", type=writable_directory, default=None,
                    help="directory for per-group figures (created if missing)")
@@ -99,8 +99,6 @@ def run(args: argparse.Namespace) -> None:
         save_compare_figures, training_rows
     from dpfair_analysis.training.loop import TrainConfig
 
-    if args.seed < 0:
-        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     if args.clients_per_round is not None and args.clients_per_round > args.clients:
         raise UsageError(f"--clients-per-round {args.clients_per_round} exceeds --clients {args.clients}")
     if args.optq_count_noise is not None and args.optq_count_noise <= args.sigma / 2:

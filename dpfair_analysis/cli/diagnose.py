@@ -19,6 +19,7 @@ from dpfair_analysis.cli._common import (
     positive_float,
     positive_float_upto,
     print_json,
+    seed_value,
     train_fractions_from_args,
     unit_open,
     writable_file,
@@ -56,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_accounting_flags(p)
     p.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
                    help="keep this fraction of a group's training rows (as `dpfair compare`); repeatable")
-    p.add_argument("--seed", type=int, default=0, help="split and initialisation seed (as `dpfair compare`)")
+    p.add_argument("--seed", type=seed_value, default=0, help="split and initialisation seed (as `dpfair compare`)")
     p.add_argument("--draws", type=int_in(1, 100_000), default=200, help="noise draws per prediction (default 200)")
     p.add_argument("--rows", type=int_in(1, 10_000_000), default=4000,
                    help="training rows the expected trajectories use (a stratified subsample; default 4000)")
@@ -133,8 +134,6 @@ def run(args: argparse.Namespace) -> None:
         report_html,
     )
 
-    if args.seed < 0:
-        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
     dataset, data_options, preprocessing = data_from_args(args)
     fractions = train_fractions_from_args(args)
     _check_model_flags(args)

@@ -14,7 +14,7 @@ import argparse
 import math
 
 from dpfair_analysis.cli._common import UsageError, check_dataset_options, check_workload, \
-    estimated_training_seconds, int_in, positive_float, positive_int, print_json, unit_open
+    estimated_training_seconds, int_in, positive_float, positive_int, print_json, seed_value, unit_open
 from dpfair_analysis.data import DATASETS
 
 MECHANISMS = ("output", "dpsgd")
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clip", type=positive_float, default=0.1, help="dpsgd: clipping bound C (default 0.1)")
     p.add_argument("--hidden", type=positive_int, default=16, help="dpsgd: hidden units (one layer; default 16)")
     p.add_argument("--rows", type=positive_int, default=None, help="use a seeded stratified subsample of this size")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_value, default=0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--force", action="store_true", help="run even if the estimate is over a day")
@@ -66,8 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    if args.seed < 0:
-        raise UsageError(f"argument --seed: expected an integer >= 0, got {args.seed}")
     if args.mechanism == "dpsgd" and args.seeds < 2:
         raise UsageError(f"argument --seeds: dpsgd needs at least 2 runs for a confidence interval, got {args.seeds}")
     check_dataset_options(args.data, args.group_by)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from dpfair_analysis.cli._common import UsageError, check_dataset_options, device, int_in, positive_float, \
-    positive_int, print_json
+    positive_int, print_json, seed_value
 from dpfair_analysis.data import DATASETS
 
 MODELS = ("logreg", "mlp")
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", choices=METHODS, default=None,
                    help="default: closed for logreg, ggn for mlp")
     p.add_argument("--probes", type=int_in(1, 100_000), default=60, help="matvecs per group (hutchinson, hutchpp)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_value, default=0)
     p.add_argument("--at", choices=("trained", "init"), default="trained")
     p.add_argument("--train-epochs", type=int_in(1, 10_000), default=2, help="mlp: non-private SGD epochs")
     p.add_argument("--l2", type=positive_float, default=1e-3, help="logreg: ERM regulariser lambda")
@@ -41,8 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    if args.seed < 0:
-        raise UsageError(f"argument --seed: expected an integer >= 0, got {args.seed}")
     check_dataset_options(args.data, args.group_by)
     method = args.method or ("closed" if args.model == "logreg" else "ggn")
     if method == "closed" and args.model != "logreg":

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import UsageError, accounting_from_args, add_accounting_flags, check_workload, \
-    device, estimated_training_seconds, int_in, positive_float, positive_float_upto, print_json, unit_open
+from dpfair_analysis.cli._common import accounting_from_args, add_accounting_flags, check_workload, \
+    device, estimated_training_seconds, int_in, positive_float, positive_float_upto, print_json, seed_value, \
+    unit_open
 
 DATASETS = ("income", "adult", "compas", "german", "bank", "synthetic")
 
@@ -64,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--paper-exact", action="store_true",
                    help="the paper's sensitivities and bookkeeping (refuted; no privacy guarantee)")
     p.add_argument("--test-fraction", type=unit_open, default=0.2)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_value, default=0)
     p.add_argument("--device", type=device, default="cpu",
                    help="where to train: cpu (default) or cuda / cuda:N when torch sees CUDA")
     p.add_argument("--json", action="store_true")
@@ -81,8 +82,6 @@ def _run_train(args: argparse.Namespace) -> None:
     from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
     from dpfair_analysis.training.lagrangian import LagrangianConfig
 
-    if args.seed < 0:
-        raise UsageError(f"argument --seed: expected a non-negative integer, got {args.seed}")
     from dpfair_analysis.data import DATASETS as REGISTRY
 
     rows = REGISTRY[TABLE_DATASETS.get(args.data, args.data)].rows

@@ -44,6 +44,7 @@ BAD = [
     (["compare", "--seeds", "0"], "--seeds"),
     (["compare", "--seeds", "100000"], "--seeds"),
     (["compare", "--seed", "-1"], "--seed"),
+    (["compare", "--seed", "99999999999999999999999"], "--seed"),  # torch cannot take it: refused up front
     (["compare", "--out", "/nonexistent/x.csv"], "--out"),
     (["compare", "--out", EXISTING_DIR], "--out"),
     (["compare", "--out", "/proc/x.csv"], "--out"),
@@ -120,6 +121,7 @@ BAD = [
     (["excess-risk", "--data", "adult", "--mechanism", "output", "--rows", "0"], "--rows"),
     (["excess-risk", "--data", "nope", "--mechanism", "output"], "--data"),
     (["excess-risk", "--data", "adult", "--mechanism", "dpsgd", "--epochs", "1000000000"], "--epochs"),
+    (["excess-risk", "--data", "adult", "--mechanism", "output", "--seed", "2147483648"], "--seed"),
     # train
     (["train", "--data", "nope"], "--data"),
     (["train", "--method", "nope"], "--method"),

@@ -17,6 +17,15 @@ from dpfair_analysis.cli import main
 EXISTING_FILE = "{tmp}/existing.txt"
 EXISTING_DIR = "{tmp}/adir"
 
+
+def epsilon_argv(**flags: str | None) -> list[str]:
+    """``privacy epsilon`` with valid settings (n 100, batch 10, sigma 1, 1 epoch, delta 1e-5), some replaced, added
+    (``accountant="moments"``) or left out (``epochs=None``)."""
+    settings = {"n": "100", "batch_size": "10", "sigma": "1", "epochs": "1", "delta": "1e-5"} | flags
+    return ["privacy", "epsilon"] + [part for name, value in settings.items() if value is not None
+                                     for part in (f"--{name.replace('_', '-')}", value)]
+
+
 BAD = [
     # compare
     (["compare", "--data", "nope"], "--data"),
@@ -72,28 +81,17 @@ BAD = [
     (["compare", "--address", "auto"], "--address"),
     (["compare", "--backend", "serial", "--jobs", "2"], "--backend"),
     # privacy
-    (["privacy", "epsilon", "--n", "0", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5"],
-     "--n"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "200", "--sigma", "1", "--epochs", "1", "--delta", "1e-5"],
-     "--batch-size"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "0", "--epochs", "1", "--delta", "1e-5"],
-     "--sigma"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "0"],
-     "--delta"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--steps", "0", "--delta", "1e-5"],
-     "--steps"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "nan", "--epochs", "1", "--delta", "1e-5"],
-     "--sigma"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1.5"],
-     "--delta"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "0", "--sigma", "1", "--epochs", "1", "--delta", "1e-5"],
-     "--batch-size"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "-1", "--delta", "1e-5"],
-     "--epochs"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5",
-      "--accountant", "moments"], "--accountant"),
-    (["privacy", "epsilon", "--n", "100", "--batch-size", "10", "--sigma", "1", "--epochs", "1", "--delta", "1e-5",
-      "--accountant", "pld", "--conversion", "classic"], "--conversion"),
+    (epsilon_argv(n="0"), "--n"),
+    (epsilon_argv(batch_size="200"), "--batch-size"),
+    (epsilon_argv(sigma="0"), "--sigma"),
+    (epsilon_argv(delta="0"), "--delta"),
+    (epsilon_argv(epochs=None, steps="0"), "--steps"),
+    (epsilon_argv(sigma="nan"), "--sigma"),
+    (epsilon_argv(delta="1.5"), "--delta"),
+    (epsilon_argv(batch_size="0"), "--batch-size"),
+    (epsilon_argv(epochs="-1"), "--epochs"),
+    (epsilon_argv(accountant="moments"), "--accountant"),
+    (epsilon_argv(accountant="pld", conversion="classic"), "--conversion"),
     # data
     (["data", "fetch", "nope"], "name"),
     (["data", "describe", "nope"], "name"),

@@ -58,6 +58,9 @@ Image(filename=str(FIGS / 'figure4_lr_mnist.png'))
 # %%
 Image(filename=str(FIGS / 'figure5_batch_size_mnist.png'))
 
+# %% [markdown]
+# Figure 5, full profile (lr 0.01, σ = 0.8, 60 epochs, so a larger batch is fewer steps at a higher sampling rate: ε 2.77, 3.98, 5.91, 8.86 at b = 64, 128, 256, 512). DPSGD, DPSGD-F and Opt-Q gain as b falls — more steps at the same rate, Figure 4's step limit again (DPSGD 0.778 → 0.857 total and class 8 0 → 0.136 from b = 512 to 64; DPSGD-F 0.808 → 0.871, class 8 0.005 → 0.315; Opt-Q flat, 0.805-0.815). **FairDP goes the other way, as σ* ∝ b predicts** (the bounds table below): at b = 512 (σ* = 1.86 > σ) its targets fall below 1, its bounds grow (class 8's median 19.3, the largest at the ceiling 100C) and it is the most accurate private method of the figure (0.885, class 8 0.816 against SGD's 0.833 at that batch; on class 2 DPSGD-F's 0.892 beats its 0.866); at b = 128 and 64 (σ* = 0.46, 0.23 < σ) every target is 1, the bounds sit on the floor for 92-99% of the steps and it collapses (0.376 and 0.476; class 2 0.002 and 0.191). `sweep_verdicts`: FairDP within 0.005 of the best private method at 1 of 4 batch sizes overall (b = 512), 0.489 behind DPSGD-F at b = 128. DP-FedAvg (local step 0.1) diverges at every batch size (first non-finite update at round 28, 12, 77 and 1,576 for b = 64, 128, 256, 512; 0.089-0.098).
+
 # %%
 Image(filename=str(FIGS / 'figure6_noise_multiplier_mnist.png'))
 

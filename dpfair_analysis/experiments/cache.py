@@ -15,20 +15,29 @@ atomically; the directory is ``$DPFAIR_CACHE`` or ``~/.cache/dpfair_analysis/run
 A damaged or unreadable entry is reported (a warning naming the file) and recomputed; the
 cache counts what it served (:attr:`RunCache.hits`) and what it computed
 (:attr:`RunCache.misses`), so commands can say which results came from it.
+
+A cache never costs a result: a directory that cannot be written is said once (a
+:class:`CacheWarning`) and the runs go on uncached. An entry is unpickled only if the current
+user owns it and nobody else may write it (a pickle runs code when it is read). Two processes
+that need the same run do not both compute it: the first claims the key (an advisory lock
+under ``.claims/``, released when its process ends, however it ends) and the second waits for
+its entry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import pickle
+import stat
 import warnings
 from dataclasses import asdict, is_dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from dpfair_analysis.io import write_atomically
 
@@ -105,38 +114,113 @@ def _served(fingerprint: str, where: Path, *, warn: bool) -> str | None:
     return "stale"
 
 
+def unwritable_reason(directory: str | os.PathLike) -> str | None:
+    """Why ``directory`` cannot hold cache entries (it, or the nearest existing parent, is not a writable
+    directory), or ``None`` if it can. Nothing is created."""
+    path = Path(directory)
+    while not path.exists():
+        if path.parent == path:
+            return "no part of the path exists"
+        path = path.parent
+    if not path.is_dir():
+        return f"{path} is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return None
+
+
+def _safe_to_unpickle(path: Path) -> str | None:
+    """Why the entry at ``path`` must not be unpickled (another user owns it, or others may write it), or
+    ``None``. Unpickling runs code, so an entry is read only if it can only have been written by this user."""
+    info = path.stat()
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        return f"it is owned by uid {info.st_uid}, not by this user"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "other users may write it"
+    return None
+
+
 class RunCache:
-    """Pickled results by key in one directory (``None`` directory: no caching)."""
+    """Pickled results by key in one directory (``None`` directory: no caching).
+
+    A directory that cannot be written is not an error: the first failed write says so (a
+    :class:`CacheWarning`) and later results are not stored; results are never lost to it.
+    """
 
     def __init__(self, directory: str | os.PathLike | None) -> None:
         self.directory = None if directory is None else Path(directory)
         self.hits = 0
         self.misses = 0
         self.stale = 0
+        self.writable = self.directory is not None
 
     def get_or_compute(self, key: str, compute: Callable[[], Any]) -> Any:
-        """The cached value for ``key``, or ``compute()`` stored under it (see :meth:`lookup`)."""
+        """The cached value for ``key``, or ``compute()`` stored under it (see :meth:`lookup`). While it
+        computes, ``key`` is claimed (:meth:`claim`): another process asking for it waits for this entry."""
         found, value = self.lookup(key)
         if found:
             return value
-        value = compute()
-        self.store(key, value)
+        with self.claim(key, wait=True):
+            found, value = self.lookup(key)  # computed by another process while this one waited
+            if found:
+                return value
+            value = compute()
+            self.store(key, value)
         return value
+
+    @contextlib.contextmanager
+    def claim(self, key: str, *, wait: bool) -> Iterator[bool]:
+        """Hold the claim on ``key`` (an exclusive ``flock`` on ``.claims/<key>``) for the ``with`` block;
+        yields whether it is held. ``wait=True`` blocks until another holder is done; ``wait=False`` yields
+        ``False`` at once if another process holds it. Where no lock can be taken (no directory, not
+        writable, no ``fcntl``) it yields ``True``: the claim is an economy, never a condition."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover -- not POSIX
+            fcntl = None
+        if self.directory is None or not self.writable or fcntl is None:
+            yield True
+            return
+        try:
+            (self.directory / ".claims").mkdir(parents=True, exist_ok=True)
+            handle = open(self.directory / ".claims" / key, "a")
+        except OSError:
+            yield True
+            return
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            except OSError:
+                yield True
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def lookup(self, key: str) -> tuple[bool, Any]:
         """``(True, value)`` if ``key`` has a usable entry (counted as a hit), else ``(False, None)``.
 
         An entry that cannot be read back (truncated, from an incompatible version, not a
-        pickle) is reported with a :class:`CacheWarning` naming its file and treated as missing;
-        an entry written by other code (:func:`code_fingerprint`) is missing too, or served under
-        ``DPFAIR_CACHE_ALLOW_STALE=1`` (the first with a warning; :meth:`summary` counts them all).
+        pickle) is reported with a :class:`CacheWarning` naming its file and treated as missing, as
+        is one that another user could have written (it is not unpickled); an entry written by other
+        code (:func:`code_fingerprint`) is missing too, or served under ``DPFAIR_CACHE_ALLOW_STALE=1``
+        (the first with a warning; :meth:`summary` counts them all).
         """
         if self.directory is None:
             return False, None
         path = self.directory / f"{key}.pkl"
-        if not path.exists():
+        if not path.is_file():
             return False, None
         try:
+            unsafe = _safe_to_unpickle(path)
+            if unsafe is not None:
+                warnings.warn(f"result cache entry {path} is not read: {unsafe} (unpickling runs code); "
+                              "recomputing it", CacheWarning, stacklevel=3)
+                return False, None
             with open(path, "rb") as handle:
                 entry = pickle.load(handle)
             fingerprint, value = entry["fingerprint"], entry["value"]
@@ -152,13 +236,23 @@ class RunCache:
         return True, value
 
     def store(self, key: str, value: Any) -> None:
-        """Record ``value`` (just computed by this code) under ``key``, atomically; counted as a miss."""
+        """Record ``value`` (just computed by this code) under ``key``, atomically; counted as a miss.
+
+        If the directory cannot be written, a :class:`CacheWarning` says so once and nothing more is
+        stored: the caller keeps ``value`` either way."""
         self.misses += 1
-        if self.directory is None:
+        if self.directory is None or not self.writable:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
         entry = {"fingerprint": code_fingerprint(), "value": value}
-        write_atomically(self.directory / f"{key}.pkl", lambda tmp: tmp.write_bytes(pickle.dumps(entry)))
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.directory / f"{key}.pkl", lambda tmp: tmp.write_bytes(pickle.dumps(entry)),
+                             mode=0o600)  # private: lookup() unpickles only entries no other user can write
+        except OSError as error:
+            self.writable = False
+            warnings.warn(f"the result cache {self.directory} cannot be written ({error.strerror or error}); "
+                          "results are not cached from now on (set DPFAIR_CACHE to a writable directory)",
+                          CacheWarning, stacklevel=2)
 
     def summary(self) -> str:
         """E.g. ``"3 of 4 runs from the cache at /path"`` (empty when nothing was looked up)."""

@@ -140,3 +140,133 @@ def test_a_damaged_run_records_file_is_refused_not_overwritten(tmp_path, damage)
     with pytest.raises(ValueError, match=f"run records file {path} is unreadable"):
         RunRecords(path).rows_or_compute("k", lambda: [])
     assert path.read_text() == damage
+
+
+# ----------------------------------------------------------------- only regular files or new paths are written
+def _special(kind: str, path):
+    """Make a ``kind`` of non-regular file at ``path`` (the socket is kept open by the caller)."""
+    import socket
+
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        return server
+    return None
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "socket"])
+def test_the_writer_refuses_anything_but_a_regular_file_and_leaves_it_as_it_was(tmp_path, kind):
+    target = tmp_path / "out"
+    keep = _special(kind, target)
+    before = target.lstat()
+    called = []
+    with pytest.raises(ValueError, match="refusing to write .* only a regular file or a new path"):
+        write_atomically(target, lambda tmp: called.append(tmp) or tmp.write_text("x"))
+    after = target.lstat()
+    assert not called and (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary file left
+    if keep is not None:
+        keep.close()
+
+
+def test_the_writer_refuses_a_character_device():
+    dev_null = os.stat("/dev/null")
+    with pytest.raises(ValueError, match="character device"):
+        write_atomically("/dev/null", lambda tmp: tmp.write_text("x"))
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode) and os.stat("/dev/null").st_ino == dev_null.st_ino
+
+
+def test_a_symlink_is_followed_the_link_kept_and_its_target_replaced(tmp_path):
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "report.html"
+    target.write_text("old")
+    link = tmp_path / "link.html"
+    link.symlink_to(target)
+    written = write_atomically(link, lambda tmp: tmp.write_text("new"))
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert written == target and target.read_text() == "new"
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["report.html"]
+    dangling = tmp_path / "dangling.html"
+    dangling.symlink_to(tmp_path / "real" / "new.html")  # a link to a new path: the file is created there
+    write_atomically(dangling, lambda tmp: tmp.write_text("created"))
+    assert dangling.is_symlink() and (tmp_path / "real" / "new.html").read_text() == "created"
+
+
+def test_a_symlink_to_a_fifo_is_refused_like_the_fifo(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "link").symlink_to(tmp_path / "pipe")
+    with pytest.raises(ValueError, match="FIFO .*the link .* points to"):
+        write_atomically(tmp_path / "link", lambda tmp: tmp.write_text("x"))
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe").st_mode) and (tmp_path / "link").is_symlink()
+
+
+# ----------------------------------------------------------------- a cache never costs a finished result
+def test_an_unwritable_cache_warns_once_and_still_returns_every_result(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    cache = RunCache(tmp_path / "file" / "runs")  # a path under a regular file can never be created
+    with pytest.warns(CacheWarning, match="cannot be written") as caught:
+        assert cache.get_or_compute("a", lambda: 1) == 1
+        assert cache.get_or_compute("b", lambda: 2) == 2
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
+    assert not cache.writable and cache.misses == 2
+    assert cache_module.unwritable_reason(tmp_path / "file" / "runs") == f"{tmp_path / 'file'} is not a directory"
+    assert cache_module.unwritable_reason(tmp_path / "new" / "deeper") is None
+
+
+def test_an_entry_others_could_have_written_is_not_unpickled(tmp_path):
+    cache = RunCache(tmp_path)
+    cache.store("k", "mine")
+    assert stat.S_IMODE((tmp_path / "k.pkl").stat().st_mode) == 0o600  # entries are private
+    marker = tmp_path / "ran"
+    (tmp_path / "k.pkl").write_bytes(pickle.dumps({"fingerprint": code_fingerprint(), "value": _Touch(marker)}))
+    (tmp_path / "k.pkl").chmod(0o666)
+    with pytest.warns(CacheWarning, match="other users may write it"):
+        assert RunCache(tmp_path).get_or_compute("k", lambda: "recomputed") == "recomputed"
+    assert not marker.exists()
+    if os.getuid() == 0:  # a file owned by another user is refused too
+        cache.store("k2", "x")
+        os.chown(tmp_path / "k2.pkl", 1, 1)
+        with pytest.warns(CacheWarning, match="owned by uid 1"):
+            assert RunCache(tmp_path).lookup("k2") == (False, None)
+
+
+class _Touch:
+    """Unpickling this creates a file: what a crafted cache entry could do."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_two_callers_of_one_key_compute_it_once(tmp_path):
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    calls, results = [], {}
+
+    def slow():
+        calls.append("first")
+        started.set()
+        assert release.wait(10)
+        return "first's result"
+
+    first = threading.Thread(target=lambda: results.update(first=RunCache(tmp_path).get_or_compute("k", slow)))
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=lambda: results.update(
+        second=RunCache(tmp_path).get_or_compute("k", lambda: calls.append("second") or "second's result")))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive()  # waiting on the first's claim, not computing
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert calls == ["first"] and results == {"first": "first's result", "second": "first's result"}
+    with RunCache(tmp_path).claim("k", wait=False) as held:
+        assert held  # released when the computing caller finished

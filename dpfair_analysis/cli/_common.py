@@ -68,13 +68,37 @@ def nonnegative_float(text: str) -> float:
 
 
 def output_path(text: str) -> Path:
-    """A file path whose directory exists (checked before any work is done)."""
+    """A file path whose directory exists and that holds nothing but a regular file (or nothing yet): a
+    device, FIFO, socket or directory there is refused, and a symbolic link is followed to what it names
+    (:func:`dpfair_analysis.io.output_target`) -- checked before any work is done."""
+    from dpfair_analysis.io import output_target
+
     path = Path(text)
-    if not path.parent.exists() or not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"directory {str(path.parent)!r} does not exist")
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a directory; give a file name")
+    if not path.is_symlink() and (not path.parent.exists() or not path.parent.is_dir()):
+        raise argparse.ArgumentTypeError(f"directory {str(path.parent)!r} does not exist")
+    try:
+        output_target(path)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return path
+
+
+def check_distinct_outputs(args: argparse.Namespace, flags: dict[str, str]) -> None:
+    """No two output flags name the same file (``{attribute: flag}``; unset ones are skipped): one would
+    silently replace the other."""
+    from dpfair_analysis.io import output_target
+
+    seen: dict[Path, str] = {}
+    for attribute, flag in flags.items():
+        value = getattr(args, attribute, None)
+        if value is None:
+            continue
+        target = output_target(value).resolve()
+        if target in seen:
+            raise UsageError(f"{seen[target]} and {flag} name the same file {str(value)!r}; give each its own")
+        seen[target] = flag
 
 
 def print_json(payload: object) -> None:
@@ -147,6 +171,25 @@ def backend_from_args(args: argparse.Namespace):
     return Backend(name=name, jobs=jobs, address=address)
 
 
+def run_cache_from_args(args: argparse.Namespace):
+    """The run cache (``--no-cache``: none; else ``$DPFAIR_CACHE`` or the user cache). A cache directory
+    that cannot be written is said once, here, before any work -- and the command runs uncached rather than
+    losing its result at the end."""
+    from dpfair_analysis.experiments.cache import RunCache, default_cache_dir, unwritable_reason
+
+    if getattr(args, "no_cache", False):
+        return RunCache(None)
+    directory = default_cache_dir()
+    reason = unwritable_reason(directory)
+    if reason is None:
+        return RunCache(directory)
+    print(f"dpfair: warning: the run cache {directory} (DPFAIR_CACHE) cannot be written: {reason}; "
+          "running uncached", file=sys.stderr)
+    cache = RunCache(directory if Path(directory).is_dir() else None)  # entries already there are still served
+    cache.writable = False
+    return cache
+
+
 # ----------------------------------------------------------------- checks made before any work
 def int_in(low: int, high: int) -> Callable[[str], int]:
     """An integer in [low, high] (argparse type; the upper end keeps a typo from becoming a week's run)."""
@@ -175,10 +218,13 @@ def positive_float_upto(high: float) -> Callable[[str], float]:
 
 
 def writable_file(text: str) -> Path:
-    """An output file: its directory exists and takes a new file (tried), it is not a directory.
-    Checked before any work, so a run is never lost to its output path; nothing is left behind."""
+    """An output file: its directory exists and takes a new file (tried); what is there is a regular file
+    or nothing (:func:`output_path`). Checked before any work, so a run is never lost to its output path;
+    nothing is left behind."""
+    from dpfair_analysis.io import output_target
+
     path = output_path(text)
-    _probe_writable(path.parent)
+    _probe_writable(output_target(path).parent)
     return path
 
 
@@ -205,7 +251,7 @@ def _probe_writable(directory: Path) -> None:
 
 def check_dataset_options(name: str, group_by: str | None, *, flag: str = "--group-by") -> None:
     """``group_by`` is one of the data set's groupings (from the registry, before loading anything)."""
-    from dpfair_analysis.data import DATASETS
+    from dpfair_analysis.catalog import DATASETS
 
     entry = DATASETS[name]
     if group_by is not None and group_by not in entry.group_by:
@@ -300,7 +346,7 @@ def data_from_args(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
             raise UsageError(f"{', '.join(csv_only)} need(s) --csv PATH (for a built-in data set use --data and "
                              f"--group-by)")
         name = args.data or "adult"
-        from dpfair_analysis.data import DATASETS
+        from dpfair_analysis.catalog import DATASETS
 
         if name not in DATASETS or name == "csv":
             raise UsageError(f"--data must be one of {[n for n in DATASETS if n != 'csv']} (or use --csv PATH), "

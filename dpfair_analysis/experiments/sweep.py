@@ -124,30 +124,46 @@ def run_sweep(runs: Sequence[Run], *, cache: RunCache | None = None, backend: Ba
             missing[run.key] = run
     with tqdm(total=len(runs), desc=desc, disable=not progress, unit="run") as bar:
         bar.update(sum(1 for run in runs if run.key in results))
-        for key, value in _execute(backend, list(missing.values())):
-            cache.store(key, value)
+        for key, value in _execute(backend, list(missing.values()), cache=cache):
             results[key] = value
             bar.update(sum(1 for run in runs if run.key == key))
     return [results[run.key] for run in runs]
 
 
-def _execute(backend: Backend, runs: Sequence[Run]) -> Iterator[tuple[str, Any]]:
-    """(key, result) of each run, in the order they finish, checked to come from this code."""
+def _execute(backend: Backend, runs: Sequence[Run], *, cache: RunCache) -> Iterator[tuple[str, Any]]:
+    """(key, result) of each run, in the order they finish, checked to come from this code and stored in
+    ``cache``. Serially, each run is claimed in the cache while it computes (:meth:`RunCache.claim`), so a
+    second process running the same sweep waits for this one's result instead of computing it again."""
     if not runs:
         return
     threads = torch.get_num_threads()
     if backend.name == "serial":
-        outcomes: Iterator[tuple[str, str, Any]] = (_in_worker(run, threads) for run in runs)
-    elif backend.name == "joblib":
-        outcomes = _on_joblib(runs, jobs=backend.jobs, threads=threads)
+        for run in runs:
+            with cache.claim(run.key, wait=True):
+                found, value = cache.lookup(run.key)  # another process finished it while this one waited
+                if not found:
+                    key, fingerprint, value = _in_worker(run, threads)
+                    _check_fingerprint(key, fingerprint)
+                    cache.store(key, value)
+            yield run.key, value
+        return
+    if backend.name == "joblib":
+        outcomes: Iterator[tuple[str, str, Any]] = _on_joblib(runs, jobs=backend.jobs, threads=threads)
     else:
         outcomes = _on_ray(runs, backend=backend, threads=threads)
     for key, fingerprint, value in outcomes:
-        if fingerprint != code_fingerprint():
-            raise ForeignCodeError(f"run {key[:12]} was computed by other code (worker fingerprint "
-                                   f"{fingerprint[:12]}, here {code_fingerprint()[:12]}): install this version of "
-                                   "dpfair_analysis on every worker")
+        _check_fingerprint(key, fingerprint)
+        cache.store(key, value)
         yield key, value
+
+
+def _check_fingerprint(key: str, fingerprint: str) -> None:
+    """:class:`ForeignCodeError` if run ``key`` was computed by code other than this (a worker running
+    another version of the package)."""
+    if fingerprint != code_fingerprint():
+        raise ForeignCodeError(f"run {key[:12]} was computed by other code (worker fingerprint "
+                               f"{fingerprint[:12]}, here {code_fingerprint()[:12]}): install this version of "
+                               "dpfair_analysis on every worker")
 
 
 def _in_worker(run: Run, threads: int) -> tuple[str, str, Any]:

@@ -140,6 +140,12 @@ JSON_KEYS = ("groups", "most_hurt", "settings", "epsilon", "delta", "recommendat
 Z90 = 1.6448536269514722  # two-sided 90% normal quantile
 #: A predicted cost smaller than this (in accuracy) is "not hurt"; a part smaller than this is no reason.
 NEGLIGIBLE = 0.005
+#: A group with fewer training or evaluation rows than this gets no point interval: the spread of its rows'
+#: changes (and of its gradients) cannot be estimated from so few, so its interval is the whole feasible
+#: range [-acc, 1 - acc] of a cost and its reasons say "size" (issue 34: 3 rows once got "+0.0000 [0, 0]").
+MIN_GROUP_ROWS = 30
+#: Fewest training rows a diagnosis accepts (and the smallest ``DiagnosisOptions.rows``).
+MIN_TRAIN_ROWS = 100
 #: Most per-sample gradient entries the diagnosis materialises at once (rows x parameters).
 MATERIALISED_ELEMENTS = 2 ** 25
 #: Relative tolerance of the noise multipliers the recommendations calibrate (sigma* <= sigma <= 1.01 sigma*:
@@ -255,6 +261,9 @@ class DiagnosisOptions:
         for name in ("rows", "curvature_rows", "theory_rows", "max_steps", "min_steps", "draws",
                      "recommendation_draws", "max_exact_params"):
             check_positive_int(getattr(self, name), name)
+        if self.rows < MIN_TRAIN_ROWS:
+            raise ValueError(f"rows must be at least {MIN_TRAIN_ROWS} (the trajectories' training rows: fewer cannot "
+                             f"tell groups apart), got {self.rows}")
         if self.draws < 10 or self.recommendation_draws < 10:
             raise ValueError(f"draws and recommendation_draws must be >= 10, got {self.draws}, "
                              f"{self.recommendation_draws}")
@@ -670,8 +679,9 @@ def accumulated_covariance(curvature: torch.Tensor, step_covariance: torch.Tenso
         eigenvalues, basis = torch.linalg.eigh(0.5 * (curvature + curvature.T))
     eigenvalues = eigenvalues.clamp(min=0.0)
     m = 1 - lr * eigenvalues
-    unstable = int((m < -1).sum())
-    m = m.clamp(min=-0.999)
+    unstable = m < -1
+    m = torch.where(unstable, torch.full_like(m, -0.999), m)  # only unstable directions are capped
+    unstable = int(unstable.sum())
     if basis is None:  # only the diagonal of F: sum_t m_j^(2t)
         diag = step_covariance if step_covariance.ndim == 1 else step_covariance.diagonal()
         square = m ** 2
@@ -799,6 +809,7 @@ def _predict(problem: _Problem, mechanism: _Mechanism, reference: tuple[_Traject
         "acc_nonprivate": acc_np_draws.mean(0).numpy(), "acc_private": acc_draws.mean(0).numpy(),
         "acc_private_noiseless": acc_point.numpy(), "acc_nonprivate_noiseless": acc_np_point.numpy()})
     table["low"], table["high"] = table["cost"] - table["half_width"], table["cost"] + table["half_width"]
+    _widen_small_groups(table, train_sizes=problem.train_sizes.numpy())
     return Prediction(table=table, collapsed=collapsed,
                       collapse_label=str(problem.label_names[int(labels[0])]) if collapsed else None,
                       noise_per_weight=covariance.per_weight("noise"),
@@ -806,6 +817,18 @@ def _predict(problem: _Problem, mechanism: _Mechanism, reference: tuple[_Traject
                       weight_scale=float(trajectory.theta.pow(2).mean().sqrt()),
                       unstable_directions=covariance.unstable_directions, steps=trajectory.steps,
                       integration_steps=trajectory.integration_steps, mechanism=mechanism.name)
+
+
+def _widen_small_groups(table: pd.DataFrame, *, train_sizes: np.ndarray) -> None:
+    """Give every group below :data:`MIN_GROUP_ROWS` training or evaluation rows the whole feasible range
+    of a cost, [-acc_k(non-private), 1 - acc_k(non-private)], as its interval (in place; column
+    ``too_small``): its point prediction is kept, but nothing narrower can be claimed from so few rows."""
+    small = (table["n_eval"].to_numpy() < MIN_GROUP_ROWS) | (train_sizes < MIN_GROUP_ROWS)
+    table["too_small"] = small
+    low, high = -table["acc_nonprivate"], 1.0 - table["acc_nonprivate"]
+    table.loc[small, "low"] = low[small]
+    table.loc[small, "high"] = high[small]
+    table.loc[small, "half_width"] = ((high - low) / 2)[small]
 
 
 # ============================================================================ theory quantities
@@ -873,11 +896,13 @@ def _theory_quantities(problem: _Problem, checkpoints: Sequence[torch.Tensor], p
 def reasons_for(row: pd.Series, *, population_boundary: float, n_total: int, n_groups: int) -> list[str]:
     """Why a group is predicted to be hurt (subset of :data:`REASONS`, in that order; empty if not hurt).
 
-    ``row`` has cost, clip_part, noise_part, boundary, n (see the module docstring for the rules).
+    ``row`` has cost, clip_part, noise_part, boundary, n and too_small (see the module docstring for the
+    rules); a group below :data:`MIN_GROUP_ROWS` always has "size", hurt or not: its prediction is not reliable.
     """
     hurt = -float(row["cost"])
+    too_small = bool(row.get("too_small", False))
     if hurt < NEGLIGIBLE:
-        return []
+        return ["size"] if too_small else []
     clip_harm, noise_harm = max(0.0, -float(row["clip_part"])), max(0.0, -float(row["noise_part"]))
     total = clip_harm + noise_harm
     reasons = []
@@ -885,7 +910,7 @@ def reasons_for(row: pd.Series, *, population_boundary: float, n_total: int, n_g
         reasons.append("clipping")
     if noise_harm >= NEGLIGIBLE and noise_harm >= total / 3:
         reasons.append("noise")
-    if float(row["n"]) < 0.5 * n_total / n_groups:
+    if too_small or float(row["n"]) < 0.5 * n_total / n_groups:
         reasons.append("size")
     if population_boundary > 0 and float(row["boundary"]) >= 1.15 * population_boundary:
         reasons.append("near the boundary")
@@ -1027,13 +1052,16 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     dataset = dataset or train.name
     calibration.check_applicable(dataset)
+    if len(train) < MIN_TRAIN_ROWS:
+        raise ValueError(f"train has {len(train)} rows; a diagnosis needs at least {MIN_TRAIN_ROWS}")
     resolved = plan.resolve(len(train))
     problem = _Problem(model, train, rows=options.rows, curvature_rows=options.curvature_rows,
                        theory_rows=options.theory_rows, seed=options.seed)
     with torch.no_grad():
         n_out = problem.model(train.X[:1].to(torch.float64)).shape[1]
-    if train.n_classes > n_out:
-        raise ValueError(f"the data have {train.n_classes} label classes but the model outputs {n_out} logits")
+    if train.n_classes != n_out:
+        raise ValueError(f"the data have {train.n_classes} label classes but the model outputs {n_out} logits "
+                         f"(it must output one per class)")
     generator = torch.Generator().manual_seed(options.seed)
     exact = problem.P <= options.max_exact_params
     lam = _largest_curvature(problem, problem.theta0)
@@ -1068,6 +1096,12 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
     if prediction.unstable_directions:
         notes.append(f"Warning: the learning rate is unstable along {prediction.unstable_directions} curvature "
                      f"direction(s) (r a_j > 2): the noise there is capped in the prediction and the run may diverge.")
+    small = groups[groups["too_small"]]
+    if len(small):
+        listed = ", ".join(f"{g} ({n:,} training / {e:,} evaluation rows)" for g, n, e in
+                           zip(small["group"], small["n"].astype(int), small["n_eval"].astype(int)))
+        notes.append(f"Too few rows to predict: {listed}, below the minimum of {MIN_GROUP_ROWS}; the interval "
+                     f"given is the whole range a cost can take.")
     if not exact:
         notes.append(f"The model has {problem.P:,} parameters (> {options.max_exact_params}): the accumulated "
                      f"noise uses diagonal curvature and step covariances (the rows' Gauss-Newton diagonals).")

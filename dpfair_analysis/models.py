@@ -9,6 +9,7 @@ its gradient after clipping and noise, at no privacy cost.
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import torch
@@ -112,6 +113,67 @@ def build_model(name: str, *, input_shape: Sequence[int], n_classes: int, seed: 
                 raise ValueError(f"model 'cnn' needs 1x28x28 (or 784) inputs, got input_shape={tuple(input_shape)}")
             model = MnistCNN(n_classes, l2=l2)
     return model
+
+
+def load_weights(model: nn.Module, path: str | os.PathLike) -> nn.Module:
+    """Load a state dict saved with ``torch.save(model.state_dict(), path)`` into ``model`` (in place).
+
+    The file is read with ``torch.load(..., weights_only=True)``: tensors and plain containers only, so
+    nothing in it can run code. Every parameter and buffer of ``model`` must be in it with its shape
+    (``ValueError`` naming the first missing, unexpected or mis-shaped entry otherwise).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The architecture the weights belong to.
+    path : path
+        The saved state dict.
+    """
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # noqa: BLE001 -- whatever the file is, it is not a loadable state dict
+        raise ValueError(f"{str(path)!r} is not a state dict that loads without running code "
+                         f"(torch.load(weights_only=True): {' '.join(str(error).split())[:300]})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f"{str(path)!r} holds a {type(state).__name__}, not a state dict of tensors (save one with "
+                         "torch.save(model.state_dict(), path))")
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    if missing or unexpected:
+        raise ValueError(f"{str(path)!r} does not fit the model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for key, tensor in expected.items():
+        if tuple(state[key].shape) != tuple(tensor.shape):
+            raise ValueError(f"{str(path)!r} does not fit the model: {key} has shape {tuple(state[key].shape)}, "
+                             f"the model's is {tuple(tensor.shape)}")
+    model.load_state_dict(state)
+    return model
+
+
+def check_model_fits(model: nn.Module, X: torch.Tensor, *, n_classes: int) -> None:
+    """``ValueError`` unless ``model`` maps inputs like ``X`` (a few rows) to logits of shape
+    ``(len(X), n_classes)``: the check a model from a file gets before any training.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model to check.
+    X : torch.Tensor
+        A few rows of the data it will see.
+    n_classes : int
+        Number of label classes of that data.
+    """
+    shape = tuple(X.shape[1:])
+    try:
+        with torch.no_grad():
+            out = model(X)
+    except Exception as error:  # noqa: BLE001 -- any failure is a mismatch with the data
+        raise ValueError(f"the model does not take this data's inputs (one row has shape {shape}): "
+                         f"{' '.join(str(error).split())[:200]}") from None
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(X), n_classes):
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"the model gives outputs of shape {got} for {len(X)} rows, but the label has {n_classes} "
+                         f"classes: it must give one logit per class, shape ({len(X)}, {n_classes})")
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dpfair_analysis.cli._common import (
     UsageError,
+    check_distinct_outputs,
     accounting_from_args,
     add_accounting_flags,
     add_data_flags,
@@ -31,15 +32,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("diagnose", help="predict which groups DP-SGD will hurt, by how much and why (no private "
                                         "training)",
                        description="Predict each group's cost of privacy (accuracy of the private model minus the "
-                                   "non-private one) at the planned DP settings, with a 90%% interval, a ranking, "
+                                   "non-private one) at the planned DP settings, with a 90% interval, a ranking, "
                                    "the reasons (clipping, noise, size, near the boundary) and what would help -- "
                                    "from the expected DP-SGD and SGD trajectories and the accumulated noise, at a "
                                    "fraction of one private run's cost. Check it with `dpfair compare` at the same "
                                    "flags.")
     add_data_flags(p)
     p.add_argument("--model", default="logreg",
-                   help="logreg, mlp, cnn (images), or a file saved with torch.save(model) whose weights are the "
-                        "starting point (default logreg)")
+                   help="logreg, mlp or cnn (images) (default logreg); or, with --trust-model-file, a whole model "
+                        "saved with torch.save(model)")
+    p.add_argument("--weights", default=None, metavar="FILE",
+                   help="starting weights for --model logreg/mlp/cnn: a state dict saved with "
+                        "torch.save(model.state_dict(), FILE), read weights-only (nothing in it can run)")
+    p.add_argument("--trust-model-file", action="store_true",
+                   help="let --model FILE be a pickled torch.nn.Module: loading one RUNS CODE stored in the file "
+                        "(torch.load with weights_only=False), so give it only a file you made or trust; without "
+                        "this flag such a file is refused")
     p.add_argument("--hidden", default="64,64", help="MLP hidden sizes (default 64,64)")
     p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
     p.add_argument("--method", default="dpsgd", choices=("dpsgd", "dpsgdf", "naive", "fairdp"),
@@ -59,8 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep this fraction of a group's training rows (as `dpfair compare`); repeatable")
     p.add_argument("--seed", type=seed_value, default=0, help="split and initialisation seed (as `dpfair compare`)")
     p.add_argument("--draws", type=int_in(1, 100_000), default=200, help="noise draws per prediction (default 200)")
-    p.add_argument("--rows", type=int_in(1, 10_000_000), default=4000,
-                   help="training rows the expected trajectories use (a stratified subsample; default 4000)")
+    p.add_argument("--rows", type=int_in(100, 10_000_000), default=4000,
+                   help="training rows the expected trajectories use (a stratified subsample; default 4000, at "
+                        "least 100)")
     p.add_argument("--no-recommendations", action="store_true", help="skip the predicted effect of mitigations")
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="JSON calibration from the validation study (clip_scale, noise_scale, widen, datasets); "
@@ -83,42 +92,88 @@ def _hidden_sizes(text: str) -> tuple[int, ...]:
 
 
 def _check_model_flags(args: argparse.Namespace) -> None:
-    """--model names a model or an existing file, --hidden parses: before any data is loaded."""
+    """--model names a model (or, with --trust-model-file, an existing file), --weights an existing file,
+    --hidden parses: before any data is loaded."""
     from dpfair_analysis.models import MODELS
 
     _hidden_sizes(args.hidden)
-    if args.model not in MODELS and not Path(args.model).is_file():
-        raise UsageError(f"--model must be one of {list(MODELS)} or a file saved with torch.save(model), "
-                         f"got {args.model!r}")
+    if args.model in MODELS:
+        if args.trust_model_file:
+            raise UsageError(f"--trust-model-file applies to --model FILE, not to the built-in --model {args.model}")
+        if args.weights is not None and not Path(args.weights).is_file():
+            raise UsageError(f"--weights {args.weights!r} is not a file")
+        return
+    if args.weights is not None:
+        raise UsageError(f"--weights FILE goes with a built-in --model {'/'.join(MODELS)}, not with --model "
+                         f"{args.model!r}")
+    if not Path(args.model).is_file():
+        raise UsageError(f"--model must be one of {list(MODELS)} or, with --trust-model-file, a file saved with "
+                         f"torch.save(model), got {args.model!r}")
+    if not args.trust_model_file:
+        raise UsageError(f"--model {args.model!r} is a file: loading a pickled model runs code stored in it, so it "
+                         "needs --trust-model-file; or save its weights (torch.save(model.state_dict(), FILE)) and "
+                         "give --model logreg/mlp/cnn --weights FILE")
 
 
 def _model(args: argparse.Namespace, train_data, seed: int):
+    """The starting model: built-in (``--weights`` loaded weights-only) or, with ``--trust-model-file``, a
+    pickled module; checked against the data's input shape and classes before any work."""
     import torch
     from torch import nn
 
-    from dpfair_analysis.models import MODELS, build_model
+    from dpfair_analysis.models import MODELS, build_model, check_model_fits, load_weights
 
     if args.model in MODELS:
-        hidden = _hidden_sizes(args.hidden)
-        return build_model(args.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
-                           seed=seed, hidden=hidden, l2=args.l2), args.model
+        try:
+            model = build_model(args.model, input_shape=tuple(train_data.X.shape[1:]),
+                                n_classes=train_data.n_classes, seed=seed, hidden=_hidden_sizes(args.hidden), l2=args.l2)
+        except ValueError as error:
+            raise UsageError(f"--model {args.model}: {error}") from None
+        name = args.model
+        if args.weights is not None:
+            try:
+                load_weights(model, args.weights)
+            except ValueError as error:
+                raise UsageError(f"--weights: {error}") from None
+            name = f"{args.model} ({Path(args.weights).name})"
+        return model, name
     path = Path(args.model)
-    if not path.is_file():
-        raise UsageError(f"--model must be one of {list(MODELS)} or a file saved with torch.save(model), "
-                         f"got {args.model!r}")
     try:
-        model = torch.load(path, map_location="cpu", weights_only=False)
+        model = torch.load(path, map_location="cpu", weights_only=False)  # asked for by --trust-model-file
     except Exception as error:  # noqa: BLE001 -- any unreadable file is a usage error
         raise UsageError(f"--model {str(path)!r} could not be loaded with torch.load: {error}") from None
     if not isinstance(model, nn.Module):
         raise UsageError(f"--model {str(path)!r} holds a {type(model).__name__}, not a torch.nn.Module (save the "
-                         f"model itself with torch.save(model, path), not its state_dict)")
+                         f"model itself with torch.save(model, path), or its state_dict and use --weights)")
+    try:
+        check_model_fits(model, train_data.X[:2], n_classes=train_data.n_classes)
+    except ValueError as error:
+        raise UsageError(f"--model {str(path)!r}: {error}") from None
     if not hasattr(model, "l2"):
         model.l2 = args.l2
     return model, path.name
 
 
+def _calibration_from_args(args: argparse.Namespace) -> dict:
+    """``--calibration FILE``: the :class:`~dpfair_analysis.diagnose.Calibration` fields it holds ({} without it)."""
+    if args.calibration is None:
+        return {}
+    try:
+        raw = json.loads(Path(args.calibration).read_text())
+        return {"clip_scale": float(raw["clip_scale"]), "noise_scale": float(raw["noise_scale"]),
+                "widen": float(raw["widen"]), "datasets": tuple(raw.get("datasets", ()))}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UsageError(f"--calibration {args.calibration!r} is not a calibration JSON file "
+                         f"(clip_scale, noise_scale, widen, datasets): {error}") from None
+
+
 def run(args: argparse.Namespace) -> None:
+    _check_model_flags(args)
+    check_distinct_outputs(args, {"report": "--report", "plot": "--plot"})
+    fractions = train_fractions_from_args(args)
+    calibration_values = _calibration_from_args(args)
+    dataset, data_options, preprocessing = data_from_args(args)
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,18 +189,7 @@ def run(args: argparse.Namespace) -> None:
         report_html,
     )
 
-    dataset, data_options, preprocessing = data_from_args(args)
-    fractions = train_fractions_from_args(args)
-    _check_model_flags(args)
-    calibration = Calibration()
-    if args.calibration is not None:
-        try:
-            raw = json.loads(Path(args.calibration).read_text())
-            calibration = Calibration(clip_scale=float(raw["clip_scale"]), noise_scale=float(raw["noise_scale"]),
-                                      widen=float(raw["widen"]), datasets=tuple(raw.get("datasets", ())))
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise UsageError(f"--calibration {args.calibration!r} is not a calibration JSON file "
-                             f"(clip_scale, noise_scale, widen, datasets): {error}") from None
+    calibration = Calibration(**calibration_values)
     with warnings.catch_warnings():  # a CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", DataWarning)
         full = datasets.load(dataset, **data_options)

@@ -112,19 +112,77 @@ def test_csv_flags_without_a_csv_and_both_sources_are_refused(capsys, csv_file):
 
 
 def test_diagnose_a_built_in_data_set_and_a_saved_model(capsys, tmp_path):
+    """A whole pickled model loads only with --trust-model-file; weights load weights-only with --weights."""
     import torch
 
     from dpfair_analysis.models import build_model
 
     path = tmp_path / "model.pt"
     torch.save(build_model("mlp", input_shape=(10,), n_classes=2, hidden=(8,), seed=3), path)
-    code, out, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), "--json", *QUICK)
+    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), *QUICK)
+    assert code == 2 and "--trust-model-file" in err and "runs code" in err
+    code, out, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file",
+                         "--json", *QUICK)
     assert code == 0, err
     payload = json.loads(out)
     assert payload["settings"]["model"] == "model.pt" and len(payload["groups"]) == 2
+    weights = tmp_path / "weights.pt"
+    torch.save(build_model("mlp", input_shape=(10,), n_classes=2, hidden=(8,), seed=3).state_dict(), weights)
+    code, out, err = run(capsys, "diagnose", "--data", "synthetic", "--model", "mlp", "--hidden", "8", "--weights",
+                         str(weights), "--l2", "0", "--json", *QUICK)  # the pickled model's l2 is 0
+    assert code == 0, err
+    assert json.loads(out)["groups"] == payload["groups"]  # the same starting point, loaded without pickle
+    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", "logreg", "--weights", str(weights),
+                       *QUICK)
+    assert code == 2 and err.startswith("dpfair: error: --weights") and "does not fit the model" in err
+    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", "logreg", "--weights", str(path),
+                       *QUICK)
+    assert code == 2 and "--weights" in err and "without running code" in err
     torch.save(build_model("logreg", input_shape=(10,), n_classes=2).state_dict(), path)
-    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), *QUICK)
+    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file", *QUICK)
     assert code == 2 and "not a torch.nn.Module" in err
+
+
+class _RunsCode:
+    """A pickle that creates a file when it is loaded: what a crafted --model file can do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_crafted_model_file_runs_nothing_unless_trusted(capsys, tmp_path):
+    import torch
+
+    marker = tmp_path / "ran"
+    path = tmp_path / "evil.pt"
+    torch.save(_RunsCode(marker), path)
+    for argv in (["--model", str(path)], ["--model", "logreg", "--weights", str(path)]):
+        code, _, err = run(capsys, "diagnose", "--data", "synthetic", *argv, *QUICK)
+        assert code == 2 and err.count("\n") == 1, err
+        assert not marker.exists()  # refused without unpickling: nothing ran
+    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file", *QUICK)
+    assert code == 2 and "not a torch.nn.Module" in err
+    assert marker.exists()  # asked for by name with --trust-model-file: it ran, as the help warns
+
+
+@pytest.mark.parametrize("outputs, hidden, message", [
+    (3, (8,), "shape (2, 3) for 2 rows, but the label has 2 classes"),
+    (2, None, "does not take this data's inputs"),
+], ids=["three outputs on a binary label", "wrong input size"])
+def test_a_model_that_does_not_fit_the_data_is_refused_before_work(capsys, tmp_path, outputs, hidden, message):
+    import torch
+
+    from dpfair_analysis.models import build_model
+
+    shape = (10,) if hidden else (7,)
+    model = build_model("mlp", input_shape=shape, n_classes=outputs, hidden=hidden or (8,), seed=0)
+    torch.save(model, tmp_path / "m.pt")
+    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(tmp_path / "m.pt"),
+                       "--trust-model-file", *QUICK)
+    assert code == 2 and err.startswith("dpfair: error: --model") and message in err, err
 
 
 @pytest.mark.network

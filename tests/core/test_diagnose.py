@@ -332,3 +332,33 @@ def test_the_large_model_curvature_diagonal_is_the_hessian_diagonal(kind):
 
     exact = torch.diagonal(hessian(weighted_loss)(theta))
     assert torch.allclose(_ggn_diagonal(problem, theta, X, w), exact, rtol=1e-8, atol=1e-10)
+
+
+def test_a_group_of_a_few_rows_gets_size_and_the_whole_feasible_range_never_a_zero_width_interval():
+    """Issue 34: a 3-row group once got "+0.0000 [0, 0]" and no reason."""
+    from dpfair_analysis.diagnose import MIN_GROUP_ROWS
+
+    data = synthetic_groups(sizes=(3000, 6), input_scale=(1.0, 1.0), margin=(0.4, 0.4), seed=1)
+    train, test = data.split(0.5, seed=0)
+    assert 0 < int((test.group == 1).sum()) < MIN_GROUP_ROWS
+    model = build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=0, l2=0.01)
+    d = diagnose(train, test, model, PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=64, epochs=2,
+                                                 lr=0.3), options=FAST)
+    tiny = d.groups.set_index("group").loc["g1"]
+    assert "size" in tiny["reasons"] and bool(tiny["too_small"])
+    assert tiny["low"] == pytest.approx(-tiny["acc_nonprivate"]) and tiny["high"] == pytest.approx(
+        1 - tiny["acc_nonprivate"])
+    assert tiny["high"] - tiny["low"] == pytest.approx(1.0)
+    big = d.groups.set_index("group").loc["g0"]
+    assert not big["too_small"] and big["high"] - big["low"] < 0.5
+    assert any("Too few rows to predict: g1" in note for note in d.notes)
+    assert not d.most_hurt["callable"] or d.most_hurt["group"] != "g1"
+
+
+def test_too_few_training_rows_or_trajectory_rows_are_refused():
+    data = synthetic_groups(sizes=(60, 30), seed=0)
+    model = build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=0)
+    with pytest.raises(ValueError, match="train has 90 rows; a diagnosis needs at least 100"):
+        diagnose(data, data, model, PrivacyPlan(), options=FAST)
+    with pytest.raises(ValueError, match="rows must be at least 100"):
+        DiagnosisOptions(rows=1)

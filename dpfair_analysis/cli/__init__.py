@@ -16,7 +16,7 @@ from typing import Sequence
 from dpfair_analysis.cli import audit, compare, data, diagnose, excess_risk, hessian, pfld_table, privacy, train, \
     verify
 from dpfair_analysis.cli._common import EXIT_USAGE, Parser, UsageError, positive_int
-from dpfair_analysis.training.loop import TrainingDiverged
+from dpfair_analysis.errors import TrainingDiverged
 
 # One module per command group; each has ``register(subparsers)``. Add new commands here.
 COMMANDS = (compare, diagnose, privacy, data, hessian, excess_risk, train, audit, pfld_table, verify)
@@ -49,9 +49,7 @@ def _show_warning_on_one_line(message, category, filename, lineno, file=None, li
 def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        import torch
-
-        torch.set_num_threads(args.threads)
+        _set_threads(args.threads)
         status = args.handler(args)
     except UsageError as error:
         print(f"dpfair: error: {error}", file=sys.stderr)
@@ -72,6 +70,16 @@ def _main(argv: Sequence[str] | None) -> int:
               f"(set DPFAIR_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
     return int(status or 0)
+
+
+def _set_threads(threads: int) -> None:
+    """``--threads``: torch's intra-op threads. Commands import torch only when they need it (``--help`` and a
+    refused flag need none of it), so the count goes to the environment torch reads when it is imported, and
+    to torch itself when it already is (in-process callers)."""
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = str(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
 
 
 def _one_line(error: BaseException) -> str:

@@ -10,9 +10,9 @@ from pathlib import Path
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
                                          add_sweep_flags, backend_from_args, check_workload, data_from_args, device,
                                          estimated_training_seconds, int_in, nonnegative_float, positive_float,
-                                         positive_float_upto, print_json, seed_value, train_fractions_from_args,
-                                         unit_open, writable_directory, writable_file)
-from dpfair_analysis.data import DATASETS
+                                         positive_float_upto, print_json, run_cache_from_args, seed_value,
+                                         train_fractions_from_args, unit_open, writable_directory, writable_file)
+from dpfair_analysis.catalog import DATASETS
 from dpfair_analysis.io import write_atomically
 
 
@@ -93,12 +93,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
-    from dpfair_analysis.data.sources import DataWarning
-    from dpfair_analysis.experiments.compare import CompareConfig, format_inequality, format_table, run_compare, \
-        save_compare_figures, training_rows
-    from dpfair_analysis.training.loop import TrainConfig
-
     if args.clients_per_round is not None and args.clients_per_round > args.clients:
         raise UsageError(f"--clients-per-round {args.clients_per_round} exceeds --clients {args.clients}")
     if args.optq_count_noise is not None and args.optq_count_noise <= args.sigma / 2:
@@ -120,6 +114,22 @@ def run(args: argparse.Namespace) -> None:
         allowed = [name for name, entry in DATASETS.items() if entry.official_split]
         raise UsageError(f"--test-split official needs a data set with a published test split ({allowed}); "
                          f"{dataset!r} has none: use --test-split random")
+    rows = DATASETS[dataset].rows
+    if rows is not None:
+        if args.batch_size > rows:
+            raise UsageError(f"--batch-size {args.batch_size} is more than the {rows:,} rows of {dataset}")
+        check_workload(estimated_training_seconds(args.model, rows=rows, batch_size=args.batch_size,
+                                                  epochs=args.epochs, runs=len(methods) * args.seeds),
+                       what=f"{len(methods)} method(s) x {args.seeds} seed(s) x {args.epochs} epochs",
+                       flags="--epochs/--seeds", force=args.force, quiet=args.quiet or args.json)
+    backend = backend_from_args(args)
+    cache = run_cache_from_args(args)
+
+    from dpfair_analysis.data.sources import DataWarning
+    from dpfair_analysis.experiments.compare import CompareConfig, format_inequality, format_table, run_compare, \
+        save_compare_figures, training_rows
+    from dpfair_analysis.training.loop import TrainConfig
+
     try:
         config = CompareConfig(
             dataset=dataset, data_options=data_options, model=args.model, methods=tuple(methods),
@@ -137,20 +147,10 @@ def run(args: argparse.Namespace) -> None:
             seeds=tuple(range(args.seed, args.seed + args.seeds)))
     except ValueError as error:
         raise UsageError(f"--methods: {' '.join(str(error).split())}") from None
-    rows = DATASETS[dataset].rows
-    if rows is not None:
-        if args.batch_size > rows:
-            raise UsageError(f"--batch-size {args.batch_size} is more than the {rows:,} rows of {dataset}")
-        check_workload(estimated_training_seconds(args.model, rows=rows, batch_size=args.batch_size,
-                                                  epochs=args.epochs, runs=len(methods) * args.seeds),
-                       what=f"{len(methods)} method(s) x {args.seeds} seed(s) x {args.epochs} epochs",
-                       flags="--epochs/--seeds", force=args.force, quiet=args.quiet or args.json)
-    backend = backend_from_args(args)
     if "dpfedavg" in config.methods:
         rows = training_rows(config)
         if args.clients > rows:
             raise UsageError(f"--clients {args.clients} exceeds the {rows} training rows (every client needs a row)")
-    cache = RunCache(None if args.no_cache else default_cache_dir())
     with warnings.catch_warnings():  # the CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", DataWarning)
         result = run_compare(config, progress=not args.quiet and not args.json, cache=cache, backend=backend)

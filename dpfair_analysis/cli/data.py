@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from dpfair_analysis.cli._common import Parser, UsageError, check_dataset_options, print_json
-from dpfair_analysis.data import DATASETS
+from dpfair_analysis.catalog import DATASETS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -15,7 +15,7 @@ import math
 
 from dpfair_analysis.cli._common import UsageError, check_dataset_options, check_workload, \
     estimated_training_seconds, int_in, positive_float, positive_int, print_json, seed_value, unit_open
-from dpfair_analysis.data import DATASETS
+from dpfair_analysis.catalog import DATASETS
 
 MECHANISMS = ("output", "dpsgd")
 DESCRIPTION = """Per-group excessive risk R_a (private minus non-private loss) and its gap, with 95% intervals:

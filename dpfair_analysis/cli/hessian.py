@@ -10,7 +10,7 @@ import argparse
 
 from dpfair_analysis.cli._common import UsageError, check_dataset_options, device, int_in, positive_float, \
     positive_int, print_json, seed_value
-from dpfair_analysis.data import DATASETS
+from dpfair_analysis.catalog import DATASETS
 
 MODELS = ("logreg", "mlp")
 METHODS = ("closed", "exact", "ggn", "hutchinson", "hutchpp")

@@ -82,7 +82,7 @@ def _run_train(args: argparse.Namespace) -> None:
     from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
     from dpfair_analysis.training.lagrangian import LagrangianConfig
 
-    from dpfair_analysis.data import DATASETS as REGISTRY
+    from dpfair_analysis.catalog import DATASETS as REGISTRY
 
     rows = REGISTRY[TABLE_DATASETS.get(args.data, args.data)].rows
     if rows is not None:

@@ -145,3 +145,8 @@ def balanced_adult(*, per_group: int = 14_000, seed: int = 0, **options) -> Grou
     ds = adult(**options)
     balanced = ds.resample_groups({"Male": per_group, "Female": per_group}, seed=seed)
     return tab.renamed(balanced, "adult-balanced", per_group=per_group, seed=seed)
+
+
+def income(*, by: str = "sex", root: str | os.PathLike | None = None) -> GroupedDataset:
+    """Income (paper 003's name for Adult): Adult with PF-LD's preprocessing (50 z-scored features)."""
+    return adult(by=by, preprocessing="pfld", root=root)

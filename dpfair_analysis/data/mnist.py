@@ -148,6 +148,23 @@ def unbalanced_mnist(ds: GroupedDataset, *, class_: int = 8, keep: int | None = 
                        class_size_before=available, seed=seed)
 
 
+def mnist_full_split(*, split: str | None = None, path: str | os.PathLike | None = None) -> GroupedDataset:
+    """Full MNIST (registry name ``mnist-full``): :func:`mnist` with ``source="full"``."""
+    return mnist(source="full", split=split, path=path)
+
+
+def mnist_full_unbalanced(*, class_: int = 8, keep: int | None = None, seed: int = 0,
+                          path: str | os.PathLike | None = None) -> GroupedDataset:
+    """Full MNIST's 60,000 training images with class 8 cut to 500 of 5,851 (paper 000), seeded."""
+    return unbalanced_mnist(mnist(source="full", split="train", path=path), class_=class_, keep=keep, seed=seed)
+
+
+def mnist_unbalanced(*, class_: int = 8, keep: int | None = None, ratio: float | None = None, seed: int = 0,
+                     **options) -> GroupedDataset:
+    """MNIST with one class cut (registry name ``mnist-unbalanced``): ``options`` go to :func:`mnist`."""
+    return unbalanced_mnist(mnist(**options), class_=class_, keep=keep, ratio=ratio, seed=seed)
+
+
 def _idx_path(fname: str, root: str | os.PathLike | None) -> Path:
     if root is None:
         return tab.resolve_file(fname, None)

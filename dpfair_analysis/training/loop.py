@@ -45,6 +45,7 @@ from torch import nn
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.errors import TrainingDiverged  # noqa: F401  (raised here, re-exported)
 from dpfair_analysis.fairness.metrics import group_accuracy
 from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGradients, add_gaussian_noise, \
     clipped_sum, parameters_of
@@ -252,17 +253,6 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
     apply_update(params, total, lr=lr, denominator=denominator, penalty=_penalty_gradient(model))
     accumulator.add(group, losses, norms, norms > decision.bounds.to(norms.device))
     return decision, released
-
-
-class TrainingDiverged(ArithmeticError):
-    """The parameters became non-finite (NaN or inf): training stopped at ``step``.
-
-    Attributes: ``step``, ``total_steps``, ``lr`` (the learning rate in use)."""
-
-    def __init__(self, *, step: int, total_steps: int, lr: float) -> None:
-        self.step, self.total_steps, self.lr = step, total_steps, lr
-        super().__init__(f"training diverged at step {step} of {total_steps}: the parameters are no longer finite "
-                         f"(NaN or inf); lower the learning rate (now {lr:g}) or the clipping bound")
 
 
 def check_finite(model: nn.Module, *, step: int, total_steps: int, lr: float) -> None:

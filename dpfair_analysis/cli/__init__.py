@@ -16,7 +16,11 @@ from typing import Sequence
 from dpfair_analysis.cli import audit, compare, data, diagnose, excess_risk, hessian, pfld_table, privacy, train, \
     verify
 from dpfair_analysis.cli._common import EXIT_USAGE, Parser, UsageError, positive_int
-from dpfair_analysis.errors import TrainingDiverged
+from dpfair_analysis.errors import ArgumentError, TrainingDiverged
+
+#: Library arguments whose bad values show only once data or accounting are at hand (``ArgumentError``),
+#: and the flag that sets each: the one-line message names the flag.
+FLAGS_OF_ARGUMENTS = {"train_group_fraction": "--train-fraction", "target_epsilon": "--epsilon"}
 
 # One module per command group; each has ``register(subparsers)``. Add new commands here.
 COMMANDS = (compare, diagnose, privacy, data, hessian, excess_risk, train, audit, pfld_table, verify)
@@ -57,6 +61,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except TrainingDiverged as error:  # a run that went to NaN: say where and what to change, exit 1
         print(f"dpfair: error: {_one_line(error)} (--lr)", file=sys.stderr)
         return 1
+    except ArgumentError as error:
+        flag = FLAGS_OF_ARGUMENTS.get(error.argument, error.argument)
+        print(f"dpfair: error: {flag}: {_one_line(error.detail)}", file=sys.stderr)
+        return EXIT_USAGE
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f"dpfair: error: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE

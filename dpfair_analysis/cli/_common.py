@@ -25,6 +25,17 @@ class Parser(argparse.ArgumentParser):
 
 
 # ----------------------------------------------------------------- argument types
+def comma_items(text: str, what: str) -> list[str]:
+    """The items of a comma-separated list (commas inside parentheses do not split: ``dpsgd(C=2,x=1)``),
+    stripped; an empty list or item (``1,,2``, a trailing comma) is refused naming ``what`` -- never dropped."""
+    import re
+
+    items = [item.strip() for item in re.split(r",(?![^(]*\))", text)]
+    if not text.strip() or any(not item for item in items):
+        raise argparse.ArgumentTypeError(f"expected comma-separated {what} with no empty item, got {text!r}")
+    return items
+
+
 def _number(check: Callable[[float], bool], allowed: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
@@ -99,6 +110,12 @@ def check_distinct_outputs(args: argparse.Namespace, flags: dict[str, str]) -> N
         if target in seen:
             raise UsageError(f"{seen[target]} and {flag} name the same file {str(value)!r}; give each its own")
         seen[target] = flag
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars only for a person watching: not with ``--quiet`` or ``--json``, and not when stderr is not
+    a terminal (a log file would get one line per update)."""
+    return not (getattr(args, "quiet", False) or getattr(args, "json", False)) and sys.stderr.isatty()
 
 
 def print_json(payload: object) -> None:
@@ -359,7 +376,10 @@ def data_from_args(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
     for flag, value in (("--label", args.label), ("--group", args.group)):
         if value is None:
             raise UsageError(f"--csv needs {flag} COL")
-    drop = [c.strip() for c in (args.drop or "").split(",") if c.strip()]
+    try:
+        drop = [] if args.drop is None else comma_items(args.drop, "column names")
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"--drop: {error}") from None
     path = Path(args.csv).expanduser().resolve()
     with warnings.catch_warnings(record=True) as caught:  # said once, as a note on stderr, not a Python warning
         warnings.simplefilter("always", DataWarning)

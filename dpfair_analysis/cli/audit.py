@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import UsageError, int_in, print_json, seed_value, unit_open
+from dpfair_analysis.cli._common import UsageError, int_in, print_json, seed_value, show_progress, unit_open
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int | None:
         raise UsageError(f"--trials must be at least 8 (half choose the threshold, half bound epsilon), "
                          f"got {args.trials}")
     results = [audit(name, trials=args.trials, seed=args.seed, noise_fraction=args.noise_fraction,
-                     confidence=args.confidence, progress=not args.quiet) for name in names]
+                     confidence=args.confidence, progress=show_progress(args)) for name in names]
     if args.json:
         print_json({"results": [r.as_dict() for r in results]})
         return 0 if all(_as_expected(r, MECHANISMS[r.mechanism].expected_consistent) for r in results) else 1
@@ -98,7 +98,7 @@ def run_sampled(args: argparse.Namespace) -> int:
 
     names = list(SAMPLED) if args.mechanism == "all" else [args.mechanism]
     results = [audit_sampled(name, trials=args.trials, seed=args.seed, confidence=args.confidence,
-                             progress=not args.quiet) for name in names]
+                             progress=show_progress(args)) for name in names]
     if args.json:
         print_json({"results": results})
     else:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import re
 import warnings
 from pathlib import Path
 
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
-                                         add_sweep_flags, backend_from_args, check_workload, data_from_args, device,
-                                         estimated_training_seconds, int_in, nonnegative_float, positive_float,
-                                         positive_float_upto, print_json, run_cache_from_args, seed_value,
-                                         train_fractions_from_args, unit_open, writable_directory, writable_file)
+                                         add_sweep_flags, backend_from_args, check_workload, comma_items,
+                                         data_from_args, device, estimated_training_seconds, int_in,
+                                         nonnegative_float, positive_float, positive_float_upto, print_json,
+                                         run_cache_from_args, seed_value, show_progress, train_fractions_from_args,
+                                         unit_open, writable_directory, writable_file)
 from dpfair_analysis.catalog import DATASETS
 from dpfair_analysis.io import write_atomically
 
@@ -99,15 +99,16 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError(f"--optq-count-noise must exceed --sigma / 2 = {args.sigma / 2:g} (Andrew et al. Thm 1), "
                          f"got {args.optq_count_noise:g}")
     dataset, data_options, preprocessing = data_from_args(args)
-    methods = [m.strip() for m in re.split(r",(?![^(]*\))", args.methods) if m.strip()]
-    if not methods:
-        raise UsageError("--methods must name at least one method (sgd, dpsgd, naive, dpsgdf, dpsgd(C=2), ...)")
-    clips = [c.strip() for c in (args.clips or "").split(",") if c.strip()]
-    for clip in clips:
-        try:
+    try:
+        methods = comma_items(args.methods, "methods (sgd, dpsgd, naive, dpsgdf, dpsgd(C=2), ...)")
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"--methods must name at least one method: {error}") from None
+    try:
+        clips = [] if args.clips is None else comma_items(args.clips, "positive numbers")
+        for clip in clips:
             positive_float(clip)
-        except argparse.ArgumentTypeError as error:
-            raise UsageError(f"argument --clips: {error}") from None
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"argument --clips: {error}") from None
     methods += [f"dpsgd(C={c})" for c in clips]
     fractions = train_fractions_from_args(args)
     if args.test_split == "official" and not DATASETS[dataset].official_split:
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> None:
     backend = backend_from_args(args)
     cache = run_cache_from_args(args)
 
-    from dpfair_analysis.data.sources import DataWarning
+    from dpfair_analysis.data.sources import MissingValuesWarning
     from dpfair_analysis.experiments.compare import CompareConfig, format_inequality, format_table, run_compare, \
         save_compare_figures, training_rows
     from dpfair_analysis.training.loop import TrainConfig
@@ -152,8 +153,8 @@ def run(args: argparse.Namespace) -> None:
         if args.clients > rows:
             raise UsageError(f"--clients {args.clients} exceeds the {rows} training rows (every client needs a row)")
     with warnings.catch_warnings():  # the CSV's missing values were reported once, by data_from_args
-        warnings.simplefilter("ignore", DataWarning)
-        result = run_compare(config, progress=not args.quiet and not args.json, cache=cache, backend=backend)
+        warnings.simplefilter("ignore", MissingValuesWarning)
+        result = run_compare(config, progress=show_progress(args), cache=cache, backend=backend)
     if args.out is not None:
         write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
     figures = [] if args.plots is None else save_compare_figures(result, args.plots)

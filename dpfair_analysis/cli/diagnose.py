@@ -11,6 +11,7 @@ from pathlib import Path
 from dpfair_analysis.cli._common import (
     UsageError,
     check_distinct_outputs,
+    comma_items,
     accounting_from_args,
     add_accounting_flags,
     add_data_flags,
@@ -83,8 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _hidden_sizes(text: str) -> tuple[int, ...]:
     try:
-        sizes = tuple(int(h) for h in text.split(",") if h.strip())
-    except ValueError:
+        sizes = tuple(int(h) for h in comma_items(text, "positive integers"))
+    except (ValueError, argparse.ArgumentTypeError):
         sizes = ()
     if not sizes or min(sizes) < 1:
         raise UsageError(f"--hidden must be comma-separated positive integers, got {text!r}")
@@ -126,7 +127,8 @@ def _model(args: argparse.Namespace, train_data, seed: int):
     if args.model in MODELS:
         try:
             model = build_model(args.model, input_shape=tuple(train_data.X.shape[1:]),
-                                n_classes=train_data.n_classes, seed=seed, hidden=_hidden_sizes(args.hidden), l2=args.l2)
+                                n_classes=train_data.n_classes, seed=seed, hidden=_hidden_sizes(args.hidden),
+                                l2=args.l2)
         except ValueError as error:
             raise UsageError(f"--model {args.model}: {error}") from None
         name = args.model
@@ -179,7 +181,7 @@ def run(args: argparse.Namespace) -> None:
     matplotlib.use("Agg")
     from dpfair_analysis import data as datasets
     from dpfair_analysis.data.dataset import comparison_split
-    from dpfair_analysis.data.sources import DataWarning
+    from dpfair_analysis.data.sources import MissingValuesWarning
     from dpfair_analysis.diagnose import (
         Calibration,
         DiagnosisOptions,
@@ -191,7 +193,7 @@ def run(args: argparse.Namespace) -> None:
 
     calibration = Calibration(**calibration_values)
     with warnings.catch_warnings():  # a CSV's missing values were reported once, by data_from_args
-        warnings.simplefilter("ignore", DataWarning)
+        warnings.simplefilter("ignore", MissingValuesWarning)
         full = datasets.load(dataset, **data_options)
     train_data, test_data = comparison_split(full, seed=args.seed, train_group_fraction=fractions)
     model, model_name = _model(args, train_data, args.seed)

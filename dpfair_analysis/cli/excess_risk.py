@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from dpfair_analysis.cli._common import UsageError, check_dataset_options, check_workload, \
-    estimated_training_seconds, int_in, positive_float, positive_int, print_json, seed_value, unit_open
+from dpfair_analysis.cli._common import UsageError, check_dataset_options, check_workload, comma_items, \
+    estimated_training_seconds, int_in, positive_float, positive_int, print_json, seed_value, show_progress, unit_open
 from dpfair_analysis.catalog import DATASETS
 
 MECHANISMS = ("output", "dpsgd")
@@ -30,7 +30,7 @@ DESCRIPTION = """Per-group excessive risk R_a (private minus non-private loss) a
 
 def _epsilons(text: str) -> list[float]:
     values = []
-    for item in text.split(","):
+    for item in comma_items(text, "positive numbers"):
         try:
             value = float(item)
         except ValueError:
@@ -78,7 +78,7 @@ def _run(args: argparse.Namespace) -> None:
     from dpfair_analysis.experiments import fairness_lens as lens
 
     data = lens.load_data(args.data, by=args.group_by, rows=args.rows, seed=args.seed)
-    progress = not (args.quiet or args.json)
+    progress = show_progress(args)
     if args.mechanism == "output":
         table, _ = lens.figure1(data, name=args.data, epsilons=args.epsilons, delta=args.delta, l2=args.l2,
                                 draws=args.draws, seed=args.seed, progress=progress)

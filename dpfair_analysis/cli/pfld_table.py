@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import (UsageError, add_sweep_flags, backend_from_args, positive_float, positive_int,
-                                         print_json)
+from dpfair_analysis.cli._common import (UsageError, add_sweep_flags, backend_from_args, comma_items, int_in,
+                                         positive_float, print_json, show_progress)
 
 #: Table 2's data sets -> the registered data set (as ``experiments.pfld.DATASETS``, which a test keeps equal;
 #: read here without importing the experiment)
@@ -22,7 +22,7 @@ METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper", "pfld-shared-batch
 
 def _choices(allowed: tuple[str, ...], what: str):
     def parse(text: str) -> tuple[str, ...]:
-        items = tuple(v.strip().lower() for v in text.split(",") if v.strip())
+        items = tuple(v.lower() for v in comma_items(text, what))
         bad = [v for v in items if v not in allowed]
         if not items or bad:
             raise argparse.ArgumentTypeError(
@@ -31,11 +31,8 @@ def _choices(allowed: tuple[str, ...], what: str):
     return parse
 
 
-def _folds(text: str) -> int:
-    value = positive_int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}")
-    return value
+#: ``--folds``: 2 to 100 (more leave test folds of a few rows on the smaller data sets)
+_folds = int_in(2, 100)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +71,7 @@ def _run(args: argparse.Namespace) -> None:
     try:
         rows = pfld.table2(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
                            epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
-                           progress=not (args.quiet or args.json), backend=backend)
+                           progress=show_progress(args), backend=backend)
     except FileNotFoundError as error:
         raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
     if args.json:

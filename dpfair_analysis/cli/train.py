@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import accounting_from_args, add_accounting_flags, check_workload, \
+from dpfair_analysis.cli._common import accounting_from_args, add_accounting_flags, check_workload, comma_items, \
     device, estimated_training_seconds, int_in, positive_float, positive_float_upto, print_json, seed_value, \
-    unit_open
+    show_progress, unit_open
 
 DATASETS = ("income", "adult", "compas", "german", "bank", "synthetic")
 
@@ -28,7 +28,7 @@ def _missing_rate(text: str) -> float:
 
 def _hidden(text: str) -> tuple[int, ...]:
     try:
-        sizes = tuple(int(v) for v in text.split(","))
+        sizes = tuple(int(v) for v in comma_items(text, "positive integers"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from None
     if not sizes or min(sizes) < 1:
@@ -101,7 +101,7 @@ def _run_train(args: argparse.Namespace) -> None:
     train, test = dataset.split(args.test_fraction, seed=args.seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PrivacyNotEstablishedWarning)
-        result = run_pfld(train, args.constraint, config, test=test, hidden=args.hidden, progress=not (args.quiet or args.json))
+        result = run_pfld(train, args.constraint, config, test=test, hidden=args.hidden, progress=show_progress(args))
     summary = result.final("test")
     summary.update(data=args.data, n_train=len(train), n_test=len(test),
                    settings={"method": args.method, "constraint": args.constraint, "epsilon": args.epsilon,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpfair_analysis.cli._common import UsageError, print_json
+from dpfair_analysis.cli._common import UsageError, print_json, show_progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
                 print(f"{c.id:<44} {c.location}")
                 print(f"{'':<44} {c.statement}")
         return
-    results = run_claims(claims, BUDGETS[args.budget], progress=not args.quiet)
+    results = run_claims(claims, BUDGETS[args.budget], progress=show_progress(args))
     if args.json:
         print_json({"claims": [{"id": c.id, "paper": c.paper, "location": c.location, "statement": c.statement,
                                 "assumptions": c.assumptions, "corrects": c.corrects, "verdict": v.status,

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.data.sources import DataWarning, fetch
+from dpfair_analysis.data.sources import MissingValuesWarning, fetch
 from dpfair_analysis.validation import check_choice
 
 SCALINGS = ("minmax", "zscore", "none")
@@ -87,7 +87,7 @@ def drop_missing(frame: pd.DataFrame, columns: Sequence[str], *, what: str,
     if dropped and warn:
         detail = ", ".join(f"{c} {n:,}" for c, n in by_column.items())
         warnings.warn(f"{what}: removed {dropped:,} of {len(frame):,} rows with a missing value "
-                      f"({detail}); {len(frame) - dropped:,} rows remain", DataWarning, stacklevel=3)
+                      f"({detail}); {len(frame) - dropped:,} rows remain", MissingValuesWarning, stacklevel=3)
     return frame[~incomplete].reset_index(drop=True), record
 
 

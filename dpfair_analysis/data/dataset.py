@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.validation import check_fraction, check_seed
 
 
@@ -230,6 +231,10 @@ def comparison_split(full: GroupedDataset, *, seed: int, test_fraction: float = 
     else:
         train_data, test_data = full.split(test_fraction, seed=seed)
     if train_group_fraction:
+        unknown = [g for g in train_group_fraction if isinstance(g, str) and g not in full.group_names]
+        if unknown:
+            raise ArgumentError("train_group_fraction", f"group(s) {unknown} are not groups of {full.name}; its "
+                                f"groups are {list(full.group_names)}")
         sizes = train_data.group_sizes()
         train_data = train_data.resample_groups(
             {g: max(1, round(f * int(sizes[train_data.group_id(g)]))) for g, f in train_group_fraction.items()},

@@ -68,7 +68,7 @@ import numpy as np
 from dpfair_analysis.data import mnist_pickle
 
 __all__ = [
-    "CACHE_ENV", "ChecksumError", "DataUnavailableError", "DataWarning", "RawFile", "RAW_FILES",
+    "CACHE_ENV", "ChecksumError", "DataUnavailableError", "DataWarning", "MissingValuesWarning", "RawFile", "RAW_FILES",
     "cache_dir", "cached_path", "is_cached", "offline_source", "fetch", "install", "install_many", "verify",
     "sha256_of", "BANK_COLUMNS", "BANK_ROWS", "DUTCH_COLUMNS", "DUTCH_ROWS", "MNIST_IDX",
     "check_idx", "read_idx",
@@ -102,6 +102,11 @@ class DataUnavailableError(FileNotFoundError):
 class DataWarning(UserWarning):
     """Something about the data the user should know but that does not stop the work:
     a corrupted cached file replaced, rows with missing values removed."""
+
+
+class MissingValuesWarning(DataWarning):
+    """Rows with missing values were removed (counted per column). Commands that already reported the count
+    silence this one -- and only this one: a replaced corrupted file is always said, ``--quiet`` or not."""
 
 
 # ---------------------------------------------------------------------------- sources
@@ -472,9 +477,15 @@ RAW_FILES: dict[str, RawFile] = {f.name: f for f in [
 
 # ------------------------------------------------------------------------ the cache
 def cache_dir() -> Path:
-    """The user cache directory: ``$DPFAIR_DATA`` if set, else ``~/.cache/dpfair_analysis``."""
+    """The user cache directory: ``$DPFAIR_DATA`` if set, else ``~/.cache/dpfair_analysis`` (``ValueError``
+    naming ``DPFAIR_DATA`` if it names something that is not a directory)."""
     env = os.environ.get(CACHE_ENV)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "dpfair_analysis"
+    if not env:
+        return Path.home() / ".cache" / "dpfair_analysis"
+    path = Path(env).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{CACHE_ENV}={env!r} is not a directory; set it to the directory for raw data files")
+    return path
 
 
 def _spec(name: str) -> RawFile:

@@ -48,6 +48,12 @@ MAX_GROUPS = 20
 MIN_GROUP_ROWS = 2
 #: A numeric label with more distinct values than this is taken for a regression target.
 MAX_CLASSES = 20
+#: Most columns a file may have (read from its header line before the file is parsed) ...
+MAX_COLUMNS = 10_000
+#: ... and most features after one-hot encoding (an identifier column one-hot encoded is as wide as the file).
+MAX_FEATURES = 20_000
+#: Largest file read (bytes): beyond it a CSV is refused before it is parsed.
+MAX_BYTES = 2 * 1024 ** 3
 #: Argument names used in messages by default (the CLI passes its flags instead).
 ARGUMENT_NAMES = {"path": "path", "label": "label", "group": "group", "drop": "drop", "positive": "positive"}
 
@@ -107,12 +113,15 @@ def user_csv(*, path: str | os.PathLike, label: str, group: str, drop: Sequence[
     if sha256 is not None and sha256 != digest:
         raise ValueError(f"{names['path']} {str(path)!r} has SHA-256 {digest}, not the expected {sha256} "
                          f"(the file changed)")
+    _check_shape_before_parsing(path, names=names)
     try:
         frame = pd.read_csv(path, na_values=list(MISSING_MARKERS), skipinitialspace=True, low_memory=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ValueError(f"{names['path']} {str(path)!r} is not a readable CSV file: "
                          f"{' '.join(str(err).split())}") from None
     frame.columns = [str(c).strip() for c in frame.columns]
+    if not len(frame):
+        raise ValueError(f"{names['path']} {str(path)!r} has a header row but no data rows")
     drop = [str(c).strip() for c in drop if str(c).strip()]
     for arg, columns in (("label", [label]), ("group", [group]), ("drop", drop)):
         missing = [c for c in columns if c not in frame.columns]
@@ -127,18 +136,23 @@ def user_csv(*, path: str | os.PathLike, label: str, group: str, drop: Sequence[
     if not features:
         raise ValueError(f"no feature column left in {path.name} after removing the label {label!r}, the group "
                          f"{group!r} and {names['drop']} {drop}")
+    for arg, column in (("label", label), ("group", group)):
+        if frame[column].isna().all():
+            raise ValueError(f"{names[arg]}: column {column!r} of {path.name} has no values (every row is missing)")
+    _check_finite(frame[features], path=path, names=names)
     lines = [f"read {path.name}: {len(frame):,} rows, {len(frame.columns)} columns (SHA-256 {digest[:12]}…)"]
     complete, record = tab.drop_missing(frame, [label, group, *features], what=f"{path.name}")
     lines.append(tab.missing_summary(record))
     if not len(complete):
-        raise ValueError(f"every row of {path.name} has a missing value; {names['drop']} the emptiest columns "
-                         f"(rows missing per column: {record['missing_by_column']})")
+        raise ValueError(f"every row of {path.name} has a missing value in the label, the group or a feature; "
+                         f"{names['drop']} the emptiest feature columns (rows missing per column: "
+                         f"{record['missing_by_column']})")
     y, label_names, label_line = _encode_label(complete[label], label=label, positive=positive, names=names)
     lines.append(label_line)
     group_ids, group_names, group_line = _encode_group(complete[group].astype(str).str.strip(), column=group,
                                                        names=names)
     lines.append(group_line)
-    X, feature_names, numeric, categorical, feature_lines = _features(complete[features])
+    X, feature_names, numeric, categorical, feature_lines = _features(complete[features], names=names)
     lines += feature_lines
     if drop:
         lines.append(f"left out ({names['drop']}): {', '.join(drop)}")
@@ -209,8 +223,55 @@ def _encode_group(values: pd.Series, *, column: str, names: Mapping[str, str]) -
     return ids, list(order), f"groups: {column}, {len(order)} groups ({sizes})"
 
 
-def _features(frame: pd.DataFrame) -> tuple[np.ndarray, list[str], list[str], list[str], list[str]]:
-    """One ColumnTransformer: StandardScaler on numeric columns, OneHotEncoder on the rest."""
+def _check_shape_before_parsing(path: Path, *, names: Mapping[str, str]) -> None:
+    """Refuse a file over :data:`MAX_BYTES`, a header over :data:`MAX_COLUMNS` columns or with a repeated column
+    name -- from the file's size and first line, before pandas reads the file (a 40-row CSV with a million
+    columns once took 280 s and 4.4 GB; pandas renames a repeated column silently, so a repeated label name
+    could pick the wrong one)."""
+    import csv
+
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise ValueError(f"{names['path']} {str(path)!r} is {size / 1024 ** 3:.1f} GiB; at most "
+                         f"{MAX_BYTES / 1024 ** 3:.0f} GiB is read (subsample it first)")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            header_line = handle.readline(64 * MAX_COLUMNS)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{names['path']} {str(path)!r} is not a readable CSV file: {err}") from None
+    header = next(csv.reader([header_line]), [])
+    if len(header) > MAX_COLUMNS or (len(header_line) >= 64 * MAX_COLUMNS and not header_line.endswith("\n")):
+        raise ValueError(f"{names['path']} {str(path)!r} has more than {MAX_COLUMNS:,} columns "
+                         f"({len(header):,}+ in its header); at most {MAX_COLUMNS:,} are read")
+    seen: dict[str, int] = {}
+    for column in (c.strip() for c in header):
+        seen[column] = seen.get(column, 0) + 1
+    repeated = [c for c, count in seen.items() if count > 1]
+    if repeated:
+        raise ValueError(f"{names['path']} {str(path)!r} names column(s) {repeated} more than once; every column "
+                         "needs its own name")
+
+
+def _check_finite(frame: pd.DataFrame, *, path: Path, names: Mapping[str, str]) -> None:
+    """Refuse numeric feature columns holding inf or -inf (not missing values: no imputation or scaling can use
+    them), naming the columns and a row of each."""
+    bad = []
+    for column in frame.columns:
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            infinite = np.isinf(values.to_numpy(dtype=np.float64))
+            if infinite.any():
+                bad.append(f"{column!r} ({int(infinite.sum())} row(s), first at data row "
+                           f"{int(np.flatnonzero(infinite)[0]) + 1})")
+    if bad:
+        raise ValueError(f"{names['path']} {path.name}: column(s) {', '.join(bad)} hold infinite values (inf); "
+                         f"replace them or {names['drop']} the column")
+
+
+def _features(frame: pd.DataFrame, *, names: Mapping[str, str] = ARGUMENT_NAMES
+              ) -> tuple[np.ndarray, list[str], list[str], list[str], list[str]]:
+    """One ColumnTransformer: StandardScaler on numeric columns, OneHotEncoder on the rest (refused beyond
+    :data:`MAX_FEATURES` encoded features, naming the widest columns)."""
     from sklearn.compose import ColumnTransformer
     from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
@@ -218,6 +279,11 @@ def _features(frame: pd.DataFrame) -> tuple[np.ndarray, list[str], list[str], li
                and not pd.api.types.is_bool_dtype(frame[c])]
     categorical = [c for c in frame.columns if c not in numeric]
     cats = frame[categorical].astype(str).apply(lambda s: s.str.strip()) if categorical else frame[categorical]
+    levels = cats.nunique() if categorical else pd.Series(dtype=int)
+    if len(numeric) + int(levels.sum()) > MAX_FEATURES:
+        widest = ", ".join(f"{c} ({int(n):,} levels)" for c, n in levels.sort_values(ascending=False)[:3].items())
+        raise ValueError(f"the features would be {len(numeric) + int(levels.sum()):,} columns after one-hot "
+                         f"encoding (at most {MAX_FEATURES:,}); {names['drop']} the widest text columns: {widest}")
     data = pd.concat([frame[numeric].astype(np.float64), cats], axis=1)
     transformer = ColumnTransformer(
         [("numeric", StandardScaler(), numeric),

@@ -160,13 +160,23 @@ class RunCache:
         found, value = self.lookup(key)
         if found:
             return value
+        return self.compute_and_store(key, compute)
+
+    def compute_and_store(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` stored under ``key`` -- unless another process holds the claim on ``key``: then wait
+        for it and serve what it stored (computing only if it stored nothing, e.g. it was killed)."""
+        with self.claim(key, wait=False) as free:
+            if free:
+                value = compute()
+                self.store(key, value)
+                return value
         with self.claim(key, wait=True):
-            found, value = self.lookup(key)  # computed by another process while this one waited
+            found, value = self.lookup(key)
             if found:
                 return value
             value = compute()
             self.store(key, value)
-        return value
+            return value
 
     @contextlib.contextmanager
     def claim(self, key: str, *, wait: bool) -> Iterator[bool]:

@@ -32,7 +32,6 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-import torch
 from tqdm.auto import tqdm
 
 from dpfair_analysis.experiments.cache import RunCache, code_fingerprint
@@ -78,9 +77,16 @@ class Backend:
         try:
             jobs_value = int(jobs)
         except ValueError:
-            raise ValueError(f"DPFAIR_JOBS must be a positive integer, got {jobs!r}") from None
-        return cls(name=os.environ.get("DPFAIR_BACKEND") or None, jobs=jobs_value,
-                   address=os.environ.get("DPFAIR_RAY_ADDRESS") or None)
+            jobs_value = 0
+        if jobs_value < 1:
+            raise ValueError(f"DPFAIR_JOBS must be a positive integer, got {jobs!r}")
+        name = os.environ.get("DPFAIR_BACKEND") or None
+        if name is not None and name not in BACKENDS:
+            raise ValueError(f"DPFAIR_BACKEND must be one of {list(BACKENDS)}, got {name!r}")
+        try:
+            return cls(name=name, jobs=jobs_value, address=os.environ.get("DPFAIR_RAY_ADDRESS") or None)
+        except ValueError as error:
+            raise ValueError(f"DPFAIR_BACKEND/DPFAIR_JOBS/DPFAIR_RAY_ADDRESS: {error}") from None
 
     def describe(self) -> str:
         """E.g. ``"joblib, 2 processes"``."""
@@ -136,38 +142,36 @@ def _execute(backend: Backend, runs: Sequence[Run], *, cache: RunCache) -> Itera
     second process running the same sweep waits for this one's result instead of computing it again."""
     if not runs:
         return
+    import torch
+
     threads = torch.get_num_threads()
     if backend.name == "serial":
         for run in runs:
-            with cache.claim(run.key, wait=True):
-                found, value = cache.lookup(run.key)  # another process finished it while this one waited
-                if not found:
-                    key, fingerprint, value = _in_worker(run, threads)
-                    _check_fingerprint(key, fingerprint)
-                    cache.store(key, value)
-            yield run.key, value
+            yield run.key, cache.compute_and_store(run.key, lambda: _checked(*_in_worker(run, threads)))
         return
     if backend.name == "joblib":
         outcomes: Iterator[tuple[str, str, Any]] = _on_joblib(runs, jobs=backend.jobs, threads=threads)
     else:
         outcomes = _on_ray(runs, backend=backend, threads=threads)
     for key, fingerprint, value in outcomes:
-        _check_fingerprint(key, fingerprint)
-        cache.store(key, value)
+        cache.store(key, _checked(key, fingerprint, value))
         yield key, value
 
 
-def _check_fingerprint(key: str, fingerprint: str) -> None:
-    """:class:`ForeignCodeError` if run ``key`` was computed by code other than this (a worker running
-    another version of the package)."""
+def _checked(key: str, fingerprint: str, value: Any) -> Any:
+    """``value``, unless run ``key`` was computed by code other than this (a worker running another version of
+    the package): :class:`ForeignCodeError`."""
     if fingerprint != code_fingerprint():
         raise ForeignCodeError(f"run {key[:12]} was computed by other code (worker fingerprint "
                                f"{fingerprint[:12]}, here {code_fingerprint()[:12]}): install this version of "
                                "dpfair_analysis on every worker")
+    return value
 
 
 def _in_worker(run: Run, threads: int) -> tuple[str, str, Any]:
     """Compute one run with the caller's torch thread count; (key, code fingerprint, result)."""
+    import torch
+
     torch.set_num_threads(threads)
     return run.key, code_fingerprint(), run.compute()
 

@@ -63,6 +63,7 @@ from dp_accounting import dp_event, mechanism_calibration, privacy_accountant
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.validation import (
     check_choice,
     check_delta,
@@ -956,8 +957,8 @@ def _bracket_noise(meets, *, target_epsilon: float) -> tuple[float, float]:
         low = high / 2
         while meets(low):
             if low <= _MIN_SEARCH_NOISE:
-                raise ValueError(
-                    f"target_epsilon={target_epsilon!r} is met even at noise_multiplier="
+                raise ArgumentError(
+                    "target_epsilon", f"{target_epsilon!r} is met even at noise_multiplier="
                     f"{low!r}; calibration searches noise multipliers >= {_MIN_SEARCH_NOISE}"
                 )
             high, low = low, max(low / 2, _MIN_SEARCH_NOISE)
@@ -966,8 +967,8 @@ def _bracket_noise(meets, *, target_epsilon: float) -> tuple[float, float]:
     while True:
         high = low * 2
         if high > _MAX_SEARCH_NOISE:
-            raise ValueError(
-                f"target_epsilon={target_epsilon!r} is not met even at noise_multiplier="
+            raise ArgumentError(
+                "target_epsilon", f"{target_epsilon!r} is not met even at noise_multiplier="
                 f"{low!r} (the classic conversion, for one, cannot go below "
                 "log(1/delta)/(max order - 1))"
             )

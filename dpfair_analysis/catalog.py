@@ -108,3 +108,7 @@ DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
                  "a file you name (--csv PATH)", (),
                  group_by=(), rows=None),
 ]}
+
+
+#: The built-in models by name (:func:`dpfair_analysis.models.build_model` builds them).
+MODEL_NAMES = ("logreg", "mlp", "cnn")

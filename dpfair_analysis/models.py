@@ -15,6 +15,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from dpfair_analysis.catalog import MODEL_NAMES
 from dpfair_analysis.validation import check_choice, check_nonnegative, check_positive_int
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "elu": nn.ELU}
@@ -87,7 +88,7 @@ class MnistCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
-MODELS = ("logreg", "mlp", "cnn")
+MODELS = MODEL_NAMES
 
 
 def build_model(name: str, *, input_shape: Sequence[int], n_classes: int, seed: int = 0,

@@ -63,12 +63,15 @@ def positive_int(text: str) -> int:
 
 
 def device(text: str) -> str:
-    """``--device``: cpu, or cuda / cuda:N where torch sees CUDA (one-line error otherwise)."""
-    import torch
-
+    """``--device``: cpu, or cuda / cuda:N where torch sees CUDA (one-line error otherwise; only a CUDA device
+    needs torch imported to be checked -- argparse applies this to the default "cpu" of every command)."""
     if text not in ("cpu", "cuda") and not (text.startswith("cuda:") and text[5:].isdigit()):
         raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
-    if text.startswith("cuda") and not torch.cuda.is_available():
+    if text == "cpu":
+        return text
+    import torch
+
+    if not torch.cuda.is_available():
         raise argparse.ArgumentTypeError(f"{text!r} needs CUDA, but torch.cuda.is_available() is False on this "
                                          f"machine; use --device cpu")
     return text
@@ -145,11 +148,11 @@ def add_accounting_flags(parser: argparse.ArgumentParser, *, accountant: str = "
 
 def accounting_from_args(args: argparse.Namespace, *, neighboring: str = "add_remove", **fixed: object):
     """The :class:`~dpfair_analysis.privacy.accounting.AccountingSpec` the flags ask for (one-line errors)."""
-    from dpfair_analysis.privacy.accounting import AccountingSpec
-
     conversion = getattr(args, "conversion", "improved")
     if args.accountant == "pld" and conversion != "improved":
         raise UsageError(f"--conversion {conversion} applies only to --accountant rdp")
+    from dpfair_analysis.privacy.accounting import AccountingSpec
+
     return AccountingSpec(accountant=args.accountant, conversion=conversion, neighboring=neighboring, **fixed)
 
 
@@ -353,9 +356,6 @@ def data_from_args(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
     reported naming its flag before any work) and named by its SHA-256 in the options, so cached
     results of an edited file are never served.
     """
-    from dpfair_analysis.data.sources import DataWarning
-    from dpfair_analysis.data.user_csv import user_csv
-
     csv_only = [flag for flag, value in (("--label", args.label), ("--group", args.group), ("--drop", args.drop),
                                          ("--positive", args.positive)) if value is not None]
     if args.csv is None:
@@ -381,6 +381,11 @@ def data_from_args(args: argparse.Namespace) -> tuple[str, dict, list[str]]:
     except argparse.ArgumentTypeError as error:
         raise UsageError(f"--drop: {error}") from None
     path = Path(args.csv).expanduser().resolve()
+    if not path.is_file():
+        raise UsageError(f"--csv {str(path)!r} is not a file")
+    from dpfair_analysis.data.sources import DataWarning
+    from dpfair_analysis.data.user_csv import user_csv
+
     with warnings.catch_warnings(record=True) as caught:  # said once, as a note on stderr, not a Python warning
         warnings.simplefilter("always", DataWarning)
         dataset = user_csv(path=path, label=args.label, group=args.group, drop=drop, positive=args.positive,

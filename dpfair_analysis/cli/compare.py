@@ -98,7 +98,6 @@ def run(args: argparse.Namespace) -> None:
     if args.optq_count_noise is not None and args.optq_count_noise <= args.sigma / 2:
         raise UsageError(f"--optq-count-noise must exceed --sigma / 2 = {args.sigma / 2:g} (Andrew et al. Thm 1), "
                          f"got {args.optq_count_noise:g}")
-    dataset, data_options, preprocessing = data_from_args(args)
     try:
         methods = comma_items(args.methods, "methods (sgd, dpsgd, naive, dpsgdf, dpsgd(C=2), ...)")
     except argparse.ArgumentTypeError as error:
@@ -111,6 +110,7 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError(f"argument --clips: {error}") from None
     methods += [f"dpsgd(C={c})" for c in clips]
     fractions = train_fractions_from_args(args)
+    dataset, data_options, preprocessing = data_from_args(args)
     if args.test_split == "official" and not DATASETS[dataset].official_split:
         allowed = [name for name, entry in DATASETS.items() if entry.official_split]
         raise UsageError(f"--test-split official needs a data set with a published test split ({allowed}); "
@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> None:
                        what=f"{len(methods)} method(s) x {args.seeds} seed(s) x {args.epochs} epochs",
                        flags="--epochs/--seeds", force=args.force, quiet=args.quiet or args.json)
     backend = backend_from_args(args)
+    accounting = accounting_from_args(args)
     cache = run_cache_from_args(args)
 
     from dpfair_analysis.data.sources import MissingValuesWarning
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> None:
             fedavg_local_epochs=args.local_epochs, fedavg_local_batch=args.local_batch, fedavg_local_lr=args.local_lr,
             fedavg_update_clip=args.update_clip, fedavg_noise_multiplier=args.fedavg_sigma,
             train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
-                              delta=args.delta, accounting=accounting_from_args(args), device=args.device),
+                              delta=args.delta, accounting=accounting, device=args.device),
             seeds=tuple(range(args.seed, args.seed + args.seeds)))
     except ValueError as error:
         raise UsageError(f"--methods: {' '.join(str(error).split())}") from None

@@ -67,11 +67,11 @@ def _run_data_list(args: argparse.Namespace) -> None:
 
 
 def _run_data_fetch(args: argparse.Namespace) -> None:
+    if args.from_path is not None and not Path(args.from_path).exists():
+        raise UsageError(f"--from {args.from_path}: no such file or directory")
     from dpfair_analysis.data import fetch_dataset
     from dpfair_analysis.data.sources import ChecksumError
 
-    if args.from_path is not None and not Path(args.from_path).exists():
-        raise UsageError(f"--from {args.from_path}: no such file or directory")
     try:
         with _warnings_as_lines():
             paths = fetch_dataset(args.name, from_path=args.from_path)
@@ -94,13 +94,13 @@ def _run_data_fetch(args: argparse.Namespace) -> None:
 
 
 def _run_data_describe(args: argparse.Namespace) -> None:
+    check_dataset_options(args.name, args.group_by)
+    if args.split is not None and args.name != "mnist-full":
+        raise UsageError(f"--split applies only to mnist-full (the others have no official split), not {args.name}")
     import torch
 
     from dpfair_analysis.data import _tabular, load
 
-    check_dataset_options(args.name, args.group_by)
-    if args.split is not None and args.name != "mnist-full":
-        raise UsageError(f"--split applies only to mnist-full (the others have no official split), not {args.name}")
     options = {} if args.group_by is None else {"by": args.group_by}
     if args.split is not None:
         options["split"] = args.split

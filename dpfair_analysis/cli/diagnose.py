@@ -95,7 +95,7 @@ def _hidden_sizes(text: str) -> tuple[int, ...]:
 def _check_model_flags(args: argparse.Namespace) -> None:
     """--model names a model (or, with --trust-model-file, an existing file), --weights an existing file,
     --hidden parses: before any data is loaded."""
-    from dpfair_analysis.models import MODELS
+    from dpfair_analysis.catalog import MODEL_NAMES as MODELS
 
     _hidden_sizes(args.hidden)
     if args.model in MODELS:

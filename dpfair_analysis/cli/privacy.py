@@ -25,16 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_privacy_epsilon(args: argparse.Namespace) -> None:
-    from dpfair_analysis.privacy.accounting import dpsgd_privacy_summary
-
     if args.batch_size > args.n:
         raise UsageError(f"--batch-size {args.batch_size} must be at most --n {args.n}")
+    accounting = accounting_from_args(args)
+    from dpfair_analysis.privacy.accounting import dpsgd_privacy_summary
+
     summary = dpsgd_privacy_summary(n=args.n, batch_size=args.batch_size, noise_multiplier=args.sigma,
-                                    delta=args.delta, epochs=args.epochs, steps=args.steps,
-                                    accounting=accounting_from_args(args))
+                                    delta=args.delta, epochs=args.epochs, steps=args.steps, accounting=accounting)
     if args.json:
         print_json(summary)
     else:
         print(f"ε = {summary['epsilon']:.4f} at δ = {summary['delta']:g} "
-              f"({accounting_from_args(args).describe()}; {summary['steps']} steps, "
+              f"({accounting.describe()}; {summary['steps']} steps, "
               f"q = {summary['sampling_rate']:.6f}, σ = {summary['noise_multiplier']:g})")

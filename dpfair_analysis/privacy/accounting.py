@@ -674,7 +674,9 @@ def calibrate_noise_multiplier(
     def meets(sigma: float) -> bool:
         return epsilon_from_event(event_at(sigma), delta, accounting=spec) <= target_epsilon
 
-    low, high = _bracket_noise(meets, target_epsilon=target_epsilon)
+    with warnings.catch_warnings():  # probes far from the answer; the final check below warns where it matters
+        warnings.simplefilter("ignore")
+        low, high = _bracket_noise(meets, target_epsilon=target_epsilon)
     sigma = mechanism_calibration.calibrate_dp_mechanism(
         spec.make_accountant,
         lambda sigma: spec.accountable(event_at(sigma)),

@@ -8,6 +8,9 @@ To add a command, add its bad invocations to BAD: (argv, the flag the message mu
 from __future__ import annotations
 
 import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,8 @@ from dpfair_analysis.cli import main
 
 EXISTING_FILE = "{tmp}/existing.txt"
 EXISTING_DIR = "{tmp}/adir"
+FIFO = "{tmp}/fifo"                 # special files the writer must never replace
+LINK_TO_FIFO = "{tmp}/link-to-fifo"
 
 
 def epsilon_argv(**flags: str | None) -> list[str]:
@@ -174,6 +179,27 @@ BAD = [
     (["pfld-table", "--data", "compas", "--epsilon", "0"], "--epsilon"),
     (["pfld-table", "--data", "compas", "--constraints", ""], "--constraints"),
     (["pfld-table", "--data", "compas", "--group-by", "nope"], "--group-by"),
+    # special files, unsafe inputs, one path for two outputs (issue 34)
+    (["diagnose", "--report", FIFO], "--report"),
+    (["diagnose", "--plot", LINK_TO_FIFO], "--plot"),
+    (["compare", "--out", FIFO], "--out"),
+    (["diagnose", "--report", "{tmp}/same.html", "--plot", "{tmp}/same.html"], "--report and --plot"),
+    (["diagnose", "--model", EXISTING_FILE], "--trust-model-file"),
+    (["diagnose", "--model", "logreg", "--trust-model-file"], "--trust-model-file"),
+    (["diagnose", "--model", "logreg", "--weights", "{tmp}/missing.pt"], "--weights"),
+    (["diagnose", "--model", EXISTING_FILE, "--weights", EXISTING_FILE], "--weights"),
+    (["diagnose", "--rows", "1"], "--rows"),
+    (["diagnose", "--rows", "99"], "--rows"),
+    # empty items in comma lists are refused, never dropped
+    (["compare", "--clips", "1,,2"], "--clips"),
+    (["compare", "--clips", "1,"], "--clips"),
+    (["compare", "--methods", "sgd,,dpsgd"], "--methods"),
+    (["diagnose", "--hidden", "8,,2"], "--hidden"),
+    (["diagnose", "--csv", EXISTING_FILE, "--label", "y", "--group", "g", "--drop", "a,,b"], "--drop"),
+    (["excess-risk", "--data", "adult", "--mechanism", "output", "--epsilons", "1,,2"], "--epsilons"),
+    (["pfld-table", "--data", "compas", "--methods", "z,,m"], "--methods"),
+    (["pfld-table", "--data", "compas", "--folds", "100000"], "--folds"),
+    (["train", "--hidden", "4,,2"], "--hidden"),
     # verify
     (["verify", "--budget", "nope"], "--budget"),
     (["verify", "--paper", "007"], "--paper"),
@@ -212,7 +238,7 @@ def tripwires(monkeypatch):
 
 
 def test_there_are_at_least_sixty_cases():
-    assert len(BAD) >= 60
+    assert len(BAD) >= 60 and len(BAD) + len(BAD_ENVIRONMENT) + len(BAD_CSV) >= 170
     from dpfair_analysis.cli import COMMANDS
     covered = {argv[argv.index(next(a for a in argv if not a.startswith("-") and a != "0"))] for argv, _ in BAD}
     assert {c.__name__.rsplit(".", 1)[-1].replace("_", "-") for c in COMMANDS} <= covered | {"pfld-table"}
@@ -222,6 +248,8 @@ def test_there_are_at_least_sixty_cases():
 def test_bad_invocation_is_one_line_naming_the_flag(argv, flag, tmp_path, capsys, tripwires):
     (tmp_path / "existing.txt").write_text("keep me")
     (tmp_path / "adir").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link-to-fifo").symlink_to(tmp_path / "fifo")
     argv = [a.format(tmp=tmp_path) for a in argv]
     before = sorted(p.name for p in tmp_path.rglob("*"))
     status = main(argv)
@@ -232,6 +260,7 @@ def test_bad_invocation_is_one_line_naming_the_flag(argv, flag, tmp_path, capsys
     assert "Traceback" not in err and "Tripwire" not in err
     assert sorted(p.name for p in tmp_path.rglob("*")) == before and (tmp_path / "existing.txt").read_text() == \
         "keep me"
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode) and (tmp_path / "link-to-fifo").is_symlink()
 
 
 def test_work_beyond_a_day_is_refused_with_its_estimate_and_runs_with_force(capsys, tripwires):
@@ -260,3 +289,130 @@ def test_verify_lists_its_claims(capsys):
     assert main(["verify", "--list", "--paper", "003"]) == 0
     out = capsys.readouterr().out
     assert "003.thm1 " in out and "003.lemma1.shared-batch" in out and "001." not in out
+
+
+# ----------------------------------------------------------------- environment variables are named too
+BAD_ENVIRONMENT = [
+    ({"DPFAIR_JOBS": "0"}, ["compare", "--epochs", "1"], "DPFAIR_JOBS"),
+    ({"DPFAIR_JOBS": "two"}, ["compare", "--epochs", "1"], "DPFAIR_JOBS"),
+    ({"DPFAIR_BACKEND": "dask"}, ["compare", "--epochs", "1"], "DPFAIR_BACKEND"),
+    ({"DPFAIR_BACKEND": "serial", "DPFAIR_JOBS": "2"}, ["compare", "--epochs", "1"], "DPFAIR_BACKEND"),
+    ({"DPFAIR_DATA": EXISTING_FILE}, ["data", "fetch", "compas"], "DPFAIR_DATA"),
+]
+
+
+@pytest.mark.parametrize("environment, argv, name", BAD_ENVIRONMENT,
+                         ids=[" ".join(f"{k}={v}" for k, v in e.items()) for e, _, _ in BAD_ENVIRONMENT])
+def test_a_bad_environment_variable_is_one_line_naming_it(environment, argv, name, tmp_path, capsys, monkeypatch):
+    (tmp_path / "existing.txt").write_text("keep me")
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value.format(tmp=tmp_path))
+    status = main(argv)
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and err.startswith("dpfair: error: ") and name in err, err
+    assert (tmp_path / "existing.txt").read_text() == "keep me"
+
+
+# ----------------------------------------------------------------- degenerate and oversized CSV files
+def _rows(n: int, *, value: str = "0.5", group: str | None = None) -> str:
+    return "".join(f"{value if i != 3 else value},{i % 2},{group if group is not None else 'ab'[i % 2]}\n"
+                   for i in range(n))
+
+
+BAD_CSV = [
+    ("header only", "x,y,g\n", "has a header row but no data rows"),
+    ("duplicate column", "x,x,y,g\n" + "".join(f"1,2,{i % 2},{'ab'[i % 2]}\n" for i in range(40)),
+     "names column(s) ['x'] more than once"),
+    ("duplicate label column", "x,y,y,g\n" + "".join(f"1,{i % 2},1,{'ab'[i % 2]}\n" for i in range(40)),
+     "names column(s) ['y'] more than once"),
+    ("inf in a column", "x,y,g\n" + _rows(10) + "inf,1,a\n" + _rows(30), "infinite values"),
+    ("-inf in a column", "x,y,g\n" + _rows(10) + "-inf,1,a\n" + _rows(30), "infinite values"),
+    ("all-missing group", "x,y,g\n" + _rows(40, group=""), "--group: column 'g'"),
+    ("all-missing label", "x,y,g\n" + "".join(f"1,,{'ab'[i % 2]}\n" for i in range(40)), "--label: column 'y'"),
+    ("too wide", ",".join(f"c{i}" for i in range(10_001)) + ",y,g\n", "more than 10,000 columns"),
+    ("one-hot too wide", "id,y,g\n" + "".join(f"row{i},{i % 2},{'ab'[i % 2]}\n" for i in range(20_001)),
+     "after one-hot encoding"),
+    ("a one-row group", "x,y,g\n" + _rows(40) + "0.1,1,c\n", "--group"),
+]
+
+
+@pytest.mark.parametrize("content, message", [(c, m) for _, c, m in BAD_CSV], ids=[i for i, _, _ in BAD_CSV])
+def test_a_degenerate_csv_is_one_line_naming_the_problem_before_training(content, message, tmp_path, capsys,
+                                                                        tripwires):
+    path = tmp_path / "data.csv"
+    path.write_text(content)
+    status = main(["diagnose", "--csv", str(path), "--label", "y", "--group", "g"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and err.startswith("dpfair: error: ") and message in err, err
+    assert "Tripwire" not in err
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["diagnose", "--data", "synthetic", "--train-fraction", "Alien=0.5", "--rows", "200"], "--train-fraction"),
+    (["compare", "--data", "synthetic", "--train-fraction", "Alien=0.5", "--epochs", "1"], "--train-fraction"),
+    (["diagnose", "--data", "synthetic", "--epsilon", "1e-9", "--rows", "200"], "--epsilon"),
+], ids=["diagnose unknown group", "compare unknown group", "unreachable epsilon"])
+def test_a_value_known_bad_only_with_the_data_still_names_its_flag(argv, flag, capsys):
+    assert main([*argv, "--no-cache"] if argv[0] == "compare" else argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"dpfair: error: {flag}"), err
+
+
+# ----------------------------------------------------------------- faults: nothing finished is lost
+def test_an_unwritable_cache_is_said_once_and_the_run_still_completes(tmp_path, capsys, monkeypatch):
+    (tmp_path / "a-file").write_text("not a directory")
+    for cache in (tmp_path / "a-file", tmp_path / "a-file" / "runs"):  # a file at the path, a path under a file
+        monkeypatch.setenv("DPFAIR_CACHE", str(cache))
+        status = main(["compare", "--data", "synthetic", "--epochs", "1", "--methods", "sgd,dpsgd", "--json"])
+        out, err = capsys.readouterr()
+        assert status == 0, err
+        assert err.count("cannot be written") == 1 and "running uncached" in err, err
+        assert len(__import__("json").loads(out)["rows"]) > 0
+    assert (tmp_path / "a-file").read_text() == "not a directory"
+
+
+def test_an_output_that_is_a_symlink_writes_its_target_and_keeps_the_link(tmp_path, capsys):
+    target = tmp_path / "kept" / "history.csv"
+    target.parent.mkdir()
+    target.write_text("old")
+    (tmp_path / "link.csv").symlink_to(target)
+    status = main(["compare", "--data", "synthetic", "--epochs", "1", "--methods", "sgd", "--no-cache", "--quiet",
+                   "--out", str(tmp_path / "link.csv")])
+    assert status == 0, capsys.readouterr().err
+    assert (tmp_path / "link.csv").is_symlink() and os.readlink(tmp_path / "link.csv") == str(target)
+    header = target.read_text().splitlines()[0].split(",")
+    assert {"method", "seed", "epoch"} <= set(header)  # the history, written through the link
+    assert sorted(p.name for p in target.parent.iterdir()) == ["history.csv"]
+
+
+def test_ctrl_c_at_any_moment_of_startup_ends_with_one_line_and_status_130(tmp_path):
+    """SIGINT while the command imports torch and loads data: 'dpfair: interrupted', status 130, no traceback."""
+    import signal
+    import time
+
+    for delay in (0.3, 1.5):
+        process = subprocess.Popen([sys.executable, "-m", "dpfair_analysis.cli", "compare", "--data", "synthetic",
+                                    "--epochs", "50", "--no-cache", "--quiet"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 130, (delay, err)
+        assert err == "dpfair: interrupted\n", (delay, err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["compare", "--help"], ["compare", "--data", "nope"], ["compare", "--clips", "1,,2"],
+    ["diagnose", "--rows", "1"], ["diagnose", "--model", "resnet"], ["privacy", "epsilon", "--n", "0"],
+    ["data", "describe", "adult", "--group-by", "nope"], ["excess-risk", "--data", "nope"],
+    ["pfld-table", "--data", "compas", "--folds", "1"], ["train", "--epsilon", "0"],
+    ["hessian", "--data", "adult", "--probes", "0"],
+], ids=lambda argv: " ".join(argv))
+def test_help_and_refusals_import_neither_torch_nor_scipy_nor_pandas(argv):
+    """Startup: --help and a refused flag are answered before the heavy libraries load (5-6 s and 350 MB
+    before; measured in a fresh process: nothing is imported that the answer does not need)."""
+    code = ("import sys\nfrom dpfair_analysis.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'scipy', 'dp_accounting', 'pandas', 'sklearn') if m in sys.modules))"
+            % (argv,))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip().splitlines()[-1] == "[]", (result.stdout[-300:], result.stderr[-300:])

@@ -1293,10 +1293,8 @@ def report_html(diagnosis: Diagnosis, *, figure_png: bytes | None = None, title:
               f'<figure><img alt="predicted cost of privacy per group" src="data:image/png;base64,'
               f'{base64.b64encode(figure_png).decode("ascii")}"/><figcaption>Predicted cost of privacy per group '
               f'(bars: clipping and noise parts; whiskers: 90% interval).</figcaption></figure>')
-    shown = {k: settings[k] for k in ("method", "noise_multiplier", "clip_bound", "batch_size", "epochs", "steps",
-                                      "learning_rate", "n_train", "delta", "mechanism", "collapse_predicted",
-                                      "noise_per_weight")}
-    settings_rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(_fmt(v))}</td></tr>" for k, v in shown.items())
+    settings_rows = "".join(f"<tr><th>{esc(label)}</th><td>{esc(_fmt(settings[key]))}</td></tr>"
+                            for key, label in SETTING_LABELS.items())
     explanation = "".join(f"<li>{esc(line)}</li>" for line in diagnosis.explanation())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
@@ -1335,7 +1333,20 @@ trajectory. dpfair_analysis, dpfair diagnose.</p>
 """
 
 
+#: The report's settings table: key of :meth:`Diagnosis.settings` -> what a reader is told it is.
+SETTING_LABELS = {"method": "method", "noise_multiplier": "noise multiplier σ", "clip_bound": "clipping bound C",
+                  "batch_size": "expected batch size b", "epochs": "epochs", "steps": "steps T",
+                  "learning_rate": "learning rate r", "n_train": "training rows n", "delta": "δ",
+                  "mechanism": "dominant mechanism", "collapse_predicted": "ends as a constant classifier (predicted)",
+                  "noise_per_weight": "accumulated noise per weight (std)"}
+
+
 def _fmt(value) -> str:
+    """A setting as a person reads it: yes/no, integers with thousands separators, 4 significant digits."""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer() and abs(value) >= 1e3):
+        return f"{int(value):,}"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

@@ -9,6 +9,7 @@ axis label says what a band or whisker is.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from pathlib import Path
 
@@ -155,11 +156,13 @@ def plot_group_bounds(steps: pd.DataFrame, group_names: tuple[str, ...], *, meth
         unknown = sorted(set(focus) - set(tidy["group"]))
         if unknown:
             raise ValueError(f"focus names groups {unknown} that are not among {list(group_names)}")
-        for _, part in tidy[~tidy["group"].isin(focus)].groupby("group"):
+        for i, (_, part) in enumerate(tidy[~tidy["group"].isin(focus)].groupby("group")):
             mean = part.groupby(x)["C^k"].mean()
-            ax.plot(mean.index, mean.to_numpy(), color="0.75", lw=0.8, zorder=1)
+            ax.plot(mean.index, mean.to_numpy(), color="0.75", lw=0.8, zorder=1,
+                    label="other groups (mean)" if i == 0 else None)
         tidy = tidy[tidy["group"].isin(focus)]
     sns.lineplot(data=tidy, x=x, y="C^k", hue="group", ax=ax, errorbar=("pi", 50))
+    ax.legend(fontsize=8)  # seaborn's groups and, where drawn, what the grey lines are
     ax.set_xlabel("epoch" if steps_per_epoch else "step")
     ax.set_ylabel("C^k per epoch; band: 25-75% of steps")
     fig.tight_layout()
@@ -474,7 +477,8 @@ def plot_diagnosis(diagnosis) -> plt.Figure:
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel("predicted Δ accuracy (private − non-private)")
     ax.set_ylabel("")
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.5 / (0.55 * len(names) + 2.2) - 0.12),
+              ncol=3, frameon=False)  # below the axes: never over a bar or a whisker
     p = diagnosis.plan
     ax.set_title(f"{diagnosis.dataset}: σ={p.sigma:.3g}, C={p.plan.clip_bound:g}, b={p.plan.batch_size}, "
                  f"ε={p.epsilon:.3g} — {diagnosis.mechanism}", fontsize=10)
@@ -482,8 +486,11 @@ def plot_diagnosis(diagnosis) -> plt.Figure:
                "n": "n"}
     values = groups.set_index(groups["group"].astype(str))[list(columns)].astype(float)
     scaled = values / values.abs().max().replace(0, 1)
-    sns.heatmap(scaled.rename(columns=columns), annot=values.rename(columns=columns).map(lambda v: f"{v:.3g}"),
-                fmt="", cmap="Oranges", cbar=False, ax=heat, vmin=0, vmax=1)
+    labels = values.apply(lambda column: column.map((lambda v: f"{v:,.0f}") if column.name == "n" else
+                                                    (lambda v: f"{v:.3g}")))
+    sns.heatmap(scaled.rename(columns=columns), annot=labels.rename(columns=columns), fmt="", cmap="Oranges",
+                cbar=False, ax=heat, vmin=0, vmax=1)
+    heat.tick_params(axis="x", labelrotation=0)
     heat.set_ylabel("")
     heat.set_title("per-group quantities (colour: share of the column's largest)", fontsize=10)
     fig.tight_layout()
@@ -502,17 +509,21 @@ def figure_png(fig: plt.Figure, *, dpi: int = 120) -> bytes:
 def plot_validation(summary: pd.DataFrame) -> plt.Figure:
     """Predicted vs actual cost of privacy, one point per (cell, group) (mean over seeds), by regime; the
     diagonal is a perfect prediction. ``summary`` from :func:`dpfair_analysis.experiments.diagnose.cell_summary`."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharex=False, sharey=False)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2), sharex=False, sharey=False)
+    settings = list(dict.fromkeys(summary["setting"]))
+    palette = dict(zip(settings, sns.color_palette("tab10", len(settings))))
     for ax, (regime, part) in zip(axes, summary.groupby("regime", sort=False)):
-        sns.scatterplot(data=part, x="predicted", y="actual_mean", hue="setting", ax=ax, s=40)
+        sns.scatterplot(data=part, x="predicted", y="actual_mean", hue="setting", hue_order=settings,
+                        palette=palette, ax=ax, s=40, legend=False)
         low = float(min(part["predicted"].min(), part["actual_mean"].min()))
         high = float(max(part["predicted"].max(), part["actual_mean"].max()))
         ax.plot([low, high], [low, high], color="black", linewidth=0.8)
         ax.set_xlabel("predicted Δ (diagnosis)")
         ax.set_ylabel("actual Δ (DP-SGD vs SGD, mean over seeds)")
         ax.set_title(f"regime: {regime}")
-        ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=palette[s]) for s in settings]
+    fig.legend(handles, settings, loc="lower center", ncol=min(len(settings), 5), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * math.ceil(len(settings) / 5), 1, 1))  # the legend below both panels
     return fig
 
 

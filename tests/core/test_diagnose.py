@@ -362,3 +362,15 @@ def test_too_few_training_rows_or_trajectory_rows_are_refused():
         diagnose(data, data, model, PrivacyPlan(), options=FAST)
     with pytest.raises(ValueError, match="rows must be at least 100"):
         DiagnosisOptions(rows=1)
+
+
+def test_the_report_settings_read_as_words_not_identifiers(diagnosis):
+    from dpfair_analysis.diagnose import report_html
+
+    page = report_html(diagnosis)
+    settings = page[page.index('<table id="settings">'):page.index("</table>", page.index('<table id="settings">'))]
+    headers = [h.split("</th>")[0] for h in settings.split("<th>")[1:]]
+    assert headers and not [h for h in headers if "_" in h]  # noise_multiplier, collapse_predicted, ...
+    cells = [c.split("</td>")[0] for c in settings.split("<td>")[1:]]
+    assert not [c for c in cells if c in ("True", "False") or "e+" in c]  # yes/no; 24,420, not 2.44e+04
+    assert f"{diagnosis.plan.n:,}" in cells

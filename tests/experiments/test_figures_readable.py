@@ -105,7 +105,7 @@ def test_the_papers_classes_can_be_the_coloured_ones(many_groups_result, tmp_pat
     monkeypatch.setattr(plotting, "save_figure", capture)
     names = many_groups_result.group_names
     save_compare_figures(many_groups_result, tmp_path, focus=[names[2], names[8]])
-    assert coloured["clip_bounds.png"] == [sorted([names[2], names[8]])]
+    assert coloured["clip_bounds.png"] == [sorted([names[2], names[8], "other groups (mean)"])]  # the grey lines
     assert all(legend == sorted(["all", names[2], names[8]]) for legend in coloured["accuracy.png"])
     assert coloured["cost.png"] == [sorted(["all", names[2], names[8]])]
     with pytest.raises(ValueError, match="focus names groups"):
@@ -198,3 +198,82 @@ def test_paper002_membership_figure_shows_each_auc_with_its_interval_and_chance(
     box = legend.get_window_extent(fig.canvas.get_renderer())
     assert all(box.x0 >= ax.get_window_extent().x1 for ax in fig.axes)
     plt.close(fig)
+
+
+# ----------------------------------------------------------------- no legend over the data (issue 34)
+def data_under_legends(fig: plt.Figure) -> list[tuple[str, float, float]]:
+    """Every data mark a legend box covers, in display coordinates: scatter points, line vertices and bars
+    (a bar counts when its box and the legend's overlap). Legends outside the axes cover nothing."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+    boxes = [legend.get_window_extent(renderer) for legend in legends]
+    covered = []
+    for ax in fig.axes:
+        points = []
+        for collection in ax.collections:
+            offsets = np.asarray(collection.get_offsets())
+            if offsets.size:
+                points += [("point", *p) for p in collection.get_offset_transform().transform(offsets)]
+        for line in ax.lines:
+            xy = np.asarray(line.get_xydata(), dtype=float)
+            xy = xy[np.isfinite(xy).all(1)] if xy.size else xy
+            if xy.size:
+                points += [("line", *p) for p in line.get_transform().transform(xy)]
+        for box in boxes:
+            covered += [p for p in points if box.contains(p[1], p[2])]
+            covered += [("bar", *patch.get_window_extent(renderer).p0) for patch in ax.patches
+                        if patch.get_window_extent(renderer).width > 0 and box.overlaps(patch.get_window_extent(renderer))]
+    return covered
+
+
+def test_the_overlap_check_sees_a_legend_placed_over_points():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.scatter([0.05, 0.5, 0.95], [0.95, 0.5, 0.05], label="data")
+    ax.legend(loc="upper left")
+    assert data_under_legends(fig)  # the point at (0.05, 0.95) is under the legend
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
+    assert not data_under_legends(fig)
+    plt.close(fig)
+
+
+def test_the_validation_figure_has_no_legend_over_a_point():
+    """paper_figs/diagnose/predicted_vs_actual.png had a point behind its 10-entry legend."""
+    from pathlib import Path
+
+    summary = pd.read_csv(Path(__file__).resolve().parents[2] / "paper_figs" / "diagnose" / "predicted_vs_actual.csv")
+    fig = plotting.plot_validation(summary)
+    assert not data_under_legends(fig)
+    assert fig.get_size_inches()[0] <= plotting.MAX_WIDTH
+    plt.close(fig)
+
+
+def test_the_diagnosis_figure_has_no_legend_over_a_bar_or_whisker():
+    from dpfair_analysis.data.synthetic import synthetic_groups
+    from dpfair_analysis.diagnose import DiagnosisOptions, PrivacyPlan, diagnose
+    from dpfair_analysis.models import build_model
+
+    data = synthetic_groups(sizes=(600, 300, 200), margin=(0.3, 0.05, 0.45), seed=3)
+    train, test = data.split(0.3, seed=0)
+    model = build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=0, l2=0.01)
+    options = DiagnosisOptions(rows=400, curvature_rows=200, theory_rows=200, draws=10, recommendations=False,
+                               max_steps=30, min_steps=10)
+    for sigma in (0.5, 4.0):  # costs on both sides of zero and wide intervals
+        d = diagnose(train, test, model, PrivacyPlan(noise_multiplier=sigma, clip_bound=0.5, batch_size=32,
+                                                     epochs=2, lr=0.3), options=options)
+        fig = plotting.plot_diagnosis(d)
+        assert not data_under_legends(fig), sigma
+        plt.close(fig)
+
+
+def test_comparison_figures_have_no_legend_over_their_data(many_groups_result, tmp_path, monkeypatch):
+    covered = {}
+    real = plotting.save_figure
+
+    def capture(fig, path, **kwargs):
+        covered[path.name] = data_under_legends(fig)
+        return real(fig, path, **kwargs)
+
+    monkeypatch.setattr(plotting, "save_figure", capture)
+    save_compare_figures(many_groups_result, tmp_path)
+    assert covered and not {name: marks[:3] for name, marks in covered.items() if marks}

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=seed_value, default=0)
     p.add_argument("--at", choices=("trained", "init"), default="trained")
     p.add_argument("--train-epochs", type=int_in(1, 10_000), default=2, help="mlp: non-private SGD epochs")
-    p.add_argument("--l2", type=positive_float, default=1e-3, help="logreg: ERM regulariser lambda")
+    p.add_argument("--l2", type=positive_float, default=1e-3, help="logreg: ERM regulariser lambda (default 1e-3, as excess-risk's output perturbation, whose minimiser these traces are taken at; compare and diagnose train with --l2 0.01)")
     p.add_argument("--hidden", type=positive_int, default=32, help="mlp: hidden units (one layer)")
     p.add_argument("--device", type=device, default="cpu",
                    help="where the model is trained and the traces computed: cpu (default), cuda or cuda:N")

@@ -508,7 +508,7 @@ def figure_png(fig: plt.Figure, *, dpi: int = 120) -> bytes:
 
 def plot_validation(summary: pd.DataFrame) -> plt.Figure:
     """Predicted vs actual cost of privacy, one point per (cell, group) (mean over seeds), by regime; the
-    diagonal is a perfect prediction. ``summary`` from :func:`dpfair_analysis.experiments.diagnose.cell_summary`."""
+    diagonal is a perfect prediction. ``summary`` from :func:`dpfair_analysis.experiments.diagnosis_validation.cell_summary`."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.2), sharex=False, sharey=False)
     settings = list(dict.fromkeys(summary["setting"]))
     palette = dict(zip(settings, sns.color_palette("tab10", len(settings))))
@@ -529,7 +529,7 @@ def plot_validation(summary: pd.DataFrame) -> plt.Figure:
 
 def plot_validation_metrics(table: pd.DataFrame) -> plt.Figure:
     """Spearman, most-hurt hit rate (all and callable cells) and interval coverage per predictor, by regime.
-    ``table`` from :func:`dpfair_analysis.experiments.diagnose.evaluate` with ``by="regime"``."""
+    ``table`` from :func:`dpfair_analysis.experiments.diagnosis_validation.evaluate` with ``by="regime"``."""
     metrics = ["spearman", "most_hurt", "most_hurt_callable", "coverage"]
     tidy = table.melt(id_vars=["predictor", "regime"], value_vars=metrics, var_name="metric", value_name="value")
     grid = sns.catplot(data=tidy, x="value", y="predictor", col="metric", hue="regime", kind="bar", height=3.2,

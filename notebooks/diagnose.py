@@ -13,14 +13,14 @@
 #
 # The diagnosis (`dpfair_analysis.diagnose`) predicts each group's cost of privacy Δᵏ = accₖ(DP-SGD) − accₖ(SGD) before any private training: it integrates paper 001's Theorem 2 over the run — the **expected** DP-SGD and SGD trajectories (the first moment of the step: clipping changes what is learnt) and the **accumulated noise** (the second moment, a Lyapunov sum of the clipped sampling noise and the Gaussian noise (σC/b)²) — and reads accuracy off noise draws around the expected endpoints. Per group it reports the theory's quantities (fraction clipped at C, paper 000's clipping bias, the corrected Theorem 2 terms, Tr(H), 1 − Σf², size), a 90% interval, a ranking and the reasons.
 #
-# This notebook is the validation study of issue 14 (`dpfair_analysis.experiments.diagnose`): ≥ 8 settings × two regimes (`defaults`: `dpfair compare`'s b = 256, r = 1/√T, C = 0.5, where clipping dominates; `noisy`: b = 32, r = 0.5, C = 2 and fewer rows, where noise dominates) × noise levels × seeds, the diagnosis beside the actual per-group cost of DP-SGD, and beside four naive predictors. **The committed copy is the full profile** (10 settings × 2 regimes × 3 σ × 5 seeds, full data: `make diagnose-study`, the command is printed at the end); the quick profile (2 seeds, 3 settings, small training sets) is the test suite's smoke run. Every run and diagnosis is cached by configuration, so an interrupted study resumes.
+# This notebook is the validation study of issue 14 (`dpfair_analysis.experiments.diagnosis_validation`): ≥ 8 settings × two regimes (`defaults`: `dpfair compare`'s b = 256, r = 1/√T, C = 0.5, where clipping dominates; `noisy`: b = 32, r = 0.5, C = 2 and fewer rows, where noise dominates) × noise levels × seeds, the diagnosis beside the actual per-group cost of DP-SGD, and beside four naive predictors. **The committed copy is the full profile** (10 settings × 2 regimes × 3 σ × 5 seeds, full data: `make diagnose-study`, the command is printed at the end); the quick profile (2 seeds, 3 settings, small training sets) is the test suite's smoke run. Every run and diagnosis is cached by configuration, so an interrupted study resumes.
 
 # %%
 import warnings
 
 import pandas as pd
 
-from dpfair_analysis.experiments import diagnose as study
+from dpfair_analysis.experiments import diagnosis_validation as study
 from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
 from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import plot_validation, plot_validation_metrics, save_figure, save_table

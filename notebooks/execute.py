@@ -60,7 +60,7 @@ ESTIMATES: dict[str, dict[str, float]] = {
     "fairness_lens": {"quick": 20, "full": 6 * 60},  # full: 4 min measured (2026-11-26, beside two other jobs)
     "pfld": {"quick": 20, "full": 3 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
-    # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells (experiments.diagnose.time_cell)
+    # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells (experiments.diagnosis_validation.time_cell)
     "diagnose": {"quick": 70, "full": 2.5 * 3600},
     # fairdp quick: measured (52 s cold, 110 s at load ~9). Full: Table 1 on full MNIST is 18 CNN runs of 60 epochs
     # measured at 1,370-1,600 s each on one core (2026-11-26, FairDP, Opt-Q, DP-FedAvg, DP-SGD, DPSGD-F alike)

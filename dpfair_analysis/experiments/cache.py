@@ -44,7 +44,7 @@ from dpfair_analysis.io import write_atomically
 PACKAGE = Path(__file__).resolve().parents[1]
 #: Package parts whose code determines a result (the CLI, plotting and verification do not).
 RESULT_CODE = ("data", "models.py", "gradients.py", "fast_gradients.py", "validation.py", "privacy", "fairness",
-               "theory", "training", "diagnose.py", "experiments")
+               "theory", "training", "diagnose", "experiments")
 RESULT_LIBRARIES = ("torch", "numpy", "pandas", "scikit-learn", "scipy", "dp-accounting", "fairlearn")
 
 

@@ -56,6 +56,7 @@ import torch
 from dpfair_analysis.training.clipping import CountsThenSumPolicy, StepDecision
 from dpfair_analysis.validation import check_positive
 
+
 def dpsgdf_group_bounds(noisy_clipped: torch.Tensor, noisy_unclipped: torch.Tensor, *, base_clip: float,
                         expected_batch_size: float, max_ratio: float) -> tuple[torch.Tensor, dict[str, int]]:
     """C^k = C0 (1 + (m^k/b^k) / (m^/b)) from noisy counts, with the guards above.
@@ -78,6 +79,12 @@ def dpsgdf_group_bounds(noisy_clipped: torch.Tensor, noisy_unclipped: torch.Tens
     ratio = fraction / (pooled / expected_batch_size)
     fires["ratio_cap"] = int((ratio > max_ratio).sum())
     return base_clip * (1.0 + ratio.clamp(max=max_ratio)), fires
+
+
+def naive_group_weights(noisy_sizes: torch.Tensor, *, expected_batch_size: float) -> torch.Tensor:
+    """theta^k = (b / K) / max(b~^k, 1): Naive's group weights from its noisy group sizes (the count-floor
+    guard above), shape (K,)."""
+    return (expected_batch_size / len(noisy_sizes)) / noisy_sizes.clamp(min=1.0)
 
 
 @dataclass(frozen=True)
@@ -129,8 +136,7 @@ class NaiveReweighting(CountsThenSumPolicy):
                expected_batch_size: float, generator: torch.Generator) -> StepDecision:
         sizes = torch.bincount(group, minlength=n_groups).double()
         noisy = self.noisy_counts(sizes, generator)
-        floored = noisy.clamp(min=1.0)
-        theta = (expected_batch_size / n_groups) / floored
+        theta = naive_group_weights(noisy, expected_batch_size=expected_batch_size)
         largest = float(theta.max())
         record: dict[str, float] = {"C": self.base_clip * largest, "guard_count_floor": int((noisy < 1).sum())}
         for k in range(n_groups):

@@ -20,9 +20,6 @@ from dpfair_analysis.diagnose import (
     Calibration,
     DiagnosisOptions,
     PrivacyPlan,
-    _drift,
-    _Mechanism,
-    _Problem,
     accumulated_covariance,
     diagnose,
     fairdp_stationary_bounds,
@@ -33,6 +30,9 @@ from dpfair_analysis.diagnose import (
     reasons_for,
     report_html,
 )
+from dpfair_analysis.diagnose.dynamics import drift
+from dpfair_analysis.diagnose.mechanisms import Mechanism
+from dpfair_analysis.diagnose.problem import Problem, ggn_diagonal
 from dpfair_analysis.gradients import flatten, per_sample_gradients
 from dpfair_analysis.models import build_model
 
@@ -71,7 +71,7 @@ def test_accumulated_covariance_is_the_covariance_of_the_linear_recursion(seed, 
 
 
 def _problem(data, model):
-    return _Problem(model, data, rows=10_000, curvature_rows=10_000, theory_rows=10_000, seed=0)
+    return Problem(model, data, rows=10_000, curvature_rows=10_000, theory_rows=10_000, seed=0)
 
 
 def test_the_drift_is_the_expected_dpsgd_update_of_the_training_loop():
@@ -82,10 +82,10 @@ def test_the_drift_is_the_expected_dpsgd_update_of_the_training_loop():
     theta = problem.theta0 + 0.3
     G = flatten(per_sample_gradients(problem.model, data.X.double(), data.y, params=problem.params(theta)))
     for name, C in (("dpsgd", 0.7), ("sgd", math.inf)):
-        drift, norms, noise = _drift(problem, _Mechanism(name, clip_bound=C, sigma=2.0), theta)
+        direction, norms, noise = drift(problem, Mechanism(name, clip_bound=C, sigma=2.0), theta)
         factors = torch.clamp(C / G.norm(dim=1), max=1.0)
         expected = (factors[:, None] * G).mean(0) + 0.1 * problem.weight_mask * theta
-        assert torch.allclose(drift, expected, atol=1e-10)
+        assert torch.allclose(direction, expected, atol=1e-10)
         assert torch.allclose(norms, G.norm(dim=1), atol=1e-10)
         assert noise == (0.0 if name == "sgd" else 2.0 * C)
 
@@ -314,7 +314,6 @@ def test_the_large_model_curvature_diagonal_is_the_hessian_diagonal(kind):
     K vector-Jacobian products otherwise; both are the exact Hessian diagonal of sum_i w_i L_i here."""
     from torch.func import functional_call, hessian
 
-    from dpfair_analysis.diagnose import _ggn_diagonal
     from dpfair_analysis.models import MLP
 
     classes = 2 if kind == "logreg-binary" else 3
@@ -331,7 +330,7 @@ def test_the_large_model_curvature_diagonal_is_the_hessian_diagonal(kind):
         return (w * torch.nn.functional.cross_entropy(logits, data.y, reduction="none")).sum()
 
     exact = torch.diagonal(hessian(weighted_loss)(theta))
-    assert torch.allclose(_ggn_diagonal(problem, theta, X, w), exact, rtol=1e-8, atol=1e-10)
+    assert torch.allclose(ggn_diagonal(problem, theta, X, w), exact, rtol=1e-8, atol=1e-10)
 
 
 def test_a_group_of_a_few_rows_gets_size_and_the_whole_feasible_range_never_a_zero_width_interval():

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpfair_analysis.experiments import diagnose as V
+from dpfair_analysis.experiments import diagnosis_validation as V
 
 
 def records(seed: int = 0, *, perfect: bool = False) -> pd.DataFrame:

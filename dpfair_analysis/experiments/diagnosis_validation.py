@@ -512,7 +512,7 @@ def full_study_command() -> str:
     """The command that runs the full validation study (resumable: every run and diagnosis is cached)."""
     return ("make diagnose-study     # = .venv/bin/python notebooks/execute.py diagnose --in-place --profile full\n"
             "# or without the notebook (records only):\n"
-            ".venv/bin/python -c \"from dpfair_analysis.experiments.diagnose import run_validation; "
+            ".venv/bin/python -c \"from dpfair_analysis.experiments.diagnosis_validation import run_validation; "
             "run_validation('full').records.to_csv('diagnose_full_records.csv', index=False)\"")
 
 

@@ -1,0 +1,211 @@
+"""The run's two moments integrated: the expected private and non-private trajectories, and the noise they
+accumulate.
+
+Paper 001's Theorem 2 (Eq. 4, corrected noise term with 1/b^2: see
+:mod:`dpfair_analysis.theory.decomposition`) expands one step's expected group loss in the step's first two
+moments,
+
+    E[u] = gbar(theta) = (1/n) sum_i c_i g_i,
+    Cov[u] = (1 - q)/(b n) sum_i (c_i g_i)(c_i g_i)^T + (s/b)^2 I,
+
+against the non-private step's E[u_np] = g(theta) = (1/n) sum_i g_i (c_i, s: :mod:`.mechanisms`). The
+diagnosis integrates those moments over the whole run instead of one step:
+
+1. **Expected trajectories** (the first moment, integrated; :func:`trajectory`). theta_bar_{t+1} =
+   theta_bar_t - r (gbar(theta_bar_t) + lambda w_t) for the private run and the same with g for the
+   non-private one, from the same initial weights, for the run's T steps (integrated in K <= T steps of
+   size h = r T / K, K chosen so that h lambda_max <= 0.5; on a group-stratified subsample of the training
+   rows). Their endpoints differ by what clipping does to the learning: the clipping term of Theorem 2
+   summed along the way, including its non-linear effects (a stalled, under-trained model; a model that
+   ends constant, "collapsed").
+2. **Accumulated noise** (the second moment, integrated; :func:`covariance`). Linearising the drift around
+   the endpoint, A = d(gbar + lambda w)/d theta (symmetrised), the deviation zeta_t = theta_t - theta_bar_t
+   follows zeta_{t+1} = (I - r A) zeta_t + r xi_t with Cov[xi_t] = Cov[u], so after T steps, in A's
+   eigenbasis (A = U diag(a) U^T, m_j = 1 - r a_j),
+
+       Sigma_T = U [ (U^T r^2 Cov[u] U)_{jk} (1 - (m_j m_k)^T) / (1 - m_j m_k) ] U^T
+
+   (:func:`accumulated_covariance`; the sum_{t<T} M^t Q M^t of the Lyapunov recursion, exact for the linear
+   system; T itself where m_j m_k = 1). Its Gaussian part (s/b)^2 is Theorem 2's R^noise accumulated:
+   (1/2) Tr(H_a Sigma_T^noise) is the group's expected loss increase. The same for the non-private run
+   with its centred sampling covariance. For models with more than ``max_exact_params`` parameters A and
+   Cov[u] are replaced by their diagonals (A's from the rows' Gauss-Newton diagonals).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch.func import jacfwd
+
+from dpfair_analysis.diagnose.mechanisms import Mechanism, per_sample_matrix
+from dpfair_analysis.diagnose.problem import Problem, ggn_diagonal
+from dpfair_analysis.fast_gradients import fast_per_sample_gradients
+from dpfair_analysis.gradients import clip_factors
+from dpfair_analysis.validation import check_positive, check_positive_int
+
+
+def drift(problem: Problem, mechanism: Mechanism, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """(E[step direction] = (1/m) sum_i c_i g_i + lambda w, per-sample norms, noise std) on the drift rows."""
+    data = problem.drift_data
+    X = data.X.to(torch.float64)
+    if mechanism.name == "mitigation":
+        G = per_sample_matrix(problem, theta, X, data.y, mechanism, data.group)
+        norms = G.norm(dim=1)
+        _, c, s = mechanism.coefficients(norms, data.group, problem)
+        return (c / len(G)) @ G + problem.penalty(theta), norms, s
+    per_sample, _ = fast_per_sample_gradients(problem.model, X, data.y, params=problem.params(theta))
+    norms = per_sample.norms.detach()
+    _, c, s = mechanism.coefficients(norms, data.group, problem)
+    total = per_sample.weighted_sum(c / len(norms))
+    flat = torch.cat([total[name].reshape(-1).detach() for name in problem.names])
+    return flat + problem.penalty(theta), norms, s
+
+
+@dataclass
+class Trajectory:
+    theta: torch.Tensor
+    checkpoints: list[torch.Tensor]
+    noise_var: float          # mean over the trajectory of s_t^2 (the Gaussian noise variance on the sum)
+    steps: int
+    integration_steps: int
+
+
+def trajectory(problem: Problem, mechanism: Mechanism, *, integration_steps: int,
+                checkpoints: Sequence[float] = ()) -> Trajectory:
+    """theta_bar after the run's T steps of the expected update (K steps of size r T / K)."""
+    T = mechanism.steps
+    K = max(1, min(integration_steps, T))
+    h = mechanism.lr * T / K
+    marks = {max(1, min(K, int(round(f * K)))) for f in checkpoints}
+    theta = problem.theta0.clone()
+    kept, noise = [], []
+    for k in range(1, K + 1):
+        direction, _, s = drift(problem, mechanism, theta)
+        noise.append(s ** 2)
+        theta = theta - h * direction
+        if not torch.isfinite(theta).all():
+            raise ValueError(f"the expected {mechanism.name} trajectory diverged (learning rate "
+                             f"{mechanism.lr:g} x {T} steps is unstable for this model and data)")
+        if k in marks:
+            kept.append(theta.clone())
+    return Trajectory(theta=theta, checkpoints=kept, noise_var=float(np.mean(noise)), steps=T,
+                       integration_steps=K)
+
+
+@dataclass
+class Covariance:
+    """Sigma_T in the eigenbasis U of the symmetrised drift Jacobian (U None: diagonal, coordinates)."""
+
+    basis: torch.Tensor | None
+    sampling: torch.Tensor          # (P, P) in the basis, or (P,) diagonal
+    noise: torch.Tensor
+    unstable_directions: int
+    factor: torch.Tensor | None = None
+
+    @property
+    def total(self) -> torch.Tensor:
+        return self.sampling + self.noise
+
+    def per_weight(self, part: str = "total") -> float:
+        """sqrt of the mean variance per parameter."""
+        matrix = {"total": self.total, "noise": self.noise, "sampling": self.sampling}[part]
+        diag = matrix.diagonal() if matrix.ndim == 2 else matrix
+        return float(diag.clamp(min=0).mean().sqrt())
+
+    def draw(self, count: int, generator: torch.Generator) -> torch.Tensor:
+        """``count`` draws of zeta ~ N(0, Sigma_T), shape (count, P)."""
+        total = self.total
+        P = total.shape[0]
+        z = torch.randn(count, P, generator=generator, dtype=torch.float64)
+        if total.ndim == 1:
+            return z * total.clamp(min=0).sqrt()
+        if self.factor is None:
+            values, vectors = torch.linalg.eigh(0.5 * (total + total.T))
+            self.factor = self.basis @ (vectors * values.clamp(min=0).sqrt())
+        return z @ self.factor.T
+
+
+def lyapunov_factor(m: torch.Tensor, steps: int) -> torch.Tensor:
+    """F_jk = sum_{t<T} (m_j m_k)^t = (1 - (m_j m_k)^T) / (1 - m_j m_k), and T where m_j m_k = 1."""
+    check_positive_int(steps, "steps")
+    prod = m[:, None] * m[None, :]
+    close = (1 - prod).abs() < 1e-12
+    safe = torch.where(close, torch.full_like(prod, 0.5), prod)
+    factor = (1 - safe ** steps) / (1 - safe)
+    return torch.where(close, torch.full_like(prod, float(steps)), factor)
+
+
+def accumulated_covariance(curvature: torch.Tensor, step_covariance: torch.Tensor, *, lr: float, steps: int
+                           ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Sigma_T = sum_{t<T} M^t (r^2 S) M^t, M = I - r A, for symmetric A: in A's eigenbasis.
+
+    zeta_{t+1} = (I - r A) zeta_t + r xi_t with Cov[xi_t] = S and zeta_0 = 0 has
+    Cov[zeta_T] = Sigma_T. With A = U diag(a) U^T and m = 1 - r a (eigenvalues a clamped
+    at 0: a flat or concave direction accumulates like a random walk; m clamped at
+    -0.999 where r a > 2, an unstable direction, whose count is returned),
+
+        Sigma_T = U [ (U^T r^2 S U) o F ] U^T,   F = :func:`lyapunov_factor` (m, T).
+
+    Returns (U, the bracket -- Sigma_T in the basis --, the number of unstable directions).
+    A 1-D ``curvature`` and ``step_covariance`` are diagonals (U = I; returns the diagonal of Sigma_T).
+    """
+    lr = check_positive(lr, "lr")
+    if curvature.ndim == 1:
+        eigenvalues, basis = curvature, None
+    else:
+        eigenvalues, basis = torch.linalg.eigh(0.5 * (curvature + curvature.T))
+    eigenvalues = eigenvalues.clamp(min=0.0)
+    m = 1 - lr * eigenvalues
+    unstable = m < -1
+    m = torch.where(unstable, torch.full_like(m, -0.999), m)  # only unstable directions are capped
+    unstable = int(unstable.sum())
+    if basis is None:  # only the diagonal of F: sum_t m_j^(2t)
+        diag = step_covariance if step_covariance.ndim == 1 else step_covariance.diagonal()
+        square = m ** 2
+        close = (1 - square).abs() < 1e-12
+        series = torch.where(close, torch.full_like(m, float(steps)),
+                             (1 - square ** steps) / torch.where(close, torch.ones_like(m), 1 - square))
+        return None, lr ** 2 * diag * series, unstable
+    return basis, lr ** 2 * (basis.T @ step_covariance @ basis) * lyapunov_factor(m, steps), unstable
+
+
+def covariance(problem: Problem, mechanism: Mechanism, trajectory: Trajectory, *, exact: bool) -> Covariance:
+    """Sigma_T of the linearised run around the trajectory's endpoint (module docstring, step 2)."""
+    theta, r, T = trajectory.theta, mechanism.lr, trajectory.steps
+    b, q = mechanism.batch_size, mechanism.sampling_rate
+    data = problem.curvature_data
+    X = data.X.to(torch.float64)
+    G = per_sample_matrix(problem, theta, X, data.y, mechanism, data.group)
+    norms = G.norm(dim=1)
+    bounds, c, _ = mechanism.coefficients(norms, data.group, problem)
+    contributions = G * c[:, None]
+    if not mechanism.private:  # the non-private step divides by the actual batch size: centred moments
+        contributions = contributions - contributions.mean(0)
+    m_rows = len(G)
+    # the drift's Jacobian with each row's bound and weight held at their endpoint values (DPSGD-F's bounds and
+    # Naive's weights are piecewise constant); the mitigation's curvature is taken as its cross-entropy's
+    weights = c / clip_factors(norms, bounds)
+
+    def held_drift(t: torch.Tensor) -> torch.Tensor:
+        Gt = per_sample_matrix(problem, t, X, data.y)
+        nt = Gt.norm(dim=1)
+        ct = weights * torch.where(nt > bounds, bounds / nt.clamp(min=1e-300), torch.ones_like(nt))
+        return (ct[:, None] * Gt).mean(0) + problem.penalty(t)
+
+    scale = (1 - q) / (b * m_rows)
+    noise_var = trajectory.noise_var / b ** 2        # per-step covariance (s/b)^2 I of the Gaussian noise
+    if exact:
+        A = jacfwd(held_drift)(theta)
+        sampling_step = scale * contributions.T @ contributions
+        noise_step = noise_var * torch.eye(problem.P, dtype=torch.float64)
+    else:  # diag(A) ~ (1/m) sum_i c_i diag(G_i) + lambda w: the Gauss-Newton diagonal of each row, weighted
+        A = ggn_diagonal(problem, theta, X, c) / m_rows + problem.l2 * problem.weight_mask
+        sampling_step = scale * (contributions ** 2).sum(0)
+        noise_step = torch.full((problem.P,), noise_var, dtype=torch.float64)
+    basis, sampling, unstable = accumulated_covariance(A, sampling_step, lr=r, steps=T)
+    _, noise, _ = accumulated_covariance(A, noise_step, lr=r, steps=T)
+    return Covariance(basis, sampling, noise, unstable)

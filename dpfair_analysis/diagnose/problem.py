@@ -1,0 +1,128 @@
+"""The diagnosis's view of the model and the data: one flat float64 parameter vector, the rows each part of
+the prediction uses, per-sample gradients, curvature diagonals and the largest curvature."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, grad, jvp, vjp, vmap
+
+from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.gradients import parameters_of
+from dpfair_analysis.models import LogisticRegression
+from dpfair_analysis.theory.hessian import flat_parameterisation
+
+#: Most per-sample gradient entries the diagnosis materialises at once (rows x parameters).
+MATERIALISED_ELEMENTS = 2 ** 25
+
+
+class Problem:
+    """The model as a function of one flat float64 parameter vector, and the rows the diagnosis uses."""
+
+    def __init__(self, model: nn.Module, train: GroupedDataset, *, rows: int, curvature_rows: int,
+                 theory_rows: int, seed: int) -> None:
+        self.model = copy.deepcopy(model).to(torch.float64)
+        self.model.eval()
+        params = {k: v.detach().to(torch.float64) for k, v in parameters_of(self.model).items()}
+        self.theta0, self.unflatten = flat_parameterisation(params)
+        self.theta0 = self.theta0.clone()
+        self.names = list(params)
+        self.P = self.theta0.numel()
+        self.weight_mask = torch.cat([torch.zeros(v.numel(), dtype=torch.float64) if k.endswith("bias")
+                                      else torch.ones(v.numel(), dtype=torch.float64) for k, v in params.items()])
+        self.l2 = float(getattr(model, "l2", 0.0) or 0.0)
+        self.n_groups = train.n_groups
+        self.group_names = train.group_names
+        self.label_names = train.label_names
+        self.train_sizes = train.group_sizes().to(torch.float64)
+        self.n = len(train)
+        self.drift_data = stratified(train, rows, seed)
+        # the curvature rows' per-sample gradients are materialised (rows x P numbers): at most 2^25 of them
+        # (256 MiB), so a large model (the MNIST CNN's 431,080 parameters: 77 rows) uses fewer rows
+        cap = max(32, MATERIALISED_ELEMENTS // max(self.P, 1))
+        self.curvature_data = stratified(self.drift_data, min(curvature_rows, cap), seed + 1)
+        self.theory_data = stratified(self.drift_data, min(theory_rows, 4 * cap), seed + 2)
+
+    def params(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        return self.unflatten(theta)
+
+    def penalty(self, theta: torch.Tensor) -> torch.Tensor:
+        return self.l2 * self.weight_mask * theta
+
+
+def stratified(data: GroupedDataset, rows: int, seed: int) -> GroupedDataset:
+    """At most ``rows`` rows, a group-stratified random subset (every group keeps a row)."""
+    if len(data) <= rows:
+        return data
+    rng = np.random.default_rng(seed)
+    group = data.group.numpy()
+    keep = []
+    for k in range(data.n_groups):
+        idx = np.flatnonzero(group == k)
+        if len(idx):
+            take = max(1, int(round(rows * len(idx) / len(data))))
+            keep.append(rng.choice(idx, size=min(take, len(idx)), replace=False))
+    return data.subset(np.sort(np.concatenate(keep)))
+
+
+def ggn_diagonal(problem: Problem, theta: torch.Tensor, X: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """sum_i w_i diag(J_i^T (diag p_i - p_i p_i^T) J_i): per-row Gauss-Newton diagonals (the Hessian's for
+    piecewise-linear models), from K vector-Jacobian products per row (see
+    :func:`~dpfair_analysis.theory.hessian.ggn_sample_traces`, whose trace this is the diagonal of)."""
+
+    def row_diagonal(x: torch.Tensor) -> torch.Tensor:
+        logits, pullback = vjp(lambda t: functional_call(problem.model, problem.unflatten(t),
+                                                          (x.unsqueeze(0),)).squeeze(0), theta)
+        prob = torch.softmax(logits, dim=0)
+        root = prob.sqrt()
+        cotangents = torch.diag(root) - root.unsqueeze(1) * prob.unsqueeze(0)  # row k = a_k
+        (rows,) = vmap(pullback)(cotangents)
+        return (rows ** 2).sum(0)
+
+    model = problem.model
+    if isinstance(model, LogisticRegression) and set(problem.names) == {"linear.weight", "linear.bias"}:
+        # closed form (paper 001 Example 3): H_i = (diag f - f f^T) kron x~ x~^T, so the diagonal entry of
+        # weight (k, j) is f_k (1 - f_k) x_j^2 (binary, one score: p (1 - p) x_j^2) and of bias k f_k (1 - f_k)
+        params = problem.params(theta)
+        with torch.no_grad():
+            f = torch.softmax(functional_call(model, params, (X,)), dim=1)
+        curvature = (f[:, 1] * f[:, 0]).unsqueeze(1) if model.binary else f * (1 - f)   # (n, outputs)
+        weighted = curvature * weights.unsqueeze(1)
+        parts = {"linear.weight": weighted.T @ X.flatten(1) ** 2, "linear.bias": weighted.sum(0)}
+        return torch.cat([parts[name].reshape(-1) for name in problem.names])
+    n_out = int(functional_call(model, problem.unflatten(theta), (X[:1],)).shape[1])
+    chunk = max(1, 2 ** 22 // max(problem.P * n_out, 1))
+    total = torch.zeros(problem.P, dtype=torch.float64)
+    for start in range(0, len(X), chunk):
+        part = vmap(row_diagonal)(X[start:start + chunk])
+        total += weights[start:start + chunk] @ part
+    return total
+
+
+def largest_curvature(problem: Problem, theta: torch.Tensor, iterations: int = 12) -> float:
+    """lambda_max of the non-private drift's Jacobian at theta (power iteration on Jacobian-vector products)."""
+    data = problem.curvature_data
+    X = data.X.to(torch.float64)
+
+    def mean_loss(t: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(functional_call(problem.model, problem.unflatten(t), (X,)), data.y)
+
+    def hvp(v: torch.Tensor) -> torch.Tensor:
+        return jvp(grad(mean_loss), (theta,), (v,))[1] + problem.l2 * problem.weight_mask * v
+
+    gen = torch.Generator().manual_seed(12345)
+    v = torch.randn(problem.P, generator=gen, dtype=torch.float64)
+    v /= v.norm()
+    value = 0.0
+    for _ in range(iterations):
+        w = hvp(v)
+        value = float(v @ w)
+        norm = w.norm()
+        if norm == 0:
+            break
+        v = w / norm
+    return max(value, 0.0)

@@ -1,0 +1,109 @@
+"""What would help: the same predictor re-run with one change each -- all *predictions*, never measurements.
+
+C from paper 000's quantile rule (the (1 - kappa/b)-quantile of the per-sample norms, kappa =
+E||N(0, sigma^2 I_P)||/sigma, :mod:`dpfair_analysis.theory.bounds`), DPSGD-F, Naive and paper 002's FairDP at
+DP-SGD's epsilon, paper 001's mitigation (gamma = (1, 1)) at the same epsilon, a 4x larger batch and a 2x
+larger epsilon (sigma recalibrated). FairDP's per-group bounds move during training; the predictor takes
+each group's bound at the fixed point of FairDP's update on the noise-free statistics
+(:func:`~.mechanisms.fairdp_stationary_bounds`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from dpfair_analysis.diagnose.dynamics import drift
+from dpfair_analysis.diagnose.explanation import NEGLIGIBLE
+from dpfair_analysis.diagnose.mechanisms import RECOMMENDATION_TOLERANCE, Mechanism, mechanism_for
+from dpfair_analysis.diagnose.plan import Calibration, PrivacyPlan, ResolvedPlan
+from dpfair_analysis.diagnose.prediction import predict
+from dpfair_analysis.diagnose.problem import Problem
+from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
+from dpfair_analysis.theory.bounds import expected_gaussian_norm
+
+
+def quantile_rule_bound(norms: torch.Tensor, *, noise_multiplier: float, batch_size: int, n_params: int) -> float:
+    """Paper 000 §4.2's C for Gaussian noise: the (1 - kappa/b)-quantile of the per-sample norms.
+
+    V + B of Eq. (1) with Gaussian noise N(0, sigma^2 C^2 I_P) on the sum has slope
+    (kappa - #{||g_i|| > C}) / b in C, kappa = E||N(0, sigma^2 I_P)|| (:mod:`.theory.bounds`),
+    so the minimiser clips ceil(kappa) of b rows: the (1 - kappa/b)-quantile (empirical,
+    inverted CDF). Returns 0 when kappa >= b.
+    """
+    kappa = expected_gaussian_norm(noise_multiplier, n_params)
+    level = 1.0 - kappa / batch_size
+    if level <= 0:
+        return 0.0
+    return float(np.quantile(norms.double().numpy(), level, method="inverted_cdf"))
+
+
+def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan, reference, evaluation, groups,
+                    *, draws: int, calibration: Calibration, **predict_kwargs) -> list[dict]:
+    """Predicted per-group costs under each mitigation (flagged as predictions), best first by worst group."""
+    at_risk = [str(g) for g, c in zip(groups["group"], groups["cost"]) if -c >= NEGLIGIBLE]
+    planned_cost = dict(zip(groups["group"].astype(str), groups["cost"]))
+    options: list[tuple[str, str, Mechanism, float, dict]] = []
+    # C from the quantile rule, on the norms along the non-private trajectory
+    norms = torch.cat([drift(problem, replace(mechanism_for(plan, resolved, "dpsgd"), name="sgd"), theta)[1]
+                       for theta in reference[0].checkpoints])
+    c_rule = quantile_rule_bound(norms, noise_multiplier=resolved.sigma, batch_size=plan.batch_size,
+                                 n_params=problem.P)
+    if c_rule > 0:
+        options.append(("quantile clip bound", f"C = {c_rule:.3g} from paper 000's quantile rule "
+                        f"(the (1 - kappa/b)-quantile of the per-sample gradient norms; planned C = "
+                        f"{plan.clip_bound:g})", mechanism_for(plan, resolved, "dpsgd", clip_bound=c_rule),
+                        resolved.epsilon, {"clip_bound": c_rule}))
+    for method, text in (("dpsgdf", "DPSGD-F (paper 000 Alg. 2): group bounds from privately counted clipping "
+                                    "rates, stopped at DP-SGD's epsilon"),
+                         ("naive", "Naive reweighting (paper 000 Alg. 3): group weights from private counts, "
+                                   "stopped at DP-SGD's epsilon"),
+                         ("fairdp", "FairDP (paper 002, as reconstructed in training/fairdp.py): per-group bounds "
+                                    "at the fixed point of its tau-descent, stopped at DP-SGD's epsilon"),
+                         ("mitigation", "paper 001's mitigation (Eq. 6 with the boundary proxy, gamma = (1, 1)) at "
+                                        "DP-SGD's epsilon")):
+        if method == plan.method:
+            continue
+        if method == "mitigation" and problem.P > 2000:
+            continue  # its per-sample objective needs materialised per-sample gradients
+        options.append((method, text, mechanism_for(plan, resolved, method), resolved.epsilon, {"method": method}))
+    bigger = min(plan.batch_size * 4, resolved.n // 2)
+    if bigger > plan.batch_size:
+        steps = steps_for_epochs(resolved.n, bigger, plan.epochs)
+        q = bigger / resolved.n
+        sigma = calibrate_noise_multiplier(resolved.epsilon, plan.delta, sampling_rate=q, steps=steps,
+                                           accounting=plan.accounting, tolerance=RECOMMENDATION_TOLERANCE)
+        lr = plan.lr if plan.lr is not None else 1.0 / math.sqrt(steps)
+        options.append(("larger batch", f"batch size {bigger} (sigma {sigma:.3g} for the same epsilon; "
+                        f"{steps} steps, learning rate {lr:.3g})",
+                        mechanism_for(plan, resolved, plan.method, batch_size=bigger, sampling_rate=q, steps=steps,
+                                       sigma=sigma, lr=lr), resolved.epsilon,
+                        {"batch_size": bigger, "noise_multiplier": sigma}))
+    target = 2 * resolved.epsilon
+    try:
+        sigma = calibrate_noise_multiplier(target, plan.delta, sampling_rate=resolved.sampling_rate,
+                                           steps=resolved.steps, accounting=plan.accounting,
+                                           tolerance=RECOMMENDATION_TOLERANCE)
+        options.append(("larger epsilon", f"epsilon {target:.3g} (twice the plan; sigma {sigma:.3g})",
+                        mechanism_for(plan, resolved, plan.method, sigma=sigma), target, {"noise_multiplier": sigma}))
+    except ValueError:
+        pass
+    out = []
+    for action, text, mechanism, epsilon, changes in options:
+        prediction = predict(problem, mechanism, reference, evaluation, draws=draws, calibration=calibration,
+                              **predict_kwargs)
+        costs = dict(zip(prediction.table["group"].astype(str), prediction.table["cost"]))
+        worst = min(costs, key=costs.get)
+        out.append({"action": action, "description": text, "prediction": True, "changes": changes,
+                    "epsilon": float(epsilon), "steps": mechanism.steps,
+                    "predicted_costs": {g: float(c) for g, c in costs.items()},
+                    "change_vs_plan": {g: float(costs[g] - planned_cost[g]) for g in costs},
+                    "at_risk_change": {g: float(costs[g] - planned_cost[g]) for g in at_risk},
+                    "worst_group": worst, "worst_cost": float(costs[worst]),
+                    "max_gap": float(max(costs.values()) - min(costs.values())),
+                    "collapse_predicted": prediction.collapsed})
+    out.sort(key=lambda r: -r["worst_cost"])
+    return out

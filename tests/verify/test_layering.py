@@ -62,7 +62,8 @@ def test_the_check_sees_function_level_and_relative_imports(tmp_path, monkeypatc
 
 #: The package's floors, bottom to top (README's architecture): a module may import its own floor and
 #: the floors below, never one above. Data flows one way: data -> model -> trainer -> analysis -> reports.
-FLOORS = ("errors", "validation", "io", "data", "catalog", "models", "gradients", "fast_gradients", "fairness", "privacy", "training",
+#: A tuple is one floor: catalog.py is the data layer's index, light enough for the command line to read.
+FLOORS = ("errors", "validation", "io", ("data", "catalog"), "models", "gradients", "fast_gradients", "fairness", "privacy", "training",
           "theory", "diagnose", "plotting", "experiments", "verify", "cli")
 
 
@@ -70,7 +71,8 @@ def floor(module: str) -> int | None:
     parts = module.split(".")
     if len(parts) < 2 or parts[0] != "dpfair_analysis":
         return None
-    return FLOORS.index(parts[1]) if parts[1] in FLOORS else None
+    return next((i for i, names in enumerate(FLOORS) if parts[1] in (names if isinstance(names, tuple) else (names,))),
+                None)
 
 
 def imports_against_the_floors(paths: list[Path]) -> list[tuple[str, str]]:
@@ -86,7 +88,8 @@ def imports_against_the_floors(paths: list[Path]) -> list[tuple[str, str]]:
 
 def test_every_module_sits_on_a_floor():
     tops = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in PACKAGE.rglob("*.py")}
-    assert tops - {"__init__", "__main__"} <= set(FLOORS), sorted(tops - set(FLOORS))
+    named = {name for names in FLOORS for name in (names if isinstance(names, tuple) else (names,))}
+    assert tops - {"__init__", "__main__"} <= named, sorted(tops - named)
 
 
 def test_no_import_reaches_a_floor_above():

@@ -202,7 +202,7 @@ def decomposition_over_training(data: GroupedDataset, setting: DPSGDSetting, *, 
                                    sampling_rate=setting.batch_size / len(data), every=max(1, total // evaluations))
     model_at: dict[int, dict[str, torch.Tensor]] = {}
 
-    def keep(step: int, model) -> None:
+    def keep(step: int, model, state) -> None:
         if step % tracker.every == 0:
             model_at[step] = {k: v.detach().clone() for k, v in model.named_parameters()}
 

@@ -12,7 +12,8 @@ Definitions (paper 000 §5.1 and §6.1.4; PF-LD paper 003 §3 for the violations
 * boundary proxy (paper 001, Thm 5 and Eq. 6): phi(x) = 1 - sum_k f_k(x)^2 of the predicted
   probabilities, 0 at a one-hot f (far from the boundary), 1 - 1/K at the uniform f.
 
-Selection rates and conditional gaps come from fairlearn's MetricFrame.
+Selection rates and conditional gaps come from fairlearn's MetricFrame; inside training loops per-group
+accuracy comes from one ``bincount`` (:func:`per_group_accuracy`, the same numbers).
 """
 
 from __future__ import annotations
@@ -66,6 +67,28 @@ def group_accuracy(y_true, y_pred, group, *, group_names: Sequence[str] | None =
     by_group["n"] = by_group["n"].fillna(0).astype(int)
     overall = pd.DataFrame([{"group": "all", "accuracy": float(frame.overall["accuracy"]), "n": len(y_true)}])
     return pd.concat([by_group, overall], ignore_index=True)[["group", "n", "accuracy"]]
+
+
+def per_group_accuracy(correct: torch.Tensor, group: torch.Tensor, *, n_groups: int) -> torch.Tensor:
+    """acc_k = (1/n_k) sum_{i in group k} 1[yhat_i = y_i] for k = 0..K-1 (NaN for an empty group), by one
+    ``bincount`` on the tensors a trainer's evaluation already has.
+
+    The training loop's evaluation runs this every epoch; :func:`group_accuracy` (fairlearn's MetricFrame,
+    about 300 times slower) gives the same numbers for result tables: both divide an exact integer count of
+    hits by n_k in float64.
+
+    Parameters
+    ----------
+    correct : torch.Tensor
+        Boolean (or 0/1) per row: the prediction was right.
+    group : torch.Tensor
+        Group id per row, in 0..n_groups-1.
+    n_groups : int
+        K, the number of groups (absent ones get NaN).
+    """
+    counts = torch.bincount(group, minlength=n_groups).to(torch.float64)
+    hits = torch.bincount(group, weights=correct.to(torch.float64), minlength=n_groups)
+    return torch.where(counts > 0, hits / counts.clamp(min=1.0), torch.full_like(counts, float("nan")))
 
 
 def cost_of_privacy(private_accuracy: pd.Series, nonprivate_accuracy: pd.Series) -> pd.Series:

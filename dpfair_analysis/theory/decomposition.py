@@ -284,7 +284,7 @@ class DecompositionTracker:
         self.loss_fn = loss_fn
         self.rows: list[pd.DataFrame] = []
 
-    def __call__(self, step: int, model: nn.Module) -> None:
+    def __call__(self, step: int, model: nn.Module, state: object = None) -> None:
         if step % self.every:
             return
         moments = StepMoments(model, self.data, clip_bound=self.clip_bound, loss_fn=self.loss_fn)

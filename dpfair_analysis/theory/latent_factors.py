@@ -137,7 +137,7 @@ class LatentFactorTracker:
         self._done: set[int] = set()
         self.samples: dict[int, pd.DataFrame] = {}
 
-    def __call__(self, step: int, model: nn.Module) -> None:
+    def __call__(self, step: int, model: nn.Module, state: object = None) -> None:
         self._last = (step, model)
         if step % self.every == 0:
             self._record(step, model)

@@ -57,14 +57,13 @@ import torch.nn.functional as F
 from dp_accounting import dp_event
 from torch import nn
 from torch.func import functional_call, grad
-from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.gradients import MaterialisedGradients, parameters_of
 from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger
 from dpfair_analysis.training.clipping import UniformClipping
 from dpfair_analysis.training.loop import EVALUATE_TRAIN, TrainCallback, TrainingResult, apply_update, \
-    batch_indices, evaluate_groups, make_generators, release_step, schedule
+    batch_indices, evaluate_groups, evaluation_splits, make_generators, release_step, run_steps, schedule
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, check_seed
 
 PARTITIONS = ("iid", "group")
@@ -231,7 +230,8 @@ def train_dpfedavg(model: nn.Module, data: GroupedDataset, config: FedAvgConfig,
     """Train ``model`` in place with DP-FedAvg (module docstring); a :class:`~.loop.TrainingResult` whose
     ``config`` is the :class:`FedAvgConfig`, ``steps`` one row per round and ``epsilon`` the user-level
     epsilon at ``config.delta``. ``clients`` overrides the partition (row indices per client).
-    ``callbacks`` are called as ``callback(t, model)`` at theta_t for t = 0 .. T, as the loop's are."""
+    ``callbacks`` are called as ``callback(t, model, None)`` at theta_t for t = 0 .. T, by the loop's driver
+    (:func:`~.loop.run_steps`)."""
     if clients is None:
         clients = partition_clients(data, config.n_clients, partition=config.partition, seed=config.seed)
     elif len(clients) != config.n_clients:
@@ -243,17 +243,10 @@ def train_dpfedavg(model: nn.Module, data: GroupedDataset, config: FedAvgConfig,
     q = config.sampling_rate
     selections = batch_indices(config.n_clients, config.clients_per_round, sampler_gen, sampling="poisson")
     params = parameters_of(model)
-    final_epoch = max(epoch_ends.values())
+    splits = evaluation_splits(data, test_data, evaluate_train=config.evaluate_train,
+                               final_epoch=max(epoch_ends.values()))
 
-    def splits(epoch: int) -> dict[str, GroupedDataset | None]:
-        train_now = config.evaluate_train == "every_epoch" or epoch in (0, final_epoch)
-        return {"train": data if train_now else None, "test": test_data}
-
-    history: list[dict] = evaluate_groups(model, splits(0), epoch=0)
-    records: list[dict] = []
-    for round_ in tqdm(range(1, total_rounds + 1), desc="dpfedavg", disable=not progress, leave=False):
-        for callback in callbacks:
-            callback(round_ - 1, model)
+    def step(round_: int) -> dict:
         chosen = next(selections)
         stacked = local_updates(model, params, [(data.X[clients[int(c)]], data.y[clients[int(c)]]) for c in chosen],
                                 epochs=config.local_epochs, batch_size=config.local_batch_size, lr=config.local_lr,
@@ -265,23 +258,15 @@ def train_dpfedavg(model: nn.Module, data: GroupedDataset, config: FedAvgConfig,
                                           generator=noise_gen)
         apply_update(params, total, lr=config.server_lr, denominator=config.clients_per_round)
         ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(config.noise_multiplier)))
-        records.append({"step": round_, "clients": len(chosen), "noise_std": decision.noise_std,
-                        "update_norm_mean": float(norms.mean()) if len(norms) else math.nan,
-                        "frac_clipped": float((norms > config.update_clip).double().mean()) if len(norms)
-                        else math.nan})
-        if round_ in epoch_ends:
-            epoch = epoch_ends[round_]
-            rows = evaluate_groups(model, splits(epoch), epoch=epoch)
-            rows.append({"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
-                         "value": ledger.epsilon(config.delta, accounting=config.accounting)})
-            for row in rows:
-                row["step"] = round_
-            history += rows
-    for callback in callbacks:
-        callback(total_rounds, model)
-    history_frame = pd.DataFrame(history)
-    history_frame["step"] = history_frame["step"].fillna(0).astype(int)
-    steps_frame = pd.DataFrame(records)
+        return {"clients": len(chosen), "noise_std": decision.noise_std,
+                "update_norm_mean": float(norms.mean()) if len(norms) else math.nan,
+                "frac_clipped": float((norms > config.update_clip).double().mean()) if len(norms) else math.nan}
+
+    history_frame, steps_frame = run_steps(
+        model, total_steps=total_rounds, epoch_ends=epoch_ends, step=step,
+        evaluate=lambda epoch: evaluate_groups(model, splits(epoch), epoch=epoch),
+        epsilon=lambda: ledger.epsilon(config.delta, accounting=config.accounting), callbacks=callbacks,
+        desc="dpfedavg", progress=progress)
     epsilon = float(history_frame.query("metric == 'epsilon'")["value"].iloc[-1])
     return TrainingResult(model=model, history=history_frame, steps=steps_frame, ledger=ledger, config=config,
                           policy="dpfedavg", learning_rate=config.local_lr, sampling_matches_accounting=True,

@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -93,7 +93,6 @@ import torch
 import torch.nn.functional as F
 from dp_accounting import dp_event
 from torch import nn
-from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import FairnessConstraint
@@ -105,8 +104,8 @@ from dpfair_analysis.privacy.pfld_accounting import PFLD_ACCOUNTING, calibrate_p
 from dpfair_analysis.privacy.sensitivity import count_distance, dual_group_sums, dual_sum_distance, \
     group_counts, paper_dual_sensitivity, paper_primal_sensitivity, primal_contribution_bound, \
     warn_paper_exact, warn_shared_batch
-from dpfair_analysis.training.loop import apply_update, batch_indices, check_finite, evaluate_groups, make_generators, \
-    predict_logits, schedule
+from dpfair_analysis.training.loop import TrainCallback, apply_update, batch_indices, check_finite, evaluate_groups, \
+    make_generators, predict_logits, run_steps, schedule
 from dpfair_analysis.validation import check_choice, check_delta, check_device, check_positive, check_positive_int, \
     check_seed
 
@@ -405,8 +404,7 @@ def reported_mask(n: int, missing_rate: float, *, seed: int) -> torch.Tensor | N
 
 def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: FairnessConstraint,
                      config: LagrangianConfig, *, test_data: GroupedDataset | None = None,
-                     progress: bool = True, callbacks: Sequence[Callable[[int, nn.Module, PrivateState], None]] = (),
-                     ) -> LagrangianResult:
+                     progress: bool = True, callbacks: Sequence[TrainCallback] = ()) -> LagrangianResult:
     """Train ``model`` in place with F-LD or PF-LD (``config.method``).
 
     ``callbacks`` are called as ``callback(t, model, state)`` at theta_t with the public
@@ -434,8 +432,7 @@ def train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: F
 
 def _train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: FairnessConstraint,
                       config: LagrangianConfig, *, test_data: GroupedDataset | None, progress: bool,
-                      callbacks: Sequence[Callable[[int, nn.Module, PrivateState], None]], device: torch.device,
-                      ) -> LagrangianResult:
+                      callbacks: Sequence[TrainCallback], device: torch.device) -> LagrangianResult:
     if not isinstance(constraint, FairnessConstraint):
         raise TypeError(f"constraint must be a FairnessConstraint (make_constraint), got {constraint!r}")
     if constraint.n_groups != train_data.n_groups:
@@ -488,15 +485,8 @@ def _train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: 
         return {"violation": constraint.violation(logits, data.y, data.group)}
 
     splits = {"train": train_data, "test": test_data}
-    history = evaluate_groups(model, splits, epoch=0, extra=violation)
-    eps0 = epsilon_now()
-    history.append({"epoch": 0, "split": "privacy", "group": "all", "metric": "epsilon",
-                    "value": math.nan if eps0 is None else eps0})
-    step_records = []
-    bar = tqdm(total=total_steps, desc=config.method, disable=not progress, leave=False)
-    for step in range(1, total_steps + 1):
-        for callback in callbacks:
-            callback(step - 1, model, state)
+
+    def step(t: int) -> dict:
         index = next(private_batches).to(device)
         X, y, g = train_data.X[index], train_data.y[index], train_data.group[index]
         rep = None if reported is None else reported[index]
@@ -514,38 +504,39 @@ def _train_lagrangian(model: nn.Module, train_data: GroupedDataset, constraint: 
         else:
             record = _fld_primal_step(model, X, y, g, reported=rep, constraint=constraint,
                                       lambdas=state.lambdas, lr=config.lr)
-        check_finite(model, step=step, total_steps=total_steps, lr=config.lr)
-        step_records.append({"step": step, "batch_size": len(index), **record})
-        bar.update()
-        if step in epoch_ends:
-            epoch = epoch_ends[step]
-            if epoch < config.epochs:
-                if private:
-                    ledger.record(private_dual_update(
-                        model, train_data, reported=reported, constraint=constraint, state=state,
-                        clip=config.clip_dual, sigma_d=sigmas["dual"], dual_lr=config.dual_lr,
-                        lambda_max=config.lambda_max, generator=noise, paper_exact=config.paper_exact,
-                        reported_fraction=reported_fraction))
-                else:
-                    _fld_dual_update(model, train_data, reported=reported, constraint=constraint, state=state,
-                                     dual_lr=config.dual_lr, lambda_max=config.lambda_max)
-            rows = evaluate_groups(model, splits, epoch=epoch, extra=violation)
-            for i, term in enumerate(constraint.term_names):
-                rows.append({"epoch": epoch, "split": "dual", "group": "all", "metric": f"lambda[{term}]",
-                             "value": float(state.lambdas[i])})
-                if state.noisy_gap is not None:
-                    rows.append({"epoch": epoch, "split": "dual", "group": "all", "metric": f"noisy_gap[{term}]",
-                                 "value": float(state.noisy_gap[i])})
-            eps = epsilon_now()
-            rows.append({"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
-                         "value": math.nan if eps is None else eps})
-            history += rows
-    bar.close()
-    for callback in callbacks:
-        callback(total_steps, model, state)
+        check_finite(model, step=t, total_steps=total_steps, lr=config.lr)
+        return {"batch_size": len(index), **record}
+
+    def evaluate(epoch: int) -> list[dict]:
+        """After an epoch (not the last): the dual update (Algorithm 1 lines 5-6); then the evaluation with the
+        violation, and the multipliers (and noisy gaps) the next epoch will use."""
+        if 0 < epoch < config.epochs:
+            if private:
+                ledger.record(private_dual_update(
+                    model, train_data, reported=reported, constraint=constraint, state=state,
+                    clip=config.clip_dual, sigma_d=sigmas["dual"], dual_lr=config.dual_lr,
+                    lambda_max=config.lambda_max, generator=noise, paper_exact=config.paper_exact,
+                    reported_fraction=reported_fraction))
+            else:
+                _fld_dual_update(model, train_data, reported=reported, constraint=constraint, state=state,
+                                 dual_lr=config.dual_lr, lambda_max=config.lambda_max)
+        rows = evaluate_groups(model, splits, epoch=epoch, extra=violation)
+        if epoch == 0:
+            return rows
+        for i, term in enumerate(constraint.term_names):
+            rows.append({"epoch": epoch, "split": "dual", "group": "all", "metric": f"lambda[{term}]",
+                         "value": float(state.lambdas[i])})
+            if state.noisy_gap is not None:
+                rows.append({"epoch": epoch, "split": "dual", "group": "all", "metric": f"noisy_gap[{term}]",
+                             "value": float(state.noisy_gap[i])})
+        return rows
+
+    history, steps = run_steps(model, total_steps=total_steps, epoch_ends=epoch_ends, step=step, evaluate=evaluate,
+                               epsilon=epsilon_now, callbacks=callbacks, state=state, desc=config.method,
+                               progress=progress)
     final_eps = epsilon_now()
     return LagrangianResult(
-        model=model, history=pd.DataFrame(history), steps=pd.DataFrame(step_records), ledger=ledger,
+        model=model, history=history, steps=steps, ledger=ledger,
         config=config, constraint=constraint, lambdas=state.lambdas.cpu().clone(), noise_multipliers=sigmas,
         epsilon=final_eps, privacy_established=private and not config.shares_batch,
         reported_fraction=reported_fraction,

@@ -19,9 +19,11 @@ Each step:
    :class:`~dpfair_analysis.privacy.accounting.PrivacyLedger` (an objective's own
    per-step releases join that event; its one-time releases are recorded before step 1).
 
-``callbacks`` are called as ``callback(t, model)`` at theta_t, for t = 0 (before the
-first step) to T (after the last), so analyses (e.g. paper 001's decomposition, tracked
-per step) see every iterate; they must not touch the loop's generators.
+``callbacks`` are called as ``callback(t, model, state)`` at theta_t, for t = 0 (before
+the first step) to T (after the last), so analyses (e.g. paper 001's decomposition, tracked
+per step) see every iterate; they must not touch the loop's generators. The steps, the
+evaluations and the callbacks are run by :func:`run_steps`, the one driver of every trainer
+(this loop, DP-FedAvg and PF-LD).
 
 The run has T = ceil(epochs * n / b) steps (the count the papers' accountant uses);
 epoch e ends after step ceil(e * n / b). After each epoch the loop evaluates loss and
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,7 +48,7 @@ from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.errors import TrainingDiverged  # noqa: F401  (raised here, re-exported)
-from dpfair_analysis.fairness.metrics import group_accuracy
+from dpfair_analysis.fairness.metrics import per_group_accuracy
 from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGradients, add_gaussian_noise, \
     clipped_sum, parameters_of
 from dpfair_analysis.models import l2_penalty
@@ -61,7 +63,10 @@ SAMPLING = ("poisson", "shuffle")
 #: When the training set is evaluated: after every epoch, or only after the last (the test set always is;
 #: on full MNIST the training set's evaluation is most of a run's evaluation time).
 EVALUATE_TRAIN = ("every_epoch", "last_epoch")
-TrainCallback = Callable[[int, nn.Module], None]
+#: ``callback(t, model, state)`` at theta_t, for t = 0 (before the first step) to T (after the last), in every
+#: trainer; ``state`` is the trainer's public state step t+1 will use (PF-LD's multipliers and signs; None for
+#: the DP-SGD loop and DP-FedAvg). Callbacks must not change the model, the state or the trainer's generators.
+TrainCallback = Callable[[int, nn.Module, Any], None]
 
 
 @dataclass(frozen=True)
@@ -178,22 +183,16 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
     for multiplier in objective.prepare(train_data, generator=noise_gen):
         ledger.record(dp_event.GaussianDpEvent(multiplier))
     batches = batch_indices(n, config.batch_size, sampler_gen, sampling=config.sampling)
-    final_epoch = max(epoch_ends.values())
 
-    def splits(epoch: int) -> dict[str, GroupedDataset | None]:
-        train_now = config.evaluate_train == "every_epoch" or epoch in (0, final_epoch)
-        return {"train": train_data if train_now else None, "test": test_data}
-
-    history: list[dict] = evaluate_groups(model, splits(0), epoch=0)
-    step_records: list[dict] = []
+    splits = evaluation_splits(train_data, test_data, evaluate_train=config.evaluate_train,
+                               final_epoch=max(epoch_ends.values()))
     accumulator = _BatchStats(train_data.n_groups)
-    for step in tqdm(range(1, total_steps + 1), desc=f"{policy.name}", disable=not progress, leave=False):
-        for callback in callbacks:
-            callback(step - 1, model)
+
+    def step(t: int) -> dict:
         index = next(batches).to(device)
         decision, released = _step(model, train_data, index, policy, objective, lr=lr, generator=noise_gen,
                                    expected_batch_size=config.batch_size, accumulator=accumulator)
-        check_finite(model, step=step, total_steps=total_steps, lr=lr)
+        check_finite(model, step=t, total_steps=total_steps, lr=lr)
         if policy.private and not decision.noise_multipliers:
             raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise "
                                "multipliers; its privacy cannot be accounted")
@@ -201,25 +200,20 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
         if multipliers:
             sigma = joint_noise_multiplier(multipliers)
             ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
-        step_records.append({"step": step, "batch_size": len(index), "noise_std": decision.noise_std,
-                             **decision.record, **released})
-        if step in epoch_ends:
-            epoch = epoch_ends[step]
-            epsilon = ledger.epsilon(config.delta, accounting=config.accounting) if policy.private else None
-            rows = evaluate_groups(model, splits(epoch), epoch=epoch) + accumulator.rows(epoch, train_data)
-            rows.append({"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
-                         "value": math.nan if epsilon is None else epsilon})
-            for row in rows:
-                row["step"] = step
-            history += rows
-            accumulator = _BatchStats(train_data.n_groups)
-    for callback in callbacks:
-        callback(total_steps, model)
-    steps_frame = pd.DataFrame(step_records)
+        return {"batch_size": len(index), "noise_std": decision.noise_std, **decision.record, **released}
+
+    def evaluate(epoch: int) -> list[dict]:
+        rows = evaluate_groups(model, splits(epoch), epoch=epoch)
+        return rows if epoch == 0 else rows + accumulator.take_rows(epoch, train_data)
+
+    def epsilon() -> float | None:
+        return ledger.epsilon(config.delta, accounting=config.accounting) if policy.private else None
+
+    history_frame, steps_frame = run_steps(model, total_steps=total_steps, epoch_ends=epoch_ends, step=step,
+                                           evaluate=evaluate, epsilon=epsilon, callbacks=callbacks,
+                                           desc=policy.name, progress=progress)
     if policy.private and config.accounting.accountant == "rdp" and len(ledger) == len(steps_frame):
         steps_frame["epsilon"] = ledger.epsilon_trajectory(config.delta, accounting=config.accounting)
-    history_frame = pd.DataFrame(history)
-    history_frame["step"] = history_frame["step"].fillna(0).astype(int)
     final_eps = history_frame.query("metric == 'epsilon'")["value"].iloc[-1] if policy.private else None
     return TrainingResult(model=model, history=history_frame, steps=steps_frame, ledger=ledger,
                           config=config, policy=policy.name, learning_rate=lr,
@@ -334,6 +328,12 @@ class _BatchStats:
                               norms.to(torch.float64), clipped.to(torch.float64)], dim=1)
         self.totals.index_add_(0, group.to(self.totals.device), values.to(self.totals.device))
 
+    def take_rows(self, epoch: int, data: GroupedDataset) -> list[dict]:
+        """The epoch's tidy rows (split ``batches``), and the sums start again for the next epoch."""
+        rows = self.rows(epoch, data)
+        self.totals.zero_()
+        return rows
+
     def rows(self, epoch: int, data: GroupedDataset) -> list[dict]:
         rows = []
         groups = [("all", None)] + [(name, k) for k, name in enumerate(data.group_names)]
@@ -363,7 +363,7 @@ def evaluate_groups(model: nn.Module, splits: dict[str, GroupedDataset | None], 
                     extra: Callable[[torch.Tensor, GroupedDataset], dict[str, float]] | None = None) -> list[dict]:
     """Tidy rows {epoch, split, group, metric, value}: loss and accuracy of each split (``None`` skipped),
     for the whole population (group ``all``) and each group (accuracy from
-    :func:`~dpfair_analysis.fairness.metrics.group_accuracy`); ``extra(logits, data)`` adds
+    :func:`~dpfair_analysis.fairness.metrics.per_group_accuracy`, one bincount); ``extra(logits, data)`` adds
     population-level metrics (e.g. a fairness violation) as group ``all`` rows. Every trainer's evaluation."""
     rows = []
     for split, data in splits.items():
@@ -372,17 +372,67 @@ def evaluate_groups(model: nn.Module, splits: dict[str, GroupedDataset | None], 
         logits = predict_logits(model, data.X)
         losses = F.cross_entropy(logits, data.y, reduction="none").double().cpu()
         group = data.group.cpu()
-        accuracy = group_accuracy(data.y.cpu().numpy(), logits.argmax(dim=1).cpu().numpy(), group.numpy(),
-                                  group_names=data.group_names).set_index("group")["accuracy"]
+        correct = (logits.argmax(dim=1) == data.y).cpu()
+        accuracy = {"all": float(correct.double().mean()) if len(correct) else math.nan,
+                    **dict(zip(data.group_names, per_group_accuracy(correct, group, n_groups=data.n_groups).tolist()))}
         for k, name in [(None, "all"), *enumerate(data.group_names)]:
             mask = torch.ones_like(group, dtype=torch.bool) if k is None else group == k
             loss = float(losses[mask].mean()) if bool(mask.any()) else math.nan
             rows.append({"epoch": epoch, "split": split, "group": name, "metric": "loss", "value": loss})
             rows.append({"epoch": epoch, "split": split, "group": name, "metric": "accuracy",
-                         "value": float(accuracy[name])})
+                         "value": accuracy[name]})
         for metric, value in (extra(logits, data) if extra is not None else {}).items():
             rows.append({"epoch": epoch, "split": split, "group": "all", "metric": metric, "value": float(value)})
     return rows
+
+
+def evaluation_splits(train_data: GroupedDataset, test_data: GroupedDataset | None, *, evaluate_train: str,
+                      final_epoch: int) -> Callable[[int], dict[str, GroupedDataset | None]]:
+    """The splits evaluated after epoch e: the test set always, the training set every epoch or (``evaluate_train``
+    ``"last_epoch"``) only before the first step and after the last epoch."""
+    def splits(epoch: int) -> dict[str, GroupedDataset | None]:
+        train_now = evaluate_train == "every_epoch" or epoch in (0, final_epoch)
+        return {"train": train_data if train_now else None, "test": test_data}
+    return splits
+
+
+def epsilon_row(epoch: int, epsilon: float | None) -> dict:
+    """The history's row for the epsilon spent after ``epoch`` (NaN for a non-private run)."""
+    return {"epoch": epoch, "split": "privacy", "group": "all", "metric": "epsilon",
+            "value": math.nan if epsilon is None else float(epsilon)}
+
+
+def run_steps(model: nn.Module, *, total_steps: int, epoch_ends: Mapping[int, int], step: Callable[[int], dict],
+              evaluate: Callable[[int], list[dict]], epsilon: Callable[[], float | None],
+              callbacks: Sequence[TrainCallback] = (), state: Any = None, desc: str = "train",
+              progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The one driver of every trainer (the DP-SGD loop, DP-FedAvg, PF-LD): T steps with a progress bar, the
+    callbacks at every iterate, an evaluation and the epsilon spent before the first step and after each epoch.
+
+    For t = 1..T: every ``callback(t - 1, model, state)``, then ``step(t)`` (the trainer's update and
+    releases; returns the step's record). After step t = the last of epoch e (``epoch_ends[t] == e``):
+    ``evaluate(e)`` (the trainer's tidy rows: its evaluation and whatever else it does between epochs, e.g.
+    PF-LD's dual update) and the epsilon row. Finally every ``callback(T, model, state)``.
+
+    Returns the history (rows of ``evaluate`` and the epsilon rows, each with the ``step`` it was taken at,
+    0 before training) and the steps (one row per step: ``step`` and the record).
+    """
+    history = [*evaluate(0), epsilon_row(0, epsilon())]
+    for row in history:
+        row["step"] = 0
+    records = []
+    for t in tqdm(range(1, total_steps + 1), desc=desc, disable=not progress, leave=False):
+        for callback in callbacks:
+            callback(t - 1, model, state)
+        records.append({"step": t, **step(t)})
+        if t in epoch_ends:
+            rows = [*evaluate(epoch_ends[t]), epsilon_row(epoch_ends[t], epsilon())]
+            for row in rows:
+                row["step"] = t
+            history += rows
+    for callback in callbacks:
+        callback(total_steps, model, state)
+    return pd.DataFrame(history), pd.DataFrame(records)
 
 
 def schedule(n: int, config) -> tuple[int, dict[int, int]]:

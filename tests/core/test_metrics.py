@@ -1,6 +1,7 @@
 """Group metrics against direct numpy computations of their definitions."""
 
 import itertools
+import math
 
 import numpy as np
 import pandas as pd
@@ -65,3 +66,25 @@ def test_non_binary_predictions_have_no_parity_violation():
     result = parity_violations([0, 1, 2, 2], [0, 2, 2, 1], [0, 0, 1, 1])
     assert np.isnan(result["demographic_parity"]) and np.isnan(result["equalized_odds"])
     assert result["accuracy_parity"] == pytest.approx(0.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda k: st.tuples(
+    st.just(k), st.lists(st.tuples(st.integers(0, k - 1), st.booleans()), min_size=1, max_size=300))))
+def test_the_loops_bincount_accuracy_is_metricframes_to_the_bit(case):
+    """per_group_accuracy (the training loop's, one bincount) equals group_accuracy (fairlearn's MetricFrame)
+    exactly -- tiny, absent and single-row groups included."""
+    import torch
+
+    from dpfair_analysis.fairness.metrics import per_group_accuracy
+
+    k, rows = case
+    group = np.array([g for g, _ in rows])
+    correct = np.array([c for _, c in rows])
+    y_true = np.zeros(len(rows), dtype=int)
+    y_pred = (~correct).astype(int)
+    names = [f"g{i}" for i in range(k)]
+    expected = group_accuracy(y_true, y_pred, group, group_names=names).set_index("group")["accuracy"]
+    fast = per_group_accuracy(torch.from_numpy(correct), torch.from_numpy(group), n_groups=k).tolist()
+    for name, value in zip(names, fast):
+        assert (math.isnan(value) and math.isnan(expected[name])) or value == expected[name]

@@ -91,7 +91,8 @@ def test_step_counts_and_epsilon_match_the_accountant():
     expected = dpsgd_epsilon(n=300, batch_size=64, noise_multiplier=1.2, delta=1e-5, epochs=3)
     assert result.epsilon == pytest.approx(expected, rel=1e-9)
     eps_by_epoch = result.history.query("metric == 'epsilon'").sort_values("epoch")["value"].to_numpy()
-    assert len(eps_by_epoch) == 3 and all(a < b for a, b in zip(eps_by_epoch, eps_by_epoch[1:]))
+    assert len(eps_by_epoch) == 4 and eps_by_epoch[0] == 0.0  # before the first step (every trainer's driver)
+    assert all(a < b for a, b in zip(eps_by_epoch, eps_by_epoch[1:]))
     assert result.sampling_matches_accounting
 
 
@@ -204,7 +205,7 @@ def test_callbacks_see_every_iterate_and_do_not_change_the_run():
     config = TrainConfig(epochs=2, batch_size=30, lr=0.1, seed=3)
     seen = []
 
-    def record(t, model):
+    def record(t, model, state):
         seen.append((t, torch.cat([p.detach().flatten().clone() for p in model.parameters()])))
 
     plain = train(build_model("logreg", input_shape=(5,), n_classes=2, seed=0), data, UniformClipping(1.0, 1.0),

@@ -166,7 +166,7 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
     x_c, y_c = canary_row()
     coordinates, canary_grads = [], []
 
-    def watch(t: int, model: torch.nn.Module) -> None:
+    def watch(t: int, model: torch.nn.Module, state: object) -> None:
         params = parameters_of(model)
         coordinates.append(canary_coordinate(params).detach().clone())
         if objective is None:
@@ -371,7 +371,7 @@ def _fedavg_run(data: GroupedDataset, clients: list[torch.Tensor], *, seed: int,
     x_c, y_c = canary_row()
     coordinates, contributions = [], []
 
-    def watch(t: int, model: torch.nn.Module) -> None:
+    def watch(t: int, model: torch.nn.Module, state: object) -> None:
         params = parameters_of(model)
         coordinates.append(canary_coordinate(params).detach().clone())
         delta = local_update(model, params, x_c, y_c, epochs=FEDAVG_LOCAL_EPOCHS, batch_size=FEDAVG_ROWS_PER_CLIENT,

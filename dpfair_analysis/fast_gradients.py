@@ -31,6 +31,12 @@ per-sample parameter gradients from ``vmap`` over samples of the vector-Jacobian
 of that module alone at its recorded input with cotangent b_i (``torch.func``): exact,
 and only that layer's gradients are materialised.
 
+**Logistic (softmax) regression** (the toolkit's :class:`~dpfair_analysis.models.LogisticRegression`, cross-entropy)
+needs no autograd at all: with delta_i = dL_i/d(scores) -- sigma(s_i) - y_i for the binary model's single score,
+softmax(s_i) - e_{y_i} with K classes -- the gradients are G_i = delta_i x_i^T and beta_i = delta_i, so
+||g_i||^2 = ||delta_i||^2 (||x_i||^2 + 1) and S = (c * delta)^T X, sum_i c_i delta_i: a matmul each, the lean
+step of the many small runs a study makes.
+
 **The clipped, weighted sum** S = sum_i c_i g_i with c_i = w_i min(1, C_i/||g_i||) from
 the policy, two ways (``clipped_sum``):
 
@@ -65,6 +71,7 @@ from torch import nn
 from torch.func import functional_call, vjp, vmap
 
 from dpfair_analysis.gradients import Grads, LossFn, MaterialisedGradients, per_sample_gradients_and_losses
+from dpfair_analysis.models import LogisticRegression
 
 CLIPPED_SUMS = ("bookkeeping", "backward")
 #: Largest explicit per-sample weight gradient (n x d_out x d_in numbers) a layer may form
@@ -171,6 +178,10 @@ def fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor
         empty = FastPerSampleGradients(norms=torch.zeros(0, dtype=dtype, device=X.device), names=tuple(values),
                                        shapes=shapes, layers=[], method=clipped_sum)
         return empty, torch.zeros(0, dtype=dtype, device=X.device)
+    if loss_fn is F.cross_entropy and type(model) is LogisticRegression and set(values) == {"linear.weight",
+                                                                                              "linear.bias"}:
+        return _logistic_regression(model, X, y, {name: v.detach() for name, v in values.items()}, shapes,
+                                    method=clipped_sum)
     try:
         layers = _cached_layers(model, values, cache=params is None)
         with torch.enable_grad():  # like torch.func.grad, work under an outer no_grad too
@@ -180,6 +191,30 @@ def fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor
         detached = {name: v.detach() for name, v in values.items()}
         grads, losses = per_sample_gradients_and_losses(model, X, y, params=detached, loss_fn=loss_fn)
         return MaterialisedGradients(grads), losses.detach()
+
+
+def _logistic_regression(model: LogisticRegression, X: torch.Tensor, y: torch.Tensor,
+                         values: Mapping[str, torch.Tensor], shapes: dict[str, torch.Size], *, method: str
+                         ) -> tuple[FastPerSampleGradients, torch.Tensor]:
+    """Closed-form norms and weighted sums of logistic (softmax) regression under cross-entropy (module
+    docstring): delta_i = dL_i/d scores, ||g_i|| = ||delta_i|| sqrt(||x_i||^2 + 1), S = (c * delta)^T X."""
+    A = X.flatten(1).to(values["linear.weight"].dtype)
+    scores = A @ values["linear.weight"].T + values["linear.bias"]
+    if model.binary:  # logits (0, s): dL/ds = sigmoid(s) - y
+        logits = torch.cat([torch.zeros_like(scores), scores], dim=1)
+        delta = torch.sigmoid(scores) - y.unsqueeze(1).to(scores.dtype)
+    else:
+        logits = scores
+        delta = torch.softmax(scores, dim=1) - F.one_hot(y, scores.shape[1]).to(scores.dtype)
+    losses = F.cross_entropy(logits, y, reduction="none")
+    squared = (delta * delta).sum(1) * ((A * A).sum(1) + 1.0)
+
+    def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:
+        weighted = delta * c.unsqueeze(1)
+        return {"linear.weight": weighted.T @ A, "linear.bias": weighted.sum(0)}
+
+    return FastPerSampleGradients(norms=squared.sqrt(), names=tuple(values), shapes=shapes,
+                                  layers=[_LayerResult(squared, weighted_sum)], method="bookkeeping"), losses
 
 
 def _same_tensors(own: Mapping[str, torch.Tensor], params: Mapping[str, torch.Tensor]) -> bool:

@@ -81,3 +81,15 @@ def test_sweep_backends_benchmark_quick_times_identical_backends(tmp_path):
     assert [r["backend"] for r in payload["rows"]] == ["serial", "joblib"]
     assert all(r["identical_to_serial"] and r["seconds"] > 0 for r in payload["rows"])
     assert payload["settings"]["runs"] == 4
+
+
+def test_sweep_throughput_benchmark_quick_writes_every_variant(tmp_path):
+    """benchmarks/sweep_throughput.py --quick: train(), the minimal loop and seeds batched each measured, the
+    minimal loop agreeing with train() to float32 rounding (the floor is the same algorithm)."""
+    out = tmp_path / "throughput.json"
+    assert benchmark("sweep_throughput").main(["--quick", "--models", "logreg", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    variants = {row["variant"] for row in payload["rows"]}
+    assert variants == {"train", "minimal", "batched_2"}
+    assert all(row["run_steps_per_second"] > 0 for row in payload["rows"])
+    assert payload["ratios"]["logreg"]["minimal_vs_train_parameter_agreement"] < 1e-5

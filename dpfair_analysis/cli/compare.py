@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
@@ -128,8 +129,8 @@ def run(args: argparse.Namespace) -> None:
     cache = run_cache_from_args(args)
 
     from dpfair_analysis.data.sources import MissingValuesWarning
-    from dpfair_analysis.experiments.compare import CompareConfig, format_inequality, format_table, run_compare, \
-        save_compare_figures, training_rows
+    from dpfair_analysis.experiments.compare import CompareConfig, batched_note, format_inequality, format_table, \
+        run_compare, save_compare_figures, training_rows
     from dpfair_analysis.training.loop import TrainConfig
 
     try:
@@ -153,6 +154,9 @@ def run(args: argparse.Namespace) -> None:
         rows = training_rows(config)
         if args.clients > rows:
             raise UsageError(f"--clients {args.clients} exceeds the {rows} training rows (every client needs a row)")
+    note = batched_note(config)
+    if note and not args.quiet:
+        print(f"dpfair: note: {note}", file=sys.stderr)
     with warnings.catch_warnings():  # the CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", MissingValuesWarning)
         result = run_compare(config, progress=show_progress(args), cache=cache, backend=backend)

@@ -292,6 +292,16 @@ class RunRecords:
         self.hits = 0
         self.misses = 0
         self.stale = 0
+        self.other_sampler = 0
+
+    def summary(self) -> str:
+        """E.g. ``"64 of 64 runs from run records at /path, 64 of them with Poisson sampler 1"``."""
+        total = self.hits + self.misses
+        if not total or self.path is None:
+            return ""
+        notes = [f"{self.stale} of them from other code (DPFAIR_CACHE_ALLOW_STALE)"] if self.stale else []
+        notes += [f"{self.other_sampler} of them trained with an earlier Poisson sampler"] if self.other_sampler else []
+        return f"{self.hits} of {total} runs from run records at {self.path}" + "".join(f", {n}" for n in notes)
 
     def _entries(self) -> dict[str, dict]:
         if self.path is None or not self.path.exists():
@@ -303,7 +313,14 @@ class RunRecords:
                              "repair or remove it") from None
 
     def get(self, key: str) -> list[dict] | None:
-        """The rows recorded under ``key`` (counted as a hit), or ``None`` if absent or from other code."""
+        """The rows recorded under ``key`` (counted as a hit), or ``None`` if absent or from other code.
+
+        A served entry whose runs drew their batches with another Poisson sampler than today's
+        (:data:`~dpfair_analysis.training.loop.POISSON_SAMPLER_VERSION`; entries that name none used the first)
+        is counted (:attr:`other_sampler`, in :meth:`summary`) and said once: the same distribution, but other
+        batches for the same seed."""
+        from dpfair_analysis.training.loop import POISSON_SAMPLER_VERSION
+
         entry = self._entries().get(key)
         if entry is None:
             return None
@@ -312,6 +329,13 @@ class RunRecords:
             return None
         self.hits += 1
         self.stale += verdict == "stale"
+        sampler = entry.get("poisson_sampler", 1)
+        if sampler != POISSON_SAMPLER_VERSION:
+            if not self.other_sampler:
+                warnings.warn(f"run records in {self.path} were trained with Poisson sampler {sampler}, today's is "
+                              f"{POISSON_SAMPLER_VERSION}: exactly the same sampling distribution, but other batches "
+                              "for the same seed (counted in the records' summary)", CacheWarning, stacklevel=2)
+            self.other_sampler += 1
         return entry["rows"]
 
     def put(self, key: str, rows: list[dict], *, label: str = "") -> None:
@@ -321,7 +345,10 @@ class RunRecords:
         if self.path is None:
             return
         entries = self._entries()
-        entries[key] = {"label": label, "fingerprint": code_fingerprint(), "rows": rows}
+        from dpfair_analysis.training.loop import POISSON_SAMPLER_VERSION
+
+        entries[key] = {"label": label, "fingerprint": code_fingerprint(), "poisson_sampler": POISSON_SAMPLER_VERSION,
+                        "rows": rows}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"format": 1, "records": dict(sorted(entries.items()))}, indent=1)
         write_atomically(self.path, lambda tmp: tmp.write_text(text + "\n"))

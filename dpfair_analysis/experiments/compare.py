@@ -52,6 +52,7 @@ from dpfair_analysis.fairness.metrics import cost_of_privacy, group_accuracy, ma
 from dpfair_analysis.models import MODELS, build_model, count_parameters
 from dpfair_analysis.privacy.accounting import epsilon_from_event, max_steps_within, poisson_gaussian_event
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
+from dpfair_analysis.training.batched import RunSpec, batchable, train_many
 from dpfair_analysis.training.clipping import ClippingPolicy
 from dpfair_analysis.training.fedavg import PARTITIONS, FedAvgConfig, train_dpfedavg
 from dpfair_analysis.training.policies import METHODS, make_policy
@@ -283,9 +284,11 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
             # per-run progress bars only when runs are trained here, one at a time
             compute = partial(_run_one, config, method, train_data, test_data, seed=seed,
                               progress=progress and backend.name == "serial")
-            runs.append(Run(_run_key(config, method, seed, train_data), compute))
+            together = seeds_together(config, method)
+            runs.append(Run(_run_key(config, method, seed, train_data, batched=together), compute,
+                            group=method if together else None, member=(train_data, test_data, seed)))
             cells.append((seed, method))
-    results = run_sweep(runs, cache=cache, backend=backend, progress=progress,
+    results = run_sweep(runs, cache=cache, backend=backend, progress=progress, together=partial(_run_seeds, config),
                         desc=f"{config.dataset}: {len(config.methods)} methods x {len(config.seeds)} seeds")
     per_seed, histories, steps, infos, inequality = [], [], [], [], []
     epsilons: dict[str, list[float]] = {}
@@ -320,16 +323,53 @@ def run_keys(config: CompareConfig) -> dict[tuple[str, int], str]:
     return keys
 
 
-def _run_key(config: CompareConfig, method: str, seed: int, train_data) -> str:
+def _run_key(config: CompareConfig, method: str, seed: int, train_data, *, batched: bool = False) -> str:
     """Cache key of one (method, seed) run: everything that determines it (the policy with its context,
-    or DP-FedAvg's settings)."""
+    or DP-FedAvg's settings; whether its seeds are trained together, which changes its numbers by rounding)."""
     runner = config.fedavg_config(n_train=len(train_data), seed=seed) if method == "dpfedavg" else \
         config.policy(method, **_policy_context(config, method, train_data))
     return config_key(config.dataset, config.data_options, config.test_split, config.model, config.hidden, config.l2,
                       config.test_fraction, config.train_group_fraction, runner, config.train,
                       config.equal_privacy, method, seed,
                       # only when set, so the keys of full-data runs stay as they were
-                      *(() if config.train_subsample == 1 else (("train_subsample", config.train_subsample),)))
+                      *(() if config.train_subsample == 1 else (("train_subsample", config.train_subsample),)),
+                      *((("seeds_trained_together", True),) if batched else ()))
+
+
+def seeds_together(config: CompareConfig, method: str) -> bool:
+    """Whether ``method``'s seeds are trained in one batched pass (:mod:`dpfair_analysis.training.batched`):
+    two or more seeds of a clipping policy of the loop on the logistic regression or the MLP, on the CPU.
+    DP-FedAvg and the CNN train one seed at a time (:func:`batched_note` says why)."""
+    return len(config.seeds) > 1 and method != "dpfedavg" and config.model in ("logreg", "mlp") and \
+        config.train.device == "cpu"
+
+
+def batched_note(config: CompareConfig) -> str | None:
+    """One sentence for a multi-seed comparison whose runs are not all trained together, else None."""
+    if len(config.seeds) < 2:
+        return None
+    alone = [m for m in config.methods if not seeds_together(config, m)]
+    if not alone:
+        return None
+    why = ("the CNN's per-step work is arithmetic, not overhead" if config.model == "cnn" else
+           "it trains on the GPU" if config.train.device != "cpu" else
+           "DP-FedAvg is a trainer of its own, not a clipping policy of the loop")
+    return f"{', '.join(alone)}: trained one seed at a time ({why})"
+
+
+def _run_seeds(config: CompareConfig, method: str, members: list) -> list[dict]:
+    """Every seed of ``method`` trained together (:func:`~dpfair_analysis.training.batched.train_many`): what
+    :func:`_run_one` keeps of each. Seeds whose runs cannot be batched (e.g. splits of different sizes) are
+    trained one at a time, and their info says why."""
+    specs = [_run_spec(config, method, train_data, test_data, seed=seed) for train_data, test_data, seed in members]
+    reason = batchable(specs)
+    if reason is not None:
+        results = [train(s.model, s.train_data, s.policy, s.config, test_data=s.test_data, progress=False)
+                   for s in specs]
+    else:
+        results = train_many(specs, progress=False)
+    return [_summary(method, result, test_data, batched=reason or len(specs))
+            for result, (_, test_data, _) in zip(results, members)]
 
 
 def _cost_rows(accuracy: dict[str, pd.DataFrame], seed: int) -> list[dict]:
@@ -385,13 +425,19 @@ def training_rows(config: CompareConfig) -> int:
 def _run_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int, progress: bool) -> dict:
     """Train one method for one seed; what the comparison keeps of it (and caches)."""
     result = _train_one(config, method, train_data, test_data, seed=seed, progress=progress)
+    return _summary(method, result, test_data, batched=1)
+
+
+def _summary(method: str, result: TrainingResult, test_data, *, batched: int | str) -> dict:
+    """What the comparison keeps of a run (and caches): test accuracy per group, history, steps, its info
+    (``batched``: how many seeds it was trained with, or why it was trained alone)."""
     predictions = predict_logits(result.model, test_data.X).argmax(dim=1)
     accuracy = group_accuracy(test_data.y.numpy(), predictions.numpy(), test_data.group.numpy(),
                               group_names=test_data.group_names).set_index("group")
     predicted = predictions.unique()
     info = {"steps": int(result.steps["step"].max()), "epsilon": result.epsilon,
             "learning_rate": result.learning_rate, "sampling_matches_accounting": result.sampling_matches_accounting,
-            "privacy_unit": "client (user-level)" if method == "dpfedavg" else "record",
+            "privacy_unit": "client (user-level)" if method == "dpfedavg" else "record", "trained_with_seeds": batched,
             # a model that predicts one class for every test row: its group costs are only the groups' label mix
             "constant_prediction": test_data.label_names[int(predicted[0])] if len(predicted) == 1 else None}
     if method == "dpfedavg":
@@ -428,17 +474,24 @@ def train_method(config: CompareConfig, method: str, train_data, test_data=None,
 
 def _train_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int,
                progress: bool) -> TrainingResult:
-    model = _build_model(config, train_data, seed)
     if method == "dpfedavg":
         fed = config.fedavg_config(n_train=len(train_data), seed=seed)
         if config.equal_privacy:
             fed = replace(fed, max_rounds=equal_privacy_rounds(config, fed, len(train_data)))
-        return train_dpfedavg(model, train_data, fed, test_data=test_data, progress=progress)
+        return train_dpfedavg(_build_model(config, train_data, seed), train_data, fed, test_data=test_data,
+                              progress=progress)
+    spec = _run_spec(config, method, train_data, test_data, seed=seed)
+    return train(spec.model, spec.train_data, spec.policy, spec.config, test_data=test_data, progress=progress)
+
+
+def _run_spec(config: CompareConfig, method: str, train_data, test_data, *, seed: int) -> RunSpec:
+    """The loop's run of a clipping-policy method for one seed: model, data, policy, config (equal privacy:
+    stopped at DPSGD's epsilon)."""
     policy = config.policy(method, **_policy_context(config, method, train_data))
     train_config = replace(config.train, seed=seed)
     if config.equal_privacy and policy.private and parse_method(method, default_clip=0)[0] in EQUAL_PRIVACY_METHODS:
         train_config = replace(train_config, max_steps=equal_privacy_steps(config, policy, len(train_data)))
-    return train(model, train_data, policy, train_config, test_data=test_data, progress=progress)
+    return RunSpec(_build_model(config, train_data, seed), train_data, policy, train_config, test_data)
 
 
 def dpsgd_epsilon_target(config: CompareConfig, n: int) -> float:

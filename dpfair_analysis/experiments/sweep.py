@@ -15,6 +15,11 @@ Backends:
             with none, a local instance of ``jobs`` CPUs. Ray is the optional extra
             ``pip install dpfair-analysis[ray]``.
 
+Runs of one **group** are computed together: ``run_sweep(..., together=f)`` hands the missing runs of
+each group to ``f(group, members)`` in one unit of work (e.g. K seeds of a small model trained in one
+batched pass, :func:`~dpfair_analysis.training.batched.train_many`) on every backend, so the backends
+still agree; each result is cached under its own run's key.
+
 Same results whatever the backend: every run seeds its own generators from its
 configuration, and a worker computes with the caller's number of torch threads (a different
 thread count may change the order of floating-point sums). A worker also reports the
@@ -28,9 +33,10 @@ runner as ``dpfair compare --jobs N``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from tqdm.auto import tqdm
 
@@ -107,14 +113,20 @@ class Run:
 
     key: str
     compute: Callable[[], Any]
+    group: Hashable | None = None
+    member: Any = None
 
 
 def run_sweep(runs: Sequence[Run], *, cache: RunCache | None = None, backend: Backend | None = None,
-              progress: bool = True, desc: str = "runs") -> list[Any]:
+              progress: bool = True, desc: str = "runs",
+              together: Callable[[Hashable, list[Any]], list[Any]] | None = None) -> list[Any]:
     """The result of every run, in order: served from ``cache`` or computed on ``backend``.
 
     Progress shows finished/total runs (cache hits count as finished). Each computed result
-    is stored as it arrives, so an interrupted sweep loses only the runs in flight.
+    is stored as it arrives, so an interrupted sweep loses only the runs in flight. With
+    ``together``, the missing runs that share a ``group`` (two or more) are one unit of work:
+    ``together(group, [run.member, ...])`` returns their results in that order (it must pickle
+    for joblib and Ray, as ``compute`` must).
     """
     cache = cache or RunCache(None)
     backend = backend or Backend.from_environment()
@@ -130,60 +142,112 @@ def run_sweep(runs: Sequence[Run], *, cache: RunCache | None = None, backend: Ba
             missing[run.key] = run
     with tqdm(total=len(runs), desc=desc, disable=not progress, unit="run") as bar:
         bar.update(sum(1 for run in runs if run.key in results))
-        for key, value in _execute(backend, list(missing.values()), cache=cache):
+        for key, value in _execute(backend, _units(list(missing.values()), together), cache=cache):
             results[key] = value
             bar.update(sum(1 for run in runs if run.key == key))
     return [results[run.key] for run in runs]
 
 
-def _execute(backend: Backend, runs: Sequence[Run], *, cache: RunCache) -> Iterator[tuple[str, Any]]:
+@dataclass(frozen=True)
+class _Unit:
+    """What one worker computes: one run, or a group of runs computed together."""
+
+    runs: tuple[Run, ...]
+    together: Callable[[Hashable, list[Any]], list[Any]] | None = None
+
+    def compute(self) -> list[Any]:
+        if self.together is None:
+            return [self.runs[0].compute()]
+        return list(self.together(self.runs[0].group, [run.member for run in self.runs]))
+
+
+def _units(runs: list[Run], together: Callable[[Hashable, list[Any]], list[Any]] | None) -> list[_Unit]:
+    """The runs as units of work, in order of their first run: a group of two or more runs is one unit when
+    ``together`` is given, every other run a unit of its own."""
+    groups: dict[Hashable, list[Run]] = {}
+    units: list[_Unit | Hashable] = []
+    for run in runs:
+        if together is not None and run.group is not None:
+            if run.group not in groups:
+                groups[run.group] = []
+                units.append(("group", run.group))
+            groups[run.group].append(run)
+        else:
+            units.append(_Unit((run,)))
+    out = []
+    for unit in units:
+        if isinstance(unit, _Unit):
+            out.append(unit)
+        else:
+            members = groups[unit[1]]
+            out.append(_Unit(tuple(members), together) if len(members) > 1 else _Unit((members[0],)))
+    return out
+
+
+def _execute(backend: Backend, units: Sequence[_Unit], *, cache: RunCache) -> Iterator[tuple[str, Any]]:
     """(key, result) of each run, in the order they finish, checked to come from this code and stored in
     ``cache``. Serially, each run is claimed in the cache while it computes (:meth:`RunCache.claim`), so a
-    second process running the same sweep waits for this one's result instead of computing it again."""
-    if not runs:
+    second process running the same sweep waits for this one's result instead of computing it again (a
+    group whose runs another process holds is computed run by run, each waiting for its claim)."""
+    if not units:
         return
     import torch
 
     threads = torch.get_num_threads()
     if backend.name == "serial":
-        for run in runs:
-            yield run.key, cache.compute_and_store(run.key, lambda: _checked(*_in_worker(run, threads)))
+        for unit in units:
+            if len(unit.runs) == 1:
+                run = unit.runs[0]
+                yield run.key, cache.compute_and_store(run.key, lambda: _checked(*_in_worker(unit, threads))[0])
+                continue
+            with contextlib.ExitStack() as claims:
+                free = all([claims.enter_context(cache.claim(run.key, wait=False)) for run in unit.runs])
+                if free:
+                    outcome = _in_worker(unit, threads)
+                    for run, value in zip(unit.runs, _checked(*outcome)):
+                        cache.store(run.key, value)
+                        yield run.key, value
+                    continue
+            for run in unit.runs:
+                yield run.key, cache.compute_and_store(run.key, lambda run=run: run.compute())
         return
     if backend.name == "joblib":
-        outcomes: Iterator[tuple[str, str, Any]] = _on_joblib(runs, jobs=backend.jobs, threads=threads)
+        outcomes: Iterator[tuple[tuple[str, ...], str, list[Any]]] = _on_joblib(units, jobs=backend.jobs,
+                                                                                  threads=threads)
     else:
-        outcomes = _on_ray(runs, backend=backend, threads=threads)
-    for key, fingerprint, value in outcomes:
-        cache.store(key, _checked(key, fingerprint, value))
-        yield key, value
+        outcomes = _on_ray(units, backend=backend, threads=threads)
+    for keys, fingerprint, values in outcomes:
+        for key, value in zip(keys, _checked(keys, fingerprint, values)):
+            cache.store(key, value)
+            yield key, value
 
 
-def _checked(key: str, fingerprint: str, value: Any) -> Any:
-    """``value``, unless run ``key`` was computed by code other than this (a worker running another version of
-    the package): :class:`ForeignCodeError`."""
+def _checked(keys: Sequence[str], fingerprint: str, values: list[Any]) -> list[Any]:
+    """``values``, unless the runs ``keys`` were computed by code other than this (a worker running another
+    version of the package): :class:`ForeignCodeError`."""
     if fingerprint != code_fingerprint():
-        raise ForeignCodeError(f"run {key[:12]} was computed by other code (worker fingerprint "
+        raise ForeignCodeError(f"run {keys[0][:12]} was computed by other code (worker fingerprint "
                                f"{fingerprint[:12]}, here {code_fingerprint()[:12]}): install this version of "
                                "dpfair_analysis on every worker")
-    return value
+    return values
 
 
-def _in_worker(run: Run, threads: int) -> tuple[str, str, Any]:
-    """Compute one run with the caller's torch thread count; (key, code fingerprint, result)."""
+def _in_worker(unit: _Unit, threads: int) -> tuple[tuple[str, ...], str, list[Any]]:
+    """Compute a unit with the caller's torch thread count; (its keys, the code fingerprint, its results)."""
     import torch
 
     torch.set_num_threads(threads)
-    return run.key, code_fingerprint(), run.compute()
+    return tuple(run.key for run in unit.runs), code_fingerprint(), unit.compute()
 
 
-def _on_joblib(runs: Sequence[Run], *, jobs: int, threads: int) -> Iterator[tuple[str, str, Any]]:
+def _on_joblib(units: Sequence[_Unit], *, jobs: int, threads: int) -> Iterator[tuple[tuple[str, ...], str, list]]:
     from joblib import Parallel, delayed
 
     parallel = Parallel(n_jobs=jobs, backend="loky", return_as="generator_unordered")
-    yield from parallel(delayed(_in_worker)(run, threads) for run in runs)
+    yield from parallel(delayed(_in_worker)(unit, threads) for unit in units)
 
 
-def _on_ray(runs: Sequence[Run], *, backend: Backend, threads: int) -> Iterator[tuple[str, str, Any]]:
+def _on_ray(units: Sequence[_Unit], *, backend: Backend, threads: int) -> Iterator[tuple[tuple[str, ...], str, list]]:
     try:
         import ray
     except ImportError:
@@ -194,7 +258,7 @@ def _on_ray(runs: Sequence[Run], *, backend: Backend, threads: int) -> Iterator[
         else:
             ray.init(num_cpus=backend.jobs, include_dashboard=False, log_to_driver=False)
     remote = ray.remote(num_cpus=1)(_in_worker)
-    pending = [remote.remote(run, threads) for run in runs]
+    pending = [remote.remote(unit, threads) for unit in units]
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
         yield ray.get(done[0])

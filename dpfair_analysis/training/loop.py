@@ -51,7 +51,6 @@ from dpfair_analysis.errors import TrainingDiverged  # noqa: F401  (raised here,
 from dpfair_analysis.fairness.metrics import per_group_accuracy
 from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGradients, add_gaussian_noise, \
     clipped_sum, parameters_of
-from dpfair_analysis.models import l2_penalty
 from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision, fresh_policy
@@ -244,7 +243,7 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
                                              expected_batch_size=expected_batch_size, generator=generator,
                                              objective_release=objective_release)
     denominator = expected_batch_size if policy.private else max(len(index), 1)
-    apply_update(params, total, lr=lr, denominator=denominator, penalty=_penalty_gradient(model))
+    apply_update(params, total, lr=lr, denominator=denominator, penalty=_penalty_gradient(model, params))
     accumulator.add(group, losses, norms, norms > decision.bounds.to(norms.device))
     return decision, released
 
@@ -253,7 +252,10 @@ def check_finite(model: nn.Module, *, step: int, total_steps: int, lr: float) ->
     """Raise :class:`TrainingDiverged` if any parameter of ``model`` is NaN or infinite (every trainer, every
     step: a diverged run stops at once instead of reporting the accuracy of a NaN model)."""
     with torch.no_grad():
-        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        tensors = list(model.parameters())
+        # one fused max-|theta| per parameter (an overflowing sum of squares cannot fake a divergence), one sync
+        if tensors and not bool(torch.isfinite(torch.stack([m.double() for m in
+                                                             torch._foreach_norm(tensors, ord=math.inf)])).all()):
             raise TrainingDiverged(step=step, total_steps=total_steps, lr=lr)
 
 
@@ -304,15 +306,13 @@ def release_step(grads: Grads | PerSampleGradients, norms: torch.Tensor, group: 
     return decision, released, add_gaussian_noise(total, decision.noise_std, generator=generator)
 
 
-def _penalty_gradient(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Gradient of the model's data-free L2 penalty (no privacy cost)."""
-    if getattr(model, "l2", 0.0) == 0.0:
+def _penalty_gradient(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Gradient of the model's data-free L2 penalty (l2 / 2) sum ||w||^2 over the weights (biases excluded;
+    :func:`~dpfair_analysis.models.l2_penalty`): l2 w for each weight, no autograd. No privacy cost."""
+    l2 = getattr(model, "l2", 0.0)
+    if l2 == 0.0:
         return {}
-    model.zero_grad(set_to_none=True)
-    l2_penalty(model).backward()
-    grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad(set_to_none=True)
-    return grads
+    return {name: l2 * p for name, p in params.items() if not name.endswith("bias")}
 
 
 class _BatchStats:
@@ -459,16 +459,56 @@ def schedule(n: int, config) -> tuple[int, dict[int, int]]:
     return total, ends
 
 
+#: The Poisson sampler's version: 1 drew n uniforms per step (rows with u_i < q); 2 (:func:`poisson_batch`) draws
+#: |B| ~ Binomial(n, q) and a uniform subset of that size. Both are exactly Poisson sampling, but the same seed
+#: gives other batches, so runs of the two are not mixed silently: every run record names its sampler
+#: (:class:`~dpfair_analysis.experiments.cache.RunRecords`).
+POISSON_SAMPLER_VERSION = 2
+
+
 def batch_indices(n: int, batch_size: int, generator: torch.Generator, *, sampling: str = "poisson"):
     """Row indices of each step's batch, without end: Poisson (each row with probability b/n, what the
-    accountant assumes) or shuffled fixed-size batches. Every trainer's sampler."""
+    accountant assumes; :func:`poisson_batch`) or shuffled fixed-size batches. Every trainer's sampler."""
     q = batch_size / n
     while True:
         if sampling == "poisson":
-            yield (torch.rand(n, generator=generator) < q).nonzero().flatten()
+            yield poisson_batch(n, q, generator)
         else:
             order = torch.randperm(n, generator=generator)
             yield from (order[start:start + batch_size] for start in range(0, n, batch_size))
+
+
+def poisson_batch(n: int, q: float, generator: torch.Generator) -> torch.Tensor:
+    """A Poisson-sampled batch -- every row of range(n) in it independently with probability q -- in O(b) work
+    instead of n uniforms: its size |B| ~ Binomial(n, q), then a uniformly random subset of that size (sorted).
+
+    It is exactly Poisson sampling, the distribution the accountant assumes: for any S of size k,
+    P(B = S) = P(|B| = k) / C(n, k) = C(n, k) q^k (1 - q)^(n - k) / C(n, k) = q^k (1 - q)^(n - k), the product of
+    the rows' independent inclusions (tests/core/test_training.py compares the two distributions).
+    """
+    size = int(torch.binomial(torch.tensor(float(n), dtype=torch.float64), torch.tensor(float(q), dtype=torch.float64),
+                              generator=generator))
+    return uniform_subset(n, size, generator)
+
+
+def uniform_subset(n: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """A uniformly random k-subset of range(n), sorted, in O(k log k) for k << n.
+
+    Draw m >= k iid uniform values from range(n) and keep the distinct ones, D of them: given D = d their set is
+    a uniformly random d-subset (the draws' law is invariant under relabelling range(n)), so a uniformly random
+    k of them (a permutation of the d) is a uniform k-subset. When D < k the attempt is discarded and m doubled
+    (each attempt is independent, so the accepted one keeps that symmetry).
+    """
+    if k == 0:
+        return torch.zeros(0, dtype=torch.long)
+    if 2 * k > n:  # most rows: a permutation is as cheap
+        return torch.randperm(n, generator=generator)[:k].sort().values
+    draws = k + k // 4 + 8
+    while True:
+        values = torch.unique(torch.randint(n, (draws,), generator=generator))
+        if len(values) >= k:
+            return values[torch.randperm(len(values), generator=generator)[:k]].sort().values
+        draws *= 2
 
 
 def make_generators(seed: int, count: int) -> tuple[torch.Generator, ...]:

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -233,3 +234,64 @@ def test_a_diverging_run_stops_at_the_step_it_diverges():
     result = train(build_model("logreg", input_shape=(4,), n_classes=2, seed=0), data, UniformClipping(1.0, 1.0),
                    TrainConfig(epochs=3, batch_size=50, lr=0.1, seed=0), progress=False)
     assert len(result.steps) == 18
+
+
+# ----------------------------------------------------------------- the O(b) Poisson sampler is exactly Poisson
+def _chi_square_p(counts: dict, expected: dict) -> float:
+    from scipy.stats import chisquare
+
+    keys = sorted(expected)
+    observed = np.array([counts.get(k, 0) for k in keys], dtype=float)
+    return float(chisquare(observed, np.array([expected[k] for k in keys]) * observed.sum() /
+                           sum(expected.values())).pvalue)
+
+
+def test_the_poisson_batch_has_exactly_the_poisson_subset_distribution():
+    """Every one of the 2^6 subsets S of 6 rows appears with probability q^|S| (1 - q)^(6 - |S|) (the product of
+    independent inclusions the accountant assumes): chi-square over 40,000 seeded batches, both of
+    uniform_subset's branches (k <= n/2: distinct draws; k > n/2: a permutation) exercised."""
+    from collections import Counter
+    from itertools import combinations
+
+    from dpfair_analysis.training.loop import poisson_batch
+
+    n, q = 6, 0.45
+    g = torch.Generator().manual_seed(11)
+    counts = Counter(tuple(poisson_batch(n, q, g).tolist()) for _ in range(40_000))
+    expected = {S: q ** k * (1 - q) ** (n - k) for k in range(n + 1) for S in combinations(range(n), k)}
+    assert set(counts) <= set(expected)  # sorted, distinct, in range
+    assert _chi_square_p(counts, expected) > 1e-3
+
+
+def test_the_uniform_subset_is_uniform_on_both_branches():
+    from collections import Counter
+    from itertools import combinations
+
+    from dpfair_analysis.training.loop import uniform_subset
+
+    g = torch.Generator().manual_seed(5)
+    for n, k in ((9, 3), (7, 5)):   # distinct draws; permutation
+        counts = Counter(tuple(uniform_subset(n, k, g).tolist()) for _ in range(20_000))
+        subsets = list(combinations(range(n), k))
+        assert set(counts) <= set(subsets)
+        assert _chi_square_p(counts, {S: 1.0 for S in subsets}) > 1e-3
+
+
+def test_a_large_poisson_batch_has_binomial_size_and_independent_rows():
+    """n = 2,000, q = 0.05 (the distinct-draws branch): size mean and variance of Binomial(n, q); each row's
+    inclusion rate q; two rows' joint inclusion q^2."""
+    from dpfair_analysis.training.loop import poisson_batch
+
+    n, q, draws = 2000, 0.05, 4000
+    g = torch.Generator().manual_seed(3)
+    member = torch.zeros(draws, n, dtype=torch.bool)
+    for t in range(draws):
+        member[t, poisson_batch(n, q, g)] = True
+    sizes = member.sum(1).double()
+    assert abs(sizes.mean() - n * q) < 4 * math.sqrt(n * q * (1 - q) / draws)
+    assert abs(sizes.var() / (n * q * (1 - q)) - 1) < 0.1
+    rates = member.double().mean(0)
+    assert abs(rates.mean() - q) < 4 * math.sqrt(q * (1 - q) / (draws * n))
+    assert float(((rates - q).abs() > 5 * math.sqrt(q * (1 - q) / draws)).double().mean()) < 0.001
+    joint = (member[:, 0] & member[:, 1]).double().mean()
+    assert abs(joint - q * q) < 5 * math.sqrt(q * q / draws)

@@ -273,3 +273,25 @@ def test_two_callers_of_one_key_compute_it_once(tmp_path):
     assert calls == ["first"] and results == {"first": "first's result", "second": "first's result"}
     with RunCache(tmp_path).claim("k", wait=False) as held:
         assert held  # released when the computing caller finished
+
+
+def test_records_of_runs_with_the_earlier_poisson_sampler_are_said_and_counted(tmp_path):
+    """Run records name the Poisson sampler their runs drew batches with; records from the first sampler (which
+    named none) are served -- the same distribution -- but never silently mixed with new runs."""
+    import json
+
+    from dpfair_analysis.training.loop import POISSON_SAMPLER_VERSION
+
+    path = tmp_path / "runs.json"
+    records = RunRecords(path)
+    records.put("new", [{"accuracy": 0.5}], label="a run with today's sampler")
+    entry = json.loads(path.read_text())["records"]["new"]
+    assert entry["poisson_sampler"] == POISSON_SAMPLER_VERSION == 2
+    data = json.loads(path.read_text())
+    data["records"]["old"] = {"label": "from before", "fingerprint": code_fingerprint(), "rows": [{"accuracy": 0.4}]}
+    path.write_text(json.dumps(data))
+    again = RunRecords(path)
+    assert again.get("new") == [{"accuracy": 0.5}] and again.other_sampler == 0
+    with pytest.warns(CacheWarning, match="Poisson sampler 1, today's is 2"):
+        assert again.get("old") == [{"accuracy": 0.4}]
+    assert again.other_sampler == 1 and "1 of them trained with an earlier Poisson sampler" in again.summary()

@@ -100,8 +100,8 @@ def test_workers_compute_with_the_callers_torch_threads():
 
 
 def test_a_result_from_other_code_is_refused_and_not_cached(tmp_path, monkeypatch):
-    def other_code(run, threads):
-        return run.key, "0" * 64, run.compute()
+    def other_code(unit, threads):
+        return tuple(run.key for run in unit.runs), "0" * 64, unit.compute()
 
     monkeypatch.setattr(sweep, "_in_worker", other_code)
     cache = RunCache(tmp_path)
@@ -140,3 +140,19 @@ def test_backend_defaults_follow_jobs_and_the_environment(monkeypatch):
     monkeypatch.setenv("DPFAIR_JOBS", "many")
     with pytest.raises(ValueError, match="DPFAIR_JOBS"):
         Backend.from_environment()
+
+
+def _square_all(group, members):
+    return [m * m for m in members]
+
+
+@pytest.mark.parametrize("backend", [Backend("serial"), Backend("joblib", jobs=2)], ids=["serial", "joblib"])
+def test_runs_of_a_group_are_computed_together_and_cached_one_by_one(tmp_path, backend):
+    """together(group, members) computes a group's missing runs in one unit on every backend; each result is
+    cached under its own key; a lone member of a group is computed by itself."""
+    runs = [Run("a", _boom, group="g", member=2), Run("b", _boom, group="g", member=3),
+            Run("c", functools.partial(_square, 4)), Run("d", functools.partial(_square, 5), group="lone", member=5)]
+    cache = RunCache(tmp_path)
+    assert run_sweep(runs, cache=cache, backend=backend, progress=False, together=_square_all) == [4, 9, 16, 25]
+    assert sorted(p.stem for p in tmp_path.glob("*.pkl")) == ["a", "b", "c", "d"]
+    assert run_sweep([Run("b", _boom, group="g", member=3)], cache=cache, progress=False, together=_square_all) == [9]

@@ -557,3 +557,21 @@ def test_calibration_counts_other_releases_of_the_run():
     assert epsilon_from_event(run(with_count * 0.999), 1e-5) > 2.0 - 1e-3
     with pytest.raises(TypeError, match="other_events"):
         calibrate_noise_multiplier(2.0, 1e-5, sampling_rate=0.01, steps=500, other_events=[1.0])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.floats(-1e-3, 50.0), st.just(0.0), st.just(math.inf)), min_size=6, max_size=6),
+                min_size=1, max_size=8),
+       st.sampled_from([1e-9, 1e-5, 0.01, 0.3]), st.sampled_from(["improved", "classic"]))
+def test_the_vectorised_conversion_is_dp_accountings_row_by_row(rows, delta, conversion):
+    """epsilons_from_rdp_curves (one pass over a ledger's prefixes) equals dp_accounting's compute_epsilon /
+    the classic conversion applied to each curve alone -- negative, zero and infinite RDP values included."""
+    from dpfair_analysis.privacy.accounting import classic_epsilon_from_rdp, epsilons_from_rdp_curves
+
+    orders = np.array([1.005, 1.5, 2.0, 8.0, 64.0, 256.0])
+    curves = np.array(rows, dtype=float)
+    fast = epsilons_from_rdp_curves(orders, curves, delta, conversion=conversion)
+    for curve, value in zip(curves, fast):
+        expected = (classic_epsilon_from_rdp(orders, curve, delta) if conversion == "classic" else
+                    rdp_privacy_accountant.compute_epsilon(orders, curve, delta))[0]
+        assert (math.isinf(value) and math.isinf(expected)) or value == pytest.approx(expected, rel=1e-12, abs=1e-15)

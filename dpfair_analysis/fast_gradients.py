@@ -180,8 +180,8 @@ def fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor
         return empty, torch.zeros(0, dtype=dtype, device=X.device)
     if loss_fn is F.cross_entropy and type(model) is LogisticRegression and set(values) == {"linear.weight",
                                                                                               "linear.bias"}:
-        return _logistic_regression(model, X, y, {name: v.detach() for name, v in values.items()}, shapes,
-                                    method=clipped_sum)
+        return _logistic_regression(model, X, y, {name: v.detach() if v.requires_grad else v
+                                                  for name, v in values.items()}, shapes, method=clipped_sum)
     try:
         layers = _cached_layers(model, values, cache=params is None)
         with torch.enable_grad():  # like torch.func.grad, work under an outer no_grad too
@@ -198,15 +198,16 @@ def _logistic_regression(model: LogisticRegression, X: torch.Tensor, y: torch.Te
                          ) -> tuple[FastPerSampleGradients, torch.Tensor]:
     """Closed-form norms and weighted sums of logistic (softmax) regression under cross-entropy (module
     docstring): delta_i = dL_i/d scores, ||g_i|| = ||delta_i|| sqrt(||x_i||^2 + 1), S = (c * delta)^T X."""
-    A = X.flatten(1).to(values["linear.weight"].dtype)
-    scores = A @ values["linear.weight"].T + values["linear.bias"]
-    if model.binary:  # logits (0, s): dL/ds = sigmoid(s) - y
-        logits = torch.cat([torch.zeros_like(scores), scores], dim=1)
-        delta = torch.sigmoid(scores) - y.unsqueeze(1).to(scores.dtype)
+    W = values["linear.weight"]
+    A = X.flatten(1) if X.dtype == W.dtype else X.flatten(1).to(W.dtype)
+    scores = torch.addmm(values["linear.bias"], A, W.t())
+    if model.binary:  # logits (0, s): L = log(1 + e^s) - y s, dL/ds = sigmoid(s) - y
+        target = y.to(scores.dtype)
+        losses = F.binary_cross_entropy_with_logits(scores[:, 0], target, reduction="none")
+        delta = torch.sigmoid(scores) - target.unsqueeze(1)
     else:
-        logits = scores
+        losses = F.cross_entropy(scores, y, reduction="none")
         delta = torch.softmax(scores, dim=1) - F.one_hot(y, scores.shape[1]).to(scores.dtype)
-    losses = F.cross_entropy(logits, y, reduction="none")
     squared = (delta * delta).sum(1) * ((A * A).sum(1) + 1.0)
 
     def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -134,7 +134,8 @@ def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
 
 def clip_factors(norms: torch.Tensor, bounds: torch.Tensor | float) -> torch.Tensor:
     """c_i = min(1, C_i / ||g_i||), so that ||c_i g_i|| <= C_i (and c_i = 1 for g_i = 0)."""
-    bounds = torch.as_tensor(bounds, dtype=norms.dtype, device=norms.device)
+    if not (isinstance(bounds, torch.Tensor) and bounds.dtype == norms.dtype and bounds.device == norms.device):
+        bounds = torch.as_tensor(bounds, dtype=norms.dtype, device=norms.device)
     # where norms > bounds >= 0 the norm is positive, so the division there is safe; elsewhere 1
     return torch.where(norms > bounds, bounds / norms, 1.0).expand_as(norms)
 
@@ -158,7 +159,8 @@ def clipped_sum(grads: Mapping[str, torch.Tensor] | PerSampleGradients, bounds: 
         norms = grads.norms if norms is None else norms
     coefficients = clip_factors(norms, bounds)
     if weights is not None:
-        coefficients = coefficients * weights.to(coefficients.device)
+        coefficients = coefficients * (weights if weights.device == coefficients.device else
+                                       weights.to(coefficients.device))
     if isinstance(grads, Mapping):
         return weighted_sum(grads, coefficients)
     return grads.weighted_sum(coefficients)
@@ -171,8 +173,8 @@ def gaussian_noise_like(tensors: Mapping[str, torch.Tensor], std: float, *,
     The draws are made on the generator's device (the CPU for the toolkit's generators)
     and moved to each tensor's device, so a run draws the same noise on any device.
     """
-    return {name: torch.randn(t.shape, generator=generator, dtype=t.dtype).mul_(std).to(t.device)
-            for name, t in tensors.items()}
+    noise = {name: torch.randn(t.shape, generator=generator, dtype=t.dtype).mul_(std) for name, t in tensors.items()}
+    return {name: n if n.device == tensors[name].device else n.to(tensors[name].device) for name, n in noise.items()}
 
 
 def add_gaussian_noise(tensors: Mapping[str, torch.Tensor], std: float, *,

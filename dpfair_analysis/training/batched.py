@@ -12,10 +12,10 @@ own batch's norms), its noise, its privacy ledger, its per-epoch evaluation and 
 rounding (tests/training/test_batched.py compares them run by run).
 
 What can be batched (:func:`batchable` says why not otherwise): models of one architecture whose
-per-sample gradients the batched engine computes -- the toolkit's logistic regression (closed form) and
-MLPs (``vmap`` over runs of ``vmap(grad)`` over rows) -- trained with the cross-entropy objective, on the
-CPU, without callbacks, with the same number of steps and epochs. Anything else is trained one run at a
-time by the caller (``experiments.sweep`` does, and says so).
+per-sample norms and clipped sums the batched engine computes -- the toolkit's logistic regression (closed
+form) and MLPs (one batched forward and backward: the book-keeping of :mod:`dpfair_analysis.fast_gradients`)
+-- trained with the cross-entropy objective, on the CPU, without callbacks, with the same number of steps and
+epochs. Anything else is trained one run at a time by the caller (``experiments.sweep`` does, and says so).
 """
 
 from __future__ import annotations
@@ -27,22 +27,17 @@ import torch
 import torch.nn.functional as F
 from dp_accounting import dp_event
 from torch import nn
-from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.gradients import add_gaussian_noise, clip_factors, parameters_of
+from dpfair_analysis.errors import TrainingDiverged
+from dpfair_analysis.gradients import clip_factors, gaussian_noise_like
 from dpfair_analysis.models import MLP, LogisticRegression
 from dpfair_analysis.privacy.accounting import PrivacyLedger
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, fresh_policy
 from dpfair_analysis.training.loop import TrainConfig, TrainingResult, _BatchStats, _check_labels_fit, \
-    _penalty_gradient, apply_update, batch_indices, check_finite, epsilon_row, evaluate_groups, \
-    evaluation_splits, make_generators, schedule
-
-#: Largest materialised per-sample gradient block of the MLP engine (runs x rows x parameters numbers).
-MAX_MATERIALISED = 2 ** 26
-
+    batch_indices, epsilon_row, evaluate_groups, evaluation_splits, make_generators, schedule
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -108,7 +103,6 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
                 for r, g in zip(runs, generators)]
     ledgers = [PrivacyLedger() for _ in runs]
     stacked = _stack_parameters([r.model for r in runs])
-    params = [parameters_of(r.model) for r in runs]
     X = torch.stack([r.train_data.X for r in runs])
     Y = torch.stack([r.train_data.y for r in runs])
     G = torch.stack([r.train_data.group for r in runs])
@@ -153,13 +147,17 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
             decisions.append(decision)
             accumulators[k].add(group_k, losses[k, :b_k], norms[k, :b_k], norms[k, :b_k] > decision.bounds)
         totals = weighted_sum(coefficients)
-        for k, (r, decision) in enumerate(zip(runs, decisions)):
-            noisy = add_gaussian_noise({name: s[k] for name, s in totals.items()}, decision.noise_std,
-                                       generator=generators[k][1])
-            denominator = r.config.batch_size if policies[k].private else max(sizes[k], 1)
-            apply_update(params[k], noisy, lr=lrs[k], denominator=denominator,
-                         penalty=_penalty_gradient(r.model, params[k]))
-            check_finite(r.model, step=t, total_steps=total_steps, lr=lrs[k])
+        noise = [gaussian_noise_like({name: s[k] for name, s in totals.items()}, decision.noise_std,
+                                     generator=generators[k][1]) if decision.noise_std else None
+                 for k, decision in enumerate(decisions)]   # each run's own generator, in the serial order
+        denominators = torch.tensor([r.config.batch_size if policies[k].private else max(sizes[k], 1)
+                                     for k, r in enumerate(runs)], dtype=torch.float64)
+        _update(stacked, totals, noise, lrs=torch.tensor(lrs, dtype=torch.float64), denominators=denominators,
+                l2=getattr(runs[0].model, "l2", 0.0))
+        diverged = _first_diverged(stacked)
+        if diverged is not None:
+            raise TrainingDiverged(step=t, total_steps=total_steps, lr=lrs[diverged])
+        for k, decision in enumerate(decisions):
             if policies[k].private and not decision.noise_multipliers:
                 raise RuntimeError(f"private policy {policies[k].name!r} released a step without stating its "
                                    "noise multipliers; its privacy cannot be accounted")
@@ -195,6 +193,30 @@ def _result(run: RunSpec, policy: ClippingPolicy, lr: float, ledger: PrivacyLedg
                           epsilon=None if final is None else float(final))
 
 
+def _update(stacked: dict[str, torch.Tensor], totals: dict[str, torch.Tensor], noise: list[dict | None], *,
+            lrs: torch.Tensor, denominators: torch.Tensor, l2: float) -> None:
+    """theta_k <- theta_k - r_k ((S_k + noise_k) / d_k + l2 w_k) for every run k at once, in place (the loop's
+    :func:`~.loop.apply_update` with :func:`~.loop._penalty_gradient`, the weights penalised, biases not)."""
+    with torch.no_grad():
+        for name, theta in stacked.items():
+            shape = (len(theta),) + (1,) * (theta.dim() - 1)
+            total = totals[name]
+            if any(n is not None for n in noise):
+                total = total + torch.stack([torch.zeros_like(total[k]) if n is None else n[name]
+                                             for k, n in enumerate(noise)])
+            update = total / denominators.to(theta.dtype).view(shape)
+            if l2 and not name.endswith("bias"):
+                update = update + l2 * theta
+            theta.sub_(lrs.to(theta.dtype).view(shape) * update)
+
+
+def _first_diverged(stacked: dict[str, torch.Tensor]) -> int | None:
+    """The first run whose parameters are not all finite (NaN or inf), or None."""
+    finite = torch.stack([torch.isfinite(theta.flatten(1)).all(1) for theta in stacked.values()]).all(0)
+    bad = (~finite).nonzero()
+    return None if len(bad) == 0 else int(bad[0])
+
+
 def _stack_parameters(models: Sequence[nn.Module]) -> dict[str, torch.Tensor]:
     """The models' trainable parameters stacked, (K, *shape) by name -- and each model's parameters made views
     of its slice, so an update of the stack is an update of every model (and each model evaluates as itself)."""
@@ -212,7 +234,7 @@ def _engine(model: nn.Module):
     -> (norms (K, m), losses (K, m), weighted_sum(c (K, m)) -> {name: (K, *shape)})."""
     if type(model) is LogisticRegression:
         return _logistic_regression
-    return _materialised
+    return _mlp
 
 
 def _logistic_regression(model: LogisticRegression, stacked: dict[str, torch.Tensor], X: torch.Tensor,
@@ -238,26 +260,38 @@ def _logistic_regression(model: LogisticRegression, stacked: dict[str, torch.Ten
     return norms, losses, weighted_sum
 
 
-def _materialised(model: nn.Module, stacked: dict[str, torch.Tensor], X: torch.Tensor, y: torch.Tensor):
-    """Per-sample gradients of every run's rows, materialised by ``vmap`` over runs of ``vmap(grad)`` over rows."""
-    names = list(stacked)
-
-    def loss(params, x, target):
-        logits = functional_call(model, params, (x.unsqueeze(0),))
-        return F.cross_entropy(logits, target.unsqueeze(0))
-
-    def per_run(params, xs, ys):
-        return vmap(grad(loss), in_dims=(None, 0, 0))(params, xs, ys)
-
-    grads = vmap(per_run)(stacked, X, y)                            # {name: (K, m, *shape)}
-    flat = torch.cat([grads[name].flatten(2) for name in names], dim=2)
-    norms = flat.norm(dim=2)
-    with torch.no_grad():
-        logits = vmap(lambda p, xs: functional_call(model, p, (xs,)))(stacked, X)
-    losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
+def _mlp(model: MLP, stacked: dict[str, torch.Tensor], X: torch.Tensor, y: torch.Tensor):
+    """The MLP's per-sample norms and clipped sums for K runs without forming a per-sample gradient (the
+    book-keeping of :mod:`dpfair_analysis.fast_gradients`, batched over runs): one forward records each Linear
+    layer's input a (K, m, d_in) and output z; one backward of the summed loss gives b = dL/dz (K, m, d_out),
+    row i's own (rows do not mix). Then ||g_i||^2 = sum over layers of (||a_i||^2 + 1) ||b_i||^2, and
+    sum_i c_i g_i is (c * b)^T a for each weight and sum_i c_i b_i for each bias."""
+    a = X.flatten(2).to(next(iter(stacked.values())).dtype)
+    inputs, outputs, names = [], [], []
+    with torch.enable_grad():
+        for i, module in enumerate(model.net):
+            if isinstance(module, nn.Linear):
+                W, beta = stacked[f"net.{i}.weight"], stacked[f"net.{i}.bias"]
+                z = torch.baddbmm(beta.unsqueeze(1), a, W.transpose(1, 2))
+                if not outputs:
+                    z.requires_grad_(True)
+                inputs.append(a.detach())
+                outputs.append(z)
+                names.append(f"net.{i}")
+                a = z
+            else:
+                a = module(a)
+        losses = F.cross_entropy(a.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
+        grads = torch.autograd.grad(losses.sum(), outputs)
+    squared = sum(((x * x).sum(2) + 1.0) * (b * b).sum(2) for x, b in zip(inputs, grads))
 
     def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:
-        c = c.to(flat.dtype)
-        return {name: torch.einsum("km,km...->k...", c, grads[name]) for name in names}
+        c = c.to(squared.dtype).unsqueeze(2)
+        out = {}
+        for name, x, b in zip(names, inputs, grads):
+            weighted = c * b
+            out[f"{name}.weight"] = torch.bmm(weighted.transpose(1, 2), x)
+            out[f"{name}.bias"] = weighted.sum(1)
+        return out
 
-    return norms, losses, weighted_sum
+    return squared.sqrt(), losses.detach(), weighted_sum

@@ -186,11 +186,13 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
     splits = evaluation_splits(train_data, test_data, evaluate_train=config.evaluate_train,
                                final_epoch=max(epoch_ends.values()))
     accumulator = _BatchStats(train_data.n_groups)
+    params = parameters_of(model)  # detached views: an update of them is an update of the model
 
     def step(t: int) -> dict:
-        index = next(batches).to(device)
+        index = next(batches)
+        index = index if device.type == "cpu" else index.to(device)
         decision, released = _step(model, train_data, index, policy, objective, lr=lr, generator=noise_gen,
-                                   expected_batch_size=config.batch_size, accumulator=accumulator)
+                                   expected_batch_size=config.batch_size, accumulator=accumulator, params=params)
         check_finite(model, step=t, total_steps=total_steps, lr=lr)
         if policy.private and not decision.noise_multipliers:
             raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise "
@@ -222,10 +224,11 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
 
 def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: ClippingPolicy,
           objective: Objective, *, lr: float, generator: torch.Generator, expected_batch_size: int,
-          accumulator: "_BatchStats"):
-    """One update of ``model``'s parameters in place; returns the policy's decision and the objective's record."""
+          accumulator: "_BatchStats", params: dict[str, torch.Tensor] | None = None):
+    """One update of ``model``'s parameters in place; returns the policy's decision and the objective's record.
+    ``params``: the model's :func:`~dpfair_analysis.gradients.parameters_of` (taken here if not given)."""
     X, y, group = data.X[index], data.y[index], data.group[index]
-    params = parameters_of(model)
+    params = parameters_of(model) if params is None else params
     if len(index) == 0:
         batch: PerSampleGradients = MaterialisedGradients(
             {name: torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device) for name, p in params.items()},
@@ -244,7 +247,7 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
                                              objective_release=objective_release)
     denominator = expected_batch_size if policy.private else max(len(index), 1)
     apply_update(params, total, lr=lr, denominator=denominator, penalty=_penalty_gradient(model, params))
-    accumulator.add(group, losses, norms, norms > decision.bounds.to(norms.device))
+    accumulator.add(group, losses, norms, norms > _on(decision.bounds, norms.device))
     return decision, released
 
 
@@ -253,9 +256,9 @@ def check_finite(model: nn.Module, *, step: int, total_steps: int, lr: float) ->
     step: a diverged run stops at once instead of reporting the accuracy of a NaN model)."""
     with torch.no_grad():
         tensors = list(model.parameters())
-        # one fused max-|theta| per parameter (an overflowing sum of squares cannot fake a divergence), one sync
-        if tensors and not bool(torch.isfinite(torch.stack([m.double() for m in
-                                                             torch._foreach_norm(tensors, ord=math.inf)])).all()):
+        # one fused max-|theta| per parameter (an overflowing sum of squares cannot fake a divergence); their sum
+        # is finite iff every parameter is (NaN and inf propagate), one sync
+        if tensors and not math.isfinite(float(sum(torch._foreach_norm(tensors, ord=math.inf)))):
             raise TrainingDiverged(step=step, total_steps=total_steps, lr=lr)
 
 
@@ -299,11 +302,19 @@ def release_step(grads: Grads | PerSampleGradients, norms: torch.Tensor, group: 
     call this one function, so what is audited is what trains.
     """
     # policies draw from CPU generators: they see the norms and groups on the CPU (no copy if there already)
-    decision = policy.decide(norms.cpu(), group.cpu(), n_groups=n_groups, expected_batch_size=expected_batch_size,
-                             generator=generator)
+    decision = policy.decide(_on(norms, _CPU), _on(group, _CPU), n_groups=n_groups,
+                             expected_batch_size=expected_batch_size, generator=generator)
     released = objective_release(decision.bounds) if objective_release is not None else {}
     total = clipped_sum(grads, decision.bounds, weights=decision.weights, norms=norms)
     return decision, released, add_gaussian_noise(total, decision.noise_std, generator=generator)
+
+
+_CPU = torch.device("cpu")
+
+
+def _on(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device``, without a dispatch when it is there already (the step's hot path)."""
+    return tensor if tensor.device == device else tensor.to(device)
 
 
 def _penalty_gradient(model: nn.Module, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -316,35 +327,44 @@ def _penalty_gradient(model: nn.Module, params: dict[str, torch.Tensor]) -> dict
 
 
 class _BatchStats:
-    """Running per-group sums over an epoch's batches: loss, gradient norm, clipped count."""
+    """Per-group sums over an epoch's batches: loss, gradient norm, clipped count. Each step only keeps its
+    tensors (:meth:`add`); they are summed once per epoch (one index_add over the epoch's rows)."""
 
     def __init__(self, n_groups: int) -> None:
-        # columns: count, loss, norm, clipped (one index_add_ per batch; views below by name)
-        self.totals = torch.zeros(n_groups, 4, dtype=torch.float64)
-        self.count, self.loss, self.norm, self.clipped = self.totals.unbind(1)
+        self.n_groups = n_groups
+        self.parts: list[tuple[torch.Tensor, ...]] = []
 
     def add(self, group: torch.Tensor, losses: torch.Tensor, norms: torch.Tensor, clipped: torch.Tensor) -> None:
-        values = torch.stack([torch.ones_like(norms, dtype=torch.float64), losses.detach().to(torch.float64),
-                              norms.to(torch.float64), clipped.to(torch.float64)], dim=1)
-        self.totals.index_add_(0, group.to(self.totals.device), values.to(self.totals.device))
+        self.parts.append((group, losses.detach(), norms.detach(), clipped))
+
+    def totals(self) -> torch.Tensor:
+        """(n_groups, 4): count, loss, norm and clipped summed per group over the batches since the last take."""
+        totals = torch.zeros(self.n_groups, 4, dtype=torch.float64)
+        if self.parts:
+            group, losses, norms, clipped = (torch.cat(column).cpu() for column in zip(*self.parts))
+            values = torch.stack([torch.ones_like(norms, dtype=torch.float64), losses.to(torch.float64),
+                                  norms.to(torch.float64), clipped.to(torch.float64)], dim=1)
+            totals.index_add_(0, group, values)
+        return totals
 
     def take_rows(self, epoch: int, data: GroupedDataset) -> list[dict]:
         """The epoch's tidy rows (split ``batches``), and the sums start again for the next epoch."""
         rows = self.rows(epoch, data)
-        self.totals.zero_()
+        self.parts = []
         return rows
 
     def rows(self, epoch: int, data: GroupedDataset) -> list[dict]:
+        count, loss, norm, clipped = self.totals().unbind(1)
         rows = []
         groups = [("all", None)] + [(name, k) for k, name in enumerate(data.group_names)]
         for name, k in groups:
-            count = self.count.sum() if k is None else self.count[k]
-            for metric, total in (("loss", self.loss), ("grad_norm", self.norm), ("frac_clipped", self.clipped)):
-                value = (total.sum() if k is None else total[k]) / count if count > 0 else math.nan
+            n = count.sum() if k is None else count[k]
+            for metric, total in (("loss", loss), ("grad_norm", norm), ("frac_clipped", clipped)):
+                value = (total.sum() if k is None else total[k]) / n if n > 0 else math.nan
                 rows.append({"epoch": epoch, "split": "batches", "group": name, "metric": metric,
                              "value": float(value)})
             rows.append({"epoch": epoch, "split": "batches", "group": name, "metric": "n_seen",
-                         "value": float(count)})
+                         "value": float(n)})
         return rows
 
 
@@ -470,9 +490,10 @@ def batch_indices(n: int, batch_size: int, generator: torch.Generator, *, sampli
     """Row indices of each step's batch, without end: Poisson (each row with probability b/n, what the
     accountant assumes; :func:`poisson_batch`) or shuffled fixed-size batches. Every trainer's sampler."""
     q = batch_size / n
+    binomial = _binomial_parameters(n, q)  # made once: a tensor per step is a measurable share of a small step
     while True:
         if sampling == "poisson":
-            yield poisson_batch(n, q, generator)
+            yield uniform_subset(n, int(torch.binomial(*binomial, generator=generator)), generator)
         else:
             order = torch.randperm(n, generator=generator)
             yield from (order[start:start + batch_size] for start in range(0, n, batch_size))
@@ -486,9 +507,11 @@ def poisson_batch(n: int, q: float, generator: torch.Generator) -> torch.Tensor:
     P(B = S) = P(|B| = k) / C(n, k) = C(n, k) q^k (1 - q)^(n - k) / C(n, k) = q^k (1 - q)^(n - k), the product of
     the rows' independent inclusions (tests/core/test_training.py compares the two distributions).
     """
-    size = int(torch.binomial(torch.tensor(float(n), dtype=torch.float64), torch.tensor(float(q), dtype=torch.float64),
-                              generator=generator))
-    return uniform_subset(n, size, generator)
+    return uniform_subset(n, int(torch.binomial(*_binomial_parameters(n, q), generator=generator)), generator)
+
+
+def _binomial_parameters(n: int, q: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.tensor(float(n), dtype=torch.float64), torch.tensor(float(q), dtype=torch.float64)
 
 
 def uniform_subset(n: int, k: int, generator: torch.Generator) -> torch.Tensor:

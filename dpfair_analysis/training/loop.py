@@ -35,7 +35,7 @@ epsilon spent so far. Everything random draws from generators seeded by ``seed``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -159,12 +159,29 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
                          f"{type(objective).__name__} runs on device='cpu'")
     home = next((p.device for p in model.parameters()), torch.device("cpu"))
     model.to(device)
+    layout = _memory_format(model, device)
     try:
-        return _train(model, train_data.to(device), policy, config, device=device,
-                      test_data=None if test_data is None else test_data.to(device), progress=progress,
-                      objective=objective, callbacks=callbacks)
+        model.to(memory_format=layout)
+        return _train(model, _in_layout(train_data.to(device), layout), policy, config, device=device,
+                      test_data=None if test_data is None else _in_layout(test_data.to(device), layout),
+                      progress=progress, objective=objective, callbacks=callbacks)
     finally:
         model.to(home)
+        model.to(memory_format=torch.contiguous_format)
+
+
+def _memory_format(model: nn.Module, device: torch.device) -> torch.memory_format:
+    """channels_last for a convolutional model on the CPU, where it pays (the MNIST CNN's DP step 0.84x, its
+    plain step 0.73x the time; benchmarks/README.md); the default layout otherwise."""
+    convolutional = any(isinstance(m, nn.Conv2d) for m in model.modules())
+    return torch.channels_last if convolutional and device.type == "cpu" else torch.contiguous_format
+
+
+def _in_layout(data: GroupedDataset, layout: torch.memory_format) -> GroupedDataset:
+    """``data`` with its images (4-D X) stored in ``layout``: the same numbers, another order in memory."""
+    if layout == torch.contiguous_format or data.X.dim() != 4:
+        return data
+    return replace(data, X=data.X.contiguous(memory_format=layout))
 
 
 def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, config: TrainConfig, *,

@@ -295,3 +295,25 @@ def test_a_large_poisson_batch_has_binomial_size_and_independent_rows():
     assert float(((rates - q).abs() > 5 * math.sqrt(q * (1 - q) / draws)).double().mean()) < 0.001
     joint = (member[:, 0] & member[:, 1]).double().mean()
     assert abs(joint - q * q) < 5 * math.sqrt(q * q / draws)
+
+
+def test_the_cnn_trains_in_channels_last_to_the_same_numbers_and_comes_back_contiguous(monkeypatch):
+    """A convolutional model trains in the channels_last layout on the CPU (faster); the numbers are the
+    default layout's to float32 rounding, and the model is returned in the default layout."""
+    from dpfair_analysis.training import loop
+
+    g = torch.Generator().manual_seed(0)
+    data = GroupedDataset(X=torch.rand(48, 1, 28, 28, generator=g), y=torch.randint(0, 10, (48,), generator=g),
+                          group=torch.randint(0, 2, (48,), generator=g), group_names=("a", "b"),
+                          label_names=tuple(str(i) for i in range(10)))
+    config = TrainConfig(epochs=1, batch_size=16, lr=0.05, seed=1)
+    fast = build_model("cnn", input_shape=(1, 28, 28), n_classes=10, seed=0)
+    result = train(fast, data, UniformClipping(1.0, 1.0), config, progress=False)
+    assert loop._memory_format(fast, torch.device("cpu")) == torch.channels_last
+    assert all(p.is_contiguous() for p in fast.parameters())
+    monkeypatch.setattr(loop, "_memory_format", lambda model, device: torch.contiguous_format)
+    plain = build_model("cnn", input_shape=(1, 28, 28), n_classes=10, seed=0)
+    reference = train(plain, data, UniformClipping(1.0, 1.0), config, progress=False)
+    for p, q in zip(fast.parameters(), plain.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    assert list(result.steps["batch_size"]) == list(reference.steps["batch_size"])

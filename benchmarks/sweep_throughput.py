@@ -194,12 +194,18 @@ def time_baseline(root: Path, name: str, setting: dict, seed: int) -> tuple[floa
 
 
 def time_command(argv: list[str], root: Path | None) -> float:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "DPFAIR_CACHE": "/nonexistent-dpfair-cache-unused"}
-    if root is not None:
-        env["PYTHONPATH"] = str(root)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, *argv], capture_output=True, env=env, check=True, timeout=6 * 3600)
-    return time.perf_counter() - start
+    """Wall seconds of ``python argv`` with the package of ``root`` (this one if None), an empty run cache."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "DPFAIR_CACHE": cache}
+        if root is not None:
+            env["PYTHONPATH"] = str(root)
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, timeout=6 * 3600)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
+        return time.perf_counter() - start
 
 
 # ----------------------------------------------------------------- main

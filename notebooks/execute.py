@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from dpfair_analysis.costs import estimated_training_seconds, format_duration
+
 NOTEBOOKS = Path(__file__).resolve().parent
 REPO = NOTEBOOKS.parent
 TOOLS = {"execute.py", "record_runs.py"}  # the .py files in notebooks/ that are not notebook sources
@@ -54,33 +56,28 @@ TOOLS = {"execute.py", "record_runs.py"}  # the .py files in notebooks/ that are
 #:   Income Figure 1 sweep (20 runs, ~30 min) ~ 3 h.
 #: A warm run cache only redraws; how long that took is read from the committed copy at
 #: run time (:func:`recorded_seconds`).
+#: One 60-epoch CNN run on unbalanced full MNIST (54,649 rows, b = 256), from the toolkit's one cost model
+#: (:mod:`dpfair_analysis.costs`), which the commands' own estimates use too.
+CNN_RUN = estimated_training_seconds("cnn", rows=54_649, batch_size=256, epochs=60)
 ESTIMATES: dict[str, dict[str, float]] = {
     "quickstart": {"quick": 12, "full": 50},
-    "dpsgdf": {"quick": 50, "full": 10.5 * 3600},
+    "dpsgdf": {"quick": 50, "full": 21 * CNN_RUN + 0.5 * 3600},
     "fairness_lens": {"quick": 20, "full": 6 * 60},  # full: 4 min measured (2026-11-26, beside two other jobs)
     "pfld": {"quick": 20, "full": 3 * 3600},
     "verify_claims": {"quick": 40, "full": 6.5 * 60},
-    # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells (experiments.diagnosis_validation.time_cell)
+    # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells
+    # (experiments.diagnosis_validation.time_cell)
     "diagnose": {"quick": 70, "full": 2.5 * 3600},
     # fairdp quick: measured (52 s cold, 110 s at load ~9). Full: Table 1 on full MNIST is 18 CNN runs of 60 epochs
     # measured at 1,370-1,600 s each on one core (2026-11-26, FairDP, Opt-Q, DP-FedAvg, DP-SGD, DPSGD-F alike)
     # ~ 7.5 h; Adult (Table 1, the Adult sweeps of Figures 4-6 and Figure 3's 54 MLP runs for the attack, ~12 s
     # per run) ~ 30 min; Figure 1's (C, sigma) grid, 8 new DP-SGD runs at ~25 min each, ~3.5 h
-    "fairdp": {"quick": 60, "full": 11.5 * 3600},
+    "fairdp": {"quick": 60, "full": (18 + 8) * CNN_RUN + 0.5 * 3600},
     # fairdp_mnist_figures quick: measured by its notebook test. Full: Figures 4-6 on MNIST and the R = 50
     # diagnostic, 64 runs at 24-32 min each two at a time (DP-FedAvg's up to 42 min), with an empty cache and no
     # runs recorded in paper_figs/fairdp/mnist_runs.json (a recorded run is not trained again)
-    "fairdp_mnist_figures": {"quick": 40, "full": 29 * 3600},
+    "fairdp_mnist_figures": {"quick": 40, "full": 64 * CNN_RUN / 2},
 }
-
-
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def sources(names: list[str]) -> list[Path]:
@@ -123,16 +120,16 @@ def estimate_lines(paths: list[Path], profile: str) -> list[str]:
     for path in paths:
         seconds = ESTIMATES.get(path.stem, {}).get(profile)
         total += seconds or 0.0
-        line = f"  {path.stem:14s} {profile}: ~{_duration(seconds)}" if seconds else \
+        line = f"  {path.stem:14s} {profile}: ~{format_duration(seconds)}" if seconds else \
             f"  {path.stem:14s} {profile}: no estimate recorded"
         if profile == "full":
             line += " with an empty run cache"
             warm = recorded_seconds(path.with_suffix(".ipynb"))
             if warm is not None:
-                line += f"; the committed copy's last run took {_duration(warm)}"
+                line += f"; the committed copy's last run took {format_duration(warm)}"
         lines.append(line)
-    lines.append(f"  total ~{_duration(total)} (2 shared cores; cached runs only redraw; how these were measured: "
-                 f"ESTIMATES in notebooks/execute.py)")
+    lines.append(f"  total ~{format_duration(total)} (2 shared cores; cached runs only redraw; how these were "
+                 f"measured: ESTIMATES in notebooks/execute.py)")
     return lines
 
 
@@ -222,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             notebook = execute(source, profile=args.profile, figs=figs, timeout=args.timeout)
         except CellExecutionError as error:
-            print(f"FAILED {source.stem} after {_duration(time.perf_counter() - start)}: "
+            print(f"FAILED {source.stem} after {format_duration(time.perf_counter() - start)}: "
                   f"{str(error).strip().splitlines()[-1]}", file=sys.stderr)
             status = 1
             continue
@@ -230,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         # jupytext's ipynb writer: outputs kept, the text-only metadata of the source dropped
         text = jupytext.writes(notebook, fmt="ipynb")
         write_atomically(destination, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
-        print(f"executed {source.stem} ({args.profile}) in {_duration(time.perf_counter() - start)} -> "
+        print(f"executed {source.stem} ({args.profile}) in {format_duration(time.perf_counter() - start)} -> "
               f"{destination.relative_to(REPO) if destination.is_relative_to(REPO) else destination}", flush=True)
     return status
 

@@ -10,6 +10,8 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+from dpfair_analysis.costs import REFUSE_SECONDS, estimated_training_seconds, format_duration  # noqa: F401
+
 EXIT_USAGE = 2
 
 
@@ -277,31 +279,6 @@ def check_dataset_options(name: str, group_by: str | None, *, flag: str = "--gro
     if group_by is not None and group_by not in entry.group_by:
         allowed = list(entry.group_by) or "none (its grouping is fixed)"
         raise UsageError(f"{flag} for {name} must be one of {allowed}, got {group_by!r}")
-
-
-#: Seconds per DP step of a batch of 256 on one core here (benchmarks/results/per_sample_step.json,
-#: rounded up) and per evaluated row per epoch: what run-time estimates are made of.
-STEP_SECONDS = {"logreg": 0.001, "mlp": 0.002, "cnn": 0.12}
-EVAL_SECONDS_PER_ROW = {"logreg": 2e-7, "mlp": 5e-7, "cnn": 2e-4}
-REFUSE_SECONDS = 24 * 3600
-
-
-def estimated_training_seconds(model: str, *, rows: int, batch_size: int, epochs: int, runs: int = 1) -> float:
-    """Rough wall time of ``runs`` trainings: steps x time per step (scaled by the batch) + evaluation."""
-    steps = -(-epochs * rows // max(batch_size, 1))
-    per_step = STEP_SECONDS.get(model, STEP_SECONDS["cnn"]) * max(batch_size, 1) / 256
-    evaluation = EVAL_SECONDS_PER_ROW.get(model, EVAL_SECONDS_PER_ROW["cnn"]) * rows * epochs
-    return runs * (steps * per_step + evaluation)
-
-
-def format_duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.0f} days"
 
 
 def check_workload(seconds: float, *, what: str, flags: str, force: bool, quiet: bool = False) -> None:

@@ -29,7 +29,6 @@ its flag names (``argument_names``) so the message names ``--label``, ``--group`
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -39,6 +38,7 @@ import pandas as pd
 
 from dpfair_analysis.data import _tabular as tab
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.data.sources import sha256_of
 
 #: Values read as missing, beside pandas' defaults ("", "NA", "NaN", "null", ...).
 MISSING_MARKERS = ("?",)
@@ -58,13 +58,9 @@ MAX_BYTES = 2 * 1024 ** 3
 ARGUMENT_NAMES = {"path": "path", "label": "label", "group": "group", "drop": "drop", "positive": "positive"}
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes (hex): what identifies a user file in a result cache key."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+#: SHA-256 of a file's bytes (hex): what identifies a user file in a result cache key (the data layer's one
+#: checksum, :func:`~dpfair_analysis.data.sources.sha256_of`).
+file_sha256 = sha256_of
 
 
 def user_csv(*, path: str | os.PathLike, label: str, group: str, drop: Sequence[str] = (),

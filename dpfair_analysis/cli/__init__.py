@@ -7,16 +7,31 @@ are written to a temporary file and renamed, so nothing is left half-written.
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import sys
-import warnings
-from typing import Sequence
+
+
+def _interrupted_while_starting(signum, frame) -> None:
+    """Ctrl-C before :func:`main` runs (while Python imports the command): the same one line and status as
+    after, never a traceback."""
+    os.write(2, b"dpfair: interrupted\n")
+    os._exit(130)
+
+
+# Started as the command (the console script, or ``python -m dpfair_analysis.cli``, whose argv[0] is "-m" while
+# the package loads), not imported by a program: from here until main() takes over.
+if os.path.basename(sys.argv[0] if sys.argv else "") in ("dpfair", "-m"):
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import argparse  # noqa: E402
+import warnings  # noqa: E402
+from typing import Sequence  # noqa: E402
 
 from dpfair_analysis.cli import audit, compare, data, diagnose, excess_risk, hessian, pfld_table, privacy, train, \
-    verify
-from dpfair_analysis.cli._common import EXIT_USAGE, Parser, UsageError, positive_int
-from dpfair_analysis.errors import ArgumentError, TrainingDiverged
+    verify  # noqa: E402
+from dpfair_analysis.cli._common import EXIT_USAGE, Parser, UsageError, positive_int  # noqa: E402
+from dpfair_analysis.errors import ArgumentError, TrainingDiverged  # noqa: E402
 
 #: Library arguments whose bad values show only once data or accounting are at hand (``ArgumentError``),
 #: and the flag that sets each: the one-line message names the flag.
@@ -40,7 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dpfair``; returns the exit status. Warnings are printed as one line each,
-    ``dpfair: warning: <message>`` (no source line), and the caller's warning display is restored."""
+    ``dpfair: warning: <message>`` (no source line), and the caller's warning display is restored.
+    Ctrl-C ends the command with ``dpfair: interrupted`` and status 130."""
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here a KeyboardInterrupt, caught below
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning_on_one_line
         return _main(argv)

@@ -119,6 +119,17 @@ def _softmax_model(*, bias: bool, theta_scale: float = 1.0, n_features: int = 2,
     return model
 
 
+def _seeded_inputs(budget: Budget, *, n: int, d: int, scale: float):
+    """(seed, X, y): ``n`` seeded Gaussian inputs in R^d times ``scale`` and labels in {0, 1, 2}, for 3 seeds
+    (quick) or 20 -- the samples Examples 1-2's identities are checked on."""
+    import torch
+
+    for seed in range(3 if budget.name == "quick" else 20):
+        g = torch.Generator().manual_seed(seed)
+        X = torch.randn(n, d, generator=g, dtype=torch.float64) * scale
+        yield seed, X, torch.randint(0, 3, (n,), generator=g)
+
+
 def _example1(*, bias: bool, augmented: bool, sign: float = 1.0) -> Check:
     """Softmax regression (K = 3, d = 4): per_sample_gradients against g_X = sign (f − e_y) ⊗ x̃ entry by entry
     and ||g_X|| = ||f − e_y|| ||x̃||, x̃ = [x; 1] if ``augmented`` else x.
@@ -132,10 +143,7 @@ def _example1(*, bias: bool, augmented: bool, sign: float = 1.0) -> Check:
         from dpfair_analysis.gradients import flatten, per_sample_gradients
 
         worst, cases = 0.0, 0
-        for seed in range(3 if budget.name == "quick" else 20):
-            g = torch.Generator().manual_seed(seed)
-            X = torch.randn(50, 4, generator=g, dtype=torch.float64) * 3
-            y = torch.randint(0, 3, (50,), generator=g)
+        for seed, X, y in _seeded_inputs(budget, n=50, d=4, scale=3.0):
             model = _softmax_model(bias=bias, n_features=4, seed=seed)
             grads = per_sample_gradients(model, X, y)
             f = torch.softmax(model(X), dim=1).detach()
@@ -289,10 +297,7 @@ def _example2_identity(*, augmented: bool = False) -> Check:
         from dpfair_analysis.models import build_model
 
         worst, cases = 0.0, 0
-        for seed in range(3 if budget.name == "quick" else 20):
-            g = torch.Generator().manual_seed(seed)
-            X = torch.randn(40, 5, generator=g, dtype=torch.float64) * 2
-            y = torch.randint(0, 3, (40,), generator=g)
+        for seed, X, y in _seeded_inputs(budget, n=40, d=5, scale=2.0):
             for activation in ("relu", "tanh"):
                 model = build_model("mlp", input_shape=(5,), n_classes=3, seed=seed, hidden=(8,),
                                     activation=activation).double()

@@ -163,7 +163,9 @@ _LOWER_METHOD = ("the exact E|error| of scalar batches under Laplace noise (E|a 
 register(CLAIMS, "000.eq1.lower-half", location="§4.2, after the population bound and after Eq. (1) (= 004 §4.2)",
          quote=QUOTE_EQ1_LOW,
          statement="E|Ĝ − G| ≥ ½[(1/b)(C/ε) + (1/b) Σᵢ max(0, |gᵢ| − C)] (population and each group k)",
-         regime="scalar gradients of any sign (the paper's |gᵢ|), Laplace noise Lap(C/ε) on the clipped sum",
+         regime="scalar gradients of any sign (the paper's |gᵢ|), Laplace noise Lap(C/ε) on the clipped sum; the left "
+                "side read as the noisy estimate's error (004 prints E|G̃_B − G_B| with G̃ the noisy estimate; our copy "
+                "of 000 loses the hats)",
          method=_LOWER_METHOD, check=eq1_lower_half(nonnegative=False),
          mutant=eq1_lower_half(nonnegative=True))  # Amin et al.'s setting, where it holds
 register(CLAIMS, "000.eq1.lower-half.nonnegative", kind="corrected", corrects="000.eq1.lower-half",

@@ -607,8 +607,8 @@ def _closer_larger_trace(*, equal_norms: bool = False) -> Check:
     Hessian trace value' on Example 1's bias-free softmax regression with K = 2 (the toolkit's one-score logistic
     model, the same classifier: the boundary is the line wᵀx = 0, distance |wᵀx| / ||w||): pairs of inputs (one
     label), the closer one must have the larger exact trace. Tr(H_X) = p(1 − p) ||X||²: false as soon as norms
-    differ. ``equal_norms``
-    (the mutant) puts both inputs on the unit circle, where f(1 − f) alone decides and it holds."""
+    differ; a directed pair (distance 1/2 and norm 1/2 against distance 1 and norm 10) beside the search.
+    ``equal_norms`` (the mutant) puts both inputs on the unit circle, where p(1 − p) alone decides and it holds."""
     def check(budget: Budget) -> Verdict:
         import torch
         from hypothesis import strategies as st
@@ -633,10 +633,23 @@ def _closer_larger_trace(*, equal_norms: bool = False) -> Check:
         point = st.lists(st.floats(-20, 20), min_size=2, max_size=2)
         found, worst, tried = _pair_search(budget, values, key=lambda x: closeness(x) + 1e3, points=point,
                                            n_labels=2, project=project)
-        effort = f"{tried} pairs of inputs (|x| ≤ 20{', on the unit circle' if equal_norms else ''}, same label), K = 2"
+        # directed: a point at distance 1/2 on the normal (norm 1/2) against one at distance 1 and norm 10
+        unit = normal / np.linalg.norm(normal)
+        tangent = np.array([-unit[1], unit[0]])
+        directed = [project(p) for p in (0.5 * unit, unit + math.sqrt(99.0) * tangent)]
+        directed_ratio = None
+        if all(p is not None for p in directed):
+            close_d, far_d = sorted(directed, key=closeness, reverse=True)
+            v_d = values([close_d.tolist(), far_d.tolist()], 1)
+            directed_ratio = float(v_d[1] / v_d[0])
+            if found is None and directed_ratio > 1 + 1e-9:
+                found = (close_d, far_d, 1)
+        effort = (f"{tried} pairs of inputs (|x| ≤ 20{', on the unit circle' if equal_norms else ''}, same label) + a "
+                  f"directed pair, K = 2")
         if found is None:
-            return holds(f"the closer input has the larger Tr(H_X) in every pair (max ratio {worst:.4g})",
-                         effort=effort, worst_ratio=worst)
+            return holds(f"the closer input has the larger Tr(H_X) in every pair (max ratio "
+                         f"{max(worst, directed_ratio or 0.0):.4g})", effort=effort,
+                         worst_ratio=max(worst, directed_ratio or 0.0))
         close, far, label = found
         v = values([close.tolist(), far.tolist()], label)
         return violated(f"distance {-closeness(close):.3g} < {-closeness(far):.3g} but Tr(H_X) {float(v[0]):.3g} < "

@@ -246,11 +246,11 @@ def test_a_run_warns_once_when_its_cap_switches_the_bounds_update_off(sigma, cap
 
 
 def test_tau_matches_the_registered_claims_form_of_eq4():
-    """tau_eq4 is the same expression claim 002.eq4 checks (verify/claims/p002.py), on the same inputs."""
-    from dpfair_analysis.verify.claims.p002 import _quadratic_step
+    """tau_eq4 is the same expression claim 002.eq4 checks (verify/claims/p002_fairdp.py), on the same inputs."""
+    from dpfair_analysis.verify.claims.p002_fairdp import quadratic_step
 
     x = ([[3.0, -1.0], [0.5, 0.2], [-4.0, 2.0]], [0.3, -0.2, 0.0], 0.0, 0.5, 1.0, 1.0, True, [1.0, 1.0])
-    r = _quadratic_step(x)
+    r = quadratic_step(x)
     ours = tau_eq4(r["grad_norm"], r["eta"], 1.0, noise_multiplier=1.0, dimension=2, batch_size=3,
                    learning_rate=r["mu"], smoothness=r["L"])
     assert ours["tau"] == pytest.approx(r["tau"], rel=1e-12)

@@ -1,48 +1,25 @@
-"""The claims registry (verify/claims/): every check at the quick budget gives the verdict written here.
+"""The claims registry (verify/claims/): its entries, the verdict taxonomy, and counterexamples recomputed from
+first principles (closed forms, numpy), not through the code under test.
 
-The expected verdicts were decided by running each check and reading its evidence against the
-paper; the stored counterexamples are recomputed below from first principles (closed forms,
-numpy), not through the code under test.
+The verdict of every claim at the quick budget, and its mutant, are tested in test_claims_can_fail.py.
 """
 
 from __future__ import annotations
 
+import ast
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import norm
+from test_claims_can_fail import EXPECTED
 
-from dpfair_analysis.verify.claims import CLAIMS, QUICK, claims_for, get_claim, run_claims
+from dpfair_analysis.verify.claims import CLAIMS, KINDS, MODULES, QUICK, claims_for, core, corrections_of, get_claim
+from dpfair_analysis.verify.claims.core import Verdict, holds, inconclusive, misprint_check, violated
 
-EXPECTED = {
-    "000.sec3.gaussian": "holds", "000.sec4.2.dpsgd-upper": "holds", "000.eq1.upper": "holds",
-    "000.eq1.lower-half": "violated", "000.eq1.lower-half.nonnegative": "holds",
-    "000.sec4.2.optimal-C.rank": "holds", "000.sec4.2.optimal-C.quantile": "holds",
-    "000.sec5.2.count-sensitivity": "holds", "000.sec5.2.sum-sensitivity": "violated",
-    "000.sec5.2.sum-sensitivity.guarded": "holds", "000.sec5.3.naive-sum-sensitivity": "violated",
-    "000.sec5.3.naive-sum-sensitivity.noisy-sizes": "holds",
-    "000.sec5.2.group-privacy": "violated", "000.sec5.3.naive-group-privacy": "violated",
-    "000.sec6.1.3.count-budget": "violated", "000.tables.epsilon": "holds",
-    "004.def3.gaussian": "holds", "004.thm1": "holds", "004.tables.epsilon": "holds",
-    "001.sec3.gaussian": "violated", "001.sec3.gaussian.dwork-roth": "holds",
-    "001.sec5.sensitivity": "holds", "001.sec5.sensitivity.intercept": "holds",
-    "001.thm1": "violated", "001.thm1.mean-hessian": "holds",
-    "001.cor1": "holds", "001.cor1.trace": "violated", "001.cor1.trace.factor2": "holds",
-    "001.cor2": "violated", "001.cor2.second-moment": "holds",
-    "001.thm2": "violated", "001.thm2.noise-over-b2": "holds",
-    "001.thm3": "violated", "001.thm3.two-groups": "holds", "001.thm3.minibatch": "violated",
-    "001.thm4": "violated", "001.thm5": "holds", "001.ex1": "holds", "001.ex1.with-bias": "holds",
-    "001.ex1.norm": "violated", "001.ex2": "holds", "001.ex3": "holds", "001.ex3.with-bias": "holds",
-    "001.ex3.norm": "violated",
-    "003.sec4.2.gaussian": "violated", "003.ex1": "holds", "003.ex2": "holds", "003.ex3": "holds",
-    "003.thm1": "violated", "003.thm1.sum-release": "holds", "003.thm2": "violated",
-    "003.thm2.unsigned": "holds", "003.thm2.sum-release": "holds", "003.sec7.missing": "violated",
-    "003.thm3": "violated", "003.thm3.mironov": "holds", "003.thm4": "holds", "003.lemma1": "violated", "003.lemma1.shared-batch": "violated", "003.lemma2": "violated",
-    "003.thm5": "holds", "003.sec6.1.rdp-to-dp": "holds", "003.thm6": "holds",
-    "003.thm6.optimal-Cp": "violated", "003.thm7": "holds",
-    "002.eq3": "holds", "002.eq4": "violated", "002.eq4.scaled": "holds", "002.eq4.bias-variance": "holds", "002.eq4.clipping-bias": "holds", "002.appD4.indices": "holds",
-}
+CLAIMS_DIR = Path(core.__file__).parent
 
 # Numbered theorems / lemmas / corollaries / examples, read from the papers. 000 numbers none of its
 # own (its 'Theorem 2 in [1]' is Abadi et al.'s composition = 004's Theorem 1); 004 numbers
@@ -57,49 +34,39 @@ NUMBERED = {
 }
 
 
-class _QuickVerdicts:
-    """Each claim's quick verdict, computed on first use and kept for the process: under pytest-xdist a
-    worker computes only the claims its tests read, not the whole registry."""
-
-    def __init__(self):
-        self._seen = {}
-
-    def __getitem__(self, claim_id):
-        if claim_id not in self._seen:
-            [(claim, verdict, _)] = run_claims([get_claim(claim_id)], QUICK, progress=False)
-            self._seen[claim_id] = (claim, verdict)
-        return self._seen[claim_id]
+def verdict_of(claim_id: str) -> Verdict:
+    return get_claim(claim_id).check(QUICK)  # remembered per budget: one computation per process
 
 
-_VERDICTS = _QuickVerdicts()
-
-
-@pytest.fixture
-def results():
-    return _VERDICTS
-
-
-def test_every_claim_has_an_expected_verdict_and_vice_versa():
-    assert set(EXPECTED) == {c.id for c in CLAIMS}
-
-
-@pytest.mark.parametrize("claim_id", sorted(EXPECTED))
-def test_quick_verdict(results, claim_id):
-    claim, verdict = results[claim_id]
-    assert verdict.status == EXPECTED[claim_id], (verdict.key, verdict.reason, verdict.details)
-    if verdict.status == "violated":
-        assert verdict.counterexample is not None and verdict.ratio is not None and verdict.ratio > 1
-    else:
-        assert verdict.effort
-
-
+# ------------------------------------------------------------------ the registry's entries
 def test_registry_entries_are_complete():
     for c in CLAIMS:
-        assert c.statement.strip() and c.location.strip() and c.assumptions.strip(), c.id
+        assert c.kind in KINDS
+        for text in (c.quote, c.statement, c.location, c.regime, c.method):
+            assert text.strip(), c.id
         assert c.paper in ("000", "001", "002", "003", "004") and c.id.startswith(c.paper + ".")
-        if c.corrects is not None:
-            assert get_claim(c.corrects).paper == c.paper
-            assert EXPECTED[c.corrects] == "violated"
+        if c.kind == "corrected":
+            assert get_claim(c.corrects).kind == "printed" and EXPECTED[c.corrects] in ("violated", "misprinted")
+        if c.kind == "extension":
+            assert get_claim(c.extends).kind == "printed"
+        if EXPECTED[c.id] == "misprinted":
+            assert c.kind == "printed" and c.fix, c.id  # a misprint names its fix
+        if EXPECTED[c.id] == "violated" and c.kind == "printed":  # a refuted statement points at what is true
+            assert corrections_of(c) or c.corrected or c.fix, c.id
+
+
+def test_quotes_are_sentences_of_the_paper_not_paraphrases():
+    """A quote is the printed text: prose words a paraphrase would not use, the printed statement's own symbols
+    (the group sum of Theorem 1, the 4/5 of the Gaussian condition, the sign of Theorem 3's prefactor)."""
+    by_id = {c.id: c.quote for c in CLAIMS}
+    assert "Σ_{(X,A,Y)∈D_a}" in by_id["001.thm1"]
+    assert "(4/5)" in by_id["001.sec3.gaussian"] and "standard deviation Δ_ℓ²σ²" in by_id["001.sec3.gaussian.std"]
+    assert "1/(1 − α)" in by_id["003.thm3"] and "σ = σ_p Δ_p" in by_id["003.lemma1"]
+    assert "(Y − f) ⊗ X" in by_id["001.ex1"] and "w.l.o.g." in by_id["001.thm3"]
+    assert "(C^+/ε, δ)" in by_id["000.sec5.2.two-groups"] and "θ^k = 1 × (b/K)/b^k" in by_id[
+        "000.sec5.3.naive-sum-sensitivity"]
+    assert "T is 19, 11 and 17 less" in by_id["000.sec6.1.3.fewer-iterations"]
+    assert "λᵀ|∇_θ μ(B_P) − ∇̄_θ^{C_p} μ(B_G)|" in by_id["003.thm6"]
 
 
 @pytest.mark.parametrize("paper", sorted(NUMBERED))
@@ -117,15 +84,100 @@ def test_unknown_ids_and_papers_are_refused():
         claims_for("007")
 
 
-# ------------------------------------------- stored counterexamples, from first principles
+# ------------------------------------------------------------------ the claims files
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    tree = ast.parse(path.read_text())
+    return [(node.module or "", [a.name for a in node.names]) for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)]
+
+
+def test_claims_files_are_named_for_their_paper_and_share_no_private_names():
+    files = sorted(p for p in CLAIMS_DIR.glob("p0*.py"))
+    assert {m.__name__.rsplit(".", 1)[1] for m in MODULES} == {p.stem for p in files}
+    for path in files:
+        assert re.fullmatch(r"p00[0-4]_[a-z0-9_]+", path.stem), path.name
+        lines = path.read_text().count("\n")
+        assert lines <= 700 or "700 lines" in path.read_text()[:2000], (path.name, lines)
+        for module, names in _imports(path):
+            if module.startswith("dpfair_analysis.verify.claims.p0"):
+                private = [n for n in names if n.startswith("_")]
+                assert not private, (path.name, module, private)
+
+
+def test_each_registry_entry_sits_beside_its_check():
+    """No CLAIMS list far from the checks: every module builds CLAIMS by top-level register() calls, each at most
+    100 lines after the end of the last definition before it (entries interleave with their checks)."""
+    for module in MODULES:
+        tree = ast.parse(Path(module.__file__).read_text())
+        last_end, registered = None, 0
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                last_end = node.end_lineno
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
+                    getattr(node.value.func, "id", "") == "register":
+                registered += 1
+                assert last_end is None or node.lineno - last_end <= 100, (module.__name__, node.lineno)
+        assert registered == len(module.CLAIMS) > 0, module.__name__
+
+
+# ------------------------------------------------------------------ the taxonomy
+def _fixed(status: str):
+    def check(budget):
+        if status == "holds":
+            return holds("fine", effort="1 case", worst_ratio=0.5)
+        if status == "violated":
+            return violated("broken", counterexample={"x": 1}, ratio=2.0)
+        return inconclusive("?", reason="undecided")
+    return check
+
+
+@pytest.mark.parametrize("printed,fixed,expected", [
+    ("violated", "holds", "misprinted"), ("violated", "violated", "violated"), ("holds", "holds", "holds"),
+    ("holds", "violated", "holds"), ("inconclusive", "holds", "inconclusive"), ("violated", "inconclusive",
+                                                                                "inconclusive")])
+def test_misprint_combinator_names_the_fix_and_keeps_both_forms(printed, fixed, expected):
+    verdict = misprint_check(_fixed(printed), _fixed(fixed), fix="a → b")(QUICK)
+    assert verdict.status == expected and verdict.fix == "a → b"
+    if expected == "misprinted":
+        assert verdict.counterexample == {"x": 1} and verdict.ratio == 2.0
+        assert verdict.details["fixed"]["status"] == "holds" and verdict.worst_ratio == 0.5
+    if expected == "violated":
+        assert verdict.details["fixed"]["status"] == "violated"
+
+
+def test_verdicts_refuse_an_unknown_status_and_claims_an_unknown_kind():
+    with pytest.raises(ValueError, match="status"):
+        Verdict("outside regime", "key")
+    with pytest.raises(ValueError, match="kind"):
+        core.Claim(id="001.x", location="l", quote="q", statement="s", regime="r", method="m", check=_fixed("holds"),
+                   mutant=_fixed("violated"), kind="outside regime")
+    with pytest.raises(ValueError, match="corrected claim"):
+        core.Claim(id="001.x", location="l", quote="q", statement="s", regime="r", method="m", check=_fixed("holds"),
+                   mutant=_fixed("violated"), kind="corrected")
+
+
+def test_a_check_remembers_its_verdict_per_budget():
+    calls = []
+
+    def check(budget):
+        calls.append(budget)
+        return holds("fine", effort="1", worst_ratio=1.0)
+
+    remembered = core.cached(check)
+    assert remembered(QUICK) is remembered(QUICK) and calls == [QUICK]
+    remembered(core.FULL)
+    assert calls == [QUICK, core.FULL]
+
+
+# ------------------------------------------------------------------ stored counterexamples, from first principles
 def laplace_abs_mean(a: float, scale: float) -> float:
     # E|a + L|, L ~ Laplace(scale): integrate |a + x| e^{-|x|/scale} / (2 scale)
     x = np.linspace(-60 * scale, 60 * scale, 600_001)
     return float(np.trapezoid(np.abs(a + x) * np.exp(-np.abs(x) / scale) / (2 * scale), x))
 
 
-def test_eq1_lower_half_counterexample_by_hand(results):
-    ce = results["000.eq1.lower-half"][1].counterexample
+def test_eq1_lower_half_counterexample_by_hand():
+    ce = verdict_of("000.eq1.lower-half").counterexample
     g, C, eps = np.array(ce["g"]), ce["C"], ce["epsilon"]
     b = len(g)
     shift = np.clip(g, -C, C).mean() - g.mean()
@@ -138,16 +190,36 @@ def test_eq1_lower_half_counterexample_by_hand(results):
     assert 0.5 * (0.01 / 2 + 9.0) / error > 900
 
 
-def test_gaussian_four_fifths_counterexample_by_hand(results):
-    ce = results["001.sec3.gaussian"][1].counterexample
+def exact_gaussian_delta(eps: float, noise_over_sensitivity: float) -> float:
+    s = noise_over_sensitivity
+    return norm.cdf(1 / (2 * s) - eps * s) - math.exp(eps) * norm.cdf(-1 / (2 * s) - eps * s)
+
+
+def test_gaussian_four_fifths_is_a_misprint_of_five_fourths():
+    v = verdict_of("001.sec3.gaussian")
+    assert v.status == "misprinted" and "5/4" in v.fix
+    ce = v.counterexample
     eps, sigma = ce["epsilon"], ce["sigma"]
     stated = 0.8 * math.exp(-(sigma * eps) ** 2 / 2)
-    exact = norm.cdf(1 / (2 * sigma) - eps * sigma) - math.exp(eps) * norm.cdf(-1 / (2 * sigma) - eps * sigma)
-    assert eps < 1 and stated < 1 and exact > stated
+    assert eps < 1 and stated < 1 and exact_gaussian_delta(eps, sigma) > stated
+    # the fixed constant covers the same point, and the printed one fails only at large stated deltas
+    assert exact_gaussian_delta(eps, sigma) <= 1.25 * math.exp(-(sigma * eps) ** 2 / 2)
+    assert v.details["fixed"]["status"] == "holds" and "δ ≥ 0.7" in v.key
 
 
-def test_corollary2_counterexample_by_hand(results):
-    ce = results["001.cor2"][1].counterexample
+def test_gaussian_standard_deviation_misprint_at_figure1_settings():
+    """001's 'standard deviation Δ²σ²' read literally: at Figure 1's ε = 0.5, δ = 1e-5 and Δ = 2/(nλ) on Bank
+    (λ = 0.1), the noise Δ²σ² is a multiplier Δσ² of the sensitivity -- far too small."""
+    ce = verdict_of("001.sec3.gaussian.std").counterexample
+    eps, delta, sens = ce["epsilon"], ce["delta"], ce["sensitivity"]
+    assert delta == 1e-5 and sens == pytest.approx(2 / (11_162 * 0.1))
+    sigma = math.sqrt(2 * math.log(1.25 / delta)) / eps
+    assert exact_gaussian_delta(eps, sens * sigma ** 2) > 1e3 * delta  # literal std: δ exceeded a thousandfold
+    assert exact_gaussian_delta(eps, sigma) <= delta  # the std Δσ (variance Δ²σ²): within δ
+
+
+def test_corollary2_counterexample_by_hand():
+    ce = verdict_of("001.cor2").counterexample
     a, b = np.array(ce["norms_a"]), np.array(ce["norms_b"])
     assert a.mean() == pytest.approx(b.mean())
     # Hessian of the mean of (theta x - y)^2 over a group is 2 mean x^2
@@ -161,10 +233,12 @@ def test_theorem3_three_group_counterexample_by_hand():
     p_a = 4 / 6
     assert 12 * p_a ** 2 / 2 >= 2.5 + 0 * (1 + 1 / 6 + 1 / 72)
     assert 12 * (g_d - gbar_d) == pytest.approx(-110.0) and -110 < 0  # R_a^clip < R_b^clip = 0
+    assert verdict_of("001.thm3.wlog").counterexample["clip_a"] == pytest.approx(-110.0)
+    assert verdict_of("001.thm3").status == "holds"  # the theorem as stated, |A| = 2
 
 
-def test_pfld_dual_counterexample_by_hand(results):
-    ce = results["003.thm2"][1].counterexample
+def test_pfld_dual_counterexample_by_hand():
+    ce = verdict_of("003.thm2").counterexample
     h = np.array(ce["h"], dtype=float)
     g0, g1 = np.array(ce["group"]), np.array(ce["neighbour_group"])
     clip = ce["C_d"]
@@ -179,10 +253,16 @@ def test_pfld_dual_counterexample_by_hand(results):
     assert change > math.sqrt(2) * clip / (sizes.min() - 1)
 
 
-def test_group_privacy_counterexample_by_hand(results):
-    # below rho ~ 0.1 the count release alone costs more than rho * eps: recompute its epsilon from the
-    # Gaussian's closed-form RDP (no subsampling amplification, an upper bound would be larger still, so use
-    # the reported value only through its definition: eps_k >= eps of the count release alone > rho eps)
-    ce = results["000.sec5.2.group-privacy"][1].counterexample
-    assert ce["epsilon_group"] > ce["rho"] * ce["epsilon"]
-    assert 0.01 < ce["claim_fails_below_rho"] < 1
+def test_eq6_printed_expression_is_not_the_clipping_gap():
+    """Three per-sample gradients, two groups: |R_a^clip − R^clip|/η = |<g_a − g, g − ḡ>| (Theorem 2's first-order
+    clipping terms) differs from the printed |<g_a, g> − <g_a, ḡ> − <g, ḡ>|."""
+    grads = np.array([[3.0], [1.0], [-0.5]])
+    group = np.array([0, 0, 1])
+    clipped = np.clip(grads, -1, 1)
+    g, gbar = grads.mean(0), clipped.mean(0)
+    g_a = grads[group == 0].mean(0)
+    r = np.array([grads[group == z].mean(0) @ (g - gbar) for z in (0, 1)])  # R_z^clip / η
+    truth = abs(r[0] - np.array([2 / 3, 1 / 3]) @ r)
+    assert truth == pytest.approx(abs((g_a - g) @ (g - gbar)))
+    assert abs(g_a @ g - g_a @ gbar - g @ gbar) != pytest.approx(truth)
+    assert verdict_of("001.eq6.simplification").status == "misprinted"

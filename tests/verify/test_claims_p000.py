@@ -2,13 +2,14 @@
 changed checks, recomputed from first principles (numpy, scipy.special, dp_accounting directly), not
 through the code under test.
 
-* 000.sec5.2.sum-sensitivity: Algorithm 2 as printed (line 12 with no guards) gives a negative C^k
-  whose |C^k| exceeds max_k C^k;
+* 000.sec5.2.sum-sensitivity: Algorithm 2 as printed (line 12 with no guards) gives, at the batch the
+  paper's Adult runs reach, a negative C^k whose |C^k| exceeds max_k C^k;
 * 000.sec5.3.naive-sum-sensitivity: Algorithm 3 as printed (line 7 with the true b^k) -- adding a
-  record reweights its whole group;
+  record reweights its whole group; 004's line 8 (noisy sizes) gives negative weights on MNIST;
 * 000.sec4.2.optimal-C.quantile: with the empirical quantile (inverse CDF) the rule is a minimiser;
-* 000.sec5.2.group-privacy: the key states the rho below which the claim fails, and the boundary
-  is where dp_accounting's own epsilons cross rho * eps;
+* 000.sec5.2.group-privacy: the key states the rho below which the claim fails inside the range
+  Algorithm 2 reaches, and the boundary is where dp_accounting's own epsilons cross rho * eps;
+* 000.sec6.1.3.fewer-iterations: 19 fewer steps leave DPSGD-F's (joint) epsilon above DPSGD's;
 * 004.thm1: the quadrature of the adaptive composition's log moment, by a trapezoid on a grid.
 """
 
@@ -50,33 +51,41 @@ def printed_bounds(m, o, c0, b):
 
 
 def test_printed_algorithm2_counterexample_by_hand(verdicts):
+    """The headline draw: the batch the paper's Adult runs reach (b = 256, sigma_1 = 10), its count noise the
+    draw-th of a seeded generator; the printed line 12 gives some C^k < 0 with |C^k| > max C."""
     v = verdicts["000.sec5.2.sum-sensitivity"]
     assert v.status == "violated"
     ce = v.counterexample
-    bounds = printed_bounds(ce["noisy_clipped"], ce["noisy_unclipped"], ce["C0"], ce["b"])
+    assert ce["setting"] == "Adult"
+    m, o = np.array(ce["true_clipped"]), np.array(ce["true_unclipped"])
+    assert m.sum() + o.sum() == 256
+    rng = np.random.default_rng(0)
+    for _ in range(ce["draw"] + 1):
+        z = 10.0 * rng.standard_normal(2 * len(m))
+    assert np.allclose(m + z[:len(m)], ce["noisy_clipped"]) and np.allclose(o + z[len(m):], ce["noisy_unclipped"])
+    bounds = printed_bounds(ce["noisy_clipped"], ce["noisy_unclipped"], 0.5, 256.0)
     assert np.allclose(bounds, ce["C"])
-    k, g = ce["added"][0], np.array(ce["added"][1], float)
-    rows = ce["rows"]
-    grads = np.array([r[1] for r in rows] + [list(g)], float).reshape(len(rows) + 1, len(g))
-    group = [r[0] for r in rows] + [k]
-    change = np.linalg.norm(clipped_sum(grads, bounds[group]) - clipped_sum(grads[:-1], bounds[group[:-1]]))
-    assert bounds[k] < 0 < bounds.max() < change  # a negative C^k, |C^k| > max_k C^k
+    k = ce["group"]
+    assert bounds[k] < 0 < bounds.max() < abs(bounds[k])
+    # any non-zero gradient of group k then moves the clipped sum by |C^k| (line 14's factor C^k/||g|| < 0)
+    change = np.linalg.norm(clipped_sum(np.array([[0.3, -2.0]]), [bounds[k]]))
     assert change == pytest.approx(abs(bounds[k]))
     assert change / bounds.max() == pytest.approx(v.ratio)
-    # the noisy counts are the true counts of D' plus noise (line 8): the true counts are non-negative integers
-    norms = np.linalg.norm(grads, axis=1)
-    m_true = np.bincount(np.array(group)[norms > ce["C0"]], minlength=ce["K"])
-    assert np.all(m_true >= 0) and len(ce["noisy_clipped"]) == ce["K"]
+    assert 0.01 < v.details["reachable"]["Adult"]["P_sensitivity_exceeded"] < 0.5
 
 
-def test_printed_algorithm2_directed_case_by_hand(verdicts):
-    # K = 2, b = 16, C0 = 1: m~ = (2, -1), o~ = (1, 2): b~^1 = 1, m~ = 1, C^1 = 1 - 16 = -15, C^0 = 1 + (2/3) 16
-    bounds = printed_bounds([2.0, -1.0], [1.0, 2.0], 1.0, 16.0)
-    assert bounds == pytest.approx([1 + 32 / 3, -15.0])
+def test_printed_algorithm2_bounds_by_hand():
+    """dpsgdf_bounds_as_printed is line 12 on the noisy counts: K = 2, b = 16, C0 = 1, m~ = (2, -1), o~ = (1, 2):
+    b~^1 = 1, m~ = 1, so C^1 = 1 - 16 = -15 and C^0 = 1 + (2/3) 16."""
+    from dpfair_analysis.verify.claims.p000_dpsgdf import dpsgdf_bounds_as_printed
+
+    expected = printed_bounds([2.0, -1.0], [1.0, 2.0], 1.0, 16.0)
+    assert expected == pytest.approx([1 + 32 / 3, -15.0])
+    assert dpsgdf_bounds_as_printed(np.array([2.0, -1.0]), np.array([1.0, 2.0]), base_clip=1.0,
+                                    batch_size=16.0) == pytest.approx(expected)
     # the record x = -2 of group 1 is scaled to norm 15 (and flipped): 15 / (35/3) = 9/7
-    change = np.linalg.norm(clipped_sum(np.array([[-2.0]]), [bounds[1]]))
-    assert change / bounds.max() == pytest.approx(9 / 7)
-    assert verdicts["000.sec5.2.sum-sensitivity"].details["directed_ratio"] == pytest.approx(9 / 7)
+    change = np.linalg.norm(clipped_sum(np.array([[-2.0]]), [expected[1]]))
+    assert change / expected.max() == pytest.approx(9 / 7)
 
 
 # ------------------------------------------------------------------ Algorithm 3 as printed
@@ -110,6 +119,23 @@ def test_printed_naive_two_record_group_by_hand():
     without, _ = naive_sum(grads[:2], np.array([0, 0]), 1, b, c0)
     assert np.linalg.norm(with_x - without) == pytest.approx(2 * b * c0 / 3)
     assert np.linalg.norm(with_x - without) / (b * c0 / 2) == pytest.approx(4 / 3)
+
+
+def test_noisy_sizes_naive_counterexample_by_hand():
+    """004's Algorithm 3 (theta^k = (b/K)/b~^k): unbalanced MNIST's batch, the sizes' noise the draw-th of a seeded
+    generator, sigma_1 = 8; class 8's noisy size goes negative and |theta^8| exceeds max theta."""
+    v = get_claim("004.sec5.3.naive-sum-sensitivity").check(QUICK)
+    assert v.status == "violated"
+    ce = v.counterexample
+    sizes = np.array(ce["true_sizes"])
+    rng = np.random.default_rng(0)
+    for _ in range(ce["draw"] + 1):
+        noisy = sizes + 8.0 * rng.standard_normal(len(sizes))
+    assert np.allclose(noisy, ce["noisy_sizes"])
+    theta = (256 / len(sizes)) / noisy
+    k = ce["group"]
+    assert k == 8 and noisy[k] < 0 and abs(theta[k]) > theta.max() > 0
+    assert abs(theta[k]) / theta.max() == pytest.approx(v.ratio)
 
 
 # ------------------------------------------------------------------ the (1 - 1/(b eps))-quantile
@@ -152,9 +178,10 @@ def test_group_privacy_states_the_boundary_and_dp_accounting_agrees(verdicts):
 
     v = verdicts["000.sec5.2.group-privacy"]
     ce = v.counterexample
-    rho_star = ce["claim_fails_below_rho"]
-    assert f"fails for ρ < {rho_star:.3g}" in v.key
-    assert 0.01 < rho_star < ce["claim_fails_below_rho_classic_accounting"] < 1
+    rho_star = v.details["claim_fails_below_rho"]
+    assert f"fails for ρ < {rho_star:.3g}, inside the reachable [{1 / 257:.3g}, 1]" in v.key
+    assert ce["rho"] == pytest.approx(1 / 257)  # the headline at the smallest rho Algorithm 2 reaches
+    assert 1 / 257 < rho_star < v.details["claim_fails_below_rho_classic_accounting"] < 1
 
     n = int(0.8 * 45_222)
     q, steps, delta = 256 / n, math.ceil(20 * n / 256), 1e-6
@@ -177,6 +204,36 @@ def test_group_privacy_states_the_boundary_and_dp_accounting_agrees(verdicts):
 
     assert eps_group(0.9 * rho_star) > 0.9 * rho_star * eps
     assert eps_group(1.1 * rho_star) < 1.1 * rho_star * eps
+    assert eps_group(1 / 257) == pytest.approx(ce["epsilon_group"], rel=1e-6)
+    # the toolkit's guarded DPSGD-F caps the ratio at 10: its rho >= 1/11 lies above rho*, where the claim holds
+    guarded = get_claim("000.sec5.2.group-privacy.guarded").check(QUICK)
+    assert guarded.status == "holds" and 1 / 11 > rho_star
+
+
+def test_fewer_iterations_by_hand():
+    """Unbalanced MNIST (n = 54,649, sigma = 0.8, 60 epochs): DPSGD-F's two releases on one batch are one sampled
+    Gaussian with the joint multiplier (8^-2 + 0.8^-2)^(-1/2); after 19 fewer steps its epsilon is still above
+    DPSGD's 6.55, with dp_accounting's RDP and the classic conversion over the paper's orders."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    n, sigma = 54_649, 0.8
+    steps = math.ceil(60 * n / 256)
+    orders = [1 + x / 10 for x in range(1, 100)] + list(range(12, 64))
+
+    def eps(multiplier, t):
+        acct = rdp_privacy_accountant.RdpAccountant(orders)
+        acct.compose(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(256 / n, dp_event.GaussianDpEvent(
+            multiplier)), t))
+        return min(r + math.log(1e6) / (a - 1) for a, r in zip(orders, acct._rdp))
+
+    joint = (1 / (10 * sigma) ** 2 + 1 / sigma ** 2) ** -0.5
+    assert eps(sigma, steps) == pytest.approx(6.55, abs=0.005)
+    assert eps(joint, steps - 19) > 6.55 + 0.05
+    v = get_claim("000.sec6.1.3.fewer-iterations").check(QUICK)
+    assert v.status == "violated" and v.counterexample["epsilon_dpsgdf"] == pytest.approx(eps(joint, steps - 19))
+    needed = v.counterexample["needed_joint"]
+    assert eps(joint, steps - needed) <= eps(sigma, steps) < eps(joint, steps - needed + 1)
 
 
 # ------------------------------------------------------------------ 004 Theorem 1
@@ -223,7 +280,7 @@ def test_adaptive_composition_is_strictly_below_the_sum():
     closed = lam * (lam + 1) / (2 * s1 ** 2)
     assert log_moment_by_grid(lam, 1.0, s1, False) == pytest.approx(closed, rel=1e-9)
     assert composed < 0.99 * (closed + scale)
-    from dpfair_analysis.verify.claims.p000 import _log_moment_quadrature
+    from dpfair_analysis.verify.claims.p004_dpsgdf_long import _log_moment_quadrature
 
     assert _log_moment_quadrature(lam, q=1.0, s1=s1, reverse=True, extra=lambda o: scale * h(o) ** 2,
                                   points=(0.5,)) == pytest.approx(

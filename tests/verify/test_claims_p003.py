@@ -1,4 +1,4 @@
-"""Paper 003's claims (verify/claims/p003.py): the counterexamples the searches find, recomputed
+"""Paper 003's claims (verify/claims/p003_pfld*.py): the counterexamples the searches find, recomputed
 from first principles (numpy / scipy closed forms and quadrature, not the code under test), and
 the numerics the checks rest on.
 """
@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from scipy import integrate
 
 from dpfair_analysis.verify.claims import QUICK, get_claim
-from dpfair_analysis.verify.claims import p003
+from dpfair_analysis.verify.claims import p003_pfld_bounds as bounds
+from dpfair_analysis.verify.claims import p003_pfld_privacy as privacy
 from dpfair_analysis.verify.sensitivity_search import missing_cases, theorem1_cases
 
 IDS = ("003.thm1", "003.lemma1", "003.lemma2", "003.sec7.missing", "003.thm3", "003.thm5", "003.thm6.optimal-Cp")
@@ -110,8 +111,8 @@ def test_theorem1_step_8e_counterexamples_by_hand(verdicts, family):
     z = case["moving_person"]
     target = g0[z] if family == "8e-leave" else g1[z]
     grads, c = np.asarray(case["grads"], float), case["C"]
-    i = [t for t, (label, g) in enumerate(_terms(case["kind"], _n_groups(case)))
-         if g == target and label in (None, case["y"][z])][0]
+    i = next(t for t, (label, g) in enumerate(_terms(case["kind"], _n_groups(case)))
+             if g == target and label in (None, case["y"][z]))
     (_, grp0), (_, grp1) = _masks(case, g0)[i], _masks(case, g1)[i]
     lam = case["lambdas"][i]
     change = lam * np.linalg.norm(_clip_rows(grads[grp0], c).mean(0) - _clip_rows(grads[grp1], c).mean(0))
@@ -122,7 +123,9 @@ def test_theorem1_step_8e_counterexamples_by_hand(verdicts, family):
 
 # ------------------------------------------------------------------ Lemmas 1-2
 def test_lemma1_divergence_by_quadrature(verdicts):
-    ce = verdicts["003.lemma1"].counterexample
+    v = verdicts["003.lemma1"]
+    assert v.status == "violated" and v.details["fixed"]["status"] == "violated"  # the fix does not rescue it
+    ce = v.counterexample
     assert ce["delta_D"] == ce["delta_D_prime"]  # equal noise: the ratio is (change / Delta)^2
     rho = ce["sensitivity_ratio"]
     assert rho > 1
@@ -131,6 +134,8 @@ def test_lemma1_divergence_by_quadrature(verdicts):
         actual = _renyi_quad(_normal_logpdf(rho, 1.0), _normal_logpdf(0.0, 1.0), alpha, -20 - 5 * rho * alpha,
                              20 + 5 * rho * alpha)
         assert actual / (alpha / 2) == pytest.approx(rho ** 2, rel=1e-7)
+    # as printed, σ = σ_pΔ_p goes into Eq. (14) for a unit-sensitivity f: the claim shrinks by Δ², the factor grows
+    assert v.ratio == pytest.approx(rho ** 2 * ce["delta_D"] ** 2, rel=1e-7)
 
 
 def test_lemma2_noise_depending_on_the_attribute_has_infinite_divergence(verdicts):
@@ -147,12 +152,12 @@ def test_lemma2_noise_depending_on_the_attribute_has_infinite_divergence(verdict
 def test_gaussian_renyi_closed_form_against_quadrature(s1, s2, dist2, dim):
     for alpha in (1.5, 2.0, 3.0):
         if alpha * s2 ** 2 + (1 - alpha) * s1 ** 2 <= 0:
-            assert math.isinf(p003._gaussian_renyi(alpha, dist2, s1, s2, dim))
+            assert math.isinf(privacy.gaussian_renyi(alpha, dist2, s1, s2, dim))
             continue
         # isotropic: the shifted coordinate plus (dim - 1) unshifted ones
         shifted = _renyi_quad(_normal_logpdf(math.sqrt(dist2), s1), _normal_logpdf(0.0, s2), alpha, -60, 60)
         unshifted = _renyi_quad(_normal_logpdf(0.0, s1), _normal_logpdf(0.0, s2), alpha, -60, 60)
-        assert p003._gaussian_renyi(alpha, dist2, s1, s2, dim) == pytest.approx(shifted + (dim - 1) * unshifted,
+        assert privacy.gaussian_renyi(alpha, dist2, s1, s2, dim) == pytest.approx(shifted + (dim - 1) * unshifted,
                                                                                  rel=1e-8)
 
 
@@ -198,9 +203,32 @@ def test_theorem3_printed_definition_is_minus_the_gaussian_rdp(alpha, sigma):
     assert log_moment / (alpha - 1) == pytest.approx(alpha / (2 * sigma ** 2), rel=1e-8)
 
 
-def test_theorem3_verdicts(verdicts):
-    assert verdicts["003.thm3"].status == "violated" and verdicts["003.thm3"].ratio == pytest.approx(3.0)
+def test_theorem3_is_a_sign_misprint(verdicts):
+    v = verdicts["003.thm3"]
+    assert v.status == "misprinted" and v.ratio == pytest.approx(3.0) and "1/(α − 1)" in v.fix
+    assert v.counterexample["defined_divergence"] == pytest.approx(-v.counterexample["claimed"])
     assert get_claim("003.thm3.mironov").check(QUICK).status == "holds"
+
+
+@pytest.mark.parametrize("m,q", [(3, 1.0), (11, 1.0), (11, 0.1), (41, 1.0)])
+def test_lemma1_unit_sensitivity_misprint_by_quadrature(m, q):
+    """Lemma 1's σ = σ_pΔ_p fed to Eq. (14), a bound for a unit-sensitivity f: a release of sensitivity Δ_p with
+    noise σ_pΔ_p has the RDP of the unit one with noise σ_p (the output densities by quadrature), so the printed
+    claim undercounts exactly when Δ_p = 2 C_p λ_max/(m − 1) > 1 (C_p = 10, λ_max = 1)."""
+    delta, sigma, alpha = 20.0 / (m - 1), 1.0, 2.0
+
+    def mix(shift, s):
+        return lambda x: np.logaddexp(math.log1p(-q) + _normal_logpdf(0.0, s)(x),
+                                      math.log(q) + _normal_logpdf(shift, s)(x)) if q < 1 else _normal_logpdf(shift, s)(x)
+
+    hi = 30 * sigma * delta + 30
+    actual = _renyi_quad(mix(delta, sigma * delta), _normal_logpdf(0.0, sigma * delta), alpha, -hi, hi)
+    unit = _renyi_quad(mix(1.0, sigma), _normal_logpdf(0.0, sigma), alpha, -30.0, 30.0)
+    assert actual == pytest.approx(unit, rel=1e-6)  # scale invariance: the fixed reading is exact
+    printed = privacy.sg_rdp(alpha, q, sigma * delta)
+    assert (actual > printed * (1 + 1e-6)) == (delta > 1)
+    v = get_claim("003.lemma1.given-sensitivity").check(QUICK)
+    assert v.status == "misprinted" and v.details["fixed"]["status"] == "holds"
 
 
 @pytest.mark.parametrize("alpha", [2, 8, 32, 64])
@@ -210,7 +238,7 @@ def test_sg_quadrature_matches_dp_accounting_at_integer_orders(alpha, q, sigma):
     orders whose integrand peaks near alpha (outside a fixed +-12 sigma window)."""
     accountant = rdp_privacy_accountant.RdpAccountant([float(alpha)])
     accountant.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
-    assert p003._sg_rdp(float(alpha), q, sigma) == pytest.approx(float(accountant._rdp[0]), rel=1e-7)
+    assert privacy.sg_rdp(float(alpha), q, sigma) == pytest.approx(float(accountant._rdp[0]), rel=1e-7)
 
 
 @pytest.mark.parametrize("alpha,q,sigma", [(1.5, 0.01, 0.8), (3.0, 0.3, 1.0), (8.0, 0.9, 3.0)])
@@ -219,14 +247,14 @@ def test_theorem4_worst_pair_attains_eq14b(alpha, q, sigma):
         return np.logaddexp(math.log1p(-q) + _normal_logpdf(0, sigma)(x), math.log(q) + _normal_logpdf(1, sigma)(x))
 
     eq14b = _renyi_quad(log_mix, _normal_logpdf(0.0, sigma), alpha, -30 - alpha, 30 + alpha)
-    forward, _ = p003._sg_pair_renyi(alpha, q, sigma, (), 1.0)
+    forward, _ = privacy.sg_pair_renyi(alpha, q, sigma, (), 1.0)
     assert forward == pytest.approx(eq14b, rel=1e-8)
 
 
 def test_theorem5_ledgers_against_dp_accounting():
     """The formula and the recorded releases, with dp_accounting's RDP at integer orders (independent of the
     check's quadrature): the ledger stays below T n eps_p/|B| + T eps_d, and above it without T eps_d."""
-    runs = p003._thm5_ledgers()
+    runs = privacy.thm5_ledgers()
     assert any(sum(c for e, c in r["runs"] if isinstance(e, dp_event.PoissonSampledDpEvent)) > 0 for r in runs)
     orders = [2.0, 4.0, 8.0, 16.0]
     without_dual_exceeded = False
@@ -261,7 +289,7 @@ def test_optimal_clip_counterexample_by_hand(verdicts):
 def test_optimal_clip_continuous_norms_solve_the_condition():
     """G ~ Exp(1), lambda = 1, a = 0.3: b'(C) = a - P(G > C) = 0 at C = ln(1/a), unique, and the paper's
     condition P(G >= C) = a holds there."""
-    res = p003._bound_minimisers([p003._ExpMixture([1.0], [1.0])], [1.0], 0.3)
+    res = bounds.bound_minimisers([bounds.ExpMixture([1.0], [1.0])], [1.0], 0.3)
     assert res["c_low"] == pytest.approx(math.log(1 / 0.3), rel=1e-9)
     assert res["c_high"] == pytest.approx(res["c_low"], abs=1e-9)
     assert abs(res["paper_condition_residual"]) < 1e-9

@@ -1,38 +1,87 @@
-"""The claims registry: every checkable statement of the five papers, each with a check that runs.
+"""The claims registry: the checkable statements of the five papers, each with a check that runs.
 
-Papers (ids resolved in README's References): ``000`` DPSGD-F (Xu, Du & Wu, KDD'21), ``004``
-its long version, ``001`` the fairness lens on DP (Tran, Dinh & Fioretto, NeurIPS'21),
-``003`` PF-LD (Tran, Fioretto & Van Hentenryck, AAAI'21), ``002`` a fragment of FairDP.
-One module per paper (:mod:`.p000` also holds 004), each check beside its statement; the
-types and the search helper are in :mod:`.core`.
+Papers (ids resolved in README's References): ``000`` DPSGD-F (Xu, Du & Wu, KDD'21), ``004`` its
+long version, ``001`` the fairness lens on DP (Tran, Dinh & Fioretto, NeurIPS'21), ``003`` PF-LD
+(Tran, Fioretto & Van Hentenryck, AAAI'21), ``002`` a fragment of FairDP.
 
-Checks run the toolkit's own code (``theory.*``, ``privacy.*``, ``training.*``) and
-searches over the objects a claim quantifies over; they do not restate verdicts. When a
-claim is violated and a corrected statement exists, the corrected claim is registered too
-(its ``corrects`` names the original). Budgets: :data:`QUICK` (what the default tests run)
-and :data:`FULL` (larger searches and Monte Carlo; ``dpfair verify --budget full``).
+One or more files per paper, named for it (``p003_pfld.py``, ``p003_pfld_privacy.py``, ...), each
+registry entry right after its check; the types, the search helper and the misprint combinator are in
+:mod:`.core`, shared data and the Gaussian-mechanism checks in :mod:`.fixtures`.
+
+Verdicts (:mod:`.core`): ``holds``, ``violated`` (false as stated, in the stated regime), ``misprinted``
+(false as printed, true after a named typo fix -- both forms tested) and ``inconclusive``. Each printed
+statement is tested as printed (``kind="printed"``, its quote verbatim); corrected forms and
+statements beyond the paper's regime are separate claims (``kind="corrected"`` / ``"extension"``).
+Budgets: :data:`QUICK` (what the default tests run) and :data:`FULL` (``dpfair verify --budget full``).
+:func:`explain` gathers what ``dpfair verify --explain`` prints.
 """
 
 from __future__ import annotations
 
+import json
+import textwrap
 import time
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
-import pandas as pd
-from tqdm import tqdm
+from dpfair_analysis.verify.claims import (
+    p000_dpsgdf,
+    p000_dpsgdf_accounting,
+    p001_fairness_lens,
+    p001_fairness_lens_factors,
+    p002_fairdp,
+    p003_pfld,
+    p003_pfld_bounds,
+    p003_pfld_privacy,
+    p004_dpsgdf_long,
+)
+from dpfair_analysis.verify.claims.core import (
+    BUDGETS,
+    FULL,
+    KINDS,
+    PAPERS,
+    QUICK,
+    STATUSES,
+    Budget,
+    Claim,
+    Verdict,
+    inconclusive,
+)
 
-from dpfair_analysis.verify.claims import p000, p001, p002, p003
-from dpfair_analysis.verify.claims.core import BUDGETS, FULL, PAPERS, QUICK, STATUSES, Budget, Claim, Verdict, \
-    inconclusive
+__all__ = [
+    "BUDGETS",
+    "CLAIMS",
+    "FULL",
+    "KINDS",
+    "MODULES",
+    "PAPERS",
+    "QUICK",
+    "STATUSES",
+    "Budget",
+    "Claim",
+    "Verdict",
+    "claims_for",
+    "corrections_of",
+    "count_verdicts",
+    "explain",
+    "format_explanation",
+    "get_claim",
+    "run_claims",
+    "verdict_table",
+]
 
-__all__ = ["Budget", "QUICK", "FULL", "BUDGETS", "STATUSES", "Verdict", "Claim", "CLAIMS", "PAPERS", "get_claim",
-           "claims_for", "run_claims", "verdict_table"]
-
-CLAIMS: list[Claim] = [*p000.CLAIMS, *p001.CLAIMS, *p003.CLAIMS, *p002.CLAIMS]
+#: The claims files, in the registry's order (000 and its long version 004, then 001, 003, 002).
+MODULES = (p000_dpsgdf, p000_dpsgdf_accounting, p004_dpsgdf_long, p001_fairness_lens, p001_fairness_lens_factors,
+           p003_pfld, p003_pfld_privacy, p003_pfld_bounds, p002_fairdp)
+CLAIMS: list[Claim] = [claim for module in MODULES for claim in module.CLAIMS]
 
 _BY_ID = {c.id: c for c in CLAIMS}
 if len(_BY_ID) != len(CLAIMS):  # pragma: no cover
     raise RuntimeError("duplicate claim ids")
+for _c in CLAIMS:  # every reference resolves to a printed claim of the same paper
+    for _ref in (_c.corrects, _c.extends):
+        if _ref is not None and (_ref not in _BY_ID or _BY_ID[_ref].kind != "printed" or _ref[:3] != _c.paper):
+            raise RuntimeError(f"{_c.id} refers to {_ref!r}, not a printed claim of paper {_c.paper}")
 
 
 def get_claim(claim_id: str) -> Claim:
@@ -51,9 +100,16 @@ def claims_for(paper: str | None = None) -> list[Claim]:
     return [c for c in CLAIMS if c.paper == paper]
 
 
+def corrections_of(claim: Claim) -> list[Claim]:
+    """The corrected forms and extensions registered for a printed claim."""
+    return [c for c in CLAIMS if claim.id in (c.corrects, c.extends)]
+
+
 def run_claims(claims: Iterable[Claim], budget: Budget | str = QUICK, *,
                progress: bool = True) -> list[tuple[Claim, Verdict, float]]:
     """Run each claim's check; returns (claim, verdict, seconds). A check that raises is inconclusive."""
+    from tqdm import tqdm
+
     budget = BUDGETS[budget] if isinstance(budget, str) else budget
     out = []
     claims = list(claims)
@@ -61,23 +117,99 @@ def run_claims(claims: Iterable[Claim], budget: Budget | str = QUICK, *,
         start = time.perf_counter()
         try:
             verdict = claim.check(budget)
-        except Exception as error:  # a check must never take the registry down
-            verdict = inconclusive("check raised", reason_detail=f"{type(error).__name__}: {error}")
+        except Exception as error:  # noqa: BLE001 -- a check must never take the registry down
+            verdict = inconclusive("check raised", reason=f"{type(error).__name__}: {error}")
         out.append((claim, verdict, time.perf_counter() - start))
     return out
 
 
-def _key_number(v: Verdict) -> str:
-    if v.status == "violated" and v.ratio is not None:
-        return f"×{v.ratio:.3g}"
-    if v.status == "holds" and v.worst_ratio is not None:
-        return f"worst {v.worst_ratio:.3g}"
-    return ""
+def count_verdicts(results: list[tuple[Claim, Verdict, float]]) -> dict[str, int]:
+    """How many claims got each verdict (every status, zeros included)."""
+    return {s: sum(v.status == s for _, v, _ in results) for s in STATUSES}
 
 
-def verdict_table(results: list[tuple[Claim, Verdict, float]]) -> pd.DataFrame:
-    """Tidy table: id, paper, location, statement, verdict, key, ratio, seconds."""
-    return pd.DataFrame([{"id": c.id, "paper": c.paper, "location": c.location, "statement": c.statement,
-                          "verdict": v.status, "key_number": _key_number(v), "key": v.key,
-                          "ratio": v.ratio if v.status == "violated" else v.worst_ratio, "corrects": c.corrects,
-                          "seconds": s} for c, v, s in results])
+def verdict_table(results: list[tuple[Claim, Verdict, float]]):
+    """Tidy table (pandas): id, paper, kind, location, statement, verdict, key number, key, ratio, fix, corrects,
+    extends, seconds."""
+    import pandas as pd
+
+    return pd.DataFrame([{"id": c.id, "paper": c.paper, "kind": c.kind, "location": c.location,
+                          "statement": c.statement, "verdict": v.status, "key_number": v.key_number, "key": v.key,
+                          "ratio": v.ratio if v.status in ("violated", "misprinted") else v.worst_ratio,
+                          "fix": v.fix or c.fix, "corrects": c.corrects, "extends": c.extends, "seconds": s}
+                         for c, v, s in results])
+
+
+def explain(claim_id: str, budget: Budget | str = QUICK) -> dict[str, Any]:
+    """Everything about one claim: the statement as printed (quote), where it is (paper, section, equation),
+    what is tested and how, the verdict with its counterexample or worst ratio, the named fix, and the
+    corrected form (the registered corrections and extensions, run at the same budget)."""
+    claim = get_claim(claim_id)
+    [(_, verdict, seconds)] = run_claims([claim], budget, progress=False)
+    related = [(c, v) for c, v, _ in run_claims(corrections_of(claim), budget, progress=False)]
+    refers = get_claim(claim.corrects or claim.extends) if claim.kind != "printed" else None
+    evidence = verdict.evidence()
+    return {
+        "id": claim.id, "paper": claim.paper, "citation": claim.citation, "kind": claim.kind,
+        "location": claim.location, "quote": claim.quote, "statement": claim.statement, "regime": claim.regime,
+        "method": claim.method, "verdict": verdict.status, "key": verdict.key,
+        "fix": verdict.fix if verdict.fix and verdict.fix != "none" else claim.fix,
+        "counterexample": evidence.get("counterexample"),
+        "ratio": evidence.get("ratio"), "worst_ratio": evidence.get("worst_ratio"),
+        "effort": verdict.effort, "reason": verdict.reason,
+        "corrects": claim.corrects, "extends": claim.extends,
+        "refers_to": None if refers is None else {"id": refers.id, "statement": refers.statement},
+        "corrected_form": {"text": claim.corrected,
+                           "claims": [{"id": c.id, "kind": c.kind, "statement": c.statement, "verdict": v.status,
+                                       "key": v.key} for c, v in related]},
+        "evidence": evidence, "seconds": round(seconds, 3),
+    }
+
+
+def _compact(value: Any, *, items: int = 8) -> Any:
+    """Long lists shortened for the terminal: the first ``items`` and a count."""
+    if isinstance(value, dict):
+        return {k: _compact(v, items=items) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) > items:
+            return [_compact(v, items=items) for v in value[:items]] + [f"... {len(value) - items} more"]
+        return [_compact(v, items=items) for v in value]
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    return value
+
+
+def format_explanation(info: dict[str, Any], *, width: int = 110) -> str:
+    """The terminal rendering of :func:`explain`'s dict (``dpfair verify --explain``)."""
+    def field(label: str, text: str) -> list[str]:
+        return textwrap.wrap(text, width=width, initial_indent=f"{label:<16}", subsequent_indent=" " * 16) or [label]
+
+    lines = [f"{info['id']}  [{info['kind']}]  verdict: {info['verdict'].upper()}", ""]
+    lines += field("Where", f"paper {info['paper']} ({info['citation']}), {info['location']}")
+    if info["refers_to"]:
+        relation = "corrects" if info["kind"] == "corrected" else "extends"
+        lines += field(relation.capitalize(), f"{info['refers_to']['id']}: {info['refers_to']['statement']}")
+    lines += field("As printed", f"“{info['quote']}”")
+    lines += field("Tested", info["statement"])
+    lines += field("Regime", info["regime"])
+    lines += field("Check", info["method"])
+    lines += field("Verdict", f"{info['verdict']} — {info['key']}")
+    if info["fix"]:
+        lines += field("Fix", info["fix"])
+    if info["verdict"] in ("violated", "misprinted") and info["counterexample"] is not None:
+        lines += field("Counterexample", json.dumps(_compact(info["counterexample"]), ensure_ascii=False))
+        ratio = info["ratio"]
+        lines += field("Factor", f"×{ratio:.4g} (by which the counterexample breaks the statement as printed)"
+                       if isinstance(ratio, (int, float)) else f"{ratio} (δ = 0 claimed)")
+    elif info["worst_ratio"] is not None:
+        lines += field("Worst ratio", f"{info['worst_ratio']:.6g} (observed / claimed; ≤ 1 within the claim)")
+    if info["reason"]:
+        lines += field("Reason", info["reason"])
+    lines += field("Effort", info["effort"] or "-")
+    corrected = info["corrected_form"]
+    if corrected["text"]:
+        lines += field("Corrected form", corrected["text"])
+    for c in corrected["claims"]:
+        lines += field("Registered" if c["kind"] == "corrected" else "Extension",
+                       f"{c['id']} ({c['verdict']}): {c['statement']} — {c['key']}")
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""``dpfair verify --explain CLAIM`` and :func:`dpfair_analysis.verify.claims.explain`: the statement as printed, where,
+what the check does, the verdict with its counterexample or worst ratio, the fix and the corrected form; the
+JSON carries the same fields. A bad id is refused in one line naming --explain, before any check runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dpfair_analysis.cli import main
+from dpfair_analysis.verify.claims import CLAIMS, QUICK, explain, format_explanation
+
+FIELDS = {"id", "paper", "citation", "kind", "location", "quote", "statement", "regime", "method", "verdict", "key",
+          "fix", "counterexample", "ratio", "worst_ratio", "effort", "corrected_form"}
+
+
+def test_explain_a_misprint_gives_quote_fix_counterexample_and_corrected_form():
+    info = explain("003.thm3", QUICK)
+    assert FIELDS <= set(info)
+    assert info["verdict"] == "misprinted" and info["kind"] == "printed"
+    assert "1/(1 − α)" in info["quote"] and "§6.1" in info["location"] and "003" == info["paper"]
+    assert "1/(α − 1)" in info["fix"] and info["counterexample"]["defined_divergence"] < 0
+    assert [c["id"] for c in info["corrected_form"]["claims"]] == ["003.thm3.mironov"]
+    assert info["corrected_form"]["claims"][0]["verdict"] == "holds"
+    text = format_explanation(info)
+    for label in ("Where", "As printed", "Tested", "Check", "Verdict", "Fix", "Counterexample", "Registered"):
+        assert f"\n{label}" in text, label
+    assert "MISPRINTED" in text.splitlines()[0]
+
+
+def test_explain_a_holding_claim_reports_its_worst_ratio():
+    info = explain("003.thm4", QUICK)
+    assert info["verdict"] == "holds" and info["counterexample"] is None and 0.9 < info["worst_ratio"] <= 1 + 1e-6
+    assert "Worst ratio" in format_explanation(info)
+
+
+def test_explain_a_corrected_claim_names_what_it_corrects():
+    info = explain("003.thm3.mironov", QUICK)
+    assert info["kind"] == "corrected" and info["refers_to"]["id"] == "003.thm3"
+    assert "Corrects" in format_explanation(info)
+
+
+def test_cli_explain_prints_the_fields_and_json_carries_the_same(capsys):
+    assert main(["verify", "--explain", "001.cor1.trace", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "001.cor1.trace" in text and "E_{X∼D_a} ||X||²" in text and "misprinted" in text
+    assert main(["verify", "--explain", "001.cor1.trace", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert FIELDS <= set(info) and info["verdict"] == "misprinted" and "2 E||X||²" in info["fix"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["verify", "--explain", "001.thm99"], "--explain: unknown claim '001.thm99'; known: 000.sec3.gaussian"),
+    (["verify", "--explain", "003.thm3", "--paper", "003"], "--explain takes one claim"),
+    (["verify", "--explain", "003.thm3", "--budget", "huge"], "--budget"),
+])
+def test_cli_explain_refuses_bad_input_in_one_line(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_a_bad_explain_id_is_refused_before_any_check_runs(monkeypatch, capsys):
+    import dpfair_analysis.verify.claims as registry
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("a check ran")
+
+    monkeypatch.setattr(registry, "explain", tripwire)
+    monkeypatch.setattr(registry, "run_claims", tripwire)
+    assert main(["verify", "--explain", "nope"]) == 2
+    assert "--explain: unknown claim 'nope'" in capsys.readouterr().err
+
+
+def test_the_registry_loads_without_the_heavy_libraries():
+    """Ids, quotes and locations (what --list and a refused --explain need) load without torch, scipy,
+    dp_accounting or pandas; the checks import what they use."""
+    code = ("import sys\nimport dpfair_analysis.verify.claims as c\nassert len(c.CLAIMS) > 80\n"
+            "print(sorted(m for m in ('torch', 'scipy', 'dp_accounting', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_cli_json_carries_kind_and_counts(capsys):
+    assert main(["verify", "--claim", "003.thm3", "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    [row] = out["claims"]
+    assert row["kind"] == "printed" and row["verdict"] == "misprinted" and row["fix"]
+    assert out["counts"] == {"holds": 0, "violated": 0, "misprinted": 1, "inconclusive": 0}
+    assert len({c.id for c in CLAIMS}) == len(CLAIMS)

@@ -32,6 +32,19 @@ def real_cache(tmp_path, monkeypatch, staged_file):
     return install
 
 
+@pytest.fixture
+def cli(capsys):
+    """``cli(*argv)``: the ``dpfair`` command run in this process (its ``main``), returning (status, stdout,
+    stderr) -- every CLI test's one helper."""
+    from dpfair_analysis.cli import main
+
+    def run(*argv) -> tuple[int, str, str]:
+        status = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return status, out, err
+    return run
+
+
 @pytest.fixture(autouse=True)
 def _isolated_result_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path_factory.mktemp("run-cache")))

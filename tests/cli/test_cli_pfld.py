@@ -6,13 +6,7 @@ import json
 
 import pytest
 
-from dpfair_analysis.cli import main
 
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("argv,fragment", [
@@ -26,16 +20,16 @@ def run(capsys, *argv):
     (["--hidden", "8,0"], "argument --hidden"),
     (["--seed", "-3"], "--seed"),
 ])
-def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, fragment):
-    code, out, err = run(capsys, "train", "--data", "compas", *argv)
+def test_bad_arguments_give_one_line_and_exit_2(cli, argv, fragment):
+    code, out, err = cli("train", "--data", "compas", *argv)
     assert code == 2
     assert err.startswith("dpfair: error:") and fragment in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert out == ""
 
 
-def test_tiny_pfld_run_json(capsys):
-    code, out, err = run(capsys, "train", "--data", "compas", "--method", "pfld", "--constraint", "eo",
+def test_tiny_pfld_run_json(cli):
+    code, out, err = cli("train", "--data", "compas", "--method", "pfld", "--constraint", "eo",
                          "--epochs", "2", "--batch-size", "512", "--hidden", "8,8", "--epsilon", "2", "--json")
     assert code == 0, err
     row = json.loads(out)
@@ -45,8 +39,8 @@ def test_tiny_pfld_run_json(capsys):
     assert 0.4 < row["accuracy"] < 1 and 0 <= row["violation"] <= 1
 
 
-def test_tiny_fld_run_prints_epochs_and_a_final_line(capsys):
-    code, out, err = run(capsys, "train", "--data", "compas", "--method", "fld", "--epochs", "2",
+def test_tiny_fld_run_prints_epochs_and_a_final_line(cli):
+    code, out, err = cli("train", "--data", "compas", "--method", "fld", "--epochs", "2",
                          "--batch-size", "512", "--hidden", "8,8")
     assert code == 0, err
     lines = out.strip().splitlines()

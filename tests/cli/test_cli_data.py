@@ -12,16 +12,10 @@ from dataclasses import replace
 
 import pytest
 
-from dpfair_analysis.cli import main
 from dpfair_analysis.data import _fixtures, sources
 
 F = _fixtures.FIXTURES_DIR
 
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -42,81 +36,81 @@ def pin_to(monkeypatch, name, path):
     return sha
 
 
-def test_fetch_from_then_describe_bank_with_age_groups(capsys, cache, monkeypatch):
+def test_fetch_from_then_describe_bank_with_age_groups(cli, cache, monkeypatch):
     pin_to(monkeypatch, "bank.csv", F / "bank.csv")
-    code, out, err = run(capsys, "data", "fetch", "bank", "--from", str(F / "bank.csv"))
+    code, out, err = cli("data", "fetch", "bank", "--from", str(F / "bank.csv"))
     assert code == 0, err
     assert out.strip() == str(cache / "bank.csv") and (cache / "bank.csv").read_bytes() == (F / "bank.csv").read_bytes()
     for by, sizes in (("age", [24, 6]), ("age3", [12, 12, 6]), ("age5", [6] * 5)):
-        code, out, err = run(capsys, "data", "describe", "bank", "--group-by", by)
+        code, out, err = cli("data", "describe", "bank", "--group-by", by)
         assert code == 0, err
         assert out.splitlines()[0] == f"bank: 30 rows, 50 features, {len(sizes)} groups, 2 classes"
         assert out.splitlines()[1] == "missing values: none (30 raw rows, all complete)"
-        code, out, err = run(capsys, "data", "describe", "bank", "--group-by", by, "--json")
+        code, out, err = cli("data", "describe", "bank", "--group-by", by, "--json")
         payload = json.loads(out)
         assert [g["n"] for g in payload["groups"]] == [30] + sizes
         assert payload["raw_rows"] == 30 and payload["rows_dropped_missing"] == 0
 
 
-def test_describe_bank_unknown_grouping_is_one_line(capsys, cache, monkeypatch):
+def test_describe_bank_unknown_grouping_is_one_line(cli, cache, monkeypatch):
     pin_to(monkeypatch, "bank.csv", F / "bank.csv")
     sources.install("bank.csv", F / "bank.csv")
-    code, out, err = run(capsys, "data", "describe", "bank", "--group-by", "sex")
+    code, out, err = cli("data", "describe", "bank", "--group-by", "sex")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "--group-by for bank must be one of ['age', 'age3', 'age5'], got 'sex'" in err
 
 
-def test_describe_reports_rows_removed_for_missing_values(capsys, cache, monkeypatch, tmp_path):
+def test_describe_reports_rows_removed_for_missing_values(cli, cache, monkeypatch, tmp_path):
     lines = (F / "bank.csv").read_text().splitlines()
     lines[2] = lines[2].replace(",no,", ",,", 1)  # an empty categorical cell
     damaged = tmp_path / "bank.csv"
     damaged.write_text("\n".join(lines) + "\n")
     pin_to(monkeypatch, "bank.csv", damaged)
     sources.install("bank.csv", damaged)
-    code, out, err = run(capsys, "data", "describe", "bank")
+    code, out, err = cli("data", "describe", "bank")
     assert code == 0, err
     assert err.startswith("dpfair: warning:") and "removed 1 of 30 rows with a missing value" in err
     assert out.splitlines()[0].startswith("bank: 29 rows")
     assert "missing values: 1 of 30 raw rows removed (rows missing" in out.splitlines()[1]
 
 
-def test_fetch_from_a_wrong_file_names_from_and_the_hash_and_writes_nothing(capsys, cache):
-    code, out, err = run(capsys, "data", "fetch", "bank", "--from", str(F / "bank.csv"))
+def test_fetch_from_a_wrong_file_names_from_and_the_hash_and_writes_nothing(cli, cache):
+    code, out, err = cli("data", "fetch", "bank", "--from", str(F / "bank.csv"))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert f"--from {F / 'bank.csv'}" in err and sources.RAW_FILES["bank.csv"].sha256 in err
     assert "nothing was written" in err
     assert not cache.exists() or not any(cache.iterdir())
 
 
-def test_fetch_from_a_missing_path(capsys, cache, tmp_path):
-    code, _, err = run(capsys, "data", "fetch", "dutch", "--from", str(tmp_path / "nowhere.arff"))
+def test_fetch_from_a_missing_path(cli, cache, tmp_path):
+    code, _, err = cli("data", "fetch", "dutch", "--from", str(tmp_path / "nowhere.arff"))
     assert code == 2 and "--from" in err and "no such file" in err
 
 
-def test_fetch_without_any_source_names_file_hash_and_command(capsys, cache):
+def test_fetch_without_any_source_names_file_hash_and_command(cli, cache):
     for name, raw, upstream in (("bank", "bank.csv", "kaggle"),
                                 ("dutch", "dutch_census_2001.arff", "tailequy/fairness_dataset")):
-        code, out, err = run(capsys, "data", "fetch", name)
+        code, out, err = cli("data", "fetch", name)
         assert code == 2 and len(err.strip().splitlines()) == 1
         assert raw in err and sources.RAW_FILES[raw].sha256 in err
         assert f"dpfair data fetch {name} --from PATH" in err and upstream in err.lower()
 
 
-def test_fetch_dutch_from_a_directory_then_describe(capsys, cache, monkeypatch):
+def test_fetch_dutch_from_a_directory_then_describe(cli, cache, monkeypatch):
     pin_to(monkeypatch, "dutch_census_2001.arff", F / "dutch_census_2001.arff")
-    code, out, err = run(capsys, "data", "fetch", "dutch", "--from", str(F))
+    code, out, err = cli("data", "fetch", "dutch", "--from", str(F))
     assert code == 0, err
-    code, out, err = run(capsys, "data", "describe", "dutch")
+    code, out, err = cli("data", "describe", "dutch")
     assert code == 0, err
     assert out.splitlines()[0] == "dutch: 40 rows, 48 features, 2 groups, 2 classes"
-    code, out, err = run(capsys, "data", "describe", "dutch", "--json")
+    code, out, err = cli("data", "describe", "dutch", "--json")
     groups = {g["group"]: g for g in json.loads(out)["groups"]}
     assert groups["Male"]["n"] == 24 and groups["Female"]["n"] == 16
     assert groups["all"]["n[high-level occupation]"] == 15
 
 
-def test_describe_split_is_refused_where_it_does_not_apply(capsys, cache, monkeypatch):
+def test_describe_split_is_refused_where_it_does_not_apply(cli, cache, monkeypatch):
     pin_to(monkeypatch, "bank.csv", F / "bank.csv")
     sources.install("bank.csv", F / "bank.csv")
-    code, _, err = run(capsys, "data", "describe", "bank", "--split", "test")
+    code, _, err = cli("data", "describe", "bank", "--split", "test")
     assert code == 2 and "--split applies only to mnist-full" in err

@@ -5,19 +5,13 @@ import json
 import pytest
 import torch
 
-from dpfair_analysis.cli import main
 from dpfair_analysis.data import load
 from dpfair_analysis.models import build_model
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
-
-def test_json_rows_at_init_match_the_closed_form(capsys):
-    code, out, err = run(capsys, "hessian", "--data", "synthetic", "--at", "init", "--seed", "3", "--json")
+def test_json_rows_at_init_match_the_closed_form(cli):
+    code, out, err = cli("hessian", "--data", "synthetic", "--at", "init", "--seed", "3", "--json")
     assert code == 0, err
     rows = json.loads(out)["rows"]
     assert [r["group"] for r in rows] == ["all", "g0", "g1"]
@@ -37,17 +31,17 @@ def test_json_rows_at_init_match_the_closed_form(capsys):
             r["group"])).sum()))
 
 
-def test_trained_logreg_and_stochastic_mlp(capsys):
-    code, out, err = run(capsys, "hessian", "--data", "synthetic", "--json")
+def test_trained_logreg_and_stochastic_mlp(cli):
+    code, out, err = cli("hessian", "--data", "synthetic", "--json")
     assert code == 0, err
     trained = json.loads(out)["rows"]
-    code, out, err = run(capsys, "hessian", "--data", "synthetic", "--model", "mlp", "--method", "hutchinson",
+    code, out, err = cli("hessian", "--data", "synthetic", "--model", "mlp", "--method", "hutchinson",
                          "--probes", "4", "--train-epochs", "1", "--json")
     assert code == 0, err
     rows = json.loads(out)["rows"]
     assert all(r["method"] == "hutchinson" and r["stderr"] > 0 for r in rows)
     assert all(r["trace"] > 0 for r in trained)
-    code, out, err = run(capsys, "hessian", "--data", "synthetic")
+    code, out, err = cli("hessian", "--data", "synthetic")
     assert code == 0 and "Tr(H_a)" in out and "regularised ERM" in out
 
 
@@ -61,7 +55,7 @@ def test_trained_logreg_and_stochastic_mlp(capsys):
     (["--data", "adult", "--group-by", "age"], "by"),
     (["--model", "logreg"], "--data"),
 ])
-def test_one_line_errors(capsys, argv, needle):
-    code, out, err = run(capsys, "hessian", *argv)
+def test_one_line_errors(cli, argv, needle):
+    code, out, err = cli("hessian", *argv)
     assert code == 2 and out == ""
     assert err.startswith("dpfair: error:") and err.count("\n") == 1 and needle in err

@@ -4,17 +4,11 @@ import json
 
 import pytest
 
-from dpfair_analysis.cli import main
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
-
-def test_output_perturbation_rows(capsys):
-    code, out, err = run(capsys, "excess-risk", "--data", "synthetic", "--mechanism", "output", "--epsilons",
+def test_output_perturbation_rows(cli):
+    code, out, err = cli("excess-risk", "--data", "synthetic", "--mechanism", "output", "--epsilons",
                          "1,4", "--draws", "200", "--json")
     assert code == 0, err
     rows = json.loads(out)["rows"]
@@ -26,8 +20,8 @@ def test_output_perturbation_rows(capsys):
     assert rows[3]["excess_risk"] < rows[0]["excess_risk"]
 
 
-def test_dpsgd_rows_and_table(capsys):
-    code, out, err = run(capsys, "excess-risk", "--data", "synthetic", "--mechanism", "dpsgd", "--epsilons", "2",
+def test_dpsgd_rows_and_table(cli):
+    code, out, err = cli("excess-risk", "--data", "synthetic", "--mechanism", "dpsgd", "--epsilons", "2",
                          "--epochs", "1", "--seeds", "2", "--rows", "600", "--quiet")
     assert code == 0, err
     assert "excess_risk" in out and "sigma" in out and out.count("\n") >= 4
@@ -41,7 +35,7 @@ def test_dpsgd_rows_and_table(capsys):
     (["--mechanism", "output", "--delta", "2"], "--delta"),
     (["--mechanism", "output", "--seed", "-1"], "--seed"),
 ])
-def test_bad_arguments_are_one_line(capsys, argv, needle):
-    code, out, err = run(capsys, "excess-risk", "--data", "synthetic", *argv)
+def test_bad_arguments_are_one_line(cli, argv, needle):
+    code, out, err = cli("excess-risk", "--data", "synthetic", *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("dpfair: error:") and needle in err

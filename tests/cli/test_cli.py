@@ -7,17 +7,11 @@ import sys
 
 import pytest
 
-from dpfair_analysis.cli import main
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
-
-def test_privacy_epsilon_reproduces_the_papers_adult_epsilon_with_the_classic_conversion(capsys):
-    code, out, err = run(capsys, "privacy", "epsilon", "--n", "36177", "--batch-size", "256", "--sigma", "1",
+def test_privacy_epsilon_reproduces_the_papers_adult_epsilon_with_the_classic_conversion(cli):
+    code, out, err = cli("privacy", "epsilon", "--n", "36177", "--batch-size", "256", "--sigma", "1",
                          "--epochs", "20", "--delta", "1e-6", "--conversion", "classic", "--json")
     assert code == 0, err
     summary = json.loads(out)
@@ -27,9 +21,9 @@ def test_privacy_epsilon_reproduces_the_papers_adult_epsilon_with_the_classic_co
                             "sampling_rate", "noise_multiplier", "optimal_order"}
 
 
-def test_compare_json_has_the_documented_shape(capsys, tmp_path):
+def test_compare_json_has_the_documented_shape(cli, tmp_path):
     out_file = tmp_path / "history.csv"
-    code, out, err = run(capsys, "compare", "--data", "synthetic", "--epochs", "2", "--batch-size", "64",
+    code, out, err = cli("compare", "--data", "synthetic", "--epochs", "2", "--batch-size", "64",
                          "--json", "--quiet", "--out", str(out_file))
     assert code == 0, err
     payload = json.loads(out)
@@ -49,13 +43,13 @@ def test_compare_json_has_the_documented_shape(capsys, tmp_path):
     assert out_file.exists() and out_file.read_text().startswith("epoch")
 
 
-def test_compare_prints_the_table(capsys):
-    code, out, err = run(capsys, "compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--quiet")
+def test_compare_prints_the_table(cli):
+    code, out, err = cli("compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--quiet")
     assert code == 0, err
     assert "SGD accuracy" in out and "DPSGD vs SGD" in out and "ε(dpsgd)" in out
 
 
-def test_a_corrupted_data_file_without_a_source_is_refused_in_one_line(capsys, tmp_path, monkeypatch):
+def test_a_corrupted_data_file_without_a_source_is_refused_in_one_line(cli, tmp_path, monkeypatch):
     from dataclasses import replace
 
     from dpfair_analysis.data import sources
@@ -63,13 +57,13 @@ def test_a_corrupted_data_file_without_a_source_is_refused_in_one_line(capsys, t
     monkeypatch.setenv("DPFAIR_DATA", str(tmp_path))
     monkeypatch.setitem(sources.RAW_FILES, "german.data", replace(sources.RAW_FILES["german.data"], sources=()))
     (tmp_path / "german.data").write_text("A11 6 A34\n")
-    code, out, err = run(capsys, "data", "describe", "german")
+    code, out, err = cli("data", "describe", "german")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "german.data" in err and "checksum" in err.lower()
     assert "dpfair data fetch german --from PATH" in err and "german.data.corrupt" in err
 
 
-def test_a_corrupted_data_file_is_fetched_again_with_a_warning(capsys, tmp_path, monkeypatch):
+def test_a_corrupted_data_file_is_fetched_again_with_a_warning(cli, tmp_path, monkeypatch):
     from dataclasses import replace
 
     from dpfair_analysis.data import _fixtures, sources
@@ -88,22 +82,22 @@ def test_a_corrupted_data_file_is_fetched_again_with_a_warning(capsys, tmp_path,
                         replace(sources.RAW_FILES["german.data"], sha256=hashlib.sha256(good).hexdigest(),
                                 sources=(Copy(),)))
     (tmp_path / "german.data").write_text("A11 6 A34\n")
-    code, out, err = run(capsys, "data", "fetch", "german")
+    code, out, err = cli("data", "fetch", "german")
     assert code == 0, err
     assert err.startswith("dpfair: warning:") and len(err.strip().splitlines()) == 1
     assert "failed verification" in err and "a test source" in err
     assert (tmp_path / "german.data").read_bytes() == good
 
 
-def test_an_unreadable_cache_entry_is_one_warning_line_and_recomputed(capsys, tmp_path, monkeypatch):
+def test_an_unreadable_cache_entry_is_one_warning_line_and_recomputed(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path))
     argv = ("compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--json", "--quiet")
-    code, first, err = run(capsys, *argv)
+    code, first, err = cli(*argv)
     assert code == 0 and err == "", err
     entries = sorted(tmp_path.glob("*.pkl"))
     assert len(entries) == 2
     entries[0].write_text("garbage")
-    code, again, err = run(capsys, *argv)
+    code, again, err = cli(*argv)
     assert code == 0
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dpfair: warning: result cache entry") and "unreadable" in lines[0]
@@ -112,9 +106,9 @@ def test_an_unreadable_cache_entry_is_one_warning_line_and_recomputed(capsys, tm
     assert json.loads(again)["cache"]["hits"] == 1
 
 
-def test_nothing_is_written_when_the_run_fails(capsys, tmp_path):
+def test_nothing_is_written_when_the_run_fails(cli, tmp_path):
     target = tmp_path / "h.csv"
-    code, _, _ = run(capsys, "compare", "--data", "synthetic", "--model", "cnn", "--out", str(target), "--quiet")
+    code, _, _ = cli("compare", "--data", "synthetic", "--model", "cnn", "--out", str(target), "--quiet")
     assert code == 2
     assert list(tmp_path.iterdir()) == []
 
@@ -126,7 +120,7 @@ def test_console_script_exits_2_without_a_traceback():
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
-def test_compare_tests_on_the_official_split_when_asked(capsys, tmp_path, monkeypatch):
+def test_compare_tests_on_the_official_split_when_asked(cli, tmp_path, monkeypatch):
     from dpfair_analysis import data as datasets
     from dpfair_analysis.data.synthetic import synthetic_groups
 
@@ -139,11 +133,11 @@ def test_compare_tests_on_the_official_split_when_asked(capsys, tmp_path, monkey
     monkeypatch.setitem(datasets.DATASETS, "published", entry)
     monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path))
     argv = ["compare", "--data", "published", "--epochs", "1", "--batch-size", "32", "--json", "--quiet"]
-    code, out, err = run(capsys, *argv, "--test-split", "official")
+    code, out, err = cli(*argv, "--test-split", "official")
     assert code == 0, err
     payload = json.loads(out)
     assert payload["settings"]["test_split"] == "official"
     assert {r["n_test"] for r in payload["rows"] if r["group"] == "all"} == {77}
-    code, out, err = run(capsys, *argv)  # the default: 20% of the 400 training rows
+    code, out, err = cli(*argv)  # the default: 20% of the 400 training rows
     assert code == 0, err
     assert {r["n_test"] for r in json.loads(out)["rows"] if r["group"] == "all"} == {80}

@@ -27,7 +27,6 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import os

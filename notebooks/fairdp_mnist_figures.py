@@ -118,10 +118,10 @@ paper.fairdp_bounds_across('mnist', 'batch_size', QUICK_VALUES['batch_size'] if 
 # Full profile: **the cliff is the cap's.** With R = 50 the σ = 2 run keeps 0.757 total and 0.835 on class 2 (R = 5: 0.204 and 0), about where FairDP is at σ = 0.8 with R = 5 (0.753, 0.827): class 2's bound settles at a median 0.28 with a mean target 0.90 instead of walking to the floor. Class 8 still learns nothing: its bound sits at the floor for 45% of the steps (median 0.0102), as at σ = 0.8. Eq. (4)'s minimiser exists at every σ; a run whose cap is below it now says so (`ShrinkOnlyWarning`, from public quantities on its first step). The figure above keeps R = 5 at every σ: it is the preset's FairDP, the one Tables 1-2 report.
 
 # %%
-wide_cap = replace(fig6_config, fairdp_excess_cap=50.0)
+wide_cap = fig6_config.with_options("fairdp", excess_cap=50.0)
 print(f'sigma* at R = 50: {paper.fairdp_shrink_only_sigma(wide_cap, cnn_parameters):.3f}')
 paper.fairdp_bounds_across('mnist', 'noise_multiplier', (2.0,), profile=PROFILE,
-                           excess_cap=wide_cap.fairdp_excess_cap, cache=CACHE, records=RECORDS).round(3)
+                           excess_cap=wide_cap.options("fairdp").excess_cap, cache=CACHE, records=RECORDS).round(3)
 
 # %% [markdown]
 # ## Full profile

@@ -57,7 +57,7 @@ def pending(profile: str, records: RunRecords) -> list[tuple[str, float, str, fl
     base = paper.preset("mnist", profile, seeds=1)
     todo, seen = [], set()
     for parameter, value, cap in POINTS:
-        start = base if cap is None else replace(base, fairdp_excess_cap=cap)
+        start = base if cap is None else base.with_options("fairdp", excess_cap=cap)
         methods = paper.PAPER002_METHODS if cap is None else ("fairdp",)
         config = replace(paper.sweep_config(start, parameter, value, profile=profile), methods=methods)
         for (method, _), key in run_keys(config).items():

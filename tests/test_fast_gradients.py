@@ -12,7 +12,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings, strategies as st
 from torch import nn
 

@@ -14,7 +14,9 @@ from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_a
                                          run_cache_from_args, seed_value, show_progress, train_fractions_from_args,
                                          unit_open, writable_directory, writable_file)
 from dpfair_analysis.catalog import DATASETS
+from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.io import write_atomically
+from dpfair_analysis.training import methods
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,39 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_data_flags(p)
     p.add_argument("--model", default="logreg", choices=("logreg", "mlp", "cnn"), help="default logreg")
     p.add_argument("--methods", default="sgd,dpsgd",
-                   help="comma-separated: sgd, dpsgd, naive, dpsgdf, optq, fairdp, dpfedavg, dpsgd(C=2) "
-                        "(default sgd,dpsgd; paper 002's comparison: sgd,dpsgd,dpfedavg,optq,dpsgdf,fairdp)")
+                   help=f"comma-separated, of: {', '.join(methods.names())}, dpsgd(C=2) (default sgd,dpsgd; "
+                        "paper 002's comparison: sgd,dpsgd,dpfedavg,optq,dpsgdf,fairdp)")
     p.add_argument("--clips", default=None,
                    help="extra DPSGD runs with these uniform bounds, e.g. 1,2,3,4,5 (paper 000 Table 3)")
-    p.add_argument("--count-noise-ratio", type=positive_float, default=10.0,
-                   help="DPSGD-F/Naive count noise sigma_1 as a multiple of --sigma (default 10)")
-    p.add_argument("--max-ratio", type=positive_float, default=10.0,
-                   help="DPSGD-F guard: cap on (m^k/b^k)/(m/b), so C^k <= C0 (1 + cap) (default 10)")
-    p.add_argument("--target-quantile", type=unit_open, default=0.5,
-                   help="Opt-Q: the fraction of per-sample norms the bound leaves unclipped, in (0, 1) (default 0.5)")
-    p.add_argument("--optq-clip-lr", type=positive_float, default=0.2,
-                   help="Opt-Q: the bound's geometric learning rate eta_C (default 0.2, Andrew et al.)")
-    p.add_argument("--optq-count-noise", type=positive_float, default=None,
-                   help="Opt-Q: std sigma_b of the noise on the unclipped count (default batch size / 20, at least "
-                        "--sigma); must exceed --sigma / 2")
-    p.add_argument("--fairdp-clip-lr", type=positive_float, default=0.05,
-                   help="FairDP: the bounds' geometric learning rate (default 0.05)")
-    p.add_argument("--excess-cap", type=positive_float, default=5.0,
-                   help="FairDP: cap R on one record's released excess ||g||/C - 1 (default 5)")
-    p.add_argument("--clients", type=int_in(1, 10_000_000), default=1000,
-                   help="DP-FedAvg: number of simulated clients K, at most the training rows (default 1000)")
-    p.add_argument("--clients-per-round", type=int_in(1, 10_000_000), default=None,
-                   help="DP-FedAvg: expected clients per round m, at most --clients (default round(b K / n): "
-                        "the client sampling rate equals DPSGD's)")
-    p.add_argument("--partition", default="iid", choices=("iid", "group"),
-                   help="DP-FedAvg: clients IID or non-IID by group (McMahan et al.'s shards) (default iid)")
-    p.add_argument("--local-epochs", type=int_in(1, 10_000), default=1, help="DP-FedAvg: local epochs (default 1)")
-    p.add_argument("--local-batch", type=int_in(1, 1_000_000), default=16, help="DP-FedAvg: local batch size (default 16)")
-    p.add_argument("--local-lr", type=positive_float, default=0.1, help="DP-FedAvg: local step size (default 0.1)")
-    p.add_argument("--update-clip", type=positive_float, default=None,
-                   help="DP-FedAvg: clip S of a client's update (default C x local lr x local steps)")
-    p.add_argument("--fedavg-sigma", type=positive_float, default=None,
-                   help="DP-FedAvg: noise multiplier (default --sigma); its epsilon is user-level")
+    add_method_flags(p)
     p.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
                    help="keep this fraction of a group's training rows, e.g. 8=0.08546 for paper 000's "
                         "unbalanced MNIST (500/5851); the test set is untouched; repeatable")
@@ -93,12 +67,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
+def add_method_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per option the registered methods declare (:func:`~dpfair_analysis.training.methods.option_flags`);
+    each defaults to None, which keeps the method's own default."""
+    for flag in methods.option_flags():
+        parser.add_argument(flag.flag, type=flag.type, default=None, choices=flag.choices, help=flag.help)
+
+
+def method_options_from_args(args: argparse.Namespace) -> dict:
+    """Each method's options from its flags (a bad combination is one line naming the flag)."""
+    return methods.options_from_flags({flag.flag: getattr(args, flag.dest) for flag in methods.option_flags()})
+
+
 def run(args: argparse.Namespace) -> None:
-    if args.clients_per_round is not None and args.clients_per_round > args.clients:
-        raise UsageError(f"--clients-per-round {args.clients_per_round} exceeds --clients {args.clients}")
-    if args.optq_count_noise is not None and args.optq_count_noise <= args.sigma / 2:
-        raise UsageError(f"--optq-count-noise must exceed --sigma / 2 = {args.sigma / 2:g} (Andrew et al. Thm 1), "
-                         f"got {args.optq_count_noise:g}")
+    method_options = method_options_from_args(args)
     try:
         methods = comma_items(args.methods, "methods (sgd, dpsgd, naive, dpsgdf, dpsgd(C=2), ...)")
     except argparse.ArgumentTypeError as error:
@@ -130,30 +112,22 @@ def run(args: argparse.Namespace) -> None:
 
     from dpfair_analysis.data.sources import MissingValuesWarning
     from dpfair_analysis.experiments.compare import CompareConfig, batched_note, format_inequality, format_table, \
-        run_compare, save_compare_figures, training_rows
+        run_compare, save_compare_figures
     from dpfair_analysis.training.loop import TrainConfig
 
     try:
         config = CompareConfig(
             dataset=dataset, data_options=data_options, model=args.model, methods=tuple(methods),
             train_group_fraction=fractions, test_split=args.test_split,
-            noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, count_noise_ratio=args.count_noise_ratio,
-            max_ratio=args.max_ratio, equal_privacy=not args.no_equal_privacy,
-            target_quantile=args.target_quantile, optq_clip_lr=args.optq_clip_lr,
-            optq_count_noise=args.optq_count_noise, fairdp_clip_lr=args.fairdp_clip_lr,
-            fairdp_excess_cap=args.excess_cap, fedavg_clients=args.clients,
-            fedavg_clients_per_round=args.clients_per_round, fedavg_partition=args.partition,
-            fedavg_local_epochs=args.local_epochs, fedavg_local_batch=args.local_batch, fedavg_local_lr=args.local_lr,
-            fedavg_update_clip=args.update_clip, fedavg_noise_multiplier=args.fedavg_sigma,
+            noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, method_options=method_options,
+            equal_privacy=not args.no_equal_privacy,
             train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
                               delta=args.delta, accounting=accounting, device=args.device),
             seeds=tuple(range(args.seed, args.seed + args.seeds)))
+    except ArgumentError:
+        raise
     except ValueError as error:
         raise UsageError(f"--methods: {' '.join(str(error).split())}") from None
-    if "dpfedavg" in config.methods:
-        rows = training_rows(config)
-        if args.clients > rows:
-            raise UsageError(f"--clients {args.clients} exceeds the {rows} training rows (every client needs a row)")
     note = batched_note(config)
     if note and not args.quiet:
         print(f"dpfair: note: {note}", file=sys.stderr)

@@ -29,8 +29,7 @@ from dpfair_analysis.gradients import clip_factors
 from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, max_steps_within
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.dpsgdf import dpsgdf_group_bounds, naive_group_weights
-from dpfair_analysis.training.fairdp import bias_coefficient, fairdp_statistics, noise_coefficient, \
-    target_clipped_fraction
+from dpfair_analysis.training.fairdp import bias_coefficient, fairdp_stationary_bounds, noise_coefficient
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
 
 #: Relative tolerance of the noise multipliers the recommendations calibrate (sigma* <= sigma <= 1.01 sigma*:
@@ -87,40 +86,6 @@ class Mechanism:
         theta = naive_group_weights(self.sampling_rate * problem.train_sizes, expected_batch_size=self.batch_size)
         bounds = torch.full_like(norms, C)
         return bounds, theta[group] * clip_factors(norms, bounds), self.sigma * C * float(theta.max())
-
-
-def fairdp_stationary_bounds(norms: torch.Tensor, group: torch.Tensor, *, n_groups: int, initial: float,
-                             bias_coef: float, noise_coef: float, excess_cap: float = 5.0,
-                             iterations: int = 40) -> torch.Tensor:
-    """Each group's FairDP bound at the fixed point of its update on the exact statistics (shape (K,)).
-
-    FairDP (:mod:`dpfair_analysis.training.fairdp`) moves C_k by exp(eta_C (p_k - gamma_k)) each
-    step, p_k(C) the group's clipped fraction and gamma_k(C) = min(1, 2V / (a (1 + e_k) + 2 e_k)),
-    e_k(C) = mean_{i in k} min(||g_i|| / C - 1, R)^+: it rests where p_k(C) = gamma_k(C), i.e. where
-    d tau_k / d C_k = 0 (Eq. 4). p_k falls and e_k falls (so gamma_k rises) as C grows, so
-    p_k - gamma_k is non-increasing and the root is unique: bisection on log C within FairDP's
-    public range [initial / 100, initial * 100] (a root outside it is the range's end, as the
-    update's clamp makes it). A group without rows keeps ``initial``.
-    """
-    low = torch.full((n_groups,), math.log(initial / 100), dtype=torch.float64)
-    high = torch.full((n_groups,), math.log(initial * 100), dtype=torch.float64)
-    present = torch.bincount(group, minlength=n_groups) > 0
-
-    def excess_of_target(log_clips: torch.Tensor) -> torch.Tensor:
-        counts, excess = fairdp_statistics(norms, group, log_clips.exp(), n_groups=n_groups, excess_cap=excess_cap)
-        rows = counts.sum(0).clamp(min=1.0)
-        gamma = target_clipped_fraction(excess / rows, bias_coef=bias_coef, noise_coef=noise_coef)
-        return counts[0] / rows - gamma
-
-    at_low, at_high = excess_of_target(low) <= 0, excess_of_target(high) >= 0
-    for _ in range(iterations):
-        middle = (low + high) / 2
-        above = excess_of_target(middle) > 0  # still clipping more than the target: the root is larger
-        low, high = torch.where(above, middle, low), torch.where(above, high, middle)
-    bounds = ((low + high) / 2).exp()
-    bounds = torch.where(at_low, torch.full_like(bounds, initial / 100), bounds)
-    bounds = torch.where(at_high & ~at_low, torch.full_like(bounds, initial * 100), bounds)
-    return torch.where(present, bounds, torch.full_like(bounds, initial))
 
 
 def mitigation_objective(problem: Problem, mechanism: Mechanism, theta: torch.Tensor,

@@ -34,9 +34,10 @@ learning rate r = 1/sqrt(T).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -54,23 +55,26 @@ from dpfair_analysis.privacy.accounting import epsilon_from_event, max_steps_wit
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.batched import RunSpec, batchable, train_many
 from dpfair_analysis.training.clipping import ClippingPolicy
-from dpfair_analysis.training.fedavg import PARTITIONS, FedAvgConfig, train_dpfedavg
-from dpfair_analysis.training.policies import METHODS, make_policy
+from dpfair_analysis.training import methods
 from dpfair_analysis.training.loop import TrainConfig, TrainingResult, schedule, predict_logits, train
-from dpfair_analysis.validation import check_choice, check_fraction, check_positive_int, check_seed
+from dpfair_analysis.validation import check_choice, check_fraction, check_seed
 
 
 TEST_SPLITS = ("random", "official")
-#: Every method name the comparison runs: the loop's policies and the DP-FedAvg trainer.
-COMPARE_METHODS = METHODS + ("dpfedavg",)
-#: Methods that stop at DPSGD's epsilon under ``equal_privacy`` (their joint multiplier is not sigma's, or
-#: their privacy unit differs); ``dpsgd(C=...)`` keeps DPSGD's multiplier and runs its full length.
-EQUAL_PRIVACY_METHODS = ("naive", "dpsgdf", "optq", "fairdp", "dpfedavg")
+
+
+def compare_methods() -> tuple[str, ...]:
+    """Every method name the comparison runs: the registered methods (:mod:`dpfair_analysis.training.methods`)."""
+    return methods.names()
 
 
 @dataclass(frozen=True)
 class CompareConfig:
-    """What to compare, on which data, with which settings (see the module docstring)."""
+    """What to compare, on which data, with which settings (see the module docstring).
+
+    ``method_options`` holds each method's own options by name (its :class:`~.training.methods.Method`'s
+    ``options`` dataclass; a method not named there runs with its defaults): :meth:`options`,
+    :meth:`with_options`."""
 
     dataset: str = "adult"
     data_options: dict = field(default_factory=dict)
@@ -80,29 +84,7 @@ class CompareConfig:
     methods: tuple[str, ...] = ("sgd", "dpsgd")
     noise_multiplier: float = 1.0
     clip_bound: float = 0.5
-    count_noise_ratio: float = 10.0
-    max_ratio: float = 10.0
-    #: Opt-Q (Andrew et al. 2021): target unclipped quantile gamma, the bound's learning rate eta_C and the
-    #: count noise sigma_b (None: the expected batch size / 20, the paper's recommendation, at least sigma)
-    target_quantile: float = 0.5
-    optq_clip_lr: float = 0.2
-    optq_count_noise: float | None = None
-    #: FairDP (paper 002, reconstructed): excess cap R and the bounds' learning rate eta_C
-    fairdp_excess_cap: float = 5.0
-    fairdp_clip_lr: float = 0.05
-    #: DP-FedAvg (McMahan et al. 2018): K clients, m expected per round (None: round(b K / n), so that the
-    #: client sampling rate m/K equals DPSGD's q = b/n and, at the same sigma, a round costs what a DPSGD
-    #: step costs), partition, local SGD, the update clip S (None: C x local_lr x local steps per client --
-    #: the largest update of a client whose every local gradient has norm C) and the noise multiplier
-    #: (None: ``noise_multiplier``)
-    fedavg_clients: int = 1000
-    fedavg_clients_per_round: int | None = None
-    fedavg_partition: str = "iid"
-    fedavg_local_epochs: int = 1
-    fedavg_local_batch: int = 16
-    fedavg_local_lr: float = 0.1
-    fedavg_update_clip: float | None = None
-    fedavg_noise_multiplier: float | None = None
+    method_options: dict = field(default_factory=dict)
     equal_privacy: bool = True
     train: TrainConfig = TrainConfig()
     #: "random": a seeded, group-stratified split off ``test_fraction`` of the data; "official": the data
@@ -128,91 +110,73 @@ class CompareConfig:
             check_seed(s, "seeds")
         if not self.methods:
             raise ValueError("methods must name at least one method")
-        check_positive_int(self.fedavg_clients, "fedavg_clients")
-        if self.fedavg_clients_per_round is not None:
-            check_positive_int(self.fedavg_clients_per_round, "fedavg_clients_per_round")
-        if self.fedavg_clients_per_round is not None and self.fedavg_clients_per_round > self.fedavg_clients:
-            raise ValueError(f"fedavg_clients_per_round={self.fedavg_clients_per_round} exceeds "
-                             f"fedavg_clients={self.fedavg_clients}")
-        check_choice(self.fedavg_partition, "fedavg_partition", PARTITIONS)
+        for name, options in self.method_options.items():
+            methods.get(name).check_options(options)
         for m in self.methods:
-            if m == "dpfedavg":
-                self.fedavg_config(n_train=self.fedavg_clients * self.train.batch_size, seed=0)  # fields only
-            else:
-                self.policy(m, dimension=1, learning_rate=1.0)
+            name, _ = parse_method(m, default_clip=self.clip_bound)
+            if methods.get(name).policy is not None:  # a trainer's settings depend on the data: checked there
+                methods.checked(name, lambda: self.policy(m, dimension=1, learning_rate=1.0))
+
+    def options(self, method: str):
+        """The options ``method`` runs with: ``method_options[method]``, or its defaults."""
+        return methods.get(method).check_options(self.method_options.get(method))
+
+    def with_options(self, method: str, **changes) -> "CompareConfig":
+        """This configuration with some of ``method``'s options changed (e.g. ``with_options("fairdp",
+        excess_cap=50)``)."""
+        return replace(self, method_options={**self.method_options,
+                                             method: replace(self.options(method), **changes)})
 
     def settings(self) -> dict:
         """JSON-ready settings of the comparison (without the seeds and methods lists' run records)."""
         t = self.train
+        names = dict.fromkeys(parse_method(m, default_clip=self.clip_bound)[0] for m in self.methods)
         return {"data_options": dict(self.data_options), "model": self.model,
                 "hidden": list(self.hidden) if self.model == "mlp" else None, "l2": self.l2,
                 "methods": list(self.methods), "noise_multiplier": self.noise_multiplier,
-                "clip_bound": self.clip_bound, "count_noise_ratio": self.count_noise_ratio,
-                "max_ratio": self.max_ratio, "equal_privacy": self.equal_privacy, "epochs": t.epochs,
-                **({"target_quantile": self.target_quantile, "optq_clip_lr": self.optq_clip_lr,
-                    "optq_count_noise": self.optq_count_noise_std()} if "optq" in self.methods else {}),
-                **({"fairdp_excess_cap": self.fairdp_excess_cap, "fairdp_clip_lr": self.fairdp_clip_lr}
-                   if "fairdp" in self.methods else {}),
-                **({"fedavg_clients": self.fedavg_clients, "fedavg_clients_per_round": self.fedavg_clients_per_round,
-                    "fedavg_partition": self.fedavg_partition, "fedavg_local_epochs": self.fedavg_local_epochs,
-                    "fedavg_local_batch": self.fedavg_local_batch, "fedavg_local_lr": self.fedavg_local_lr,
-                    "fedavg_update_clip": self.fedavg_update_clip,
-                    "fedavg_noise_multiplier": self.fedavg_noise_multiplier or self.noise_multiplier}
-                   if "dpfedavg" in self.methods else {}),
+                "clip_bound": self.clip_bound, "equal_privacy": self.equal_privacy, "epochs": t.epochs,
+                "method_options": {name: asdict(self.options(name)) for name in names
+                                   if dataclasses.fields(self.options(name))},
                 "batch_size": t.batch_size, "learning_rate": "1/sqrt(T)" if t.lr is None else t.lr,
                 "sampling": t.sampling, "delta": t.delta, "accounting": t.accounting.as_dict(),
-                "test_split": self.test_split, "test_fraction": self.test_fraction, "train_group_fraction": dict(self.train_group_fraction)}
+                "test_split": self.test_split, "test_fraction": self.test_fraction,
+                "train_group_fraction": dict(self.train_group_fraction)}
 
-    def optq_count_noise_std(self) -> float:
-        """sigma_b of Opt-Q: ``optq_count_noise``, or the expected batch size / 20 (Andrew et al. §3) but at
-        least sigma -- the count's multiplier 2 sigma_b must exceed the joint sigma, which b/20 does not for
-        b < 10 sigma (then the gradient's multiplier is at most 2/sqrt(3) sigma)."""
-        if self.optq_count_noise is not None:
-            return self.optq_count_noise
-        return max(self.train.batch_size / 20, self.noise_multiplier)
+    def context(self, *, clip_bound: float | None = None, dimension: int | None = None,
+                learning_rate: float | None = None) -> methods.RunContext:
+        """What a method's policy may depend on at this comparison's settings (:class:`~.training.methods.RunContext`)."""
+        return methods.RunContext(clip_bound=self.clip_bound if clip_bound is None else clip_bound,
+                                  noise_multiplier=self.noise_multiplier, batch_size=self.train.batch_size,
+                                  dimension=dimension, learning_rate=learning_rate)
 
     def policy(self, method: str, *, dimension: int | None = None, learning_rate: float | None = None
                ) -> ClippingPolicy:
         """The clipping policy of a method name (``dpsgd(C=2)`` sets the uniform bound). FairDP needs the
         model's parameter count ``dimension`` and the run's ``learning_rate`` (Eq. 4's |1| and mu)."""
         name, clip_bound = parse_method(method, default_clip=self.clip_bound)
-        if name == "dpfedavg":
-            raise ValueError("dpfedavg is a trainer of its own, not a clipping policy: see fedavg_config")
-        return make_policy(name, clip_bound=clip_bound, noise_multiplier=self.noise_multiplier,
-                           count_noise=self.count_noise_ratio * self.noise_multiplier, max_ratio=self.max_ratio,
-                           optq_count_noise=self.optq_count_noise_std(), target_quantile=self.target_quantile,
-                           clip_lr={"optq": self.optq_clip_lr, "fairdp": self.fairdp_clip_lr}.get(name),
-                           dimension=dimension, learning_rate=learning_rate, excess_cap=self.fairdp_excess_cap)
+        return methods.get(name).build_policy(self.options(name), self.context(
+            clip_bound=clip_bound, dimension=dimension, learning_rate=learning_rate))
 
-    def fedavg_config(self, *, n_train: int, seed: int, max_rounds: int | None = None) -> FedAvgConfig:
-        """DP-FedAvg's :class:`~dpfair_analysis.training.fedavg.FedAvgConfig` for a training split of
-        ``n_train`` rows (ValueError if there are fewer rows than clients)."""
-        if self.fedavg_clients > n_train:
-            raise ValueError(f"fedavg_clients={self.fedavg_clients} exceeds the {n_train} training rows "
-                             "(every client needs a row)")
-        per_round = self.fedavg_clients_per_round if self.fedavg_clients_per_round is not None else \
-            max(1, round(self.train.batch_size * self.fedavg_clients / n_train))
-        rows = math.ceil(n_train / self.fedavg_clients)
-        local_steps = math.ceil(rows / self.fedavg_local_batch) * self.fedavg_local_epochs
-        clip = self.fedavg_update_clip if self.fedavg_update_clip is not None else \
-            self.clip_bound * self.fedavg_local_lr * local_steps
-        t = self.train
-        return FedAvgConfig(n_clients=self.fedavg_clients, clients_per_round=per_round,
-                            partition=self.fedavg_partition, local_epochs=self.fedavg_local_epochs,
-                            local_batch_size=self.fedavg_local_batch, local_lr=self.fedavg_local_lr,
-                            update_clip=clip, noise_multiplier=self.fedavg_noise_multiplier or self.noise_multiplier,
-                            epochs=t.epochs, max_rounds=max_rounds, delta=t.delta, seed=seed,
-                            accounting=t.accounting, evaluate_train=t.evaluate_train)
+    def run_config(self, method: str, *, n_train: int, seed: int):
+        """The settings of one run of a trainer of its own (e.g. DP-FedAvg's
+        :class:`~dpfair_analysis.training.fedavg.FedAvgConfig`) on ``n_train`` training rows; a bad option is an
+        :class:`~dpfair_analysis.errors.ArgumentError` naming its flag (e.g. more clients than rows)."""
+        name, clip_bound = parse_method(method, default_clip=self.clip_bound)
+        entry = methods.get(name)
+        return methods.checked(name, lambda: entry.build_run_config(
+            self.options(name), n_train=n_train, seed=seed, context=self.context(clip_bound=clip_bound),
+            train=self.train))
 
 
 def parse_method(method: str, *, default_clip: float) -> tuple[str, float]:
     """``"dpsgd(C=2)"`` -> ``("dpsgd", 2.0)``; other names keep ``default_clip``."""
+    known = list(compare_methods())
     match = re.fullmatch(r"\s*([a-z]+)\s*(?:\(\s*C\s*=\s*([^)]+)\))?\s*", str(method))
     if match is None:
-        raise ValueError(f"method must be one of {list(COMPARE_METHODS)} or 'dpsgd(C=<bound>)', got {method!r}")
+        raise ValueError(f"method must be one of {known} or 'dpsgd(C=<bound>)', got {method!r}")
     name, clip = match.groups()
-    if name not in COMPARE_METHODS:
-        raise ValueError(f"method must be one of {list(COMPARE_METHODS)} or 'dpsgd(C=<bound>)', got {method!r}")
+    if name not in known:
+        raise ValueError(f"method must be one of {known} or 'dpsgd(C=<bound>)', got {method!r}")
     if clip is None:
         return name, default_clip
     try:
@@ -326,8 +290,8 @@ def run_keys(config: CompareConfig) -> dict[tuple[str, int], str]:
 def _run_key(config: CompareConfig, method: str, seed: int, train_data, *, batched: bool = False) -> str:
     """Cache key of one (method, seed) run: everything that determines it (the policy with its context,
     or DP-FedAvg's settings; whether its seeds are trained together, which changes its numbers by rounding)."""
-    runner = config.fedavg_config(n_train=len(train_data), seed=seed) if method == "dpfedavg" else \
-        config.policy(method, **_policy_context(config, method, train_data))
+    runner = config.policy(method, **_policy_context(config, method, train_data)) if _is_policy(config, method) \
+        else config.run_config(method, n_train=len(train_data), seed=seed)
     return config_key(config.dataset, config.data_options, config.test_split, config.model, config.hidden, config.l2,
                       config.test_fraction, config.train_group_fraction, runner, config.train,
                       config.equal_privacy, method, seed,
@@ -339,9 +303,14 @@ def _run_key(config: CompareConfig, method: str, seed: int, train_data, *, batch
 def seeds_together(config: CompareConfig, method: str) -> bool:
     """Whether ``method``'s seeds are trained in one batched pass (:mod:`dpfair_analysis.training.batched`):
     two or more seeds of a clipping policy of the loop on the logistic regression or the MLP, on the CPU.
-    DP-FedAvg and the CNN train one seed at a time (:func:`batched_note` says why)."""
-    return len(config.seeds) > 1 and method != "dpfedavg" and config.model in ("logreg", "mlp") and \
+    A trainer of its own (DP-FedAvg) and the CNN train one seed at a time (:func:`batched_note` says why)."""
+    return len(config.seeds) > 1 and _is_policy(config, method) and config.model in ("logreg", "mlp") and \
         config.train.device == "cpu"
+
+
+def _is_policy(config: CompareConfig, method: str) -> bool:
+    """Whether ``method`` is a clipping policy of the loop (else a trainer of its own)."""
+    return methods.get(parse_method(method, default_clip=config.clip_bound)[0]).policy is not None
 
 
 def batched_note(config: CompareConfig) -> str | None:
@@ -353,7 +322,7 @@ def batched_note(config: CompareConfig) -> str | None:
         return None
     why = ("the CNN's per-step work is arithmetic, not overhead" if config.model == "cnn" else
            "it trains on the GPU" if config.train.device != "cpu" else
-           "DP-FedAvg is a trainer of its own, not a clipping policy of the loop")
+           "a trainer of its own, not a clipping policy of the loop")
     return f"{', '.join(alone)}: trained one seed at a time ({why})"
 
 
@@ -435,14 +404,14 @@ def _summary(method: str, result: TrainingResult, test_data, *, batched: int | s
     accuracy = group_accuracy(test_data.y.numpy(), predictions.numpy(), test_data.group.numpy(),
                               group_names=test_data.group_names).set_index("group")
     predicted = predictions.unique()
+    entry = methods.get(parse_method(method, default_clip=0)[0])
     info = {"steps": int(result.steps["step"].max()), "epsilon": result.epsilon,
             "learning_rate": result.learning_rate, "sampling_matches_accounting": result.sampling_matches_accounting,
-            "privacy_unit": "client (user-level)" if method == "dpfedavg" else "record", "trained_with_seeds": batched,
+            "privacy_unit": entry.privacy_unit, "trained_with_seeds": batched,
             # a model that predicts one class for every test row: its group costs are only the groups' label mix
             "constant_prediction": test_data.label_names[int(predicted[0])] if len(predicted) == 1 else None}
-    if method == "dpfedavg":
-        info.update({"rounds": info["steps"], "client_sampling_rate": result.config.sampling_rate,
-                     "update_clip": result.config.update_clip, "n_clients": result.config.n_clients})
+    if entry.run_info is not None:
+        info.update(entry.run_info(result))
     return {"accuracy": accuracy, "history": result.history, "steps": result.steps, "info": info,
             "ledger": result.ledger.to_records()}  # re-accountable later under any AccountingSpec
 
@@ -474,12 +443,13 @@ def train_method(config: CompareConfig, method: str, train_data, test_data=None,
 
 def _train_one(config: CompareConfig, method: str, train_data, test_data, *, seed: int,
                progress: bool) -> TrainingResult:
-    if method == "dpfedavg":
-        fed = config.fedavg_config(n_train=len(train_data), seed=seed)
-        if config.equal_privacy:
-            fed = replace(fed, max_rounds=equal_privacy_rounds(config, fed, len(train_data)))
-        return train_dpfedavg(_build_model(config, train_data, seed), train_data, fed, test_data=test_data,
-                              progress=progress)
+    entry = methods.get(parse_method(method, default_clip=config.clip_bound)[0])
+    if entry.trainer is not None:  # a trainer of its own (DP-FedAvg)
+        target = dpsgd_epsilon_target(config, len(train_data)) if config.equal_privacy and entry.equal_privacy \
+            else None
+        return entry.trainer(config.run_config(method, n_train=len(train_data), seed=seed),
+                             model=_build_model(config, train_data, seed), train_data=train_data, test_data=test_data,
+                             equal_privacy_epsilon=target, progress=progress)
     spec = _run_spec(config, method, train_data, test_data, seed=seed)
     return train(spec.model, spec.train_data, spec.policy, spec.config, test_data=test_data, progress=progress)
 
@@ -489,7 +459,7 @@ def _run_spec(config: CompareConfig, method: str, train_data, test_data, *, seed
     stopped at DPSGD's epsilon)."""
     policy = config.policy(method, **_policy_context(config, method, train_data))
     train_config = replace(config.train, seed=seed)
-    if config.equal_privacy and policy.private and parse_method(method, default_clip=0)[0] in EQUAL_PRIVACY_METHODS:
+    if config.equal_privacy and policy.private and methods.get(parse_method(method, default_clip=0)[0]).equal_privacy:
         train_config = replace(train_config, max_steps=equal_privacy_steps(config, policy, len(train_data)))
     return RunSpec(_build_model(config, train_data, seed), train_data, policy, train_config, test_data)
 
@@ -513,17 +483,8 @@ def equal_privacy_steps(config: CompareConfig, policy: ClippingPolicy, n: int) -
                             accounting=t.accounting)
 
 
-def equal_privacy_rounds(config: CompareConfig, fed: FedAvgConfig, n: int) -> int:
-    """Rounds DP-FedAvg may run before its user-level epsilon exceeds DPSGD's record-level epsilon for
-    the full run (module docstring). ValueError if even one round spends more."""
-    rounds = max_steps_within(dpsgd_epsilon_target(config, n), fed.delta, sampling_rate=fed.sampling_rate,
-                              noise_multiplier=fed.noise_multiplier, max_steps=fed.rounds(),
-                              accounting=fed.accounting)
-    if rounds == 0:
-        raise ValueError(f"dpfedavg: one round at client sampling rate {fed.sampling_rate:g} and noise multiplier "
-                         f"{fed.noise_multiplier:g} already spends more than DPSGD's epsilon; raise the number of "
-                         "clients or the noise")
-    return rounds
+def _privacy_unit(method: str) -> str:
+    return methods.get(parse_method(method, default_clip=0)[0]).privacy_unit
 
 
 def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
@@ -558,7 +519,7 @@ def format_table(result: CompareResult) -> str:
             body.append(["SGD accuracy"] + [cell(rows.loc[c], "accuracy") for c in columns] + [""])
             continue
         eps = result.epsilon.get(method)
-        unit = ", user-level" if method == "dpfedavg" else ""
+        unit = "" if _privacy_unit(method) == "record" else f", {_privacy_unit(method).split(' (')[-1].rstrip(')')}"
         label = f"{method.upper()} vs SGD" + (f" (ε={eps:.2f}{unit})" if eps is not None else "")
         body.append([label] + [cell(rows.loc[c], "cost") for c in columns]
                     + [cell(rows.loc["max_gap"], "cost").lstrip("+")])
@@ -606,27 +567,27 @@ def save_compare_figures(result: CompareResult, directory: str | Path, *,
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     histories = result.histories
-    methods = list(dict.fromkeys(histories["method"]))
+    run_methods = list(dict.fromkeys(histories["method"]))
     written = []
 
-    columns = min(3, len(methods))
-    rows = -(-len(methods) // columns)
+    columns = min(3, len(run_methods))
+    rows = -(-len(run_methods) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(3.9 * columns, 3.3 * rows), sharey=True, squeeze=False)
     test_rows = histories.query("metric == 'accuracy' and split == 'test'")
     accuracy_focus = (with_population(focus) if focus else focus_groups(test_rows)) \
         if test_rows["group"].nunique() > 4 else None
-    for ax, method in zip(axes.flat, methods):
+    for ax, method in zip(axes.flat, run_methods):
         plot_group_history(histories[histories["method"] == method], metric="accuracy", split="test", style=None,
                            ax=ax, focus=accuracy_focus)
         ax.set_title(method)
-    for ax in list(axes.flat)[len(methods):]:
+    for ax in list(axes.flat)[len(run_methods):]:
         ax.set_visible(False)
     written.append(save_figure(fig, directory / "accuracy.png", data=test_rows))
     plt.close(fig)
 
-    fig, axes = plt.subplots(len(methods), 2, figsize=(10, 3.0 * len(methods)), squeeze=False)
+    fig, axes = plt.subplots(len(run_methods), 2, figsize=(10, 3.0 * len(run_methods)), squeeze=False)
     batch_rows = histories.query("split == 'batches'")
-    for row, method in zip(axes, methods):
+    for row, method in zip(axes, run_methods):
         subset = histories[histories["method"] == method]
         for ax, metric in zip(row, ("loss", "grad_norm")):
             if subset.query("split == 'batches' and metric == @metric").empty:  # DP-FedAvg: no per-sample steps
@@ -647,7 +608,7 @@ def save_compare_figures(result: CompareResult, directory: str | Path, *,
     written.append(save_figure(fig, directory / "cost.png", data=result.table))
     plt.close(fig)
 
-    if "dpsgdf" in methods:
+    if "dpsgdf" in run_methods:
         dpsgdf_steps = result.steps[result.steps["method"] == "dpsgdf"]
         fig = plot_group_bounds(dpsgdf_steps, result.group_names,
                                 steps_per_epoch=result.n_train / result.config.train.batch_size, focus=focus)

@@ -89,7 +89,7 @@ def preset(dataset: str, profile: str, *, seeds: int | None = None, methods: Seq
     if profile == "quick" and dataset == "mnist":
         # ~430 training images: 100 clients; the CNN's evaluation dominates a quick run: 300 test images,
         # the training set evaluated at the end only
-        base = replace(base, fedavg_clients=100, test_fraction=0.06,
+        base = replace(base.with_options("dpfedavg", clients=100), test_fraction=0.06,
                        train=replace(base.train, evaluate_train="last_epoch"))
     return with_profile(replace(base, methods=tuple(methods)), profile, seeds=n_seeds)
 
@@ -232,7 +232,7 @@ def _recorded_runs(config: CompareConfig, summarise, *, kind: str, cache: RunCac
 def _setting(config: CompareConfig) -> str:
     """The swept settings of ``config`` in words, for a record's label."""
     return (f"lr {config.train.lr}, b {config.train.batch_size}, sigma {config.noise_multiplier:g}, "
-            f"R {config.fairdp_excess_cap:g}, {config.train.epochs} epochs")
+            f"R {config.options('fairdp').excess_cap:g}, {config.train.epochs} epochs")
 
 
 def sweep_config(base: CompareConfig, parameter: str, value: float, *, profile: str) -> CompareConfig:
@@ -247,7 +247,7 @@ def sweep_config(base: CompareConfig, parameter: str, value: float, *, profile: 
     * ``noise_multiplier``: sigma of every private method (DP-FedAvg's too, unless set apart)."""
     check_choice(parameter, "parameter", tuple(SWEEPS))
     if parameter == "lr":
-        return replace(base, train=replace(base.train, lr=float(value)), fedavg_local_lr=float(value))
+        return replace(base.with_options("dpfedavg", local_lr=float(value)), train=replace(base.train, lr=float(value)))
     if parameter == "batch_size":
         batch = int(value) if profile == "full" else max(2, round(int(value) * base.train_subsample))
         return replace(base, train=replace(base.train, batch_size=batch))
@@ -334,7 +334,7 @@ def fairdp_shrink_only_sigma(config: CompareConfig, dimension: int) -> float:
     (its batch size and excess cap R; L = 1/mu, so a = 4) on a model of ``dimension`` parameters: at
     sigma >= sigma* every target clipped fraction is 1 and FairDP's bounds can only shrink."""
     return shrink_only_noise_multiplier(dimension=dimension, batch_size=config.train.batch_size,
-                                        bias_coef=bias_coefficient(1.0, 1.0), excess_cap=config.fairdp_excess_cap)
+                                        bias_coef=bias_coefficient(1.0, 1.0), excess_cap=config.options("fairdp").excess_cap)
 
 
 def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", values: Sequence[float] | None = None,
@@ -350,7 +350,7 @@ def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", valu
     excess (a diagnostic: sigma* grows with R)."""
     base = preset(dataset, profile, seeds=1, methods=("fairdp",))
     if excess_cap is not None:
-        base = replace(base, fairdp_excess_cap=float(excess_cap))
+        base = base.with_options("fairdp", excess_cap=float(excess_cap))
     floor = base.policy("fairdp", dimension=1, learning_rate=1.0).clip_range[0]
     dimension = model_dimension(base, load_data(base)[0])  # the swept parameters leave the model alone
     rows = []
@@ -360,7 +360,7 @@ def fairdp_bounds_across(dataset: str, parameter: str = "noise_multiplier", valu
         summarise = partial(_bound_rows, groups=FIGURE_GROUPS[dataset], floor=floor)
         for row in _recorded_runs(config, summarise, kind="fairdp bounds", cache=cache, records=records):
             rows.append({"parameter": parameter, "value": value, "sigma": config.noise_multiplier,
-                         "batch_size": config.train.batch_size, "excess_cap": config.fairdp_excess_cap,
+                         "batch_size": config.train.batch_size, "excess_cap": config.options("fairdp").excess_cap,
                          "sigma_star": sigma_star, "shrink_only": config.noise_multiplier >= sigma_star, **row})
     return pd.DataFrame(rows)
 
@@ -481,7 +481,7 @@ def membership_inference(dataset: str = "adult", *, profile: str = "full", model
             key = config_key("mia", dataset, config.data_options, config.test_split, model, config.hidden, config.l2,
                              config.train, config.train_subsample, config.train_group_fraction, method, seed, role,
                              index, n_targets, config.noise_multiplier, config.clip_bound,
-                             config.fedavg_clients, config.equal_privacy)
+                             config.options("dpfedavg").clients, config.equal_privacy)
             return cache.get_or_compute(key, lambda: predict_logits(
                 train_method(config, method, data, seed=seed + 1000 * index).model, targets_X))
 

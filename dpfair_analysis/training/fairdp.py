@@ -175,6 +175,40 @@ def tau_minimising_excess(*, bias_coef: float, noise_coef: float) -> float:
     return (2 * noise_coef - bias_coef) / (bias_coef + 2)
 
 
+def fairdp_stationary_bounds(norms: torch.Tensor, group: torch.Tensor, *, n_groups: int, initial: float,
+                             bias_coef: float, noise_coef: float, excess_cap: float = 5.0,
+                             iterations: int = 40) -> torch.Tensor:
+    """Each group's FairDP bound at the fixed point of its update on the exact statistics (shape (K,)).
+
+    FairDP (this module) moves C_k by exp(eta_C (p_k - gamma_k)) each
+    step, p_k(C) the group's clipped fraction and gamma_k(C) = min(1, 2V / (a (1 + e_k) + 2 e_k)),
+    e_k(C) = mean_{i in k} min(||g_i|| / C - 1, R)^+: it rests where p_k(C) = gamma_k(C), i.e. where
+    d tau_k / d C_k = 0 (Eq. 4). p_k falls and e_k falls (so gamma_k rises) as C grows, so
+    p_k - gamma_k is non-increasing and the root is unique: bisection on log C within FairDP's
+    public range [initial / 100, initial * 100] (a root outside it is the range's end, as the
+    update's clamp makes it). A group without rows keeps ``initial``.
+    """
+    low = torch.full((n_groups,), math.log(initial / 100), dtype=torch.float64)
+    high = torch.full((n_groups,), math.log(initial * 100), dtype=torch.float64)
+    present = torch.bincount(group, minlength=n_groups) > 0
+
+    def excess_of_target(log_clips: torch.Tensor) -> torch.Tensor:
+        counts, excess = fairdp_statistics(norms, group, log_clips.exp(), n_groups=n_groups, excess_cap=excess_cap)
+        rows = counts.sum(0).clamp(min=1.0)
+        gamma = target_clipped_fraction(excess / rows, bias_coef=bias_coef, noise_coef=noise_coef)
+        return counts[0] / rows - gamma
+
+    at_low, at_high = excess_of_target(low) <= 0, excess_of_target(high) >= 0
+    for _ in range(iterations):
+        middle = (low + high) / 2
+        above = excess_of_target(middle) > 0  # still clipping more than the target: the root is larger
+        low, high = torch.where(above, middle, low), torch.where(above, high, middle)
+    bounds = ((low + high) / 2).exp()
+    bounds = torch.where(at_low, torch.full_like(bounds, initial / 100), bounds)
+    bounds = torch.where(at_high & ~at_low, torch.full_like(bounds, initial * 100), bounds)
+    return torch.where(present, bounds, torch.full_like(bounds, initial))
+
+
 class ShrinkOnlyWarning(UserWarning):
     """FairDP's excess cap R is at or below e* (:func:`tau_minimising_excess`): every target clipped fraction
     is 1, so the bounds can only shrink and the upper problem (6a) is switched off."""

@@ -17,7 +17,6 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from dpfair_analysis import plotting  # noqa: E402
-from dpfair_analysis.experiments import compare as compare_module  # noqa: E402
 from dpfair_analysis.experiments.compare import CompareConfig, run_compare, save_compare_figures  # noqa: E402
 from dpfair_analysis.training.loop import TrainConfig  # noqa: E402
 

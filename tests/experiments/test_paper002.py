@@ -19,6 +19,7 @@ from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, 
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig
+from dpfair_analysis.training.methods.dpfedavg import FedAvgOptions
 
 SIX = ",".join(PAPER002_METHODS)
 
@@ -26,7 +27,7 @@ SIX = ",".join(PAPER002_METHODS)
 @pytest.fixture(scope="module")
 def synthetic_six():
     config = CompareConfig(dataset="synthetic", methods=PAPER002_METHODS, noise_multiplier=1.0, clip_bound=0.5,
-                           fedavg_clients=200, train=TrainConfig(epochs=2, batch_size=64, lr=0.1, delta=1e-5),
+                           method_options={"dpfedavg": FedAvgOptions(clients=200)}, train=TrainConfig(epochs=2, batch_size=64, lr=0.1, delta=1e-5),
                            seeds=(0, 1))
     return run_compare(config, progress=False)
 
@@ -146,7 +147,7 @@ def test_each_swept_value_reaches_every_method_dpfedavg_included(dataset, parame
     n_train = 40_000
     low, high = SWEEPS[parameter][dataset][0], SWEEPS[parameter][dataset][-1]
     runs = {value: sweep_config(base, parameter, value, profile="full") for value in (low, high)}
-    fed = {value: config.fedavg_config(n_train=n_train, seed=0) for value, config in runs.items()}
+    fed = {value: config.run_config("dpfedavg", n_train=n_train, seed=0) for value, config in runs.items()}
     policies = {value: config.policy("dpsgd") for value, config in runs.items()}
     if parameter == "lr":
         assert [runs[v].train.learning_rate(n_train) for v in (low, high)] == [low, high]
@@ -275,7 +276,7 @@ def test_above_the_shrink_only_sigma_fairdps_trainer_never_raises_a_bound(tmp_pa
 def test_a_larger_excess_cap_moves_the_shrink_only_sigma_past_the_run_and_lets_a_bound_grow(tmp_path):
     """sigma* rises with the cap R (R = 1000: 1.25 on quick MNIST), so the same sigma = 0.8 run that could
     only shrink its bounds at R = 5 now has targets below 1 and a bound above its initial C."""
-    config = replace(preset("mnist", "quick"), fairdp_excess_cap=1000.0)
+    config = preset("mnist", "quick").with_options("fairdp", excess_cap=1000.0)
     assert fairdp_shrink_only_sigma(config, 431_080) > 1.0
     rows = fairdp_bounds_across("mnist", "noise_multiplier", (0.8,), profile="quick", excess_cap=1000.0,
                                 cache=RunCache(tmp_path))
@@ -307,7 +308,8 @@ def test_compare_runs_the_six_methods_and_reports_the_indices(capsys):
     assert set(payload["epsilon"]) == set(PAPER002_METHODS[1:])
     assert max(payload["epsilon"].values()) <= payload["epsilon"]["dpsgd"] * (1 + 1e-9)
     assert [r["method"] for r in payload["inequality"]] == list(PAPER002_METHODS)
-    assert payload["settings"]["target_quantile"] == 0.5 and payload["settings"]["fedavg_clients"] == 100
+    options = payload["settings"]["method_options"]
+    assert options["optq"]["target_quantile"] == 0.5 and options["dpfedavg"]["clients"] == 100
 
 
 def test_compare_prints_the_inequality_table(capsys):

@@ -4,10 +4,8 @@ the same batches, decisions, noise, ledger and history, to floating-point roundi
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 

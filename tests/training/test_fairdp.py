@@ -293,7 +293,7 @@ def test_run_is_accounted_with_the_joint_multiplier_and_runs_reset():
     again at C_0 and repeats the first."""
     data = datasets.load("adult").subset(torch.arange(400))
     model = build_model("logreg", input_shape=(40,), n_classes=2, seed=0)
-    policy = make_policy("fairdp", clip_bound=0.5, noise_multiplier=1.1, count_noise=9.0,
+    policy = make_policy("fairdp", clip_bound=0.5, noise_multiplier=1.1, count_noise_ratio=9.0 / 1.1,
                          dimension=count_parameters(model), learning_rate=0.1)
     config = TrainConfig(epochs=2, batch_size=20, lr=0.1, delta=1e-5)
     runs = [train(build_model("logreg", input_shape=(40,), n_classes=2, seed=0), data, policy, config,

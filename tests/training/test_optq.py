@@ -141,7 +141,7 @@ def test_run_is_accounted_as_dpsgd_at_the_target_multiplier_and_runs_reset():
     """The ledger's epsilon, recomputed from its events, equals DP-SGD's at sigma (same q, same steps);
     a second run with the same policy object starts again at C_0 and repeats the first draw for draw."""
     data = _adult()
-    policy = make_policy("optq", clip_bound=0.5, noise_multiplier=1.1, optq_count_noise=3.0)
+    policy = make_policy("optq", clip_bound=0.5, noise_multiplier=1.1, count_noise=3.0)
     config = TrainConfig(epochs=2, batch_size=20, lr=0.1, delta=1e-5)
     runs = [train(build_model("logreg", input_shape=(40,), n_classes=2, seed=0), data, policy, config,
                   progress=False) for _ in range(2)]

@@ -156,9 +156,10 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
     """One run of ``train`` as shipped (noise scaled by ``noise_fraction``); returns
     (result, theta_t of the canary coordinate for t = 0..T, canary gradients at theta_t)."""
     sigma = LOOP_SIGMA * noise_fraction
-    policy = make_policy(spec.method, clip_bound=LOOP_CLIP, noise_multiplier=sigma, count_noise=10 * sigma,
-                         optq_count_noise=10 * sigma, dimension=count_parameters(audit_model()),
-                         learning_rate=LOOP_LR)
+    # every noise scales with noise_fraction: the count noises are 10 sigma (Opt-Q's default b/20 would not scale)
+    options = {"count_noise": 10 * sigma} if spec.method == "optq" else {}
+    policy = make_policy(spec.method, clip_bound=LOOP_CLIP, noise_multiplier=sigma,
+                         dimension=count_parameters(audit_model()), learning_rate=LOOP_LR, **options)
     objective = None
     if spec.mitigation:
         objective = FairnessLensMitigation(gamma1=1.0, gamma2=1.0, clip_bound=LOOP_CLIP,

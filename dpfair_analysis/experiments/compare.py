@@ -290,7 +290,7 @@ def run_keys(config: CompareConfig) -> dict[tuple[str, int], str]:
 def _run_key(config: CompareConfig, method: str, seed: int, train_data, *, batched: bool = False) -> str:
     """Cache key of one (method, seed) run: everything that determines it (the policy with its context,
     or DP-FedAvg's settings; whether its seeds are trained together, which changes its numbers by rounding)."""
-    runner = config.policy(method, **_policy_context(config, method, train_data)) if _is_policy(config, method) \
+    runner = config.policy(method, **_policy_context(config, train_data)) if _is_policy(config, method) \
         else config.run_config(method, n_train=len(train_data), seed=seed)
     return config_key(config.dataset, config.data_options, config.test_split, config.model, config.hidden, config.l2,
                       config.test_fraction, config.train_group_fraction, runner, config.train,
@@ -421,10 +421,9 @@ def _build_model(config: CompareConfig, train_data, seed: int):
                        seed=seed, hidden=config.hidden, l2=config.l2)
 
 
-def _policy_context(config: CompareConfig, method: str, train_data) -> dict:
-    """FairDP's Eq. (4) needs the model's parameter count and the run's step size; other policies nothing."""
-    if parse_method(method, default_clip=config.clip_bound)[0] != "fairdp":
-        return {}
+def _policy_context(config: CompareConfig, train_data) -> dict:
+    """What a policy may depend on beyond its options: the model's parameter count and the run's step size
+    (FairDP's Eq. (4) reads both; the policies that do not need them ignore them)."""
     return {"dimension": model_dimension(config, train_data),
             "learning_rate": config.train.learning_rate(len(train_data))}
 
@@ -457,7 +456,7 @@ def _train_one(config: CompareConfig, method: str, train_data, test_data, *, see
 def _run_spec(config: CompareConfig, method: str, train_data, test_data, *, seed: int) -> RunSpec:
     """The loop's run of a clipping-policy method for one seed: model, data, policy, config (equal privacy:
     stopped at DPSGD's epsilon)."""
-    policy = config.policy(method, **_policy_context(config, method, train_data))
+    policy = config.policy(method, **_policy_context(config, train_data))
     train_config = replace(config.train, seed=seed)
     if config.equal_privacy and policy.private and methods.get(parse_method(method, default_clip=0)[0]).equal_privacy:
         train_config = replace(train_config, max_steps=equal_privacy_steps(config, policy, len(train_data)))
@@ -481,6 +480,14 @@ def equal_privacy_steps(config: CompareConfig, policy: ClippingPolicy, n: int) -
                             max_steps=steps,
                             noise_multiplier=joint_noise_multiplier(policy.planned_noise_multipliers()),
                             accounting=t.accounting)
+
+
+def method_label(method: str) -> str:
+    """How tables print a method: its registered label (``DPSGD-F``), with an explicit bound kept
+    (``dpsgd(C=2)`` -> ``DP-SGD(C=2)``)."""
+    name = parse_method(method, default_clip=0)[0]
+    explicit = re.search(r"\(.*\)", method)
+    return methods.get(name).label + (explicit.group().replace(" ", "") if explicit else "")
 
 
 def _privacy_unit(method: str) -> str:
@@ -520,10 +527,10 @@ def format_table(result: CompareResult) -> str:
             continue
         eps = result.epsilon.get(method)
         unit = "" if _privacy_unit(method) == "record" else f", {_privacy_unit(method).split(' (')[-1].rstrip(')')}"
-        label = f"{method.upper()} vs SGD" + (f" (ε={eps:.2f}{unit})" if eps is not None else "")
+        label = f"{method_label(method)} vs SGD" + (f" (ε={eps:.2f}{unit})" if eps is not None else "")
         body.append([label] + [cell(rows.loc[c], "cost") for c in columns]
                     + [cell(rows.loc["max_gap"], "cost").lstrip("+")])
-        body.append([f"{method.upper()} accuracy"] + [cell(rows.loc[c], "accuracy") for c in columns] + [""])
+        body.append([f"{method_label(method)} accuracy"] + [cell(rows.loc[c], "accuracy") for c in columns] + [""])
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     for r in body:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
@@ -543,7 +550,7 @@ def format_inequality(result: CompareResult) -> str:
         for index in INDICES:
             value, sd = row[index], row[f"{index}_sd"]
             cells.append(f"{value:.5f}" + (f" ± {sd:.5f}" if multi and not pd.isna(sd) else ""))
-        lines.append(f"{row['method'].upper():<28}" + "".join(f"{c:>18}" for c in cells))
+        lines.append(f"{method_label(row['method']):<28}" + "".join(f"{c:>18}" for c in cells))
     return "\n".join(lines)
 
 

@@ -46,7 +46,7 @@ def test_compare_json_has_the_documented_shape(cli, tmp_path):
 def test_compare_prints_the_table(cli):
     code, out, err = cli("compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--quiet")
     assert code == 0, err
-    assert "SGD accuracy" in out and "DPSGD vs SGD" in out and "ε(dpsgd)" in out
+    assert "SGD accuracy" in out and "DP-SGD vs SGD" in out and "ε(dpsgd)" in out
 
 
 def test_a_corrupted_data_file_without_a_source_is_refused_in_one_line(cli, tmp_path, monkeypatch):

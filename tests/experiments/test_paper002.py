@@ -317,7 +317,7 @@ def test_compare_prints_the_inequality_table(capsys):
                  "64", "--quiet", "--no-cache"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "Gini" in out and "Theil" in out and "FAIRDP" in out
+    assert "Gini" in out and "Theil" in out and "FairDP" in out
 
 
 @pytest.mark.parametrize("argv,flag", [

@@ -38,6 +38,7 @@ from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
 from dpfair_analysis.experiments.compare import format_inequality, format_table
 from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import save_figure, save_table
+from dpfair_analysis.verify.opacus_optq import opacus_count_accounting, optq_vs_opacus
 
 ENV = notebook_environment('fairdp')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
 PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
@@ -196,14 +197,14 @@ mia.assign(z=(mia['auc'] - 0.5) / mia['auc_se']).pivot_table(index=['attack', 'm
 
 # %% [markdown]
 # ## Opt-Q against Opacus's `AdaClipDPOptimizer`, step by step
-# Same model, same fixed-size batches, the same standard-normal draws fed to both (`experiments.fairdp.optq_vs_opacus`). Without the clamp of the noisy fraction to [0, 1] (Opacus has none) the bound trajectories agree to rounding; with it (our default, TF Privacy's) they part at the first out-of-range fraction. With Poisson batches Opacus divides the noisy count by the batch's actual (private) size, Andrew et al. by the expected b. Opacus also adds σ_b to the *uncentred* count (contribution 1, multiplier σ_b) while accounting it at 2σ_b (Theorem 1's centred count).
+# Same model, same fixed-size batches, the same standard-normal draws fed to both (`verify.opacus_optq.optq_vs_opacus`). Without the clamp of the noisy fraction to [0, 1] (Opacus has none) the bound trajectories agree to rounding; with it (our default, TF Privacy's) they part at the first out-of-range fraction. With Poisson batches Opacus divides the noisy count by the batch's actual (private) size, Andrew et al. by the expected b. Opacus also adds σ_b to the *uncentred* count (contribution 1, multiplier σ_b) while accounting it at 2σ_b (Theorem 1's centred count).
 
 # %%
 agreement = []
 for label, kwargs in (('fixed batches, no clamp', dict(sampling='shuffle', clamp_fraction=False)),
                       ('fixed batches, clamp [0,1]', dict(sampling='shuffle', clamp_fraction=True)),
                       ('Poisson batches, same counts', dict(sampling='poisson'))):
-    frame = paper.optq_vs_opacus(steps=60, **kwargs)
+    frame = optq_vs_opacus(steps=60, **kwargs)
     agreement.append({'comparison': label, 'max |ΔC|/C': frame['clip_rel_diff'].max(),
                       'max |Δ fraction|': (frame['fraction_ours'] - frame['fraction_opacus']).abs().max(),
                       'max |Δθ|': frame['param_max_abs_diff'].max(), 'C range': f"{frame['clip_ours'].min():.3g}-{frame['clip_ours'].max():.3g}"})
@@ -215,7 +216,7 @@ agreement
 # What Opacus accounts (σ) against the joint multiplier of what it releases (σ_b on the uncentred count, contribution 1): negligible at b = 256 (σ_b = 12.8), not at b = 32.
 
 # %%
-paper.opacus_count_accounting()
+opacus_count_accounting()
 
 # %% [markdown]
 # ## Full profile

@@ -37,3 +37,21 @@ def test_docstring_sections_are_numpydoc():
     result = subprocess.run([exe, "check", "--select", SECTION_RULES, "--output-format", "concise",
                              str(ROOT / "dpfair_analysis")], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def imported_test_modules(path: Path) -> set[str]:
+    """Names of ``test_*`` modules a test file imports (``from test_x import ...`` / ``import test_x``)."""
+    pattern = re.compile(r"^\s*(?:from|import)\s+(test_\w+)", re.MULTILINE)
+    return set(pattern.findall(path.read_text()))
+
+
+def test_no_test_module_imports_one_from_another_directory():
+    """Only the test's own directory is on sys.path for sure (rootdir import mode): importing a
+    ``test_*`` module from another directory passes or fails with the collection order."""
+    tests = ROOT / "tests"
+    crossing = {}
+    for path in tests.rglob("test_*.py"):
+        for name in imported_test_modules(path):
+            if not (path.parent / f"{name}.py").exists():
+                crossing[str(path.relative_to(ROOT))] = name
+    assert not crossing, f"move the shared helpers into a tests/*.py module without test_: {crossing}"

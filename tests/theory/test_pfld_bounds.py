@@ -16,7 +16,7 @@ from dpfair_analysis.theory.pfld_bounds import (dual_error_bound, dual_error_mon
                                                 h_gradients, paper_primal_error_bound, primal_bound_minimiser,
                                                 primal_error_bound, primal_error_monte_carlo)
 
-from test_lagrangian import DATA, biased_data
+from lagrangian_data import DATA, biased_data
 
 DP = make_constraint("dp", n_groups=2)
 

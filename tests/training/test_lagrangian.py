@@ -12,7 +12,6 @@ from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import make_constraint
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import AccountingSpec, ledger_from_records
@@ -21,20 +20,9 @@ from dpfair_analysis.privacy.pfld_accounting import PFLD_ACCOUNTING, calibrate_p
 from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
 from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, private_primal_step, \
     train_lagrangian
+from lagrangian_data import biased_data
 
 COARSE_PLD = AccountingSpec(accountant="pld", neighboring="replace_one", value_discretization_interval=1e-2)
-
-
-def biased_data(n: int = 600, seed: int = 0) -> GroupedDataset:
-    """Group 1 (a third) has a much higher positive rate, and a feature is a proxy for the group."""
-    rng = np.random.default_rng(seed)
-    group = (rng.random(n) < 1 / 3).astype(np.int64)
-    x1 = rng.normal(size=n)
-    proxy = group + 0.3 * rng.normal(size=n)
-    y = (x1 + 2.0 * group + 0.3 * rng.normal(size=n) > 0.8).astype(np.int64)
-    X = np.stack([x1, proxy, rng.normal(size=n)], axis=1).astype(np.float32)
-    return GroupedDataset(X=torch.from_numpy(X), y=torch.from_numpy(y), group=torch.from_numpy(group),
-                          group_names=("a", "b"), label_names=("0", "1"), name="biased")
 
 
 DATA = biased_data()

@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
-import torch
-
 
 def check_positive(value: object, name: str) -> float:
     """A finite real number > 0 (noise multipliers, clipping bounds, learning rates)."""
@@ -74,6 +72,8 @@ def check_choice(value: object, name: str, allowed) -> str:
 
 def check_device(value: object, name: str = "device") -> str:
     """A torch device name the toolkit can train on here: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` with CUDA present."""
+    import torch  # here, so that the other checks import without torch (dpfair_analysis.testing's core)
+
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a device name such as 'cpu' or 'cuda', got {value!r}")
     try:

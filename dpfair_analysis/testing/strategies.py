@@ -287,6 +287,23 @@ def canary_pairs(relation: Relation | str, **options: Any) -> st.SearchStrategy:
                      f"vectors (StatDP's patterns)")
 
 
+def other_value(values: int, current: int, *, allow_same: bool = False) -> st.SearchStrategy:
+    """A new value of a person's attribute among 0..values-1: any other than ``current`` (the
+    attribute-change relation), or possibly ``current`` itself when ``allow_same`` (a neighbour that
+    changes something else about the person, e.g. whether they report it).
+
+    Parameters
+    ----------
+    values : int
+        Number of attribute values.
+    current : int
+        The person's value now.
+    allow_same : bool
+        Whether ``current`` may be drawn.
+    """
+    return st.integers(0, values - 1).filter(lambda g: g != current or allow_same)
+
+
 # ============================================================================= lists of rows
 NEIGHBOUR_KINDS = ("add", "remove", "replace")
 
@@ -316,5 +333,5 @@ def neighbour_of(draw, rows: list, row: st.SearchStrategy) -> tuple[list, str]:
     return neighbour, kind
 
 
-__all__ = ["NEIGHBOUR_KINDS", "VALUES", "canary_pairs", "datasets", "far_point", "gradient_canary", "lone_member",
-           "neighbour_of", "neighbours", "pairs", "sign_flip"]
+__all__ = ["CANARY_VALUES", "MAGNITUDES", "NEIGHBOUR_KINDS", "VALUES", "canary_pairs", "datasets", "far_point",
+           "gradient_canary", "lone_member", "neighbour_of", "neighbours", "other_value", "pairs", "sign_flip"]

@@ -49,7 +49,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from scipy.special import logsumexp
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
@@ -64,7 +63,8 @@ from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, 
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
 from dpfair_analysis.verify.audits.registry import MechanismSamples
-from dpfair_analysis.verify.audits.statistics import threshold_test
+from dpfair_analysis.testing.bounds import threshold_test
+from dpfair_analysis.testing.steps import mixture_log_likelihood, poisson_gaussian_llr
 
 #: The canary's own feature: every other row has 0 there.
 CANARY_FEATURE = 0
@@ -193,22 +193,19 @@ def _canary_bound_and_weight(method: str, record: dict[str, Any]) -> tuple[float
 
 def _loop_llr(spec: LoopTrainerSpec, result, coordinates: torch.Tensor, canary_grads: torch.Tensor,
               sampling_rate: float) -> float:
-    """Sum over steps of log((1 - q) + q exp((z u - u^2/2) / s^2)) (module docstring)."""
+    """Sum over steps of log((1 - q) + q exp((z u - u^2/2) / s^2)) (module docstring): the kit's
+    :func:`~dpfair_analysis.testing.steps.poisson_gaussian_llr` of what the adversary sees."""
     b, lr = result.config.batch_size, result.learning_rate
     z = (-(coordinates[1:] - coordinates[:-1]) * b / lr).double().reshape(len(coordinates) - 1, -1)
     records = result.steps.to_dict("records")
-    total = 0.0
+    u, s = [], []
     for t, record in enumerate(records):
-        s = float(record["noise_std"])
-        if s <= 0:
-            continue
         bound, weight = _canary_bound_and_weight(spec.method, record)
         g = canary_grads[t].double()
         factor = weight * min(1.0, bound / max(float(g.norm()), 1e-300))
-        u = canary_coordinate_of_flat(g, result.model) * factor
-        exponent = float((z[t] @ u - 0.5 * u @ u) / s ** 2)
-        total += float(np.logaddexp(math.log1p(-sampling_rate), math.log(sampling_rate) + exponent))
-    return total
+        u.append(canary_coordinate_of_flat(g, result.model) * factor)
+        s.append(float(record["noise_std"]))
+    return poisson_gaussian_llr(z.numpy(), torch.stack(u).numpy(), np.array(s), sampling_rate=sampling_rate)
 
 
 def canary_coordinate_of_flat(flat: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
@@ -286,7 +283,8 @@ def _pfld_run(data: GroupedDataset, *, seed: int, noise_fraction: float, public_
 
 
 def _pfld_llr(result, seen: list[dict[str, torch.Tensor]], *, shared: bool) -> float:
-    """Sum over released steps of log P(o_t | canary in b) - log P(o_t | canary in a) (module docstring)."""
+    """Sum over released steps of log P(o_t | canary in b) - log P(o_t | canary in a) (module docstring); each
+    side's step likelihood is the kit's :func:`~dpfair_analysis.testing.steps.mixture_log_likelihood`."""
     q, lr = result.info["sampling_rate"], result.config.lr
     records = result.steps.to_dict("records")
     log_q, log_1q = math.log(q), math.log1p(-q)
@@ -306,9 +304,8 @@ def _pfld_llr(result, seen: list[dict[str, torch.Tensor]], *, shared: bool) -> f
         log_like = []
         for group in (0, 1):
             u = coefficients[group] * now["h"]
-            terms = [w - float(((o + b_pub * p - b_priv * u) ** 2).sum()) / (2 * s ** 2)
-                     for b_pub, b_priv, w in combos]
-            log_like.append(logsumexp(terms))
+            residuals = [(o + b_pub * p - b_priv * u).numpy() for b_pub, b_priv, _ in combos]
+            log_like.append(mixture_log_likelihood(residuals, [w for _, _, w in combos], s))
         total += log_like[1] - log_like[0]
     return total
 
@@ -391,13 +388,8 @@ def _fedavg_llr(result, coordinates: torch.Tensor, contributions: torch.Tensor, 
     config = result.config
     z = (-(coordinates[1:] - coordinates[:-1]) * config.clients_per_round / config.server_lr).double()
     z = z.reshape(len(coordinates) - 1, -1)
-    total = 0.0
-    for t, record in enumerate(result.steps.to_dict("records")):
-        s = float(record["noise_std"])
-        u = contributions[t].double()
-        exponent = float((z[t] @ u - 0.5 * u @ u) / s ** 2)
-        total += float(np.logaddexp(math.log1p(-sampling_rate), math.log(sampling_rate) + exponent))
-    return total
+    s = np.array([float(record["noise_std"]) for record in result.steps.to_dict("records")])
+    return poisson_gaussian_llr(z.numpy(), contributions[:len(s)].double().numpy(), s, sampling_rate=sampling_rate)
 
 
 def sample_fedavg_trainer(trials: int, *, seed: int, noise_fraction: float, progress: bool = False

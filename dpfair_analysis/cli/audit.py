@@ -236,7 +236,7 @@ def run_target(args: argparse.Namespace) -> int:
         raise UsageError("--sampled and --noise-fraction apply to --mechanism, not --target")
     if args.trials is not None and args.trials < 10:
         raise UsageError(f"--trials must be at least 10 with --target, got {args.trials}")
-    from dpfair_analysis.testing.audit import audit
+    from dpfair_analysis.testing.auditing import audit
     from dpfair_analysis.testing.relations import QueryVector, make_relation
 
     mechanism = load_function(args.target, "--target")

@@ -17,7 +17,7 @@ What the kit holds:
   worst-case canary families (lone member, far point, sign flip, gradient canary);
 * :mod:`.sensitivity` -- :func:`assert_sensitivity` (raises with a shrunk counterexample) and
   :func:`find_sensitivity`;
-* :mod:`.audit` -- :func:`audit` / :func:`assert_private`: an epsilon lower bound whose
+* :mod:`.auditing` -- :func:`audit` / :func:`assert_private`: an epsilon lower bound whose
   confidence holds over the whole search of pairs, statistics and thresholds (held-out
   split), pure or approximate DP, under-noised twins and a power report;
 * :mod:`.steps` -- :func:`audit_step` for DP-SGD-like training (gradient canaries,
@@ -47,8 +47,8 @@ _EXPORTS = {
     "neighbours": "strategies", "pairs": "strategies", "sign_flip": "strategies",
     "SensitivityReport": "sensitivity", "SensitivityViolation": "sensitivity", "assert_sensitivity": "sensitivity",
     "find_sensitivity": "sensitivity", "find_violation": "sensitivity",
-    "AuditResult": "audit", "BUDGETS": "audit", "Budget": "audit", "InsufficientPower": "audit",
-    "PrivacyViolation": "audit", "assert_private": "audit", "audit": "audit",
+    "AuditResult": "auditing", "BUDGETS": "auditing", "Budget": "auditing", "InsufficientPower": "auditing",
+    "PrivacyViolation": "auditing", "assert_private": "auditing", "audit": "auditing",
     "audit_step": "steps", "claimed_epsilon": "steps", "gaussian_mixture_llr": "steps",
     "poisson_gaussian_llr": "steps", "shuffle_gaussian_llr": "steps",
     "DEFAULT_CONFIDENCE": "bounds", "ThresholdTest": "bounds", "clopper_pearson_lower": "bounds",

@@ -25,7 +25,7 @@ together with probability >= 1 - alpha, and then both expressions are valid lowe
 The bound is valid only for a rejection region fixed *before* the counted runs were
 drawn. :func:`threshold_test` chooses a threshold on a first, selection part of the
 scores and counts errors on the rest; :func:`choose_threshold` and :func:`bound_at_threshold`
-are its two halves, used by :func:`dpfair_analysis.testing.audit` to choose a pair, a
+are its two halves, used by :func:`dpfair_analysis.testing.auditing` to choose a pair, a
 statistic and a threshold on selection runs and to bound epsilon on fresh ones.
 
 :func:`one_run_epsilon_lower` is the bound of Steinke, Nasr & Jagielski (2023), "Privacy

@@ -86,16 +86,16 @@ class DPCheck:
         return options
 
     def audit(self, mechanism: Callable[..., Any], **overrides: Any):
-        """:func:`dpfair_analysis.testing.audit` with the claim's defaults; recorded, never raises on a refutation.
+        """:func:`dpfair_analysis.testing.auditing` with the claim's defaults; recorded, never raises on a refutation.
 
         Parameters
         ----------
         mechanism : callable
             ``fn(data, rng)``.
         **overrides
-            Any argument of :func:`~dpfair_analysis.testing.audit` (epsilon, delta, relation, data, pairs, ...).
+            Any argument of :func:`~dpfair_analysis.testing.auditing` (epsilon, delta, relation, data, pairs, ...).
         """
-        from dpfair_analysis.testing.audit import audit
+        from dpfair_analysis.testing.auditing import audit
 
         options = self._options(overrides)
         epsilon, delta = options.pop("epsilon"), options.pop("delta", 0.0)
@@ -113,7 +113,7 @@ class DPCheck:
         **overrides
             Any argument of :func:`~dpfair_analysis.testing.assert_private`.
         """
-        from dpfair_analysis.testing.audit import InsufficientPower, PrivacyViolation, assert_private
+        from dpfair_analysis.testing.auditing import InsufficientPower, PrivacyViolation, assert_private
 
         options = self._options(overrides)
         epsilon, delta = options.pop("epsilon"), options.pop("delta", 0.0)

@@ -285,11 +285,7 @@ class _RecordRelation(Relation):
         if self.records is not None:
             return self.records
         if isinstance(data, dict):
-            n = n_rows(data)
-            if n == 0:
-                raise ValueError("a dict data set with no rows has no records to build neighbours from; give "
-                                 "records=<a hypothesis strategy of dict records>")
-            return st.integers(0, n - 1).map(lambda i: row(data, i))
+            return st.fixed_dictionaries({k: _field_strategy(v) for k, v in data.items()})
         values = np.asarray(data, dtype=np.float64)
         shape = values.shape[1:]
         if self.bounds is not None:
@@ -617,10 +613,29 @@ class QueryVector(Relation):
                 lambda t: np.where(np.arange(d) == t[0], t[1], 0.0))
         else:
             moves = st.lists(unit, min_size=d, max_size=d).map(np.asarray).filter(lambda v: np.any(v != 0))
-        return moves.map(lambda v: base + self.sensitivity * v)
+        return moves.map(lambda v: base + self.sensitivity * v).filter(lambda b: np.any(b != base))
 
     def describe(self) -> str:
         return f"queries ({self.mode} entr{'y' if self.mode == 'one' else 'ies'} move by <= {self.sensitivity:g})"
+
+
+def _field_strategy(values: np.ndarray):
+    """One record's value of a dict entry: integers from the entry's smallest value to one past its largest (a
+    new group or label), floats within +-10x its largest magnitude (0 and 1 when it is empty)."""
+    from hypothesis import strategies as st
+
+    shape = values.shape[1:]
+    size = int(np.prod(shape))
+    if np.issubdtype(values.dtype, np.bool_):
+        element = st.booleans()
+    elif np.issubdtype(values.dtype, np.integer):
+        low, high = (int(values.min()), int(values.max()) + 1) if values.size else (0, 1)
+        element = st.integers(low, high)
+    else:
+        scale = 10.0 * max(1.0, float(np.max(np.abs(values))) if values.size else 1.0)
+        element = st.floats(-scale, scale, allow_nan=False)
+    return st.lists(element, min_size=size, max_size=size).map(
+        lambda v: np.asarray(v, dtype=values.dtype).reshape(shape))
 
 
 def _dedupe(pairs: list[tuple[Data, Data]]) -> list[tuple[Data, Data]]:

@@ -136,8 +136,9 @@ class Runner:
     def _check_output(self, array: np.ndarray, data: Any, expected: tuple[int, ...]) -> None:
         if array.shape != expected:
             raise MechanismError(f"mechanism {self.name} returned an output of shape {array.shape} on data "
-                                 f"{describe_data(data)}, but shape {expected} before: outputs must have one "
-                                 f"fixed shape (pad or encode variable-length outputs)")
+                                 f"{describe_data(data)}, but shape {expected} before (on this data set or its "
+                                 f"neighbour): the outputs on two neighbours must have one fixed shape (pad or "
+                                 f"encode variable-length outputs)")
         if not np.isfinite(array).all():
             bad = "NaN" if np.isnan(array).any() else "an infinite value"
             raise MechanismError(f"mechanism {self.name} returned {bad} on data {describe_data(data)}: outputs "
@@ -254,6 +255,11 @@ class Runner:
         """``n`` outputs on ``data`` from one generator seeded with ``seed``, as an (n, ...) float64 array."""
         chunks = list(self.stream(data, n, seed))
         return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+    def new_pair(self) -> None:
+        """Forget the output shape: a new pair of neighbours may have outputs of another shape (both of its
+        data sets must give the same one)."""
+        self.shape = None
 
     def flat(self, outputs: np.ndarray) -> np.ndarray:
         """Outputs as an (n, d) matrix (a scalar output is d = 1)."""

@@ -2,7 +2,7 @@
 
 Any statistic gives a valid lower bound on epsilon (the bound is over the rejection region
 "score > t", whatever the score); a better statistic gives a larger one. The audit tries a
-family and keeps the best on selection runs (:func:`dpfair_analysis.testing.audit`):
+family and keeps the best on selection runs (:func:`dpfair_analysis.testing.auditing`):
 
 ``threshold`` (black box, nothing fitted)
     each output coordinate and the sum, maximum, minimum and norm of the output, each with

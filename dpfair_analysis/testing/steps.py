@@ -12,7 +12,7 @@ What the adversary scores (``repeated`` mode, many training runs per side):
 * black box (default): the step-by-step updates projected on ``canary_direction`` -- the
   direction a canary's gradient pushes the parameters (for a canary with its own
   feature, the weight of that feature: no other record's gradient ever moves it). The
-  audit's statistic search (:mod:`.audit`) picks the best test on selection runs: the sum
+  audit's statistic search (:mod:`.auditing`) picks the best test on selection runs: the sum
   of the projections, their maximum (the step that sampled the canary), a learned one;
 * white box (``observe``): any score of the trajectory -- typically the exact
   log-likelihood ratio of the canary's coordinate given everything public, from the
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from dpfair_analysis.testing.audit import AuditResult, audit
+from dpfair_analysis.testing.auditing import AuditResult, audit
 from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, check_delta_or_zero, one_run_epsilon_lower
 from dpfair_analysis.testing.relations import as_dataset, insert_row, make_relation, n_rows, replace_row
 from dpfair_analysis.testing.runner import Runner
@@ -302,7 +302,7 @@ def audit_step(train_fn: Callable[..., Any], *, data: Any, canary: Any, delta: f
         White box: ``observe(trajectory) -> float``, a score larger when the canary is in (e.g.
         :func:`poisson_gaussian_llr` of the canary's coordinate).
     mode : str
-        ``repeated`` (many runs per side; the bound of :func:`~dpfair_analysis.testing.audit`) or
+        ``repeated`` (many runs per side; the bound of :func:`~dpfair_analysis.testing.auditing`) or
         ``one-run`` (Steinke et al. 2023: one run, m canaries).
     canaries : sequence of records
         The m canaries of ``one-run`` mode (m >= 10).
@@ -310,7 +310,7 @@ def audit_step(train_fn: Callable[..., Any], *, data: Any, canary: Any, delta: f
         ``canary_score(trajectory, i) -> float``, larger when canary i was in (``one-run``);
         default: the total movement against ``canary_direction[i]`` (an (m, P) array).
     budget, trials, confidence, seed, twin, time_budget :
-        As in :func:`~dpfair_analysis.testing.audit` (``twin`` a noise fraction or a twin train_fn).
+        As in :func:`~dpfair_analysis.testing.auditing` (``twin`` a noise fraction or a twin train_fn).
     """
     if mode not in ("repeated", "one-run"):
         raise ValueError(f"mode must be 'repeated' or 'one-run', got {mode!r}")

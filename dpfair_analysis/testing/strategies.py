@@ -14,8 +14,9 @@ Random inputs rarely break a sensitivity claim; the counterexamples this project
 :func:`far_point`
     a record far outside the others (beyond any clipping bound) added or swapped in;
 :func:`sign_flip`
-    a group whose members all sit at -v and one member that flips to +v: a group mean moves
-    by 2 |v| / n, more than the |v| / (n - 1) a printed bound often allows;
+    a group whose members all sit at -v and one member at +v who flips (replace-one) or moves
+    to another group (attribute-change): a group mean moves by 2 |v| / n, more than the
+    |v| / (n - 1) a printed bound often allows;
 :func:`gradient_canary`
     a record whose value sits in a feature no other record uses, so a linear model's
     gradient of it lies in its own coordinate (the toolkit's white-box audit canary);
@@ -175,9 +176,9 @@ def lone_member(draw, *, relation: str = "attribute-change", others: tuple[int, 
 
 @st.composite
 def far_point(draw, *, relation: str = "add-remove", rows: tuple[int, int] = (1, 8), features: int = 2,
-              scale: tuple[float, float] = (10.0, 1e4)) -> tuple[np.ndarray, np.ndarray]:
+              scale: tuple[float, float] = (10.0, 1e4)) -> tuple[dict, dict]:
     """(D, D'): records of magnitude <= 1, and the same with a record of magnitude ``scale`` added
-    (``add-remove``) or swapped in for the first one (``replace-one``).
+    (``add-remove``) or swapped in for the first one (``replace-one``); labels and groups 0.
 
     Parameters
     ----------
@@ -195,42 +196,59 @@ def far_point(draw, *, relation: str = "add-remove", rows: tuple[int, int] = (1,
     n = draw(st.integers(*rows))
     unit = st.floats(-1.0, 1.0, allow_nan=False)
     X = np.asarray(draw(st.lists(st.lists(unit, min_size=features, max_size=features), min_size=n, max_size=n)),
-                   dtype=np.float64)
+                   dtype=np.float64).reshape(n, features)
     signs = np.asarray(draw(st.lists(st.sampled_from([1.0, -1.0]), min_size=features, max_size=features)))
     far = signs * draw(st.floats(*scale))
+    base = {"X": X, "y": np.zeros(n, dtype=np.int64), "group": np.zeros(n, dtype=np.int64)}
     if relation == "add-remove":
-        return X, np.vstack([X, far])
+        return base, {"X": np.vstack([X, far]), "y": np.zeros(n + 1, dtype=np.int64),
+                      "group": np.zeros(n + 1, dtype=np.int64)}
     Y = X.copy()
     Y[0] = far
-    return X, Y
+    return base, dict(base, X=Y)
 
 
 @st.composite
-def sign_flip(draw, *, size: tuple[int, int] = (2, 12), features: int = 1,
+def sign_flip(draw, *, relation: str = "replace-one", size: tuple[int, int] = (2, 12), features: int = 1,
               magnitude: st.SearchStrategy = MAGNITUDES) -> tuple[dict, dict]:
-    """(D, D') under replace-one: a group of n records at -v (``y = 0``) and one of them flipped to +v.
+    """A group of records at -v and one record at +v: the worst case for a mean of clipped values.
 
-    The group mean moves by 2 |v| / n, the worst case for a mean of n clipped values (papers
-    000 and 003 print |v| / (n - 1) style bounds that this breaks for n > 2).
+    ``replace-one``: the group (n records, all at -v) has one record flipped to +v in D'; the
+    group mean moves by 2 |v| / n. ``attribute-change``: two groups of n_a, n_b records at -v,
+    except the mover at +v in group 0, who moves to group 1 in D'; the means move by 2 |v| / n_a
+    and 2 |v| / (n_b + 1) -- more than the |v| / (n - 1) style bounds papers 000 and 003 print.
 
     Parameters
     ----------
+    relation : str
+        ``"replace-one"`` or ``"attribute-change"``.
     size : (low, high)
-        n, the group's size.
+        Group sizes.
     features : int
         Dimension of v.
     magnitude : hypothesis strategy
         |v|.
     """
+    if relation not in ("replace-one", "attribute-change"):
+        raise ValueError(f"relation must be 'replace-one' or 'attribute-change', got {relation!r}")
     n = draw(st.integers(*size))
     direction = np.asarray(draw(st.lists(st.sampled_from([1.0, -1.0, 0.5]), min_size=features,
                                          max_size=features)), dtype=np.float64)
     v = direction / np.linalg.norm(direction) * draw(magnitude)
-    X = np.tile(-v, (n, 1))
-    Y = X.copy()
-    Y[0] = v
-    base = {"X": X, "y": np.zeros(n, dtype=np.int64), "group": np.zeros(n, dtype=np.int64)}
-    return base, dict(base, X=Y)
+    if relation == "replace-one":
+        X = np.tile(-v, (n, 1))
+        Y = X.copy()
+        Y[0] = v
+        base = {"X": X, "y": np.zeros(n, dtype=np.int64), "group": np.zeros(n, dtype=np.int64)}
+        return base, dict(base, X=Y)
+    m = draw(st.integers(*size))
+    X = np.tile(-v, (n + m, 1))
+    X[0] = v
+    group = np.r_[np.zeros(n, dtype=np.int64), np.ones(m, dtype=np.int64)]
+    base = {"X": X, "y": np.zeros(n + m, dtype=np.int64), "group": group}
+    moved = group.copy()
+    moved[0] = 1
+    return base, dict(base, group=moved)
 
 
 @st.composite
@@ -272,7 +290,7 @@ def canary_pairs(relation: Relation | str, **options: Any) -> st.SearchStrategy:
     ----------
     relation : Relation or str
         ``add-remove``: lone member, far point, gradient canary; ``replace-one``: far point,
-        sign flip; ``attribute-change``: lone member.
+        sign flip; ``attribute-change``: lone member, sign flip.
     **options
         Passed to :func:`~dpfair_analysis.testing.relations.make_relation`.
     """
@@ -282,7 +300,7 @@ def canary_pairs(relation: Relation | str, **options: Any) -> st.SearchStrategy:
     if isinstance(relation, ReplaceOne):
         return st.one_of(far_point(relation="replace-one"), sign_flip())
     if isinstance(relation, AttributeChange):
-        return lone_member(relation="attribute-change")
+        return st.one_of(lone_member(relation="attribute-change"), sign_flip(relation="attribute-change"))
     raise ValueError(f"no canary families for {relation.describe()}: use relation.candidates(data) for query "
                      f"vectors (StatDP's patterns)")
 

@@ -70,7 +70,7 @@ def flat_parameters(model: torch.nn.Module) -> np.ndarray:
     return torch.cat([p.detach().reshape(-1).to(torch.float64) for p in model.parameters()]).cpu().numpy()
 
 
-class parameter_trajectory:  # noqa: N801  (used like a function: a callback factory)
+class parameter_trajectory:
     """A callback ``watch(step, model, *rest)`` that records :func:`flat_parameters` after every step.
 
     ``array()`` returns the (T + 1, P) trajectory (the first call should be before the first step).

@@ -64,6 +64,7 @@ from dpfair_analysis.testing.relations import (
 )
 from dpfair_analysis.testing.runner import MechanismError, Runner, describe_data
 from dpfair_analysis.testing.scores import Fitted, Statistic, check_kinds, statistic_family
+from dpfair_analysis.testing.sensitivity import seed_only
 from dpfair_analysis.validation import check_fraction, check_seed
 
 
@@ -182,7 +183,8 @@ def default_data(relation: Relation) -> Any:
 
 
 def _draw_pairs(strategy: Any, count: int, seed: int) -> list[tuple[Any, Any]]:
-    """``count`` pairs drawn from a hypothesis strategy, the same for the same seed."""
+    """``count`` pairs drawn from a hypothesis strategy, the same for the same seed
+    (:func:`~dpfair_analysis.testing.sensitivity.seed_only`)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
@@ -196,7 +198,8 @@ def _draw_pairs(strategy: Any, count: int, seed: int) -> list[tuple[Any, Any]]:
         if len(drawn) < count:
             drawn.append(pair)
 
-    collect()
+    with seed_only():
+        collect()
     return drawn
 
 
@@ -409,6 +412,7 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
     def sample(pair: tuple[Any, Any], n: int, seeds: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         nonlocal runs
         s0, s1 = seeds.spawn(2)
+        runner.new_pair()
         out0, out1 = runner.flat(runner.sample(pair[0], n, s0)), runner.flat(runner.sample(pair[1], n, s1))
         runs += 2 * n
         return out0, out1
@@ -457,6 +461,7 @@ def _evaluate(runner: Runner, pair: tuple[Any, Any], n: int, seeds: np.random.Se
               delta: float, confidence: float) -> ThresholdTest:
     """Errors of the chosen test on ``n`` fresh runs per side, counted in chunks (no output is kept)."""
     counts = []
+    runner.new_pair()
     for side, s in zip((0, 1), seeds.spawn(2)):
         above = 0
         for chunk in runner.stream(pair[side], n, s):

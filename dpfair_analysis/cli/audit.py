@@ -43,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--query-mode", default="every", choices=("every", "one"),
                    help="with --relation queries: every entry moves by <= Delta (default) or one entry does")
     p.add_argument("--data", default=None, metavar="FILE.npy|FILE.csv",
-                   help="with --target: the base data set whose neighbours are searched (records along axis 0; "
-                        "default: the kit's default for the relation)")
+                   help="with --target: the base data set whose neighbours are searched (records along axis 0; a "
+                        "CSV whose first row names the columns is a dict of columns, e.g. group,y; default: the "
+                        "kit's default for the relation)")
     p.add_argument("--batched", action="store_true",
                    help="with --target: FUNCTION(data, rng, n) returns n outputs at once (faster, more runs)")
     p.add_argument("--budget", default="quick", choices=("quick", "full"),
@@ -212,6 +213,7 @@ def load_function(spec: str, flag: str):
 
 
 def _load_data(text: str):
+    """--data: a .npy array, or a .csv file -- a dict of columns when its first row names them, else an array."""
     import numpy as np
 
     path = Path(text)
@@ -221,10 +223,25 @@ def _load_data(text: str):
         if path.suffix == ".npy":
             return np.load(path, allow_pickle=False)
         if path.suffix == ".csv":
+            first = path.read_text().splitlines()[0].split(",") if path.stat().st_size else []
+            if first and not all(_is_number(cell) for cell in first):
+                table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+                if table.shape[1] != len(first):
+                    raise ValueError(f"the header names {len(first)} columns, the rows have {table.shape[1]}")
+                return {name.strip(): (column.astype(np.int64) if np.all(column == np.round(column)) else column)
+                        for name, column in zip(first, table.T)}
             return np.loadtxt(path, delimiter=",", ndmin=1)
-    except ValueError as error:
+    except (ValueError, IndexError) as error:
         raise UsageError(f"--data: cannot read {text}: {error}") from None
     raise UsageError(f"--data must be a .npy or .csv file, got {text!r}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def run_target(args: argparse.Namespace) -> int:

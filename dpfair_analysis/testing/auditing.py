@@ -106,7 +106,9 @@ class Budget:
 
 QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(5, 10, 40))
-BUDGETS = {"quick": QUICK, "full": FULL}
+#: For smoke-running a suite of privacy tests (CI): a pass at this budget proves little.
+SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pairs=6, batch_factors=(5, 5, 5))
+BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL}
 #: Statistics per pair carried from screening into selection.
 KEPT_STATISTICS = 6
 
@@ -332,8 +334,8 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
     log_density : callable, optional
         White box: ``log_density(outputs, data) -> (n,)`` log-densities of outputs (stacked along
         axis 0) under the mechanism on ``data``; adds the likelihood-ratio statistic.
-    budget : "quick", "full" or Budget
-        Runs per phase (:data:`QUICK`, :data:`FULL`).
+    budget : "quick", "full", "smoke" or Budget
+        Runs per phase (:data:`QUICK`, :data:`FULL`; :data:`SMOKE` only to smoke-run a test suite).
     trials : int, optional
         Evaluation runs per side, overriding the budget's (at least 10).
     confidence : float

@@ -13,7 +13,8 @@ A privacy claim becomes a test::
   the ``dp`` fixture's :meth:`DPCheck.assert_private` / :meth:`DPCheck.audit` /
   :meth:`DPCheck.assert_sensitivity` take it as their defaults (any of them can be given
   in the call instead).
-* ``--dp-budget quick|full`` sets how hard every audit searches (default quick);
+* ``--dp-budget quick|full`` sets how hard every audit searches (default quick; ``smoke``
+  only checks that a suite runs);
   ``--dp-seed N`` shifts every test's seed. Each test's seed is derived from its node id,
   so a run is reproducible and two tests never share random numbers.
 * No global registry: results travel with each test's report (``user_properties``) to one
@@ -41,8 +42,9 @@ _PROPERTY = "dpfair.audit"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dpfair", "privacy claims (dpfair_analysis.testing)")
-    group.addoption("--dp-budget", choices=("quick", "full"), default="quick",
-                    help="how hard @pytest.mark.dp audits search (default quick)")
+    group.addoption("--dp-budget", choices=("smoke", "quick", "full"), default="quick",
+                    help="how hard @pytest.mark.dp audits search (default quick; smoke: only to check that a "
+                         "suite runs, a pass proves little)")
     group.addoption("--dp-seed", type=int, default=0, help="added to every test's seed (default 0)")
     group.addoption("--dp-report", default=None, metavar="PATH",
                     help="write the JSON report of every privacy audit here (default: the pytest cache)")
@@ -139,7 +141,8 @@ class DPCheck:
         """
         from dpfair_analysis.testing.sensitivity import SensitivityViolation, assert_sensitivity
 
-        options = {"seed": self.seed, "examples": 300 if self.budget == "quick" else 3000, **overrides}
+        examples = {"smoke": 60, "quick": 300, "full": 3000}[self.budget]
+        options = {"seed": self.seed, "examples": examples, **overrides}
         options.setdefault("relation", self.claim.get("relation"))
         if options["relation"] is None:
             raise pytest.UsageError("assert_sensitivity needs relation= (in @pytest.mark.dp or the call)")
@@ -210,8 +213,9 @@ class _Reporter:
         if hasattr(self.config, "workerinput") or not self.results:  # an xdist worker: the controller reports
             return
         path = self.config.getoption("--dp-report")
-        if path is None and self.config.cache is not None:
-            path = str(self.config.cache.mkdir("dpfair") / "dp-report.json")
+        cache = getattr(self.config, "cache", None)  # absent with -p no:cacheprovider
+        if path is None and cache is not None:
+            path = str(cache.mkdir("dpfair") / "dp-report.json")
         if path is None:
             return
         from dpfair_analysis.io import write_atomically

@@ -96,7 +96,7 @@ class Budget:
     evaluate: int
     top: int
     max_pairs: int
-    batch_factors: tuple[int, int, int] = (10, 100, 50)
+    batch_factors: tuple[int, int, int] = (25, 100, 50)
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
@@ -122,7 +122,8 @@ class AuditResult:
     epsilon_lower <= epsilon_claimed. ``witness``: the pair (D, D'), the change, the statistic,
     the threshold and the error counts of the test. ``trials``: mechanism runs in all;
     ``evaluation_trials``: runs per side counted in the bound. ``power``: the largest certifiable
-    epsilon and, if asked, the under-noised twin's audit.
+    epsilon, whether the claim lies below it (``can_refute_claim``: if not, the audit cannot fail
+    however broken the mechanism is) and, if asked, the under-noised twin's audit.
     """
 
     epsilon_lower: float
@@ -272,11 +273,13 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     its threshold is chosen on the second (on the first two if nothing is fitted); its
     criterion -- the bound projected to the evaluation's number of runs
     (:func:`~dpfair_analysis.testing.bounds.projected_epsilon`) -- is computed on the last third,
-    at the fixed threshold. The threshold search over thousands of candidates therefore does
-    not inflate the criterion; only the choice among the statistics (tens) does. Only a
-    ranking: the reported bound comes from fresh runs."""
+    at the fixed threshold, with the error rates at their 1 - 0.2 / (number of statistics)
+    Clopper-Pearson upper limits. The threshold search over thousands of candidates therefore
+    does not inflate the criterion, and the choice among the statistics is paid for by the
+    pessimism of the rates. Only a ranking: the reported bound comes from fresh runs."""
     third0, third1 = len(out0) // 3, len(out1) // 3
     valid0, valid1 = out0[2 * third0:], out1[2 * third1:]
+    level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics)))  # more statistics compared, more pessimistic rates
     scored = []
     for statistic in statistics:
         if statistic.needs_fit:
@@ -292,7 +295,7 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
         fp = int(np.count_nonzero(fitted.score(valid0) > threshold))
         fn = int(np.count_nonzero(fitted.score(valid1) <= threshold))
         criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=evaluation_trials,
-                                            delta=delta, confidence=confidence))
+                                            delta=delta, confidence=confidence, level=level))
         scored.append(_Choice(index, statistic, fitted, threshold, criterion))
     return sorted(scored, key=lambda c: -c.selection_epsilon)
 
@@ -455,8 +458,14 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         epsilon_claimed=epsilon, delta=delta, relation=relation.describe(),
         witness=_witness(relation, pair, best, test), trials=runs, evaluation_trials=plan.evaluate,
         seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
-        power={"largest_certifiable_epsilon": largest_certifiable_epsilon(plan.evaluate, delta=delta,
-                                                                          confidence=confidence)})
+        power=_power(plan.evaluate, epsilon=epsilon, delta=delta, confidence=confidence))
+
+
+def _power(trials: int, *, epsilon: float, delta: float, confidence: float) -> dict[str, Any]:
+    """What the evaluation runs could show at best: the largest certifiable epsilon, and whether the claim is
+    below it (if not, no result of this audit could refute the claim: it has no power against it)."""
+    largest = largest_certifiable_epsilon(trials, delta=delta, confidence=confidence)
+    return {"largest_certifiable_epsilon": largest, "can_refute_claim": bool(largest > epsilon)}
 
 
 def _evaluate(runner: Runner, pair: tuple[Any, Any], n: int, seeds: np.random.SeedSequence, choice: _Choice, *,

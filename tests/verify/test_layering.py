@@ -62,8 +62,8 @@ def test_the_check_sees_function_level_and_relative_imports(tmp_path, monkeypatc
 
 #: The package's floors, bottom to top (README's architecture): a module may import its own floor and
 #: the floors below, never one above. Data flows one way: data -> model -> trainer -> analysis -> reports.
-FLOORS = ("validation", "io", "data", "models", "gradients", "fast_gradients", "fairness", "privacy", "training",
-          "theory", "diagnose", "plotting", "experiments", "verify", "cli")
+FLOORS = ("validation", "io", "data", "models", "gradients", "fast_gradients", "fairness", "privacy", "testing",
+          "training", "theory", "diagnose", "plotting", "experiments", "verify", "cli")
 
 
 def floor(module: str) -> int | None:

@@ -27,9 +27,9 @@ import subprocess
 import sys
 
 import numpy as np
-
-from dpfair_analysis.testing import (SensitivityViolation, assert_sensitivity, audit, find_sensitivity)
 from fair_gap import DATA, claimed_sensitivity, counts, gap, gap_from_counts, private_gap_fixed, private_gap_wrong
+
+from dpfair_analysis.testing import SensitivityViolation, assert_sensitivity, audit, find_sensitivity
 
 # DPFAIR_PROFILE=smoke runs every search and audit at the kit's smoke budget (the tests' smoke run)
 BUDGET = "smoke" if os.environ.get("DPFAIR_PROFILE") == "smoke" else "quick"
@@ -136,4 +136,5 @@ for function in ("private_gap_wrong", "private_gap_fixed"):
 # fixture; `pytest examples/` runs them (`--dp-budget full` to search harder) and writes a JSON report.
 
 # %%
-print(open("test_fair_gap.py").read())
+with open("test_fair_gap.py") as source:
+    print(source.read())

@@ -10,7 +10,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dpfair_analysis.cli._common import UsageError, int_in, positive_float, print_json, seed_value, unit_open
+from dpfair_analysis.cli._common import (
+    UsageError,
+    _number,
+    int_in,
+    nonnegative_float,
+    positive_float,
+    print_json,
+    seed_value,
+    unit_open,
+)
+
+#: ``--delta`` of a claim: 0 (pure DP) or a failure probability below 1.
+_delta = _number(lambda v: 0 <= v < 1, "a number in [0, 1)")
 
 RELATIONS = ("add-remove", "replace-one", "attribute-change", "queries")
 
@@ -33,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pair", default=None, metavar="FILE.py:FUNCTION",
                    help="with --target: FUNCTION() returns the neighbouring pair (D, D') to audit (the file is "
                         "executed); default: the kit searches pairs around --data")
-    p.add_argument("--epsilon", type=_nonnegative, default=None, help="with --target: the claimed epsilon")
+    p.add_argument("--epsilon", type=nonnegative_float, default=None, help="with --target: the claimed epsilon")
     p.add_argument("--delta", type=_delta, default=0.0,
                    help="with --target: the claimed delta in [0, 1) (default 0: pure DP)")
     p.add_argument("--relation", default=None, choices=RELATIONS,
@@ -73,26 +85,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "witness, trials, seconds)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=run)
-
-
-def _nonnegative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
-
-
-def _delta(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
-    return value
 
 
 def unit_open_or_one(text: str) -> float:

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from dpfair_analysis.testing._json import jsonable
 from dpfair_analysis.testing.bounds import (
     DEFAULT_CONFIDENCE,
     ThresholdTest,
@@ -142,26 +143,12 @@ class AuditResult:
     power: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
     def summary(self) -> dict[str, Any]:
         """The six fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds."""
         full = self.as_dict()
         return {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return _jsonable(value.item())
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
 
 
 # ============================================================================ candidates

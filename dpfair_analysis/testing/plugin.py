@@ -29,13 +29,14 @@ test uses the fixture.
 from __future__ import annotations
 
 import json
-import math
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from dpfair_analysis.testing._json import jsonable
 
 _PROPERTY = "dpfair.audit"
 
@@ -172,27 +173,10 @@ def dp(request: pytest.FixtureRequest) -> DPCheck:
     node = request.node
 
     def record(entry: dict) -> None:
-        node.user_properties.append((_PROPERTY, json.dumps(_jsonable({"test": node.nodeid, **entry}))))
+        node.user_properties.append((_PROPERTY, json.dumps(jsonable({"test": node.nodeid, **entry}))))
 
     return DPCheck(claim, budget=config.getoption("--dp-budget"),
                    seed=_test_seed(node.nodeid, config.getoption("--dp-seed")), record=record)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        try:
-            return _jsonable(value.item())
-        except (TypeError, ValueError):
-            return str(value)
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
 
 
 class _Reporter:

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from dpfair_analysis.testing._json import jsonable
+
 Data = Any
 
 
@@ -55,20 +57,8 @@ class Change:
     after: Any = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "index": self.index, "before": _jsonable(self.before),
-                "after": _jsonable(self.after)}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (np.generic,)):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
+        return {"kind": self.kind, "index": self.index, "before": jsonable(self.before),
+                "after": jsonable(self.after)}
 
 
 # ===================================================================== row operations on data sets
@@ -276,7 +266,7 @@ class _RecordRelation(Relation):
 
     def _check_record(self, record: Any, what: str) -> None:
         if not isinstance(record, dict) and not self._in_bounds(record):
-            raise NotNeighbours(f"the {what} record {_jsonable(np.asarray(record))} lies outside the relation's "
+            raise NotNeighbours(f"the {what} record {jsonable(np.asarray(record))} lies outside the relation's "
                                 f"bounds {self.bounds}")
 
     def _record_strategy(self, data: Data):

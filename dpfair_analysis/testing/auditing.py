@@ -106,7 +106,7 @@ class Budget:
 
 
 QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16)
-FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(5, 10, 40))
+FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40))
 #: For smoke-running a suite of privacy tests (CI): a pass at this budget proves little.
 SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pairs=6, batch_factors=(5, 5, 5))
 BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL}

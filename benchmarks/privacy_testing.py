@@ -25,6 +25,8 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/privacy_testing.py --parts quick   # verdicts and seconds only
     .venv/bin/python benchmarks/privacy_testing.py --smoke         # seconds: the smoke test's run
     .venv/bin/python benchmarks/privacy_testing.py --table benchmarks/results/privacy_testing.json
+    .venv/bin/python benchmarks/privacy_testing.py --parts bound --bound-trials 50000000 \
+        --update benchmarks/results/privacy_testing.json --out benchmarks/results/privacy_testing.json
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="the smoke test's run: smoke budget, 3 mechanisms, 2 seeds")
     p.add_argument("--out", type=Path, default=None, help=f"JSON output (default {DEFAULT_OUT}; _smoke with --smoke)")
     p.add_argument("--table", type=Path, default=None, help="print the table of an earlier JSON and stop")
+    p.add_argument("--update", type=Path, default=None,
+                   help="an earlier JSON: replace only the parts run now (rows matched by mechanism), keep the rest, "
+                        "and write the result to --out")
     args = p.parse_args(argv)
     if args.table is not None:
         print_table(json.loads(args.table.read_text()))
@@ -166,16 +171,34 @@ def main(argv=None) -> int:
                                   "seconds": sum(r["seconds"] for r in runs)}
         rows.append(row)
         print(summary_line(row), flush=True)
-    payload = {"settings": {"parts": parts, "seeds": seeds, "bound_trials": bound_trials, "smoke": args.smoke,
+    settings = {"parts": parts, "seeds": seeds, "bound_trials": bound_trials, "smoke": args.smoke,
                             "interface": "single" if args.single else "batched", "confidence": 0.95,
                             "quick_budget": asdict(quick), "full_budget": asdict(full),
                             "python": sys.version.split()[0], "machine": platform.machine(),
-                            "cpus": os.cpu_count(), "anchor_source": SOURCE},
-               "rows": rows}
+                            "cpus": os.cpu_count(), "anchor_source": SOURCE}
+    payload = {"settings": settings, "rows": rows}
+    if args.update is not None:
+        payload = merge(json.loads(args.update.read_text()), payload, parts)
     write_atomically(out, lambda tmp: tmp.write_text(json.dumps(payload, indent=1, default=_json)))
     print_table(payload)
     print(f"wrote {out}")
     return 0
+
+
+def merge(earlier: dict, now: dict, parts: list[str]) -> dict:
+    """``earlier`` with the ``parts`` of ``now``'s rows put in (by mechanism); the settings of each part say which
+    run produced it (``settings["runs"]``)."""
+    rows = {r["mechanism"]: r for r in earlier["rows"]}
+    for row in now["rows"]:
+        target = rows.setdefault(row["mechanism"], {k: v for k, v in row.items() if k not in ("quick", "bound",
+                                                                                             "consistency")})
+        for part in parts:
+            if part in row:
+                target[part] = row[part]
+    runs = earlier["settings"].get("runs", {part: earlier["settings"] for part in earlier["settings"]["parts"]})
+    runs.update({part: now["settings"] for part in parts})
+    settings = {**earlier["settings"], "parts": sorted(set(earlier["settings"]["parts"]) | set(parts)), "runs": runs}
+    return {"settings": settings, "rows": list(rows.values())}
 
 
 def _json(value):

@@ -72,7 +72,7 @@ def check_choice(value: object, name: str, allowed) -> str:
 
 def check_device(value: object, name: str = "device") -> str:
     """A torch device name the toolkit can train on here: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` with CUDA present."""
-    import torch
+    import torch  # here, so that the other checks import without torch (dpfair_analysis.testing's core)
 
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a device name such as 'cpu' or 'cuda', got {value!r}")

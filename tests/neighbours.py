@@ -1,23 +1,7 @@
-"""Hypothesis strategy shared by the sensitivity tests: a neighbouring batch of a batch of rows."""
+"""The neighbour strategy shared by the sensitivity tests is the public kit's:
+:func:`dpfair_analysis.testing.strategies.neighbour_of` (a batch that differs from a batch of rows in one row,
+by add, remove or replace, and how)."""
 
-from hypothesis import assume, strategies as st
+from dpfair_analysis.testing.strategies import NEIGHBOUR_KINDS as KINDS, neighbour_of
 
-KINDS = ("add", "remove", "replace")
-
-
-@st.composite
-def neighbour_of(draw, rows: list, row: st.SearchStrategy) -> tuple[list, str]:
-    """A batch that differs from ``rows`` in one row, and how: ``add`` a row drawn from ``row``,
-    ``remove`` one of ``rows``, or ``replace`` one (remove it, then add a drawn row at the end).
-
-    Returns ``(neighbour, kind)``; ``rows`` is not changed. Removing from an empty batch is rejected
-    (``assume``), so an empty batch only has neighbours by addition.
-    """
-    kind = draw(st.sampled_from(KINDS))
-    neighbour = list(rows)
-    if kind in ("remove", "replace"):
-        assume(rows)
-        neighbour.pop(draw(st.integers(0, len(rows) - 1)))
-    if kind in ("add", "replace"):
-        neighbour.append(draw(row))
-    return neighbour, kind
+__all__ = ["KINDS", "neighbour_of"]

@@ -93,3 +93,22 @@ def test_sweep_throughput_benchmark_quick_writes_every_variant(tmp_path):
     assert variants == {"train", "minimal", "batched_2"}
     assert all(row["run_steps_per_second"] > 0 for row in payload["rows"])
     assert payload["ratios"]["logreg"]["minimal_vs_train_parameter_agreement"] < 1e-5
+
+
+def test_privacy_testing_benchmark_smoke(tmp_path):
+    """benchmarks/privacy_testing.py --smoke: every part runs and writes a row per mechanism (no number asserted
+    beyond the verdicts the smoke budget is sure of: the incorrect NoisyHist2, true epsilon 10, is caught)."""
+    script = ROOT / "benchmarks" / "privacy_testing.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = tmp_path / "privacy.json"
+    res = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    payload = json.loads(out.read_text())
+    rows = {r["mechanism"]: r for r in payload["rows"]}
+    assert set(rows) == {"laplace", "noisy_hist2", "noisy_max1"} and payload["settings"]["smoke"] is True
+    for row in rows.values():
+        assert {"quick", "bound", "anchors", "best_anchor"} <= row.keys()
+        assert math.isfinite(row["quick"]["epsilon_lower"]) and row["quick"]["seconds"] > 0
+    assert rows["noisy_hist2"]["quick"]["caught"] and rows["laplace"]["consistency"]["seeds"] == 2
+    assert "wrote" in res.stdout

@@ -1,24 +1,75 @@
-"""``dpfair audit``: empirical privacy audits (epsilon lower bounds) of the private mechanisms."""
+"""``dpfair audit``: empirical privacy audits (epsilon lower bounds) of the shipped mechanisms, or of any
+mechanism in a Python file (``--target``), on the public kit :mod:`dpfair_analysis.testing`.
+
+Heavy imports (torch, scipy, dp_accounting, the kit's audits) happen inside the handlers, so that
+``dpfair --help`` and the other commands do not pay for them.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from dpfair_analysis.cli._common import UsageError, int_in, print_json, seed_value, show_progress, unit_open
+from dpfair_analysis.cli._common import (
+    UsageError,
+    _number,
+    int_in,
+    nonnegative_float,
+    positive_float,
+    print_json,
+    seed_value,
+    show_progress,
+    unit_open,
+)
+
+#: ``--delta`` of a claim: 0 (pure DP) or a failure probability below 1.
+_delta = _number(lambda v: 0 <= v < 1, "a number in [0, 1)")
+
+RELATIONS = ("add-remove", "replace-one", "attribute-change", "queries")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="empirical privacy audit: 95%% lower bound on epsilon vs the claimed epsilon",
-                       description="Run a private mechanism many times on a worst-case pair of neighbouring data "
-                                   "sets, test which one was used (likelihood-ratio statistic, threshold chosen "
-                                   "on held-out trials) and turn the error rates into a one-sided lower bound on "
-                                   "epsilon (Clopper-Pearson; Nasr et al. 2021). A bound above the claimed "
-                                   "epsilon means the implementation or its accounting is broken.")
-    p.add_argument("--mechanism", required=True,
+                       description="Run a private mechanism many times on neighbouring data sets, test which one was "
+                                   "used and turn the error rates into a one-sided lower bound on epsilon "
+                                   "(Clopper-Pearson; Nasr et al. 2021). A bound above the claimed epsilon means the "
+                                   "implementation or its accounting is broken. Either a shipped mechanism "
+                                   "(--mechanism, white-box likelihood-ratio statistic on a worst-case pair) or "
+                                   "your own (--target FILE.py:FUNCTION, a function fn(data, rng) returning a number "
+                                   "or numpy array; the kit searches neighbouring pairs, statistics and thresholds, "
+                                   "and the confidence holds over the whole search).")
+    p.add_argument("--mechanism", default=None,
                    help="a registered mechanism (dpsgd, naive, dpsgdf, output-perturbation, ...) or 'all'")
-    p.add_argument("--trials", type=int_in(1, 10_000_000), default=None,
+    p.add_argument("--target", default=None, metavar="FILE.py:FUNCTION",
+                   help="audit your own mechanism: FUNCTION(data, rng) in FILE.py. The file is IMPORTED AND EXECUTED "
+                        "(only the file you name here); rng is a numpy Generator the kit seeds")
+    p.add_argument("--pair", default=None, metavar="FILE.py:FUNCTION",
+                   help="with --target: FUNCTION() returns the neighbouring pair (D, D') to audit (the file is "
+                        "executed); default: the kit searches pairs around --data")
+    p.add_argument("--epsilon", type=nonnegative_float, default=None, help="with --target: the claimed epsilon")
+    p.add_argument("--delta", type=_delta, default=0.0,
+                   help="with --target: the claimed delta in [0, 1) (default 0: pure DP)")
+    p.add_argument("--relation", default=None, choices=RELATIONS,
+                   help="with --target: the neighbouring relation of the claim")
+    p.add_argument("--sensitivity", type=positive_float, default=1.0,
+                   help="with --relation queries: Delta, how far an entry may move (default 1)")
+    p.add_argument("--query-mode", default="every", choices=("every", "one"),
+                   help="with --relation queries: every entry moves by <= Delta (default) or one entry does")
+    p.add_argument("--data", default=None, metavar="FILE.npy|FILE.csv",
+                   help="with --target: the base data set whose neighbours are searched (records along axis 0; a "
+                        "CSV whose first row names the columns is a dict of columns, e.g. group,y; default: the "
+                        "kit's default for the relation)")
+    p.add_argument("--batched", action="store_true",
+                   help="with --target: FUNCTION(data, rng, n) returns n outputs at once (faster, more runs)")
+    p.add_argument("--budget", default="quick", choices=("quick", "full"),
+                   help="with --target: runs per phase of the search (default quick)")
+    p.add_argument("--time-budget", type=positive_float, default=600.0,
+                   help="with --target: seconds the mechanism may run in total before the audit stops with an "
+                        "error (default 600)")
+    p.add_argument("--trials", type=int_in(1, 100_000_000), default=None,
                    help="runs on each of the two data sets (default: the mechanism's own, enough to catch a "
-                        "0.25 under-noised twin); at least 8")
+                        "0.25 under-noised twin; with --target: the budget's evaluation runs); at least 8 (10 with "
+                        "--target)")
     p.add_argument("--seed", type=seed_value, default=0, help="seed of every draw (default 0)")
     p.add_argument("--noise-fraction", type=unit_open_or_one, default=1.0,
                    help="run the mechanism with its noise scaled by this fraction in (0, 1] while claiming the "
@@ -27,9 +78,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sampled", action="store_true",
                    help="audit the trainers as they run (Poisson sampling q < 1, every step, the model after every "
                         "step and every public release seen): shipped mechanisms dpsgd, naive, dpsgdf, "
-                        "mitigation, pfld, output-perturbation, optq, fairdp, dpfedavg (user level); controls pfld-primal-shared-batch and each under-noised twin NAME@0.25, "
+                        "mitigation, pfld, output-perturbation, optq, fairdp, dpfedavg (user level); controls "
+                        "pfld-primal-shared-batch and each under-noised twin NAME@0.25, "
                         "which must be caught. Exit 1 if a shipped one is inconsistent or a control is not caught")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON instead of the table (with --target: epsilon_lower, confidence, consistent, "
+                        "witness, trials, seconds)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=run)
 
@@ -45,6 +99,13 @@ def unit_open_or_one(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int | None:
+    if (args.mechanism is None) == (args.target is None):
+        raise UsageError("give exactly one of --mechanism (a shipped mechanism, or 'all') and --target FILE.py:FUNCTION")
+    if args.target is not None:
+        return run_target(args)
+    for flag in ("pair", "epsilon", "relation", "data"):
+        if getattr(args, flag) is not None:
+            raise UsageError(f"--{flag} applies only with --target")
     if args.sampled:
         return run_sampled(args)
     from dpfair_analysis.verify.audits import MECHANISMS, audit
@@ -112,3 +173,107 @@ def run_sampled(args: argparse.Namespace) -> int:
                   f"{verdict}")
         print(f"(δ = {results[0]['delta']:g}, one-sided {args.confidence:.0%} Clopper-Pearson bound)")
     return 0 if all(r["as_expected"] for r in results) else 1
+
+
+# ------------------------------------------------------------------ --target: any mechanism
+def load_function(spec: str, flag: str):
+    """FUNCTION from FILE.py in ``FILE.py:FUNCTION``: the file is imported (executed) as a module of its own.
+    Every problem is a one-line :class:`UsageError` naming ``flag``."""
+    import importlib.util
+    import sys
+
+    path_text, sep, name = spec.rpartition(":")
+    if not sep or not path_text or not name:
+        raise UsageError(f"{flag} must be FILE.py:FUNCTION, got {spec!r}")
+    path = Path(path_text)
+    if path.suffix != ".py" or not path.is_file():
+        raise UsageError(f"{flag}: {path_text!r} is not a Python file (FILE.py:FUNCTION)")
+    module_name = f"_dpfair_target_{abs(hash(str(path.resolve())))}"
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    try:
+        loader.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001  (the user's file: any exception is theirs to fix)
+        sys.modules.pop(module_name, None)
+        raise UsageError(f"{flag}: importing {path_text} raised {type(error).__name__}: {error}") from None
+    function = getattr(module, name, None)
+    if function is None:
+        raise UsageError(f"{flag}: {path_text} has no function {name!r}")
+    if not callable(function):
+        raise UsageError(f"{flag}: {path_text}:{name} is not callable")
+    return function
+
+
+def _load_data(text: str):
+    """--data: a .npy array, or a .csv file -- a dict of columns when its first row names them, else an array."""
+    import numpy as np
+
+    path = Path(text)
+    if not path.is_file():
+        raise UsageError(f"--data: {text!r} is not a file")
+    try:
+        if path.suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        if path.suffix == ".csv":
+            first = path.read_text().splitlines()[0].split(",") if path.stat().st_size else []
+            if first and not all(_is_number(cell) for cell in first):
+                table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+                if table.shape[1] != len(first):
+                    raise ValueError(f"the header names {len(first)} columns, the rows have {table.shape[1]}")
+                return {name.strip(): (column.astype(np.int64) if np.all(column == np.round(column)) else column)
+                        for name, column in zip(first, table.T)}
+            return np.loadtxt(path, delimiter=",", ndmin=1)
+    except (ValueError, IndexError) as error:
+        raise UsageError(f"--data: cannot read {text}: {error}") from None
+    raise UsageError(f"--data must be a .npy or .csv file, got {text!r}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def run_target(args: argparse.Namespace) -> int:
+    """Audit FUNCTION of FILE.py against the claim; print the result; exit 1 if the claim is refuted."""
+    for flag in ("epsilon", "relation"):
+        if getattr(args, flag) is None:
+            raise UsageError(f"--target needs --{flag}")
+    if args.sampled or args.noise_fraction != 1.0:
+        raise UsageError("--sampled and --noise-fraction apply to --mechanism, not --target")
+    if args.trials is not None and args.trials < 10:
+        raise UsageError(f"--trials must be at least 10 with --target, got {args.trials}")
+    from dpfair_analysis.testing.auditing import audit
+    from dpfair_analysis.testing.relations import QueryVector, make_relation
+
+    mechanism = load_function(args.target, "--target")
+    pairs = None
+    if args.pair is not None:
+        make_pair = load_function(args.pair, "--pair")
+        try:
+            pairs = make_pair()
+        except Exception as error:  # noqa: BLE001  (the user's function)
+            raise UsageError(f"--pair: {args.pair}() raised {type(error).__name__}: {error}") from None
+        if not (isinstance(pairs, (tuple, list)) and len(pairs) == 2):
+            raise UsageError(f"--pair: {args.pair}() must return the pair (D, D'), got {type(pairs).__name__}")
+        pairs = tuple(pairs)
+    relation = (QueryVector(sensitivity=args.sensitivity, mode=args.query_mode) if args.relation == "queries"
+                else make_relation(args.relation))
+    data = _load_data(args.data) if args.data is not None else None
+    result = audit(mechanism, args.epsilon, args.delta, relation=relation, data=data, pairs=pairs,
+                   budget=args.budget, trials=args.trials, confidence=args.confidence, seed=args.seed,
+                   batched=args.batched, time_budget=args.time_budget, name=args.target)
+    if args.json:
+        print_json(result.summary())
+    else:
+        w = result.witness
+        print(f"{args.target}: claimed ε = {result.epsilon_claimed:g}, δ = {result.delta:g} under {result.relation}")
+        print(f"audited ε ≥ {result.epsilon_lower:.4f} with confidence {result.confidence:g} -> "
+              f"{'consistent' if result.consistent else 'REFUTED'}")
+        print(f"witness: pair {w['pair']} ({w['change']}), event {w['event']}; {w['false_positives']} false "
+              f"positives and {w['false_negatives']} false negatives in {result.evaluation_trials} runs per side")
+        print(f"{result.trials} runs, {result.seconds:.1f} s, {result.candidates} candidate pairs")
+    return 0 if result.consistent else 1

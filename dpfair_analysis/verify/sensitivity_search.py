@@ -5,7 +5,10 @@ sensitive attribute changes** (person ``index`` moves from ``group[index]`` to
 ``new_group[index]``; with missing values, Sec. 7, their reporting status may change
 too). Features, labels, h values and per-sample gradients are public and fixed.
 
-A :class:`Case` is one such pair. The hypothesis strategies generate pairs, and the
+A :class:`Case` is one such pair (in the public kit's terms, :meth:`Case.pair` under
+:data:`RELATION`, the kit's :class:`~dpfair_analysis.testing.relations.AttributeChange` with
+"not reported" as a value; the new group is drawn by the kit's
+:func:`~dpfair_analysis.testing.strategies.other_value`). The hypothesis strategies generate pairs, and the
 *excess* functions return, for one pair, the exact change of a release
 (:func:`~dpfair_analysis.privacy.sensitivity.exact_change`) minus the bound the paper
 claims for it: > 0 means the claim is violated on that pair. The claims registry
@@ -86,11 +89,13 @@ import torch
 from hypothesis import strategies as st
 
 from dpfair_analysis.fairness.constraints import FairnessConstraint, make_constraint
+from dpfair_analysis.testing.relations import AttributeChange, Change
+from dpfair_analysis.testing.strategies import other_value
 from dpfair_analysis.privacy.sensitivity import (
     change_group, dual_group_sums, exact_change, group_counts, paper_dual_release, paper_dual_sensitivity,
     paper_primal_group_part, paper_primal_release, paper_primal_sensitivity, primal_group_sum)
 
-__all__ = ["Case", "cases", "structured_cases", "theorem1_cases", "missing_cases", "THEOREM1_FAMILIES",
+__all__ = ["Case", "RELATION", "UNREPORTED", "cases", "structured_cases", "theorem1_cases", "missing_cases", "THEOREM1_FAMILIES",
            "group_sizes", "term_of", "to_proof_setting", "signed_coefficients", "sign_flips", "primal_release_bound",
            "primal_release_excess", "primal_group_part_term", "primal_group_part_excess", "dual_release_bound",
            "dual_excess", "primal_sum_changes", "dual_sum_changes"]
@@ -99,12 +104,19 @@ __all__ = ["Case", "cases", "structured_cases", "theorem1_cases", "missing_cases
 THEOREM1_FAMILIES = ("sign-flip", "8e-leave", "8e-join-smallest", "no-flip-bounded")
 
 
+#: The code of "not reported" in :meth:`Case.pair` (the kit's attribute-change relation with missing values).
+UNREPORTED = -1
+#: Paper 003's relation in the public kit: one person's group changes, possibly to or from "not reported".
+RELATION = AttributeChange(unreported=UNREPORTED)
+
+
 @dataclass
 class Case:
     """A dataset and a neighbour: person ``index`` moves from group[index] to ``new_group``.
 
     With missing values, ``reported`` / ``new_reported`` are the reporting masks of the two
-    sides (None: everyone reports)."""
+    sides (None: everyone reports). :meth:`pair` is the pair in the public kit's terms
+    (:mod:`dpfair_analysis.testing`), :meth:`change` checks it against paper 003's relation."""
 
     constraint: FairnessConstraint
     y: torch.Tensor
@@ -117,6 +129,21 @@ class Case:
     index: int
     reported: torch.Tensor | None = None
     new_reported: torch.Tensor | None = None
+
+    def pair(self) -> tuple[dict, dict]:
+        """(D, D') as the kit's attribute-change data: dicts with the per-person ``group`` (:data:`UNREPORTED`
+        for a person who does not report it) and the public columns ``y``, ``h`` and ``grads``."""
+        def side(group: torch.Tensor, reported: torch.Tensor | None) -> dict:
+            attribute = group.numpy().astype(np.int64)
+            if reported is not None:
+                attribute = np.where(reported.numpy(), attribute, UNREPORTED)
+            return {"group": attribute, "y": self.y.numpy(), "h": self.h.numpy(), "grads": self.grads.numpy()}
+        return side(self.group, self.reported), side(self.new_group, self.new_reported)
+
+    def change(self) -> Change:
+        """The change from D to D' under paper 003's relation (:data:`RELATION`); raises
+        :class:`~dpfair_analysis.testing.relations.NotNeighbours` if the pair is not a neighbour."""
+        return RELATION.check(*self.pair())
 
 
 @st.composite
@@ -141,7 +168,7 @@ def cases(draw, *, signed: bool = True, kinds=("dp", "eo", "ap"), max_n: int = 9
                                          max_size=constraint.n_terms)), dtype=torch.float64)
     clip = draw(st.floats(0.1, 3.0))
     index = draw(st.integers(0, n - 1))
-    new = draw(st.integers(0, k - 1).filter(lambda g: g != int(group[index]) or missing))
+    new = draw(other_value(k, int(group[index]), allow_same=missing))
     new_group = group.clone()
     new_group[index] = new
     reported = new_reported = None
@@ -168,7 +195,7 @@ def structured_cases(draw, *, max_size: int = 12, signed: bool = True) -> Case:
     h = fills[group] * clip
     index = draw(st.integers(0, n - 1))
     h[index] = draw(st.sampled_from(extremes)) * clip
-    new = draw(st.integers(0, k - 1).filter(lambda g: g != int(group[index])))
+    new = draw(other_value(k, int(group[index])))
     new_group = group.clone()
     new_group[index] = new
     constraint = make_constraint("dp", n_groups=k)
@@ -219,7 +246,7 @@ def theorem1_cases(draw, *, family: str, proof_setting: bool = False, kinds=("dp
     d = draw(st.integers(1, 3))
     v = _direction(draw, d)
     src = draw(st.integers(0, k - 1))
-    dst = draw(st.integers(0, k - 1).filter(lambda g: g != src))
+    dst = draw(other_value(k, src))
     if family == "sign-flip":
         sizes = [draw(st.integers(2, 6)) for _ in range(k)]
     elif family == "8e-leave":
@@ -297,7 +324,7 @@ def missing_cases(draw, *, uneven: bool = True, kinds=("dp", "ap")) -> Case:
     constraint = make_constraint(kind, n_groups=k)
     clip = draw(st.sampled_from([0.5, 1.0, 2.0]))
     src = draw(st.integers(0, k - 1))
-    dst = draw(st.integers(0, k - 1).filter(lambda g: g != src))
+    dst = draw(other_value(k, src))
     if uneven:
         full = [draw(st.integers(4, 16)) for _ in range(k)]
         rep = [draw(st.integers((f + 1) // 2, f)) for f in full]

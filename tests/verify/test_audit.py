@@ -301,3 +301,17 @@ def test_many_seeds_consistent_and_twins_caught_at_a_third_of_the_noise(mechanis
     # with 4x the trials even a 0.3 twin is caught
     trials = 4 * MECHANISMS[mechanism].default_trials
     assert not audit(mechanism, seed=30, noise_fraction=0.3, trials=trials).consistent
+
+
+def test_the_audits_statistics_and_scores_are_the_public_kits():
+    """One implementation: the shipped audits bound epsilon with the kit's statistics, and the trainers' canary
+    scores are the kit's likelihood ratios (tests/testing checks those against the densities)."""
+    import dpfair_analysis.testing.bounds as kit_bounds
+    import dpfair_analysis.testing.steps as kit_steps
+    from dpfair_analysis.verify.audits import statistics, trainers
+
+    for name in ("threshold_test", "epsilon_lower_bound", "clopper_pearson_upper", "ThresholdTest"):
+        assert getattr(statistics, name) is getattr(kit_bounds, name)
+    assert trainers.threshold_test is kit_bounds.threshold_test
+    assert trainers.poisson_gaussian_llr is kit_steps.poisson_gaussian_llr
+    assert trainers.mixture_log_likelihood is kit_steps.mixture_log_likelihood

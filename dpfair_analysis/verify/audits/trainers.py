@@ -49,7 +49,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from scipy.special import logsumexp
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
@@ -57,14 +56,15 @@ from dpfair_analysis.fairness.constraints import make_constraint
 from dpfair_analysis.gradients import flatten, parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
+from dpfair_analysis.testing.bounds import threshold_test
+from dpfair_analysis.testing.steps import mixture_log_likelihood, poisson_gaussian_llr
+from dpfair_analysis.training import methods
 from dpfair_analysis.training.fedavg import FedAvgConfig, local_update, train_dpfedavg
-from dpfair_analysis.training.policies import make_policy
-from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, public_objective, \
-    train_lagrangian
+from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, public_objective, train_lagrangian
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
+from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.verify.audits.registry import MechanismSamples
-from dpfair_analysis.verify.audits.statistics import threshold_test
 
 #: The canary's own feature: every other row has 0 there.
 CANARY_FEATURE = 0
@@ -181,35 +181,21 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
     return result, torch.stack(coordinates), torch.stack(canary_grads)
 
 
-def _canary_bound_and_weight(method: str, record: dict[str, Any]) -> tuple[float, float]:
-    """The canary group's (bound, weight) at one step, from the step's released record."""
-    if method in ("dpsgdf", "fairdp"):
-        return record["C[1]"], 1.0
-    if method == "optq":
-        return record["C"], 1.0
-    if method == "naive":
-        return LOOP_CLIP, record["theta[1]"]
-    return LOOP_CLIP, 1.0
-
-
 def _loop_llr(spec: LoopTrainerSpec, result, coordinates: torch.Tensor, canary_grads: torch.Tensor,
               sampling_rate: float) -> float:
-    """Sum over steps of log((1 - q) + q exp((z u - u^2/2) / s^2)) (module docstring)."""
+    """Sum over steps of log((1 - q) + q exp((z u - u^2/2) / s^2)) (module docstring): the kit's
+    :func:`~dpfair_analysis.testing.steps.poisson_gaussian_llr` of what the adversary sees."""
     b, lr = result.config.batch_size, result.learning_rate
     z = (-(coordinates[1:] - coordinates[:-1]) * b / lr).double().reshape(len(coordinates) - 1, -1)
     records = result.steps.to_dict("records")
-    total = 0.0
+    u, s = [], []
     for t, record in enumerate(records):
-        s = float(record["noise_std"])
-        if s <= 0:
-            continue
-        bound, weight = _canary_bound_and_weight(spec.method, record)
+        bound, weight = methods.get(spec.method).canary(record, LOOP_CLIP)  # the method's own rule
         g = canary_grads[t].double()
         factor = weight * min(1.0, bound / max(float(g.norm()), 1e-300))
-        u = canary_coordinate_of_flat(g, result.model) * factor
-        exponent = float((z[t] @ u - 0.5 * u @ u) / s ** 2)
-        total += float(np.logaddexp(math.log1p(-sampling_rate), math.log(sampling_rate) + exponent))
-    return total
+        u.append(canary_coordinate_of_flat(g, result.model) * factor)
+        s.append(float(record["noise_std"]))
+    return poisson_gaussian_llr(z.numpy(), torch.stack(u).numpy(), np.array(s), sampling_rate=sampling_rate)
 
 
 def canary_coordinate_of_flat(flat: torch.Tensor, model: torch.nn.Module) -> torch.Tensor:
@@ -287,7 +273,8 @@ def _pfld_run(data: GroupedDataset, *, seed: int, noise_fraction: float, public_
 
 
 def _pfld_llr(result, seen: list[dict[str, torch.Tensor]], *, shared: bool) -> float:
-    """Sum over released steps of log P(o_t | canary in b) - log P(o_t | canary in a) (module docstring)."""
+    """Sum over released steps of log P(o_t | canary in b) - log P(o_t | canary in a) (module docstring); each
+    side's step likelihood is the kit's :func:`~dpfair_analysis.testing.steps.mixture_log_likelihood`."""
     q, lr = result.info["sampling_rate"], result.config.lr
     records = result.steps.to_dict("records")
     log_q, log_1q = math.log(q), math.log1p(-q)
@@ -307,9 +294,8 @@ def _pfld_llr(result, seen: list[dict[str, torch.Tensor]], *, shared: bool) -> f
         log_like = []
         for group in (0, 1):
             u = coefficients[group] * now["h"]
-            terms = [w - float(((o + b_pub * p - b_priv * u) ** 2).sum()) / (2 * s ** 2)
-                     for b_pub, b_priv, w in combos]
-            log_like.append(logsumexp(terms))
+            residuals = [(o + b_pub * p - b_priv * u).numpy() for b_pub, b_priv, _ in combos]
+            log_like.append(mixture_log_likelihood(residuals, [w for _, _, w in combos], s))
         total += log_like[1] - log_like[0]
     return total
 
@@ -392,13 +378,8 @@ def _fedavg_llr(result, coordinates: torch.Tensor, contributions: torch.Tensor, 
     config = result.config
     z = (-(coordinates[1:] - coordinates[:-1]) * config.clients_per_round / config.server_lr).double()
     z = z.reshape(len(coordinates) - 1, -1)
-    total = 0.0
-    for t, record in enumerate(result.steps.to_dict("records")):
-        s = float(record["noise_std"])
-        u = contributions[t].double()
-        exponent = float((z[t] @ u - 0.5 * u @ u) / s ** 2)
-        total += float(np.logaddexp(math.log1p(-sampling_rate), math.log(sampling_rate) + exponent))
-    return total
+    s = np.array([float(record["noise_std"]) for record in result.steps.to_dict("records")])
+    return poisson_gaussian_llr(z.numpy(), contributions[:len(s)].double().numpy(), s, sampling_rate=sampling_rate)
 
 
 def sample_fedavg_trainer(trials: int, *, seed: int, noise_fraction: float, progress: bool = False
@@ -460,10 +441,19 @@ def _output_perturbation(trials: int, **kw: Any) -> MechanismSamples:
 
 
 TWIN_FRACTION = 0.25
-_SHIPPED = {"output-perturbation": (_output_perturbation, 400_000), "dpsgd": (_loop("dpsgd"), 500), "naive": (_loop("naive"), 500), "dpsgdf": (_loop("dpsgdf"), 500),
-            "mitigation": (_loop("dpsgd", mitigation=True), 500), "pfld": (_pfld("independent"), 500),
-            "optq": (_loop("optq"), 500), "fairdp": (_loop("fairdp"), 500),
-            "dpfedavg": (lambda trials, **kw: sample_fedavg_trainer(trials, **kw), 500)}
+LOOP_TRIALS = 500
+
+
+def _registered_loop_methods() -> dict[str, tuple[Callable[..., MechanismSamples], int]]:
+    """Every registered method that trains in ``train`` and states its canary rule (``Method.canary``): a new
+    method module is audited as it runs with no line here."""
+    registered = (methods.get(name) for name in methods.names())
+    return {m.name: (_loop(m.name), LOOP_TRIALS) for m in registered if m.policy is not None and m.canary is not None}
+
+
+_SHIPPED = {"output-perturbation": (_output_perturbation, 400_000), **_registered_loop_methods(),
+            "mitigation": (_loop("dpsgd", mitigation=True), LOOP_TRIALS), "pfld": (_pfld("independent"), LOOP_TRIALS),
+            "dpfedavg": (lambda trials, **kw: sample_fedavg_trainer(trials, **kw), LOOP_TRIALS)}
 SAMPLED: dict[str, SampledAudit] = {name: SampledAudit(name, fn, trials) for name, (fn, trials) in _SHIPPED.items()}
 SAMPLED["pfld-primal-shared-batch"] = SampledAudit("pfld-primal-shared-batch", _pfld("shared"), 2000, control=True)
 for _name, (_fn, _trials) in _SHIPPED.items():

@@ -33,9 +33,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 #: Paper id -> (file under the project's papers/, short citation).
 PAPERS: dict[str, tuple[str, str]] = {
@@ -257,20 +256,6 @@ def search(strategy: st.SearchStrategy, ratio: Callable[[Any], float | None], *,
     Returns (example or None, worst ratio seen -- the example's own if found --, examples tried).
     ``ratio`` returns None for examples outside the claim's assumptions.
     """
-    state = {"worst": -math.inf, "tried": 0}
+    from dpfair_analysis.testing.sensitivity import find_violation
 
-    def condition(x: Any) -> bool:
-        r = ratio(x)
-        state["tried"] += 1
-        if r is None or not math.isfinite(r) and r < 0:
-            return False
-        if not math.isfinite(r):
-            return True
-        state["worst"] = max(state["worst"], r)
-        return r > 1 + tol
-
-    try:
-        found = find(strategy, condition, settings=_settings(examples, shrink=shrink))
-    except (NoSuchExample, Unsatisfiable):
-        return None, state["worst"], state["tried"]
-    return found, float(ratio(found)), state["tried"]
+    return find_violation(strategy, ratio, examples=examples, tol=tol, shrink=shrink)

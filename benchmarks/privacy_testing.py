@@ -1,0 +1,250 @@
+#!/usr/bin/env python
+"""The kit's audits against the published DP testers, on the mechanisms their papers benchmark.
+
+For every reference mechanism of :mod:`dpfair_analysis.testing.zoo` (StatDP's and DP-Sniper's
+benchmarks, correct and incorrect, plus Gaussian and DP-Auditorium mean mechanisms) this script runs
+
+* **quick** -- one audit at the kit's quick budget with the pair search on (StatDP's patterns around
+  the base input and random sign patterns): is the claim refuted ("caught"), the epsilon lower
+  bound, seconds on this machine;
+* **bound** -- one audit at the full budget with ``--bound-trials`` evaluation runs per side: the
+  lower bound to set beside the anchors' published lower bounds on the same instances;
+* **consistency** -- for the correct mechanisms, ``--seeds`` quick audits with different seeds and
+  the pair search on: how many are consistent with the claim (target: >= 19 of 20).
+
+Anchors (published lower bounds on the same instances, epsilon = 0.1 claims): DP-Sniper's
+``eps_lcb`` with its logistic-regression and neural-network classifiers, and StatDP's events
+verified by DP-Sniper (two runs), from the reference logs of Bichsel, Steffen, Bogunovic &
+Vechev (S&P 2021), ``eth-sri/dp-sniper``, ``eval_sp2021/reference-results/{dd_search_reg,
+dd_search_mlp, statdp_1, statdp_2}_data.log``: 90% confidence, 10.7 M samples to train and
+200 M to estimate (ours: 95% confidence). Seconds are theirs on their machine (not comparable).
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/privacy_testing.py                 # all three parts, ~1-2 h on 2 cores
+    .venv/bin/python benchmarks/privacy_testing.py --parts quick   # verdicts and seconds only
+    .venv/bin/python benchmarks/privacy_testing.py --smoke         # seconds: the smoke test's run
+    .venv/bin/python benchmarks/privacy_testing.py --table benchmarks/results/privacy_testing.json
+    .venv/bin/python benchmarks/privacy_testing.py --parts bound --bound-trials 50000000 \
+        --update benchmarks/results/privacy_testing.json --out benchmarks/results/privacy_testing.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dpfair_analysis.io import write_atomically
+from dpfair_analysis.testing.auditing import FULL, QUICK, SMOKE, audit
+from dpfair_analysis.testing.zoo import catalogue
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "privacy_testing.json"
+SOURCE = ("eth-sri/dp-sniper eval_sp2021/reference-results/*_data.log (commit a4a2037; Bichsel et al., S&P 2021): "
+          "eps_lcb at 90% confidence")
+
+#: Published lower bounds (eps_lcb) and seconds of the anchors, per zoo mechanism: DP-Sniper with logistic
+#: regression ("dpsniper_reg") and with a neural network ("dpsniper_mlp"), StatDP's two runs as verified by
+#: DP-Sniper ("statdp_1", "statdp_2"). Seconds: DD-search + final estimate for DP-Sniper, the search for StatDP.
+ANCHORS: dict[str, dict[str, float]] = {
+    "laplace": dict(dpsniper_reg=0.0968, dpsniper_mlp=0.0976, statdp_1=0.0998, statdp_2=0.0996,
+                    dpsniper_reg_seconds=21.4, statdp_1_seconds=46.5),
+    "truncated_geometric": dict(dpsniper_reg=0.1156, dpsniper_mlp=0.1155, statdp_1=0.1159, statdp_2=0.1169,
+                                dpsniper_reg_seconds=19.5, statdp_1_seconds=351.8),
+    "noisy_hist1": dict(dpsniper_reg=0.0978, dpsniper_mlp=0.0977, statdp_1=0.0828, statdp_2=0.0994,
+                        dpsniper_reg_seconds=37.7, statdp_1_seconds=505.1),
+    "noisy_hist2": dict(dpsniper_reg=4.6020, dpsniper_mlp=4.6015, statdp_1=9.7169, statdp_2=10.0022,
+                        dpsniper_reg_seconds=40.6, statdp_1_seconds=816.6),
+    "noisy_max1": dict(dpsniper_reg=0.0923, dpsniper_mlp=0.0925, statdp_1=0.0920, statdp_2=0.0921,
+                       dpsniper_reg_seconds=61.8, statdp_1_seconds=59.8),
+    "noisy_max2": dict(dpsniper_reg=0.0975, dpsniper_mlp=0.0979, statdp_1=0.0996, statdp_2=0.0997,
+                       dpsniper_reg_seconds=58.4, statdp_1_seconds=58.6),
+    "noisy_max3": dict(dpsniper_reg=0.2478, dpsniper_mlp=0.2488, statdp_1=0.1991, statdp_2=0.1961,
+                       dpsniper_reg_seconds=62.4, statdp_1_seconds=131.8),
+    "noisy_max4": dict(dpsniper_reg=0.3463, dpsniper_mlp=0.3534, statdp_1=0.1960, statdp_2=0.1988,
+                       dpsniper_reg_seconds=62.9, statdp_1_seconds=132.0),
+    "svt1": dict(dpsniper_reg=0.0858, dpsniper_mlp=0.0858, statdp_1=0.0298, statdp_2=0.0298,
+                 dpsniper_reg_seconds=126.0, statdp_1_seconds=343.6),
+    "svt2": dict(dpsniper_reg=0.0859, dpsniper_mlp=0.0852, statdp_1=0.0316, statdp_2=0.0407,
+                 dpsniper_reg_seconds=159.9, statdp_1_seconds=402.8),
+    "svt3": dict(dpsniper_reg=0.1716, dpsniper_mlp=0.1822, statdp_1=0.0231, statdp_2=0.1793,
+                 dpsniper_reg_seconds=160.3, statdp_1_seconds=5821.1),
+    "svt4": dict(dpsniper_reg=0.1687, dpsniper_mlp=0.1696, statdp_1=0.1709, statdp_2=0.1719,
+                 dpsniper_reg_seconds=130.5, statdp_1_seconds=555.6),
+    "svt5": dict(dpsniper_reg=1.7612, dpsniper_mlp=1.7610, statdp_1=14.3143, statdp_2=14.3143,
+                 dpsniper_reg_seconds=58.9, statdp_1_seconds=351.3),
+    "svt6": dict(dpsniper_reg=0.2720, dpsniper_mlp=0.2698, statdp_1=0.3220, statdp_2=0.3200,
+                 dpsniper_reg_seconds=95.5, statdp_1_seconds=755.0),
+    "numerical_svt": dict(dpsniper_reg=0.0343, dpsniper_mlp=0.0345, dpsniper_reg_seconds=151.7),
+    "prefix_sum": dict(dpsniper_reg=0.5040, dpsniper_mlp=0.5774, statdp_1=0.3516, statdp_2=0.3446,
+                       dpsniper_reg_seconds=97.0, statdp_1_seconds=3367.0),
+    "laplace_parallel": dict(dpsniper_reg=0.0350, dpsniper_mlp=0.0299, statdp_1=0.0126, statdp_2=0.0135,
+                             dpsniper_reg_seconds=104.4, statdp_1_seconds=4717.1),
+    "svt34_parallel": dict(dpsniper_reg=0.2610, dpsniper_mlp=0.2616, statdp_1=0.1371, statdp_2=0.1963,
+                           dpsniper_reg_seconds=363.9, statdp_1_seconds=27301.1),
+    "one_time_rappor": dict(dpsniper_reg=0.5978, dpsniper_mlp=0.5999, statdp_1=0.4706, statdp_2=0.0602,
+                            dpsniper_reg_seconds=89.1, statdp_1_seconds=991.0),
+    "rappor": dict(dpsniper_reg=0.2930, dpsniper_mlp=0.3008, statdp_1=0.2416, statdp_2=0.0243,
+                   dpsniper_reg_seconds=144.9, statdp_1_seconds=1177.6),
+}
+ANCHOR_NAMES = ("dpsniper_reg", "dpsniper_mlp", "statdp_1", "statdp_2")
+
+
+def best_anchor(name: str) -> float | None:
+    values = [ANCHORS.get(name, {}).get(k) for k in ANCHOR_NAMES]
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def run_audit(z, *, budget, seed: int, trials: int | None = None, single: bool = False,
+              confidence: float = 0.95) -> dict:
+    """One audit of a zoo entry; the JSON row."""
+    fn = z.single() if single else z.batched()
+    start = time.perf_counter()
+    result = audit(fn, z.epsilon, z.delta, relation=z.relation, data=z.data, batched=not single, budget=budget,
+                   trials=trials, seed=seed, time_budget=3600.0, name=z.name, confidence=confidence)
+    return {"epsilon_lower": result.epsilon_lower, "consistent": result.consistent,
+            "caught": not result.consistent, "seconds": time.perf_counter() - start,
+            "evaluation_trials": result.evaluation_trials, "runs": result.trials, "statistic": result.witness[
+                "statistic"], "pair": result.witness["pair"], "change": result.witness["change"]}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--parts", default="quick,bound,consistency",
+                   help="comma-separated: quick, bound, consistency (default all)")
+    p.add_argument("--mechanisms", default=None, help="comma-separated zoo names (default all)")
+    p.add_argument("--seeds", type=int, default=20, help="seeds of the consistency part (default 20)")
+    p.add_argument("--bound-trials", type=int, default=20_000_000,
+                   help="evaluation runs per side of the bound part (default 20,000,000)")
+    p.add_argument("--confidence", type=float, default=0.95,
+                   help="confidence of every bound (default 0.95; the anchors' is 0.9)")
+    p.add_argument("--single", action="store_true",
+                   help="call the one-output form fn(data, rng) instead of the batched one (much slower)")
+    p.add_argument("--smoke", action="store_true", help="the smoke test's run: smoke budget, 3 mechanisms, 2 seeds")
+    p.add_argument("--out", type=Path, default=None, help=f"JSON output (default {DEFAULT_OUT}; _smoke with --smoke)")
+    p.add_argument("--table", type=Path, default=None, help="print the table of an earlier JSON and stop")
+    p.add_argument("--update", type=Path, default=None,
+                   help="an earlier JSON: replace only the parts run now (rows matched by mechanism), keep the rest, "
+                        "and write the result to --out")
+    args = p.parse_args(argv)
+    if args.table is not None:
+        print_table(json.loads(args.table.read_text()))
+        return 0
+    parts = [s.strip() for s in args.parts.split(",") if s.strip()]
+    unknown = set(parts) - {"quick", "bound", "consistency"}
+    if unknown:
+        p.error(f"--parts must be among quick, bound, consistency; got {sorted(unknown)}")
+    zoo = catalogue()
+    names = list(zoo) if args.mechanisms is None else [s.strip() for s in args.mechanisms.split(",")]
+    bad = [n for n in names if n not in zoo]
+    if bad:
+        p.error(f"--mechanisms: unknown {bad}; choose from {sorted(zoo)}")
+    quick, full, seeds, bound_trials = QUICK, FULL, args.seeds, args.bound_trials
+    if args.smoke:
+        names = names if args.mechanisms else ["laplace", "noisy_hist2", "noisy_max1"]
+        quick, full, seeds, bound_trials = SMOKE, SMOKE, 2, 20_000
+    out = args.out or (DEFAULT_OUT.with_name("privacy_testing_smoke.json") if args.smoke else DEFAULT_OUT)
+    if not out.parent.is_dir():
+        p.error(f"--out: directory {str(out.parent)!r} does not exist")
+    rows = []
+    for name in names:
+        z = zoo[name]
+        row = {"mechanism": name, "source": z.source, "correct": z.correct, "epsilon_claimed": z.epsilon,
+               "delta": z.delta, "relation": z.relation.describe(), "true_epsilon": z.true_epsilon, "note": z.note,
+               "anchors": ANCHORS.get(name, {}), "best_anchor": best_anchor(name)}
+        if "quick" in parts:
+            row["quick"] = run_audit(z, budget=quick, seed=0, single=args.single, confidence=args.confidence)
+        if "bound" in parts:
+            row["bound"] = run_audit(z, budget=full, seed=0, trials=bound_trials, single=args.single,
+                                     confidence=args.confidence)
+            if row["best_anchor"] is not None:
+                row["bound"]["at_least_best_anchor"] = bool(row["bound"]["epsilon_lower"] >= row["best_anchor"])
+        if "consistency" in parts and z.correct:
+            runs = [run_audit(z, budget=quick, seed=s, single=args.single, confidence=args.confidence)
+                    for s in range(1, seeds + 1)]
+            row["consistency"] = {"seeds": seeds, "consistent": sum(r["consistent"] for r in runs),
+                                  "epsilon_lower": [r["epsilon_lower"] for r in runs],
+                                  "seconds": sum(r["seconds"] for r in runs)}
+        rows.append(row)
+        print(summary_line(row), flush=True)
+    settings = {"parts": parts, "seeds": seeds, "bound_trials": bound_trials, "smoke": args.smoke,
+                            "interface": "single" if args.single else "batched", "confidence": args.confidence,
+                            "quick_budget": asdict(quick), "full_budget": asdict(full),
+                            "python": sys.version.split()[0], "machine": platform.machine(),
+                            "cpus": os.cpu_count(), "anchor_source": SOURCE}
+    payload = {"settings": settings, "rows": rows}
+    if args.update is not None:
+        payload = merge(json.loads(args.update.read_text()), payload, parts)
+    write_atomically(out, lambda tmp: tmp.write_text(json.dumps(payload, indent=1, default=_json)))
+    print_table(payload)
+    print(f"wrote {out}")
+    return 0
+
+
+def merge(earlier: dict, now: dict, parts: list[str]) -> dict:
+    """``earlier`` with the ``parts`` of ``now``'s rows put in (by mechanism); the settings of each part say which
+    run produced it (``settings["runs"]``)."""
+    rows = {r["mechanism"]: r for r in earlier["rows"]}
+    for row in now["rows"]:
+        target = rows.setdefault(row["mechanism"], {k: v for k, v in row.items() if k not in ("quick", "bound",
+                                                                                             "consistency")})
+        for part in parts:
+            if part in row:
+                target[part] = row[part]
+    runs = earlier["settings"].get("runs", {part: earlier["settings"] for part in earlier["settings"]["parts"]})
+    runs.update({part: now["settings"] for part in parts})
+    settings = {**earlier["settings"], "parts": sorted(set(earlier["settings"]["parts"]) | set(parts)), "runs": runs}
+    return {"settings": settings, "rows": list(rows.values())}
+
+
+def _json(value):
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return str(value)
+
+
+def summary_line(row: dict) -> str:
+    parts = [f"{row['mechanism']:<20}"]
+    if "quick" in row:
+        q = row["quick"]
+        parts.append(f"quick ε≥{q['epsilon_lower']:.4f} {'CAUGHT' if q['caught'] else 'ok':<6} {q['seconds']:6.1f}s")
+    if "bound" in row:
+        parts.append(f"bound ε≥{row['bound']['epsilon_lower']:.4f} ({row['bound']['seconds']:.0f}s)")
+    if "consistency" in row:
+        c = row["consistency"]
+        parts.append(f"consistent {c['consistent']}/{c['seeds']}")
+    return "  ".join(parts)
+
+
+def print_table(payload: dict) -> None:
+    print(f"{'mechanism':<20} {'claim':>6} {'ok?':>4} {'quick ε≥':>9} {'caught':>6} {'sec':>6} {'bound ε≥':>9} "
+          f"{'DP-Sniper':>9} {'StatDP':>7} {'≥anchor':>7} {'consistent':>10}")
+    for r in payload["rows"]:
+        a = r.get("anchors", {})
+        q, b, c = r.get("quick"), r.get("bound"), r.get("consistency")
+        sniper = max([v for v in (a.get("dpsniper_reg"), a.get("dpsniper_mlp")) if v is not None], default=None)
+        statdp = max([v for v in (a.get("statdp_1"), a.get("statdp_2")) if v is not None], default=None)
+        print(f"{r['mechanism']:<20} {r['epsilon_claimed']:>6.3f} {'yes' if r['correct'] else 'NO':>4} "
+              f"{_f(q and q['epsilon_lower']):>9} {('yes' if q['caught'] else 'no') if q else '-':>6} "
+              f"{_f(q and q['seconds'], 1):>6} {_f(b and b['epsilon_lower']):>9} {_f(sniper):>9} {_f(statdp):>7} "
+              f"{('yes' if b.get('at_least_best_anchor') else 'no') if b and 'at_least_best_anchor' in b else '-':>7} "
+              f"{(str(c['consistent']) + '/' + str(c['seeds'])) if c else '-':>10}")
+
+
+def _f(value, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

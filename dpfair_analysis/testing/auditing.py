@@ -1,0 +1,540 @@
+"""Auditing any mechanism: an epsilon lower bound whose confidence holds over the whole search.
+
+:func:`audit` runs the user's mechanism ``fn(data, rng)`` (:mod:`.runner`) on pairs of
+neighbouring data sets, scores the outputs with a family of statistics (:mod:`.scores`)
+and turns the error rates of the best test into a one-sided lower bound on epsilon
+(:mod:`.bounds`). A bound above the claimed epsilon refutes the claim.
+
+Family-wise confidence: a held-out split
+----------------------------------------
+Searching over pairs, statistics and thresholds and then bounding epsilon on the same
+runs would report the luckiest of many tests: a correct mechanism audited over many pairs
+would raise false alarms far above the nominal rate. The audit therefore keeps the search
+and the bound on disjoint runs:
+
+1. *selection* -- every candidate pair is run ``screen`` times per side; each statistic is
+   fitted on one half of those runs (if it needs fitting) and its threshold chosen on the
+   other; when there are more than ``top`` candidates, the best ``top`` are run again
+   (``select`` fresh runs per side) and re-scored. The (pair, statistic, threshold) with the
+   largest selection bound wins. None of these runs is counted in the bound.
+2. *evaluation* -- the winner's pair is run ``evaluate`` fresh times per side; errors at the
+   fixed threshold give FPR and FNR, and :func:`~dpfair_analysis.testing.bounds.epsilon_lower_bound`
+   turns them into epsilon_lower at ``confidence``.
+
+The winner is a function of the selection runs only, which are independent of the
+evaluation runs, so conditionally on the winner the evaluation is a single test on fresh
+data: P[epsilon_lower > true epsilon] <= 1 - confidence however many pairs, statistics and
+thresholds were searched. No union bound is needed (and none is paid for).
+
+Power: :func:`audit` can audit an *under-noised twin* of the mechanism (the same claim
+with a fraction of the noise; ``twin=0.25`` for a mechanism that takes ``noise_scale``) and
+reports whether the audit catches it; every result reports the largest epsilon its
+evaluation runs could ever certify (a claim above it cannot be refuted at this budget).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dpfair_analysis.testing._json import jsonable
+from dpfair_analysis.testing.bounds import (
+    DEFAULT_CONFIDENCE,
+    ThresholdTest,
+    check_delta_or_zero,
+    choose_threshold,
+    epsilon_lower_bound,
+    largest_certifiable_epsilon,
+    projected_epsilon,
+)
+from dpfair_analysis.testing.relations import (
+    AddRemove,
+    AttributeChange,
+    NotNeighbours,
+    QueryVector,
+    Relation,
+    ReplaceOne,
+    as_dataset,
+    make_relation,
+)
+from dpfair_analysis.testing.runner import MechanismError, Runner, describe_data
+from dpfair_analysis.testing.scores import Fitted, Statistic, check_kinds, statistic_family
+from dpfair_analysis.testing.sensitivity import seed_only
+from dpfair_analysis.validation import check_fraction, check_seed
+
+
+class PrivacyViolation(AssertionError):
+    """An audit's lower bound exceeds the claimed epsilon (``result``: the :class:`AuditResult`)."""
+
+    def __init__(self, message: str, result: AuditResult):
+        super().__init__(message)
+        self.result = result
+
+
+class InsufficientPower(AssertionError):
+    """An audit asked to show power did not catch the under-noised twin (``result``)."""
+
+    def __init__(self, message: str, result: AuditResult):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How hard an audit tries (runs per side): ``screen`` per candidate pair, ``select`` per pair kept
+    (``top`` of them), ``evaluate`` for the bound; at most ``max_pairs`` candidates. A batched
+    mechanism gets ``batch_factors`` times as many runs in each of the three phases."""
+
+    name: str
+    screen: int
+    select: int
+    evaluate: int
+    top: int
+    max_pairs: int
+    batch_factors: tuple[int, int, int] = (25, 100, 50)
+
+    def scaled(self, batched: bool) -> Budget:
+        f = self.batch_factors if batched else (1, 1, 1)
+        return Budget(self.name, self.screen * f[0], self.select * f[1], self.evaluate * f[2], self.top,
+                      self.max_pairs, (1, 1, 1))
+
+
+QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16)
+FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40))
+#: For smoke-running a suite of privacy tests (CI): a pass at this budget proves little.
+SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pairs=6, batch_factors=(5, 5, 5))
+BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL}
+#: Statistics per pair carried from screening into selection.
+KEPT_STATISTICS = 6
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """One audit (see the module docstring).
+
+    ``epsilon_lower`` is a one-sided lower bound on the mechanism's epsilon at ``delta``, valid
+    with probability >= ``confidence`` over the whole search; ``consistent`` =
+    epsilon_lower <= epsilon_claimed. ``witness``: the pair (D, D'), the change, the statistic,
+    the threshold and the error counts of the test. ``trials``: mechanism runs in all;
+    ``evaluation_trials``: runs per side counted in the bound. ``power``: the largest certifiable
+    epsilon, whether the claim lies below it (``can_refute_claim``: if not, the audit cannot fail
+    however broken the mechanism is) and, if asked, the under-noised twin's audit.
+    """
+
+    epsilon_lower: float
+    confidence: float
+    consistent: bool
+    epsilon_claimed: float
+    delta: float
+    relation: str
+    witness: dict[str, Any]
+    trials: int
+    evaluation_trials: int
+    seconds: float
+    candidates: int
+    budget: str
+    seed: int
+    power: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return jsonable(asdict(self))
+
+    def summary(self) -> dict[str, Any]:
+        """The six fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds."""
+        full = self.as_dict()
+        return {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+
+
+# ============================================================================ candidates
+def default_data(relation: Relation) -> Any:
+    """The base data set an audit uses when none is given (give your own: the worst pairs depend on it).
+
+    queries: StatDP's base vector (1, 1, 1, 1, 1); add-remove and replace-one: eight scalar
+    records evenly spread over [-1, 1]; attribute-change: eight people in groups of 3 and 5.
+
+    Parameters
+    ----------
+    relation : Relation
+        The relation of the audit.
+    """
+    if isinstance(relation, QueryVector):
+        return np.ones(5)
+    if isinstance(relation, (AddRemove, ReplaceOne)):
+        return np.linspace(-1.0, 1.0, 8)
+    if isinstance(relation, AttributeChange):
+        return np.array([0, 0, 0, 1, 1, 1, 1, 1])
+    raise ValueError(f"no default data for {relation.describe()}: give data=")
+
+
+def _draw_pairs(strategy: Any, count: int, seed: int) -> list[tuple[Any, Any]]:
+    """``count`` pairs drawn from a hypothesis strategy, the same for the same seed
+    (:func:`~dpfair_analysis.testing.sensitivity.seed_only`)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    drawn: list[tuple[Any, Any]] = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=count, database=None, deadline=None, phases=(Phase.generate,),
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(pair: Any) -> None:
+        if len(drawn) < count:
+            drawn.append(pair)
+
+    with seed_only():
+        collect()
+    return drawn
+
+
+def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, seed: int) -> list[tuple[Any, Any]]:
+    """The pairs an audit searches, validated against the relation.
+
+    Parameters
+    ----------
+    relation : Relation
+        Every pair must be neighbours under it.
+    data : array, dict or None
+        Base data set for the relation's adversarial candidates (:meth:`Relation.candidates`).
+    pairs : None, (D, D'), list of pairs or hypothesis strategy of pairs
+        Given pairs (used as they are), a strategy (``limit`` pairs drawn), or None (search).
+    limit : int
+        Most candidates.
+    seed : int
+        Seeds the random candidates.
+    """
+    from hypothesis.strategies import SearchStrategy
+
+    if pairs is None:
+        base = default_data(relation) if data is None else as_dataset(data)
+        found = relation.candidates(base, rng=np.random.default_rng(seed), limit=limit)
+    elif isinstance(pairs, SearchStrategy):
+        found = _draw_pairs(pairs, limit, seed)
+    elif isinstance(pairs, tuple) and len(pairs) == 2 and not _is_pair(pairs[0]):
+        found = [pairs]
+    else:
+        found = list(pairs)
+    if not found:
+        raise ValueError("pairs gave no neighbouring pair to audit")
+    checked = []
+    for k, pair in enumerate(found):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise ValueError(f"pair {k} must be (D, D'), got {describe_data(pair)}")
+        a, b = as_dataset(pair[0], f"pair {k}'s D"), as_dataset(pair[1], f"pair {k}'s D'")
+        try:
+            relation.check(a, b)
+        except NotNeighbours as error:
+            raise ValueError(f"pair {k} is not a neighbouring pair under {relation.describe()}: {error}") from None
+        checked.append((a, b))
+    return checked
+
+
+def _is_pair(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and len(value) == 2 and not np.isscalar(value[0])
+
+
+# ============================================================================ selection
+@dataclass
+class _Choice:
+    """One (pair, statistic, threshold) scored on selection runs."""
+
+    index: int
+    statistic: Statistic
+    fitted: Fitted
+    threshold: float
+    selection_epsilon: float
+
+
+def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], index: int,
+                 statistics: list[Statistic], *, delta: float, confidence: float,
+                 evaluation_trials: int) -> list[_Choice]:
+    """Score each statistic's best test on selection runs, best first.
+
+    The runs are split in three: a statistic that needs fitting is fitted on the first third;
+    its threshold is chosen on the second (on the first two if nothing is fitted); its
+    criterion -- the bound projected to the evaluation's number of runs
+    (:func:`~dpfair_analysis.testing.bounds.projected_epsilon`) -- is computed on the last third,
+    at the fixed threshold, with the error rates at their 1 - 0.2 / (number of statistics)
+    Clopper-Pearson upper limits. The threshold search over thousands of candidates therefore
+    does not inflate the criterion, and the choice among the statistics is paid for by the
+    pessimism of the rates. Only a ranking: the reported bound comes from fresh runs."""
+    third0, third1 = len(out0) // 3, len(out1) // 3
+    valid0, valid1 = out0[2 * third0:], out1[2 * third1:]
+    level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics)))  # more statistics compared, more pessimistic rates
+    scored = []
+    for statistic in statistics:
+        if statistic.needs_fit:
+            fitted = statistic.fit(out0[:third0], out1[:third1], pair)
+            pick0, pick1 = out0[third0:2 * third0], out1[third1:2 * third1]
+        else:
+            fitted = statistic.fit(out0[:2 * third0], out1[:2 * third1], pair)
+            pick0, pick1 = out0[:2 * third0], out1[:2 * third1]
+        if fitted is None:
+            continue
+        threshold, _ = choose_threshold(fitted.score(pick0), fitted.score(pick1), delta=delta, confidence=confidence,
+                                        evaluation_trials=evaluation_trials)
+        fp = int(np.count_nonzero(fitted.score(valid0) > threshold))
+        fn = int(np.count_nonzero(fitted.score(valid1) <= threshold))
+        criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=evaluation_trials,
+                                            delta=delta, confidence=confidence, level=level))
+        scored.append(_Choice(index, statistic, fitted, threshold, criterion))
+    return sorted(scored, key=lambda c: -c.selection_epsilon)
+
+
+def _event(fitted: Fitted, threshold: float) -> str:
+    return f"{fitted.name} > {threshold:.6g} (guess D')"
+
+
+# ============================================================================ the audit
+def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, relation: Relation | str,
+          data: Any = None, pairs: Any = None, statistics: Any = "auto", log_density: Callable | None = None,
+          budget: str | Budget = "quick", trials: int | None = None, confidence: float = DEFAULT_CONFIDENCE,
+          seed: int = 0, batched: bool = False, time_budget: float | None = 600.0, twin: Any = None,
+          name: str | None = None) -> AuditResult:
+    """Audit an (epsilon, delta)-DP claim of any mechanism: a lower bound on its epsilon, and whether it agrees.
+
+    Parameters
+    ----------
+    mechanism : callable
+        ``fn(data, rng)`` returning a number or a numpy array of fixed shape; ``rng`` is a
+        :class:`numpy.random.Generator` the kit seeds (``fn(data, rng, n)`` returning n outputs
+        with ``batched=True``). Torch code: wrap it with :func:`dpfair_analysis.testing.torch.torch_mechanism`.
+    epsilon : float
+        The claimed epsilon (>= 0).
+    delta : float
+        The claimed delta, in [0, 1) (default 0: pure DP).
+    relation : Relation or str
+        The neighbouring relation of the claim: ``add-remove``, ``replace-one``,
+        ``attribute-change``, ``queries`` or a :class:`~dpfair_analysis.testing.relations.Relation`.
+    data : array, dict or None
+        The base data set whose neighbours are searched (records along axis 0; the query
+        vector under ``queries``; the attribute vector or a dict with ``group`` under
+        ``attribute-change``). Default: :func:`default_data`.
+    pairs : None, (D, D'), list of pairs or hypothesis strategy
+        Pairs to audit instead of the search: one pair, several, or a strategy of pairs
+        (budget.max_pairs drawn). Each is checked against ``relation``.
+    statistics : "auto" or kinds
+        Test statistics to search (:mod:`.scores`): threshold, histogram, learned, likelihood.
+    log_density : callable, optional
+        White box: ``log_density(outputs, data) -> (n,)`` log-densities of outputs (stacked along
+        axis 0) under the mechanism on ``data``; adds the likelihood-ratio statistic.
+    budget : "quick", "full", "smoke" or Budget
+        Runs per phase (:data:`QUICK`, :data:`FULL`; :data:`SMOKE` only to smoke-run a test suite).
+    trials : int, optional
+        Evaluation runs per side, overriding the budget's (at least 10).
+    confidence : float
+        Confidence of the bound over the whole search, in (0, 1).
+    seed : int
+        Seeds everything (same seed, same result).
+    batched : bool
+        ``mechanism(data, rng, n)`` returns n outputs at once.
+    time_budget : float or None
+        Seconds the mechanism may run in total (default 600) before :class:`~.runner.AuditTimeout`.
+    twin : None, float or callable
+        An under-noised twin to audit too (power check): a callable mechanism, or a fraction f in
+        (0, 1) for a mechanism that takes a ``noise_scale`` keyword (``mechanism(..., noise_scale=f)``).
+    name : str, optional
+        The mechanism's name in messages.
+    """
+    start = time.perf_counter()
+    epsilon = _check_epsilon(epsilon)
+    delta = check_delta_or_zero(delta)
+    confidence = check_fraction(confidence, "confidence", open_high=True)
+    seed = check_seed(seed)
+    relation = make_relation(relation)
+    plan = BUDGETS[budget] if isinstance(budget, str) and budget in BUDGETS else budget
+    if not isinstance(plan, Budget):
+        raise TypeError(f"budget must be one of {sorted(BUDGETS)} or a Budget, got {budget!r}")
+    plan = plan.scaled(batched)
+    if trials is not None:
+        if isinstance(trials, bool) or not isinstance(trials, int) or trials < 10:
+            raise ValueError(f"trials must be an integer >= 10 (evaluation runs per side), got {trials!r}")
+        plan = Budget(plan.name, plan.screen, plan.select, trials, plan.top, plan.max_pairs, (1, 1, 1))
+    kinds = check_kinds(statistics, log_density=log_density)
+    twin_fn = _twin(mechanism, twin)
+    candidates = candidate_pairs(relation, data=data, pairs=pairs, limit=plan.max_pairs, seed=seed)
+    runner = Runner(mechanism, name=name, batched=batched, time_budget=time_budget)
+    result = _run(runner, candidates, epsilon=epsilon, delta=delta, relation=relation, plan=plan, kinds=kinds,
+                  log_density=log_density, confidence=confidence, seed=seed, start=start)
+    if twin_fn is None:
+        return result
+    twin_runner = Runner(twin_fn, name=f"{runner.name} (twin)", batched=batched, time_budget=time_budget)
+    twin_result = _run(twin_runner, candidates, epsilon=epsilon, delta=delta, relation=relation, plan=plan,
+                       kinds=kinds, log_density=None, confidence=confidence, seed=seed, start=time.perf_counter())
+    power = dict(result.power, twin=_describe_twin(twin), twin_epsilon_lower=twin_result.epsilon_lower,
+                 twin_caught=not twin_result.consistent, twin_witness=twin_result.witness)
+    return AuditResult(**{**asdict(result), "power": power, "seconds": time.perf_counter() - start,
+                          "trials": result.trials + twin_result.trials})
+
+
+def _check_epsilon(epsilon: Any) -> float:
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon) \
+            or epsilon < 0:
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    return float(epsilon)
+
+
+def _twin(mechanism: Callable, twin: Any) -> Callable | None:
+    if twin is None:
+        return None
+    if callable(twin):
+        return twin
+    fraction = check_fraction(twin, "twin", open_high=True)
+    return functools.partial(mechanism, noise_scale=fraction)
+
+
+def _describe_twin(twin: Any) -> str:
+    return f"noise_scale={twin:g}" if isinstance(twin, (int, float)) else getattr(twin, "__qualname__", repr(twin))
+
+
+def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, delta: float, relation: Relation,
+         plan: Budget, kinds: tuple[str, ...], log_density: Callable | None, confidence: float, seed: int,
+         start: float) -> AuditResult:
+    streams = np.random.SeedSequence(seed).spawn(3)
+    check_seed_, screen_seeds, final_seeds = streams[0], streams[1], streams[2]
+    shape = runner.check(candidates[0][0], int(check_seed_.generate_state(1)[0]))
+    runs = 0
+
+    def sample(pair: tuple[Any, Any], n: int, seeds: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal runs
+        s0, s1 = seeds.spawn(2)
+        runner.new_pair()
+        out0, out1 = runner.flat(runner.sample(pair[0], n, s0)), runner.flat(runner.sample(pair[1], n, s1))
+        runs += 2 * n
+        return out0, out1
+
+    def score(i: int, n: int, seed: np.random.SeedSequence, statistics: Callable) -> list[_Choice]:
+        out0, out1 = sample(candidates[i], n, seed)
+        return _score_tests(out0, out1, candidates[i], i, statistics(out0, out1), delta=delta,
+                            confidence=confidence, evaluation_trials=plan.evaluate)
+
+    def every(kinds_: tuple[str, ...]) -> Callable:
+        return lambda out0, out1: statistic_family(kinds_, out0, out1, log_density=log_density, shape=shape)
+
+    stage_seeds = screen_seeds.spawn(2)
+    if len(candidates) <= plan.top:
+        seeds = stage_seeds[0].spawn(len(candidates))
+        choices = [c for i in range(len(candidates)) for c in score(i, plan.select, seeds[i], every(kinds))]
+    else:
+        # 1. screen every pair with the statistics that need no model fitted (fast); keep the best pairs and,
+        #    for each, its best few statistics; 2. score those (and the learned one) on fresh, larger samples
+        cheap = tuple(k for k in kinds if k != "learned") or kinds
+        seeds = stage_seeds[0].spawn(len(candidates))
+        screened = {i: score(i, plan.screen, seeds[i], every(cheap)) for i in range(len(candidates))}
+        ranked = sorted((c for c in screened.values() if c), key=lambda c: -c[0].selection_epsilon)[:plan.top]
+        extra = statistic_family(tuple(k for k in kinds if k == "learned"), np.zeros((1, 1)), np.zeros((1, 1)))
+        seeds = stage_seeds[1].spawn(len(ranked))
+        choices = []
+        for kept, seed_ in zip(ranked, seeds):
+            statistics = list(dict.fromkeys(c.statistic for c in kept[:KEPT_STATISTICS])) + extra
+            choices += score(kept[0].index, plan.select, seed_, lambda o0, o1, s_=statistics: s_)
+    if not choices:
+        raise MechanismError(f"no statistic applies to the outputs of mechanism {runner.name}")
+    best = max(choices, key=lambda c: c.selection_epsilon)
+    pair = candidates[best.index]
+    test = _evaluate(runner, pair, plan.evaluate, final_seeds, best, delta=delta, confidence=confidence)
+    runs += 2 * plan.evaluate
+    return AuditResult(
+        epsilon_lower=test.epsilon_lower, confidence=confidence, consistent=bool(test.epsilon_lower <= epsilon),
+        epsilon_claimed=epsilon, delta=delta, relation=relation.describe(),
+        witness=_witness(relation, pair, best, test), trials=runs, evaluation_trials=plan.evaluate,
+        seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
+        power=_power(plan.evaluate, epsilon=epsilon, delta=delta, confidence=confidence))
+
+
+def _power(trials: int, *, epsilon: float, delta: float, confidence: float) -> dict[str, Any]:
+    """What the evaluation runs could show at best: the largest certifiable epsilon, and whether the claim is
+    below it (if not, no result of this audit could refute the claim: it has no power against it)."""
+    largest = largest_certifiable_epsilon(trials, delta=delta, confidence=confidence)
+    return {"largest_certifiable_epsilon": largest, "can_refute_claim": bool(largest > epsilon)}
+
+
+def _evaluate(runner: Runner, pair: tuple[Any, Any], n: int, seeds: np.random.SeedSequence, choice: _Choice, *,
+              delta: float, confidence: float) -> ThresholdTest:
+    """Errors of the chosen test on ``n`` fresh runs per side, counted in chunks (no output is kept)."""
+    counts = []
+    runner.new_pair()
+    for side, s in zip((0, 1), seeds.spawn(2)):
+        above = 0
+        for chunk in runner.stream(pair[side], n, s):
+            above += int(np.count_nonzero(choice.fitted.score(runner.flat(chunk)) > choice.threshold))
+        counts.append(above)
+    false_positives, false_negatives = counts[0], n - counts[1]
+    epsilon = float(epsilon_lower_bound(false_positives, n, false_negatives, n, delta=delta, confidence=confidence))
+    return ThresholdTest(threshold=choice.threshold, false_positives=false_positives, negatives=n,
+                         false_negatives=false_negatives, positives=n, epsilon_lower=epsilon,
+                         selection_epsilon=choice.selection_epsilon)
+
+
+def _witness(relation: Relation, pair: tuple[Any, Any], choice: _Choice, test: ThresholdTest) -> dict[str, Any]:
+    return {"pair": choice.index, "data": _compact(pair[0]), "neighbour": _compact(pair[1]),
+            "change": relation.check(*pair).as_dict(), "statistic": choice.fitted.name,
+            "statistic_kind": choice.fitted.kind, "event": _event(choice.fitted, choice.threshold),
+            "threshold": choice.threshold, "false_positives": test.false_positives,
+            "false_negatives": test.false_negatives, "selection_epsilon": choice.selection_epsilon}
+
+
+def _compact(data: Any) -> Any:
+    """A data set for a report: the values themselves when small, else a one-line description."""
+    if isinstance(data, dict):
+        return {k: _compact(v) for k, v in data.items()}
+    array = np.asarray(data)
+    return array.tolist() if array.size <= 64 else describe_data(array, 120)
+
+
+def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *,
+                   require_power: bool = False, **options: Any) -> AuditResult:
+    """:func:`audit`, raising :class:`PrivacyViolation` (an AssertionError) when the claim is refuted.
+
+    Returns the :class:`AuditResult` when the audit is consistent with the claim.
+
+    Parameters
+    ----------
+    mechanism : callable
+        As in :func:`audit`.
+    epsilon, delta : float
+        The claim.
+    require_power : bool
+        Also raise :class:`InsufficientPower` unless the under-noised twin (``twin=``, default
+        0.25 when this is True) is caught: a passing audit then means something.
+    **options
+        Passed to :func:`audit` (``relation`` is required).
+    """
+    if require_power and options.get("twin") is None:
+        options["twin"] = 0.25
+    result = audit(mechanism, epsilon, delta, **options)
+    if not result.consistent:
+        w = result.witness
+        raise PrivacyViolation(
+            f"privacy claim refuted: epsilon >= {result.epsilon_lower:.4g} with confidence {result.confidence:g} "
+            f"> claimed {result.epsilon_claimed:g} (delta = {result.delta:g}, {result.relation}); witness: pair "
+            f"{w['pair']}, change {w['change']}, event {w['event']}, {w['false_positives']} false positives and "
+            f"{w['false_negatives']} false negatives in {result.evaluation_trials} runs per side", result)
+    if require_power and not result.power.get("twin_caught", False):
+        raise InsufficientPower(
+            f"the audit did not catch the under-noised twin ({result.power.get('twin')}): its lower bound "
+            f"{result.power.get('twin_epsilon_lower', math.nan):.4g} <= claimed {result.epsilon_claimed:g}; a "
+            f"passing audit at this budget proves little (raise the budget or trials, or give pairs/log_density)",
+            result)
+    return result
+
+
+__all__ = [
+    "BUDGETS",
+    "FULL",
+    "QUICK",
+    "AuditResult",
+    "Budget",
+    "InsufficientPower",
+    "PrivacyViolation",
+    "assert_private",
+    "audit",
+    "candidate_pairs",
+    "default_data",
+]

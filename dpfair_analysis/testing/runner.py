@@ -1,0 +1,276 @@
+"""Running a user's mechanism many times, safely: seeding, output checks, a time budget.
+
+The interface contract (what the kit calls): a mechanism is a plain function
+``fn(data, rng)`` -- ``rng`` a :class:`numpy.random.Generator` that the kit seeds --
+returning a number or a numpy array of a fixed shape. With ``batched=True`` it is
+``fn(data, rng, n)`` returning ``n`` outputs stacked along axis 0 (DP-Auditorium's
+interface; much faster for vectorised mechanisms).
+
+What is refused, with an error naming the problem (:class:`MechanismError`):
+
+* the mechanism raises (the exception is chained, and the call and data are named);
+* it returns NaN or infinity, something that is not numeric, or outputs of varying shape;
+* it ignores its seed: two runs from the same seed give different outputs (it draws from
+  an unseeded or global generator), or it changes the state of numpy's, Python's or
+  torch's *global* generator (``np.random.normal``, ``random.random``, ``torch.randn``
+  without the given ``rng``);
+* it runs longer than the time budget (:class:`AuditTimeout`, a subclass): the budget is
+  checked between calls and, in the main thread on POSIX, also interrupts a call that
+  hangs.
+
+Nothing is written by the runner; an audit that fails leaves no partial result behind.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+Mechanism = Callable[..., Any]
+
+
+class MechanismError(ValueError):
+    """The mechanism under test broke the interface contract (see the module docstring)."""
+
+
+class AuditTimeout(MechanismError):
+    """The mechanism used up the audit's time budget."""
+
+
+def describe_data(data: Any, limit: int = 80) -> str:
+    """A short, one-line description of a data set for error messages and reports."""
+    if isinstance(data, dict):
+        inner = ", ".join(f"{k}: {describe_data(v, 30)}" for k, v in data.items())
+        text = "{" + inner + "}"
+    else:
+        array = np.asarray(data)
+        if array.dtype == object:
+            text = repr(data)
+        elif array.size <= 12:
+            text = np.array2string(array, separator=", ", threshold=12).replace("\n", "")
+        else:
+            text = f"array of shape {array.shape} (first {np.array2string(array.ravel()[:4], separator=', ')})"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _global_states() -> tuple[Any, ...]:
+    """States of the global generators a mechanism must not draw from (torch only if already imported)."""
+    states: list[Any] = [np.random.get_state(legacy=False)["state"], random.getstate()]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        states.append(torch.random.get_rng_state())
+    return tuple(states)
+
+
+def _same_states(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    if len(a) != len(b):
+        return True  # torch imported by the mechanism itself: nothing to compare
+    for x, y in zip(a, b):
+        if hasattr(x, "equal"):  # a torch tensor
+            if not bool(x.equal(y)):
+                return False
+        elif isinstance(x, dict):
+            if any(not np.array_equal(np.asarray(x[k]), np.asarray(y[k])) for k in x):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise _Expired()
+
+
+class _Expired(Exception):
+    pass
+
+
+class Runner:
+    """Calls one mechanism under the interface contract; see the module docstring.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(data, rng)`` (or ``fn(data, rng, n)`` with ``batched``).
+    name : str
+        How errors name the mechanism.
+    batched : bool
+        Whether ``fn`` returns ``n`` outputs at once.
+    time_budget : float or None
+        Seconds the mechanism may run in total (None: no limit).
+    """
+
+    def __init__(self, fn: Mechanism, *, name: str | None = None, batched: bool = False,
+                 time_budget: float | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"mechanism must be callable as fn(data, rng), got {fn!r}")
+        if time_budget is not None and not (isinstance(time_budget, (int, float)) and time_budget > 0):
+            raise ValueError(f"time_budget must be a positive number of seconds or None, got {time_budget!r}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__qualname__", None) or repr(fn)
+        self.batched = bool(batched)
+        self.time_budget = None if time_budget is None else float(time_budget)
+        self.calls = 0
+        self.seconds = 0.0
+        self.shape: tuple[int, ...] | None = None
+
+    # ------------------------------------------------------------------ one call, checked
+    def _convert(self, out: Any, data: Any) -> np.ndarray:
+        try:
+            array = np.asarray(out, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise MechanismError(f"mechanism {self.name} returned {type(out).__name__} {_short(out)!r} on data "
+                                 f"{describe_data(data)}: it must return a number or a numeric numpy array "
+                                 f"of fixed shape ({error})") from None
+        return array
+
+    def _check_output(self, array: np.ndarray, data: Any, expected: tuple[int, ...]) -> None:
+        if array.shape != expected:
+            raise MechanismError(f"mechanism {self.name} returned an output of shape {array.shape} on data "
+                                 f"{describe_data(data)}, but shape {expected} before (on this data set or its "
+                                 f"neighbour): the outputs on two neighbours must have one fixed shape (pad or "
+                                 f"encode variable-length outputs)")
+        if not np.isfinite(array).all():
+            bad = "NaN" if np.isnan(array).any() else "an infinite value"
+            raise MechanismError(f"mechanism {self.name} returned {bad} on data {describe_data(data)}: outputs "
+                                 f"must be finite numbers (encode special outcomes as finite codes)")
+
+    @contextmanager
+    def _clock(self) -> Iterator[None]:
+        """Count the time spent in the mechanism; stop it when the budget is spent."""
+        remaining = None if self.time_budget is None else self.time_budget - self.seconds
+        if remaining is not None and remaining <= 0:
+            raise self._timeout()
+        armed = (remaining is not None and threading.current_thread() is threading.main_thread()
+                 and hasattr(signal, "setitimer"))
+        previous = None
+        if armed:
+            previous = signal.signal(signal.SIGALRM, _interrupt)
+            signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-3))
+        start = time.perf_counter()
+        try:
+            yield
+        except _Expired:
+            raise self._timeout() from None
+        finally:
+            self.seconds += time.perf_counter() - start
+            if armed:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+
+    def _timeout(self) -> AuditTimeout:
+        return AuditTimeout(f"mechanism {self.name} used up the time budget of {self.time_budget:g} s after "
+                            f"{self.calls} calls: raise time_budget, lower the budget or trials, or make the "
+                            f"mechanism faster (batched=True for a vectorised one)")
+
+    def _call(self, data: Any, rng: np.random.Generator, n: int | None = None) -> Any:
+        try:
+            return self.fn(data, rng) if n is None else self.fn(data, rng, n)
+        except (_Expired, KeyboardInterrupt):
+            raise
+        except Exception as error:
+            call = f"fn(data, rng{', n' if n is not None else ''})"
+            raise MechanismError(f"mechanism {self.name} raised {type(error).__name__}: {error} (call {call} on "
+                                 f"data {describe_data(data)})") from error
+
+    # ------------------------------------------------------------------ the contract
+    def check(self, data: Any, seed: int) -> tuple[int, ...]:
+        """Two runs from the same seed: same outputs, finite, one shape, no global generator touched.
+
+        Returns the output shape. Raises :class:`MechanismError` naming what is wrong.
+        """
+        outputs = []
+        for _ in range(2):
+            before = _global_states()
+            outputs.append(self._draw(data, 2, np.random.default_rng(seed)))
+            if not _same_states(before, _global_states()):
+                raise MechanismError(
+                    f"mechanism {self.name} draws from a global random generator (numpy's np.random.*, Python's "
+                    f"random, or torch's): draw every random number from the rng argument the kit passes, so "
+                    f"that the same seed gives the same output")
+        if not np.array_equal(outputs[0], outputs[1]):
+            raise MechanismError(
+                f"mechanism {self.name} ignores its seed: two runs with the same rng seed gave different outputs "
+                f"on data {describe_data(data)} (it draws from an unseeded generator); draw every random number "
+                f"from the rng argument")
+        return self.shape  # type: ignore[return-value]
+
+    def _draw(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.batched:
+            with self._clock():
+                out = self._call(data, rng, n)
+            self.calls += 1
+            array = self._convert(out, data)
+            if array.ndim == 0 or array.shape[0] != n:
+                raise MechanismError(f"batched mechanism {self.name} returned shape {array.shape} for n={n}: "
+                                     f"it must return n outputs stacked along axis 0")
+            if self.shape is None:
+                self.shape = array.shape[1:]
+            for row in (array[0], array[-1]):
+                self._check_output(row, data, self.shape)
+            if not np.isfinite(array).all():
+                self._check_output(array[~np.isfinite(array).reshape(n, -1).all(1)][0], data, self.shape)
+            return array
+        rows = []
+        with self._clock():
+            for _ in range(n):
+                out = self._call(data, rng)
+                self.calls += 1
+                array = self._convert(out, data)
+                if self.shape is None:
+                    self.shape = array.shape
+                if array.shape != self.shape:
+                    self._check_output(array, data, self.shape)
+                rows.append(array)
+        stacked = np.stack(rows) if rows else np.zeros((0, *(self.shape or ())))
+        if not np.isfinite(stacked).all():
+            bad = stacked[~np.isfinite(stacked).reshape(n, -1).all(1)][0]
+            self._check_output(bad, data, self.shape)  # raises
+        return stacked
+
+    def stream(self, data: Any, n: int, seed: int | np.random.SeedSequence, chunk: int | None = None
+               ) -> Iterator[np.ndarray]:
+        """``n`` outputs on ``data`` from one generator seeded with ``seed``, in chunks of (at most) ``chunk``
+        outputs (default 100,000 batched, 20,000 one at a time): memory stays bounded however large n is."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        rng = np.random.default_rng(seed)
+        size = chunk or (100_000 if self.batched else 20_000)
+        left = n
+        while left > 0:
+            take = min(left, size)
+            yield self._draw(data, take, rng)
+            left -= take
+
+    def sample(self, data: Any, n: int, seed: int | np.random.SeedSequence) -> np.ndarray:
+        """``n`` outputs on ``data`` from one generator seeded with ``seed``, as an (n, ...) float64 array."""
+        chunks = list(self.stream(data, n, seed))
+        return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+    def new_pair(self) -> None:
+        """Forget the output shape: a new pair of neighbours may have outputs of another shape (both of its
+        data sets must give the same one)."""
+        self.shape = None
+
+    def flat(self, outputs: np.ndarray) -> np.ndarray:
+        """Outputs as an (n, d) matrix (a scalar output is d = 1)."""
+        return outputs.reshape(len(outputs), -1) if outputs.ndim > 1 else outputs.reshape(-1, 1)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
+def seconds_left(start: float, budget: float | None) -> float:
+    """Seconds left of ``budget`` since ``start`` (inf without a budget)."""
+    return math.inf if budget is None else budget - (time.perf_counter() - start)

@@ -1,0 +1,380 @@
+"""Test statistics: functions of a mechanism's output that separate runs on D from runs on D'.
+
+Any statistic gives a valid lower bound on epsilon (the bound is over the rejection region
+"score > t", whatever the score); a better statistic gives a larger one. The audit tries a
+family and keeps the best on selection runs (:func:`dpfair_analysis.testing.auditing`):
+
+``threshold`` (black box, nothing fitted)
+    each output coordinate and the sum, maximum, minimum and norm of the output, each with
+    both signs: the events "coordinate > t" / "coordinate < t" of StatDP's threshold tests.
+``histogram`` (black box, fitted)
+    the plug-in log-likelihood ratio log(p'(o) / p(o)) of a histogram: over the distinct
+    outputs when the mechanism's outputs are discrete (up to 256 distinct values, e.g. a
+    noisy argmax or SVT's answer vector), else over quantile bins of the coordinates that
+    differ most and of the mean-difference direction (events that need not be tails).
+``learned`` (black box, fitted)
+    a logistic-regression classifier of "D or D'" on the output, its squares and indicators
+    of frequent exact values -- DP-Sniper's learned statistic (Bichsel et al., S&P 2021)
+    with a linear model.
+``likelihood`` (white box)
+    log p_D'(o) - log p_D(o) from the output densities the user gives
+    (``log_density(outputs, data)``): the Neyman-Pearson statistic, the strongest there is.
+
+A :class:`Statistic` is fitted on runs of the two sides and returns a :class:`Fitted` score
+function; fitted and unfitted statistics alike are then thresholded on runs they were not
+fitted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Most distinct outputs treated as a discrete output space by the histogram statistic.
+MAX_CATEGORIES = 256
+#: Most coordinates given a statistic of their own (beyond: the most different ones).
+MAX_COORDINATES = 32
+STATISTIC_KINDS = ("threshold", "histogram", "learned", "likelihood")
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A score function ``score(outputs (n, d)) -> (n,)`` (larger = more like D') and its name."""
+
+    name: str
+    score: Callable[[np.ndarray], np.ndarray]
+    kind: str
+
+
+class Statistic:
+    """A family member; ``fit(out0, out1, pair)`` returns a :class:`Fitted` or None (not applicable)."""
+
+    kind = "statistic"
+    needs_fit = False
+
+    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+        raise NotImplementedError
+
+
+# ============================================================================ threshold
+_PROJECTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "sum": lambda o: o.sum(axis=1),
+    "max": lambda o: o.max(axis=1),
+    "min": lambda o: o.min(axis=1),
+    "norm": lambda o: np.sqrt((o * o).sum(axis=1)),
+}
+
+
+@dataclass(frozen=True)
+class Projection(Statistic):
+    """``sign * coordinate j`` (``which`` an int) or ``sign * projection`` (``which`` a name of sum/max/min/norm)."""
+
+    which: int | str
+    sign: float
+    kind = "threshold"
+
+    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted:
+        sign, which = self.sign, self.which
+        prefix = "" if sign > 0 else "-"
+        if isinstance(which, str):
+            project = _PROJECTIONS[which]
+            return Fitted(f"{prefix}{which}(output)", lambda o: sign * project(o), self.kind)
+        return Fitted(f"{prefix}output[{which}]", lambda o: sign * o[:, which], self.kind)
+
+
+def _spread(out0: np.ndarray, out1: np.ndarray) -> np.ndarray:
+    """Per coordinate, |mean difference| in units of the pooled standard deviation."""
+    scale = np.sqrt(0.5 * (out0.var(axis=0) + out1.var(axis=0))) + 1e-12
+    return np.abs(out1.mean(axis=0) - out0.mean(axis=0)) / scale
+
+
+def threshold_family(dimension: int) -> list[Statistic]:
+    """Every coordinate (up to :data:`MAX_COORDINATES`) and the four projections, with both signs.
+
+    Parameters
+    ----------
+    dimension : int
+        Number of output coordinates.
+    """
+    members: list[Statistic] = []
+    for j in range(min(dimension, MAX_COORDINATES)):
+        members += [Projection(j, 1.0), Projection(j, -1.0)]
+    if dimension > 1:
+        for name in _PROJECTIONS:
+            members += [Projection(name, 1.0), Projection(name, -1.0)]
+    return members
+
+
+# ============================================================================ histogram
+def _row_keys(outputs: np.ndarray) -> np.ndarray:
+    """One hashable key per output row (exact values)."""
+    contiguous = np.ascontiguousarray(outputs)
+    return contiguous.view(np.dtype((np.void, contiguous.dtype.itemsize * contiguous.shape[1]))).ravel()
+
+
+def _log_ratio_table(codes0: np.ndarray, codes1: np.ndarray, size: int) -> np.ndarray:
+    """log((c1 + 1/2) / n1) - log((c0 + 1/2) / n0) per cell (add-half smoothing)."""
+    c0 = np.bincount(codes0, minlength=size) + 0.5
+    c1 = np.bincount(codes1, minlength=size) + 0.5
+    return np.log(c1 / c1.sum()) - np.log(c0 / c0.sum())
+
+
+@dataclass(frozen=True)
+class DiscreteHistogram(Statistic):
+    """Plug-in log-likelihood ratio over the distinct outputs (applies when there are at most
+    :data:`MAX_CATEGORIES` of them in the fitting runs); unseen outputs score 0."""
+
+    kind = "histogram"
+    needs_fit = True
+
+    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+        keys0, keys1 = _row_keys(out0), _row_keys(out1)
+        values, codes = np.unique(np.concatenate([keys0, keys1]), return_inverse=True)
+        if len(values) > MAX_CATEGORIES or len(values) < 2:
+            return None
+        table = _log_ratio_table(codes[:len(keys0)], codes[len(keys0):], len(values))
+
+        def score(outputs: np.ndarray) -> np.ndarray:
+            keys = _row_keys(outputs)
+            where = np.clip(np.searchsorted(values, keys), 0, len(values) - 1)
+            return np.where(values[where] == keys, table[where], 0.0)
+
+        return Fitted(f"histogram over {len(values)} distinct outputs", score, self.kind)
+
+
+@dataclass(frozen=True)
+class BinnedHistogram(Statistic):
+    """Plug-in log-likelihood ratio over quantile bins of one coordinate (``which`` an int) or of the
+    mean-difference direction (``which="direction"``), for continuous outputs."""
+
+    which: int | str
+    bins: int = 40
+    kind = "histogram"
+    needs_fit = True
+
+    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+        if isinstance(self.which, str):
+            w = out1.mean(axis=0) - out0.mean(axis=0)
+            if not np.any(w):
+                return None
+            project, name = (lambda o: o @ w), "mean-difference direction"
+        else:
+            j = self.which
+            project, name = (lambda o: o[:, j]), f"output[{j}]"
+        x0, x1 = project(out0), project(out1)
+        edges = np.unique(np.quantile(np.concatenate([x0, x1]), np.linspace(0, 1, self.bins + 1)[1:-1]))
+        if len(edges) == 0:
+            return None
+        table = _log_ratio_table(np.searchsorted(edges, x0), np.searchsorted(edges, x1), len(edges) + 1)
+        return Fitted(f"histogram of {name} ({len(edges) + 1} bins)",
+                      lambda o: table[np.searchsorted(edges, project(o))], self.kind)
+
+
+def _frequent_codes(outputs: np.ndarray, share: float = 0.01, most: int = 10) -> list[np.ndarray]:
+    """Per coordinate, the exact values taken by at least ``share`` of the rows (at most ``most``)."""
+    codes = []
+    for j in range(outputs.shape[1]):
+        values, counts = np.unique(outputs[:, j], return_counts=True)
+        codes.append(values[counts >= share * len(outputs)][:most])
+    return codes
+
+
+@dataclass(frozen=True)
+class MixedHistogram(Statistic):
+    """Plug-in log-likelihood ratio over cells (which special code each coordinate shows, quantile bin of the sum of
+    the coordinates that show none) -- for outputs mixing codes and numbers, like SVT releasing a noisy answer
+    at the position where it stops. Applies when the fitting runs fall in at most :data:`MAX_CATEGORIES` x 4
+    cells."""
+
+    bins: int = 16
+    kind = "histogram"
+    needs_fit = True
+
+    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+        both = np.concatenate([out0, out1])
+        codes = _frequent_codes(both)
+        if not any(len(c) for c in codes):
+            return None
+
+        def split(o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            signature = np.zeros((len(o), len(codes)))
+            rest = np.zeros(len(o))
+            for j, special in enumerate(codes):
+                hits = o[:, j, None] == special[None, :] if len(special) else np.zeros((len(o), 0), bool)
+                found = hits.any(axis=1)
+                signature[:, j] = np.where(found, hits.argmax(axis=1), -1)
+                rest += np.where(found, 0.0, o[:, j])
+            return signature, rest
+
+        signature, rest = split(both)
+        edges = np.unique(np.quantile(rest, np.linspace(0, 1, self.bins + 1)[1:-1]))
+        keys = np.concatenate([signature, np.searchsorted(edges, rest)[:, None]], axis=1)
+        cells, codes_all = np.unique(_row_keys(keys), return_inverse=True)
+        if len(cells) > 4 * MAX_CATEGORIES or len(cells) < 2:
+            return None
+        table = _log_ratio_table(codes_all[:len(out0)], codes_all[len(out0):], len(cells))
+
+        def score(o: np.ndarray) -> np.ndarray:
+            sig, r = split(o)
+            k = _row_keys(np.concatenate([sig, np.searchsorted(edges, r)[:, None]], axis=1))
+            where = np.clip(np.searchsorted(cells, k), 0, len(cells) - 1)
+            return np.where(cells[where] == k, table[where], 0.0)
+
+        return Fitted(f"histogram over {len(cells)} cells (codes x value bins)", score, self.kind)
+
+
+def histogram_family(out0: np.ndarray, out1: np.ndarray) -> list[Statistic]:
+    """A discrete histogram, binned histograms of the (up to 8) coordinates whose means differ most, and of
+    the mean-difference direction.
+
+    Parameters
+    ----------
+    out0, out1 : (n, d) arrays
+        Runs on D and D' (to pick the coordinates).
+    """
+    members: list[Statistic] = [DiscreteHistogram(), MixedHistogram()]
+    order = np.argsort(-_spread(out0, out1), kind="stable")[:8]
+    members += [BinnedHistogram(int(j)) for j in order]
+    if out0.shape[1] > 1:
+        members.append(BinnedHistogram("direction"))
+    return members
+
+
+# ============================================================================ learned
+#: Largest number of runs per side a learned statistic is fitted on (keeps fitting to about a second).
+MAX_FIT_ROWS = 50_000
+
+
+def _features(outputs: np.ndarray, codes: list[np.ndarray]) -> np.ndarray:
+    """Per coordinate j: an indicator of each of its frequent exact values ``codes[j]`` (special outcomes such as
+    SVT's "below" or "aborted", or the values of a discrete output), the value with those replaced by 0, and
+    its square (DP-Sniper's flag features, plus squares for changes of spread)."""
+    parts = []
+    for j, special in enumerate(codes):
+        column = outputs[:, j]
+        if len(special):
+            hits = column[:, None] == special[None, :]
+            parts.append(hits.astype(np.float64))
+            column = np.where(hits.any(axis=1), 0.0, column)
+        parts += [column[:, None], column[:, None] ** 2]
+    return np.concatenate(parts, axis=1)
+
+
+@dataclass(frozen=True)
+class Learned(Statistic):
+    """Logistic regression of the side (D = 0, D' = 1) on features of the output (:func:`_features`): DP-Sniper's
+    learned statistic with a linear model; the frequent values are those in at least 1% of the fitting runs
+    (at most 10 per coordinate)."""
+
+    regularisation: float = 1.0
+    kind = "learned"
+    needs_fit = True
+
+    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+        from sklearn.linear_model import LogisticRegression
+
+        out0, out1 = out0[:MAX_FIT_ROWS], out1[:MAX_FIT_ROWS]
+        both = np.concatenate([out0, out1])[:, :4 * MAX_COORDINATES]
+        codes = _frequent_codes(both)
+        X = _features(both, codes)
+        mean, scale = X.mean(axis=0), X.std(axis=0) + 1e-12
+        labels = np.r_[np.zeros(len(out0)), np.ones(len(out1))]
+        model = LogisticRegression(C=self.regularisation, max_iter=200)
+        model.fit((X - mean) / scale, labels)
+        weights = model.coef_.ravel() / scale
+        intercept = float(model.intercept_[0] - weights @ mean)
+        width = both.shape[1]
+        return Fitted("logistic regression on the output",
+                      lambda o: _features(o[:, :width], codes) @ weights + intercept, self.kind)
+
+
+# ============================================================================ white box
+@dataclass(frozen=True)
+class Likelihood(Statistic):
+    """log p_D'(o) - log p_D(o) with the user's ``log_density(outputs, data) -> (n,)`` (white box)."""
+
+    log_density: Callable[[np.ndarray, Any], Any]
+    shape: tuple[int, ...] = ()
+    kind = "likelihood"
+
+    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted:
+        data, neighbour = pair
+        shape = self.shape
+
+        def score(outputs: np.ndarray) -> np.ndarray:
+            shaped = outputs.reshape((len(outputs), *shape))
+            values = (np.asarray(self.log_density(shaped, neighbour), dtype=np.float64)
+                      - np.asarray(self.log_density(shaped, data), dtype=np.float64))
+            if values.shape != (len(outputs),):
+                raise ValueError(f"log_density(outputs, data) must return one log-density per output, shape "
+                                 f"({len(outputs)},), got {values.shape}")
+            return np.nan_to_num(values, nan=0.0, posinf=1e300, neginf=-1e300)
+
+        return Fitted("log-likelihood ratio (white box)", score, self.kind)
+
+
+def statistic_family(kinds: tuple[str, ...], out0: np.ndarray, out1: np.ndarray, *,
+                     log_density: Callable | None = None, shape: tuple[int, ...] = ()) -> list[Statistic]:
+    """The statistics of the asked ``kinds`` for outputs like these.
+
+    Parameters
+    ----------
+    kinds : tuple of str
+        Among :data:`STATISTIC_KINDS`.
+    out0, out1 : (n, d) arrays
+        Runs on D and D'.
+    log_density : callable, optional
+        For ``likelihood``.
+    shape : tuple
+        The mechanism's output shape (passed back to ``log_density``).
+    """
+    members: list[Statistic] = []
+    if "likelihood" in kinds and log_density is not None:
+        members.append(Likelihood(log_density, shape))
+    if "threshold" in kinds:
+        members += threshold_family(out0.shape[1])
+    if "histogram" in kinds:
+        members += histogram_family(out0, out1)
+    if "learned" in kinds:
+        members.append(Learned())
+    return members
+
+
+def check_kinds(statistics: Any, *, log_density: Callable | None) -> tuple[str, ...]:
+    """``statistics`` as a tuple of kinds ("auto": all that apply). Raises ValueError naming what is allowed.
+
+    Parameters
+    ----------
+    statistics : str or sequence of str
+        "auto" or kinds among :data:`STATISTIC_KINDS`.
+    log_density : callable or None
+        Whether the white-box statistic is possible.
+    """
+    if statistics == "auto":
+        kinds = ("threshold", "histogram", "learned") + (("likelihood",) if log_density is not None else ())
+        return kinds
+    kinds = (statistics,) if isinstance(statistics, str) else tuple(statistics)
+    unknown = [k for k in kinds if k not in STATISTIC_KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"statistics must be 'auto' or some of {list(STATISTIC_KINDS)}, got {statistics!r}")
+    if "likelihood" in kinds and log_density is None:
+        raise ValueError("statistics='likelihood' needs log_density=(outputs, data) -> log-densities")
+    return kinds
+
+
+__all__ = [
+    "STATISTIC_KINDS",
+    "BinnedHistogram",
+    "DiscreteHistogram",
+    "Fitted",
+    "Learned",
+    "Likelihood",
+    "MixedHistogram",
+    "Projection",
+    "Statistic",
+    "check_kinds",
+    "statistic_family",
+]

@@ -1,0 +1,323 @@
+"""Sensitivity claims as property tests: search neighbouring pairs for a change larger than the bound.
+
+The sensitivity of a release f under a relation is max ||f(D) - f(D')|| over neighbours
+(D, D'); a mechanism calibrated to a claimed bound Delta is private only if no pair moves
+f by more. :func:`assert_sensitivity` searches pairs with hypothesis (the relation's
+neighbours of generated data sets, plus the worst-case canary families of
+:mod:`.strategies`) and raises :class:`SensitivityViolation` with a *shrunk*
+counterexample: D, D', the change, the observed distance and its ratio to the bound.
+:func:`find_sensitivity` returns the largest change found and its witness instead.
+
+:func:`find_violation` is the search underneath (hypothesis ``find`` with a deterministic
+budget), also used by the claims registry (``dpfair verify``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpfair_analysis.testing.relations import Change, Relation, as_dataset, make_relation
+from dpfair_analysis.testing.runner import describe_data
+
+
+class SensitivityViolation(AssertionError):
+    """A neighbouring pair moves the release by more than the claimed bound.
+
+    Attributes: ``data``, ``neighbour`` (the shrunk pair), ``change`` (:class:`Change`),
+    ``observed`` (the distance), ``bound`` and ``ratio`` = observed / bound.
+    """
+
+    def __init__(self, message: str, *, data: Any, neighbour: Any, change: Change, observed: float, bound: float):
+        super().__init__(message)
+        self.data, self.neighbour, self.change = data, neighbour, change
+        self.observed, self.bound = observed, bound
+        self.ratio = observed / bound if bound > 0 else math.inf
+
+
+# ============================================================================= the search
+@contextlib.contextmanager
+def seed_only() -> Any:
+    """Within this context hypothesis draws depend on the seed alone.
+
+    Hypothesis (>= 6.131) mixes constants found in the loaded local modules into what it
+    generates, so the same seed draws different examples depending on what has been imported
+    (a test run, a script and the CLI would disagree). The kit's own searches empty that pool
+    while they run. (An internal of hypothesis: where it is missing, draws are left as they are.)
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    original = getattr(providers, "_get_local_constants", None)
+    empty = getattr(providers, "Constants", None)
+    if original is None or empty is None:  # pragma: no cover
+        yield
+        return
+    providers._get_local_constants = empty
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+
+
+def _settings(examples: int, *, shrink: bool = True, seed: int | None = None):
+    from hypothesis import HealthCheck, Phase, settings
+
+    phases = (Phase.generate, Phase.shrink) if shrink else (Phase.generate,)
+    return settings(max_examples=examples, derandomize=seed is None, database=None, deadline=None, phases=phases,
+                    suppress_health_check=list(HealthCheck))
+
+
+def find_violation(strategy, ratio: Callable[[Any], float | None], *, examples: int, tol: float = 1e-9,
+                   shrink: bool = True, seed: int | None = None,
+                   local_constants: bool = True) -> tuple[Any | None, float, int]:
+    """Hypothesis search for an example with ratio(x) > 1 + tol (shrunk if found).
+
+    Returns (example or None, worst ratio seen -- the example's own if found --, examples
+    tried). ``ratio`` returns None for examples outside the claim's assumptions; +inf
+    counts as a violation, -inf and NaN as outside. Deterministic: derandomised with no
+    example database unless ``seed`` is given (then hypothesis is seeded with it).
+
+    Parameters
+    ----------
+    strategy : hypothesis strategy
+        What to search.
+    ratio : callable
+        observed / claimed for one example (> 1: the claim fails on it).
+    examples : int
+        Hypothesis's ``max_examples``.
+    tol : float
+        Relative slack for floating-point error.
+    shrink : bool
+        Whether to shrink a found example.
+    seed : int, optional
+        Seed of the search (default: derandomised).
+    local_constants : bool
+        Let hypothesis mix constants of the loaded modules into the search (its default; the claims
+        registry keeps it). False makes the search a function of its seed alone (:func:`seed_only`).
+    """
+    from random import Random
+
+    from hypothesis import find
+    from hypothesis.errors import NoSuchExample, Unsatisfiable
+
+    state = {"worst": -math.inf, "tried": 0}
+
+    def condition(x: Any) -> bool:
+        r = ratio(x)
+        state["tried"] += 1
+        if r is None or not math.isfinite(r) and r < 0:
+            return False
+        if not math.isfinite(r):
+            return True
+        state["worst"] = max(state["worst"], r)
+        return r > 1 + tol
+
+    try:
+        with contextlib.nullcontext() if local_constants else seed_only():
+            found = find(strategy, condition, settings=_settings(examples, shrink=shrink, seed=seed),
+                         random=None if seed is None else Random(seed))
+    except (NoSuchExample, Unsatisfiable):
+        return None, state["worst"], state["tried"]
+    return found, float(ratio(found)), state["tried"]
+
+
+# ============================================================================= distances
+def _norm_order(norm: Any) -> float:
+    names = {"l1": 1.0, "l2": 2.0, "linf": math.inf, "inf": math.inf}
+    if isinstance(norm, str):
+        if norm not in names:
+            raise ValueError(f"norm must be 1, 2, inf or one of {sorted(names)}, got {norm!r}")
+        return names[norm]
+    if isinstance(norm, bool) or not isinstance(norm, (int, float)) or not norm >= 1:
+        raise ValueError(f"norm must be a number >= 1 (1, 2, math.inf) or one of {sorted(names)}, got {norm!r}")
+    return float(norm)
+
+
+def distance(a: Any, b: Any, norm: Any = 2) -> float:
+    """||a - b|| in the l_p norm ``norm`` (1, 2, inf or 'l1', 'l2', 'linf') of two releases of one shape.
+
+    Parameters
+    ----------
+    a, b : number or array
+        The two releases.
+    norm : number or str
+        The norm.
+    """
+    x, y = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"the release has shape {np.shape(a)} on one data set and {np.shape(b)} on its neighbour; "
+                         f"a release must have one shape")
+    return float(np.linalg.norm(x - y, ord=_norm_order(norm))) if x.size else 0.0
+
+
+def _release(fn: Callable[[Any], Any], data: Any, name: str) -> np.ndarray:
+    try:
+        out = np.asarray(fn(data), dtype=np.float64)
+    except Exception as error:
+        raise ValueError(f"release_fn raised {type(error).__name__}: {error} on {name} {describe_data(data)}") \
+            from error
+    if not np.isfinite(out).all():
+        raise ValueError(f"release_fn returned a non-finite value on {name} {describe_data(data)}")
+    return out
+
+
+def _pair_strategy(relation: Relation, data: Any):
+    """Pairs to search: neighbours of a fixed data set, of data sets drawn from a strategy, or (default)
+    the relation's generated pairs together with its canary families."""
+    from hypothesis import strategies as st
+
+    from dpfair_analysis.testing import strategies as kit
+
+    if data is None:
+        try:
+            return st.one_of(kit.canary_pairs(relation), kit.pairs(relation))
+        except ValueError:  # no canary families (query vectors)
+            return kit.pairs(relation)
+    if isinstance(data, st.SearchStrategy):
+        return kit.pairs(relation, data)
+    base = as_dataset(data)
+    return st.tuples(st.just(base), relation.neighbours(base))
+
+
+@dataclass(frozen=True)
+class SensitivityReport:
+    """The largest change a search found: ``sensitivity`` = ||f(D) - f(D')||, its witness pair and
+    :class:`Change`, and the number of pairs ``tried``."""
+
+    sensitivity: float
+    data: Any
+    neighbour: Any
+    change: Change | None
+    tried: int
+
+
+def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable[[Any, Any], float], *,
+                       relation: Relation | str, norm: Any = 2, data: Any = None, examples: int = 300,
+                       seed: int | None = None, tol: float = 1e-9) -> SensitivityReport:
+    """Assert ||f(D) - f(D')|| <= bound for every pair of neighbours the search finds.
+
+    Raises :class:`SensitivityViolation` (an AssertionError) with a shrunk counterexample:
+    the pair, the :class:`Change`, the observed distance and its ratio to the bound.
+    Returns the worst pair seen (:class:`SensitivityReport`) when none breaks the bound.
+
+    Parameters
+    ----------
+    release_fn : callable
+        f(data) -> number or array: the release *before* noise (deterministic).
+    bound : float or callable
+        The claimed sensitivity, or bound(D, D') for a data-dependent claim (e.g.
+        2 C / (n - 1)); None or inf on a pair means the claim says nothing there.
+    relation : Relation or str
+        The neighbouring relation the claim is stated in.
+    norm : 1, 2, inf, 'l1', 'l2' or 'linf'
+        The norm of the claim (l2 for the Gaussian mechanism, l1 for Laplace).
+    data : array, dict, hypothesis strategy or None
+        A fixed data set (its neighbours are searched), a strategy of data sets, or None:
+        :func:`~dpfair_analysis.testing.strategies.pairs` and the relation's canary families
+        (dict data sets with ``X``, ``y``, ``group``).
+    examples : int
+        Pairs to try (hypothesis ``max_examples``).
+    seed : int, optional
+        Seed of the search (default: derandomised, the same pairs every run).
+    tol : float
+        Relative slack for floating-point error.
+    """
+    relation = make_relation(relation)
+    order = _norm_order(norm)
+    fixed = (lambda a, b: float(bound)) if not callable(bound) else bound
+    if not callable(bound) and not (isinstance(bound, (int, float)) and bound > 0):
+        raise ValueError(f"bound must be a positive number or a callable bound(D, D'), got {bound!r}")
+    worst = {"ratio": -math.inf, "pair": None}
+
+    def ratio(pair: tuple[Any, Any]) -> float | None:
+        a, b = pair
+        claimed = fixed(a, b)
+        if claimed is None or not math.isfinite(claimed):
+            return None
+        observed = distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order)
+        r = observed / claimed if claimed > 0 else (math.inf if observed > 0 else 0.0)
+        if r > worst["ratio"]:
+            worst.update(ratio=r, pair=pair)
+        return r
+
+    found, _, tried = find_violation(_pair_strategy(relation, data), ratio, examples=examples, tol=tol, seed=seed,
+                                     local_constants=False)
+    if found is not None:
+        a, b = found
+        claimed = float(fixed(a, b))
+        observed = distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order)
+        change = relation.check(a, b)
+        raise SensitivityViolation(
+            f"sensitivity claim violated under {relation.describe()}: ||f(D) - f(D')||_{_norm_name(order)} = "
+            f"{observed:.6g} > bound {claimed:.6g} (ratio {observed / claimed if claimed else math.inf:.4g}); "
+            f"change: {change.as_dict()}; D = {describe_data(a, 200)}; D' = {describe_data(b, 200)}",
+            data=a, neighbour=b, change=change, observed=observed, bound=claimed)
+    pair = worst["pair"]
+    if pair is None:
+        return SensitivityReport(0.0, None, None, None, tried)
+    a, b = pair
+    return SensitivityReport(distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order), a, b,
+                             relation.check(a, b), tried)
+
+
+def _norm_name(order: float) -> str:
+    return "inf" if math.isinf(order) else f"{order:g}"
+
+
+def find_sensitivity(release_fn: Callable[[Any], Any], *, relation: Relation | str, norm: Any = 2, data: Any = None,
+                     examples: int = 300, seed: int | None = None) -> SensitivityReport:
+    """The largest ||f(D) - f(D')|| a targeted hypothesis search finds, and its witness pair.
+
+    A lower bound on the true sensitivity (the search may miss the worst pair): use it to see
+    what a bound must be at least, :func:`assert_sensitivity` to test a claimed one.
+
+    Parameters
+    ----------
+    release_fn : callable
+        f(data) -> number or array (deterministic).
+    relation : Relation or str
+        The neighbouring relation.
+    norm : 1, 2, inf, 'l1', 'l2' or 'linf'
+        The norm.
+    data : array, dict, hypothesis strategy or None
+        As in :func:`assert_sensitivity`.
+    examples : int
+        Pairs to try.
+    seed : int, optional
+        Seed of the search (default: derandomised).
+    """
+    from hypothesis import Phase, given, settings, target
+    from hypothesis import seed as hypothesis_seed
+
+    relation = make_relation(relation)
+    order = _norm_order(norm)
+    best: dict[str, Any] = {"value": -math.inf, "pair": None, "tried": 0}
+
+    def probe(pair: tuple[Any, Any]) -> None:
+        a, b = pair
+        value = distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order)
+        best["tried"] += 1
+        target(value)
+        if value > best["value"]:
+            best.update(value=value, pair=pair)
+
+    test = given(_pair_strategy(relation, data))(probe)
+    test = settings(_settings(examples, shrink=False, seed=seed), phases=(Phase.generate, Phase.target))(test)
+    if seed is not None:
+        test = hypothesis_seed(seed)(test)
+    with seed_only():
+        test()
+    a, b = best["pair"]
+    return SensitivityReport(float(best["value"]), a, b, relation.check(a, b), best["tried"])
+
+
+__all__ = ["SensitivityReport", "SensitivityViolation", "assert_sensitivity", "distance", "find_sensitivity",
+           "find_violation", "seed_only"]

@@ -1,0 +1,89 @@
+"""`dpfair audit --target FILE.py:FUNCTION`: the result as JSON, exit status from the verdict, one-line errors."""
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+from dpfair_analysis.cli import main
+
+MECHANISMS = textwrap.dedent('''
+    import numpy as np
+
+    def private(data, rng):
+        return data[0] + rng.laplace(scale=1.0)
+
+    def leaky(data, rng):
+        return data[0] + rng.laplace(scale=0.1)
+
+    def broken(data, rng):
+        raise RuntimeError("no data")
+
+    def pair():
+        return np.zeros(2), np.array([1.0, 0.0])
+
+    def not_a_pair():
+        return np.zeros(2)
+
+    NOT_CALLABLE = 3
+''')
+FAST = ["--trials", "2000", "--epsilon", "1.0", "--relation", "queries"]
+
+
+@pytest.fixture
+def target(tmp_path):
+    path = tmp_path / "mechanisms.py"
+    path.write_text(MECHANISMS)
+    return path
+
+
+def test_json_has_the_six_fields_and_the_exit_status_follows_the_verdict(target, capsys):
+    assert main(["audit", "--target", f"{target}:private", *FAST, "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds"}
+    assert payload["consistent"] is True and payload["epsilon_lower"] <= 1.0
+    assert main(["audit", "--target", f"{target}:leaky", *FAST, "--json"]) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["consistent"] is False and payload["epsilon_lower"] > 1.0
+    assert {"pair", "change", "event", "statistic"} <= set(payload["witness"])
+
+
+def test_pair_and_data_options(target, tmp_path, capsys):
+    assert main(["audit", "--target", f"{target}:private", "--pair", f"{target}:pair", *FAST, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["witness"]["neighbour"] == [1.0, 0.0]
+    np.savetxt(tmp_path / "base.csv", np.array([3.0, 3.0, 3.0]), delimiter=",")
+    assert main(["audit", "--target", f"{target}:private", "--data", str(tmp_path / "base.csv"), *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "consistent" in out and "witness" in out
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--target", "{t}:private", "--relation", "queries"], "--epsilon"),
+    (["--target", "{t}:private", "--epsilon", "1"], "--relation"),
+    (["--target", "{t}:nothing", "--epsilon", "1", "--relation", "queries"], "no function 'nothing'"),
+    (["--target", "{t}:NOT_CALLABLE", "--epsilon", "1", "--relation", "queries"], "not callable"),
+    (["--target", "missing.py:f", "--epsilon", "1", "--relation", "queries"], "not a Python file"),
+    (["--target", "{t}", "--epsilon", "1", "--relation", "queries"], "FILE.py:FUNCTION"),
+    (["--target", "{t}:broken", "--epsilon", "1", "--relation", "queries"], "raised RuntimeError: no data"),
+    (["--target", "{t}:private", "--pair", "{t}:not_a_pair", "--epsilon", "1", "--relation", "queries"],
+     "must return the pair"),
+    (["--target", "{t}:private", "--mechanism", "dpsgd", "--epsilon", "1", "--relation", "queries"],
+     "exactly one of --mechanism"),
+    (["--mechanism", "dpsgd", "--epsilon", "1"], "--epsilon applies only with --target"),
+    (["--target", "{t}:private", "--epsilon", "-1", "--relation", "queries"], "--epsilon"),
+    (["--target", "{t}:private", "--epsilon", "1", "--delta", "1", "--relation", "queries"], "--delta"),
+])
+def test_bad_input_is_one_line_and_exit_2(target, capsys, argv, fragment):
+    argv = [a.replace("{t}", str(target)) for a in argv]
+    assert main(["audit", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dpfair: error:") and fragment in err[0]
+
+
+def test_a_target_whose_import_fails_is_named(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise ImportError('missing dependency')\n")
+    assert main(["audit", "--target", f"{bad}:f", "--epsilon", "1", "--relation", "queries"]) == 2
+    err = capsys.readouterr().err
+    assert "importing" in err and "missing dependency" in err

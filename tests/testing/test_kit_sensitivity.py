@@ -1,0 +1,86 @@
+"""assert_sensitivity finds and shrinks counterexamples; find_sensitivity finds the worst change."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+from dpfair_analysis.testing import SensitivityViolation, assert_sensitivity, find_sensitivity, find_violation
+from dpfair_analysis.testing.sensitivity import distance
+
+VALUES = st.lists(st.floats(-3, 3), min_size=1, max_size=8).map(lambda v: np.asarray(v, dtype=float))
+
+
+def clipped_sum(data):
+    return np.clip(np.asarray(data, dtype=float), -1.0, 1.0).sum()
+
+
+def test_a_replace_one_claim_that_forgets_the_sign_flip_fails_with_a_shrunk_pair():
+    with pytest.raises(SensitivityViolation) as failure:
+        assert_sensitivity(clipped_sum, 1.0, relation="replace-one", data=VALUES)
+    error = failure.value
+    assert error.ratio == pytest.approx(2.0) and error.observed == pytest.approx(2.0)
+    assert error.change.kind == "replace" and len(error.data) == 1  # shrunk to one record
+    assert abs(error.change.before) >= 1 and abs(error.change.after) >= 1
+    assert "ratio 2" in str(error)
+
+
+def test_the_correct_bound_passes_and_the_search_reaches_it():
+    report = assert_sensitivity(clipped_sum, 2.0, relation="replace-one", data=VALUES)
+    assert report.sensitivity == pytest.approx(2.0)
+    assert find_sensitivity(clipped_sum, relation="replace-one", data=VALUES).sensitivity == pytest.approx(2.0)
+
+
+def test_add_remove_of_the_clipped_sum_is_one():
+    assert find_sensitivity(clipped_sum, relation="add-remove", data=VALUES).sensitivity == pytest.approx(1.0)
+    assert_sensitivity(clipped_sum, 1.0, relation="add-remove", data=VALUES)
+
+
+def group_means(data):
+    """Per-group mean of clipped x (two groups; 0 for an empty group): the release of paper 003's dual step."""
+    x, g = np.clip(data["X"][:, 0], -1, 1), data["group"]
+    return np.array([x[g == k].mean() if np.any(g == k) else 0.0 for k in (0, 1)])
+
+
+def printed_bound(d, d2):
+    """A printed-style claim: sqrt(2) C / (smallest group - 1), C = 1 (infinite for a group of one)."""
+    smallest = min(np.count_nonzero(d["group"] == k) for k in (0, 1))
+    return math.sqrt(2) / (smallest - 1) if smallest > 1 else None
+
+
+def test_attribute_change_search_breaks_a_printed_group_mean_bound():
+    with pytest.raises(SensitivityViolation) as failure:
+        assert_sensitivity(group_means, printed_bound, relation="attribute-change", examples=500)
+    error = failure.value
+    assert error.ratio > 1 and error.change.kind == "attribute"
+    assert len(error.data["group"]) <= 12
+
+
+def test_the_default_search_includes_the_canary_families():
+    # a claim of 0 is broken by any pair that changes the release at all; the canary pairs are dicts
+    with pytest.raises(SensitivityViolation):
+        assert_sensitivity(lambda d: d["X"].sum(), 1e-9, relation="add-remove", examples=50)
+
+
+def test_norms_and_errors():
+    assert distance([0, 0], [3, 4], 2) == 5 and distance([0, 0], [3, 4], "l1") == 7
+    assert distance([0, 0], [3, 4], math.inf) == 4
+    with pytest.raises(ValueError, match="norm"):
+        distance([0], [1], 0.5)
+    with pytest.raises(ValueError, match="one shape"):
+        distance([0, 0], [1], 2)
+    with pytest.raises(ValueError, match="release_fn raised ZeroDivisionError"):
+        assert_sensitivity(lambda d: 1 / 0, 1.0, relation="replace-one", data=VALUES, examples=5)
+    with pytest.raises(ValueError, match="bound"):
+        assert_sensitivity(clipped_sum, -1.0, relation="replace-one", data=VALUES)
+
+
+def test_find_violation_is_deterministic_and_reports_the_worst_ratio():
+    strategy = st.floats(0, 10)
+    runs = [find_violation(strategy, lambda x: x / 20, examples=50) for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0][0] is None and 0 < runs[0][1] <= 0.5
+    found, ratio, _ = find_violation(strategy, lambda x: x / 5, examples=200)
+    assert found is not None and ratio == found / 5 > 1
+    seeded = [find_violation(strategy, lambda x: x / 20, examples=30, seed=3)[1] for _ in range(2)]
+    assert seeded[0] == seeded[1]

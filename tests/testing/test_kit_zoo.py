@@ -1,0 +1,61 @@
+"""The reference mechanisms are what their papers say: exact privacy where it is known, one interface."""
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+
+from dpfair_analysis.privacy.accounting import AccountingSpec, epsilon_from_event
+from dpfair_analysis.testing.zoo import (
+    analytic_gaussian_sigma,
+    catalogue,
+    geometric_epsilon,
+    rappor_epsilon,
+    truncated_geometric,
+)
+
+ZOO = catalogue()
+
+
+def truncated_geometric_pmf(count: int, people: int = 5, epsilon: float = 0.1) -> np.ndarray:
+    """The truncated geometric mechanism's distribution in closed form (Ghosh, Roughgarden & Sundararajan 2009):
+    P(z) = (1 - a)/(1 + a) a^|z - c| inside, a^c / (1 + a) at 0 and a^(n - c) / (1 + a) at n, with
+    a = 1 / (1 + 2^-k), k = ceil(ln(2 / epsilon)) -- what GeoSample samples with integers only."""
+    a = 1 / (1 + 2.0 ** -math.ceil(math.log(2.0 / epsilon)))
+    inside = [(1 - a) / (1 + a) * a ** abs(z - count) for z in range(1, people)]
+    return np.array([a ** count / (1 + a), *inside, a ** (people - count) / (1 + a)])
+
+
+def test_truncated_geometric_samples_the_closed_form_with_the_privacy_of_balcer_and_vadhan():
+    worst = max(abs(math.log(p / q)) for c in range(5)
+                for p, q in zip(truncated_geometric_pmf(c), truncated_geometric_pmf(c + 1)))
+    assert worst == pytest.approx(geometric_epsilon(0.1), rel=1e-9)
+    for count in (0, 2, 5):
+        draws = truncated_geometric(np.array([float(count)]), np.random.default_rng(count), 400_000)
+        observed = np.bincount(draws.astype(int), minlength=6) / 400_000
+        assert np.allclose(observed, truncated_geometric_pmf(count), atol=0.004)
+
+
+def test_analytic_gaussian_calibration_meets_its_target_exactly():
+    sigma = analytic_gaussian_sigma(1.0, 1e-5)
+    pld = epsilon_from_event(dp_event.GaussianDpEvent(sigma), 1e-5, accounting=AccountingSpec(accountant="pld"))
+    assert pld == pytest.approx(1.0, abs=2e-3)
+    assert 3.0 < sigma < 4.5
+
+
+def test_rappor_epsilon_formula():
+    assert rappor_epsilon(4, 0.95) == pytest.approx(8 * math.log(0.525 / 0.475))
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_every_entry_has_one_interface_and_valid_inputs(name):
+    z = ZOO[name]
+    batch = z.batched()(z.data, np.random.default_rng(3), 4)
+    single = z.single()(z.data, np.random.default_rng(3))
+    assert batch.shape[0] == 4 and np.shape(single) == batch.shape[1:]
+    assert np.all(np.isfinite(batch))
+    pairs = z.relation.candidates(z.data, rng=np.random.default_rng(0), limit=4)
+    for a, b in pairs:
+        z.relation.check(a, b)
+    assert z.correct == (z.true_epsilon is not None and z.true_epsilon <= z.epsilon + 1e-12) or z.name == "rappor"

@@ -557,3 +557,23 @@ def test_calibration_counts_other_releases_of_the_run():
     assert epsilon_from_event(run(with_count * 0.999), 1e-5) > 2.0 - 1e-3
     with pytest.raises(TypeError, match="other_events"):
         calibrate_noise_multiplier(2.0, 1e-5, sampling_rate=0.01, steps=500, other_events=[1.0])
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.floats(1e-3, 0.5), st.floats(0.5, 8.0), st.lists(st.integers(0, 3000), min_size=1, max_size=4),
+       st.sampled_from(["improved", "classic", "replace_one", "pld"]), st.booleans())
+def test_epsilons_of_repeats_equal_a_fresh_composition_for_every_count(q, sigma, counts, kind, with_once):
+    """The one-curve shortcut is not an approximation: each count's epsilon is the fresh accountant's, to rounding."""
+    from dpfair_analysis.privacy.accounting import epsilons_of_repeats
+
+    spec = {"improved": AccountingSpec(), "classic": AccountingSpec(conversion="classic"),
+            "replace_one": AccountingSpec(neighboring="replace_one"), "pld": AccountingSpec(accountant="pld")}[kind]
+    if kind == "pld":
+        counts = [min(c, 40) for c in counts]
+    event = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma))
+    once = [dp_event.GaussianDpEvent(10.0)] if with_once else []
+    got = epsilons_of_repeats(event, counts, 1e-5, accounting=spec, once=once)
+    for count, value in zip(counts, got):
+        parts = [*once, dp_event.SelfComposedDpEvent(event, count)] if count else once
+        want = epsilon_from_event(compose_events(parts), 1e-5, accounting=spec) if parts else 0.0
+        assert value == pytest.approx(want, rel=1e-12, abs=1e-12)

@@ -36,6 +36,8 @@ from dpfair_analysis.theory.hessian import group_hessian_traces, is_piecewise_li
 REASONS = ("clipping", "noise", "size", "near the boundary")
 #: A predicted cost smaller than this (in accuracy) is "not hurt"; a part smaller than this is no reason.
 NEGLIGIBLE = 0.005
+#: The most-hurt group is called when its probability to be the most hurt in a run is at least this.
+CALL_PROBABILITY = 0.9
 
 
 def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], plan: ResolvedPlan,
@@ -137,20 +139,50 @@ def dominant_mechanism(prediction: Prediction) -> str:
     return "both"
 
 
-def most_hurt_group(groups: pd.DataFrame) -> dict:
-    """The group with the most negative predicted cost, and whether it can be called (z >= 1 over the next)."""
+def most_hurt_probabilities(samples: np.ndarray | None, names: Sequence[str]) -> pd.Series:
+    """P(group k is the most hurt in a run): the share of the joint cost samples (draws x K) whose most
+    negative entry is k's (NaN without samples)."""
+    if samples is None or not len(samples):
+        return pd.Series(np.nan, index=list(names))
+    counts = np.bincount(np.argmin(samples, axis=1), minlength=len(names))
+    return pd.Series(counts / len(samples), index=list(names))
+
+
+def pairwise_orderings(groups: pd.DataFrame, samples: np.ndarray | None, names: Sequence[str]) -> list[dict]:
+    """For each pair of neighbours in the ranking, P(the higher-ranked group loses more than the next in a run)."""
+    out = []
+    ranked = list(groups.sort_values("rank")["group"])
+    for first, second in zip(ranked, ranked[1:]):
+        p = (float(np.mean(samples[:, names.index(first)] < samples[:, names.index(second)]))
+             if samples is not None and len(samples) else None)
+        out.append({"more_hurt": str(first), "less_hurt": str(second), "probability": p})
+    return out
+
+
+def most_hurt_group(groups: pd.DataFrame, samples: np.ndarray | None = None, names: Sequence[str] = ()) -> dict:
+    """The group with the most negative predicted cost, its probability to be the most hurt in a run, whether
+    it can be called (that probability >= :data:`CALL_PROBABILITY`) and the pairwise orderings."""
     first = groups.iloc[0]
+    names = list(names) or list(groups["group"])
+    probability = number_or_none(first.get("p_most_hurt", float("nan")))
+    orderings = pairwise_orderings(groups, samples, names)
     if -float(first["cost"]) < NEGLIGIBLE:
-        return {"group": None, "callable": False, "cost": number_or_none(first["cost"]), "runner_up": None,
-                "runner_up_cost": None, "margin": None}
+        return {"group": None, "callable": False, "probability": probability, "cost": number_or_none(first["cost"]),
+                "runner_up": None, "runner_up_cost": None, "margin": None, "orderings": orderings}
     if len(groups) < 2:
-        return {"group": str(first["group"]), "callable": True, "cost": number_or_none(first["cost"]),
-                "runner_up": None, "runner_up_cost": None, "margin": None}
+        return {"group": str(first["group"]), "callable": True, "probability": 1.0,
+                "cost": number_or_none(first["cost"]), "runner_up": None, "runner_up_cost": None, "margin": None,
+                "orderings": orderings}
     second = groups.iloc[1]
-    gap = float(second["cost"] - first["cost"])
-    spread = math.hypot(float(first["half_width"]), float(second["half_width"])) / Z90
-    return {"group": str(first["group"]), "callable": bool(gap > spread), "cost": number_or_none(first["cost"]),
-            "runner_up": str(second["group"]), "runner_up_cost": number_or_none(second["cost"]), "margin": gap}
+    if probability is None:  # no samples: the z >= 1 rule on the two best intervals
+        spread = math.hypot(float(first["half_width"]), float(second["half_width"])) / Z90
+        callable_ = bool(float(second["cost"] - first["cost"]) > spread)
+    else:
+        callable_ = probability >= CALL_PROBABILITY
+    return {"group": str(first["group"]), "callable": callable_, "probability": probability,
+            "cost": number_or_none(first["cost"]), "runner_up": str(second["group"]),
+            "runner_up_cost": number_or_none(second["cost"]), "margin": float(second["cost"] - first["cost"]),
+            "orderings": orderings}
 
 
 def explain(diagnosis) -> list[str]:
@@ -173,11 +205,19 @@ def explain(diagnosis) -> list[str]:
     if mh.get("group") is None:
         lines.append("No group is predicted to lose more than 0.005 accuracy.")
     elif mh["callable"]:
-        lines.append(f"Most hurt: {mh['group']} (predicted {mh['cost']:+.4f}; next {mh['runner_up']} "
+        chance = f", the most hurt in {mh['probability']:.0%} of runs" if mh.get("probability") is not None else ""
+        lines.append(f"Most hurt: {mh['group']} (predicted {mh['cost']:+.4f}{chance}; next {mh['runner_up']} "
                      f"{mh['runner_up_cost']:+.4f}).")
     else:
-        lines.append(f"The most-hurt group cannot be called: {mh['group']} ({mh['cost']:+.4f}) and "
+        chance = (f" (the most hurt in only {mh['probability']:.0%} of runs)" if mh.get("probability") is not None
+                  else "")
+        lines.append(f"The most-hurt group cannot be called: {mh['group']} ({mh['cost']:+.4f}){chance} and "
                      f"{mh['runner_up']} ({mh['runner_up_cost']:+.4f}) are within the prediction's uncertainty.")
+    if diagnosis.split_mode == "expectation":
+        lines.append(f"Predicted as the expectation over {len(diagnosis.split_seeds)} train/test splits (seeds "
+                     f"{', '.join(map(str, diagnosis.split_seeds))}); the intervals are for a run on one random split.")
+    else:
+        lines.append("Predicted for this one train/test split (its evaluation rows); another split's costs differ.")
     for row in diagnosis.groups.itertuples():
         if row.reasons:
             lines.append(f"{row.group}: {', '.join(row.reasons)} -- clipping part {row.clip_part:+.4f}, noise "

@@ -9,16 +9,27 @@ prediction's two parts and widens its interval.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from dpfair_analysis.privacy.accounting import AccountingSpec, calibrate_noise_multiplier, epsilon_from_event, \
-    poisson_gaussian_event, steps_for_epochs
-from dpfair_analysis.validation import check_choice, check_delta, check_nonnegative, check_positive, \
-    check_positive_int, check_seed
+from dpfair_analysis.privacy.accounting import (
+    AccountingSpec,
+    calibrate_noise_multiplier,
+    poisson_gaussian_event,
+    steps_for_epochs,
+)
+from dpfair_analysis.validation import (
+    check_choice,
+    check_delta,
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+    check_seed,
+)
 
 #: The methods a diagnosis can plan (each has a view in :mod:`.mechanisms`).
 MECHANISMS = ("dpsgd", "dpsgdf", "naive", "mitigation", "fairdp")
@@ -66,7 +77,7 @@ class PrivacyPlan:
         check_positive(self.count_noise_ratio, "count_noise_ratio")
         check_positive(self.max_ratio, "max_ratio")
 
-    def resolve(self, n: int) -> "ResolvedPlan":
+    def resolve(self, n: int) -> ResolvedPlan:
         """Steps, learning rate, sampling rate, sigma and epsilon of the run on ``n`` training rows."""
         n = check_positive_int(n, "n")
         if self.batch_size > n:
@@ -79,9 +90,23 @@ class PrivacyPlan:
                                                accounting=self.accounting)
         else:
             sigma = float(self.noise_multiplier)
-        epsilon = epsilon_from_event(poisson_gaussian_event(q, sigma, steps=steps), self.delta,
-                                     accounting=self.accounting)
-        return ResolvedPlan(plan=self, n=n, steps=steps, lr=lr, sampling_rate=q, sigma=sigma, epsilon=epsilon)
+        epsilon, order = planned_epsilon(q, sigma, steps, self.delta, self.accounting)
+        return ResolvedPlan(plan=self, n=n, steps=steps, lr=lr, sampling_rate=q, sigma=sigma, epsilon=epsilon,
+                            optimal_order=order)
+
+
+@functools.lru_cache(maxsize=256)
+def planned_epsilon(sampling_rate: float, sigma: float, steps: int, delta: float, accounting: AccountingSpec
+                    ) -> tuple[float, float | None]:
+    """(epsilon, the optimal Renyi order under RDP, else None) of T Poisson-sampled Gaussian steps: what
+    :func:`~dpfair_analysis.privacy.accounting.epsilon_from_event` computes, remembered (a study diagnoses
+    one plan many times) and with the order that :mod:`.equal_privacy`'s searches centre their window on."""
+    acct = accounting.make_accountant()
+    accounting.compose(acct, poisson_gaussian_event(sampling_rate, sigma, steps=steps))
+    if accounting.accountant == "rdp":
+        epsilon, order = acct.get_epsilon_and_optimal_order(delta)
+        return float(epsilon), float(order)
+    return float(acct.get_epsilon(delta)), None
 
 
 @dataclass(frozen=True)
@@ -95,6 +120,12 @@ class ResolvedPlan:
     sampling_rate: float
     sigma: float
     epsilon: float
+    optimal_order: float | None = None
+
+    @property
+    def accounting_point(self) -> tuple[float, float, int, float | None]:
+        """(q, sigma, T, the optimal Renyi order) of the run: where :mod:`.equal_privacy` centres its searches."""
+        return self.sampling_rate, self.sigma, self.steps, self.optimal_order
 
     def as_dict(self) -> dict:
         p = self.plan
@@ -112,8 +143,10 @@ class DiagnosisOptions:
     ``rows``: training rows (group-stratified subsample) for the trajectories;
     ``curvature_rows``: rows for the drift's Jacobian and the sampling covariance;
     ``theory_rows``: rows for Theorem 2's terms and the traces; ``max_steps``: integration
-    steps K beyond which the trajectories use proportionally fewer rows (K itself is what
-    a stable integrator needs, h lambda_max <= 0.5, at most T); ``draws``: noise draws per prediction;
+    steps K of the explicit integrator (other models than logistic regression) beyond which the
+    trajectories use proportionally fewer rows (K itself is what a stable explicit integrator needs,
+    h lambda_max <= 0.5, at most T); ``implicit_steps``: K of logistic regression's implicit integrator
+    (:mod:`.dynamics`); ``draws``: noise draws per prediction;
     ``max_exact_params``: the largest model whose Jacobian is formed exactly (else its diagonal);
     ``recommendations``: predict the mitigations too.
     """
@@ -123,6 +156,7 @@ class DiagnosisOptions:
     theory_rows: int = 1500
     max_steps: int = 200
     min_steps: int = 40
+    implicit_steps: int = 40
     draws: int = 200
     recommendation_draws: int = 100
     max_exact_params: int = 600
@@ -130,7 +164,7 @@ class DiagnosisOptions:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("rows", "curvature_rows", "theory_rows", "max_steps", "min_steps", "draws",
+        for name in ("rows", "curvature_rows", "theory_rows", "max_steps", "min_steps", "implicit_steps", "draws",
                      "recommendation_draws", "max_exact_params"):
             check_positive_int(getattr(self, name), name)
         if self.rows < MIN_TRAIN_ROWS:

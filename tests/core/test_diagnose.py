@@ -333,25 +333,44 @@ def test_the_large_model_curvature_diagonal_is_the_hessian_diagonal(kind):
     assert torch.allclose(ggn_diagonal(problem, theta, X, w), exact, rtol=1e-8, atol=1e-10)
 
 
-def test_a_group_of_a_few_rows_gets_size_and_the_whole_feasible_range_never_a_zero_width_interval():
-    """Issue 34: a 3-row group once got "+0.0000 [0, 0]" and no reason."""
+def test_a_group_of_a_few_rows_gets_size_and_an_honest_interval_never_a_zero_width_one():
+    """Issue 34: a 3-row group once got "+0.0000 [0, 0]" and no reason. Now: "size", and the binomial range of
+    the change of its few rows (at least one row either side, within the feasible range)."""
     from dpfair_analysis.diagnose import MIN_GROUP_ROWS
+    from dpfair_analysis.diagnose.prediction import small_group_half_width
 
     data = synthetic_groups(sizes=(3000, 6), input_scale=(1.0, 1.0), margin=(0.4, 0.4), seed=1)
     train, test = data.split(0.5, seed=0)
-    assert 0 < int((test.group == 1).sum()) < MIN_GROUP_ROWS
+    n_tiny = int((test.group == 1).sum())
+    assert 0 < n_tiny < MIN_GROUP_ROWS
     model = build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=0, l2=0.01)
     d = diagnose(train, test, model, PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=64, epochs=2,
                                                  lr=0.3), options=FAST)
     tiny = d.groups.set_index("group").loc["g1"]
     assert "size" in tiny["reasons"] and bool(tiny["too_small"])
-    assert tiny["low"] == pytest.approx(-tiny["acc_nonprivate"]) and tiny["high"] == pytest.approx(
-        1 - tiny["acc_nonprivate"])
-    assert tiny["high"] - tiny["low"] == pytest.approx(1.0)
+    acc = tiny["acc_nonprivate"]
+    assert -acc - 1e-12 <= tiny["low"] <= tiny["cost"] <= tiny["high"] <= 1 - acc + 1e-12
+    assert tiny["high"] - tiny["low"] >= 1 / n_tiny - 1e-12            # never narrower than one of its rows
+    population = float(np.average(d.groups["change_rate"], weights=d.groups["n_eval"]))
+    honest = small_group_half_width(n_tiny, max(population, float(tiny["change_rate"])))
+    assert tiny["high"] - tiny["low"] >= min(2 * honest, 1 / n_tiny) - 1e-12
     big = d.groups.set_index("group").loc["g0"]
     assert not big["too_small"] and big["high"] - big["low"] < 0.5
-    assert any("Too few rows to predict: g1" in note for note in d.notes)
+    assert any("Too few rows to predict from the model: g1" in note for note in d.notes)
     assert not d.most_hurt["callable"] or d.most_hurt["group"] != "g1"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 29), st.floats(0.0, 1.0))
+def test_the_small_group_half_width_is_the_binomial_upper_quantile_of_its_changes(n, p):
+    """P(#changes / n <= half) >= 0.95 (so +-half covers a two-sided 90% range), never below one row."""
+    from scipy import stats as sps
+
+    from dpfair_analysis.diagnose.prediction import small_group_half_width
+
+    half = small_group_half_width(n, p)
+    assert half >= 1 / n - 1e-12 and half <= 1.0 + 1e-12
+    assert sps.binom.cdf(round(half * n), n, p) >= 0.95 - 1e-12
 
 
 def test_too_few_training_rows_or_trajectory_rows_are_refused():

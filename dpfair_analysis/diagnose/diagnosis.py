@@ -3,15 +3,25 @@ explanation and the recommendations on one split; :func:`diagnose_splits` predic
 several splits of a data set (what a user of ``dpfair compare --seeds`` sees on average);
 :class:`Diagnosis` is what they found.
 
-**Expectation over splits.** One split's prediction is what a run on *that* split will show: a group's
-cost is a mean over its few evaluation rows, and which rows those are moves it (one study cell named the
-other group for seed 0's split than for the average over five). :func:`diagnose_splits` predicts S splits
-(default :data:`SPLITS`, the seeds s, s + 1, ..., as ``dpfair compare`` draws them) and pools them: each
-group's cost is the mean over splits, its 90% interval is for a run on a random split,
-+- 1.645 w sqrt(mean_s Var_s + Var_s(cost_s)) (the within-split spread of step 4 plus the between-split
-variance of the predicted costs), and its chance to be the most hurt is counted over every split's draws.
-The theory's quantities and the recommendations come from the first split. ``split_mode`` in the JSON
-says which was predicted ("expectation" over ``splits`` splits, or "per-split").
+**Expectation over splits** (``split_mode="expectation"``, the default). One split's prediction is what a
+run on *that* split will show: a group's cost is a mean over its few evaluation rows, and which rows those
+are moves it (one study cell named the other group for seed 0's split than for the average over five).
+What a user of ``dpfair compare --seeds`` sees on average is the expectation over random splits:
+
+* over the evaluation rows, analytically: every row of the data set is a test row of some split with the
+  same chance, so the expected cost is the prediction averaged over all rows (training and evaluation
+  rows pooled; at most ``DiagnosisOptions.evaluation_rows`` of them, group-stratified, small groups
+  whole), and a run on a random split, evaluated on n_k of the group's N_k rows, varies around it by the
+  noise's spread plus v_k (1 / n_k - 1 / N_k) (sampling without replacement; :func:`~.prediction.predict`);
+* over the training rows, by S splits (:func:`diagnose_splits`, seeds s, s + 1, ..., as ``compare`` draws
+  them): each split's expectation is computed on its own trajectories and pooled -- the mean cost, and
+  a run's variance mean_s Var_s + Var_s(cost_s) -- with the chance to be the most hurt counted over every
+  split's draws. S = 1 (the default: one training split) is the analytic expectation alone.
+
+``split_mode="per-split"`` predicts the run on the given split's evaluation rows. In expectation mode the
+per-split prediction of the first split is kept too (:attr:`Diagnosis.split_prediction`; the trajectories
+are shared, so it costs one more evaluation). The JSON's settings say which was predicted
+(``split_mode``, ``splits``, ``split_seeds``).
 """
 
 from __future__ import annotations
@@ -42,15 +52,17 @@ from dpfair_analysis.diagnose.plan import MIN_TRAIN_ROWS, Calibration, Diagnosis
 from dpfair_analysis.diagnose.prediction import MIN_GROUP_ROWS, Z90, Prediction, Reference, outcome, predict
 from dpfair_analysis.diagnose.problem import Problem, largest_curvature, stratified
 from dpfair_analysis.diagnose.recommendations import recommendations
-from dpfair_analysis.validation import check_positive_int
+from dpfair_analysis.validation import check_choice, check_positive_int
 
-#: Splits a diagnosis averages over by default (:func:`diagnose_splits`).
-SPLITS = 4
+#: Training splits :func:`diagnose_splits` averages over by default (the evaluation rows' expectation is exact).
+SPLITS = 1
+#: How a diagnosis treats the train/test split (module docstring).
+SPLIT_MODES = ("expectation", "per-split")
 
 #: Keys of each group in the JSON (the issue's schema, exactly).
 GROUP_KEYS = ("group", "n", "predicted_cost", "predicted_cost_low", "predicted_cost_high", "p_most_hurt", "rank",
               "reasons", "clip_fraction", "clip_bias", "noise_term", "trace", "boundary")
-JSON_KEYS = ("groups", "most_hurt", "settings", "epsilon", "delta", "recommendations")
+JSON_KEYS = ("groups", "most_hurt", "split", "settings", "epsilon", "delta", "recommendations")
 
 
 @dataclass
@@ -71,6 +83,7 @@ class Diagnosis:
     data_info: dict = field(default_factory=dict)
     split_mode: str = "per-split"    # or "expectation" (over split_seeds)
     split_seeds: tuple[int, ...] = ()
+    split_prediction: Prediction | None = None   # expectation mode: the first split's own prediction
 
     def settings(self) -> dict:
         p = self.prediction
@@ -95,9 +108,25 @@ class Diagnosis:
             groups.append({key: numbers[key] if key in numbers else None for key in GROUP_KEYS}
                           | {"group": str(row["group"]), "n": int(row["n"]), "rank": int(row["rank"]),
                              "reasons": list(row["reasons"])})
-        return {"groups": groups, "most_hurt": self.most_hurt, "settings": self.settings(),
+        return {"groups": groups, "most_hurt": self.most_hurt, "split": self.split_json(), "settings": self.settings(),
                 "epsilon": number_or_none(self.plan.epsilon), "delta": self.plan.plan.delta,
                 "recommendations": self.recommendations}
+
+    def split_json(self) -> dict:
+        """Which split the costs are for: ``mode`` (expectation | per-split), ``splits``, ``seeds``, and in
+        expectation mode ``per_split``, the first split's own prediction per group (cost, interval,
+        p_most_hurt) -- what one run on that split is predicted to show."""
+        out = {"mode": self.split_mode, "splits": max(len(self.split_seeds), 1), "seeds": list(self.split_seeds),
+               "per_split": None}
+        if self.split_prediction is not None:
+            table = self.split_prediction.table
+            chance = most_hurt_probabilities(self.split_prediction.samples, list(table["group"]))
+            out["per_split"] = [{"group": str(row["group"]), "predicted_cost": number_or_none(row["cost"]),
+                                 "predicted_cost_low": number_or_none(row["low"]),
+                                 "predicted_cost_high": number_or_none(row["high"]),
+                                 "p_most_hurt": number_or_none(chance[row["group"]])}
+                                for row in table.to_dict("records")]
+        return out
 
     def explanation(self) -> list[str]:
         """Plain sentences: the regime, the verdict, and why per group (:func:`.explanation.explain`)."""
@@ -107,6 +136,7 @@ class Diagnosis:
 def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module, plan: PrivacyPlan, *,
              options: DiagnosisOptions = DiagnosisOptions(), calibration: Calibration = Calibration(),
              dataset: str | None = None, model_name: str | None = None,
+             split_mode: str = "expectation",
              more_splits: Sequence[tuple[GroupedDataset, GroupedDataset, nn.Module]] = (),
              split_seeds: Sequence[int] = ()) -> Diagnosis:
     """Predict each group's cost of privacy Delta^k under ``plan``, with an interval, a ranking and reasons.
@@ -128,9 +158,12 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
         Default: none. One fitted on other data sets (refused if fitted on ``dataset``).
     dataset, model_name : str, optional
         Names for the report (``dataset`` defaults to ``train.name``).
+    split_mode : {"expectation", "per-split"}
+        Predict the expectation over random splits (default) or the run on this split's
+        ``evaluation`` rows (module docstring).
     more_splits : sequence of (train, evaluation, model)
-        Other splits of the same data: the prediction becomes the expectation over all the
-        splits (module docstring); usually given by :func:`diagnose_splits`.
+        Other training splits of the same data, pooled into the expectation (module
+        docstring); usually given by :func:`diagnose_splits`.
     split_seeds : sequence of int
         The seeds the splits were drawn with (reported).
 
@@ -139,6 +172,9 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
     Diagnosis
     """
     start = time.perf_counter()
+    check_choice(split_mode, "split_mode", SPLIT_MODES)
+    if more_splits and split_mode != "expectation":
+        raise ValueError("more_splits pool splits into the expectation: they need split_mode='expectation'")
     dataset = dataset or train.name
     calibration.check_applicable(dataset)
     resolved = plan.resolve(_check_split(train, evaluation, model))
@@ -148,9 +184,11 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
             raise ValueError(f"more_splits have other groups than train: {other_train.group_names} vs "
                              f"{train.group_names}")
     generator = torch.Generator().manual_seed(options.seed)
-    run = _SplitRun(train, evaluation, model, plan, resolved, options, calibration, generator)
+    expected = split_mode == "expectation"
+    run = _SplitRun(train, evaluation, model, plan, resolved, options, calibration, generator, expected=expected)
     prediction = run.prediction
-    others = [_SplitRun(t, e, m, plan, t_resolved, options, calibration, generator).prediction
+    others = [_SplitRun(t, e, m, plan, t_resolved, options, calibration, generator, expected=True,
+                        keep_split=False).prediction
               for t, e, m in more_splits for t_resolved in [plan.resolve(len(t))]]
     if others:
         prediction = pool_splits([prediction, *others], calibration=calibration)
@@ -181,12 +219,13 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
     diagnosis = Diagnosis(dataset=dataset, plan=resolved, groups=groups, prediction=prediction,
                           mechanism=dominant_mechanism(prediction), most_hurt=hurt, recommendations=[],
                           model=model_name or type(model).__name__, calibration=calibration, notes=notes,
-                          split_mode="expectation" if more_splits else "per-split",
-                          split_seeds=tuple(int(s) for s in split_seeds))
+                          split_mode=split_mode, split_seeds=tuple(int(s) for s in split_seeds),
+                          split_prediction=run.split_prediction)
     if options.recommendations:
-        diagnosis.recommendations = recommendations(run.problem, plan, resolved, run.reference, evaluation,
+        diagnosis.recommendations = recommendations(run.problem, plan, resolved, run.reference, run.evaluation,
                                                     run.prediction.table, draws=options.recommendation_draws,
-                                                    calibration=calibration, **run.predict_kwargs)
+                                                    calibration=calibration, run_rows=run.run_rows,
+                                                    **run.predict_kwargs)
     diagnosis.seconds = time.perf_counter() - start
     return diagnosis
 
@@ -230,7 +269,8 @@ def diagnose_splits(data: GroupedDataset, model: Callable[[int], nn.Module], pla
         parts.append((train, evaluation, model(s)))
     (train, evaluation, first), rest = parts[0], parts[1:]
     return diagnose(train, evaluation, first, plan, options=options, calibration=calibration,
-                    dataset=dataset or data.name, model_name=model_name, more_splits=rest, split_seeds=seeds)
+                    dataset=dataset or data.name, model_name=model_name, split_mode="expectation",
+                    more_splits=rest, split_seeds=seeds)
 
 
 def _check_split(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module) -> int:
@@ -249,11 +289,12 @@ def _check_split(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Mo
 
 
 class _SplitRun:
-    """One split's problem, non-private reference and planned prediction (what every mode needs)."""
+    """One split's problem, non-private reference and planned prediction (what every mode needs); with
+    ``expected``, on the pooled rows (module docstring), and the split's own prediction too if ``keep_split``."""
 
     def __init__(self, train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module, plan: PrivacyPlan,
                  resolved: ResolvedPlan, options: DiagnosisOptions, calibration: Calibration,
-                 generator: torch.Generator) -> None:
+                 generator: torch.Generator, *, expected: bool, keep_split: bool = True) -> None:
         problem = Problem(model, train, rows=options.rows, curvature_rows=options.curvature_rows,
                           theory_rows=options.theory_rows, seed=options.seed)
         with torch.no_grad():
@@ -269,11 +310,22 @@ class _SplitRun:
         np_trajectory = trajectories.get(sgd, checkpoints=(1 / 3, 2 / 3, 1.0))
         np_covariance = covariance(problem, sgd, np_trajectory, exact=self.exact)
         draws = max(options.draws, options.recommendation_draws)
-        self.reference = Reference(np_trajectory, outcome(problem, np_trajectory.theta, np_covariance, evaluation,
-                                                          draws=draws, generator=generator))
         self.predict_kwargs = dict(trajectories=trajectories, exact=self.exact, generator=generator)
-        self.prediction = predict(problem, mechanism_for(plan, resolved, plan.method), self.reference, evaluation,
-                                  draws=options.draws, calibration=calibration, **self.predict_kwargs)
+        planned = mechanism_for(plan, resolved, plan.method)
+        self.evaluation, self.run_rows, self.split_prediction = evaluation, None, None
+        if expected:
+            self.run_rows = torch.bincount(evaluation.group, minlength=train.n_groups)
+            self.evaluation = pooled_rows(train, evaluation, limit=options.evaluation_rows, seed=options.seed + 5)
+        self.reference = Reference(np_trajectory, outcome(problem, np_trajectory.theta, np_covariance,
+                                                          self.evaluation, draws=draws, generator=generator))
+        self.prediction = predict(problem, planned, self.reference, self.evaluation, draws=options.draws,
+                                  calibration=calibration, run_rows=self.run_rows, **self.predict_kwargs)
+        if expected and keep_split:
+            split_reference = Reference(np_trajectory, outcome(problem, np_trajectory.theta, np_covariance,
+                                                               evaluation, draws=options.draws,
+                                                               generator=generator))
+            self.split_prediction = predict(problem, planned, split_reference, evaluation, draws=options.draws,
+                                            calibration=calibration, **self.predict_kwargs)
 
     @staticmethod
     def _integration_steps(problem: Problem, resolved: ResolvedPlan, options: DiagnosisOptions) -> int:
@@ -292,13 +344,29 @@ class _SplitRun:
         return steps
 
 
+def pooled_rows(train: GroupedDataset, evaluation: GroupedDataset, *, limit: int, seed: int) -> GroupedDataset:
+    """Training and evaluation rows together (every row is a test row of some split), at most ``limit`` of
+    them: a group-stratified sample that keeps each group's rows whole up to ``limit`` / K."""
+    both = replace(evaluation, X=torch.cat([train.X, evaluation.X]), y=torch.cat([train.y, evaluation.y]),
+                   group=torch.cat([train.group, evaluation.group]))
+    if len(both) <= limit:
+        return both
+    rng = np.random.default_rng(seed)
+    group = both.group.numpy()
+    sizes = np.bincount(group, minlength=both.n_groups)
+    quota = np.maximum(np.minimum(sizes, limit // both.n_groups), np.round(limit * sizes / len(both)).astype(int))
+    keep = [rng.choice(np.flatnonzero(group == k), size=min(int(quota[k]), int(sizes[k])), replace=False)
+            for k in range(both.n_groups) if sizes[k]]
+    return both.subset(np.sort(np.concatenate(keep)))
+
+
 def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration) -> Prediction:
     """The expectation over splits of per-split predictions (module docstring): mean costs and parts, the
     interval of a run on a random split, every split's samples."""
     first = predictions[0]
     tables = [p.table.set_index("group") for p in predictions]
     numeric = ["cost", "clip_part", "noise_part", "acc_nonprivate", "acc_private", "acc_private_noiseless",
-               "acc_nonprivate_noiseless", "change_rate", "row_var", "n_eval"]
+               "acc_nonprivate_noiseless", "change_rate", "row_var", "n_eval", "n_rows_evaluated"]
     stacked = pd.concat([t[numeric] for t in tables], keys=range(len(tables)))
     table = stacked.groupby(level=1, sort=False).mean()
     within = pd.concat([(t["half_width"] / (Z90 * calibration.widen)) ** 2 for t in tables], axis=1).mean(axis=1)
@@ -308,6 +376,7 @@ def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration) 
     table["uncalibrated_half_width"] = Z90 * np.sqrt(within_raw + between)
     table["too_small"] = pd.concat([t["too_small"] for t in tables], axis=1).any(axis=1)
     table["n_eval"] = table["n_eval"].round().astype(int)
+    table["n_rows_evaluated"] = table["n_rows_evaluated"].round().astype(int)
     acc = table["acc_nonprivate"]
     table["low"] = np.maximum(table["cost"] - table["half_width"], -acc)
     table["high"] = np.minimum(table["cost"] + table["half_width"], 1 - acc)

@@ -48,7 +48,7 @@ from dpfair_analysis.gradients import clip_factors
 from dpfair_analysis.validation import check_positive, check_positive_int
 
 #: Times the implicit integrator refreshes the drift's Jacobian along a trajectory.
-JACOBIAN_REFRESHES = 8
+JACOBIAN_REFRESHES = 4
 
 
 def drift(problem: Problem, mechanism: Mechanism, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
@@ -138,14 +138,15 @@ class Trajectory:
 
 
 def trajectory(problem: Problem, mechanism: Mechanism, *, integration_steps: int,
-                checkpoints: Sequence[float] = ()) -> Trajectory:
+               checkpoints: Sequence[float] = (), implicit: bool | None = None) -> Trajectory:
     """theta_bar after the run's T steps of the expected update (K steps of size r T / K: linearly implicit for
-    logistic regression, explicit otherwise; module docstring, step 1)."""
+    logistic regression, explicit otherwise, unless ``implicit`` says; module docstring, step 1)."""
     T = mechanism.steps
     K = max(1, min(integration_steps, T))
     h = mechanism.lr * T / K
     marks = {max(1, min(K, int(round(f * K)))) for f in checkpoints}
-    implicit = problem.linear is not None and mechanism.name != "mitigation"
+    if implicit is None:
+        implicit = problem.linear is not None and mechanism.name != "mitigation"
     refresh = {int(round(j * K / JACOBIAN_REFRESHES)) for j in range(JACOBIAN_REFRESHES)}
     theta = problem.theta0.clone()
     path, kept, noise = [theta], [], []

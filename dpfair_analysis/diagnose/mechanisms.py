@@ -143,8 +143,9 @@ def fairdp_stationary_bounds(norms: torch.Tensor, group: torch.Tensor, *, n_grou
 
 
 def mitigation_objective(problem: Problem, mechanism: Mechanism, theta: torch.Tensor,
-                          data: GroupedDataset) -> FairnessLensMitigation:
-    """Paper 001's mitigation objective with its coefficients from the exact (noise-free) statistics."""
+                         data: GroupedDataset) -> FairnessLensMitigation:
+    """Paper 001's mitigation objective with its coefficients from the exact (noise-free) statistics of ``data``
+    (population and group means: the curvature rows estimate them as well as all rows)."""
     objective = FairnessLensMitigation(*mechanism.gammas, mechanism.clip_bound)
     sizes = problem.train_sizes.clamp(min=1.0)
     objective.fractions = sizes / sizes.sum()
@@ -170,8 +171,7 @@ def per_sample_matrix(problem: Problem, theta: torch.Tensor, X: torch.Tensor, y:
     lin = problem.linear
     mitigation = mechanism is not None and mechanism.name == "mitigation"
     if mitigation:
-        objective = mitigation_objective(problem, mechanism, theta, GroupedDataset(
-            X=X, y=y, group=group, group_names=problem.group_names, label_names=("0",) * (int(y.max()) + 1)))
+        objective = mitigation_objective(problem, mechanism, theta, problem.curvature_data)
     if lin is not None and (not mitigation or lin.binary):
         Xt = lin.augmented(X)
         scores = lin.scores(theta, Xt)

@@ -148,6 +148,7 @@ class DiagnosisOptions:
     h lambda_max <= 0.5, at most T); ``implicit_steps``: K of logistic regression's implicit integrator
     (:mod:`.dynamics`); ``draws``: noise draws per prediction;
     ``max_exact_params``: the largest model whose Jacobian is formed exactly (else its diagonal);
+    ``evaluation_rows``: most pooled rows the expectation over splits evaluates (:mod:`.diagnosis`);
     ``recommendations``: predict the mitigations too.
     """
 
@@ -156,16 +157,17 @@ class DiagnosisOptions:
     theory_rows: int = 1500
     max_steps: int = 200
     min_steps: int = 40
-    implicit_steps: int = 40
+    implicit_steps: int = 24
     draws: int = 200
     recommendation_draws: int = 100
     max_exact_params: int = 600
+    evaluation_rows: int = 20000
     recommendations: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
         for name in ("rows", "curvature_rows", "theory_rows", "max_steps", "min_steps", "implicit_steps", "draws",
-                     "recommendation_draws", "max_exact_params"):
+                     "recommendation_draws", "max_exact_params", "evaluation_rows"):
             check_positive_int(getattr(self, name), name)
         if self.rows < MIN_TRAIN_ROWS:
             raise ValueError(f"rows must be at least {MIN_TRAIN_ROWS} (the trajectories' training rows: fewer cannot "

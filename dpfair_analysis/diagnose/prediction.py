@@ -141,11 +141,14 @@ class Prediction:
 
 def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evaluation: GroupedDataset, *,
             draws: int, trajectories: TrajectoryCache, exact: bool, generator: torch.Generator,
-            calibration: Calibration, interval: bool = True) -> Prediction:
+            calibration: Calibration, interval: bool = True, run_rows: torch.Tensor | None = None) -> Prediction:
     """Delta^k for one mechanism against the non-private reference (module docstring, steps 1-6).
 
     ``interval=False`` (the recommendations) skips the draws where the flip probability is exact: no
-    interval, no samples, the same point costs.
+    interval, no samples, the same point costs. ``run_rows`` (per group): ``evaluation`` pools every row
+    of the data set and a run is evaluated on a random ``run_rows`` of them (the expectation over splits,
+    :mod:`.diagnosis`): its row-sampling variance is then v_k (1 / n_run - 1 / n_pooled), the finite
+    population's, and the small-group rule reads n_run.
     """
     path = trajectories.get(mechanism)
     noise = covariance(problem, mechanism, path, exact=exact)
@@ -159,6 +162,8 @@ def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evalua
     clip_part = acc_point - acc_np_point
     noise_part = (acc - acc_np) - clip_part
     n_eval = torch.bincount(group, minlength=K).to(torch.float64)
+    n_run = n_eval if run_rows is None else run_rows.to(torch.float64)
+    row_factor = 1 / n_run.clamp(min=1) - (0.0 if run_rows is None else 1 / n_eval.clamp(min=1))
     # E[(c_dp - c_np)^2] per row, the two runs' noises independent; v_k = its group mean minus the mean change^2
     second = private.expected + public.expected - 2 * private.expected * public.expected
     row_var = (group_means(second, group, K) - (acc - acc_np) ** 2).clamp(min=0)
@@ -169,10 +174,9 @@ def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evalua
         public_draws = public.draws[:n_draws]
         cost_draws = group_means(private.draws, group, K) - group_means(public_draws, group, K)
         deviation = cost_draws - cost_draws.mean(0)
-        base_sd = (cost_draws.var(0) + row_var / n_eval.clamp(min=1)).sqrt()
+        base_sd = (cost_draws.var(0) + row_var * row_factor).sqrt()
         half = Z90 * calibration.widen * base_sd
-        sampling = torch.randn(n_draws, K, generator=generator, dtype=torch.float64) * (row_var / n_eval.clamp(min=1)
-                                                                                           ).sqrt()
+        sampling = torch.randn(n_draws, K, generator=generator, dtype=torch.float64) * (row_var * row_factor).sqrt()
         samples = (cost + calibration.widen * (deviation + sampling)).numpy()
     with torch.no_grad():
         predicted = functional_call(problem.model, problem.unflatten(path.theta),
@@ -181,7 +185,8 @@ def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evalua
     collapsed = len(labels) == 1 and len(torch.unique(evaluation.y)) > 1
     change_rate = group_means(second, group, K)
     table = pd.DataFrame({
-        "group": list(problem.group_names), "n_eval": n_eval.numpy().astype(int),
+        "group": list(problem.group_names), "n_eval": n_run.numpy().round().astype(int),
+        "n_rows_evaluated": n_eval.numpy().astype(int),
         "cost": cost.numpy(), "half_width": half.numpy(), "uncalibrated_half_width": (Z90 * base_sd).numpy(),
         "clip_part": clip_part.numpy(), "noise_part": noise_part.numpy(),
         "acc_nonprivate": acc_np.numpy(), "acc_private": acc.numpy(),

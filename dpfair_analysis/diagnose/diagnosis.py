@@ -303,8 +303,9 @@ class _SplitRun:
             raise ValueError(f"the data have {train.n_classes} label classes but the model outputs {n_out} logits "
                              f"(it must output one per class)")
         self.problem, self.exact = problem, problem.P <= options.max_exact_params
-        integration_steps = self._integration_steps(problem, resolved, options)
-        trajectories = TrajectoryCache(problem, integration_steps=integration_steps)
+        implicit = problem.linear is not None and self.exact
+        integration_steps = self._integration_steps(problem, resolved, options, implicit=implicit)
+        trajectories = TrajectoryCache(problem, integration_steps=integration_steps, implicit=implicit)
         sgd = Mechanism("sgd", steps=resolved.steps, lr=resolved.lr, batch_size=plan.batch_size,
                         sampling_rate=resolved.sampling_rate, label="SGD")
         np_trajectory = trajectories.get(sgd, checkpoints=(1 / 3, 2 / 3, 1.0))
@@ -328,11 +329,13 @@ class _SplitRun:
                                             calibration=calibration, **self.predict_kwargs)
 
     @staticmethod
-    def _integration_steps(problem: Problem, resolved: ResolvedPlan, options: DiagnosisOptions) -> int:
-        """K: logistic regression's implicit steps need no more than ``implicit_steps`` whatever r lambda_max;
-        explicit steps need h lambda_max <= 0.5 (h = r T / K), and past ``max_steps`` the drift is estimated
-        on fewer rows so that the work K x rows stays max_steps x rows (never fewer than 500 rows)."""
-        if problem.linear is not None:
+    def _integration_steps(problem: Problem, resolved: ResolvedPlan, options: DiagnosisOptions, *,
+                           implicit: bool) -> int:
+        """K: logistic regression's implicit steps (a Jacobian formed exactly: at most ``max_exact_params``)
+        need no more than ``implicit_steps`` whatever r lambda_max; explicit steps need h lambda_max <= 0.5
+        (h = r T / K), and past ``max_steps`` the drift is estimated on fewer rows so that the work K x rows
+        stays max_steps x rows (never fewer than 500 rows)."""
+        if implicit:
             return int(min(resolved.steps, options.implicit_steps))
         lam = largest_curvature(problem, problem.theta0)
         horizon = resolved.lr * resolved.steps

@@ -177,8 +177,8 @@ class TrajectoryCache:
     other methods' drifts are keyed by all their settings but the step count.
     """
 
-    def __init__(self, problem: Problem, *, integration_steps: int) -> None:
-        self.problem, self.integration_steps = problem, integration_steps
+    def __init__(self, problem: Problem, *, integration_steps: int, implicit: bool | None = None) -> None:
+        self.problem, self.integration_steps, self.implicit = problem, integration_steps, implicit
         self.paths: dict[tuple, Trajectory] = {}
         self.integrations = 0
 
@@ -197,7 +197,8 @@ class TrajectoryCache:
             scale = (mechanism.sigma / cached.sigma) ** 2 if cached.sigma > 0 else 1.0
             return replace(cached, theta=cached.at(horizon), checkpoints=[], steps=mechanism.steps,
                            noise_var=cached.noise_var * scale, horizon=horizon, sigma=mechanism.sigma, path=None)
-        path = trajectory(self.problem, mechanism, integration_steps=self.integration_steps, checkpoints=checkpoints)
+        path = trajectory(self.problem, mechanism, integration_steps=self.integration_steps, checkpoints=checkpoints,
+                          implicit=None if self.implicit is None else self.implicit and mechanism.name != "mitigation")
         self.integrations += 1
         if cached is None or path.horizon > cached.horizon:
             self.paths[key] = path

@@ -141,11 +141,12 @@ def dominant_mechanism(prediction: Prediction) -> str:
 
 def most_hurt_probabilities(samples: np.ndarray | None, names: Sequence[str]) -> pd.Series:
     """P(group k is the most hurt in a run): the share of the joint cost samples (draws x K) whose most
-    negative entry is k's (NaN without samples)."""
+    negative entry is k's, ties shared (NaN without samples)."""
     if samples is None or not len(samples):
         return pd.Series(np.nan, index=list(names))
-    counts = np.bincount(np.argmin(samples, axis=1), minlength=len(names))
-    return pd.Series(counts / len(samples), index=list(names))
+    lowest = samples == samples.min(axis=1, keepdims=True)       # ties share the draw equally
+    shares = (lowest / lowest.sum(axis=1, keepdims=True)).mean(axis=0)
+    return pd.Series(shares, index=list(names))
 
 
 def pairwise_orderings(groups: pd.DataFrame, samples: np.ndarray | None, names: Sequence[str]) -> list[dict]:

@@ -17,7 +17,9 @@ most hurt.
    the sampling variance of a mean over the group's n_k evaluation rows (v_k: the variance of a row's
    change of correctness), widened by w (1 unless calibrated). A :class:`~.plan.Calibration` (fitted on
    *other* data sets only: leave one data set out) may also rescale the two parts,
-   Delta^k = a clip_k + b noise_k.
+   Delta^k = a clip_k + b noise_k. An interval is never narrower than one of the run's n_k rows either side
+   (a group whose rows the noise cannot flip still changes by whole rows) nor wider than the feasible range
+   [-acc_k, 1 - acc_k].
 5. **Most hurt.** The same draws, joint over the groups (one zeta moves every group), plus each group's
    independent row sampling, give samples of the cost vector one run would show (:attr:`Prediction.samples`):
    the probability that each group is the most hurt, and of each ordering of two groups, are their
@@ -192,7 +194,11 @@ def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evalua
         "acc_nonprivate": acc_np.numpy(), "acc_private": acc.numpy(),
         "acc_private_noiseless": acc_point.numpy(), "acc_nonprivate_noiseless": acc_np_point.numpy(),
         "change_rate": change_rate.numpy(), "row_var": row_var.numpy()})
-    table["low"], table["high"] = table["cost"] - table["half_width"], table["cost"] + table["half_width"]
+    # never narrower than one of a run's rows either side, never beyond the feasible range [-acc, 1 - acc]
+    half_floor = 1.0 / n_run.clamp(min=1).numpy()
+    table["half_width"] = np.maximum(table["half_width"], half_floor)
+    table["low"] = np.maximum(table["cost"] - table["half_width"], -table["acc_nonprivate"])
+    table["high"] = np.minimum(table["cost"] + table["half_width"], 1 - table["acc_nonprivate"])
     if n_draws:
         widen_small_groups(table, train_sizes=problem.train_sizes.numpy(), samples=samples, generator=generator)
     else:

@@ -67,6 +67,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
                    help="keep this fraction of a group's training rows (as `dpfair compare`); repeatable")
     p.add_argument("--seed", type=seed_value, default=0, help="split and initialisation seed (as `dpfair compare`)")
+    p.add_argument("--split-mode", choices=("expectation", "per-split"), default="expectation",
+                   help="predict the expectation over random train/test splits (default: what `dpfair compare "
+                        "--seeds` shows on average; every row of the data counts as a test row) or the run on "
+                        "--seed's own split (per-split: its test rows)")
+    p.add_argument("--splits", type=int_in(1, 50), default=1,
+                   help="with --split-mode expectation, also average over this many training splits (seeds "
+                        "--seed, --seed + 1, ...; each costs one more prediction; default 1)")
     p.add_argument("--draws", type=int_in(1, 100_000), default=200, help="noise draws per prediction (default 200)")
     p.add_argument("--rows", type=int_in(100, 10_000_000), default=4000,
                    help="training rows the expected trajectories use (a stratified subsample; default 4000, at "
@@ -187,6 +194,7 @@ def run(args: argparse.Namespace) -> None:
         DiagnosisOptions,
         PrivacyPlan,
         diagnose,
+        diagnose_splits,
         format_diagnosis,
         report_html,
     )
@@ -195,6 +203,9 @@ def run(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():  # a CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", MissingValuesWarning)
         full = datasets.load(dataset, **data_options)
+    if args.splits > 1 and args.split_mode != "expectation":
+        raise UsageError("--splits N averages training splits into the expectation: it needs --split-mode "
+                         "expectation")
     train_data, test_data = comparison_split(full, seed=args.seed, train_group_fraction=fractions)
     model, model_name = _model(args, train_data, args.seed)
     sigma = args.sigma if args.sigma is not None or args.epsilon is not None else 1.0
@@ -206,8 +217,15 @@ def run(args: argparse.Namespace) -> None:
     name = dataset if dataset != "csv" else Path(data_options["path"]).name
     if dataset != "csv" and data_options.get("by"):
         name = f"{dataset} ({data_options['by']})"
-    diagnosis = diagnose(train_data, test_data, model, plan, options=options, calibration=calibration,
-                         dataset=dataset if dataset != "csv" else name, model_name=model_name)
+    label = dataset if dataset != "csv" else name
+    if args.splits > 1:
+        diagnosis = diagnose_splits(full, lambda seed: model if seed == args.seed else _model(args, train_data, seed)[0],
+                                    plan, splits=args.splits, seed=args.seed, train_group_fraction=fractions,
+                                    options=options, calibration=calibration, dataset=label, model_name=model_name)
+    else:
+        diagnosis = diagnose(train_data, test_data, model, plan, options=options, calibration=calibration,
+                             dataset=label, model_name=model_name, split_mode=args.split_mode,
+                             split_seeds=(args.seed,))
     diagnosis.data_info = {"name": name, "rows": len(full), "n_train": len(train_data), "n_test": len(test_data),
                            "preprocessing": preprocessing}
     figure = None
@@ -262,6 +280,8 @@ def _compare_flags(args: argparse.Namespace) -> str:
                                  ("--seed", args.seed, 0)):
         if value != default:
             parts.append(f"{flag} {value:g}")
+    if args.split_mode == "expectation":  # the expectation over splits is what several seeds show on average
+        parts.append(f"--seeds {max(args.splits, 5)}")
     for item in args.train_fraction:
         parts.append(f"--train-fraction {item}")
     if args.method != "dpsgd":

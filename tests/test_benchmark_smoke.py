@@ -81,3 +81,15 @@ def test_sweep_backends_benchmark_quick_times_identical_backends(tmp_path):
     assert [r["backend"] for r in payload["rows"]] == ["serial", "joblib"]
     assert all(r["identical_to_serial"] and r["seconds"] > 0 for r in payload["rows"])
     assert payload["settings"]["runs"] == 4
+
+
+def test_diagnose_cost_benchmark_quick_times_the_diagnosis_against_a_run(tmp_path):
+    """benchmarks/diagnose_cost.py --quick, in-process: one synthetic cell, all three timings and the ratios."""
+    out = tmp_path / "cost.json"
+    assert benchmark("diagnose_cost").main(["--quick", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    (row,) = payload["rows"]
+    assert row["setting"] == "synthetic" and row["repeats"] == 1
+    assert all(row[k] > 0 for k in ("diagnosis", "diagnosis_with_recommendations", "dp_training"))
+    assert row["ratio_with_recommendations"] == row["diagnosis_with_recommendations"] / row["dp_training"]
+    assert payload["summary"]["defaults"]["max_ratio_with_recommendations"] == row["ratio_with_recommendations"]

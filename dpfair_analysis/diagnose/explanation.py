@@ -59,8 +59,12 @@ def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], pla
     for theta in checkpoints:
         params = problem.params(theta)
         X = data.X.to(torch.float64)
-        per_sample, _ = fast_per_sample_gradients(problem.model, X, data.y, params=params)
-        norms = per_sample.norms.detach()
+        if problem.linear is not None and exact_terms:  # (the first-order terms below need the generic path)
+            Xt = problem.augmented(data)
+            norms = problem.linear.residuals(problem.linear.scores(theta, Xt), data.y)[0].norm(dim=1) * Xt.norm(dim=1)
+        else:
+            per_sample, _ = fast_per_sample_gradients(problem.model, X, data.y, params=params)
+            norms = per_sample.norms.detach()
         clipped = (norms > C).to(torch.float64)
         excess = (norms - C).clamp(min=0)
         with torch.no_grad():
@@ -78,7 +82,8 @@ def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], pla
         frame["trace"] = traces["trace"].to_numpy()[1:]
         frame["noise_term"] = 0.5 * r ** 2 * frame["trace"] * (plan.sigma * C / b) ** 2
         if exact_terms:
-            moments = StepMoments(problem.model, data, clip_bound=C, params=params, max_params=500)
+            moments = (LinearStepMoments(problem, theta, data, clip_bound=C) if problem.linear is not None
+                       else StepMoments(problem.model, data, clip_bound=C, params=params, max_params=500))
             terms = one_step_decomposition(moments, lr=r, noise_multiplier=plan.sigma,
                                            batch_size=max(plan.sampling_rate * len(data), 1e-9))
             frame["clip_term"] = terms["clip"].to_numpy()[1:]
@@ -98,6 +103,44 @@ def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], pla
     table = pd.concat(frames).groupby("group", sort=False).mean().reset_index()
     table["n"] = problem.train_sizes.numpy().astype(int)
     return table
+
+
+class LinearStepMoments(StepMoments):
+    """:class:`~dpfair_analysis.theory.decomposition.StepMoments` in closed form for logistic regression: the
+    same attributes (losses, gradients, Hessians H_a = mean_{i in a} S_i (x) x~_i x~_i^T, the step's first and
+    second moments), from :class:`~.problem.LinearScores` instead of per-sample autodiff and one
+    ``torch.func.hessian`` per group (the bulk of a diagnosis's theory quantities)."""
+
+    def __init__(self, problem: Problem, theta: torch.Tensor, data, *, clip_bound: float) -> None:  # noqa: D107
+        lin = problem.linear
+        self.clip_bound = float(clip_bound)
+        Xt = problem.augmented(data)
+        scores = lin.scores(theta, Xt)
+        residuals, curvature = lin.residuals(scores, data.y)
+        G = lin.per_sample(residuals, Xt)
+        Gc = G * clip_factors(G.norm(dim=1), torch.full((len(G),), self.clip_bound, dtype=torch.float64)
+                              ).unsqueeze(1)
+        self.n, self.group_names = len(data), tuple(data.group_names)
+        self.group_sizes = data.group_sizes().tolist()
+        self.mean_plain, self.mean_clipped = G.mean(0), Gc.mean(0)
+        self.second_plain, self.second_clipped = G.T @ G, Gc.T @ Gc
+        logits = functional_call(problem.model, problem.params(theta), (data.X.to(torch.float64),))
+        row_losses = torch.nn.functional.cross_entropy(logits, data.y, reduction="none")
+        member = [torch.ones(self.n, dtype=torch.bool)] + [data.group == k for k in range(data.n_groups)]
+        none = torch.zeros(self.n, dtype=torch.bool)
+        losses, grads, hessians = [], [], []
+        for rows in member:
+            if not rows.any():
+                losses.append(torch.tensor(math.nan, dtype=torch.float64))
+                grads.append(torch.full_like(theta, math.nan))
+                hessians.append(torch.full((problem.P, problem.P), math.nan, dtype=torch.float64))
+                continue
+            weights = rows.to(torch.float64) / rows.sum()
+            losses.append(weights @ row_losses)
+            grads.append(weights @ G)
+            hessians.append(lin.drift_jacobian(residuals, curvature, Xt, weights, none))
+        self.losses, self.gradients, self.hessians = torch.stack(losses), torch.stack(grads), torch.stack(hessians)
+        self.penalty = problem.l2 * problem.weight_mask * theta
 
 
 def reasons_for(row: pd.Series, *, population_boundary: float, n_total: int, n_groups: int) -> list[str]:

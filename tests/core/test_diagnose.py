@@ -581,3 +581,24 @@ def test_per_split_mode_predicts_the_given_rows_and_splits_pool_into_their_mean(
     assert pooled.split_seeds == (0, 1) and pooled.to_json()["split"]["splits"] == 2
     with pytest.raises(ValueError, match="split_mode"):
         diagnose(train, test, model(0), plan, options=FAST, split_mode="sometimes")
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_the_closed_form_step_moments_are_theorem_2s_moments(classes):
+    """LinearStepMoments has StepMoments' every attribute, to float precision (so one_step_decomposition agrees)."""
+    from dpfair_analysis.diagnose.explanation import LinearStepMoments
+    from dpfair_analysis.theory.decomposition import StepMoments, one_step_decomposition
+
+    data = synthetic_groups(sizes=(30, 12, 5), dim=4, n_classes=classes, seed=8)
+    model = build_model("logreg", input_shape=(4,), n_classes=classes, seed=2, l2=0.05)
+    problem = _problem(data, model)
+    theta = problem.theta0 + 0.4 * torch.randn(problem.P, generator=torch.Generator().manual_seed(3),
+                                               dtype=torch.float64)
+    fast = LinearStepMoments(problem, theta, data, clip_bound=0.4)
+    slow = StepMoments(problem.model, data, clip_bound=0.4, params=problem.params(theta))
+    for name in ("mean_plain", "mean_clipped", "second_plain", "second_clipped", "losses", "gradients", "hessians",
+                 "penalty"):
+        assert torch.allclose(getattr(fast, name), getattr(slow, name), atol=1e-12, rtol=1e-10), name
+    kwargs = dict(lr=0.1, noise_multiplier=1.0, batch_size=8.0)
+    pd.testing.assert_frame_equal(one_step_decomposition(fast, **kwargs), one_step_decomposition(slow, **kwargs),
+                                  rtol=1e-9)

@@ -93,3 +93,5 @@ def test_diagnose_cost_benchmark_quick_times_the_diagnosis_against_a_run(tmp_pat
     assert all(row[k] > 0 for k in ("diagnosis", "diagnosis_with_recommendations", "dp_training"))
     assert row["ratio_with_recommendations"] == row["diagnosis_with_recommendations"] / row["dp_training"]
     assert payload["summary"]["defaults"]["max_ratio_with_recommendations"] == row["ratio_with_recommendations"]
+    assert row["cpu_ratio_with_recommendations"] == (row["diagnosis_with_recommendations_cpu"]
+                                                     / row["dp_training_cpu"]) > 0

@@ -569,7 +569,9 @@ def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, pr
     """Seconds of one diagnosis (expectation mode, with and without its recommendations) and of one DP-SGD
     training run at the same settings on the same rows, in this process, interleaved: after a warm-up of each
     (imports, first calls, the accountant's memo -- both sides have one), ``repeats`` rounds of (diagnosis,
-    diagnosis with recommendations, training); medians and their ratios."""
+    diagnosis with recommendations, training); medians and their ratios, in wall time (``ratio...``) and in
+    the process's CPU time (``cpu_ratio...``: on a machine shared with other work, wall time measures the
+    scheduler as much as the code; both sides run single-threaded)."""
     prof = profile_settings(profile)
     full = load_setting(setting)
     cell = Cell(setting, regime, sigma)
@@ -594,14 +596,19 @@ def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, pr
     for job in jobs.values():  # warm-up
         job()
     timings = {name: [] for name in jobs}
+    cpu = {name: [] for name in jobs}
     for _ in range(repeats):
         for name, job in jobs.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             job()
             timings[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     out = {k: float(np.median(v)) for k, v in timings.items()}
+    out |= {f"{k}_cpu": float(np.median(v)) for k, v in cpu.items()}
     out["ratio"] = out["diagnosis"] / out["dp_training"]
     out["ratio_with_recommendations"] = out["diagnosis_with_recommendations"] / out["dp_training"]
+    out["cpu_ratio"] = out["diagnosis_cpu"] / out["dp_training_cpu"]
+    out["cpu_ratio_with_recommendations"] = out["diagnosis_with_recommendations_cpu"] / out["dp_training_cpu"]
     out |= {"setting": setting.name, "regime": regime.name, "sigma": sigma, "n_train": len(train_data),
             "steps": int(math.ceil(regime.epochs * len(train_data) / regime.batch_size)), "repeats": repeats}
     return out

@@ -9,10 +9,10 @@ are moves it (one study cell named the other group for seed 0's split than for t
 What a user of ``dpfair compare --seeds`` sees on average is the expectation over random splits:
 
 * over the evaluation rows, analytically: every row of the data set is a test row of some split with the
-  same chance, so the expected cost is the prediction averaged over all rows (training and evaluation
-  rows pooled; at most ``DiagnosisOptions.evaluation_rows`` of them, group-stratified, small groups
-  whole), and a run on a random split, evaluated on n_k of the group's N_k rows, varies around it by the
-  noise's spread plus v_k (1 / n_k - 1 / N_k) (sampling without replacement; :func:`~.prediction.predict`);
+  same chance, so the expected cost is the prediction averaged over all rows (the evaluation rows and the
+  training rows pooled; at most ``DiagnosisOptions.evaluation_rows`` training rows, group-stratified, small
+  groups whole), and a run on a random split, evaluated on n_k of the group's N_k rows, varies around it by
+  the noise's spread plus v_k (1 / n_k - 1 / N_k) (sampling without replacement; :func:`~.prediction.predict`);
 * over the training rows, by S splits (:func:`diagnose_splits`, seeds s, s + 1, ..., as ``compare`` draws
   them): each split's expectation is computed on its own trajectories and pooled -- the mean cost, and
   a run's variance mean_s Var_s + Var_s(cost_s) -- with the chance to be the most hurt counted over every
@@ -225,6 +225,7 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
         diagnosis.recommendations = recommendations(run.problem, plan, resolved, run.reference, run.evaluation,
                                                     run.prediction.table, draws=options.recommendation_draws,
                                                     calibration=calibration, run_rows=run.run_rows,
+                                                    integration_steps=options.recommendation_steps,
                                                     **run.predict_kwargs)
     diagnosis.seconds = time.perf_counter() - start
     return diagnosis
@@ -319,14 +320,11 @@ class _SplitRun:
             self.evaluation = pooled_rows(train, evaluation, limit=options.evaluation_rows, seed=options.seed + 5)
         self.reference = Reference(np_trajectory, outcome(problem, np_trajectory.theta, np_covariance,
                                                           self.evaluation, draws=draws, generator=generator))
-        self.prediction = predict(problem, planned, self.reference, self.evaluation, draws=options.draws,
-                                  calibration=calibration, run_rows=self.run_rows, **self.predict_kwargs)
-        if expected and keep_split:
-            split_reference = Reference(np_trajectory, outcome(problem, np_trajectory.theta, np_covariance,
-                                                               evaluation, draws=options.draws,
-                                                               generator=generator))
-            self.split_prediction = predict(problem, planned, split_reference, evaluation, draws=options.draws,
-                                            calibration=calibration, **self.predict_kwargs)
+        split_rows = torch.arange(len(evaluation)) if expected and keep_split else None  # pooled_rows puts them first
+        result = predict(problem, planned, self.reference, self.evaluation, draws=options.draws,
+                         calibration=calibration, run_rows=self.run_rows, split_rows=split_rows,
+                         **self.predict_kwargs)
+        self.prediction, self.split_prediction = result if split_rows is not None else (result, None)
 
     @staticmethod
     def _integration_steps(problem: Problem, resolved: ResolvedPlan, options: DiagnosisOptions, *,
@@ -348,19 +346,20 @@ class _SplitRun:
 
 
 def pooled_rows(train: GroupedDataset, evaluation: GroupedDataset, *, limit: int, seed: int) -> GroupedDataset:
-    """Training and evaluation rows together (every row is a test row of some split), at most ``limit`` of
-    them: a group-stratified sample that keeps each group's rows whole up to ``limit`` / K."""
-    both = replace(evaluation, X=torch.cat([train.X, evaluation.X]), y=torch.cat([train.y, evaluation.y]),
-                   group=torch.cat([train.group, evaluation.group]))
-    if len(both) <= limit:
-        return both
-    rng = np.random.default_rng(seed)
-    group = both.group.numpy()
-    sizes = np.bincount(group, minlength=both.n_groups)
-    quota = np.maximum(np.minimum(sizes, limit // both.n_groups), np.round(limit * sizes / len(both)).astype(int))
-    keep = [rng.choice(np.flatnonzero(group == k), size=min(int(quota[k]), int(sizes[k])), replace=False)
-            for k in range(both.n_groups) if sizes[k]]
-    return both.subset(np.sort(np.concatenate(keep)))
+    """Every evaluation row (first, in order) and then training rows -- every row is a test row of some split --
+    at most ``limit`` of them: a group-stratified sample that keeps each group's rows whole up to ``limit`` / K."""
+    rest = limit
+    if rest < len(train):
+        rng = np.random.default_rng(seed)
+        group = train.group.numpy()
+        sizes = np.bincount(group, minlength=train.n_groups)
+        quota = np.maximum(np.minimum(sizes, max(rest, 0) // train.n_groups),
+                           np.round(max(rest, 0) * sizes / len(train)).astype(int))
+        keep = [rng.choice(np.flatnonzero(group == k), size=min(int(quota[k]), int(sizes[k])), replace=False)
+                for k in range(train.n_groups) if sizes[k]]
+        train = train.subset(np.sort(np.concatenate(keep)) if keep else np.array([], dtype=int))
+    return replace(evaluation, X=torch.cat([evaluation.X, train.X]), y=torch.cat([evaluation.y, train.y]),
+                   group=torch.cat([evaluation.group, train.group]))
 
 
 def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration) -> Prediction:

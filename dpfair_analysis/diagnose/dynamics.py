@@ -189,15 +189,18 @@ class TrajectoryCache:
         return (mechanism.name, mechanism.clip_bound, mechanism.lr, mechanism.batch_size, mechanism.sampling_rate,
                 mechanism.sigma, mechanism.max_ratio, mechanism.gammas)
 
-    def get(self, mechanism: Mechanism, *, checkpoints: Sequence[float] = ()) -> Trajectory:
-        """The mechanism's trajectory: read off a cached path when one covers its horizon, else integrated."""
+    def get(self, mechanism: Mechanism, *, checkpoints: Sequence[float] = (), integration_steps: int | None = None
+            ) -> Trajectory:
+        """The mechanism's trajectory: read off a cached path when one covers its horizon, else integrated (in
+        ``integration_steps`` steps if given, else the cache's)."""
         key, horizon = self.drift_key(mechanism), mechanism.lr * mechanism.steps
         cached = self.paths.get(key)
         if cached is not None and not checkpoints and horizon <= cached.horizon * (1 + 1e-9):
             scale = (mechanism.sigma / cached.sigma) ** 2 if cached.sigma > 0 else 1.0
             return replace(cached, theta=cached.at(horizon), checkpoints=[], steps=mechanism.steps,
                            noise_var=cached.noise_var * scale, horizon=horizon, sigma=mechanism.sigma, path=None)
-        path = trajectory(self.problem, mechanism, integration_steps=self.integration_steps, checkpoints=checkpoints,
+        steps = self.integration_steps if integration_steps is None else min(integration_steps, self.integration_steps)
+        path = trajectory(self.problem, mechanism, integration_steps=steps, checkpoints=checkpoints,
                           implicit=None if self.implicit is None else self.implicit and mechanism.name != "mitigation")
         self.integrations += 1
         if cached is None or path.horizon > cached.horizon:
@@ -233,8 +236,8 @@ class Covariance:
         total = self.total
         if total.ndim == 1:
             return (Xt ** 2) @ total
-        Z = Xt @ self.basis
-        return ((Z @ total) * Z).sum(1)
+        sigma = self.basis @ total @ self.basis.T     # Sigma_T in coordinates (P x P)
+        return ((Xt @ sigma) * Xt).sum(1)
 
     def draw(self, count: int, generator: torch.Generator) -> torch.Tensor:
         """``count`` draws of zeta ~ N(0, Sigma_T), shape (count, P)."""

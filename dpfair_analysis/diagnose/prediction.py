@@ -65,6 +65,10 @@ class Outcome:
     expected: torch.Tensor          # (n,) E_zeta[correct]: exact for binary logistic regression, else the draws' mean
     draws: torch.Tensor | None      # (draws, n) correct at theta + zeta, as float 0/1 (None: none drawn)
 
+    def subset(self, rows: torch.Tensor) -> "Outcome":
+        """The same outcome on rows ``rows`` (positions) only."""
+        return Outcome(self.point[rows], self.expected[rows], None if self.draws is None else self.draws[:, rows])
+
 
 def outcome(problem: Problem, theta: torch.Tensor, noise: Covariance | None, data: GroupedDataset, *, draws: int,
             generator: torch.Generator, chunk: int = 20) -> Outcome:
@@ -81,17 +85,21 @@ def outcome(problem: Problem, theta: torch.Tensor, noise: Covariance | None, dat
             return Outcome(point, point, point.unsqueeze(0).expand(max(draws, 1), -1) if draws else None)
         sampled = None
         if draws:
-            out = []
-            for start in range(0, draws, chunk):
-                zeta = noise.draw(min(chunk, draws - start), generator)
-                if lin is not None:  # logits of every draw at once: x~ W~(theta + zeta)^T
-                    Xt = problem.augmented(data)
-                    logits = torch.einsum("nj,dkj->dnk", Xt, torch.stack([lin.matrix(t) for t in theta + zeta]))
-                    predicted = (logits[..., 0] > 0).long() if lin.binary else logits.argmax(-1)
-                else:
-                    predicted = vmap(logits_at)(theta + zeta).argmax(-1)
-                out.append((predicted == data.y).to(torch.float64))
-            sampled = torch.cat(out)
+            zeta = noise.draw(draws, generator)
+            if lin is not None and lin.binary:  # the score of every draw at once: x~^T (theta + zeta), layout [w, b]
+                Xt = problem.augmented(data)
+                step = max(1, 2 ** 22 // max(len(Xt), 1))
+                predicted = torch.cat([(Xt @ (theta + zeta[start:start + step]).T > 0).long().T
+                                       for start in range(0, draws, step)])
+            elif lin is not None:
+                Xt = problem.augmented(data)
+                predicted = torch.cat([torch.einsum("nj,dkj->dnk", Xt, torch.stack(
+                    [lin.matrix(t) for t in theta + zeta[start:start + chunk]])).argmax(-1)
+                    for start in range(0, draws, chunk)])
+            else:
+                predicted = torch.cat([vmap(logits_at)(theta + zeta[start:start + chunk]).argmax(-1)
+                                       for start in range(0, draws, chunk)])
+            sampled = (predicted == data.y).to(torch.float64)
         if lin is not None and lin.binary:
             Xt = problem.augmented(data)
             score = (Xt @ lin.matrix(theta).T).squeeze(1)
@@ -143,22 +151,49 @@ class Prediction:
 
 def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evaluation: GroupedDataset, *,
             draws: int, trajectories: TrajectoryCache, exact: bool, generator: torch.Generator,
-            calibration: Calibration, interval: bool = True, run_rows: torch.Tensor | None = None) -> Prediction:
+            calibration: Calibration, interval: bool = True, run_rows: torch.Tensor | None = None,
+            integration_steps: int | None = None, split_rows: torch.Tensor | None = None
+            ) -> Prediction | tuple[Prediction, Prediction]:
     """Delta^k for one mechanism against the non-private reference (module docstring, steps 1-6).
 
     ``interval=False`` (the recommendations) skips the draws where the flip probability is exact: no
     interval, no samples, the same point costs. ``run_rows`` (per group): ``evaluation`` pools every row
     of the data set and a run is evaluated on a random ``run_rows`` of them (the expectation over splits,
     :mod:`.diagnosis`): its row-sampling variance is then v_k (1 / n_run - 1 / n_pooled), the finite
-    population's, and the small-group rule reads n_run.
+    population's, and the small-group rule reads n_run. ``split_rows`` (positions in ``evaluation``): also
+    return the prediction on those rows alone (one split's own test rows), from the same outcomes.
+    ``integration_steps``: fewer steps than the cache's for a trajectory not yet integrated.
     """
-    path = trajectories.get(mechanism)
+    path = trajectories.get(mechanism, integration_steps=integration_steps)
     noise = covariance(problem, mechanism, path, exact=exact)
     exact_flips = problem.linear is not None and problem.linear.binary
     n_draws = draws if (interval or not exact_flips) else 0
     private = outcome(problem, path.theta, noise, evaluation, draws=n_draws, generator=generator)
-    public = reference.outcome
-    K, group = problem.n_groups, evaluation.group
+    with torch.no_grad():
+        predicted = functional_call(problem.model, problem.unflatten(path.theta),
+                                    (evaluation.X.to(torch.float64),)).argmax(1)
+    labels = torch.unique(predicted)
+    collapsed = len(labels) == 1 and len(torch.unique(evaluation.y)) > 1
+    facts = dict(collapsed=collapsed, collapse_label=str(problem.label_names[int(labels[0])]) if collapsed else None,
+                 noise_per_weight=noise.per_weight("noise"), sampling_per_weight=noise.per_weight("sampling"),
+                 weight_scale=float(path.theta.pow(2).mean().sqrt()), unstable_directions=noise.unstable_directions,
+                 steps=path.steps, integration_steps=path.integration_steps, mechanism=mechanism.name)
+    kwargs = dict(draws=n_draws, calibration=calibration, generator=generator)
+    pooled = summarise(problem, private, reference.outcome, evaluation.group, run_rows=run_rows, **kwargs)
+    pooled = Prediction(table=pooled[0], samples=pooled[1], **facts)
+    if split_rows is None:
+        return pooled
+    own = summarise(problem, private.subset(split_rows), reference.outcome.subset(split_rows),
+                    evaluation.group[split_rows], run_rows=None, **kwargs)
+    return pooled, Prediction(table=own[0], samples=own[1], **facts)
+
+
+def summarise(problem: Problem, private: Outcome, public: Outcome, group: torch.Tensor, *, draws: int,
+              calibration: Calibration, generator: torch.Generator, run_rows: torch.Tensor | None
+              ) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The per-group table (costs, parts, interval, small-group rule) and the joint cost samples from the two
+    runs' outcomes on the same rows (steps 3-6)."""
+    K = problem.n_groups
     acc_np_point, acc_point = group_means(public.point, group, K), group_means(private.point, group, K)
     acc_np, acc = group_means(public.expected, group, K), group_means(private.expected, group, K)
     clip_part = acc_point - acc_np_point
@@ -172,20 +207,13 @@ def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evalua
     cost = calibration.clip_scale * clip_part + calibration.noise_scale * noise_part
     samples, half = None, torch.full((K,), float("nan"), dtype=torch.float64)
     base_sd = half.clone()
-    if n_draws:
-        public_draws = public.draws[:n_draws]
-        cost_draws = group_means(private.draws, group, K) - group_means(public_draws, group, K)
+    if draws:
+        cost_draws = group_means(private.draws, group, K) - group_means(public.draws[:draws], group, K)
         deviation = cost_draws - cost_draws.mean(0)
         base_sd = (cost_draws.var(0) + row_var * row_factor).sqrt()
         half = Z90 * calibration.widen * base_sd
-        sampling = torch.randn(n_draws, K, generator=generator, dtype=torch.float64) * (row_var * row_factor).sqrt()
+        sampling = torch.randn(draws, K, generator=generator, dtype=torch.float64) * (row_var * row_factor).sqrt()
         samples = (cost + calibration.widen * (deviation + sampling)).numpy()
-    with torch.no_grad():
-        predicted = functional_call(problem.model, problem.unflatten(path.theta),
-                                    (evaluation.X.to(torch.float64),)).argmax(1)
-    labels = torch.unique(predicted)
-    collapsed = len(labels) == 1 and len(torch.unique(evaluation.y)) > 1
-    change_rate = group_means(second, group, K)
     table = pd.DataFrame({
         "group": list(problem.group_names), "n_eval": n_run.numpy().round().astype(int),
         "n_rows_evaluated": n_eval.numpy().astype(int),
@@ -193,24 +221,17 @@ def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evalua
         "clip_part": clip_part.numpy(), "noise_part": noise_part.numpy(),
         "acc_nonprivate": acc_np.numpy(), "acc_private": acc.numpy(),
         "acc_private_noiseless": acc_point.numpy(), "acc_nonprivate_noiseless": acc_np_point.numpy(),
-        "change_rate": change_rate.numpy(), "row_var": row_var.numpy()})
+        "change_rate": group_means(second, group, K).numpy(), "row_var": row_var.numpy()})
     # never narrower than one of a run's rows either side, never beyond the feasible range [-acc, 1 - acc]
-    half_floor = 1.0 / n_run.clamp(min=1).numpy()
-    table["half_width"] = np.maximum(table["half_width"], half_floor)
+    table["half_width"] = np.maximum(table["half_width"], 1.0 / n_run.clamp(min=1).numpy())
     table["low"] = np.maximum(table["cost"] - table["half_width"], -table["acc_nonprivate"])
     table["high"] = np.minimum(table["cost"] + table["half_width"], 1 - table["acc_nonprivate"])
-    if n_draws:
+    if draws:
         widen_small_groups(table, train_sizes=problem.train_sizes.numpy(), samples=samples, generator=generator)
     else:
         table["too_small"] = (table["n_eval"].to_numpy() < MIN_GROUP_ROWS) | (problem.train_sizes.numpy()
                                                                               < MIN_GROUP_ROWS)
-    return Prediction(table=table, collapsed=collapsed,
-                      collapse_label=str(problem.label_names[int(labels[0])]) if collapsed else None,
-                      noise_per_weight=noise.per_weight("noise"),
-                      sampling_per_weight=noise.per_weight("sampling"),
-                      weight_scale=float(path.theta.pow(2).mean().sqrt()),
-                      unstable_directions=noise.unstable_directions, steps=path.steps,
-                      integration_steps=path.integration_steps, mechanism=mechanism.name, samples=samples)
+    return table, samples
 
 
 def small_group_half_width(n_rows: int, change_rate: float, *, level: float = 0.9) -> float:

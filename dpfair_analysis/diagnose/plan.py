@@ -165,7 +165,7 @@ class DiagnosisOptions:
     draws: int = 200
     recommendation_draws: int = 100
     max_exact_params: int = 600
-    evaluation_rows: int = 6000
+    evaluation_rows: int = 4000
     recommendations: bool = True
     seed: int = 0
 

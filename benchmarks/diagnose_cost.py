@@ -10,7 +10,8 @@ of each, then ``--repeats`` rounds of the three, medians):
 ``dp_training``                      one DP-SGD run of ``train()`` at the same settings on the same rows;
 
 and the ratios, in wall time and in the process's CPU time (the primary measure here: on a machine shared
-with other jobs, wall time measures the scheduler as much as the code). Target (issue 39): the diagnosis with its recommendations at most 1/10 of a run in both
+with other jobs, wall time measures the scheduler as much as the code). Target (issue 39): the diagnosis
+with its recommendations at most 1/10 of a run in both
 regimes. Cells: the study's ``defaults`` regime (b = 256, r = 1/sqrt(T), C = 0.5, 20 epochs: clipping
 dominates) and ``noisy`` regime (b = 32, r = 0.5, C = 2, 5 epochs on at most 4,000 rows: noise dominates)
 on Adult by sex, German by age, Dutch by sex (where installed) and ISLR's Wage by race. Single-threaded

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from dpfair_analysis.cli._common import (
     UsageError,
-    check_distinct_outputs,
-    comma_items,
     accounting_from_args,
     add_accounting_flags,
     add_data_flags,
+    check_distinct_outputs,
+    comma_items,
     data_from_args,
     int_in,
     nonnegative_float,
@@ -219,7 +219,10 @@ def run(args: argparse.Namespace) -> None:
         name = f"{dataset} ({data_options['by']})"
     label = dataset if dataset != "csv" else name
     if args.splits > 1:
-        diagnosis = diagnose_splits(full, lambda seed: model if seed == args.seed else _model(args, train_data, seed)[0],
+        def split_model(seed: int):
+            return model if seed == args.seed else _model(args, train_data, seed)[0]
+
+        diagnosis = diagnose_splits(full, split_model,
                                     plan, splits=args.splits, seed=args.seed, train_group_fraction=fractions,
                                     options=options, calibration=calibration, dataset=label, model_name=model_name)
     else:

@@ -39,7 +39,7 @@ from dpfair_analysis.diagnose.recommendations import quantile_rule_bound, recomm
 from dpfair_analysis.diagnose.report import format_diagnosis, report_html
 
 __all__ = ["CALL_PROBABILITY", "GROUP_KEYS", "JSON_KEYS", "MECHANISMS", "MIN_GROUP_ROWS", "MIN_TRAIN_ROWS",
-           "NEGLIGIBLE", "REASONS", "SPLITS", "Z90", "Calibration", "Diagnosis", "DiagnosisOptions", "PrivacyPlan", "ResolvedPlan",
-           "accumulated_covariance", "diagnose", "diagnose_splits", "fairdp_stationary_bounds", "fit_calibration",
-           "format_diagnosis", "lyapunov_factor", "quantile_rule_bound", "reasons_for", "recommendations",
-           "report_html"]
+           "NEGLIGIBLE", "REASONS", "SPLITS", "Z90", "Calibration", "Diagnosis", "DiagnosisOptions", "PrivacyPlan",
+           "ResolvedPlan", "accumulated_covariance", "diagnose", "diagnose_splits", "fairdp_stationary_bounds",
+           "fit_calibration", "format_diagnosis", "lyapunov_factor", "quantile_rule_bound", "reasons_for",
+           "recommendations", "report_html"]

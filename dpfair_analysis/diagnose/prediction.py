@@ -65,7 +65,7 @@ class Outcome:
     expected: torch.Tensor          # (n,) E_zeta[correct]: exact for binary logistic regression, else the draws' mean
     draws: torch.Tensor | None      # (draws, n) correct at theta + zeta, as float 0/1 (None: none drawn)
 
-    def subset(self, rows: torch.Tensor) -> "Outcome":
+    def subset(self, rows: torch.Tensor) -> Outcome:
         """The same outcome on rows ``rows`` (positions) only."""
         return Outcome(self.point[rows], self.expected[rows], None if self.draws is None else self.draws[:, rows])
 

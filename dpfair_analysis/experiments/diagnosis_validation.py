@@ -586,7 +586,8 @@ def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, pr
 
     plan = plan_for(cell)
     jobs = {
-        "diagnosis": lambda: diagnose(train_data, test_data, model(), plan, options=replace(base, recommendations=False)),
+        "diagnosis": lambda: diagnose(train_data, test_data, model(), plan,
+                                      options=replace(base, recommendations=False)),
         "diagnosis_with_recommendations": lambda: diagnose(train_data, test_data, model(), plan,
                                                            options=replace(base, recommendations=True)),
         "dp_training": lambda: train(model(), train_data, make_policy("dpsgd", clip_bound=regime.clip_bound,

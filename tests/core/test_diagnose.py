@@ -504,8 +504,12 @@ def test_the_trajectory_cache_serves_a_larger_epsilon_and_a_shorter_horizon_from
 @given(st.floats(0.002, 0.2), st.floats(0.6, 4.0), st.integers(1, 800), st.floats(0.3, 0.95))
 def test_steps_within_is_max_steps_within(q, sigma, steps, share):
     from dpfair_analysis.diagnose.equal_privacy import steps_within
-    from dpfair_analysis.privacy.accounting import AccountingSpec, epsilon_from_event, max_steps_within, \
-        poisson_gaussian_event
+    from dpfair_analysis.privacy.accounting import (
+        AccountingSpec,
+        epsilon_from_event,
+        max_steps_within,
+        poisson_gaussian_event,
+    )
 
     spec = AccountingSpec()
     target = share * epsilon_from_event(poisson_gaussian_event(q, sigma, steps=steps), 1e-5)
@@ -522,8 +526,12 @@ def test_the_windowed_noise_search_meets_epsilon_under_every_order_and_is_near_t
     """A larger epsilon (factor 2), a larger batch (factor 0.5 on epsilon's side): the sigma found on a window of
     orders meets the target under the full accountant and is within 1% of calibrate_noise_multiplier's."""
     from dpfair_analysis.diagnose.equal_privacy import noise_for
-    from dpfair_analysis.privacy.accounting import AccountingSpec, calibrate_noise_multiplier, epsilon_from_event, \
-        poisson_gaussian_event
+    from dpfair_analysis.privacy.accounting import (
+        AccountingSpec,
+        calibrate_noise_multiplier,
+        epsilon_from_event,
+        poisson_gaussian_event,
+    )
 
     spec = AccountingSpec(conversion=conversion)
     acct = spec.make_accountant()

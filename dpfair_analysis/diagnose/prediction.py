@@ -88,18 +88,20 @@ def outcome(problem: Problem, theta: torch.Tensor, noise: Covariance | None, dat
             zeta = noise.draw(draws, generator)
             if lin is not None and lin.binary:  # the score of every draw at once: x~^T (theta + zeta), layout [w, b]
                 Xt = problem.augmented(data)
+                positive = (data.y == 1).unsqueeze(1)
                 step = max(1, 2 ** 22 // max(len(Xt), 1))
-                predicted = torch.cat([(Xt @ (theta + zeta[start:start + step]).T > 0).long().T
-                                       for start in range(0, draws, step)])
-            elif lin is not None:
-                Xt = problem.augmented(data)
-                predicted = torch.cat([torch.einsum("nj,dkj->dnk", Xt, torch.stack(
-                    [lin.matrix(t) for t in theta + zeta[start:start + chunk]])).argmax(-1)
-                    for start in range(0, draws, chunk)])
+                sampled = torch.cat([((Xt @ (theta + zeta[start:start + step]).T > 0) == positive).T
+                                     for start in range(0, draws, step)]).to(torch.float64)
             else:
-                predicted = torch.cat([vmap(logits_at)(theta + zeta[start:start + chunk]).argmax(-1)
-                                       for start in range(0, draws, chunk)])
-            sampled = (predicted == data.y).to(torch.float64)
+                if lin is not None:
+                    Xt = problem.augmented(data)
+                    predicted = torch.cat([torch.einsum("nj,dkj->dnk", Xt, torch.stack(
+                        [lin.matrix(t) for t in theta + zeta[start:start + chunk]])).argmax(-1)
+                        for start in range(0, draws, chunk)])
+                else:
+                    predicted = torch.cat([vmap(logits_at)(theta + zeta[start:start + chunk]).argmax(-1)
+                                           for start in range(0, draws, chunk)])
+                sampled = (predicted == data.y).to(torch.float64)
         if lin is not None and lin.binary:
             Xt = problem.augmented(data)
             score = (Xt @ lin.matrix(theta).T).squeeze(1)

@@ -39,19 +39,18 @@ PROFILE, prof.seeds, [(r.name, r.batch_size, r.lr, r.clip_bound, r.epochs, r.sig
 
 # %%
 from dpfair_analysis import data
-from dpfair_analysis.data.dataset import comparison_split
-from dpfair_analysis.diagnose import DiagnosisOptions, diagnose, format_diagnosis
+from dpfair_analysis.diagnose import DiagnosisOptions, diagnose_splits, format_diagnosis
 from dpfair_analysis.models import build_model
 from dpfair_analysis.plotting import plot_diagnosis
 
 adult = data.load('adult')
 defaults = next(r for r in prof.regimes if r.name == 'defaults')
 fraction = study._subsample_fraction(len(adult), defaults)
-train, test = comparison_split(adult, seed=0, train_subsample=fraction)
 plan = study.plan_for(study.Cell(study.SETTINGS[0], defaults, 1.0))
-adult_diagnosis = diagnose(train, test, build_model('logreg', input_shape=(adult.n_features,), n_classes=2, l2=0.01),
-                           plan, options=DiagnosisOptions(draws=100, recommendation_draws=40), dataset='adult',
-                           model_name='logreg')
+adult_diagnosis = diagnose_splits(adult, lambda seed: build_model('logreg', input_shape=(adult.n_features,), n_classes=2,
+                                                                  seed=seed, l2=0.01),
+                                  plan, train_subsample=fraction, options=DiagnosisOptions(draws=100, recommendation_draws=40),
+                                  dataset='adult', model_name='logreg')
 print(format_diagnosis(adult_diagnosis))
 fig = plot_diagnosis(adult_diagnosis)
 save_figure(fig, FIGS / 'adult_diagnosis.png', data=adult_diagnosis.groups.drop(columns=['reasons']));

@@ -69,11 +69,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=seed_value, default=0, help="split and initialisation seed (as `dpfair compare`)")
     p.add_argument("--split-mode", choices=("expectation", "per-split"), default="expectation",
                    help="predict the expectation over random train/test splits (default: what `dpfair compare "
-                        "--seeds` shows on average; every row of the data counts as a test row) or the run on "
-                        "--seed's own split (per-split: its test rows)")
-    p.add_argument("--splits", type=int_in(1, 50), default=1,
-                   help="with --split-mode expectation, also average over this many training splits (seeds "
-                        "--seed, --seed + 1, ...; each costs one more prediction; default 1)")
+                        "--seeds` shows on average, from --splits splits) or the run on --seed's own split")
+    p.add_argument("--splits", type=int_in(2, 50), default=None,
+                   help="splits the expectation averages (seeds --seed, --seed + 1, ...; each costs one more "
+                        "prediction; default 3)")
     p.add_argument("--draws", type=int_in(1, 100_000), default=200, help="noise draws per prediction (default 200)")
     p.add_argument("--rows", type=int_in(100, 10_000_000), default=4000,
                    help="training rows the expected trajectories use (a stratified subsample; default 4000, at "
@@ -190,6 +189,7 @@ def run(args: argparse.Namespace) -> None:
     from dpfair_analysis.data.dataset import comparison_split
     from dpfair_analysis.data.sources import MissingValuesWarning
     from dpfair_analysis.diagnose import (
+        SPLITS,
         Calibration,
         DiagnosisOptions,
         PrivacyPlan,
@@ -203,8 +203,8 @@ def run(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():  # a CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", MissingValuesWarning)
         full = datasets.load(dataset, **data_options)
-    if args.splits > 1 and args.split_mode != "expectation":
-        raise UsageError("--splits N averages training splits into the expectation: it needs --split-mode "
+    if args.splits is not None and args.split_mode != "expectation":
+        raise UsageError("--splits N is the number of splits the expectation averages: it needs --split-mode "
                          "expectation")
     train_data, test_data = comparison_split(full, seed=args.seed, train_group_fraction=fractions)
     model, model_name = _model(args, train_data, args.seed)
@@ -218,17 +218,16 @@ def run(args: argparse.Namespace) -> None:
     if dataset != "csv" and data_options.get("by"):
         name = f"{dataset} ({data_options['by']})"
     label = dataset if dataset != "csv" else name
-    if args.splits > 1:
+    if args.split_mode == "expectation":
         def split_model(seed: int):
             return model if seed == args.seed else _model(args, train_data, seed)[0]
 
         diagnosis = diagnose_splits(full, split_model,
-                                    plan, splits=args.splits, seed=args.seed, train_group_fraction=fractions,
+                                    plan, splits=args.splits or SPLITS, seed=args.seed, train_group_fraction=fractions,
                                     options=options, calibration=calibration, dataset=label, model_name=model_name)
     else:
         diagnosis = diagnose(train_data, test_data, model, plan, options=options, calibration=calibration,
-                             dataset=label, model_name=model_name, split_mode=args.split_mode,
-                             split_seeds=(args.seed,))
+                             dataset=label, model_name=model_name, split_seeds=(args.seed,))
     diagnosis.data_info = {"name": name, "rows": len(full), "n_train": len(train_data), "n_test": len(test_data),
                            "preprocessing": preprocessing}
     figure = None
@@ -284,7 +283,7 @@ def _compare_flags(args: argparse.Namespace) -> str:
         if value != default:
             parts.append(f"{flag} {value:g}")
     if args.split_mode == "expectation":  # the expectation over splits is what several seeds show on average
-        parts.append(f"--seeds {max(args.splits, 5)}")
+        parts.append(f"--seeds {max(args.splits or 3, 5)}")
     for item in args.train_fraction:
         parts.append(f"--train-fraction {item}")
     if args.method != "dpsgd":

@@ -258,18 +258,18 @@ def explain(diagnosis) -> list[str]:
         lines.append(f"The most-hurt group cannot be called: {mh['group']} ({mh['cost']:+.4f}){chance} and "
                      f"{mh['runner_up']} ({mh['runner_up_cost']:+.4f}) are within the prediction's uncertainty.")
     if diagnosis.split_mode == "expectation":
-        trained = (f"{len(diagnosis.split_seeds)} training splits (seeds {', '.join(map(str, diagnosis.split_seeds))})"
-                   if len(diagnosis.split_seeds) > 1 else "one training split")
-        lines.append(f"Predicted as the expectation over random train/test splits (every row of the data as a test "
-                     f"row, {trained}); the intervals and P(most hurt) are for one run on a random split.")
+        lines.append(f"Predicted as the expectation over {len(diagnosis.split_seeds)} random train/test splits "
+                     f"(seeds {', '.join(map(str, diagnosis.split_seeds))}, as dpfair compare draws them); the "
+                     f"intervals and P(most hurt) are for one run on a random split.")
         if diagnosis.split_prediction is not None:
             own = diagnosis.split_prediction.table.sort_values("cost").iloc[0]
             if own["group"] != diagnosis.groups.iloc[0]["group"] and -float(own["cost"]) >= NEGLIGIBLE:
-                lines.append(f"On this split's own test rows the most hurt would be {own['group']} "
-                             f"({own['cost']:+.4f}): its few rows differ from the average split.")
+                lines.append(f"On seed {diagnosis.split_seeds[0]}'s split alone the most hurt would be "
+                             f"{own['group']} ({own['cost']:+.4f}): its few test rows differ from the average "
+                             f"split's.")
     else:
         lines.append("Predicted for this one train/test split (its evaluation rows); another split's costs differ "
-                     "(--split-mode expectation predicts the average).")
+                     "(dpfair diagnose predicts the expectation over splits unless --split-mode per-split).")
     for row in diagnosis.groups.itertuples():
         if row.reasons:
             lines.append(f"{row.group}: {', '.join(row.reasons)} -- clipping part {row.clip_part:+.4f}, noise "

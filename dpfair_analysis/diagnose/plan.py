@@ -150,8 +150,6 @@ class DiagnosisOptions:
     ``recommendation_steps``: the same for the recommendations' own trajectories (12: within 0.2-3.3%);
     ``draws``: noise draws per prediction;
     ``max_exact_params``: the largest model whose Jacobian is formed exactly (else its diagonal);
-    ``evaluation_rows``: most training rows the expectation over splits pools with the evaluation rows
-    (:mod:`.diagnosis`);
     ``recommendations``: predict the mitigations too.
     """
 
@@ -165,14 +163,13 @@ class DiagnosisOptions:
     draws: int = 200
     recommendation_draws: int = 100
     max_exact_params: int = 600
-    evaluation_rows: int = 4000
     recommendations: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
         for name in ("rows", "curvature_rows", "theory_rows", "max_steps", "min_steps", "implicit_steps",
                      "recommendation_steps", "draws",
-                     "recommendation_draws", "max_exact_params", "evaluation_rows"):
+                     "recommendation_draws", "max_exact_params"):
             check_positive_int(getattr(self, name), name)
         if self.rows < MIN_TRAIN_ROWS:
             raise ValueError(f"rows must be at least {MIN_TRAIN_ROWS} (the trajectories' training rows: fewer cannot "

@@ -153,18 +153,12 @@ class Prediction:
 
 def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evaluation: GroupedDataset, *,
             draws: int, trajectories: TrajectoryCache, exact: bool, generator: torch.Generator,
-            calibration: Calibration, interval: bool = True, run_rows: torch.Tensor | None = None,
-            integration_steps: int | None = None, split_rows: torch.Tensor | None = None
-            ) -> Prediction | tuple[Prediction, Prediction]:
+            calibration: Calibration, interval: bool = True, integration_steps: int | None = None) -> Prediction:
     """Delta^k for one mechanism against the non-private reference (module docstring, steps 1-6).
 
     ``interval=False`` (the recommendations) skips the draws where the flip probability is exact: no
-    interval, no samples, the same point costs. ``run_rows`` (per group): ``evaluation`` pools every row
-    of the data set and a run is evaluated on a random ``run_rows`` of them (the expectation over splits,
-    :mod:`.diagnosis`): its row-sampling variance is then v_k (1 / n_run - 1 / n_pooled), the finite
-    population's, and the small-group rule reads n_run. ``split_rows`` (positions in ``evaluation``): also
-    return the prediction on those rows alone (one split's own test rows), from the same outcomes.
-    ``integration_steps``: fewer steps than the cache's for a trajectory not yet integrated.
+    interval, no samples, the same point costs. ``integration_steps``: fewer steps than the cache's for a
+    trajectory not yet integrated (the recommendations').
     """
     path = trajectories.get(mechanism, integration_steps=integration_steps)
     noise = covariance(problem, mechanism, path, exact=exact)
@@ -180,19 +174,13 @@ def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evalua
                  noise_per_weight=noise.per_weight("noise"), sampling_per_weight=noise.per_weight("sampling"),
                  weight_scale=float(path.theta.pow(2).mean().sqrt()), unstable_directions=noise.unstable_directions,
                  steps=path.steps, integration_steps=path.integration_steps, mechanism=mechanism.name)
-    kwargs = dict(draws=n_draws, calibration=calibration, generator=generator)
-    pooled = summarise(problem, private, reference.outcome, evaluation.group, run_rows=run_rows, **kwargs)
-    pooled = Prediction(table=pooled[0], samples=pooled[1], **facts)
-    if split_rows is None:
-        return pooled
-    own = summarise(problem, private.subset(split_rows), reference.outcome.subset(split_rows),
-                    evaluation.group[split_rows], run_rows=None, **kwargs)
-    return pooled, Prediction(table=own[0], samples=own[1], **facts)
+    table, samples = summarise(problem, private, reference.outcome, evaluation.group, draws=n_draws,
+                               calibration=calibration, generator=generator)
+    return Prediction(table=table, samples=samples, **facts)
 
 
 def summarise(problem: Problem, private: Outcome, public: Outcome, group: torch.Tensor, *, draws: int,
-              calibration: Calibration, generator: torch.Generator, run_rows: torch.Tensor | None
-              ) -> tuple[pd.DataFrame, np.ndarray | None]:
+              calibration: Calibration, generator: torch.Generator) -> tuple[pd.DataFrame, np.ndarray | None]:
     """The per-group table (costs, parts, interval, small-group rule) and the joint cost samples from the two
     runs' outcomes on the same rows (steps 3-6)."""
     K = problem.n_groups
@@ -201,8 +189,6 @@ def summarise(problem: Problem, private: Outcome, public: Outcome, group: torch.
     clip_part = acc_point - acc_np_point
     noise_part = (acc - acc_np) - clip_part
     n_eval = torch.bincount(group, minlength=K).to(torch.float64)
-    n_run = n_eval if run_rows is None else run_rows.to(torch.float64)
-    row_factor = 1 / n_run.clamp(min=1) - (0.0 if run_rows is None else 1 / n_eval.clamp(min=1))
     # E[(c_dp - c_np)^2] per row, the two runs' noises independent; v_k = its group mean minus the mean change^2
     second = private.expected + public.expected - 2 * private.expected * public.expected
     row_var = (group_means(second, group, K) - (acc - acc_np) ** 2).clamp(min=0)
@@ -212,20 +198,20 @@ def summarise(problem: Problem, private: Outcome, public: Outcome, group: torch.
     if draws:
         cost_draws = group_means(private.draws, group, K) - group_means(public.draws[:draws], group, K)
         deviation = cost_draws - cost_draws.mean(0)
-        base_sd = (cost_draws.var(0) + row_var * row_factor).sqrt()
+        base_sd = (cost_draws.var(0) + row_var / n_eval.clamp(min=1)).sqrt()
         half = Z90 * calibration.widen * base_sd
-        sampling = torch.randn(draws, K, generator=generator, dtype=torch.float64) * (row_var * row_factor).sqrt()
+        sampling = torch.randn(draws, K, generator=generator, dtype=torch.float64) * (row_var / n_eval.clamp(min=1)
+                                                                                         ).sqrt()
         samples = (cost + calibration.widen * (deviation + sampling)).numpy()
     table = pd.DataFrame({
-        "group": list(problem.group_names), "n_eval": n_run.numpy().round().astype(int),
-        "n_rows_evaluated": n_eval.numpy().astype(int),
+        "group": list(problem.group_names), "n_eval": n_eval.numpy().astype(int),
         "cost": cost.numpy(), "half_width": half.numpy(), "uncalibrated_half_width": (Z90 * base_sd).numpy(),
         "clip_part": clip_part.numpy(), "noise_part": noise_part.numpy(),
         "acc_nonprivate": acc_np.numpy(), "acc_private": acc.numpy(),
         "acc_private_noiseless": acc_point.numpy(), "acc_nonprivate_noiseless": acc_np_point.numpy(),
         "change_rate": group_means(second, group, K).numpy(), "row_var": row_var.numpy()})
     # never narrower than one of a run's rows either side, never beyond the feasible range [-acc, 1 - acc]
-    table["half_width"] = np.maximum(table["half_width"], 1.0 / n_run.clamp(min=1).numpy())
+    table["half_width"] = np.maximum(table["half_width"], 1.0 / n_eval.clamp(min=1).numpy())
     table["low"] = np.maximum(table["cost"] - table["half_width"], -table["acc_nonprivate"])
     table["high"] = np.minimum(table["cost"] + table["half_width"], 1 - table["acc_nonprivate"])
     if draws:

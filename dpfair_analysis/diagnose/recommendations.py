@@ -48,7 +48,7 @@ def quantile_rule_bound(norms: torch.Tensor, *, noise_multiplier: float, batch_s
 
 
 def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan, reference: Reference, evaluation,
-                    groups, *, draws: int, calibration: Calibration, run_rows=None, **predict_kwargs) -> list[dict]:
+                    groups, *, draws: int, calibration: Calibration, **predict_kwargs) -> list[dict]:
     """Predicted per-group costs under each mitigation (flagged as predictions), best first by worst group."""
     at_risk = [str(g) for g, c in zip(groups["group"], groups["cost"]) if -c >= NEGLIGIBLE]
     planned_cost = dict(zip(groups["group"].astype(str), groups["cost"]))
@@ -101,7 +101,7 @@ def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan,
     out = []
     for action, text, mechanism, epsilon, changes in options:
         prediction = predict(problem, mechanism, reference, evaluation, draws=draws, calibration=calibration,
-                             interval=False, run_rows=run_rows, **predict_kwargs)
+                             interval=False, **predict_kwargs)
         costs = dict(zip(prediction.table["group"].astype(str), prediction.table["cost"]))
         worst = min(costs, key=costs.get)
         out.append({"action": action, "description": text, "prediction": True, "changes": changes,

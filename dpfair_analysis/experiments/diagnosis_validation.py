@@ -45,7 +45,8 @@ from tqdm import tqdm
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import comparison_split
-from dpfair_analysis.diagnose import DiagnosisOptions, PrivacyPlan, diagnose, fit_calibration
+from dpfair_analysis.diagnose import SPLITS, DiagnosisOptions, PrivacyPlan, diagnose, diagnose_splits, \
+    fit_calibration
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.compare import CompareConfig, run_compare
 from dpfair_analysis.models import build_model
@@ -55,7 +56,7 @@ from dpfair_analysis.validation import check_choice
 
 PROFILES = ("quick", "full")
 #: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
-PREDICTOR_VERSION = "issue-39b"
+PREDICTOR_VERSION = "issue-39c"
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
 #: The direction of each naive hypothesis: a larger score = predicted to lose more.
 NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",
@@ -232,13 +233,17 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
         options = replace(prof.options, seed=seed)
         key = config_key("diagnose-validation", PREDICTOR_VERSION, setting.name, setting.dataset,
                          setting.data_options, setting.model, setting.train_group_fraction, asdict(cell.regime),
-                         cell.sigma, seed, asdict(options), prof.l2)
+                         cell.sigma, seed, asdict(options), prof.l2, SPLITS)
 
-        def compute(train_data=train_data, test_data=test_data, options=options, seed=seed) -> dict:
-            model = build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]),
-                                n_classes=train_data.n_classes, seed=seed, l2=prof.l2)
-            d = diagnose(train_data, test_data, model, plan_for(cell), options=options, dataset=setting.source,
-                         model_name=setting.model, split_mode="expectation")
+        def compute(train_data=train_data, options=options, seed=seed) -> dict:
+            def model(s: int):
+                return build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]),
+                                   n_classes=train_data.n_classes, seed=s, l2=prof.l2)
+
+            d = diagnose_splits(full, model, plan_for(cell), splits=SPLITS, seed=seed,
+                                test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
+                                train_subsample=config.train_subsample, options=options, dataset=setting.source,
+                                model_name=setting.model)
             split = d.split_json()["per_split"]
             per_split = pd.DataFrame(split).set_index("group").add_prefix("split_").reset_index()
             groups = d.groups.drop(columns=["reasons"]).assign(reasons=[", ".join(r) for r in d.groups["reasons"]])
@@ -566,7 +571,8 @@ def collapse_table(records: pd.DataFrame) -> pd.DataFrame:
 # ============================================================================ cost
 def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, profile: str = "full", seed: int = 0,
                  repeats: int = 3, options: DiagnosisOptions | None = None) -> dict:
-    """Seconds of one diagnosis (expectation mode, with and without its recommendations) and of one DP-SGD
+    """Seconds of one diagnosis (``dpfair diagnose``'s default: the expectation over :data:`SPLITS` splits, with
+    and without its recommendations; and one split's, with them) and of one DP-SGD
     training run at the same settings on the same rows, in this process, interleaved: after a warm-up of each
     (imports, first calls, the accountant's memo -- both sides have one), ``repeats`` rounds of (diagnosis,
     diagnosis with recommendations, training); medians and their ratios, in wall time (``ratio...``) and in
@@ -585,10 +591,17 @@ def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, pr
                            seed=seed, l2=prof.l2)
 
     plan = plan_for(cell)
+
+    def expectation(recommendations: bool):
+        return diagnose_splits(full, lambda s: model(), plan, splits=SPLITS, seed=seed,
+                               test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
+                               train_subsample=config.train_subsample,
+                               options=replace(base, recommendations=recommendations))
+
     jobs = {
-        "diagnosis": lambda: diagnose(train_data, test_data, model(), plan,
-                                      options=replace(base, recommendations=False)),
-        "diagnosis_with_recommendations": lambda: diagnose(train_data, test_data, model(), plan,
+        "diagnosis": lambda: expectation(False),
+        "diagnosis_with_recommendations": lambda: expectation(True),
+        "per_split_with_recommendations": lambda: diagnose(train_data, test_data, model(), plan,
                                                            options=replace(base, recommendations=True)),
         "dp_training": lambda: train(model(), train_data, make_policy("dpsgd", clip_bound=regime.clip_bound,
                                                                       noise_multiplier=sigma),
@@ -610,6 +623,9 @@ def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, pr
     out["ratio_with_recommendations"] = out["diagnosis_with_recommendations"] / out["dp_training"]
     out["cpu_ratio"] = out["diagnosis_cpu"] / out["dp_training_cpu"]
     out["cpu_ratio_with_recommendations"] = out["diagnosis_with_recommendations_cpu"] / out["dp_training_cpu"]
+    out["cpu_ratio_per_split_with_recommendations"] = (out["per_split_with_recommendations_cpu"]
+                                                       / out["dp_training_cpu"])
+    out["splits"] = SPLITS
     out |= {"setting": setting.name, "regime": regime.name, "sigma": sigma, "n_train": len(train_data),
             "steps": int(math.ceil(regime.epochs * len(train_data) / regime.batch_size)), "repeats": repeats}
     return out

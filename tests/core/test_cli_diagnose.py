@@ -199,11 +199,12 @@ def test_the_split_mode_is_chosen_by_a_flag_and_reported(capsys, csv_file):
     """--split-mode per-split predicts --seed's own test rows; the default predicts the expectation (issue 39)."""
     base = ["diagnose", "--csv", str(csv_file), "--label", "y", "--group", "g", "--epochs", "1", "--batch-size",
             "32", "--draws", "20", "--no-recommendations", "--json"]
-    assert main(base) == 0
+    assert main(base + ["--splits", "2"]) == 0
     expected = json.loads(capsys.readouterr().out)
-    assert expected["split"]["mode"] == "expectation" and expected["split"]["per_split"]
-    assert main(base + ["--split-mode", "per-split"]) == 0
+    assert expected["split"]["mode"] == "expectation" and expected["split"]["seeds"] == [0, 1]
+    assert len(expected["split"]["per_split"]) == len(expected["groups"])
+    assert main(base + ["--split-mode", "per-split", "--seed", "3"]) == 0
     per_split = json.loads(capsys.readouterr().out)
-    assert per_split["split"]["mode"] == "per-split" and per_split["split"]["per_split"] is None
+    assert per_split["split"] == {"mode": "per-split", "splits": 1, "seeds": [3], "per_split": None}
     assert main(base + ["--split-mode", "per-split", "--splits", "2"]) == 2
     assert "--splits" in capsys.readouterr().err

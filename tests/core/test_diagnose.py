@@ -554,22 +554,12 @@ def test_most_hurt_probabilities_share_ties_and_sum_to_one():
     assert p.sum() == pytest.approx(1.0)
 
 
-def test_expectation_and_per_split_modes_say_which_and_the_expectation_pools_every_row(diagnosis):
-    payload = json.loads(json.dumps(diagnosis.to_json()))
-    assert payload["split"]["mode"] == "expectation" and payload["settings"]["split_mode"] == "expectation"
-    per_split = {g["group"]: g for g in payload["split"]["per_split"]}
-    assert set(per_split) == {g["group"] for g in payload["groups"]}
-    for g in payload["groups"]:
-        assert 0 <= g["p_most_hurt"] <= 1
-        assert per_split[g["group"]]["predicted_cost_low"] <= per_split[g["group"]]["predicted_cost_high"]
-    assert sum(g["p_most_hurt"] for g in payload["groups"]) == pytest.approx(1.0)
-    table = diagnosis.prediction.table.set_index("group")
-    assert (table["n_rows_evaluated"] > table["n_eval"]).all()      # training rows pooled in
-    assert "expectation over" in " ".join(diagnosis.explanation())
-
-
-def test_per_split_mode_predicts_the_given_rows_and_splits_pool_into_their_mean():
+def test_one_split_is_per_split_and_splits_pool_into_their_mean_with_a_run_interval():
+    """diagnose() predicts its split; diagnose_splits() the expectation: the mean of the splits' own costs, an
+    interval for a run on a random split (within-split plus between-split variance), P(most hurt) over every
+    split's draws, the first split's own prediction kept, and the JSON says which."""
     from dpfair_analysis.diagnose import diagnose_splits
+    from dpfair_analysis.diagnose.prediction import Z90
 
     data = synthetic_groups(sizes=(500, 160), input_scale=(1.0, 3.0), margin=(0.3, 0.6), offset=(0.0, 0.8), seed=7)
     plan = PrivacyPlan(noise_multiplier=2.0, clip_bound=0.5, batch_size=32, epochs=2, lr=0.3)
@@ -577,18 +567,28 @@ def test_per_split_mode_predicts_the_given_rows_and_splits_pool_into_their_mean(
     def model(seed):
         return build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=seed, l2=0.01)
 
-    train, test = data.split(0.2, seed=0)
-    single = diagnose(train, test, model(0), plan, options=FAST, split_mode="per-split")
-    assert single.split_mode == "per-split" and single.split_prediction is None
-    assert (single.prediction.table["n_eval"] == single.prediction.table["n_rows_evaluated"]).all()
-    pooled = diagnose_splits(data, model, plan, splits=2, options=FAST)
     parts = [diagnose_splits(data, model, plan, splits=1, seed=s, options=FAST) for s in (0, 1)]
-    mean = sum(p.prediction.table.set_index("group")["cost"] for p in parts) / 2
-    assert np.allclose(pooled.prediction.table.set_index("group")["cost"], mean.loc[
-        pooled.prediction.table["group"]], atol=1e-12)
-    assert pooled.split_seeds == (0, 1) and pooled.to_json()["split"]["splits"] == 2
-    with pytest.raises(ValueError, match="split_mode"):
-        diagnose(train, test, model(0), plan, options=FAST, split_mode="sometimes")
+    assert all(p.split_mode == "per-split" and p.split_prediction is None for p in parts)
+    assert parts[0].to_json()["split"] == {"mode": "per-split", "splits": 1, "seeds": [0], "per_split": None}
+    pooled = diagnose_splits(data, model, plan, splits=2, options=FAST)
+    costs = [p.prediction.table.set_index("group") for p in parts]
+    table = pooled.prediction.table.set_index("group")
+    assert np.allclose(table["cost"], (costs[0]["cost"] + costs[1]["cost"]).loc[table.index] / 2, atol=1e-12)
+    from dpfair_analysis.diagnose.diagnosis import pool_splits
+
+    both = pool_splits([p.prediction for p in parts], calibration=Calibration()).table.set_index("group")
+    within = sum((c["uncalibrated_half_width"] / Z90) ** 2 for c in costs) / 2
+    between = (costs[0]["cost"] - costs[1]["cost"]) ** 2 / 2
+    assert np.allclose(both["uncalibrated_half_width"], (Z90 * np.sqrt(within + between)).loc[both.index])
+    assert np.allclose(table["uncalibrated_half_width"], both["uncalibrated_half_width"].loc[table.index], rtol=0.15)
+    payload = json.loads(json.dumps(pooled.to_json()))
+    assert payload["split"]["mode"] == "expectation" and payload["split"]["seeds"] == [0, 1]
+    assert payload["settings"]["split_mode"] == "expectation" and payload["settings"]["splits"] == 2
+    own = {g["group"]: g["predicted_cost"] for g in payload["split"]["per_split"]}
+    assert own == pytest.approx(costs[0]["cost"].to_dict())
+    assert sum(g["p_most_hurt"] for g in payload["groups"]) == pytest.approx(1.0)
+    assert len(pooled.prediction.samples) == 2 * FAST.draws
+    assert "expectation over 2 random train/test splits" in " ".join(pooled.explanation())
 
 
 @pytest.mark.parametrize("classes", [2, 3])
@@ -630,8 +630,7 @@ def test_a_four_percent_groups_noise_cost_is_the_mean_over_real_dpsgd_runs():
     def model():
         return build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=0, l2=0.01)
 
-    d = diagnose(train_data, test, model(), plan, options=DiagnosisOptions(recommendations=False),
-                 split_mode="per-split")
+    d = diagnose(train_data, test, model(), plan, options=DiagnosisOptions(recommendations=False))
     predicted = d.groups.set_index("group")["cost"]
     costs = []
     for seed in range(40):

@@ -47,10 +47,13 @@ adult = data.load('adult')
 defaults = next(r for r in prof.regimes if r.name == 'defaults')
 fraction = study._subsample_fraction(len(adult), defaults)
 plan = study.plan_for(study.Cell(study.SETTINGS[0], defaults, 1.0))
-adult_diagnosis = diagnose_splits(adult, lambda seed: build_model('logreg', input_shape=(adult.n_features,), n_classes=2,
-                                                                  seed=seed, l2=0.01),
-                                  plan, train_subsample=fraction, options=DiagnosisOptions(draws=100, recommendation_draws=40),
-                                  dataset='adult', model_name='logreg')
+def adult_model(seed):
+    return build_model('logreg', input_shape=(adult.n_features,), n_classes=2, seed=seed, l2=0.01)
+
+
+adult_diagnosis = diagnose_splits(adult, adult_model, plan, train_subsample=fraction,
+                                  options=DiagnosisOptions(draws=100, recommendation_draws=40), dataset='adult',
+                                  model_name='logreg')
 print(format_diagnosis(adult_diagnosis))
 fig = plot_diagnosis(adult_diagnosis)
 save_figure(fig, FIGS / 'adult_diagnosis.png', data=adult_diagnosis.groups.drop(columns=['reasons']));

@@ -10,8 +10,10 @@ the average over five). What a user of ``dpfair compare --seeds`` sees on averag
 random splits: :func:`diagnose_splits` predicts S splits (default :data:`SPLITS`; the seeds s, s + 1, ...,
 as ``compare`` draws them), each on its own trajectories and its own test rows, and pools them: each
 group's cost is the mean over the splits, its 90% interval is for a run on a random split,
-+- 1.645 w sqrt(mean_s Var_s + Var_s(cost_s)) (the within-split spread of step 4 of :mod:`.prediction` plus
-the between-split variance of the predicted costs), and its chance to be the most hurt is counted over every
++- 1.645 w sqrt(mean_s Var_s + max(0, Var_s(cost_s) - mean_s v_k,s / n_k,s)) (the within-split spread of
+step 4 of :mod:`.prediction`, whose row-sampling term v_k / n_k already is the test rows' share of the
+between-split variance, plus the rest of the predicted costs' variance over splits: the training rows'), and
+its chance to be the most hurt is counted over every
 split's draws. The theory's quantities and the recommendations come from the first split, and its own
 prediction is kept (:attr:`Diagnosis.split_prediction`). :func:`diagnose` predicts one given split
 ("per-split"). The JSON's ``split`` block and settings say which (``split_mode``, ``splits``, ``split_seeds``).
@@ -335,7 +337,10 @@ def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration) 
     table = stacked.groupby(level=1, sort=False).mean()
     within = pd.concat([(t["half_width"] / (Z90 * calibration.widen)) ** 2 for t in tables], axis=1).mean(axis=1)
     within_raw = pd.concat([(t["uncalibrated_half_width"] / Z90) ** 2 for t in tables], axis=1).mean(axis=1)
-    between = stacked["cost"].groupby(level=1, sort=False).var(ddof=1).fillna(0.0)
+    # between splits beyond what each split's own row sampling (v_k / n_k, already in `within`) explains: the
+    # training rows' part (a random-effects split of the variance; never negative)
+    rows = pd.concat([t["row_var"] / t["n_eval"].clip(lower=1) for t in tables], axis=1).mean(axis=1)
+    between = (stacked["cost"].groupby(level=1, sort=False).var(ddof=1).fillna(0.0) - rows).clip(lower=0.0)
     table["half_width"] = Z90 * calibration.widen * np.sqrt(within + between)
     table["uncalibrated_half_width"] = Z90 * np.sqrt(within_raw + between)
     table["too_small"] = pd.concat([t["too_small"] for t in tables], axis=1).any(axis=1)

@@ -35,6 +35,8 @@ from dpfair_analysis.validation import (
 MECHANISMS = ("dpsgd", "dpsgdf", "naive", "mitigation", "fairdp")
 #: Fewest training rows a diagnosis accepts (and the smallest ``DiagnosisOptions.rows``).
 MIN_TRAIN_ROWS = 100
+#: The least a fitted calibration narrows the intervals (a quarter of their width).
+MIN_WIDEN = 0.25
 
 
 @dataclass(frozen=True)
@@ -212,8 +214,10 @@ def fit_calibration(records: pd.DataFrame, *, coverage: float = 0.9) -> Calibrat
     ``records`` has one row per (data set, setting, seed, group) with columns dataset,
     clip_part, noise_part, half_width (the uncalibrated 90% half-width) and actual (the
     measured cost). The scales minimise sum (actual - a clip - b noise)^2 over a, b >= 0;
-    the widening is the smallest w >= 1 such that ``coverage`` of the rows have
-    |actual - prediction| <= w half_width. The result remembers its data sets.
+    the widening is the smallest w such that ``coverage`` of the rows have
+    |actual - prediction| <= w half_width: below 1 where the intervals cover more than they
+    must on those data sets (it shrinks them), never below :data:`MIN_WIDEN`. The result
+    remembers its data sets.
     """
     needed = {"dataset", "clip_part", "noise_part", "half_width", "actual"}
     if not needed <= set(records.columns):
@@ -228,6 +232,6 @@ def fit_calibration(records: pd.DataFrame, *, coverage: float = 0.9) -> Calibrat
     (a, b), _ = nnls(design, target)
     pred = design @ np.array([a, b])
     ratio = np.abs(target - pred) / np.maximum(records["half_width"].to_numpy(dtype=float), 1e-9)
-    widen = max(1.0, float(np.quantile(ratio, coverage)))
+    widen = max(MIN_WIDEN, float(np.quantile(ratio, coverage)))
     return Calibration(clip_scale=float(a), noise_scale=float(b), widen=widen,
                        datasets=tuple(sorted(set(map(str, records["dataset"])))))

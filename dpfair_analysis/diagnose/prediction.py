@@ -13,15 +13,19 @@ most hurt.
    Theorem 4's "larger Hessian trace, larger noise term" in accuracy units. For binary logistic regression
    the margin z_i + x~_i^T zeta is Gaussian, so E[correct_i] = Phi(s_i z_i / sqrt(x~_i^T Sigma_T x~_i))
    (s_i = +1 for label 1, -1 for 0) exactly, without draws (:func:`outcome`); other models average draws.
-4. **Interval.** Delta^k +- 1.645 w sqrt(Var_zeta[Delta^k] + v_k / n_k): the spread over noise draws, plus
-   the sampling variance of a mean over the group's n_k evaluation rows (v_k: the variance of a row's
-   change of correctness), widened by w (1 unless calibrated). A :class:`~.plan.Calibration` (fitted on
+4. **Interval.** For a run on this split, Delta^k +- 1.645 w sqrt(Var_zeta[Delta^k]): the spread over the two
+   runs' noise draws (each draw flips the group's rows jointly, so the rows' own Bernoulli spread is in it),
+   widened by w (1 unless calibrated). Over random splits (:mod:`.diagnosis`) the test rows themselves vary:
+   v_k / n_k more, v_k the variance of a row's change of correctness over the group's rows (``row_var``;
+   until issue 39 it was added to one split's interval too, counting the rows' spread twice: 94-99% coverage
+   for a 90% interval). A :class:`~.plan.Calibration` (fitted on
    *other* data sets only: leave one data set out) may also rescale the two parts,
    Delta^k = a clip_k + b noise_k. An interval is never narrower than one of the run's n_k rows either side
    (a group whose rows the noise cannot flip still changes by whole rows) nor wider than the feasible range
    [-acc_k, 1 - acc_k].
-5. **Most hurt.** The same draws, joint over the groups (one zeta moves every group), plus each group's
-   independent row sampling, give samples of the cost vector one run would show (:attr:`Prediction.samples`):
+5. **Most hurt.** The same draws, joint over the groups (one zeta moves every group), give samples of the
+   cost vector one run would show (:attr:`Prediction.samples`; over splits, with each group's independent row
+   sampling added):
    the probability that each group is the most hurt, and of each ordering of two groups, are their
    frequencies (:mod:`.explanation`).
 6. **Small groups.** Below :data:`MIN_GROUP_ROWS` training or evaluation rows neither the spread of a
@@ -198,11 +202,9 @@ def summarise(problem: Problem, private: Outcome, public: Outcome, group: torch.
     if draws:
         cost_draws = group_means(private.draws, group, K) - group_means(public.draws[:draws], group, K)
         deviation = cost_draws - cost_draws.mean(0)
-        base_sd = (cost_draws.var(0) + row_var / n_eval.clamp(min=1)).sqrt()
+        base_sd = cost_draws.var(0).sqrt()
         half = Z90 * calibration.widen * base_sd
-        sampling = torch.randn(draws, K, generator=generator, dtype=torch.float64) * (row_var / n_eval.clamp(min=1)
-                                                                                         ).sqrt()
-        samples = (cost + calibration.widen * (deviation + sampling)).numpy()
+        samples = (cost + calibration.widen * deviation).numpy()
     table = pd.DataFrame({
         "group": list(problem.group_names), "n_eval": n_eval.numpy().astype(int),
         "cost": cost.numpy(), "half_width": half.numpy(), "uncalibrated_half_width": (Z90 * base_sd).numpy(),

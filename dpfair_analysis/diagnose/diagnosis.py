@@ -10,9 +10,9 @@ the average over five). What a user of ``dpfair compare --seeds`` sees on averag
 random splits: :func:`diagnose_splits` predicts S splits (default :data:`SPLITS`; the seeds s, s + 1, ...,
 as ``compare`` draws them), each on its own trajectories and its own test rows, and pools them: each
 group's cost is the mean over the splits, its 90% interval is for a run on a random split,
-+- 1.645 w sqrt(mean_s Var_s + V_rows + max(0, Var_s(cost_s) - V_rows)), V_rows = mean_s v_k,s / n_k,s (the
-noise's spread on a split, step 4 of :mod:`.prediction`; a random split's test rows, v_k the variance of a
-row's change; and the rest of the predicted costs' variance over splits: the training rows'), and its chance to be the most hurt is counted over every
++- 1.645 w sqrt(mean_s Var_s + max(0, Var_s(cost_s) - V_rows)), V_rows = mean_s v_k,s / n_k,s (a split's
+spread, step 4 of :mod:`.prediction`, whose v_k / n_k is already the test rows' share of the variance over
+splits; and the rest of the predicted costs' variance over splits: the training rows'), and its chance to be the most hurt is counted over every
 split's draws. The theory's quantities and the recommendations come from the first split, and its own
 prediction is kept (:attr:`Diagnosis.split_prediction`). :func:`diagnose` predicts one given split
 ("per-split"). The JSON's ``split`` block and settings say which (``split_mode``, ``splits``, ``split_seeds``).
@@ -328,7 +328,7 @@ class _SplitRun:
 def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration,
                 generator: torch.Generator | None = None) -> Prediction:
     """The expectation over splits of per-split predictions (module docstring): mean costs and parts, the
-    interval of a run on a random split, every split's samples with each group's row sampling added."""
+    interval of a run on a random split, every split's samples with the training rows' spread added."""
     first = predictions[0]
     tables = [p.table.set_index("group") for p in predictions]
     numeric = ["cost", "clip_part", "noise_part", "acc_nonprivate", "acc_private", "acc_private_noiseless",
@@ -337,12 +337,12 @@ def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration,
     table = stacked.groupby(level=1, sort=False).mean()
     noise = pd.concat([(t["half_width"] / (Z90 * calibration.widen)) ** 2 for t in tables], axis=1).mean(axis=1)
     noise_raw = pd.concat([(t["uncalibrated_half_width"] / Z90) ** 2 for t in tables], axis=1).mean(axis=1)
-    # a random split's test rows: v_k / n_k; its training rows: the variance of the costs over splits beyond
-    # that share (a random-effects split of the variance; never negative)
+    # the training rows: the variance of the costs over splits beyond the test rows' share v_k / n_k (already in
+    # each split's spread; a random-effects split of the variance; never negative)
     rows = pd.concat([t["row_var"] / t["n_eval"].clip(lower=1) for t in tables], axis=1).mean(axis=1)
     training = (stacked["cost"].groupby(level=1, sort=False).var(ddof=1).fillna(0.0) - rows).clip(lower=0.0)
-    table["half_width"] = Z90 * calibration.widen * np.sqrt(noise + rows + training)
-    table["uncalibrated_half_width"] = Z90 * np.sqrt(noise_raw + rows + training)
+    table["half_width"] = Z90 * calibration.widen * np.sqrt(noise + training)
+    table["uncalibrated_half_width"] = Z90 * np.sqrt(noise_raw + training)
     table["too_small"] = pd.concat([t["too_small"] for t in tables], axis=1).any(axis=1)
     table["n_eval"] = table["n_eval"].round().astype(int)
     acc = table["acc_nonprivate"]
@@ -352,7 +352,7 @@ def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration,
     samples = None
     if all(p.samples is not None for p in predictions):
         order = list(first.table["group"])
-        spread = np.sqrt((rows + training).reindex(order).to_numpy())
+        spread = np.sqrt(training.reindex(order).to_numpy())
         parts = []
         for p in predictions:
             part = p.samples[:, [list(p.table["group"]).index(g) for g in order]]

@@ -13,19 +13,20 @@ most hurt.
    Theorem 4's "larger Hessian trace, larger noise term" in accuracy units. For binary logistic regression
    the margin z_i + x~_i^T zeta is Gaussian, so E[correct_i] = Phi(s_i z_i / sqrt(x~_i^T Sigma_T x~_i))
    (s_i = +1 for label 1, -1 for 0) exactly, without draws (:func:`outcome`); other models average draws.
-4. **Interval.** For a run on this split, Delta^k +- 1.645 w sqrt(Var_zeta[Delta^k]): the spread over the two
-   runs' noise draws (each draw flips the group's rows jointly, so the rows' own Bernoulli spread is in it),
-   widened by w (1 unless calibrated). Over random splits (:mod:`.diagnosis`) the test rows themselves vary:
-   v_k / n_k more, v_k the variance of a row's change of correctness over the group's rows (``row_var``;
-   until issue 39 it was added to one split's interval too, counting the rows' spread twice: 94-99% coverage
-   for a 90% interval). A :class:`~.plan.Calibration` (fitted on
+4. **Interval.** Delta^k +- 1.645 w sqrt(Var_zeta[Delta^k] + v_k / n_k): the spread over the two runs' noise
+   draws (each draw flips the group's rows jointly, so each row's own Bernoulli spread is in it), plus v_k / n_k,
+   v_k the variance over the group's n_k rows of a row's *expected* change mu_i = E[c_i^dp] - E[c_i^np]
+   (``row_var``): how much the cost rests on which rows the group has -- the test rows' share of a random
+   split's variance, and for one split the measure of how far a model that gets the rows' average right can
+   be off on these rows. (Until issue 39 v_k was the variance of the change itself, E[(c^dp - c^np)^2] - Delta^2,
+   whose Bernoulli part the draws already hold: 94-99% coverage for a 90% interval, 1.5-2x the spread of the
+   measured costs.) Widened by w (1 unless calibrated). A :class:`~.plan.Calibration` (fitted on
    *other* data sets only: leave one data set out) may also rescale the two parts,
    Delta^k = a clip_k + b noise_k. An interval is never narrower than one of the run's n_k rows either side
    (a group whose rows the noise cannot flip still changes by whole rows) nor wider than the feasible range
    [-acc_k, 1 - acc_k].
-5. **Most hurt.** The same draws, joint over the groups (one zeta moves every group), give samples of the
-   cost vector one run would show (:attr:`Prediction.samples`; over splits, with each group's independent row
-   sampling added):
+5. **Most hurt.** The same draws, joint over the groups (one zeta moves every group), plus each group's
+   independent N(0, v_k / n_k), give samples of the cost vector one run would show (:attr:`Prediction.samples`):
    the probability that each group is the most hurt, and of each ordering of two groups, are their
    frequencies (:mod:`.explanation`).
 6. **Small groups.** Below :data:`MIN_GROUP_ROWS` training or evaluation rows neither the spread of a
@@ -193,18 +194,20 @@ def summarise(problem: Problem, private: Outcome, public: Outcome, group: torch.
     clip_part = acc_point - acc_np_point
     noise_part = (acc - acc_np) - clip_part
     n_eval = torch.bincount(group, minlength=K).to(torch.float64)
-    # E[(c_dp - c_np)^2] per row, the two runs' noises independent; v_k = its group mean minus the mean change^2
+    # v_k: the variance over the group's rows of a row's expected change mu_i (step 4); P(change) for the report
+    change = private.expected - public.expected
+    row_var = (group_means(change ** 2, group, K) - (acc - acc_np) ** 2).clamp(min=0)
     second = private.expected + public.expected - 2 * private.expected * public.expected
-    row_var = (group_means(second, group, K) - (acc - acc_np) ** 2).clamp(min=0)
     cost = calibration.clip_scale * clip_part + calibration.noise_scale * noise_part
     samples, half = None, torch.full((K,), float("nan"), dtype=torch.float64)
     base_sd = half.clone()
     if draws:
         cost_draws = group_means(private.draws, group, K) - group_means(public.draws[:draws], group, K)
         deviation = cost_draws - cost_draws.mean(0)
-        base_sd = cost_draws.var(0).sqrt()
+        base_sd = (cost_draws.var(0) + row_var / n_eval.clamp(min=1)).sqrt()
         half = Z90 * calibration.widen * base_sd
-        samples = (cost + calibration.widen * deviation).numpy()
+        rows = torch.randn(draws, K, generator=generator, dtype=torch.float64) * (row_var / n_eval.clamp(min=1)).sqrt()
+        samples = (cost + calibration.widen * (deviation + rows)).numpy()
     table = pd.DataFrame({
         "group": list(problem.group_names), "n_eval": n_eval.numpy().astype(int),
         "cost": cost.numpy(), "half_width": half.numpy(), "uncalibrated_half_width": (Z90 * base_sd).numpy(),

@@ -56,7 +56,7 @@ from dpfair_analysis.validation import check_choice
 
 PROFILES = ("quick", "full")
 #: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
-PREDICTOR_VERSION = "issue-39e"
+PREDICTOR_VERSION = "issue-39f"
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
 #: The direction of each naive hypothesis: a larger score = predicted to lose more.
 NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",

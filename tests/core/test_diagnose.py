@@ -577,10 +577,10 @@ def test_one_split_is_per_split_and_splits_pool_into_their_mean_with_a_run_inter
     from dpfair_analysis.diagnose.diagnosis import pool_splits
 
     both = pool_splits([p.prediction for p in parts], calibration=Calibration()).table.set_index("group")
-    noise = sum((c["uncalibrated_half_width"] / Z90) ** 2 for c in costs) / 2
-    rows = sum(c["row_var"] / c["n_eval"] for c in costs) / 2          # a random split's test rows
+    within = sum((c["uncalibrated_half_width"] / Z90) ** 2 for c in costs) / 2
+    rows = sum(c["row_var"] / c["n_eval"] for c in costs) / 2          # the test rows' share, already within
     training = ((costs[0]["cost"] - costs[1]["cost"]) ** 2 / 2 - rows).clip(lower=0)
-    assert np.allclose(both["uncalibrated_half_width"], (Z90 * np.sqrt(noise + rows + training)).loc[both.index])
+    assert np.allclose(both["uncalibrated_half_width"], (Z90 * np.sqrt(within + training)).loc[both.index])
     assert np.allclose(table["uncalibrated_half_width"], both["uncalibrated_half_width"].loc[table.index], rtol=0.15)
     payload = json.loads(json.dumps(pooled.to_json()))
     assert payload["split"]["mode"] == "expectation" and payload["split"]["seeds"] == [0, 1]

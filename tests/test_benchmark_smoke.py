@@ -112,3 +112,17 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
         assert math.isfinite(row["quick"]["epsilon_lower"]) and row["quick"]["seconds"] > 0
     assert rows["noisy_hist2"]["quick"]["caught"] and rows["laplace"]["consistency"]["seeds"] == 2
     assert "wrote" in res.stdout
+
+
+def test_diagnose_cost_benchmark_quick_times_the_diagnosis_against_a_run(tmp_path):
+    """benchmarks/diagnose_cost.py --quick, in-process: one synthetic cell, all three timings and the ratios."""
+    out = tmp_path / "cost.json"
+    assert benchmark("diagnose_cost").main(["--quick", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    (row,) = payload["rows"]
+    assert row["setting"] == "synthetic" and row["repeats"] == 1
+    assert all(row[k] > 0 for k in ("diagnosis", "diagnosis_with_recommendations", "dp_training"))
+    assert row["ratio_with_recommendations"] == row["diagnosis_with_recommendations"] / row["dp_training"]
+    assert payload["summary"]["defaults"]["max_ratio_with_recommendations"] == row["ratio_with_recommendations"]
+    assert row["cpu_ratio_with_recommendations"] == (row["diagnosis_with_recommendations_cpu"]
+                                                     / row["dp_training_cpu"]) > 0

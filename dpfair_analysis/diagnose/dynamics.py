@@ -34,7 +34,7 @@ diagnosis integrates those moments over the whole run instead of one step:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -47,6 +47,9 @@ from dpfair_analysis.fast_gradients import fast_per_sample_gradients
 from dpfair_analysis.gradients import clip_factors
 from dpfair_analysis.validation import check_positive, check_positive_int
 
+#: Times the implicit integrator refreshes the drift's Jacobian along a trajectory.
+JACOBIAN_REFRESHES = 4
+
 
 def drift(problem: Problem, mechanism: Mechanism, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
     """(E[step direction] = (1/m) sum_i c_i g_i + lambda w, per-sample norms, noise std) on the drift rows."""
@@ -57,12 +60,60 @@ def drift(problem: Problem, mechanism: Mechanism, theta: torch.Tensor) -> tuple[
         norms = G.norm(dim=1)
         _, c, s = mechanism.coefficients(norms, data.group, problem)
         return (c / len(G)) @ G + problem.penalty(theta), norms, s
+    lin = problem.linear
+    if lin is not None:
+        Xt = problem.augmented(data)
+        residuals, _ = lin.residuals(lin.scores(theta, Xt), data.y)
+        norms = residuals.norm(dim=1) * Xt.norm(dim=1)
+        _, c, s = mechanism.coefficients(norms, data.group, problem)
+        return lin.gradient_sum(residuals, Xt, c / len(norms)) + problem.penalty(theta), norms, s
     per_sample, _ = fast_per_sample_gradients(problem.model, X, data.y, params=problem.params(theta))
     norms = per_sample.norms.detach()
     _, c, s = mechanism.coefficients(norms, data.group, problem)
     total = per_sample.weighted_sum(c / len(norms))
     flat = torch.cat([total[name].reshape(-1).detach() for name in problem.names])
     return flat + problem.penalty(theta), norms, s
+
+
+def held_jacobian(problem: Problem, theta: torch.Tensor, X: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,
+                  bounds: torch.Tensor) -> torch.Tensor:
+    """A = d/dtheta [(1/m) sum_i c_i(theta) g_i(theta) + lambda w] with each row's bound C_i and weight w_i held
+    (c_i = w_i min(1, C_i / ||g_i||); DPSGD-F's bounds and Naive's weights are piecewise constant): closed form
+    for logistic regression (:meth:`~.problem.LinearScores.drift_jacobian`), forward mode otherwise."""
+    m = len(X)
+    penalty = torch.diag(problem.l2 * problem.weight_mask)
+    lin = problem.linear
+    if lin is not None:
+        Xt = lin.augmented(X)
+        residuals, curvature = lin.residuals(lin.scores(theta, Xt), y)
+        norms = residuals.norm(dim=1) * Xt.norm(dim=1)
+        clipped = norms > bounds
+        c = weights * clip_factors(norms, bounds)
+        return lin.drift_jacobian(residuals, curvature, Xt, c, clipped) / m + penalty
+
+    def held_drift(t: torch.Tensor) -> torch.Tensor:
+        Gt = per_sample_matrix(problem, t, X, y)
+        nt = Gt.norm(dim=1)
+        ct = weights * torch.where(nt > bounds, bounds / nt.clamp(min=1e-300), torch.ones_like(nt))
+        return (ct[:, None] * Gt).mean(0) + problem.penalty(t)
+
+    return jacfwd(held_drift)(theta)
+
+
+def _preconditioner(problem: Problem, mechanism: Mechanism, theta: torch.Tensor, h: float) -> torch.Tensor:
+    """Cholesky factor of I + h A, A the held drift Jacobian on the curvature rows at theta (symmetrised)."""
+    data = problem.curvature_data
+    X = data.X.to(torch.float64)
+    lin = problem.linear
+    Xt = lin.augmented(X)
+    residuals, _ = lin.residuals(lin.scores(theta, Xt), data.y)
+    norms = residuals.norm(dim=1) * Xt.norm(dim=1)
+    bounds, c, _ = mechanism.coefficients(norms, data.group, problem)
+    weights = c / clip_factors(norms, bounds).clamp(min=1e-300)
+    A = held_jacobian(problem, theta, X, data.y, weights, bounds)
+    A = 0.5 * (A + A.T)
+    eye = torch.eye(problem.P, dtype=torch.float64)
+    return torch.linalg.cholesky(eye + h * A + 1e-12 * eye)
 
 
 @dataclass
@@ -72,28 +123,91 @@ class Trajectory:
     noise_var: float          # mean over the trajectory of s_t^2 (the Gaussian noise variance on the sum)
     steps: int
     integration_steps: int
+    horizon: float = 0.0      # r T, the flow time the path covers
+    sigma: float = 0.0        # the noise multiplier noise_var was computed at
+    path: torch.Tensor | None = field(default=None, repr=False)   # (K + 1, P): theta at flow times k h
+
+    def at(self, horizon: float) -> torch.Tensor:
+        """theta on the path at flow time ``horizon`` <= self.horizon (linear interpolation between steps)."""
+        if self.path is None or horizon > self.horizon * (1 + 1e-9):
+            raise ValueError(f"the path covers flow time {self.horizon:g}, asked for {horizon:g}")
+        position = horizon / self.horizon * (len(self.path) - 1)
+        low = min(int(np.floor(position)), len(self.path) - 2)
+        frac = position - low
+        return (1 - frac) * self.path[low] + frac * self.path[low + 1]
 
 
 def trajectory(problem: Problem, mechanism: Mechanism, *, integration_steps: int,
-                checkpoints: Sequence[float] = ()) -> Trajectory:
-    """theta_bar after the run's T steps of the expected update (K steps of size r T / K)."""
+               checkpoints: Sequence[float] = (), implicit: bool | None = None) -> Trajectory:
+    """theta_bar after the run's T steps of the expected update (K steps of size r T / K: linearly implicit for
+    logistic regression, explicit otherwise, unless ``implicit`` says; module docstring, step 1)."""
     T = mechanism.steps
     K = max(1, min(integration_steps, T))
     h = mechanism.lr * T / K
     marks = {max(1, min(K, int(round(f * K)))) for f in checkpoints}
+    if implicit is None:
+        implicit = problem.linear is not None and mechanism.name != "mitigation"
+    refresh = {int(round(j * K / JACOBIAN_REFRESHES)) for j in range(JACOBIAN_REFRESHES)}
     theta = problem.theta0.clone()
-    kept, noise = [], []
+    path, kept, noise = [theta], [], []
+    factor = None
     for k in range(1, K + 1):
         direction, _, s = drift(problem, mechanism, theta)
         noise.append(s ** 2)
+        if implicit:
+            if k - 1 in refresh or factor is None:
+                factor = _preconditioner(problem, mechanism, theta, h)
+            direction = torch.cholesky_solve(direction.unsqueeze(1), factor).squeeze(1)
         theta = theta - h * direction
         if not torch.isfinite(theta).all():
             raise ValueError(f"the expected {mechanism.name} trajectory diverged (learning rate "
                              f"{mechanism.lr:g} x {T} steps is unstable for this model and data)")
+        path.append(theta)
         if k in marks:
             kept.append(theta.clone())
     return Trajectory(theta=theta, checkpoints=kept, noise_var=float(np.mean(noise)), steps=T,
-                       integration_steps=K)
+                      integration_steps=K, horizon=mechanism.lr * T, sigma=mechanism.sigma, path=torch.stack(path))
+
+
+class TrajectoryCache:
+    """Expected trajectories by their drift: one integration serves every mechanism whose drift is the same
+    function of theta (DP-SGD at another sigma, or with a larger batch) and whose horizon r T it covers.
+
+    The drift of DP-SGD depends on C alone (and the data, the model, the L2 weight), not on sigma, b or T; the
+    other methods' drifts are keyed by all their settings but the step count.
+    """
+
+    def __init__(self, problem: Problem, *, integration_steps: int, implicit: bool | None = None) -> None:
+        self.problem, self.integration_steps, self.implicit = problem, integration_steps, implicit
+        self.paths: dict[tuple, Trajectory] = {}
+        self.integrations = 0
+
+    @staticmethod
+    def drift_key(mechanism: Mechanism) -> tuple:
+        if mechanism.name in ("sgd", "dpsgd"):
+            return mechanism.name, mechanism.clip_bound
+        return (mechanism.name, mechanism.clip_bound, mechanism.lr, mechanism.batch_size, mechanism.sampling_rate,
+                mechanism.sigma, mechanism.max_ratio, mechanism.gammas)
+
+    def get(self, mechanism: Mechanism, *, checkpoints: Sequence[float] = (), integration_steps: int | None = None
+            ) -> Trajectory:
+        """The mechanism's trajectory: read off a cached path when one covers its horizon, else integrated (in
+        ``integration_steps`` steps if given, else the cache's)."""
+        key, horizon = self.drift_key(mechanism), mechanism.lr * mechanism.steps
+        cached = self.paths.get(key)
+        if cached is not None and not checkpoints and horizon <= cached.horizon * (1 + 1e-9):
+            scale = (mechanism.sigma / cached.sigma) ** 2 if cached.sigma > 0 else 1.0
+            return replace(cached, theta=cached.at(horizon), checkpoints=[], steps=mechanism.steps,
+                           noise_var=cached.noise_var * scale, horizon=horizon, sigma=mechanism.sigma, path=None)
+        steps = self.integration_steps if integration_steps is None else min(integration_steps, self.integration_steps)
+        path = trajectory(self.problem, mechanism, integration_steps=steps, checkpoints=checkpoints,
+                          implicit=None if self.implicit is None else self.implicit and mechanism.name != "mitigation")
+        self.integrations += 1
+        if cached is None or path.horizon > cached.horizon:
+            self.paths[key] = path
+        return path
+
+
 
 
 @dataclass
@@ -115,6 +229,15 @@ class Covariance:
         matrix = {"total": self.total, "noise": self.noise, "sampling": self.sampling}[part]
         diag = matrix.diagonal() if matrix.ndim == 2 else matrix
         return float(diag.clamp(min=0).mean().sqrt())
+
+    def score_variance(self, Xt: torch.Tensor) -> torch.Tensor:
+        """Var[x~_i^T zeta] per row: the variance of a binary logistic regression's score under the noise
+        (theta's layout [w, b] is x~'s), shape (n,)."""
+        total = self.total
+        if total.ndim == 1:
+            return (Xt ** 2) @ total
+        sigma = self.basis @ total @ self.basis.T     # Sigma_T in coordinates (P x P)
+        return ((Xt @ sigma) * Xt).sum(1)
 
     def draw(self, count: int, generator: torch.Generator) -> torch.Tensor:
         """``count`` draws of zeta ~ N(0, Sigma_T), shape (count, P)."""
@@ -189,17 +312,10 @@ def covariance(problem: Problem, mechanism: Mechanism, trajectory: Trajectory, *
     # the drift's Jacobian with each row's bound and weight held at their endpoint values (DPSGD-F's bounds and
     # Naive's weights are piecewise constant); the mitigation's curvature is taken as its cross-entropy's
     weights = c / clip_factors(norms, bounds)
-
-    def held_drift(t: torch.Tensor) -> torch.Tensor:
-        Gt = per_sample_matrix(problem, t, X, data.y)
-        nt = Gt.norm(dim=1)
-        ct = weights * torch.where(nt > bounds, bounds / nt.clamp(min=1e-300), torch.ones_like(nt))
-        return (ct[:, None] * Gt).mean(0) + problem.penalty(t)
-
     scale = (1 - q) / (b * m_rows)
     noise_var = trajectory.noise_var / b ** 2        # per-step covariance (s/b)^2 I of the Gaussian noise
     if exact:
-        A = jacfwd(held_drift)(theta)
+        A = held_jacobian(problem, theta, X, data.y, weights, bounds)
         sampling_step = scale * contributions.T @ contributions
         noise_step = noise_var * torch.eye(problem.P, dtype=torch.float64)
     else:  # diag(A) ~ (1/m) sum_i c_i diag(G_i) + lambda w: the Gauss-Newton diagonal of each row, weighted

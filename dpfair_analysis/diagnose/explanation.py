@@ -36,6 +36,8 @@ from dpfair_analysis.theory.hessian import group_hessian_traces, is_piecewise_li
 REASONS = ("clipping", "noise", "size", "near the boundary")
 #: A predicted cost smaller than this (in accuracy) is "not hurt"; a part smaller than this is no reason.
 NEGLIGIBLE = 0.005
+#: The most-hurt group is called when its probability to be the most hurt in a run is at least this.
+CALL_PROBABILITY = 0.9
 
 
 def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], plan: ResolvedPlan,
@@ -57,8 +59,12 @@ def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], pla
     for theta in checkpoints:
         params = problem.params(theta)
         X = data.X.to(torch.float64)
-        per_sample, _ = fast_per_sample_gradients(problem.model, X, data.y, params=params)
-        norms = per_sample.norms.detach()
+        if problem.linear is not None and exact_terms:  # (the first-order terms below need the generic path)
+            Xt = problem.augmented(data)
+            norms = problem.linear.residuals(problem.linear.scores(theta, Xt), data.y)[0].norm(dim=1) * Xt.norm(dim=1)
+        else:
+            per_sample, _ = fast_per_sample_gradients(problem.model, X, data.y, params=params)
+            norms = per_sample.norms.detach()
         clipped = (norms > C).to(torch.float64)
         excess = (norms - C).clamp(min=0)
         with torch.no_grad():
@@ -76,7 +82,8 @@ def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], pla
         frame["trace"] = traces["trace"].to_numpy()[1:]
         frame["noise_term"] = 0.5 * r ** 2 * frame["trace"] * (plan.sigma * C / b) ** 2
         if exact_terms:
-            moments = StepMoments(problem.model, data, clip_bound=C, params=params, max_params=500)
+            moments = (LinearStepMoments(problem, theta, data, clip_bound=C) if problem.linear is not None
+                       else StepMoments(problem.model, data, clip_bound=C, params=params, max_params=500))
             terms = one_step_decomposition(moments, lr=r, noise_multiplier=plan.sigma,
                                            batch_size=max(plan.sampling_rate * len(data), 1e-9))
             frame["clip_term"] = terms["clip"].to_numpy()[1:]
@@ -96,6 +103,44 @@ def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], pla
     table = pd.concat(frames).groupby("group", sort=False).mean().reset_index()
     table["n"] = problem.train_sizes.numpy().astype(int)
     return table
+
+
+class LinearStepMoments(StepMoments):
+    """:class:`~dpfair_analysis.theory.decomposition.StepMoments` in closed form for logistic regression: the
+    same attributes (losses, gradients, Hessians H_a = mean_{i in a} S_i (x) x~_i x~_i^T, the step's first and
+    second moments), from :class:`~.problem.LinearScores` instead of per-sample autodiff and one
+    ``torch.func.hessian`` per group (the bulk of a diagnosis's theory quantities)."""
+
+    def __init__(self, problem: Problem, theta: torch.Tensor, data, *, clip_bound: float) -> None:  # noqa: D107
+        lin = problem.linear
+        self.clip_bound = float(clip_bound)
+        Xt = problem.augmented(data)
+        scores = lin.scores(theta, Xt)
+        residuals, curvature = lin.residuals(scores, data.y)
+        G = lin.per_sample(residuals, Xt)
+        Gc = G * clip_factors(G.norm(dim=1), torch.full((len(G),), self.clip_bound, dtype=torch.float64)
+                              ).unsqueeze(1)
+        self.n, self.group_names = len(data), tuple(data.group_names)
+        self.group_sizes = data.group_sizes().tolist()
+        self.mean_plain, self.mean_clipped = G.mean(0), Gc.mean(0)
+        self.second_plain, self.second_clipped = G.T @ G, Gc.T @ Gc
+        logits = functional_call(problem.model, problem.params(theta), (data.X.to(torch.float64),))
+        row_losses = torch.nn.functional.cross_entropy(logits, data.y, reduction="none")
+        member = [torch.ones(self.n, dtype=torch.bool)] + [data.group == k for k in range(data.n_groups)]
+        none = torch.zeros(self.n, dtype=torch.bool)
+        losses, grads, hessians = [], [], []
+        for rows in member:
+            if not rows.any():
+                losses.append(torch.tensor(math.nan, dtype=torch.float64))
+                grads.append(torch.full_like(theta, math.nan))
+                hessians.append(torch.full((problem.P, problem.P), math.nan, dtype=torch.float64))
+                continue
+            weights = rows.to(torch.float64) / rows.sum()
+            losses.append(weights @ row_losses)
+            grads.append(weights @ G)
+            hessians.append(lin.drift_jacobian(residuals, curvature, Xt, weights, none))
+        self.losses, self.gradients, self.hessians = torch.stack(losses), torch.stack(grads), torch.stack(hessians)
+        self.penalty = problem.l2 * problem.weight_mask * theta
 
 
 def reasons_for(row: pd.Series, *, population_boundary: float, n_total: int, n_groups: int) -> list[str]:
@@ -137,20 +182,51 @@ def dominant_mechanism(prediction: Prediction) -> str:
     return "both"
 
 
-def most_hurt_group(groups: pd.DataFrame) -> dict:
-    """The group with the most negative predicted cost, and whether it can be called (z >= 1 over the next)."""
+def most_hurt_probabilities(samples: np.ndarray | None, names: Sequence[str]) -> pd.Series:
+    """P(group k is the most hurt in a run): the share of the joint cost samples (draws x K) whose most
+    negative entry is k's, ties shared (NaN without samples)."""
+    if samples is None or not len(samples):
+        return pd.Series(np.nan, index=list(names))
+    lowest = samples == samples.min(axis=1, keepdims=True)       # ties share the draw equally
+    shares = (lowest / lowest.sum(axis=1, keepdims=True)).mean(axis=0)
+    return pd.Series(shares, index=list(names))
+
+
+def pairwise_orderings(groups: pd.DataFrame, samples: np.ndarray | None, names: Sequence[str]) -> list[dict]:
+    """For each pair of neighbours in the ranking, P(the higher-ranked group loses more than the next in a run)."""
+    out = []
+    ranked = list(groups.sort_values("rank")["group"])
+    for first, second in zip(ranked, ranked[1:]):
+        p = (float(np.mean(samples[:, names.index(first)] < samples[:, names.index(second)]))
+             if samples is not None and len(samples) else None)
+        out.append({"more_hurt": str(first), "less_hurt": str(second), "probability": p})
+    return out
+
+
+def most_hurt_group(groups: pd.DataFrame, samples: np.ndarray | None = None, names: Sequence[str] = ()) -> dict:
+    """The group with the most negative predicted cost, its probability to be the most hurt in a run, whether
+    it can be called (that probability >= :data:`CALL_PROBABILITY`) and the pairwise orderings."""
     first = groups.iloc[0]
+    names = list(names) or list(groups["group"])
+    probability = number_or_none(first.get("p_most_hurt", float("nan")))
+    orderings = pairwise_orderings(groups, samples, names)
     if -float(first["cost"]) < NEGLIGIBLE:
-        return {"group": None, "callable": False, "cost": number_or_none(first["cost"]), "runner_up": None,
-                "runner_up_cost": None, "margin": None}
+        return {"group": None, "callable": False, "probability": probability, "cost": number_or_none(first["cost"]),
+                "runner_up": None, "runner_up_cost": None, "margin": None, "orderings": orderings}
     if len(groups) < 2:
-        return {"group": str(first["group"]), "callable": True, "cost": number_or_none(first["cost"]),
-                "runner_up": None, "runner_up_cost": None, "margin": None}
+        return {"group": str(first["group"]), "callable": True, "probability": 1.0,
+                "cost": number_or_none(first["cost"]), "runner_up": None, "runner_up_cost": None, "margin": None,
+                "orderings": orderings}
     second = groups.iloc[1]
-    gap = float(second["cost"] - first["cost"])
-    spread = math.hypot(float(first["half_width"]), float(second["half_width"])) / Z90
-    return {"group": str(first["group"]), "callable": bool(gap > spread), "cost": number_or_none(first["cost"]),
-            "runner_up": str(second["group"]), "runner_up_cost": number_or_none(second["cost"]), "margin": gap}
+    if probability is None:  # no samples: the z >= 1 rule on the two best intervals
+        spread = math.hypot(float(first["half_width"]), float(second["half_width"])) / Z90
+        callable_ = bool(float(second["cost"] - first["cost"]) > spread)
+    else:
+        callable_ = probability >= CALL_PROBABILITY
+    return {"group": str(first["group"]), "callable": callable_, "probability": probability,
+            "cost": number_or_none(first["cost"]), "runner_up": str(second["group"]),
+            "runner_up_cost": number_or_none(second["cost"]), "margin": float(second["cost"] - first["cost"]),
+            "orderings": orderings}
 
 
 def explain(diagnosis) -> list[str]:
@@ -173,11 +249,27 @@ def explain(diagnosis) -> list[str]:
     if mh.get("group") is None:
         lines.append("No group is predicted to lose more than 0.005 accuracy.")
     elif mh["callable"]:
-        lines.append(f"Most hurt: {mh['group']} (predicted {mh['cost']:+.4f}; next {mh['runner_up']} "
+        chance = f", the most hurt in {mh['probability']:.0%} of runs" if mh.get("probability") is not None else ""
+        lines.append(f"Most hurt: {mh['group']} (predicted {mh['cost']:+.4f}{chance}; next {mh['runner_up']} "
                      f"{mh['runner_up_cost']:+.4f}).")
     else:
-        lines.append(f"The most-hurt group cannot be called: {mh['group']} ({mh['cost']:+.4f}) and "
+        chance = (f" (the most hurt in only {mh['probability']:.0%} of runs)" if mh.get("probability") is not None
+                  else "")
+        lines.append(f"The most-hurt group cannot be called: {mh['group']} ({mh['cost']:+.4f}){chance} and "
                      f"{mh['runner_up']} ({mh['runner_up_cost']:+.4f}) are within the prediction's uncertainty.")
+    if diagnosis.split_mode == "expectation":
+        lines.append(f"Predicted as the expectation over {len(diagnosis.split_seeds)} random train/test splits "
+                     f"(seeds {', '.join(map(str, diagnosis.split_seeds))}, as dpfair compare draws them); the "
+                     f"intervals and P(most hurt) are for one run on a random split.")
+        if diagnosis.split_prediction is not None:
+            own = diagnosis.split_prediction.table.sort_values("cost").iloc[0]
+            if own["group"] != diagnosis.groups.iloc[0]["group"] and -float(own["cost"]) >= NEGLIGIBLE:
+                lines.append(f"On seed {diagnosis.split_seeds[0]}'s split alone the most hurt would be "
+                             f"{own['group']} ({own['cost']:+.4f}): its few test rows differ from the average "
+                             f"split's.")
+    else:
+        lines.append("Predicted for this one train/test split (its evaluation rows); another split's costs differ "
+                     "(dpfair diagnose predicts the expectation over splits unless --split-mode per-split).")
     for row in diagnosis.groups.itertuples():
         if row.reasons:
             lines.append(f"{row.group}: {', '.join(row.reasons)} -- clipping part {row.clip_part:+.4f}, noise "

@@ -13,6 +13,7 @@ at a plan's privacy (DPSGD-F, Naive and FairDP stop at DP-SGD's epsilon, as ``dp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -22,14 +23,14 @@ from dp_accounting import dp_event
 from torch.func import functional_call, grad, vmap
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.diagnose.equal_privacy import noise_for, order_window, steps_within
 from dpfair_analysis.diagnose.plan import PrivacyPlan, ResolvedPlan
 from dpfair_analysis.diagnose.problem import Problem
 from dpfair_analysis.fairness.metrics import boundary_proxy_of_logits
 from dpfair_analysis.gradients import clip_factors
-from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, max_steps_within
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-from dpfair_analysis.training.dpsgdf import dpsgdf_group_bounds, naive_group_weights
-from dpfair_analysis.training.fairdp import bias_coefficient, fairdp_stationary_bounds, noise_coefficient
+from dpfair_analysis.training import methods
+from dpfair_analysis.training.methods import DiagnosisView
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
 
 #: Relative tolerance of the noise multipliers the recommendations calibrate (sigma* <= sigma <= 1.01 sigma*:
@@ -58,39 +59,26 @@ class Mechanism:
 
     def coefficients(self, norms: torch.Tensor, group: torch.Tensor, problem: Problem
                      ) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """(bounds C_i, coefficients c_i = w_i min(1, C_i/||g_i||), noise std s) for these rows."""
-        ones = torch.ones_like(norms)
-        if self.name == "sgd":
-            return torch.full_like(norms, math.inf), ones, 0.0
-        C = self.clip_bound
-        if self.name in ("dpsgd", "mitigation"):
-            bounds = torch.full_like(norms, C)
-            return bounds, clip_factors(norms, bounds), self.sigma * C
-        if self.name == "dpsgdf":  # paper 000 Alg. 2 (training/dpsgdf.py) on a batch's expected, noise-free counts
-            clipped = (norms > C).to(torch.float64)
-            sizes = torch.bincount(group, minlength=problem.n_groups).to(torch.float64)
-            frac = torch.bincount(group, weights=clipped, minlength=problem.n_groups) / sizes.clamp(min=1)
-            rows = self.batch_size * problem.train_sizes / problem.n      # b^k: the group's expected rows per batch
-            group_bounds, _ = dpsgdf_group_bounds(rows * frac, rows * (1 - frac), base_clip=C,
-                                                  expected_batch_size=self.batch_size, max_ratio=self.max_ratio)
-            bounds = group_bounds[group]
-            return bounds, clip_factors(norms, bounds), self.sigma * float(group_bounds.max())
-        if self.name == "fairdp":  # paper 002 as training/fairdp.py runs it, at its update's fixed point
-            group_bounds = fairdp_stationary_bounds(
-                norms, group, n_groups=problem.n_groups, initial=C,
-                bias_coef=bias_coefficient(self.lr, 1.0 / self.lr),
-                noise_coef=noise_coefficient(self.sigma, problem.P, self.batch_size))
-            bounds = group_bounds[group]
-            return bounds, clip_factors(norms, bounds), self.sigma * float(group_bounds.max())
-        # naive (paper 000 Alg. 3, training/dpsgdf.py) with the expected group sizes of a batch, q n_k
-        theta = naive_group_weights(self.sampling_rate * problem.train_sizes, expected_batch_size=self.batch_size)
-        bounds = torch.full_like(norms, C)
-        return bounds, theta[group] * clip_factors(norms, bounds), self.sigma * C * float(theta.max())
+        """(bounds C_i, coefficients c_i = w_i min(1, C_i/||g_i||), noise std s) for these rows.
+
+        Each method's own rule (``Method.diagnosis`` in :mod:`dpfair_analysis.training.methods`: DPSGD-F's bounds
+        on a batch's expected, noise-free counts, FairDP's at its update's fixed point, ...); the mitigation
+        steps as DP-SGD does (its change is the objective, :func:`mitigation_objective`).
+        """
+        method = methods.get("dpsgd" if self.name == "mitigation" else self.name)
+        options = method.options()
+        if any(f.name == "max_ratio" for f in dataclasses.fields(options)):  # the plan's guard, where it has one
+            options = dataclasses.replace(options, max_ratio=self.max_ratio)
+        view = DiagnosisView(clip_bound=self.clip_bound, noise_multiplier=self.sigma, batch_size=self.batch_size,
+                             sampling_rate=self.sampling_rate, learning_rate=self.lr,
+                             group_sizes=problem.train_sizes, n=problem.n, dimension=problem.P)
+        return method.diagnosis(options, norms, group, view)
 
 
 def mitigation_objective(problem: Problem, mechanism: Mechanism, theta: torch.Tensor,
-                          data: GroupedDataset) -> FairnessLensMitigation:
-    """Paper 001's mitigation objective with its coefficients from the exact (noise-free) statistics."""
+                         data: GroupedDataset) -> FairnessLensMitigation:
+    """Paper 001's mitigation objective with its coefficients from the exact (noise-free) statistics of ``data``
+    (population and group means: the curvature rows estimate them as well as all rows)."""
     objective = FairnessLensMitigation(*mechanism.gammas, mechanism.clip_bound)
     sizes = problem.train_sizes.clamp(min=1.0)
     objective.fractions = sizes / sizes.sum()
@@ -113,9 +101,17 @@ def per_sample_matrix(problem: Problem, theta: torch.Tensor, X: torch.Tensor, y:
                        mechanism: Mechanism | None = None, group: torch.Tensor | None = None) -> torch.Tensor:
     """(n, P) per-sample gradients of the training objective at theta (the mitigation's psi_i if asked)."""
     X = X.to(torch.float64)
-    if mechanism is not None and mechanism.name == "mitigation":
-        objective = mitigation_objective(problem, mechanism, theta, GroupedDataset(
-            X=X, y=y, group=group, group_names=problem.group_names, label_names=("0",) * (int(y.max()) + 1)))
+    lin = problem.linear
+    mitigation = mechanism is not None and mechanism.name == "mitigation"
+    if mitigation:
+        objective = mitigation_objective(problem, mechanism, theta, problem.curvature_data)
+    if lin is not None and (not mitigation or lin.binary):
+        Xt = lin.augmented(X)
+        scores = lin.scores(theta, Xt)
+        if mitigation:  # psi_i's gradient is a multiple of x~_i (binary score)
+            return lin.per_sample(binary_mitigation_residuals(objective, scores, y, Xt, group), Xt)
+        return lin.per_sample(lin.residuals(scores, y)[0], Xt)
+    if mitigation:
         grads, _ = objective.per_sample_gradients(problem.model, X, y, group, params=problem.params(theta))
         return torch.cat([g.reshape(len(X), -1) for g in grads.values()], 1)
 
@@ -127,20 +123,42 @@ def per_sample_matrix(problem: Problem, theta: torch.Tensor, X: torch.Tensor, y:
     return vmap(grad(sample_loss), in_dims=(None, 0, 0), chunk_size=chunk)(theta, X, y)
 
 
+def binary_mitigation_residuals(objective: FairnessLensMitigation, scores: torch.Tensor, y: torch.Tensor,
+                                Xt: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """dpsi_i/dz for binary logistic regression, whose grad psi_i = (dpsi_i/dz) x~_i:
+
+        psi_i = L_i + gamma_1 k'_a <grad L_i, v> + gamma_2 k_a phi_i,
+        dpsi_i/dz = r_i + gamma_1 k'_a p (1 - p) <x~_i, v> + gamma_2 k_a 2 (1 - 2p) p (1 - p)
+
+    (p = sigma(z), r_i = p - y_i, phi = 2 p (1 - p), <grad L_i, v> = r_i <x~_i, v>; paper 001's mitigation as
+    :class:`~dpfair_analysis.training.mitigation.FairnessLensMitigation` defines it), shape (n, 1)."""
+    p = torch.sigmoid(scores[:, 0])
+    residual = p - y.to(torch.float64)
+    if objective.coefficients is None:
+        return residual.unsqueeze(1)
+    kappa1, kappa2, v = objective.coefficients
+    v_flat = torch.cat([v[name].reshape(-1).to(torch.float64) for name in ("linear.weight", "linear.bias")])
+    slope = p * (1 - p)
+    total = (residual + objective.gamma1 * kappa1[group].to(torch.float64) * slope * (Xt @ v_flat)
+             + objective.gamma2 * kappa2[group].to(torch.float64) * 2 * (1 - 2 * p) * slope)
+    return total.unsqueeze(1)
+
+
 def mechanism_for(plan: PrivacyPlan, resolved: ResolvedPlan, method: str, **changes) -> Mechanism:
     """The predictor's view of ``method`` at the plan's settings (equal privacy for DPSGD-F, Naive, FairDP,
-    mitigation)."""
+    mitigation; their step counts and noise from :mod:`.equal_privacy`)."""
     sigma, steps = resolved.sigma, resolved.steps
     q, b = resolved.sampling_rate, plan.batch_size
+    window = order_window(plan.accounting, resolved.optimal_order)
     if method in ("dpsgdf", "naive", "fairdp"):  # stop at DP-SGD's epsilon (paper 000 §6.1.3), as `compare` does
         releases = 2 if method == "fairdp" else 1   # FairDP: counts and capped excess, each at the count noise
         joint = joint_noise_multiplier((plan.count_noise_ratio * sigma,) * releases + (sigma,))
-        steps = max_steps_within(resolved.epsilon, plan.delta, sampling_rate=q, noise_multiplier=joint,
-                                 max_steps=steps, accounting=plan.accounting)
+        steps = steps_within(resolved.epsilon, plan.delta, sampling_rate=q, noise_multiplier=joint,
+                             max_steps=steps, accounting=window)
     if method == "mitigation":  # counts once (multiplier 10) + statistics at 2 sigma each step, same epsilon
-        joint = calibrate_noise_multiplier(resolved.epsilon, plan.delta, sampling_rate=q, steps=steps,
-                                           accounting=plan.accounting, tolerance=RECOMMENDATION_TOLERANCE,
-                                           other_events=[dp_event.GaussianDpEvent(10.0)])
+        joint = noise_for(resolved.epsilon, plan.delta, sampling_rate=q, steps=steps, accounting=plan.accounting,
+                          near=resolved.accounting_point, guess=sigma, tolerance=RECOMMENDATION_TOLERANCE,
+                          once=[dp_event.GaussianDpEvent(10.0)])
         sigma = joint * math.sqrt(1 + 1 / 4)
     kwargs = dict(name=method, clip_bound=plan.clip_bound, sigma=sigma, steps=steps, lr=resolved.lr,
                   batch_size=b, sampling_rate=q, max_ratio=plan.max_ratio, gammas=plan.gammas,

@@ -9,21 +9,34 @@ prediction's two parts and widens its interval.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from dpfair_analysis.privacy.accounting import AccountingSpec, calibrate_noise_multiplier, epsilon_from_event, \
-    poisson_gaussian_event, steps_for_epochs
-from dpfair_analysis.validation import check_choice, check_delta, check_nonnegative, check_positive, \
-    check_positive_int, check_seed
+from dpfair_analysis.privacy.accounting import (
+    AccountingSpec,
+    calibrate_noise_multiplier,
+    poisson_gaussian_event,
+    steps_for_epochs,
+)
+from dpfair_analysis.validation import (
+    check_choice,
+    check_delta,
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+    check_seed,
+)
 
 #: The methods a diagnosis can plan (each has a view in :mod:`.mechanisms`).
 MECHANISMS = ("dpsgd", "dpsgdf", "naive", "mitigation", "fairdp")
 #: Fewest training rows a diagnosis accepts (and the smallest ``DiagnosisOptions.rows``).
 MIN_TRAIN_ROWS = 100
+#: The least a fitted calibration narrows the intervals (a quarter of their width).
+MIN_WIDEN = 0.25
 
 
 @dataclass(frozen=True)
@@ -66,7 +79,7 @@ class PrivacyPlan:
         check_positive(self.count_noise_ratio, "count_noise_ratio")
         check_positive(self.max_ratio, "max_ratio")
 
-    def resolve(self, n: int) -> "ResolvedPlan":
+    def resolve(self, n: int) -> ResolvedPlan:
         """Steps, learning rate, sampling rate, sigma and epsilon of the run on ``n`` training rows."""
         n = check_positive_int(n, "n")
         if self.batch_size > n:
@@ -79,9 +92,23 @@ class PrivacyPlan:
                                                accounting=self.accounting)
         else:
             sigma = float(self.noise_multiplier)
-        epsilon = epsilon_from_event(poisson_gaussian_event(q, sigma, steps=steps), self.delta,
-                                     accounting=self.accounting)
-        return ResolvedPlan(plan=self, n=n, steps=steps, lr=lr, sampling_rate=q, sigma=sigma, epsilon=epsilon)
+        epsilon, order = planned_epsilon(q, sigma, steps, self.delta, self.accounting)
+        return ResolvedPlan(plan=self, n=n, steps=steps, lr=lr, sampling_rate=q, sigma=sigma, epsilon=epsilon,
+                            optimal_order=order)
+
+
+@functools.lru_cache(maxsize=256)
+def planned_epsilon(sampling_rate: float, sigma: float, steps: int, delta: float, accounting: AccountingSpec
+                    ) -> tuple[float, float | None]:
+    """(epsilon, the optimal Renyi order under RDP, else None) of T Poisson-sampled Gaussian steps: what
+    :func:`~dpfair_analysis.privacy.accounting.epsilon_from_event` computes, remembered (a study diagnoses
+    one plan many times) and with the order that :mod:`.equal_privacy`'s searches centre their window on."""
+    acct = accounting.make_accountant()
+    accounting.compose(acct, poisson_gaussian_event(sampling_rate, sigma, steps=steps))
+    if accounting.accountant == "rdp":
+        epsilon, order = acct.get_epsilon_and_optimal_order(delta)
+        return float(epsilon), float(order)
+    return float(acct.get_epsilon(delta)), None
 
 
 @dataclass(frozen=True)
@@ -95,6 +122,12 @@ class ResolvedPlan:
     sampling_rate: float
     sigma: float
     epsilon: float
+    optimal_order: float | None = None
+
+    @property
+    def accounting_point(self) -> tuple[float, float, int, float | None]:
+        """(q, sigma, T, the optimal Renyi order) of the run: where :mod:`.equal_privacy` centres its searches."""
+        return self.sampling_rate, self.sigma, self.steps, self.optimal_order
 
     def as_dict(self) -> dict:
         p = self.plan
@@ -112,8 +145,12 @@ class DiagnosisOptions:
     ``rows``: training rows (group-stratified subsample) for the trajectories;
     ``curvature_rows``: rows for the drift's Jacobian and the sampling covariance;
     ``theory_rows``: rows for Theorem 2's terms and the traces; ``max_steps``: integration
-    steps K beyond which the trajectories use proportionally fewer rows (K itself is what
-    a stable integrator needs, h lambda_max <= 0.5, at most T); ``draws``: noise draws per prediction;
+    steps K of the explicit integrator (other models than logistic regression) beyond which the
+    trajectories use proportionally fewer rows (K itself is what a stable explicit integrator needs,
+    h lambda_max <= 0.5, at most T); ``implicit_steps``: K of logistic regression's implicit integrator
+    (:mod:`.dynamics`; 24 land within 0.1-1.8% of the step-by-step run on the study's data sets);
+    ``recommendation_steps``: the same for the recommendations' own trajectories (12: within 0.2-3.3%);
+    ``draws``: noise draws per prediction;
     ``max_exact_params``: the largest model whose Jacobian is formed exactly (else its diagonal);
     ``recommendations``: predict the mitigations too.
     """
@@ -123,6 +160,8 @@ class DiagnosisOptions:
     theory_rows: int = 1500
     max_steps: int = 200
     min_steps: int = 40
+    implicit_steps: int = 24
+    recommendation_steps: int = 12
     draws: int = 200
     recommendation_draws: int = 100
     max_exact_params: int = 600
@@ -130,7 +169,8 @@ class DiagnosisOptions:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("rows", "curvature_rows", "theory_rows", "max_steps", "min_steps", "draws",
+        for name in ("rows", "curvature_rows", "theory_rows", "max_steps", "min_steps", "implicit_steps",
+                     "recommendation_steps", "draws",
                      "recommendation_draws", "max_exact_params"):
             check_positive_int(getattr(self, name), name)
         if self.rows < MIN_TRAIN_ROWS:
@@ -174,8 +214,10 @@ def fit_calibration(records: pd.DataFrame, *, coverage: float = 0.9) -> Calibrat
     ``records`` has one row per (data set, setting, seed, group) with columns dataset,
     clip_part, noise_part, half_width (the uncalibrated 90% half-width) and actual (the
     measured cost). The scales minimise sum (actual - a clip - b noise)^2 over a, b >= 0;
-    the widening is the smallest w >= 1 such that ``coverage`` of the rows have
-    |actual - prediction| <= w half_width. The result remembers its data sets.
+    the widening is the smallest w such that ``coverage`` of the rows have
+    |actual - prediction| <= w half_width: below 1 where the intervals cover more than they
+    must on those data sets (it shrinks them), never below :data:`MIN_WIDEN`. The result
+    remembers its data sets.
     """
     needed = {"dataset", "clip_part", "noise_part", "half_width", "actual"}
     if not needed <= set(records.columns):
@@ -190,6 +232,6 @@ def fit_calibration(records: pd.DataFrame, *, coverage: float = 0.9) -> Calibrat
     (a, b), _ = nnls(design, target)
     pred = design @ np.array([a, b])
     ratio = np.abs(target - pred) / np.maximum(records["half_width"].to_numpy(dtype=float), 1e-9)
-    widen = max(1.0, float(np.quantile(ratio, coverage)))
+    widen = max(MIN_WIDEN, float(np.quantile(ratio, coverage)))
     return Calibration(clip_scale=float(a), noise_scale=float(b), widen=widen,
                        datasets=tuple(sorted(set(map(str, records["dataset"])))))

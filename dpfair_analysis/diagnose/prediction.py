@@ -1,7 +1,8 @@
-"""From the accumulated noise to each group's predicted cost of privacy and its interval.
+"""From the accumulated noise to each group's predicted cost of privacy, its interval and its chance to be the
+most hurt.
 
-3. **Accuracy** instead of loss. Draw zeta ~ N(0, Sigma_T) (and zeta_np for the non-private run, from
-   :mod:`.dynamics`) and evaluate each group's accuracy on the evaluation rows:
+3. **Accuracy** instead of loss. With zeta ~ N(0, Sigma_T) (and zeta_np for the non-private run, from
+   :mod:`.dynamics`) each group's expected accuracy on the evaluation rows gives
 
        Delta^k = E[acc_k(theta_bar_T + zeta)] - E[acc_k(theta_T + zeta_np)]
                = [acc_k(theta_bar_T) - acc_k(theta_T)]                      (clipping part)
@@ -9,56 +10,118 @@
 
    A row flips when the noise moves its logit margin across 0: rows near the boundary (paper 001 Thm 5,
    1 - sum f^2 large) and with large inputs (Example 3, Tr(H_i) proportional to ||x||^2) flip first --
-   Theorem 4's "larger Hessian trace, larger noise term" in accuracy units.
-4. **Interval.** Delta^k +- 1.645 w sqrt(Var_zeta[Delta^k] + v_k / n_k): the spread over noise draws, plus
-   the sampling variance of a mean over the group's n_k evaluation rows (v_k: the variance of a row's
-   change of correctness), widened by w (1 unless calibrated). A :class:`~.plan.Calibration` (fitted on
+   Theorem 4's "larger Hessian trace, larger noise term" in accuracy units. For binary logistic regression
+   the margin z_i + x~_i^T zeta is Gaussian, so E[correct_i] = Phi(s_i z_i / sqrt(x~_i^T Sigma_T x~_i))
+   (s_i = +1 for label 1, -1 for 0) exactly, without draws (:func:`outcome`); other models average draws.
+4. **Interval.** Delta^k +- 1.645 w sqrt(Var_zeta[Delta^k] + v_k / n_k): the spread over the two runs' noise
+   draws (each draw flips the group's rows jointly, so each row's own Bernoulli spread is in it), plus v_k / n_k,
+   v_k the variance over the group's n_k rows of a row's *expected* change mu_i = E[c_i^dp] - E[c_i^np]
+   (``row_var``): how much the cost rests on which rows the group has -- the test rows' share of a random
+   split's variance, and for one split the measure of how far a model that gets the rows' average right can
+   be off on these rows. (Until issue 39 v_k was the variance of the change itself, E[(c^dp - c^np)^2] - Delta^2,
+   whose Bernoulli part the draws already hold: 94-99% coverage for a 90% interval, 1.5-2x the spread of the
+   measured costs.) Widened by w (1 unless calibrated). A :class:`~.plan.Calibration` (fitted on
    *other* data sets only: leave one data set out) may also rescale the two parts,
-   Delta^k = a clip_k + b noise_k. A group with fewer than :data:`MIN_GROUP_ROWS` training or evaluation
-   rows gets the whole feasible range of a cost instead (:func:`widen_small_groups`).
+   Delta^k = a clip_k + b noise_k. An interval is never narrower than one of the run's n_k rows either side
+   (a group whose rows the noise cannot flip still changes by whole rows) nor wider than the feasible range
+   [-acc_k, 1 - acc_k].
+5. **Most hurt.** The same draws, joint over the groups (one zeta moves every group), plus each group's
+   independent N(0, v_k / n_k), give samples of the cost vector one run would show (:attr:`Prediction.samples`):
+   the probability that each group is the most hurt, and of each ordering of two groups, are their
+   frequencies (:mod:`.explanation`).
+6. **Small groups.** Below :data:`MIN_GROUP_ROWS` training or evaluation rows neither the spread of a
+   group's rows nor its share of the model can be estimated: its interval is the prediction +- the
+   90% range of the number of its n_k rows that change, Binomial(n_k, p_k) / n_k with p_k the larger of
+   its own and the population's predicted change rate, and never narrower than one row (1 / n_k) on
+   each side, within the feasible range [-acc_k, 1 - acc_k] (:func:`widen_small_groups`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from scipy import stats
 from torch.func import functional_call, vmap
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.diagnose.dynamics import Covariance, Trajectory, covariance, trajectory
+from dpfair_analysis.diagnose.dynamics import Covariance, TrajectoryCache, covariance
 from dpfair_analysis.diagnose.mechanisms import Mechanism
 from dpfair_analysis.diagnose.plan import Calibration
 from dpfair_analysis.diagnose.problem import Problem
 
 Z90 = 1.6448536269514722  # two-sided 90% normal quantile
-#: A group with fewer training or evaluation rows than this gets no point interval: the spread of its rows'
-#: changes (and of its gradients) cannot be estimated from so few, so its interval is the whole feasible
-#: range [-acc, 1 - acc] of a cost and its reasons say "size" (issue 34: 3 rows once got "+0.0000 [0, 0]").
+#: A group with fewer training or evaluation rows than this gets no model-based interval: the spread of its
+#: rows' changes (and of its gradients) cannot be estimated from so few, so its interval is the binomial range
+#: of its rows' changes (module docstring, step 6) and its reasons say "size" (issue 34: 3 rows once got
+#: "+0.0000 [0, 0]").
 MIN_GROUP_ROWS = 30
 
 
-def correctness(problem: Problem, theta: torch.Tensor, covariance: Covariance | None, data: GroupedDataset, *,
-                 draws: int, generator: torch.Generator, chunk: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
-    """(correct at theta (n,), correct at theta + zeta for each draw (draws, n)) on ``data``, as booleans."""
+@dataclass
+class Outcome:
+    """One model's correctness on the evaluation rows under its accumulated noise."""
+
+    point: torch.Tensor             # (n,) correct at the expected endpoint, as float 0/1
+    expected: torch.Tensor          # (n,) E_zeta[correct]: exact for binary logistic regression, else the draws' mean
+    draws: torch.Tensor | None      # (draws, n) correct at theta + zeta, as float 0/1 (None: none drawn)
+
+    def subset(self, rows: torch.Tensor) -> Outcome:
+        """The same outcome on rows ``rows`` (positions) only."""
+        return Outcome(self.point[rows], self.expected[rows], None if self.draws is None else self.draws[:, rows])
+
+
+def outcome(problem: Problem, theta: torch.Tensor, noise: Covariance | None, data: GroupedDataset, *, draws: int,
+            generator: torch.Generator, chunk: int = 20) -> Outcome:
+    """Correctness on ``data`` at theta, its expectation under zeta ~ N(0, Sigma_T) and ``draws`` draws of it."""
     X = data.X.to(torch.float64)
+    lin = problem.linear
 
     def logits_at(t: torch.Tensor) -> torch.Tensor:
         return functional_call(problem.model, problem.unflatten(t), (X,))
 
     with torch.no_grad():
-        point = logits_at(theta).argmax(1) == data.y
-        if covariance is None:
-            return point, point.unsqueeze(0).expand(draws, -1)
-        out = []
-        for start in range(0, draws, chunk):
-            zeta = covariance.draw(min(chunk, draws - start), generator)
-            logits = vmap(logits_at)(theta + zeta)
-            out.append(logits.argmax(-1) == data.y)
-    return point, torch.cat(out)
+        point = (logits_at(theta).argmax(1) == data.y).to(torch.float64)
+        if noise is None:
+            return Outcome(point, point, point.unsqueeze(0).expand(max(draws, 1), -1) if draws else None)
+        sampled = None
+        if draws:
+            zeta = noise.draw(draws, generator)
+            if lin is not None and lin.binary:  # the score of every draw at once: x~^T (theta + zeta), layout [w, b]
+                Xt = problem.augmented(data)
+                positive = (data.y == 1).unsqueeze(1)
+                step = max(1, 2 ** 22 // max(len(Xt), 1))
+                sampled = torch.cat([((Xt @ (theta + zeta[start:start + step]).T > 0) == positive).T
+                                     for start in range(0, draws, step)]).to(torch.float64)
+            else:
+                if lin is not None:
+                    Xt = problem.augmented(data)
+                    predicted = torch.cat([torch.einsum("nj,dkj->dnk", Xt, torch.stack(
+                        [lin.matrix(t) for t in theta + zeta[start:start + chunk]])).argmax(-1)
+                        for start in range(0, draws, chunk)])
+                else:
+                    predicted = torch.cat([vmap(logits_at)(theta + zeta[start:start + chunk]).argmax(-1)
+                                           for start in range(0, draws, chunk)])
+                sampled = (predicted == data.y).to(torch.float64)
+        if lin is not None and lin.binary:
+            Xt = problem.augmented(data)
+            score = (Xt @ lin.matrix(theta).T).squeeze(1)
+            sign = 2.0 * data.y.to(torch.float64) - 1.0
+            sd = noise.score_variance(Xt).clamp(min=0).sqrt()
+            margin = sign * score
+            # no noise on a row's score: correct iff its margin is positive (a zero score predicts label 0)
+            exact = torch.where(margin > 0, 1.0, torch.where(margin < 0, 0.0, (data.y == 0).to(torch.float64)))
+            z = margin / sd.clamp(min=1e-300)
+            expected = torch.where(sd > 0, torch.special.ndtr(z), exact)
+        elif sampled is not None:
+            expected = sampled.mean(0)
+        else:
+            raise ValueError("a model without a closed-form flip probability needs draws > 0")
+    return Outcome(point, expected, sampled)
 
 
 def group_means(values: torch.Tensor, group: torch.Tensor, n_groups: int) -> torch.Tensor:
@@ -69,8 +132,16 @@ def group_means(values: torch.Tensor, group: torch.Tensor, n_groups: int) -> tor
 
 
 @dataclass
+class Reference:
+    """The non-private run, computed once and shared by every prediction of a diagnosis."""
+
+    trajectory: object
+    outcome: Outcome
+
+
+@dataclass
 class Prediction:
-    """The predictor's output for one mechanism: per-group frame and run-level facts."""
+    """The predictor's output for one mechanism: per-group frame, run-level facts, joint samples of the costs."""
 
     table: pd.DataFrame              # group, n_eval, cost, half_width, clip_part, noise_part, acc_nonprivate, ...
     collapsed: bool
@@ -82,60 +153,114 @@ class Prediction:
     steps: int
     integration_steps: int
     mechanism: str
+    samples: np.ndarray | None = None   # (draws, K): the cost vector one run would show (step 5)
 
 
-def predict(problem: Problem, mechanism: Mechanism, reference: tuple[Trajectory, torch.Tensor, torch.Tensor],
-            evaluation: GroupedDataset, *, draws: int, integration_steps: int, exact: bool,
-            generator: torch.Generator, calibration: Calibration) -> Prediction:
-    """Delta^k for one mechanism against the non-private reference (module docstring, steps 1-4)."""
-    _, np_point, np_draws = reference
-    path = trajectory(problem, mechanism, integration_steps=integration_steps)
+def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evaluation: GroupedDataset, *,
+            draws: int, trajectories: TrajectoryCache, exact: bool, generator: torch.Generator,
+            calibration: Calibration, interval: bool = True, integration_steps: int | None = None) -> Prediction:
+    """Delta^k for one mechanism against the non-private reference (module docstring, steps 1-6).
+
+    ``interval=False`` (the recommendations) skips the draws where the flip probability is exact: no
+    interval, no samples, the same point costs. ``integration_steps``: fewer steps than the cache's for a
+    trajectory not yet integrated (the recommendations').
+    """
+    path = trajectories.get(mechanism, integration_steps=integration_steps)
     noise = covariance(problem, mechanism, path, exact=exact)
-    point, noisy = correctness(problem, path.theta, noise, evaluation, draws=draws, generator=generator)
-    K, group = problem.n_groups, evaluation.group
-    np_draws = np_draws[:draws]
-    acc_np_point = group_means(np_point, group, K)
-    acc_point = group_means(point, group, K)
-    acc_draws = group_means(noisy, group, K)
-    acc_np_draws = group_means(np_draws, group, K)
-    clip_part = acc_point - acc_np_point
-    cost_draws = acc_draws - acc_np_draws
-    noise_part = cost_draws.mean(0) - clip_part
-    change = noisy.to(torch.float64) - np_draws.to(torch.float64)      # per row and draw: -1, 0, +1
-    row_var = group_means(change ** 2, group, K).mean(0) - cost_draws.mean(0) ** 2
-    n_eval = torch.bincount(group, minlength=K).to(torch.float64)
-    base_sd = (cost_draws.var(0) + row_var.clamp(min=0) / n_eval.clamp(min=1)).sqrt()
-    cost = calibration.clip_scale * clip_part + calibration.noise_scale * noise_part
-    half = Z90 * calibration.widen * base_sd
+    exact_flips = problem.linear is not None and problem.linear.binary
+    n_draws = draws if (interval or not exact_flips) else 0
+    private = outcome(problem, path.theta, noise, evaluation, draws=n_draws, generator=generator)
     with torch.no_grad():
         predicted = functional_call(problem.model, problem.unflatten(path.theta),
                                     (evaluation.X.to(torch.float64),)).argmax(1)
     labels = torch.unique(predicted)
     collapsed = len(labels) == 1 and len(torch.unique(evaluation.y)) > 1
+    facts = dict(collapsed=collapsed, collapse_label=str(problem.label_names[int(labels[0])]) if collapsed else None,
+                 noise_per_weight=noise.per_weight("noise"), sampling_per_weight=noise.per_weight("sampling"),
+                 weight_scale=float(path.theta.pow(2).mean().sqrt()), unstable_directions=noise.unstable_directions,
+                 steps=path.steps, integration_steps=path.integration_steps, mechanism=mechanism.name)
+    table, samples = summarise(problem, private, reference.outcome, evaluation.group, draws=n_draws,
+                               calibration=calibration, generator=generator)
+    return Prediction(table=table, samples=samples, **facts)
+
+
+def summarise(problem: Problem, private: Outcome, public: Outcome, group: torch.Tensor, *, draws: int,
+              calibration: Calibration, generator: torch.Generator) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """The per-group table (costs, parts, interval, small-group rule) and the joint cost samples from the two
+    runs' outcomes on the same rows (steps 3-6)."""
+    K = problem.n_groups
+    acc_np_point, acc_point = group_means(public.point, group, K), group_means(private.point, group, K)
+    acc_np, acc = group_means(public.expected, group, K), group_means(private.expected, group, K)
+    clip_part = acc_point - acc_np_point
+    noise_part = (acc - acc_np) - clip_part
+    n_eval = torch.bincount(group, minlength=K).to(torch.float64)
+    # v_k: the variance over the group's rows of a row's expected change mu_i (step 4); P(change) for the report
+    change = private.expected - public.expected
+    row_var = (group_means(change ** 2, group, K) - (acc - acc_np) ** 2).clamp(min=0)
+    second = private.expected + public.expected - 2 * private.expected * public.expected
+    cost = calibration.clip_scale * clip_part + calibration.noise_scale * noise_part
+    samples, half = None, torch.full((K,), float("nan"), dtype=torch.float64)
+    base_sd = half.clone()
+    if draws:
+        cost_draws = group_means(private.draws, group, K) - group_means(public.draws[:draws], group, K)
+        deviation = cost_draws - cost_draws.mean(0)
+        base_sd = (cost_draws.var(0) + row_var / n_eval.clamp(min=1)).sqrt()
+        half = Z90 * calibration.widen * base_sd
+        rows = torch.randn(draws, K, generator=generator, dtype=torch.float64) * (row_var / n_eval.clamp(min=1)).sqrt()
+        samples = (cost + calibration.widen * (deviation + rows)).numpy()
     table = pd.DataFrame({
         "group": list(problem.group_names), "n_eval": n_eval.numpy().astype(int),
         "cost": cost.numpy(), "half_width": half.numpy(), "uncalibrated_half_width": (Z90 * base_sd).numpy(),
         "clip_part": clip_part.numpy(), "noise_part": noise_part.numpy(),
-        "acc_nonprivate": acc_np_draws.mean(0).numpy(), "acc_private": acc_draws.mean(0).numpy(),
-        "acc_private_noiseless": acc_point.numpy(), "acc_nonprivate_noiseless": acc_np_point.numpy()})
-    table["low"], table["high"] = table["cost"] - table["half_width"], table["cost"] + table["half_width"]
-    widen_small_groups(table, train_sizes=problem.train_sizes.numpy())
-    return Prediction(table=table, collapsed=collapsed,
-                      collapse_label=str(problem.label_names[int(labels[0])]) if collapsed else None,
-                      noise_per_weight=noise.per_weight("noise"),
-                      sampling_per_weight=noise.per_weight("sampling"),
-                      weight_scale=float(path.theta.pow(2).mean().sqrt()),
-                      unstable_directions=noise.unstable_directions, steps=path.steps,
-                      integration_steps=path.integration_steps, mechanism=mechanism.name)
+        "acc_nonprivate": acc_np.numpy(), "acc_private": acc.numpy(),
+        "acc_private_noiseless": acc_point.numpy(), "acc_nonprivate_noiseless": acc_np_point.numpy(),
+        "change_rate": group_means(second, group, K).numpy(), "row_var": row_var.numpy()})
+    # never narrower than one of a run's rows either side, never beyond the feasible range [-acc, 1 - acc]
+    table["half_width"] = np.maximum(table["half_width"], 1.0 / n_eval.clamp(min=1).numpy())
+    table["low"] = np.maximum(table["cost"] - table["half_width"], -table["acc_nonprivate"])
+    table["high"] = np.minimum(table["cost"] + table["half_width"], 1 - table["acc_nonprivate"])
+    if draws:
+        widen_small_groups(table, train_sizes=problem.train_sizes.numpy(), samples=samples, generator=generator)
+    else:
+        table["too_small"] = (table["n_eval"].to_numpy() < MIN_GROUP_ROWS) | (problem.train_sizes.numpy()
+                                                                              < MIN_GROUP_ROWS)
+    return table, samples
 
 
-def widen_small_groups(table: pd.DataFrame, *, train_sizes: np.ndarray) -> None:
-    """Give every group below :data:`MIN_GROUP_ROWS` training or evaluation rows the whole feasible range
-    of a cost, [-acc_k(non-private), 1 - acc_k(non-private)], as its interval (in place; column
-    ``too_small``): its point prediction is kept, but nothing narrower can be claimed from so few rows."""
+def small_group_half_width(n_rows: int, change_rate: float, *, level: float = 0.9) -> float:
+    """Half-width of the honest interval of a group of ``n_rows`` evaluation rows (module docstring, step 6):
+    the upper ``level`` quantile of Binomial(n, p) / n, at least one row, 1 / n."""
+    n = max(int(n_rows), 1)
+    p = float(min(max(change_rate, 0.0), 1.0))
+    upper = float(stats.binom.ppf(0.5 + level / 2, n, p)) if p > 0 else 0.0
+    return max(upper, 1.0) / n
+
+
+def widen_small_groups(table: pd.DataFrame, *, train_sizes: np.ndarray, samples: np.ndarray | None = None,
+                       generator: torch.Generator | None = None) -> None:
+    """Give every group below :data:`MIN_GROUP_ROWS` training or evaluation rows the honest interval of step 6
+    (in place; column ``too_small``; its column of ``samples`` is rescaled to the new width): its point
+    prediction is kept, the interval says how much its few rows can move."""
     small = (table["n_eval"].to_numpy() < MIN_GROUP_ROWS) | (train_sizes < MIN_GROUP_ROWS)
     table["too_small"] = small
-    low, high = -table["acc_nonprivate"], 1.0 - table["acc_nonprivate"]
-    table.loc[small, "low"] = low[small]
-    table.loc[small, "high"] = high[small]
-    table.loc[small, "half_width"] = ((high - low) / 2)[small]
+    if not small.any():
+        return
+    weights = table["n_eval"].to_numpy(dtype=float)
+    population = float(np.average(table["change_rate"], weights=np.maximum(weights, 1e-12)))
+    for k in np.flatnonzero(small):
+        row = table.iloc[k]
+        half = max(small_group_half_width(int(row["n_eval"]), max(float(row["change_rate"]), population)),
+                   float(row["half_width"]) if math.isfinite(row["half_width"]) else 0.0)
+        acc = float(row["acc_nonprivate"])
+        low, high = max(float(row["cost"]) - half, -acc), min(float(row["cost"]) + half, 1.0 - acc)
+        if high - low < 1.0 / max(int(row["n_eval"]), 1):   # at a feasible end: keep one row of width
+            low, high = (low, low + 1.0 / max(int(row["n_eval"]), 1)) if low <= -acc + 1e-12 else (
+                high - 1.0 / max(int(row["n_eval"]), 1), high)
+        if samples is not None:  # its draws spread as its interval: 90% of them within +- half
+            spread = samples[:, k] - samples[:, k].mean()
+            scale = float(np.quantile(np.abs(spread), 0.9))
+            if scale <= 0:
+                spread = torch.randn(len(spread), generator=generator, dtype=torch.float64).numpy()
+                scale = Z90
+            samples[:, k] = float(row["cost"]) + spread * (half / scale)
+        table.loc[table.index[k], ["low", "high", "half_width"]] = [low, high, (high - low) / 2]

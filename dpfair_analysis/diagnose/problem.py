@@ -1,5 +1,12 @@
 """The diagnosis's view of the model and the data: one flat float64 parameter vector, the rows each part of
-the prediction uses, per-sample gradients, curvature diagonals and the largest curvature."""
+the prediction uses, per-sample gradients, curvature diagonals and the largest curvature.
+
+(Softmax) logistic regression -- the model of every tabular setting -- has closed forms for all of them
+(:class:`LinearScores`): scores z = W x~ with x~ = [x; 1], per-sample gradient g_i = r_i (x) x~_i with the
+residual r_i = dL/dz_i (sigma(z_i) - y_i for the binary single score, softmax(z_i) - e_{y_i} otherwise), so
+||g_i|| = ||r_i|| ||x~_i||, a clipped sum is one matrix product and the drift's Jacobian is
+(1/m) sum_i B_i (x) x~_i x~_i^T (:meth:`LinearScores.drift_jacobian`). Other models go through torch.func.
+"""
 
 from __future__ import annotations
 
@@ -46,6 +53,15 @@ class Problem:
         cap = max(32, MATERIALISED_ELEMENTS // max(self.P, 1))
         self.curvature_data = stratified(self.drift_data, min(curvature_rows, cap), seed + 1)
         self.theory_data = stratified(self.drift_data, min(theory_rows, 4 * cap), seed + 2)
+        self.linear = LinearScores.of(self.model, self.names)
+        self._augmented: dict[int, tuple[GroupedDataset, torch.Tensor]] = {}
+
+    def augmented(self, data: GroupedDataset) -> torch.Tensor:
+        """x~ = [x; 1] of ``data``'s rows (logistic regression only), computed once per data set."""
+        key = id(data)
+        if key not in self._augmented:
+            self._augmented[key] = (data, self.linear.augmented(data.X))
+        return self._augmented[key][1]
 
     def params(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
         return self.unflatten(theta)
@@ -126,3 +142,86 @@ def largest_curvature(problem: Problem, theta: torch.Tensor, iterations: int = 1
             break
         v = w / norm
     return max(value, 0.0)
+
+
+class LinearScores:
+    """Closed forms of (softmax) logistic regression in the diagnosis's flat parameter layout.
+
+    theta = [vec(W) (K x d, row-major), b (K)] with K = 1 (binary: one score z, logits (0, z))
+    or the number of classes; x~ = [x; 1], so the score matrix is W~ = [W, b] (K x (d + 1)).
+    """
+
+    def __init__(self, n_features: int, n_scores: int, binary: bool) -> None:
+        self.d, self.K, self.binary = n_features, n_scores, binary
+
+    @classmethod
+    def of(cls, model: nn.Module, names: list[str]) -> LinearScores | None:
+        """The closed forms for ``model`` if it is a :class:`~dpfair_analysis.models.LogisticRegression`
+        (parameters ``linear.weight``, ``linear.bias``), else None."""
+        if not isinstance(model, LogisticRegression) or names != ["linear.weight", "linear.bias"]:
+            return None
+        weight = model.linear.weight
+        return cls(int(weight.shape[1]), int(weight.shape[0]), bool(model.binary))
+
+    @staticmethod
+    def augmented(X: torch.Tensor) -> torch.Tensor:
+        """x~ = [x; 1] per row, float64, shape (n, d + 1)."""
+        X = X.flatten(1).to(torch.float64)
+        return torch.cat([X, torch.ones(len(X), 1, dtype=torch.float64)], 1)
+
+    def matrix(self, theta: torch.Tensor) -> torch.Tensor:
+        """W~ = [W, b], shape (K, d + 1)."""
+        K, d = self.K, self.d
+        return torch.cat([theta[:K * d].view(K, d), theta[K * d:].view(K, 1)], 1)
+
+    def flat(self, M: torch.Tensor) -> torch.Tensor:
+        """A (..., K, d + 1) array in theta's layout, shape (..., P)."""
+        lead = M.shape[:-2]
+        return torch.cat([M[..., :self.d].reshape(*lead, -1), M[..., self.d]], -1)
+
+    def scores(self, theta: torch.Tensor, Xt: torch.Tensor) -> torch.Tensor:
+        """z = x~ W~^T, shape (n, K) (Xt: augmented rows)."""
+        return Xt @ self.matrix(theta).T
+
+    def residuals(self, scores: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(r = dL/dz, the curvature of the loss in z) per row: binary (sigma(z) - y, p (1 - p)), shapes
+        (n, 1) and (n, 1); K classes (softmax(z) - e_y, diag p - p p^T), shapes (n, K) and (n, K, K)."""
+        if self.binary:
+            p = torch.sigmoid(scores)
+            return p - y.to(torch.float64).unsqueeze(1), p * (1 - p)
+        p = torch.softmax(scores, dim=1)
+        return p - F.one_hot(y, self.K).to(torch.float64), torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)
+
+    def gradient_sum(self, residuals: torch.Tensor, Xt: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """sum_i a_i g_i = vec((a o R)^T X~) in theta's layout, shape (P,)."""
+        return self.flat((residuals * weights.unsqueeze(1)).T @ Xt)
+
+    def per_sample(self, residuals: torch.Tensor, Xt: torch.Tensor) -> torch.Tensor:
+        """The per-sample gradients g_i = r_i (x) x~_i, shape (n, P)."""
+        return self.flat(residuals.unsqueeze(2) * Xt.unsqueeze(1))
+
+    def drift_jacobian(self, residuals: torch.Tensor, curvature: torch.Tensor, Xt: torch.Tensor,
+                       coefficients: torch.Tensor, clipped: torch.Tensor) -> torch.Tensor:
+        """d/dtheta sum_i c_i(theta) g_i(theta) with each row's bound and weight held: (P, P).
+
+        An unclipped row contributes c_i H_i = c_i S_i (x) x~ x~^T (S_i: the loss's curvature in z);
+        a clipped one, c_i g_i = w_i C_i g_i / ||g_i||, contributes c_i (I - g^ g^^T) H_i =
+        c_i ((I - r^ r^^T) S_i) (x) x~ x~^T with r^ = r_i / ||r_i|| -- zero for the binary score, whose
+        clipped gradient C_i sign(r_i) x~_i / ||x~_i|| does not move with theta.
+        """
+        if self.binary:
+            weights = coefficients * curvature[:, 0] * (~clipped).to(torch.float64)
+            return (Xt * weights.unsqueeze(1)).T @ Xt
+        unit = residuals / residuals.norm(dim=1, keepdim=True).clamp(min=1e-300)
+        projected = curvature - clipped.to(torch.float64)[:, None, None] * unit.unsqueeze(2) * (
+            unit.unsqueeze(1) @ curvature)
+        B = coefficients[:, None, None] * projected                       # (n, K, K)
+        full = torch.einsum("ikl,ij,im->kjlm", B, Xt, Xt).reshape(self.K * (self.d + 1), -1)
+        return full[self.order][:, self.order]
+
+    @property
+    def order(self) -> torch.Tensor:
+        """theta's entries as positions in the row-major (K, d + 1) array W~ (weights first, then biases)."""
+        d1 = self.d + 1
+        return torch.tensor([k * d1 + j for k in range(self.K) for j in range(self.d)] +
+                            [k * d1 + self.d for k in range(self.K)])

@@ -1,5 +1,10 @@
 """What would help: the same predictor re-run with one change each -- all *predictions*, never measurements.
 
+All of them share the diagnosis's non-private reference, and DP-SGD's expected trajectory wherever the drift
+is the same (a larger epsilon, a larger batch: :class:`~.dynamics.TrajectoryCache`); their noise multipliers
+and step counts come from :mod:`.equal_privacy`; for binary logistic regression their costs are the exact
+expectation over the noise, without draws (no interval is reported for a recommendation).
+
 C from paper 000's quantile rule (the (1 - kappa/b)-quantile of the per-sample norms, kappa =
 E||N(0, sigma^2 I_P)||/sigma, :mod:`dpfair_analysis.theory.bounds`), DPSGD-F, Naive and paper 002's FairDP at
 DP-SGD's epsilon, paper 001's mitigation (gamma = (1, 1)) at the same epsilon, a 4x larger batch and a 2x
@@ -17,12 +22,13 @@ import numpy as np
 import torch
 
 from dpfair_analysis.diagnose.dynamics import drift
+from dpfair_analysis.diagnose.equal_privacy import noise_for
 from dpfair_analysis.diagnose.explanation import NEGLIGIBLE
 from dpfair_analysis.diagnose.mechanisms import RECOMMENDATION_TOLERANCE, Mechanism, mechanism_for
 from dpfair_analysis.diagnose.plan import Calibration, PrivacyPlan, ResolvedPlan
-from dpfair_analysis.diagnose.prediction import predict
+from dpfair_analysis.diagnose.prediction import Reference, predict
 from dpfair_analysis.diagnose.problem import Problem
-from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
+from dpfair_analysis.privacy.accounting import steps_for_epochs
 from dpfair_analysis.theory.bounds import expected_gaussian_norm
 
 
@@ -41,15 +47,15 @@ def quantile_rule_bound(norms: torch.Tensor, *, noise_multiplier: float, batch_s
     return float(np.quantile(norms.double().numpy(), level, method="inverted_cdf"))
 
 
-def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan, reference, evaluation, groups,
-                    *, draws: int, calibration: Calibration, **predict_kwargs) -> list[dict]:
+def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan, reference: Reference, evaluation,
+                    groups, *, draws: int, calibration: Calibration, **predict_kwargs) -> list[dict]:
     """Predicted per-group costs under each mitigation (flagged as predictions), best first by worst group."""
     at_risk = [str(g) for g, c in zip(groups["group"], groups["cost"]) if -c >= NEGLIGIBLE]
     planned_cost = dict(zip(groups["group"].astype(str), groups["cost"]))
     options: list[tuple[str, str, Mechanism, float, dict]] = []
     # C from the quantile rule, on the norms along the non-private trajectory
     norms = torch.cat([drift(problem, replace(mechanism_for(plan, resolved, "dpsgd"), name="sgd"), theta)[1]
-                       for theta in reference[0].checkpoints])
+                       for theta in reference.trajectory.checkpoints])
     c_rule = quantile_rule_bound(norms, noise_multiplier=resolved.sigma, batch_size=plan.batch_size,
                                  n_params=problem.P)
     if c_rule > 0:
@@ -70,12 +76,13 @@ def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan,
         if method == "mitigation" and problem.P > 2000:
             continue  # its per-sample objective needs materialised per-sample gradients
         options.append((method, text, mechanism_for(plan, resolved, method), resolved.epsilon, {"method": method}))
+    near = resolved.accounting_point
     bigger = min(plan.batch_size * 4, resolved.n // 2)
     if bigger > plan.batch_size:
         steps = steps_for_epochs(resolved.n, bigger, plan.epochs)
         q = bigger / resolved.n
-        sigma = calibrate_noise_multiplier(resolved.epsilon, plan.delta, sampling_rate=q, steps=steps,
-                                           accounting=plan.accounting, tolerance=RECOMMENDATION_TOLERANCE)
+        sigma = noise_for(resolved.epsilon, plan.delta, sampling_rate=q, steps=steps, accounting=plan.accounting,
+                          near=near, guess=resolved.sigma * 2, tolerance=RECOMMENDATION_TOLERANCE)
         lr = plan.lr if plan.lr is not None else 1.0 / math.sqrt(steps)
         options.append(("larger batch", f"batch size {bigger} (sigma {sigma:.3g} for the same epsilon; "
                         f"{steps} steps, learning rate {lr:.3g})",
@@ -84,9 +91,9 @@ def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan,
                         {"batch_size": bigger, "noise_multiplier": sigma}))
     target = 2 * resolved.epsilon
     try:
-        sigma = calibrate_noise_multiplier(target, plan.delta, sampling_rate=resolved.sampling_rate,
-                                           steps=resolved.steps, accounting=plan.accounting,
-                                           tolerance=RECOMMENDATION_TOLERANCE)
+        sigma = noise_for(target, plan.delta, sampling_rate=resolved.sampling_rate, steps=resolved.steps,
+                          accounting=plan.accounting, near=near, guess=resolved.sigma / 1.7,
+                          tolerance=RECOMMENDATION_TOLERANCE)
         options.append(("larger epsilon", f"epsilon {target:.3g} (twice the plan; sigma {sigma:.3g})",
                         mechanism_for(plan, resolved, plan.method, sigma=sigma), target, {"noise_multiplier": sigma}))
     except ValueError:
@@ -94,7 +101,7 @@ def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan,
     out = []
     for action, text, mechanism, epsilon, changes in options:
         prediction = predict(problem, mechanism, reference, evaluation, draws=draws, calibration=calibration,
-                              **predict_kwargs)
+                             interval=False, **predict_kwargs)
         costs = dict(zip(prediction.table["group"].astype(str), prediction.table["cost"]))
         worst = min(costs, key=costs.get)
         out.append({"action": action, "description": text, "prediction": True, "changes": changes,

@@ -22,19 +22,20 @@ def format_diagnosis(diagnosis: Diagnosis) -> str:
     head = (f"{diagnosis.dataset}: {diagnosis.model}, {p.method}, b={p.batch_size}, {p.epochs} epochs "
             f"({plan.steps} steps, r={plan.lr:.3g}), σ={plan.sigma:.3g}, C={p.clip_bound:g}, "
             f"ε={plan.epsilon:.3g} at δ={p.delta:g}  [diagnosis in {diagnosis.seconds:.1f} s]")
-    header = ["rank", "group", "n", "predicted Δ", "90% interval", "clip part", "noise part", "clipped", "clip bias",
-              "R^clip/step", "R^noise/step", "Tr(H)", "1-Σf²", "reasons"]
+    header = ["rank", "group", "n", "predicted Δ", "90% interval", "P(most hurt)", "clip part", "noise part", "clipped",
+              "clip bias", "R^clip/step", "R^noise/step", "Tr(H)", "1-Σf²", "reasons"]
     body = [header]
     for row in diagnosis.groups.itertuples():
         body.append([str(row.rank), str(row.group), f"{row.n:,}", f"{row.cost:+.4f}",
-                     f"[{row.low:+.3f}, {row.high:+.3f}]", f"{row.clip_part:+.4f}", f"{row.noise_part:+.4f}",
+                     f"[{row.low:+.3f}, {row.high:+.3f}]", _chance(row.p_most_hurt), f"{row.clip_part:+.4f}",
+                     f"{row.noise_part:+.4f}",
                      f"{row.clip_fraction:.0%}", f"{row.clip_bias:.3g}", f"{row.clip_term:.2e}",
                      f"{row.noise_term:.2e}", f"{row.trace:.3g}", f"{row.boundary:.3f}",
                      ", ".join(row.reasons) or "-"])
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     lines = [head, ""]
     for r in body:
-        lines.append("  ".join(v.ljust(w) if i in (1, 13) else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+        lines.append("  ".join(v.ljust(w) if i in (1, 14) else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
     lines.append("")
     lines += diagnosis.explanation()
     if diagnosis.recommendations:
@@ -57,7 +58,8 @@ def report_html(diagnosis: Diagnosis, *, figure_png: bytes | None = None, title:
         css = ' class="hurt"' if row.rank == 1 and diagnosis.most_hurt.get("group") else ""
         rows.append(
             f"<tr{css}><td>{row.rank}</td><td>{esc(str(row.group))}</td><td>{row.n:,}</td>"
-            f"<td>{row.cost:+.4f}</td><td>[{row.low:+.3f}, {row.high:+.3f}]</td><td>{row.clip_part:+.4f}</td>"
+            f"<td>{row.cost:+.4f}</td><td>[{row.low:+.3f}, {row.high:+.3f}]</td><td>{_chance(row.p_most_hurt)}</td>"
+            f"<td>{row.clip_part:+.4f}</td>"
             f"<td>{row.noise_part:+.4f}</td><td>{row.clip_fraction:.1%}</td><td>{row.clip_bias:.3g}</td>"
             f"<td>{row.clip_term:.2e}</td><td>{row.noise_term:.2e}</td><td>{row.trace:.3g}</td>"
             f"<td>{row.boundary:.3f}</td><td>{esc(', '.join(row.reasons) or '-')}</td></tr>")
@@ -84,12 +86,20 @@ def report_html(diagnosis: Diagnosis, *, figure_png: bytes | None = None, title:
 SETTING_LABELS = {"method": "method", "noise_multiplier": "noise multiplier σ", "clip_bound": "clipping bound C",
                   "batch_size": "expected batch size b", "epochs": "epochs", "steps": "steps T",
                   "learning_rate": "learning rate r", "n_train": "training rows n", "delta": "δ",
-                  "mechanism": "dominant mechanism", "collapse_predicted": "ends as a constant classifier (predicted)",
+                  "split_mode": "predicted for", "mechanism": "dominant mechanism",
+                  "collapse_predicted": "ends as a constant classifier (predicted)",
                   "noise_per_weight": "accumulated noise per weight (std)"}
+
+
+def _chance(value: float) -> str:
+    """A probability as a percentage ("-" where there is none)."""
+    return "-" if value is None or value != value else f"{value:.0%}"
 
 
 def _fmt(value) -> str:
     """A setting as a person reads it: yes/no, integers with thousands separators, 4 significant digits."""
+    if value in ("expectation", "per-split"):
+        return {"expectation": "the expectation over random train/test splits", "per-split": "this split"}[value]
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
     if isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer() and abs(value) >= 1e3):

@@ -45,7 +45,8 @@ from tqdm import tqdm
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import comparison_split
-from dpfair_analysis.diagnose import DiagnosisOptions, PrivacyPlan, diagnose, fit_calibration
+from dpfair_analysis.diagnose import SPLITS, DiagnosisOptions, PrivacyPlan, diagnose, diagnose_splits, \
+    fit_calibration
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.compare import CompareConfig, run_compare
 from dpfair_analysis.models import build_model
@@ -54,6 +55,8 @@ from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.validation import check_choice
 
 PROFILES = ("quick", "full")
+#: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
+PREDICTOR_VERSION = "issue-39f"
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
 #: The direction of each naive hypothesis: a larger score = predicted to lose more.
 NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",
@@ -109,7 +112,14 @@ SETTINGS: tuple[ValidationSetting, ...] = (
     ValidationSetting("dutch-sex", "dutch", "dutch", {}),
     ValidationSetting("mnist-unbalanced", "mnist", "mnist", {}, train_group_fraction={"8": 500 / 5851}),
     ValidationSetting("synthetic", "synthetic", "synthetic", SYNTHETIC),
+    # added by issue 39 (never used to design or tune the diagnosis): ISLR's Wage by race (a 37-row group) and
+    # the Titanic by gender and by class (seven groups, two of under 70 rows)
+    ValidationSetting("wage-race", "wage", "wage", {"by": "race"}),
+    ValidationSetting("titanic-gender", "titanic", "titanic", {"by": "gender"}),
+    ValidationSetting("titanic-class", "titanic", "titanic", {"by": "class"}),
 )
+#: The settings issue 39 added to the study (reported apart as the out-of-sample check).
+NEW_SETTINGS = ("wage-race", "titanic-gender", "titanic-class")
 
 
 @dataclass(frozen=True)
@@ -221,17 +231,26 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
                                                  train_group_fraction=config.train_group_fraction,
                                                  train_subsample=config.train_subsample)
         options = replace(prof.options, seed=seed)
-        key = config_key("diagnose-validation", setting.name, setting.dataset, setting.data_options, setting.model,
-                         setting.train_group_fraction, asdict(cell.regime), cell.sigma, seed, asdict(options), prof.l2)
+        key = config_key("diagnose-validation", PREDICTOR_VERSION, setting.name, setting.dataset,
+                         setting.data_options, setting.model, setting.train_group_fraction, asdict(cell.regime),
+                         cell.sigma, seed, asdict(options), prof.l2, SPLITS)
 
-        def compute(train_data=train_data, test_data=test_data, options=options, seed=seed) -> dict:
-            model = build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]),
-                                n_classes=train_data.n_classes, seed=seed, l2=prof.l2)
-            d = diagnose(train_data, test_data, model, plan_for(cell), options=options, dataset=setting.source,
-                         model_name=setting.model)
-            return {"groups": d.groups.drop(columns=["reasons"]).assign(reasons=[", ".join(r) for r in d.groups["reasons"]]),
+        def compute(train_data=train_data, options=options, seed=seed) -> dict:
+            def model(s: int):
+                return build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]),
+                                   n_classes=train_data.n_classes, seed=s, l2=prof.l2)
+
+            d = diagnose_splits(full, model, plan_for(cell), splits=SPLITS, seed=seed,
+                                test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
+                                train_subsample=config.train_subsample, options=options, dataset=setting.source,
+                                model_name=setting.model)
+            split = d.split_json()["per_split"]
+            per_split = pd.DataFrame(split).set_index("group").add_prefix("split_").reset_index()
+            groups = d.groups.drop(columns=["reasons"]).assign(reasons=[", ".join(r) for r in d.groups["reasons"]])
+            return {"groups": groups.merge(per_split, on="group"),
                     "mechanism": d.mechanism, "collapsed": d.prediction.collapsed, "seconds": d.seconds,
-                    "noise_per_weight": d.prediction.noise_per_weight, "epsilon": d.plan.epsilon}
+                    "noise_per_weight": d.prediction.noise_per_weight, "epsilon": d.plan.epsilon,
+                    "most_hurt": d.most_hurt}
 
         diagnosis = cache.get_or_compute(key, compute)
         seed_rows = per_seed[per_seed["seed"] == seed]
@@ -243,6 +262,9 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
                 "setting": setting.name, "source": setting.source, "regime": cell.regime.name, "sigma": cell.sigma,
                 "seed": seed, "group": g.group, "n_train": int(g.n), "n_test": int(g.n_eval),
                 "predicted": g.cost, "low": g.low, "high": g.high, "half_width": g.uncalibrated_half_width,
+                "p_most_hurt": g.p_most_hurt, "split_predicted": g.split_predicted_cost,
+                "split_low": g.split_predicted_cost_low, "split_high": g.split_predicted_cost_high,
+                "split_p_most_hurt": g.split_p_most_hurt, "too_small": bool(g.too_small),
                 "clip_part": g.clip_part, "noise_part": g.noise_part, "reasons": g.reasons,
                 "predicted_sgd_accuracy": g.acc_nonprivate,
                 "actual": float(dp.loc[g.group, "cost"]), "dp_accuracy": float(dp.loc[g.group, "accuracy"]),
@@ -349,6 +371,8 @@ def cell_summary(records: pd.DataFrame) -> pd.DataFrame:
     named |= {f"score_{n}": (f"score_{n}", "mean") for n in NAIVE}
     if "calibrated" in frame.columns:
         named["calibrated"] = ("calibrated", "mean")
+    if "split_predicted" in frame.columns:
+        named["split_predicted"] = ("split_predicted", "mean")
     table = frame.groupby(CELL + ["group"], sort=False).agg(**named)
     return table.reset_index()
 
@@ -375,6 +399,8 @@ def per_cell_metrics(records: pd.DataFrame) -> pd.DataFrame:
                    mechanism=cell["mechanism"].iloc[0], most_hurt=cell["group"].iloc[int(np.argmin(actual))],
                    gap=float(np.sort(actual)[1] - np.sort(actual)[0]) if len(actual) > 1 else np.nan)
         predictors = {"diagnosis": -cell["predicted"].to_numpy()}
+        if "split_predicted" in cell.columns and cell["split_predicted"].notna().all():
+            predictors["per_split"] = -cell["split_predicted"].to_numpy()
         if "calibrated" in cell.columns and cell["calibrated"].notna().all():
             predictors["calibrated"] = -cell["calibrated"].to_numpy()
         predictors |= {n: cell[f"score_{n}"].to_numpy() for n in NAIVE}
@@ -392,6 +418,9 @@ def per_cell_metrics(records: pd.DataFrame) -> pd.DataFrame:
 def coverage(records: pd.DataFrame) -> dict[str, float]:
     """Share of (cell, seed, group) records whose actual cost lies in each predictor's 90% interval."""
     out = {"diagnosis": float(((records["actual"] >= records["low"]) & (records["actual"] <= records["high"])).mean())}
+    if "split_low" in records.columns and records["split_low"].notna().any():
+        r = records[records["split_low"].notna()]
+        out["per_split"] = float(((r["actual"] >= r["split_low"]) & (r["actual"] <= r["split_high"])).mean())
     if "calibrated_low" in records.columns and records["calibrated_low"].notna().any():
         ok = records["calibrated_low"].notna()
         r = records[ok]
@@ -416,27 +445,98 @@ def evaluate(records: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
     with_lodo = leave_one_dataset_out(records) if records["source"].nunique() > 1 else records
     metrics = per_cell_metrics(with_lodo)
     cover = coverage(with_lodo)
-    names = ["diagnosis"] + (["calibrated"] if "spearman_calibrated" in metrics.columns else []) + list(NAIVE)
+    names = (["diagnosis"] + (["per_split"] if "spearman_per_split" in metrics.columns else [])
+             + (["calibrated"] if "spearman_calibrated" in metrics.columns else []) + list(NAIVE))
     rows = []
     callable_cells = metrics[metrics["callable"]]
+    widths = interval_widths(with_lodo)
+    columns = {"diagnosis": "predicted", "per_split": "split_predicted", "calibrated": "calibrated"}
     for name in names:
-        mae = np.nan
-        if name == "diagnosis":
-            mae = float((with_lodo["predicted"] - with_lodo["actual"]).abs().mean())
-        elif name == "calibrated" or f"naive_{name}" in with_lodo.columns:
-            column = "calibrated" if name == "calibrated" else f"naive_{name}"
-            if column in with_lodo.columns:
-                mae = float((with_lodo[column] - with_lodo["actual"]).abs().mean())
+        column = columns.get(name, f"naive_{name}")
+        mae = float((with_lodo[column] - with_lodo["actual"]).abs().mean()) if column in with_lodo.columns else np.nan
         rows.append({"predictor": name,
-                     "description": {"diagnosis": "dpfair diagnose (uncalibrated)",
+                     "description": {"diagnosis": "dpfair diagnose (uncalibrated), expectation over splits",
+                                     "per_split": "dpfair diagnose (uncalibrated), per split",
                                      "calibrated": "dpfair diagnose, calibrated leave-one-data-set-out"}.get(
                                          name, NAIVE_DESCRIPTION.get(name, name)),
                      "spearman": float(metrics[f"spearman_{name}"].mean()),
                      "most_hurt": float(metrics[f"hit_{name}"].mean()),
                      "most_hurt_callable": float(callable_cells[f"hit_{name}"].mean()) if len(callable_cells)
                      else np.nan,
-                     "coverage": cover.get(name, np.nan), "mae": mae, "cells": len(metrics),
-                     "callable_cells": len(callable_cells), "chance": float(metrics["chance"].mean())})
+                     "coverage": cover.get(name, np.nan), "mae": mae,
+                     "width_to_spread": widths.get(name, {}).get("width_to_spread", np.nan),
+                     "width_to_seed_spread": widths.get(name, {}).get("width_to_seed_spread", np.nan),
+                     "cells": len(metrics), "callable_cells": len(callable_cells),
+                     "chance": float(metrics["chance"].mean())})
+    return pd.DataFrame(rows)
+
+
+def interval_widths(records: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Mean 90% interval width over a cell's records divided by (a) the spread of the groups' measured costs in
+    the cell (max - min over groups of the mean over seeds: what an interval must beat to separate groups) and
+    (b) each group's seed spread (2 x 1.645 x its sd over seeds: an interval's width if it knew the truth's
+    distribution), averaged over cells; per predictor with an interval."""
+    pairs = {"diagnosis": ("low", "high"), "per_split": ("split_low", "split_high"),
+             "calibrated": ("calibrated_low", "calibrated_high")}
+    out = {}
+    for name, (low, high) in pairs.items():
+        if low not in records.columns or records[low].isna().all():
+            continue
+        frame = records.assign(width=records[high] - records[low])
+        ratios, seed_ratios = [], []
+        for _, cell in frame.groupby(CELL, sort=False):
+            per_group = cell.groupby("group").agg(width=("width", "mean"), actual=("actual", "mean"),
+                                                  sd=("actual", "std"))
+            spread = float(per_group["actual"].max() - per_group["actual"].min())
+            if spread > 0:
+                ratios.append(float(per_group["width"].mean()) / spread)
+            seed = 2 * 1.645 * per_group["sd"]
+            ok = seed > 0
+            if ok.any():
+                seed_ratios.append(float((per_group["width"][ok] / seed[ok]).mean()))
+        out[name] = {"width_to_spread": float(np.mean(ratios)) if ratios else np.nan,
+                     "width_to_seed_spread": float(np.mean(seed_ratios)) if seed_ratios else np.nan}
+    return out
+
+
+def most_hurt_calibration(records: pd.DataFrame, *, column: str = "p_most_hurt",
+                          bins: Sequence[float] = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 1.0)) -> pd.DataFrame:
+    """Calibration of the predicted probability that a group is the most hurt in a run: per bin of the
+    prediction, the mean predicted probability beside the share of (cell, seed, group) records whose group
+    was the most hurt in that seed's run, with counts and the Brier score of all records (column brier)."""
+    r = records[records[column].notna()].copy()
+    worst = r.loc[r.groupby(CELL + ["seed"])["actual"].idxmin(), ["setting", "regime", "sigma", "seed", "group"]]
+    worst = worst.assign(was_most_hurt=True)
+    r = r.merge(worst, on=CELL + ["seed", "group"], how="left")
+    r["was_most_hurt"] = r["was_most_hurt"].fillna(False).astype(float)
+    r["bin"] = pd.cut(r[column], bins=list(bins), include_lowest=True)
+    table = r.groupby("bin", observed=True).agg(predicted=(column, "mean"), observed=("was_most_hurt", "mean"),
+                                                records=(column, "size")).reset_index()
+    table["bin"] = table["bin"].astype(str)
+    table["brier"] = float(((r[column] - r["was_most_hurt"]) ** 2).mean())
+    return table
+
+
+def single_call_vs_expectation(records: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
+    """Per cell: the most-hurt group named by one call at ``seed`` in expectation mode and in per-split mode,
+    its probability in each, beside the most-hurt group of the mean actual cost over seeds and whether the
+    cell is callable; ``differ`` marks the cells where the two modes name different groups."""
+    summary = cell_summary(records)
+    rows = []
+    for key, cell in summary.groupby(CELL, sort=False):
+        one = records[(records[CELL].apply(tuple, axis=1) == key) & (records["seed"] == seed)]
+        if one.empty:
+            continue
+        expected = one.loc[one["predicted"].idxmin()]
+        split = one.loc[one["split_predicted"].idxmin()]
+        actual = cell.loc[cell["actual_mean"].idxmin(), "group"]
+        actual_seed = one.loc[one["actual"].idxmin(), "group"]
+        rows.append(dict(zip(CELL, key), callable=_most_hurt_callable(cell), actual_most_hurt=actual,
+                         actual_most_hurt_this_seed=actual_seed,
+                         expectation_names=expected["group"], expectation_p=float(expected["p_most_hurt"]),
+                         per_split_names=split["group"], per_split_p=float(split["split_p_most_hurt"]),
+                         expectation_right=expected["group"] == actual, per_split_right=split["group"] == actual,
+                         differ=expected["group"] != split["group"]))
     return pd.DataFrame(rows)
 
 
@@ -470,41 +570,64 @@ def collapse_table(records: pd.DataFrame) -> pd.DataFrame:
 
 # ============================================================================ cost
 def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, profile: str = "full", seed: int = 0,
-                 repeats: int = 1) -> dict:
-    """Seconds of one diagnosis (with and without its recommendations) and of one DP-SGD training run
-    at the same settings on the same rows, in this (warm) process; their ratios."""
+                 repeats: int = 3, options: DiagnosisOptions | None = None) -> dict:
+    """Seconds of one diagnosis (``dpfair diagnose``'s default: the expectation over :data:`SPLITS` splits, with
+    and without its recommendations; and one split's, with them) and of one DP-SGD
+    training run at the same settings on the same rows, in this process, interleaved: after a warm-up of each
+    (imports, first calls, the accountant's memo -- both sides have one), ``repeats`` rounds of (diagnosis,
+    diagnosis with recommendations, training); medians and their ratios, in wall time (``ratio...``) and in
+    the process's CPU time (``cpu_ratio...``: on a machine shared with other work, wall time measures the
+    scheduler as much as the code; both sides run single-threaded)."""
     prof = profile_settings(profile)
     full = load_setting(setting)
     cell = Cell(setting, regime, sigma)
     config = compare_config(cell, profile, len(full))
     train_data, test_data = comparison_split(full, seed=seed, train_group_fraction=config.train_group_fraction,
                                              train_subsample=config.train_subsample)
+    base = replace(options or prof.options, seed=seed)
 
     def model():
         return build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
                            seed=seed, l2=prof.l2)
 
     plan = plan_for(cell)
-    # warm-up (imports, first calls) so that neither side pays one-time costs
-    diagnose(train_data, test_data, model(), plan, options=replace(prof.options, seed=seed, draws=20,
-                                                                   recommendation_draws=20))
-    timings = {"diagnosis": [], "diagnosis_with_recommendations": [], "dp_training": []}
+
+    def expectation(recommendations: bool):
+        return diagnose_splits(full, lambda s: model(), plan, splits=SPLITS, seed=seed,
+                               test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
+                               train_subsample=config.train_subsample,
+                               options=replace(base, recommendations=recommendations))
+
+    jobs = {
+        "diagnosis": lambda: expectation(False),
+        "diagnosis_with_recommendations": lambda: expectation(True),
+        "per_split_with_recommendations": lambda: diagnose(train_data, test_data, model(), plan,
+                                                           options=replace(base, recommendations=True)),
+        "dp_training": lambda: train(model(), train_data, make_policy("dpsgd", clip_bound=regime.clip_bound,
+                                                                      noise_multiplier=sigma),
+                                     replace(config.train, seed=seed), test_data=test_data, progress=False),
+    }
+    for job in jobs.values():  # warm-up
+        job()
+    timings = {name: [] for name in jobs}
+    cpu = {name: [] for name in jobs}
     for _ in range(repeats):
-        t = time.perf_counter()
-        diagnose(train_data, test_data, model(), plan, options=replace(prof.options, seed=seed))
-        timings["diagnosis"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        diagnose(train_data, test_data, model(), plan, options=replace(prof.options, seed=seed, recommendations=True))
-        timings["diagnosis_with_recommendations"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        train(model(), train_data, make_policy("dpsgd", clip_bound=regime.clip_bound, noise_multiplier=sigma),
-              replace(config.train, seed=seed), test_data=test_data, progress=False)
-        timings["dp_training"].append(time.perf_counter() - t)
+        for name, job in jobs.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            job()
+            timings[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     out = {k: float(np.median(v)) for k, v in timings.items()}
+    out |= {f"{k}_cpu": float(np.median(v)) for k, v in cpu.items()}
     out["ratio"] = out["diagnosis"] / out["dp_training"]
     out["ratio_with_recommendations"] = out["diagnosis_with_recommendations"] / out["dp_training"]
+    out["cpu_ratio"] = out["diagnosis_cpu"] / out["dp_training_cpu"]
+    out["cpu_ratio_with_recommendations"] = out["diagnosis_with_recommendations_cpu"] / out["dp_training_cpu"]
+    out["cpu_ratio_per_split_with_recommendations"] = (out["per_split_with_recommendations_cpu"]
+                                                       / out["dp_training_cpu"])
+    out["splits"] = SPLITS
     out |= {"setting": setting.name, "regime": regime.name, "sigma": sigma, "n_train": len(train_data),
-            "steps": int(math.ceil(regime.epochs * len(train_data) / regime.batch_size))}
+            "steps": int(math.ceil(regime.epochs * len(train_data) / regime.batch_size)), "repeats": repeats}
     return out
 
 

@@ -101,6 +101,7 @@ __all__ = [
     "dpsgd_epsilon",
     "dpsgd_privacy_summary",
     "epsilon_from_event",
+    "epsilons_of_repeats",
     "event_from_dict",
     "event_to_dict",
     "ledger_from_records",
@@ -542,6 +543,58 @@ def epsilon_from_event(event: dp_event.DpEvent, delta: float, *,
         On a bad argument, or if the accountant cannot account for the event.
     """
     return _epsilon_and_order(event, delta, _spec(accounting))[0]
+
+
+def epsilons_of_repeats(event: dp_event.DpEvent, counts: Sequence[int], delta: float, *,
+                        accounting: AccountingSpec | None = None,
+                        once: Sequence[dp_event.DpEvent] = ()) -> np.ndarray:
+    """Epsilon of ``count`` repeats of ``event`` (composed with each of ``once``) for every count.
+
+    Equals ``epsilon_from_event(compose_events([*once, SelfComposedDpEvent(event, count)]), delta)``
+    for each count, but under RDP from one memoised dp_accounting curve per event: RDP
+    composes additively, :math:`\\mathrm{RDP}_T(\\alpha) = T\\,\\mathrm{RDP}_1(\\alpha) +
+    \\sum_{e \\in \\text{once}} \\mathrm{RDP}_e(\\alpha)`, then the spec's conversion per
+    count. So a search over step counts (equal-privacy stopping) or over many calibrations
+    of one event pays for one curve, not one per probe. Under PLD each count is composed
+    afresh (no shortcut exists).
+
+    Parameters
+    ----------
+    event : dp_event.DpEvent
+        One repeated release (e.g. a Poisson-sampled Gaussian step).
+    counts : sequence of int
+        Repeat counts :math:`T \\ge 0` (0: only ``once``).
+    delta : float
+        :math:`\\delta \\in (0, 1)`.
+    accounting : AccountingSpec, optional
+        How (default ``AccountingSpec()``).
+    once : sequence of DpEvent
+        Releases made once whatever the count (e.g. a one-time noisy count).
+
+    Returns
+    -------
+    numpy.ndarray
+        Epsilon per count, shape ``(len(counts),)``.
+    """
+    _check_event(event, "event")
+    delta = check_delta(delta)
+    spec = _spec(accounting)
+    once = list(once)
+    for other in once:
+        _check_event(other, "once[]")
+    counts = [int(c) for c in counts]
+    if any(c < 0 for c in counts):
+        raise ValueError(f"counts must be >= 0, got {counts!r}")
+    if spec.accountant != "rdp":
+        return np.array([epsilon_from_event(compose_events([*once, dp_event.SelfComposedDpEvent(event, c)]), delta,
+                                            accounting=spec) for c in counts], dtype=float)
+    orders = tuple(spec.resolved_orders)
+    order_array = np.asarray(orders, dtype=float)
+    convert = classic_epsilon_from_rdp if spec.conversion == "classic" else rdp_privacy_accountant.compute_epsilon
+    step = _rdp_curve(spec.accountable(event), orders)
+    fixed = sum((_rdp_curve(spec.accountable(other), orders) for other in once), np.zeros(len(orders)))
+    return np.array([convert(order_array, fixed + c * step, delta)[0] if (c or once) else 0.0 for c in counts],
+                    dtype=float)
 
 
 def delta_from_event(event: dp_event.DpEvent, epsilon: float, *,

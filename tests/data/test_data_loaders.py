@@ -353,7 +353,7 @@ def test_unbalanced_mnist_count_and_ratio():
 def test_registry_names_and_unknown_name():
     assert set(data.DATASETS) == {"adult", "income", "adult-balanced", "compas", "german", "mnist", "mnist-full",
                                   "mnist-full-unbalanced", "mnist-unbalanced", "bank", "dutch",
-                                  "dutch-unbalanced", "synthetic", "csv"}
+                                  "dutch-unbalanced", "synthetic", "csv", "wage", "titanic"}
     with pytest.raises(ValueError, match="name must be one of") as err:
         data.load("cifar")
     assert "adult" in str(err.value) and "synthetic" in str(err.value)

@@ -97,3 +97,47 @@ def test_the_full_profile_covers_the_issue_grid_and_quick_is_a_subset_of_it():
         s.source for s in V.SETTINGS if s.name in quick.settings}) >= 3  # leave-one-source-out needs sources
     assert len(V.SETTINGS) >= 8 and {s.source for s in V.SETTINGS} >= {"adult", "compas", "german", "bank", "dutch",
                                                                       "mnist", "synthetic"}
+
+
+def records_with_split(seed: int = 0) -> pd.DataFrame:
+    """records() with the per-split predictions and the probabilities the study records since issue 39."""
+    r = records(seed)
+    r["split_predicted"] = r["predicted"] + 0.001
+    r["split_low"], r["split_high"] = r["low"], r["high"]
+    r["p_most_hurt"] = r["group"].map({"g0": 0.8, "g1": 0.15, "g2": 0.05})
+    r["split_p_most_hurt"] = r["p_most_hurt"]
+    return r
+
+
+def test_width_to_spread_is_the_interval_width_over_the_groups_spread_of_measured_costs():
+    r = records_with_split()
+    widths = V.interval_widths(r)["diagnosis"]
+    # every interval is 0.04 wide; per cell the groups' mean actual costs span about 1.5 x 0.10 + noise
+    spreads = [cell.groupby("group")["actual"].mean().agg(lambda s: s.max() - s.min())
+               for _, cell in r.groupby(V.CELL)]
+    assert widths["width_to_spread"] == pytest.approx(np.mean([0.04 / s for s in spreads]))
+    table = V.evaluate(r).set_index("predictor")
+    assert table.loc["diagnosis", "width_to_spread"] == pytest.approx(widths["width_to_spread"])
+    assert "per_split" in table.index and np.isnan(table.loc["size", "width_to_spread"])
+
+
+def test_most_hurt_calibration_counts_who_was_most_hurt_in_each_seeds_run():
+    r = records_with_split()
+    table = V.most_hurt_calibration(r).set_index("bin")
+    # g0 (p = 0.8) is the most hurt in every run of this table; g1 and g2 never
+    assert table["records"].sum() == len(r)
+    top = table[np.isclose(table["predicted"], 0.8)]
+    assert float(top["observed"].iloc[0]) == 1.0
+    assert float(table["brier"].iloc[0]) == pytest.approx(((0.8 - 1) ** 2 + 0.15 ** 2 + 0.05 ** 2) / 3)
+    shuffled = r.assign(actual=r.groupby(V.CELL + ["seed"])["actual"].transform(lambda s: s.to_numpy()[::-1]))
+    assert V.most_hurt_calibration(shuffled)["brier"].iloc[0] > table["brier"].iloc[0]  # it can fail
+
+
+def test_single_call_vs_expectation_marks_cells_where_the_modes_name_different_groups():
+    r = records_with_split()
+    r.loc[(r["seed"] == 0) & (r["group"] == "g1") & (r["source"] == "adult"), "split_predicted"] = -1.0
+    table = V.single_call_vs_expectation(r)
+    assert set(table["differ"]) == {True, False}
+    differ = table[table["differ"]]
+    assert (differ["setting"] == "adult-x").all() and (differ["per_split_names"] == "g1").all()
+    assert (differ["expectation_right"]).all() and not differ["per_split_right"].any()

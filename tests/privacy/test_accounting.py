@@ -575,3 +575,23 @@ def test_the_vectorised_conversion_is_dp_accountings_row_by_row(rows, delta, con
         expected = (classic_epsilon_from_rdp(orders, curve, delta) if conversion == "classic" else
                     rdp_privacy_accountant.compute_epsilon(orders, curve, delta))[0]
         assert (math.isinf(value) and math.isinf(expected)) or value == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.floats(1e-3, 0.5), st.floats(0.5, 8.0), st.lists(st.integers(0, 3000), min_size=1, max_size=4),
+       st.sampled_from(["improved", "classic", "replace_one", "pld"]), st.booleans())
+def test_epsilons_of_repeats_equal_a_fresh_composition_for_every_count(q, sigma, counts, kind, with_once):
+    """The one-curve shortcut is not an approximation: each count's epsilon is the fresh accountant's, to rounding."""
+    from dpfair_analysis.privacy.accounting import epsilons_of_repeats
+
+    spec = {"improved": AccountingSpec(), "classic": AccountingSpec(conversion="classic"),
+            "replace_one": AccountingSpec(neighboring="replace_one"), "pld": AccountingSpec(accountant="pld")}[kind]
+    if kind == "pld":
+        counts = [min(c, 40) for c in counts]
+    event = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma))
+    once = [dp_event.GaussianDpEvent(10.0)] if with_once else []
+    got = epsilons_of_repeats(event, counts, 1e-5, accounting=spec, once=once)
+    for count, value in zip(counts, got):
+        parts = [*once, dp_event.SelfComposedDpEvent(event, count)] if count else once
+        want = epsilon_from_event(compose_events(parts), 1e-5, accounting=spec) if parts else 0.0
+        assert value == pytest.approx(want, rel=1e-12, abs=1e-12)

@@ -48,7 +48,8 @@ def _diagnosis(options, norms, group, view):
     group_bounds = fairdp_stationary_bounds(
         norms, group, n_groups=len(view.group_sizes), initial=view.clip_bound,
         bias_coef=bias_coefficient(view.learning_rate, 1.0 / view.learning_rate),
-        noise_coef=noise_coefficient(view.noise_multiplier, view.dimension, view.batch_size))
+        noise_coef=noise_coefficient(view.noise_multiplier, view.dimension, view.batch_size),
+        excess_cap=options.excess_cap)
     bounds = group_bounds[group]
     return bounds, clip_factors(norms, bounds), view.noise_multiplier * float(group_bounds.max())
 

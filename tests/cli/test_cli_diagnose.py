@@ -193,3 +193,18 @@ def test_diagnose_adult_json_works_on_a_fresh_machine(capsys):
     payload = json.loads(out)
     assert {g["group"] for g in payload["groups"]} == {"Male", "Female"}
     assert payload["settings"]["mechanism"] == "clipping" and payload["settings"]["collapse_predicted"] is True
+
+
+def test_the_split_mode_is_chosen_by_a_flag_and_reported(capsys, csv_file):
+    """--split-mode per-split predicts --seed's own test rows; the default predicts the expectation (issue 39)."""
+    base = ["diagnose", "--csv", str(csv_file), "--label", "y", "--group", "g", "--epochs", "1", "--batch-size",
+            "32", "--draws", "20", "--no-recommendations", "--json"]
+    assert main(base + ["--splits", "2"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    assert expected["split"]["mode"] == "expectation" and expected["split"]["seeds"] == [0, 1]
+    assert len(expected["split"]["per_split"]) == len(expected["groups"])
+    assert main(base + ["--split-mode", "per-split", "--seed", "3"]) == 0
+    per_split = json.loads(capsys.readouterr().out)
+    assert per_split["split"] == {"mode": "per-split", "splits": 1, "seeds": [3], "per_split": None}
+    assert main(base + ["--split-mode", "per-split", "--splits", "2"]) == 2
+    assert "--splits" in capsys.readouterr().err

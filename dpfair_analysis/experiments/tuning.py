@@ -1,0 +1,391 @@
+"""The reproduction protocol: a stated tuning budget, selection on held-out training rows, three-valued verdicts.
+
+A reproduction that fails at one guess of the settings a paper does not print says little about the paper.
+Before a printed number is called "not reproduced", every method of the table gets the same fair chance:
+
+1. **Budget.** For every hyperparameter the paper does not print, a :class:`TuningGrid` states the values
+   tried; every method of a table gets the same number of configurations (baselines included), the printed
+   (or, where nothing is printed, the toolkit's default) configuration first.
+2. **Selection on a validation split carved from the training data, never the test fold.** Every configuration
+   trains on the training rows minus the validation rows (:func:`validation_split` for the DP-SGD comparisons;
+   :func:`~dpfair_analysis.experiments.pfld.tuned_table2` carves one from each cross-validation training fold)
+   and is scored on the validation rows; the best score is chosen (:func:`select`; ties go to the earlier
+   configuration, so to the printed one). The test rows are evaluated for every run but read only for the
+   chosen configuration.
+3. **Accounting for the tuning.** Selection here is **not private**: the validation rows are private training
+   rows and their accuracy is released without noise, and the number of configurations is fixed. Each result
+   states the chosen configuration's epsilon -- a guarantee for that one training run -- and
+   :data:`SELECTION_PRIVACY` says so in every JSON and CSV. (A private selection in the sense of Papernot &
+   Steinke, ICLR 2022, needs a random number of runs and a noised score; it is not what ran.)
+4. **Three-valued verdicts** (:data:`VERDICTS`): ``reproduces at the printed settings`` if the printed
+   configuration's result is within the tolerance of the printed number; else ``reproduces after tuning``
+   (with the budget and the chosen values) if the chosen configuration's is; else ``does not reproduce within
+   the budget``. :class:`Tolerance` states what "within" means: a cell the paper claims as an achievement
+   (an accuracy, a cost of privacy) must be at most ``margin`` below the printed value, a fairness violation at
+   most ``margin`` above it (being better than printed is not a failure to reproduce; the signed difference is
+   reported beside every verdict). The margin is the larger of the paper's printed sd and a stated floor.
+
+Full-MNIST runs are 25 minutes each: :func:`tuning_plan` lists them in the order that answers the questions
+first, and ``notebooks/record_runs.py --study mnist-tuning`` computes and records them one at a time
+(:class:`~dpfair_analysis.experiments.cache.RunRecords`, ``paper_figs/fairdp/mnist_tuning_runs.json``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from dpfair_analysis.validation import check_choice, check_fraction, check_nonnegative
+
+#: the three verdicts, in order of preference
+PRINTED, TUNED, NOT_REPRODUCED = ("reproduces at the printed settings", "reproduces after tuning",
+                                  "does not reproduce within the budget")
+VERDICTS = (PRINTED, TUNED, NOT_REPRODUCED)
+
+#: how the tuning is accounted, in every result that carries a tuned number
+SELECTION_PRIVACY = ("selection not private: the configuration was chosen on the validation rows' accuracy, "
+                     "released without noise, over a fixed grid; the epsilon stated is that of the chosen "
+                     "configuration's training run alone")
+
+#: share of the training rows held out for selection (stratified by group)
+VALIDATION_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class TuningGrid:
+    """The tuning budget: the values tried of each hyperparameter a paper does not print.
+
+    Parameters
+    ----------
+    values : mapping of str to sequence
+        Hyperparameter name -> the values tried. The configurations are their product.
+    printed : mapping of str to object
+        The printed (or, where the paper prints nothing, the toolkit's default) value of each hyperparameter;
+        must be one of its values. The printed configuration is the first of :meth:`configurations`.
+    note : str
+        Why these values (shown beside the budget).
+    """
+
+    values: Mapping[str, Sequence[Any]]
+    printed: Mapping[str, Any]
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError("values must name at least one hyperparameter")
+        for name, options in self.values.items():
+            if len(options) == 0 or len(set(map(repr, options))) != len(options):
+                raise ValueError(f"values[{name!r}] must be distinct values, at least one, got {list(options)!r}")
+        if set(self.printed) != set(self.values):
+            raise ValueError(f"printed must give a value for exactly {sorted(self.values)}, got {sorted(self.printed)}")
+        for name, value in self.printed.items():
+            if value not in self.values[name]:
+                raise ValueError(f"printed[{name!r}]={value!r} is not one of values[{name!r}]="
+                                 f"{list(self.values[name])!r}")
+        object.__setattr__(self, "values", {k: tuple(v) for k, v in self.values.items()})
+        object.__setattr__(self, "printed", dict(self.printed))
+
+    def configurations(self) -> list[dict[str, Any]]:
+        """Every configuration of the grid, the printed one first, then the product in the grid's order."""
+        names = list(self.values)
+        product = [dict(zip(names, combo)) for combo in itertools.product(*self.values.values())]
+        return [dict(self.printed)] + [c for c in product if c != self.printed]
+
+    def __len__(self) -> int:
+        return math.prod(len(v) for v in self.values.values())
+
+    def budget(self) -> str:
+        """The budget in words, e.g. ``"6 configurations: lr in {0.01, 0.05, 0.1} x sampling in {poisson,
+        shuffle}; printed lr = 0.01, sampling = poisson"``."""
+        grid = " x ".join(f"{k} in {{{', '.join(_show(v) for v in vs)}}}" for k, vs in self.values.items())
+        printed = ", ".join(f"{k} = {_show(v)}" for k, v in self.printed.items())
+        return f"{len(self)} configurations: {grid}; printed {printed}" + (f" ({self.note})" if self.note else "")
+
+    def as_dict(self) -> dict:
+        """JSON-ready: values, printed, the count and the budget in words."""
+        return {"values": {k: list(v) for k, v in self.values.items()}, "printed": dict(self.printed),
+                "configurations": len(self), "budget": self.budget()}
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def describe_configuration(configuration: Mapping[str, Any]) -> str:
+    """``{"lr": 0.05, "sampling": "shuffle"}`` -> ``"lr 0.05, sampling shuffle"``."""
+    return ", ".join(f"{k} {_show(v)}" for k, v in configuration.items())
+
+
+# ----------------------------------------------------------------------------- selection
+def select(scores: pd.DataFrame, *, score: str = "score", by: Sequence[str] = ("method",),
+           order: str = "configuration_index") -> pd.DataFrame:
+    """The chosen configuration of each ``by`` cell: the row with the highest ``score`` (a validation
+    quantity), ties to the lowest ``order`` (the printed configuration is index 0). A NaN score (a run that
+    diverged) is never chosen unless every run of the cell is NaN. One row per cell, ``scores``' columns."""
+    missing = [c for c in (score, order, *by) if c not in scores.columns]
+    if missing:
+        raise ValueError(f"scores has no column(s) {missing}")
+    ranked = scores.assign(_nan=scores[score].isna()).sort_values(
+        [*by, "_nan", score, order], ascending=[True] * len(by) + [True, False, True], kind="stable")
+    return ranked.groupby(list(by), sort=False).head(1).drop(columns="_nan").reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- verdicts
+@dataclass(frozen=True)
+class Tolerance:
+    """What "reproduces" means for one printed cell.
+
+    A cell the paper presents as an achievement of the method (``direction="at_least"``: an accuracy, a
+    cost of privacy) reproduces if the measured value is at least the printed one minus the margin; a cell
+    that should be small (``"at_most"``: a fairness violation) if it is at most the printed one plus the
+    margin. The margin is ``max(sd_factor x printed sd, floor)`` (no printed sd: the floor).
+    """
+
+    floor: float
+    sd_factor: float = 1.0
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        check_nonnegative(self.floor, "floor")
+        check_nonnegative(self.sd_factor, "sd_factor")
+
+    def margin(self, printed_sd: float | None = None) -> float:
+        sd = 0.0 if printed_sd is None or not math.isfinite(printed_sd) else printed_sd
+        return max(self.sd_factor * sd, self.floor)
+
+    def describe(self) -> str:
+        rule = f"max({self.sd_factor:g} x the printed sd, {self.floor:g})" if self.sd_factor else f"{self.floor:g}"
+        return f"margin {rule}" + (f": {self.reason}" if self.reason else "")
+
+
+DIRECTIONS = ("at_least", "at_most")
+
+
+def within(measured: float, printed: float, *, margin: float, direction: str = "at_least") -> bool:
+    """Whether ``measured`` reproduces ``printed`` within ``margin`` in ``direction`` (:class:`Tolerance`).
+    A NaN measurement (a diverged run) never does."""
+    check_choice(direction, "direction", DIRECTIONS)
+    check_nonnegative(margin, "margin")
+    if not (math.isfinite(measured) and math.isfinite(printed)):
+        return False
+    gap = measured - printed
+    return bool(gap >= -margin - 1e-12) if direction == "at_least" else bool(gap <= margin + 1e-12)
+
+
+def three_valued(printed_ok: bool | None, tuned_ok: bool) -> str:
+    """The verdict (:data:`VERDICTS`) from whether the printed configuration's result reproduces
+    (``None``: the printed configuration was not run, e.g. the paper prints nothing to run) and whether the
+    chosen configuration's does."""
+    if printed_ok:
+        return PRINTED
+    return TUNED if tuned_ok else NOT_REPRODUCED
+
+
+def cell_verdicts(cells: pd.DataFrame, *, tolerance: Tolerance) -> pd.DataFrame:
+    """Verdicts of printed cells. ``cells`` has one row per cell with ``printed``, ``printed_sd`` (may be
+    NaN), ``direction`` and the two measurements ``at_printed`` (the printed configuration's, NaN if not
+    run) and ``tuned`` (the chosen configuration's). Adds ``margin``, ``diff_printed`` and ``diff_tuned``
+    (measured minus printed), ``ok_printed``, ``ok_tuned`` and ``verdict``."""
+    out = cells.copy()
+    out["margin"] = [tolerance.margin(sd) for sd in out["printed_sd"]]
+    out["diff_printed"] = out["at_printed"] - out["printed"]
+    out["diff_tuned"] = out["tuned"] - out["printed"]
+    out["ok_printed"] = [within(m, p, margin=g, direction=d) for m, p, g, d in
+                         zip(out["at_printed"], out["printed"], out["margin"], out["direction"])]
+    out["ok_tuned"] = [within(m, p, margin=g, direction=d) for m, p, g, d in
+                       zip(out["tuned"], out["printed"], out["margin"], out["direction"])]
+    out["verdict"] = [three_valued(a, b) for a, b in zip(out["ok_printed"], out["ok_tuned"])]
+    return out
+
+
+def row_verdicts(cells: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """One verdict per ``by`` row of :func:`cell_verdicts`' output: the printed configuration reproduces
+    the row if it reproduces every cell of it, the chosen one likewise. Columns ``by``, ``cells``,
+    ``ok_printed``, ``ok_tuned``, ``verdict``."""
+    grouped = cells.groupby(list(by), sort=False)
+    table = grouped.agg(cells=("verdict", "size"), ok_printed=("ok_printed", "all"), ok_tuned=("ok_tuned", "all"))
+    table["verdict"] = [three_valued(a, b) for a, b in zip(table["ok_printed"], table["ok_tuned"])]
+    return table.reset_index()
+
+
+def verdict_counts(verdicts: pd.Series) -> dict[str, int]:
+    """How many of each of :data:`VERDICTS` (every kind listed, zeros included)."""
+    counts = verdicts.value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
+# ----------------------------------------------------------------------------- DP-SGD comparisons (MNIST)
+#: paper 000 §6.1 prints r = 0.01 and nothing about how batches are drawn; DP-SGD's accountant assumes
+#: Poisson sampling, the papers' code most likely drew shuffled fixed-size batches; 0.05 and 0.1 are the
+#: rates of paper 002's Figure 4 (whose MNIST runs were read on the test set, so they cannot serve as tuning)
+MNIST_GRID = TuningGrid({"lr": (0.01, 0.05, 0.1), "sampling": ("poisson", "shuffle")},
+                        printed={"lr": 0.01, "sampling": "poisson"},
+                        note="r printed by paper 000; sampling not printed, Poisson is what the accountant assumes")
+#: the methods of the MNIST tuning, in the order they are run: DPSGD and DPSGD-F answer the questions of
+#: issue 36 (the learning rate; Poisson against shuffled batches); SGD is every cost's reference; then
+#: paper 002's Opt-Q and FairDP, then paper 000's Naive -- every one on the same budget
+MNIST_TUNING_METHODS = ("dpsgd", "dpsgdf", "sgd", "optq", "fairdp", "naive")
+#: MNIST cells of paper 000 Table 1 (accuracy of SGD, cost of the private methods): no sd is printed; our
+#: own seed-to-seed sd of DPSGD's and DPSGD-F's class-8 cost at the printed settings is 0.036 (2 seeds),
+#: of the totals and class 2 at most 0.009
+MNIST_TOLERANCE = {"all": Tolerance(0.03, 0.0, "3 x our largest seed sd of a total or class-2 cost (0.009)"),
+                   "2": Tolerance(0.03, 0.0, "3 x our largest seed sd of a total or class-2 cost (0.009)"),
+                   "8": Tolerance(0.07, 0.0, "2 x our seed sd of DPSGD's and DPSGD-F's class-8 cost (0.036)")}
+
+
+def tuned_config(base, configuration: Mapping[str, Any]):
+    """``base`` (a :class:`~dpfair_analysis.experiments.compare.CompareConfig`) with a configuration of a
+    DP-SGD grid applied: ``lr`` and ``sampling`` set the training loop's step size and batch sampling."""
+    unknown = set(configuration) - {"lr", "sampling"}
+    if unknown:
+        raise ValueError(f"a comparison's configuration sets lr and sampling only, got {sorted(unknown)}")
+    return replace(base, train=replace(base.train, **dict(configuration)))
+
+
+def validation_split(config, *, seed: int, fraction: float = VALIDATION_FRACTION):
+    """(train, validation, test) of a comparison (a :class:`~dpfair_analysis.experiments.compare.CompareConfig`)
+    for seed ``seed``, the validation rows carved from the training data.
+
+    1. The test rows are the comparison's own (the official test split, or the seeded stratified split of
+       :func:`~dpfair_analysis.data.dataset.comparison_split`): never used for selection.
+    2. ``fraction`` of the remaining rows, stratified by group, is held out as the validation set -- before
+       the training groups are cut, so it has the data's natural group mix, as the test set does. On
+       unbalanced MNIST its ~585 images of class 8 are images the cut to 500 discards anyway.
+    3. The training rows are the rest, each group of ``train_group_fraction`` cut to the **same count** the
+       comparison keeps (round(fraction x the group's size before the validation rows left): class 8 keeps
+       its 500 images), then subsampled by ``train_subsample``.
+    """
+    from dpfair_analysis.experiments.compare import load_data
+
+    check_fraction(fraction, "fraction", open_high=True)
+    full, official = load_data(config)
+    pool, test = (full, official) if config.test_split == "official" else full.split(config.test_fraction,
+                                                                                      seed=seed)
+    rest, validation = pool.split(fraction, seed=seed)
+    train = rest
+    if config.train_group_fraction:
+        before, after = pool.group_sizes(), rest.group_sizes()
+        keep = {}
+        for g, f in config.train_group_fraction.items():
+            k = pool.group_id(g)
+            keep[g] = min(max(1, round(f * int(before[k]))), int(after[k]))
+        train = rest.resample_groups(keep, seed=seed)
+    if config.train_subsample < 1:
+        train, _ = train.split(1 - config.train_subsample, seed=seed)
+    return train, validation, test
+
+
+def tuning_run(config, method: str, *, seed: int, fraction: float = VALIDATION_FRACTION,
+               progress: bool = False) -> dict:
+    """Train ``method`` of ``config`` on :func:`validation_split`'s training rows exactly as the comparison
+    does (:func:`~dpfair_analysis.experiments.compare.train_method`: same model, policy, equal-privacy cut)
+    and evaluate the final model on the validation and the test rows.
+
+    Returns ``{"rows": [...], "history", "steps"}``: one row per (split, group incl. ``all``) with ``n`` and
+    ``accuracy``, each carrying the run's ``epsilon``, ``steps``, ``learning_rate``, ``sampling``,
+    ``sampling_matches_accounting`` (False for shuffled batches: the epsilon is then the Poisson accountant's,
+    not a guarantee of what ran), ``constant_prediction`` and the split sizes."""
+    import torch
+
+    from dpfair_analysis.experiments.compare import train_method
+    from dpfair_analysis.fairness.metrics import group_accuracy
+    from dpfair_analysis.training.loop import predict_logits
+
+    train_data, validation, test = validation_split(config, seed=seed, fraction=fraction)
+    result = train_method(config, method, train_data, None, seed=seed, progress=progress)
+    info = {"method": method, "seed": seed, "lr": result.learning_rate, "sampling": config.train.sampling,
+            "epsilon": math.nan if result.epsilon is None else float(result.epsilon),
+            "steps": int(result.steps["step"].max()) if len(result.steps) else 0,
+            "sampling_matches_accounting": bool(result.sampling_matches_accounting),
+            "n_train": len(train_data), "n_validation": len(validation), "n_test": len(test)}
+    rows = []
+    for split, data in (("validation", validation), ("test", test)):
+        with torch.no_grad():
+            predicted = predict_logits(result.model, data.X).argmax(dim=1)
+        accuracy = group_accuracy(data.y.numpy(), predicted.numpy(), data.group.numpy(),
+                                  group_names=data.group_names)
+        labels = predicted.unique()
+        constant = data.label_names[int(labels[0])] if len(labels) == 1 else None
+        rows += [{**info, "split": split, "group": str(r.group), "n": int(r.n), "accuracy": float(r.accuracy),
+                  "constant_prediction": constant} for r in accuracy.itertuples()]
+    return {"rows": rows, "history": result.history, "steps": result.steps}
+
+
+def tuning_plan(base, *, methods: Sequence[str] = MNIST_TUNING_METHODS, grid: TuningGrid = MNIST_GRID,
+                seeds: Sequence[int] = (0,)) -> list[tuple[str, dict[str, Any], int]]:
+    """(method, configuration, seed) of every tuning run, in the order they should run: method by method
+    (``methods``' order), the grid's configurations in its order (the printed one first)."""
+    from dpfair_analysis.experiments.compare import parse_method
+
+    for method in methods:
+        parse_method(method, default_clip=base.clip_bound)  # a clear error for an unknown name
+    return [(method, configuration, seed) for method in methods for configuration in grid.configurations()
+            for seed in seeds]
+
+
+def tuning_key(config, method: str, seed: int, fraction: float) -> str:
+    """The run cache's and the records' key of one tuning run (everything that determines it)."""
+    from dpfair_analysis.experiments.cache import config_key
+
+    return config_key("tuning-run", replace(config, methods=(method,), seeds=(seed,)), fraction)
+
+
+def mnist_tuning_base(profile: str = "full"):
+    """The comparison every MNIST tuning run starts from: paper 000's unbalanced full MNIST as paper 002 reuses it
+    (:func:`~dpfair_analysis.experiments.fairdp.preset`; ``"quick"``: the offline 5,000-image smoke setting)."""
+    from dpfair_analysis.experiments import fairdp
+
+    return fairdp.preset("mnist", profile, seeds=1)
+
+
+def tuning_rows(base, method: str, configuration: Mapping[str, Any], seed: int, *,
+                fraction: float = VALIDATION_FRACTION, cache=None, records=None,
+                compute_missing: bool = True, progress: bool = False) -> list[dict] | None:
+    """The rows of one tuning run (:func:`tuning_run` of ``method`` at ``configuration``): from ``records``
+    when there, else from ``cache`` (then recorded), else trained (then cached and recorded) -- or ``None``
+    with ``compute_missing=False``."""
+    from dpfair_analysis.experiments.cache import RunCache
+
+    cache = cache or RunCache(None)
+    config = tuned_config(base, configuration)
+    key = tuning_key(config, method, seed, fraction)
+    rows = records.get(key) if records is not None else None
+    if rows is not None:
+        return rows
+    found, value = cache.lookup(key)
+    if not found:
+        if not compute_missing:
+            return None
+        value = tuning_run(config, method, seed=seed, fraction=fraction, progress=progress)
+        cache.store(key, value)
+    if records is not None:
+        records.put(key, value["rows"], label=f"tuning rows: {config.dataset} {method} seed {seed}, "
+                                               f"{describe_configuration(configuration)}, {config.train.epochs} epochs")
+    return value["rows"]
+
+
+def recorded_tuning_runs(base, *, methods: Sequence[str] = MNIST_TUNING_METHODS, grid: TuningGrid = MNIST_GRID,
+                         seeds: Sequence[int] = (0,), fraction: float = VALIDATION_FRACTION, cache=None,
+                         records=None, compute_missing: bool = True, progress: bool = False) -> pd.DataFrame:
+    """The rows of every run of :func:`tuning_plan` (:func:`tuning_rows`), each with its configuration's index
+    in the grid (``configuration_index``, 0 = printed), its label and values (``cfg_<name>``). With
+    ``compute_missing=False`` a run neither recorded nor cached is left out (a notebook drawing what is done
+    so far)."""
+    from tqdm.auto import tqdm
+
+    indices = {describe_configuration(c): i for i, c in enumerate(grid.configurations())}
+    frames = []
+    plan = tuning_plan(base, methods=methods, grid=grid, seeds=seeds)
+    for method, configuration, seed in tqdm(plan, desc="tuning runs", disable=not progress, leave=False):
+        rows = tuning_rows(base, method, configuration, seed, fraction=fraction, cache=cache, records=records,
+                           compute_missing=compute_missing, progress=progress)
+        if rows is None:
+            continue
+        label = describe_configuration(configuration)
+        frames.append(pd.DataFrame(rows).assign(configuration=label, configuration_index=indices[label],
+                                                **{f"cfg_{k}": v for k, v in configuration.items()}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -45,6 +45,7 @@ from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
+from dpfair_analysis.experiments.tuning import Tolerance, TuningGrid
 from dpfair_analysis.fairness.constraints import KINDS, make_constraint
 from dpfair_analysis.validation import check_choice, check_positive, check_positive_int, check_seed
 
@@ -222,10 +223,11 @@ def m_correction(n_groups: int) -> str:
 
 def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDataset, *, settings: PfldSettings,
                epsilon: float = 1.0, seed: int = 0, h_norm_rows: int = 0, record_divergence: bool = False,
-               **pfld_overrides: Any) -> dict[str, Any]:
+               **overrides: Any) -> dict[str, Any]:
     """Train one method under one constraint; the test-set row (plus train metrics and
-    diagnostics). ``pfld_overrides`` go to :class:`LagrangianConfig` (clip_primal,
-    clip_dual, missing_rate, ...). ``h_norm_rows`` > 0: also the per-group share of
+    diagnostics). ``overrides`` go to :class:`LagrangianConfig` for (P)F-LD (lr, clip_primal,
+    clip_dual, lambda_max, missing_rate, ...) and to the baseline's fit function for CLF, Z, A
+    and M (lr; covariance_fraction; difference_bound, ...): a tuned configuration. ``h_norm_rows`` > 0: also the per-group share of
     per-sample h-gradient norms (final model, first that many training rows) above
     C_p (Fig. 3). ``record_divergence`` (the sweeps): a (P)F-LD run whose parameters
     stop being finite is a row with NaN accuracy and violation and its step in
@@ -247,6 +249,7 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
             options = {"max_iter": settings.reductions_max_iter}
         if method == "m":
             options["correction"] = m_correction(train.n_groups)
+        options.update(overrides)
         result = fit_baseline(method, train, constraint, test=test, epsilon=epsilon, seed=seed, **options)
         metrics = result.metrics
         row.update(accuracy=metrics["test_accuracy"], violation=metrics["test_violation"],
@@ -260,7 +263,7 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
         from dpfair_analysis.training.loop import TrainingDiverged
 
         config = _lagrangian_config(method, settings, epsilon=epsilon, seed=seed, n_train=len(train),
-                                    **pfld_overrides)
+                                    **overrides)
         row.update(clip_primal=config.clip_primal, clip_dual=config.clip_dual, missing_rate=config.missing_rate)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyNotEstablishedWarning)
@@ -391,14 +394,15 @@ def _variant(method: str) -> tuple[str, ...]:
 
 
 def _clf_for_every_constraint(train: GroupedDataset, test: GroupedDataset, settings: PfldSettings, *,
-                              seed: int) -> dict[str, dict[str, Any]]:
-    """CLF ignores the constraint: fit once, score its predictions under dp, eo and ap."""
+                              seed: int, lr: float | None = None) -> dict[str, dict[str, Any]]:
+    """CLF ignores the constraint: fit once, score its predictions under dp, eo and ap (``lr``: the learning
+    rate, None for :func:`~dpfair_analysis.training.baselines.fit_clf`'s default)."""
     from dpfair_analysis.training.baselines import evaluate_predictions, fit_clf
 
     start = time.perf_counter()
     base = make_constraint("dp", n_groups=train.n_groups, n_classes=train.n_classes)
     fitted = fit_clf(train, base, epochs=settings.epochs, batch_size=min(settings.batch_size, len(train)),
-                     seed=seed)
+                     seed=seed, **({} if lr is None else {"lr": lr}))
     seconds = time.perf_counter() - start
     out = {}
     for kind in KINDS:
@@ -647,3 +651,264 @@ def fraction_above_table(rows: pd.DataFrame, *, epsilon: float = 1.0) -> pd.Data
         var_name="group", value_name="fraction_above")
     table["group"] = table["group"].str.slice(len("frac_above["), -1)
     return table
+
+
+# ------------------------------------------------------------------ Table 2 under the reproduction protocol
+#: PF-LD: paper 003 prints epsilon, delta, C_p = 10 and C_d = 5 (Sec. 8) and "have not performed a systematic
+#: model tuning"; learning rate, epochs and lambda_max are the toolkit's defaults. Two values each, the half
+#: fraction (16 configurations): the printed configuration, every pair of changes and every four changes. The
+#: second values: a larger step and fewer steps (at a fixed epsilon fewer steps carry less noise each), C_p and
+#: C_d cut to 1 (C_d = 1 is the range of h in [0, 1] for dp and eo: C_d = 5 only scales the dual noise), and a
+#: lower cap on the multipliers (the primal noise scales with lambda_max)
+PFLD_GRID = TuningGrid({"lr": (0.05, 0.2), "epochs": (10, 5), "clip_primal": (10.0, 1.0), "clip_dual": (5.0, 1.0),
+                        "lambda_max": (2.0, 0.5)},
+                       printed={"lr": 0.05, "epochs": 10, "clip_primal": 10.0, "clip_dual": 5.0, "lambda_max": 2.0},
+                       design="half", note="C_p, C_d printed; lr, epochs, lambda_max the toolkit's defaults")
+#: CLF: the MLP's learning rate and epochs, 16 configurations (the same budget as PF-LD)
+CLF_GRID = TuningGrid({"lr": (0.05, 0.01, 0.1, 0.2), "epochs": (10, 5, 20, 40)}, printed={"lr": 0.05, "epochs": 10},
+                      note="nothing printed; the toolkit's defaults first")
+#: A and M: the reductions' constraint bound gamma, 16 values (the same budget), the toolkit's 0.01 first
+GAMMA_GRID = TuningGrid({"difference_bound": (0.01, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.015, 0.02, 0.03, 0.05,
+                                              0.075, 0.1, 0.15, 0.2, 0.3, 0.5)},
+                        printed={"difference_bound": 0.01}, note="nothing printed; the toolkit's default first")
+#: Z: the covariance threshold as a fraction of the unconstrained model's, 16 values (the same budget)
+Z_GRID = TuningGrid({"covariance_fraction": (0.1, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.075, 0.15, 0.2, 0.3, 0.4,
+                                             0.5, 0.7, 0.85, 1.0)},
+                    printed={"covariance_fraction": 0.1}, note="nothing printed; the toolkit's default first")
+#: every Table 2 method's budget (16 configurations each)
+TABLE2_GRIDS = {"clf": CLF_GRID, "z": Z_GRID, "a": GAMMA_GRID, "m": GAMMA_GRID, "pfld": PFLD_GRID}
+#: share of each cross-validation training fold held out for selection (stratified by group x label)
+TABLE2_VALIDATION_FRACTION = 0.2
+#: a Table 2 cell (accuracy, violation) reproduces if the accuracy is at most the margin below the printed
+#: one and the violation at most the margin above it
+TABLE2_TOLERANCE = Tolerance(0.02, 1.0, "the paper's fold-to-fold sd, at least 0.02")
+#: how each method's configuration is chosen on its validation rows
+SELECTION_SCORES = {"clf": "validation accuracy (CLF is trained for accuracy only)",
+                    "fair": "validation accuracy minus validation violation (every fair method alike)"}
+
+
+def tuning_score(method: str, accuracy: float, violation: float) -> float:
+    """The validation score a configuration is chosen by (:data:`SELECTION_SCORES`): accuracy for CLF,
+    accuracy - violation for every fair method."""
+    return accuracy if method == "clf" else accuracy - violation
+
+
+def table2_grids(profile: str) -> dict[str, TuningGrid]:
+    """:data:`TABLE2_GRIDS`, or for the quick profile each budget cut to its first two configurations."""
+    check_choice(profile, "profile", PROFILES)
+    return dict(TABLE2_GRIDS) if profile == "full" else {m: g.head(2) for m, g in TABLE2_GRIDS.items()}
+
+
+def _configured(configuration: dict[str, Any], settings: PfldSettings) -> tuple[PfldSettings, dict[str, Any]]:
+    """(settings, overrides) of a configuration: ``epochs`` counts in the full profile's 10 (the quick profile
+    scales it to its own, at least 1) and goes to the settings; the rest are :func:`run_method`'s overrides."""
+    overrides = dict(configuration)
+    epochs = overrides.pop("epochs", None)
+    if epochs is not None:
+        settings = replace(settings, epochs=max(1, round(epochs * settings.epochs / PfldSettings().epochs)))
+    return settings, overrides
+
+
+@dataclass
+class TunedTable2:
+    """Table 2 of one data set under the reproduction protocol (:func:`tuned_table2`).
+
+    ``runs``: every tuning run, one row per (constraint, method, fold, configuration) with its validation
+    accuracy, violation and ``score`` and whether it was ``chosen``; ``chosen``: one row per (constraint,
+    method, fold) with the chosen configuration refitted on the whole training fold and tested on the test
+    fold (``accuracy``, ``violation``, ``epsilon``); ``defaults``: :func:`table2` (the printed configuration on
+    the whole training folds); ``grids``: each method's budget."""
+
+    dataset: str
+    runs: pd.DataFrame
+    chosen: pd.DataFrame
+    defaults: pd.DataFrame
+    grids: dict[str, TuningGrid]
+    validation_fraction: float
+
+
+def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS, methods: Sequence[str] = TABLE_METHODS,
+                 folds: int | None = None, epsilon: float = 1.0, profile: str = "full", group_by: str | None = None,
+                 settings: PfldSettings | None = None, grids: dict[str, TuningGrid] | None = None,
+                 validation_fraction: float = TABLE2_VALIDATION_FRACTION, cache: RunCache | None = None,
+                 progress: bool = False, backend: Backend | None = None) -> TunedTable2:
+    """Paper 003 Table 2 for one data set under the reproduction protocol (:mod:`.tuning`), nested in the
+    cross-validation: in each fold, ``validation_fraction`` of the training fold (stratified by group x label)
+    is held out; every configuration of the method's budget (``grids``, default :func:`table2_grids`) trains
+    on the rest and is scored on the held-out rows (:func:`tuning_score`); the best is refitted on the whole
+    training fold and tested on the test fold, which no choice has seen. CLF is chosen once per fold (by
+    accuracy) and scored under every constraint. Every PF-LD configuration is calibrated to ``epsilon``, so
+    the chosen one's epsilon is ``epsilon`` (M: epsilon-LDP); the selection itself is not private
+    (:data:`~.tuning.SELECTION_PRIVACY`). Diverged runs are scored NaN and never chosen."""
+    from dpfair_analysis.experiments.tuning import describe_configuration, select
+
+    settings = settings or with_profile(profile)
+    if folds is not None:
+        settings = replace(settings, folds=folds)
+    grids = grids or table2_grids(profile)
+    epsilon = check_positive(epsilon, "epsilon")
+    for kind in constraints:
+        check_choice(kind, "constraint", KINDS)
+    for method in methods:
+        check_choice(method, "method", tuple(grids))
+    defaults = table2(dataset, constraints=constraints, methods=methods, epsilon=epsilon, group_by=group_by,
+                      settings=settings, cache=cache, progress=progress, backend=backend)
+    data = load_table_data(dataset, group_by=group_by, subsample=settings.subsample, seed=settings.seed)
+    splits = cv_folds(data, settings.folds, seed=settings.seed)
+    name = table_name(dataset, group_by)
+
+    def fold_data(f: int, role: str) -> tuple[GroupedDataset, GroupedDataset]:
+        train, test = data.subset(splits[f][0]), data.subset(splits[f][1])
+        if role == "refit":
+            return train, test
+        return train.split(validation_fraction, seed=settings.seed + f, stratify="group_label")
+
+    def make_run(method: str, kind: str, f: int, configuration: dict, role: str) -> Run:
+        run_settings, overrides = _configured(configuration, settings)
+        train, held_out = fold_data(f, role)
+        key = config_key("pfld-tuning", dataset, group_by, _settings_key(settings), method,
+                         "any" if method == "clf" else kind, f, epsilon if method in PRIVATE_METHODS else None,
+                         configuration, role, validation_fraction, *_variant(method))
+        if method == "clf":
+            compute = partial(_clf_for_every_constraint, train, held_out, run_settings, seed=settings.seed + f,
+                              lr=overrides.get("lr"))
+        else:
+            compute = partial(run_method, method, kind, train, held_out, settings=run_settings, epsilon=epsilon,
+                              seed=settings.seed + f, record_divergence=True, **overrides)
+        return Run(key, compute)
+
+    def row_of(result: dict, method: str, kind: str) -> dict:
+        return dict(result[kind]) if method == "clf" else dict(result)
+
+    # 1. every configuration on the training fold minus its validation rows, scored on those rows
+    cells = [(kind, method, f, i, configuration) for kind in constraints for method in methods
+             for f in range(len(splits)) for i, configuration in enumerate(grids[method].configurations())]
+    results = run_sweep([make_run(m, k, f, c, "validation") for k, m, f, _, c in cells], cache=cache,
+                        backend=backend, progress=progress, desc=f"Table 2 {name}: tuning")
+    runs = []
+    for (kind, method, f, i, configuration), result in zip(cells, results):
+        row = row_of(result, method, kind)
+        runs.append({"dataset": name, "constraint": kind, "method": method, "fold": f, "configuration_index": i,
+                     "configuration": describe_configuration(configuration),
+                     **{f"cfg_{k}": v for k, v in configuration.items()},
+                     "accuracy": row["accuracy"], "violation": row["violation"],
+                     "score": tuning_score(method, row["accuracy"], row["violation"]),
+                     "diverged_at_step": row.get("diverged_at_step", math.nan)})
+    runs = pd.DataFrame(runs)
+    picked = select(runs, by=("constraint", "method", "fold"))
+    runs["chosen"] = runs.set_index(["constraint", "method", "fold", "configuration_index"]).index.isin(
+        picked.set_index(["constraint", "method", "fold", "configuration_index"]).index)
+    # 2. the chosen configuration refitted on the whole training fold, tested on the test fold
+    configurations = {m: grids[m].configurations() for m in methods}
+    chosen_cells = [(r.constraint, r.method, r.fold, int(r.configuration_index), float(r.score))
+                    for r in picked.itertuples()]
+    refits = run_sweep([make_run(m, k, f, configurations[m][i], "refit") for k, m, f, i, _ in chosen_cells],
+                       cache=cache, backend=backend, progress=progress, desc=f"Table 2 {name}: refits")
+    chosen = []
+    for (kind, method, f, i, score), result in zip(chosen_cells, refits):
+        row = row_of(result, method, kind)
+        configuration = configurations[method][i]
+        chosen.append({"dataset": name, "constraint": kind, "method": method, "fold": f, "configuration_index": i,
+                       "configuration": describe_configuration(configuration),
+                       **{f"cfg_{k}": v for k, v in configuration.items()},
+                       "validation_score": score, "accuracy": row["accuracy"], "violation": row["violation"],
+                       "epsilon": row.get("epsilon"), "diverged_at_step": row.get("diverged_at_step", math.nan)})
+    return TunedTable2(dataset=name, runs=runs, chosen=pd.DataFrame(chosen), defaults=defaults,
+                       grids={m: grids[m] for m in methods}, validation_fraction=validation_fraction)
+
+
+def _mode_configuration(part: pd.DataFrame) -> str:
+    """The configuration chosen in most folds (ties: the best mean validation score)."""
+    counts = part.groupby("configuration", sort=False).agg(n=("fold", "size"), score=("validation_score", "mean"))
+    return counts.sort_values(["n", "score"], ascending=False).index[0]
+
+
+def tuned_side_by_side(tuned: TunedTable2, *, tolerance: Tolerance = TABLE2_TOLERANCE) -> pd.DataFrame:
+    """One row per (constraint, method): the paper's accuracy / violation (sd), the printed configuration's
+    (:func:`table2`, "defaults") and the tuned one's (mean, sd over folds), the signed differences from the
+    paper, each measurement's verdict per cell, and the row's three-valued verdict (:mod:`.tuning`: both the
+    accuracy and the violation must reproduce). Also the budget, the configuration chosen in most folds and how
+    many folds chose it, the selection score and how the selection is accounted."""
+    from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, cell_verdicts, row_verdicts
+
+    tuned_summary = summarize(tuned.chosen.assign(dataset=tuned.dataset))
+    default_summary = summarize(tuned.defaults.assign(dataset=tuned.dataset))
+    key = tuned.dataset.replace("adult", "income")
+    rows = []
+    for t in tuned_summary.itertuples():
+        d = default_summary[(default_summary["constraint"] == t.constraint) & (default_summary["method"] == t.method)]
+        paper = PAPER_TABLE2[(PAPER_TABLE2["dataset"] == key) & (PAPER_TABLE2["constraint"] == t.constraint)
+                             & (PAPER_TABLE2["method"] == t.method)]
+        part = tuned.chosen[(tuned.chosen["constraint"] == t.constraint) & (tuned.chosen["method"] == t.method)]
+        mode = _mode_configuration(part)
+        row = {"dataset": tuned.dataset, "constraint": t.constraint, "method": t.method,
+               "paper_accuracy": paper["accuracy"].iloc[0] if len(paper) else math.nan,
+               "paper_accuracy_sd": paper["accuracy_sd"].iloc[0] if len(paper) else math.nan,
+               "paper_violation": paper["violation"].iloc[0] if len(paper) else math.nan,
+               "paper_violation_sd": paper["violation_sd"].iloc[0] if len(paper) else math.nan,
+               "default_accuracy": d["accuracy"].iloc[0], "default_accuracy_sd": d["accuracy_sd"].iloc[0],
+               "default_violation": d["violation"].iloc[0], "default_violation_sd": d["violation_sd"].iloc[0],
+               "tuned_accuracy": t.accuracy, "tuned_accuracy_sd": t.accuracy_sd,
+               "tuned_violation": t.violation, "tuned_violation_sd": t.violation_sd,
+               "budget": len(tuned.grids[t.method]), "chosen_most_often": mode,
+               "folds_choosing_it": int((part["configuration"] == mode).sum()), "folds": len(part),
+               "selection_score": SELECTION_SCORES["clf" if t.method == "clf" else "fair"],
+               "epsilon": (float(part["epsilon"].mean()) if t.method in PRIVATE_METHODS else None),
+               "selection_privacy": SELECTION_PRIVACY if t.method in PRIVATE_METHODS else "non-private method"}
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty or table["paper_accuracy"].isna().all():
+        table["verdict"] = "no printed cell"
+        return table
+    cells = pd.concat([
+        pd.DataFrame({"constraint": table["constraint"], "method": table["method"], "quantity": quantity,
+                      "printed": table[f"paper_{quantity}"], "printed_sd": table[f"paper_{quantity}_sd"],
+                      "direction": direction, "at_printed": table[f"default_{quantity}"],
+                      "tuned": table[f"tuned_{quantity}"]})
+        for quantity, direction in (("accuracy", "at_least"), ("violation", "at_most"))], ignore_index=True)
+    cells = cells[cells["printed"].notna()]
+    judged = cell_verdicts(cells, tolerance=tolerance)
+    for quantity in ("accuracy", "violation"):
+        part = judged[judged["quantity"] == quantity].set_index(["constraint", "method"])
+        index = pd.MultiIndex.from_frame(table[["constraint", "method"]])
+        table[f"{quantity}_margin"] = part["margin"].reindex(index).to_numpy()
+        table[f"{quantity}_verdict"] = part["verdict"].reindex(index).to_numpy()
+    verdicts = row_verdicts(judged, ["constraint", "method"]).set_index(["constraint", "method"])
+    table["verdict"] = verdicts["verdict"].reindex(pd.MultiIndex.from_frame(table[["constraint", "method"]])) \
+        .fillna("no printed cell").to_numpy()
+    table["tolerance"] = tolerance.describe()
+    return table
+
+
+#: the keys of a tuned row in JSON (:func:`tuned_table2`'s ``chosen``)
+TUNED_ROW_KEYS = ("constraint", "method", "fold", "configuration", "validation_score", "accuracy", "violation",
+                  "epsilon")
+
+
+def tuning_protocol(tuned: TunedTable2, *, tolerance: Tolerance = TABLE2_TOLERANCE) -> dict:
+    """The protocol of a tuned table in JSON form: each method's budget, how configurations are chosen and
+    on what, how the selection is accounted, and the tolerance of the verdicts."""
+    from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, VERDICTS
+
+    return {"budgets": {m: g.as_dict() for m, g in tuned.grids.items()}, "selection_score": dict(SELECTION_SCORES),
+            "validation": f"{tuned.validation_fraction:g} of each training fold, stratified by group x label; the "
+                          "chosen configuration is refitted on the whole training fold and tested on the test fold",
+            "selection_privacy": SELECTION_PRIVACY, "tolerance": tolerance.describe(),
+            "verdicts": list(VERDICTS)}
+
+
+def format_tuned_table(summary: pd.DataFrame) -> str:
+    """Human table of :func:`tuned_side_by_side`: per constraint and method, the paper's accuracy / violation,
+    the printed configuration's, the tuned one's, and the verdict."""
+    def pair(acc: float, viol: float) -> str:
+        return "—" if acc != acc else f"{acc:.3f} / {viol:.3f}"
+
+    lines = [f"{'constraint':10s} {'method':7s} {'paper':15s} {'printed cfg':15s} {'tuned':15s} {'verdict':38s} "
+             "chosen in most folds"]
+    for _, r in summary.iterrows():
+        lines.append(f"{r['constraint']:10s} {METHOD_LABELS.get(r['method'], r['method']):7s} "
+                     f"{pair(r['paper_accuracy'], r['paper_violation']):15s} "
+                     f"{pair(r['default_accuracy'], r['default_violation']):15s} "
+                     f"{pair(r['tuned_accuracy'], r['tuned_violation']):15s} {r['verdict']:38s} "
+                     f"{r['chosen_most_often']} ({r['folds_choosing_it']}/{r['folds']})")
+    return "\n".join(lines)

@@ -68,11 +68,20 @@ class TuningGrid:
         must be one of its values. The printed configuration is the first of :meth:`configurations`.
     note : str
         Why these values (shown beside the budget).
+    design : {"full", "half"}
+        ``"full"``: every combination. ``"half"`` (every hyperparameter with two values): the half fraction of
+        the two-level factorial that contains the printed configuration -- every configuration that differs
+        from the printed one in an even number of hyperparameters (the defining relation I = ABC...: with five
+        hyperparameters 16 of 32 configurations, resolution V, so every pair of hyperparameters is seen at all
+        four combinations of its values).
     """
 
     values: Mapping[str, Sequence[Any]]
     printed: Mapping[str, Any]
     note: str = ""
+    design: str = "full"
+    #: keep only the first ``first`` configurations (:meth:`head`; None: all)
+    first: int | None = None
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -86,29 +95,52 @@ class TuningGrid:
             if value not in self.values[name]:
                 raise ValueError(f"printed[{name!r}]={value!r} is not one of values[{name!r}]="
                                  f"{list(self.values[name])!r}")
+        check_choice(self.design, "design", ("full", "half"))
+        if self.first is not None and (isinstance(self.first, bool) or not isinstance(self.first, int)
+                                       or self.first < 1):
+            raise ValueError(f"first must be a positive integer or None, got {self.first!r}")
+        if self.design == "half" and any(len(v) != 2 for v in self.values.values()):
+            raise ValueError("design='half' needs exactly two values of every hyperparameter, got "
+                             f"{ {k: len(v) for k, v in self.values.items()} }")
         object.__setattr__(self, "values", {k: tuple(v) for k, v in self.values.items()})
         object.__setattr__(self, "printed", dict(self.printed))
 
     def configurations(self) -> list[dict[str, Any]]:
-        """Every configuration of the grid, the printed one first, then the product in the grid's order."""
+        """Every configuration of the grid (of its half fraction for ``design="half"``), the printed one first,
+        then in the order of the product of the values."""
         names = list(self.values)
         product = [dict(zip(names, combo)) for combo in itertools.product(*self.values.values())]
-        return [dict(self.printed)] + [c for c in product if c != self.printed]
+        if self.design == "half":
+            product = [c for c in product if sum(c[k] != self.printed[k] for k in names) % 2 == 0]
+        return ([dict(self.printed)] + [c for c in product if c != self.printed])[:self.first]
 
     def __len__(self) -> int:
-        return math.prod(len(v) for v in self.values.values())
+        full = math.prod(len(v) for v in self.values.values())
+        full = full // 2 if self.design == "half" else full
+        return full if self.first is None else min(self.first, full)
 
     def budget(self) -> str:
         """The budget in words, e.g. ``"6 configurations: lr in {0.01, 0.05, 0.1} x sampling in {poisson,
         shuffle}; printed lr = 0.01, sampling = poisson"``."""
         grid = " x ".join(f"{k} in {{{', '.join(_show(v) for v in vs)}}}" for k, vs in self.values.items())
+        if self.design == "half":
+            grid = f"the half of {grid} that changes an even number of printed values"
+        if self.first is not None:
+            grid = f"the first {len(self)} of {grid}"
         printed = ", ".join(f"{k} = {_show(v)}" for k, v in self.printed.items())
         return f"{len(self)} configurations: {grid}; printed {printed}" + (f" ({self.note})" if self.note else "")
 
+    def head(self, count: int) -> "TuningGrid":
+        """The budget cut to its first ``count`` configurations (the printed one first): the quick profiles'
+        smoke runs."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"count must be a positive integer, got {count!r}")
+        return replace(self, first=count)
+
     def as_dict(self) -> dict:
-        """JSON-ready: values, printed, the count and the budget in words."""
+        """JSON-ready: values, printed, the design, the count and the budget in words."""
         return {"values": {k: list(v) for k, v in self.values.items()}, "printed": dict(self.printed),
-                "configurations": len(self), "budget": self.budget()}
+                "design": self.design, "configurations": len(self), "budget": self.budget()}
 
 
 def _show(value: Any) -> str:

@@ -34,6 +34,10 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))

@@ -140,7 +140,7 @@ def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
     print(f"paper 003 Table 2, {tuned.dataset}, under the reproduction protocol: "
           f"{int(tuned.chosen['fold'].max()) + 1}-fold CV, profile {args.profile}, epsilon {args.epsilon:g}")
     print(pfld.format_tuned_table(summary))
-    print(f"budgets: " + "; ".join(f"{m}: {g.budget()}" for m, g in tuned.grids.items()))
+    print("budgets: " + "; ".join(f"{m}: {g.budget()}" for m, g in tuned.grids.items()))
     print(f"selection: {protocol['selection_score']['fair']} (CLF: {protocol['selection_score']['clf']}), on "
           f"{tuned.validation_fraction:.0%} of each training fold; {SELECTION_PRIVACY}")
     print(f"tolerance: {protocol['tolerance']}")

@@ -45,7 +45,7 @@ from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
-from dpfair_analysis.experiments.tuning import Tolerance, TuningGrid
+from dpfair_analysis.experiments.tuning import Tolerance, TuningGrid, describe_configuration
 from dpfair_analysis.fairness.constraints import KINDS, make_constraint
 from dpfair_analysis.validation import check_choice, check_positive, check_positive_int, check_seed
 
@@ -484,7 +484,11 @@ def pfld_vs_m(rows: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------ sweeps (Figures 1-5)
 def _sweep(dataset: str, name: str, grid: list[dict[str, Any]], *, kind: str, profile: str,
            settings: PfldSettings | None, cache: RunCache | None, progress: bool, seeds: int | None,
-           backend: Backend | None = None, h_norm_rows: int = 0) -> pd.DataFrame:
+           backend: Backend | None = None, h_norm_rows: int = 0,
+           bases: dict[tuple[str, int], dict[str, Any]] | None = None) -> pd.DataFrame:
+    """The runs of one figure: every point of ``grid`` (a method, an epsilon and the swept options) on each
+    seed's 80/20 split. ``bases`` (:func:`tuned_bases`): per (method, seed) a tuned configuration the point
+    starts from (the swept option overrides it); rows then carry ``base`` (the configuration in words)."""
     settings = settings or with_profile(profile)
     n_seeds = seeds if seeds is not None else settings.sweep_seeds
     data = load_table_data(dataset, subsample=settings.subsample, seed=settings.seed)
@@ -494,65 +498,127 @@ def _sweep(dataset: str, name: str, grid: list[dict[str, Any]], *, kind: str, pr
         train, test = data.split(0.2, seed=settings.seed + s, stratify="group_label")
         options = {k: v for k, v in point.items() if k not in ("method", "epsilon")}
         method, epsilon = point["method"], point["epsilon"]
+        run_settings, base = settings, {}
+        if bases is not None:
+            run_settings, base = _configured(bases[(method, s)], settings)
         key = config_key("pfld-sweep", dataset, _settings_key(settings), method, kind, epsilon, s, options,
-                         h_norm_rows, *_variant(method))
-        runs.append(Run(key, partial(run_method, method, kind, train, test, settings=settings, epsilon=epsilon,
+                         h_norm_rows, *_variant(method),
+                         *(() if bases is None else (("base", bases[(method, s)]),)))
+        runs.append(Run(key, partial(run_method, method, kind, train, test, settings=run_settings, epsilon=epsilon,
                                      seed=settings.seed + s, h_norm_rows=h_norm_rows if method != "m" else 0,
-                                     record_divergence=True, **options)))
+                                     record_divergence=True, **{**base, **options})))
     results = run_sweep(runs, cache=cache, backend=backend, progress=progress, desc=f"{name} {dataset}")
     rows = []
     for (point, s), result in zip(cells, results):
         options = {k: v for k, v in point.items() if k not in ("method", "epsilon")}
+        extra = {} if bases is None else {"base": describe_configuration(bases[(point["method"], s)])}
         rows.append({**result, "dataset": dataset, "sweep": name, "seed": s, "requested_epsilon": point["epsilon"],
-                     **options})
+                     **options, **extra})
     return pd.DataFrame(rows)
+
+
+def sweep_tuning(dataset: str = "bank", *, kind: str = "dp", methods: Sequence[str] = ("pfld",),
+                 profile: str = "full", settings: PfldSettings | None = None, seeds: int | None = None,
+                 grids: dict[str, TuningGrid] | None = None, epsilon: float = 1.0,
+                 validation_fraction: float | None = None, cache: RunCache | None = None,
+                 progress: bool = False, backend: Backend | None = None) -> pd.DataFrame:
+    """The reproduction protocol for a figure's sweeps: for each seed's 80/20 split of the sweeps, every
+    configuration of each method's budget (``grids``, default :func:`table2_grids`) at ``epsilon`` trains on the
+    split's training rows minus ``validation_fraction`` of them (default :data:`TABLE2_VALIDATION_FRACTION`;
+    stratified by group x label) and is scored on
+    those (:func:`tuning_score`); the test rows of the split are never read. One row per (method, seed,
+    configuration) with the validation accuracy, violation, score and ``chosen``."""
+    from dpfair_analysis.experiments.tuning import describe_configuration, select
+
+    settings = settings or with_profile(profile)
+    grids = grids or table2_grids(profile)
+    validation_fraction = TABLE2_VALIDATION_FRACTION if validation_fraction is None else validation_fraction
+    n_seeds = seeds if seeds is not None else settings.sweep_seeds
+    data = load_table_data(dataset, subsample=settings.subsample, seed=settings.seed)
+    cells, runs = [], []
+    for s in range(n_seeds):
+        train, _ = data.split(0.2, seed=settings.seed + s, stratify="group_label")
+        fit, held_out = train.split(validation_fraction, seed=settings.seed + s, stratify="group_label")
+        for method in methods:
+            for i, configuration in enumerate(grids[method].configurations()):
+                run_settings, overrides = _configured(configuration, settings)
+                key = config_key("pfld-sweep-tuning", dataset, _settings_key(settings), method, kind, epsilon, s,
+                                 configuration, validation_fraction, *_variant(method))
+                runs.append(Run(key, partial(run_method, method, kind, fit, held_out, settings=run_settings,
+                                             epsilon=epsilon, seed=settings.seed + s, record_divergence=True,
+                                             **overrides)))
+                cells.append((method, s, i, configuration))
+    results = run_sweep(runs, cache=cache, backend=backend, progress=progress, desc=f"sweep tuning {dataset} {kind}")
+    rows = pd.DataFrame([{"dataset": dataset, "constraint": kind, "method": method, "seed": s,
+                          "configuration_index": i, "configuration": describe_configuration(configuration),
+                          "accuracy": r["accuracy"], "violation": r["violation"],
+                          "score": tuning_score(method, r["accuracy"], r["violation"])}
+                         for (method, s, i, configuration), r in zip(cells, results)])
+    picked = select(rows, by=("method", "seed"))
+    rows["chosen"] = rows.set_index(["method", "seed", "configuration_index"]).index.isin(
+        picked.set_index(["method", "seed", "configuration_index"]).index)
+    return rows
+
+
+def tuned_bases(tuning: pd.DataFrame, grids: dict[str, TuningGrid]) -> dict[tuple[str, int], dict[str, Any]]:
+    """(method, seed) -> the configuration :func:`sweep_tuning` chose: the ``bases`` of the sweeps."""
+    chosen = tuning[tuning["chosen"]]
+    return {(r.method, int(r.seed)): grids[r.method].configurations()[int(r.configuration_index)]
+            for r in chosen.itertuples()}
 
 
 def epsilon_sweep(dataset: str = "compas", *, kind: str = "dp", epsilons: Sequence[float] = (0.1, 0.5, 1.0, 2.0, 5.0),
                   methods: Sequence[str] = ("pfld", "m"), profile: str = "full", settings: PfldSettings | None = None,
                   seeds: int | None = None, cache: RunCache | None = None, progress: bool = False,
-                  backend: Backend | None = None) -> pd.DataFrame:
-    """Figure 1: accuracy and violation against epsilon, PF-LD and M (tidy rows)."""
+                  backend: Backend | None = None,
+                  bases: dict[tuple[str, int], dict[str, Any]] | None = None) -> pd.DataFrame:
+    """Figure 1: accuracy and violation against epsilon, PF-LD and M (tidy rows). ``bases``: per (method,
+    seed) the tuned configuration every point starts from (:func:`tuned_bases`; None: the printed one)."""
     grid = [{"method": m, "epsilon": float(e)} for m in methods for e in epsilons]
     return _sweep(dataset, "fig1_epsilon", grid, kind=kind, profile=profile, settings=settings, cache=cache,
-                  progress=progress, seeds=seeds, backend=backend)
+                  progress=progress, seeds=seeds, backend=backend, bases=bases)
 
 
 def clip_sweep(dataset: str = "compas", *, kind: str = "dp", clips: Sequence[float] = (0.1, 1.0, 10.0, 20.0, 50.0),
                epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
                settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
                progress: bool = False, h_norm_rows: int = 1000,
-               backend: Backend | None = None) -> pd.DataFrame:
+               backend: Backend | None = None,
+               bases: dict[tuple[str, int], dict[str, Any]] | None = None) -> pd.DataFrame:
     """Figures 2 and 3: PF-LD at each primal clipping bound C_p and epsilon; rows carry
     the per-group share of per-sample h-gradient norms above C_p (final model) and the
-    share clipped during training (``step_frac_clipped``)."""
+    share clipped during training (``step_frac_clipped``). ``bases``: as for :func:`epsilon_sweep`."""
     grid = [{"method": "pfld", "epsilon": float(e), "clip_primal": float(c)} for c in clips for e in epsilons]
     return _sweep(dataset, "fig2_clip_primal", grid, kind=kind, profile=profile, settings=settings, cache=cache,
-                  progress=progress, seeds=seeds, backend=backend, h_norm_rows=h_norm_rows)
+                  progress=progress, seeds=seeds, backend=backend, h_norm_rows=h_norm_rows, bases=bases)
 
 
 def dual_clip_sweep(dataset: str = "compas", *, kind: str = "ap", clips: Sequence[float] = (0.1, 1.0, 5.0, 100.0),
                     epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
                     settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
                     progress: bool = False,
-                  backend: Backend | None = None) -> pd.DataFrame:
+                  backend: Backend | None = None,
+                    bases: dict[tuple[str, int], dict[str, Any]] | None = None) -> pd.DataFrame:
     """Figure 4: PF-LD at each dual clipping bound C_d. Default constraint ap: for dp and eo
-    h is a probability (|h| <= 1), so C_d >= 1 never clips and only scales the noise."""
+    h is a probability (|h| <= 1), so C_d >= 1 never clips and only scales the noise. ``bases``: as for
+    :func:`epsilon_sweep`."""
     grid = [{"method": "pfld", "epsilon": float(e), "clip_dual": float(c)} for c in clips for e in epsilons]
     return _sweep(dataset, "fig4_clip_dual", grid, kind=kind, profile=profile, settings=settings, cache=cache,
-                  progress=progress, seeds=seeds, backend=backend)
+                  progress=progress, seeds=seeds, backend=backend, bases=bases)
 
 
 def missing_sweep(dataset: str = "compas", *, kind: str = "dp", missing_rates: Sequence[float] = (0.6, 0.4, 0.2, 0.0),
                   epsilons: Sequence[float] = (0.5, 1.0, 2.0), profile: str = "full",
                   settings: PfldSettings | None = None, seeds: int | None = None, cache: RunCache | None = None,
                   progress: bool = False,
-                  backend: Backend | None = None) -> pd.DataFrame:
+                  backend: Backend | None = None,
+                  bases: dict[tuple[str, int], dict[str, Any]] | None = None) -> pd.DataFrame:
     """Figure 5: PF-LD when a fraction of training rows does not report its group
-    (missing_rate; the paper's r = 1 - missing_rate). Evaluation uses every test row."""
+    (missing_rate; the paper's r = 1 - missing_rate). Evaluation uses every test row. ``bases``: as for
+    :func:`epsilon_sweep`."""
     grid = [{"method": "pfld", "epsilon": float(e), "missing_rate": float(r)} for r in missing_rates for e in epsilons]
     return _sweep(dataset, "fig5_missing", grid, kind=kind, profile=profile, settings=settings, cache=cache,
-                  progress=progress, seeds=seeds, backend=backend)
+                  progress=progress, seeds=seeds, backend=backend, bases=bases)
 
 
 def sweep_summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
@@ -912,3 +978,142 @@ def format_tuned_table(summary: pd.DataFrame) -> str:
                      f"{pair(r['tuned_accuracy'], r['tuned_violation']):15s} {r['verdict']:38s} "
                      f"{r['chosen_most_often']} ({r['folds_choosing_it']}/{r['folds']})")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ Figures 1-5: the claims, tested
+def _per_value(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Mean and sd over seeds of accuracy, violation and the trade-off accuracy - violation per ``by``,
+    diverged runs left out (counted in ``diverged``)."""
+    rows = rows.assign(tradeoff=rows["accuracy"] - rows["violation"],
+                       diverged=rows["diverged_at_step"].notna() if "diverged_at_step" in rows else False)
+    grouped = rows.groupby(list(by), sort=True)
+    table = grouped[["accuracy", "violation", "tradeoff"]].agg(["mean", "std"])
+    table.columns = [f"{a}_{b}".replace("_mean", "") for a, b in table.columns]
+    table["diverged"] = grouped["diverged"].sum()
+    return table.reset_index()
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    return float(spearmanr(x[keep], y[keep]).statistic) if keep.sum() >= 3 else math.nan
+
+
+def figure_claims(sweeps: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Paper 003 §8.2-8.5's statements about Figures 1-5, each tested on sweep rows (test split of each seed;
+    means over seeds, diverged runs left out). ``sweeps`` maps ``"fig1"`` (:func:`epsilon_sweep`, PF-LD and M),
+    ``"fig2"`` (:func:`clip_sweep`, with its Fig. 3 columns), ``"fig4"`` (:func:`dual_clip_sweep`) and ``"fig5"``
+    (:func:`missing_sweep`) to their rows; absent keys are skipped. One row per claim: ``figure``, ``claim``,
+    the paper's words (``statement``), ``holds`` (None where the rows cannot test it: an sd from one seed) and
+    the numbers it rests on (``detail``). The tests:
+
+    * fig1 ``violation_falls``: "the fairness violation score decreases as the privacy budget increases" --
+      PF-LD's mean violation is lower at the largest epsilon than at the smallest and its Spearman correlation
+      with epsilon is at most -0.5;
+    * fig1 ``accuracy_slightly_decreases``: PF-LD's mean accuracy at the largest epsilon is 0 to 0.05 below the
+      smallest's;
+    * fig1 ``pfld_beats_m``: "in most cases PF-LD is more accurate and produces smaller violations [than M]" --
+      at more than half of the epsilons, both;
+    * fig1 ``pfld_more_robust``: "more robust than M ... comparing the standard deviations" -- PF-LD's sd over
+      seeds, averaged over the epsilons, is below M's for accuracy and for violation;
+    * fig2 ``best_cp_10_to_20``: "the best accuracy/fairness tradeoff is obtained when C_p in [10, 20]" -- at more
+      than half of the epsilons the largest mean accuracy - violation is at C_p = 10 or 20;
+    * fig3 ``share_above_falls``: "the percentage ... exceeding C_p is very high when C_p is small", "at large
+      C_p most individual gradients are smaller" -- at epsilon 1, in every group, the share above the smallest
+      C_p is at least 0.5 and above the largest below 0.5;
+    * fig4 ``intermediate_cd_best``: "intermediate clipping values suggest better accuracy/fairness tradeoffs" --
+      at more than half of the epsilons the best mean trade-off is at neither the smallest nor the largest C_d;
+    * fig4 ``large_cd_fluctuates``: "large values of C_d introduce large fluctuation" -- at more than half of
+      the epsilons the largest C_d diverged in some seed or has the largest sd of accuracy;
+    * fig5 ``fewer_missing_smaller_violation``: "the model achieves smaller fairness violations as the number of
+      missing values decreases" -- at more than half of the epsilons the Spearman correlation of the missing
+      rate and the mean violation is positive.
+    """
+    claims = []
+
+    def add(figure: str, claim: str, statement: str, holds: bool | None, detail: str) -> None:
+        claims.append({"figure": figure, "claim": claim, "statement": statement,
+                       "holds": None if holds is None else bool(holds), "detail": detail})
+
+    if "fig1" in sweeps:
+        table = _per_value(sweeps["fig1"], ["method", "requested_epsilon"])
+        pfld = table[table["method"] == "pfld"].sort_values("requested_epsilon")
+        eps, viol, acc = pfld["requested_epsilon"], pfld["violation"].to_numpy(), pfld["accuracy"].to_numpy()
+        rho = _spearman(eps, viol)
+        add("1", "violation_falls", "the fairness violation score decreases as the privacy budget increases",
+            viol[-1] < viol[0] and rho <= -0.5,
+            f"PF-LD violation {', '.join(f'{v:.3f}' for v in viol)} at epsilon "
+            f"{', '.join(f'{e:g}' for e in eps)}; Spearman {rho:.2f}")
+        drop = acc[-1] - acc[0]
+        add("1", "accuracy_slightly_decreases", "the model accuracy slightly decreases as epsilon increases",
+            -0.05 <= drop <= 0, f"PF-LD accuracy {acc[0]:.3f} -> {acc[-1]:.3f} ({drop:+.3f})")
+        m = table[table["method"] == "m"].set_index("requested_epsilon")
+        both = pfld.set_index("requested_epsilon").join(m, rsuffix="_m", how="inner")
+        if len(both):
+            wins = int(((both["accuracy"] >= both["accuracy_m"]) & (both["violation"] <= both["violation_m"])).sum())
+            add("1", "pfld_beats_m", "in most cases PF-LD is more accurate and produces smaller fairness violations "
+                "than M", wins > len(both) / 2, f"PF-LD ahead on both at {wins} of {len(both)} epsilons")
+            sd = {q: (both[f"{q}_std"].mean(), both[f"{q}_std_m"].mean()) for q in ("accuracy", "violation")}
+            testable = all(math.isfinite(v) for pair in sd.values() for v in pair)  # one seed: no sd
+            add("1", "pfld_more_robust", "PF-LD produces models that are more robust than M's (smaller sd)",
+                all(a < b for a, b in sd.values()) if testable else None,
+                "; ".join(f"mean sd of {q}: PF-LD {a:.3f}, M {b:.3f}" for q, (a, b) in sd.items()))
+    if "fig2" in sweeps:
+        table = _per_value(sweeps["fig2"], ["requested_epsilon", "clip_primal"])
+        best = table.loc[table.groupby("requested_epsilon")["tradeoff"].idxmax()]
+        hits = int(best["clip_primal"].isin([10.0, 20.0]).sum())
+        add("2", "best_cp_10_to_20", "the best accuracy/fairness tradeoff is obtained when C_p is in [10, 20]",
+            hits > len(best) / 2, "best C_p by accuracy - violation at epsilon "
+            + ", ".join(f"{r.requested_epsilon:g}: {r.clip_primal:g}" for r in best.itertuples()))
+        above = [c for c in sweeps["fig2"].columns if c.startswith("frac_above[")]
+        at_one = sweeps["fig2"][sweeps["fig2"]["requested_epsilon"] == 1.0]
+        if above and len(at_one):
+            shares = at_one.groupby("clip_primal")[above].mean().sort_index()
+            low, high = shares.iloc[0], shares.iloc[-1]
+            add("3", "share_above_falls", "the share of group-gradient norms above C_p is very high for small C_p and "
+                "most are below C_p for large C_p", bool((low >= 0.5).all() and (high < 0.5).all()),
+                f"share above C_p = {shares.index[0]:g}: " + ", ".join(f"{v:.2f}" for v in low)
+                + f"; above C_p = {shares.index[-1]:g}: " + ", ".join(f"{v:.2f}" for v in high))
+    if "fig4" in sweeps:
+        table = _per_value(sweeps["fig4"], ["requested_epsilon", "clip_dual"])
+        clips = sorted(table["clip_dual"].unique())
+        inner, fluctuating, details = 0, 0, []
+        for epsilon, part in table.groupby("requested_epsilon"):
+            part = part.set_index("clip_dual").reindex(clips)
+            best = part["tradeoff"].idxmax() if part["tradeoff"].notna().any() else math.nan
+            inner += best not in (clips[0], clips[-1])
+            largest = part.loc[clips[-1]]
+            fluctuating += bool(largest["diverged"] > 0 or largest["accuracy_std"] >= part["accuracy_std"].max())
+            testable = bool(table["accuracy_std"].notna().any() or (table["diverged"] > 0).any())
+            details.append(f"epsilon {epsilon:g}: best C_d {best:g}, C_d = {clips[-1]:g} diverged "
+                           f"{int(largest['diverged'])}, accuracy sd {largest['accuracy_std']:.3f}")
+        n = table["requested_epsilon"].nunique()
+        add("4", "intermediate_cd_best", "intermediate clipping values C_d suggest better accuracy/fairness "
+            "tradeoffs", inner > n / 2, "; ".join(details))
+        add("4", "large_cd_fluctuates", "large values of C_d introduce large fluctuation to the model accuracy",
+            fluctuating > n / 2 if testable else None, "; ".join(details))
+    if "fig5" in sweeps:
+        table = _per_value(sweeps["fig5"], ["requested_epsilon", "missing_rate"])
+        rhos = {e: _spearman(p["missing_rate"], p["violation"]) for e, p in table.groupby("requested_epsilon")}
+        add("5", "fewer_missing_smaller_violation", "the model achieves smaller fairness violations as the number "
+            "of missing values decreases", sum(r > 0 for r in rhos.values()) > len(rhos) / 2,
+            "Spearman(missing rate, violation) at epsilon " + ", ".join(f"{e:g}: {r:.2f}" for e, r in rhos.items()))
+    return pd.DataFrame(claims, columns=["figure", "claim", "statement", "holds", "detail"])
+
+
+def figure_verdicts(printed: pd.DataFrame, tuned: pd.DataFrame) -> pd.DataFrame:
+    """:func:`figure_claims` at the printed configuration beside the same claims on sweeps started from the
+    tuned configurations (:func:`tuned_bases`), with the three-valued verdict of :mod:`.tuning` per claim."""
+    from dpfair_analysis.experiments.tuning import three_valued
+
+    both = printed.merge(tuned[["figure", "claim", "holds", "detail"]], on=["figure", "claim"], how="left",
+                         suffixes=("_printed", "_tuned"))
+
+    def verdict(a, b) -> str:
+        a, b = (None if v is None or v != v else bool(v) for v in (a, b))
+        return "not tested (one seed)" if a is None and b is None else three_valued(a, bool(b))
+
+    both["verdict"] = [verdict(a, b) for a, b in zip(both["holds_printed"], both["holds_tuned"])]
+    return both

@@ -221,7 +221,9 @@ def cell_verdicts(cells: pd.DataFrame, *, tolerance: Tolerance) -> pd.DataFrame:
     """Verdicts of printed cells. ``cells`` has one row per cell with ``printed``, ``printed_sd`` (may be
     NaN), ``direction`` and the two measurements ``at_printed`` (the printed configuration's, NaN if not
     run) and ``tuned`` (the chosen configuration's). Adds ``margin``, ``diff_printed`` and ``diff_tuned``
-    (measured minus printed), ``ok_printed``, ``ok_tuned`` and ``verdict``."""
+    (measured minus printed), ``ok_printed``, ``ok_tuned``, ``verdict`` and ``note`` (the tuned measurement is
+    better than printed by more than the margin: it reproduces the number, not necessarily a claim that rests
+    on it being bad, e.g. a disparity)."""
     out = cells.copy()
     out["margin"] = [tolerance.margin(sd) for sd in out["printed_sd"]]
     out["diff_printed"] = out["at_printed"] - out["printed"]
@@ -231,6 +233,9 @@ def cell_verdicts(cells: pd.DataFrame, *, tolerance: Tolerance) -> pd.DataFrame:
     out["ok_tuned"] = [within(m, p, margin=g, direction=d) for m, p, g, d in
                        zip(out["tuned"], out["printed"], out["margin"], out["direction"])]
     out["verdict"] = [three_valued(a, b) for a, b in zip(out["ok_printed"], out["ok_tuned"])]
+    better = [(d > g) if direction == "at_least" else (d < -g)
+              for d, g, direction in zip(out["diff_tuned"], out["margin"], out["direction"])]
+    out["note"] = ["better than printed by more than the margin" if b else "" for b in better]
     return out
 
 
@@ -421,3 +426,205 @@ def recorded_tuning_runs(base, *, methods: Sequence[str] = MNIST_TUNING_METHODS,
         frames.append(pd.DataFrame(rows).assign(configuration=label, configuration_index=indices[label],
                                                 **{f"cfg_{k}": v for k, v in configuration.items()}))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+# ----------------------------------------------------------------------------- MNIST: selection, verdicts, claims
+#: the MNIST groups the papers' tables show (paper 000 Table 1: the total, class 2 and class 8)
+MNIST_GROUPS = ("all", "2", "8")
+#: paper 000 §6.1.4: costs are "equal" when every two groups' costs differ by at most tau
+EQUAL_COST_TAU = 0.05
+
+
+def _wide(rows: pd.DataFrame, split: str, groups: Sequence[str]) -> pd.DataFrame:
+    """One row per (method, configuration) of :func:`recorded_tuning_runs` rows: the accuracy of ``groups`` on
+    ``split`` (mean over seeds) and the run's epsilon and sampling."""
+    part = rows[(rows["split"] == split) & rows["group"].isin(groups)]
+    wide = part.pivot_table(index=["method", "configuration_index", "configuration"], columns="group",
+                            values="accuracy", aggfunc="mean")[list(groups)]
+    info = part.groupby(["method", "configuration_index", "configuration"])[
+        ["epsilon", "sampling_matches_accounting"]].first()
+    return wide.join(info).reset_index()
+
+
+def mnist_selection(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+    """Per method, the printed configuration (index 0) and the one chosen by the overall **validation**
+    accuracy (:func:`select`), each with its validation and test accuracy of ``groups``, epsilon and whether its
+    sampling is what the accountant assumes. Columns ``method, which (printed|tuned), configuration, ...``."""
+    validation = _wide(rows, "validation", groups).rename(columns={g: f"val_{g}" for g in groups})
+    test = _wide(rows, "test", groups).drop(columns=["epsilon", "sampling_matches_accounting"])
+    both = validation.merge(test, on=["method", "configuration_index", "configuration"])
+    chosen = select(both.assign(score=both["val_all"]), by=("method",)).drop(columns="score")
+    printed = both[both["configuration_index"] == 0]
+    order = list(dict.fromkeys(rows["method"]))
+    out = pd.concat([printed.assign(which="printed"), chosen.assign(which="tuned")], ignore_index=True)
+    out["method"] = pd.Categorical(out["method"], order, ordered=True)
+    out = out.sort_values(["method", "which"], kind="stable").reset_index(drop=True)
+    out["method"] = out["method"].astype(str)
+    return out[["method", "which", "configuration", "configuration_index", *(f"val_{g}" for g in groups),
+                *groups, "epsilon", "sampling_matches_accounting"]]
+
+
+def mnist_costs(selection: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+    """Paper 000's cost of privacy, Delta^k = acc_k(method) - acc_k(SGD), on the test rows: the printed
+    configuration of each method against SGD's printed one, the tuned against SGD's tuned (every method on the
+    same budget, SGD included). SGD's row keeps its accuracy. Adds ``max_gap`` = max |Delta^i - Delta^j| over
+    ``groups`` other than ``all``."""
+    out = []
+    for which, part in selection.groupby("which", sort=False):
+        reference = part[part["method"] == "sgd"]
+        for row in part.to_dict("records"):
+            line = dict(row)
+            if row["method"] != "sgd" and len(reference):
+                for g in groups:
+                    line[g] = row[g] - float(reference[g].iloc[0])
+                costs = [line[g] for g in groups if g != "all"]
+                line["max_gap"] = max(costs) - min(costs)
+            line["quantity"] = "accuracy" if row["method"] == "sgd" else "cost vs SGD"
+            out.append(line)
+    return pd.DataFrame(out)
+
+
+def mnist_table1_verdicts(costs: pd.DataFrame, printed_table: pd.DataFrame, *,
+                          tolerances: Mapping[str, Tolerance] = MNIST_TOLERANCE) -> pd.DataFrame:
+    """Paper 000 Table 1's MNIST cells (``printed_table``: rows ``method, all, 2, 8`` with SGD's accuracy and
+    the private methods' costs) against :func:`mnist_costs`: one row per (method, group) with the printed value,
+    the printed and the tuned configuration's measurement, each cell's margin (``tolerances`` by group) and the
+    three-valued verdict (:func:`cell_verdicts`; direction "at_least": a cost no worse than printed by more
+    than the margin)."""
+    cells = []
+    wide = costs.set_index(["which", "method"])
+    paper = printed_table.set_index("method")
+    for method in paper.index:
+        if ("printed", method) not in wide.index:
+            continue
+        for g in MNIST_GROUPS:
+            cells.append({"method": method, "group": g, "printed": float(paper.loc[method, g]),
+                          "printed_sd": math.nan, "direction": "at_least",
+                          "at_printed": float(wide.loc[("printed", method), g]),
+                          "tuned": float(wide.loc[("tuned", method), g])})
+    frames = []
+    for g, part in pd.DataFrame(cells).groupby("group", sort=False):
+        judged = cell_verdicts(part, tolerance=tolerances[g])
+        judged["tolerance"] = tolerances[g].describe()
+        frames.append(judged)
+    out = pd.concat(frames).sort_index(kind="stable").reset_index(drop=True)
+    order = {m: i for i, m in enumerate(printed_table["method"])}
+    return out.sort_values(["method", "group"], key=lambda c: c.map(order) if c.name == "method"
+                           else c.map({g: i for i, g in enumerate(MNIST_GROUPS)})).reset_index(drop=True)
+
+
+def sampling_effect(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+    """The batch-sampling hypothesis (shuffled fixed-size batches, the papers' likely practice, against the
+    Poisson sampling the accountant assumes): per (method, lr) the test and validation accuracy of ``groups``
+    under each sampling and the difference shuffle - poisson."""
+    out = []
+    for split in ("test", "validation"):
+        part = rows[(rows["split"] == split) & rows["group"].isin(groups)]
+        wide = part.pivot_table(index=["method", "cfg_lr"], columns=["cfg_sampling", "group"], values="accuracy",
+                                aggfunc="mean")
+        if "poisson" not in wide.columns.get_level_values(0) or "shuffle" not in wide.columns.get_level_values(0):
+            continue
+        for (method, lr), line in wide.iterrows():
+            record = {"method": method, "lr": lr, "split": split}
+            for g in groups:
+                p, s = line.get(("poisson", g), math.nan), line.get(("shuffle", g), math.nan)
+                record |= {f"poisson_{g}": p, f"shuffle_{g}": s, f"diff_{g}": s - p}
+            out.append(record)
+    order = list(dict.fromkeys(rows["method"]))
+    frame = pd.DataFrame(out)
+    if frame.empty:
+        return frame
+    frame["method"] = pd.Categorical(frame["method"], order, ordered=True)
+    return frame.sort_values(["split", "method", "lr"], ascending=[False, True, True]).reset_index(drop=True) \
+        .assign(method=lambda f: f["method"].astype(str))
+
+
+def mnist_claims(rows: pd.DataFrame, *, tau: float = EQUAL_COST_TAU, tolerance: float = 0.0) -> pd.DataFrame:
+    """The papers' qualitative MNIST claims at the printed and at the tuned configurations, with the
+    three-valued verdict. From paper 000: ``dpsgd_disparate`` (DPSGD's class-8 cost exceeds class 2's by more
+    than tau), ``naive_equal`` and ``dpsgdf_equal`` (max |Delta^2 - Delta^8| <= tau), ``dpsgdf_least_loss``
+    (DPSGD-F's total cost is the least of DPSGD, Naive and DPSGD-F, within ``tolerance``); from paper 002
+    (:func:`~dpfair_analysis.experiments.fairdp.claim_verdicts`, on one seed): ``least_loss``,
+    ``sgd_like_inequality`` and ``fairest_private`` for FairDP among DPSGD, Opt-Q, DPSGD-F and FairDP. Methods
+    not run are skipped."""
+    from types import SimpleNamespace
+
+    from dpfair_analysis.experiments.fairdp import claim_verdicts
+    from dpfair_analysis.fairness.inequality import INDICES, inequality_indices
+
+    groups = [g for g in dict.fromkeys(rows["group"]) if g != "all"]
+    selection = mnist_selection(rows, groups=("all", *groups))
+    costs = mnist_costs(selection, groups=("all", *groups))
+    found = {}
+    for which, part in costs.groupby("which", sort=False):
+        by = part.set_index("method")
+        accuracy = selection[selection["which"] == which].set_index("method")
+        claims = {}
+        if "dpsgd" in by.index:
+            claims["dpsgd_disparate"] = (by.loc["dpsgd", "2"] - by.loc["dpsgd", "8"] > tau,
+                                         f"DPSGD cost class 2 {by.loc['dpsgd', '2']:+.3f}, class 8 "
+                                         f"{by.loc['dpsgd', '8']:+.3f}")
+        for method in ("naive", "dpsgdf"):
+            if method in by.index:
+                gap = abs(by.loc[method, "2"] - by.loc[method, "8"])
+                claims[f"{method}_equal"] = (gap <= tau, f"|Delta^2 - Delta^8| = {gap:.3f} (tau {tau:g})")
+        trio = [m for m in ("dpsgd", "naive", "dpsgdf") if m in by.index]
+        if "dpsgdf" in trio and len(trio) > 1:
+            best = by.loc[trio, "all"].max()
+            claims["dpsgdf_least_loss"] = (by.loc["dpsgdf", "all"] >= best - tolerance,
+                                           ", ".join(f"{m} {by.loc[m, 'all']:+.3f}" for m in trio))
+        compared = [m for m in ("sgd", "dpsgd", "optq", "dpsgdf", "fairdp") if m in by.index]
+        if {"sgd", "fairdp"} <= set(compared) and len(compared) > 2:
+            table = pd.DataFrame([{"method": m, "group": "all", "cost": by.loc[m, "all"], "cost_sd": math.nan}
+                                  for m in compared])
+            inequality = pd.DataFrame([{"method": m, **inequality_indices(accuracy.loc[m, groups].to_numpy(float))}
+                                       for m in compared])[["method", *INDICES]]
+            verdicts = claim_verdicts({"mnist": SimpleNamespace(table=table, inequality=inequality)},
+                                      tolerance=tolerance)
+            for v in verdicts.itertuples():
+                claims[f"002.{v.claim}"] = (bool(v.holds), f"margin {v.margin:+.3f}; {v.detail}")
+        found[which] = claims
+    rows_out = []
+    for claim, (printed_ok, printed_detail) in found.get("printed", {}).items():
+        tuned_ok, tuned_detail = found.get("tuned", {}).get(claim, (False, "not run"))
+        rows_out.append({"claim": claim, "holds_printed": bool(printed_ok), "detail_printed": printed_detail,
+                         "holds_tuned": bool(tuned_ok), "detail_tuned": tuned_detail,
+                         "verdict": three_valued(bool(printed_ok), bool(tuned_ok))})
+    return pd.DataFrame(rows_out)
+
+
+def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS, split: str = "test"):
+    """The MNIST tuning runs: accuracy of each of ``groups`` (columns) against the learning rate, one row of
+    panels per method, solid Poisson and dashed shuffled batches; the chosen configuration (by the overall
+    validation accuracy) circled. ``split`` is the accuracy drawn (the choice is always the validation one's)."""
+    import matplotlib.pyplot as plt
+
+    methods = list(dict.fromkeys(rows["method"]))
+    chosen = mnist_selection(rows, groups=groups).query("which == 'tuned'").set_index("method")
+    fig, axes = plt.subplots(len(methods), len(groups), figsize=(3.2 * len(groups), 2.3 * len(methods)),
+                             sharex=True, sharey=True, squeeze=False)
+    part = rows[rows["split"] == split]
+    for r, method in enumerate(methods):
+        for c, group in enumerate(groups):
+            ax = axes[r, c]
+            for sampling, style in (("poisson", "-"), ("shuffle", "--")):
+                line = part[(part["method"] == method) & (part["group"] == group) & (part["cfg_sampling"] == sampling)]
+                line = line.groupby("cfg_lr")["accuracy"].mean()
+                ax.plot(line.index, line.to_numpy(), style, marker="o", label=sampling)
+            pick = part[(part["method"] == method) & (part["group"] == group)
+                        & (part["configuration_index"] == chosen.loc[method, "configuration_index"])]
+            ax.scatter(pick["cfg_lr"], pick["accuracy"], s=160, facecolors="none", edgecolors="crimson",
+                       label="chosen on validation" if r == c == 0 else None, zorder=3)
+            ax.set_xscale("log")
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_title(f"{method}: {'total' if group == 'all' else 'class ' + group}", fontsize=9)
+            if r == len(methods) - 1:
+                ax.set_xlabel("learning rate")
+            if c == 0:
+                ax.set_ylabel(f"{split} accuracy")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper right", fontsize=8, ncol=3)
+    fig.suptitle(f"MNIST tuning runs ({split} accuracy; the choice is made on the validation rows)", fontsize=10,
+                 x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return fig

@@ -224,3 +224,42 @@ def test_mnist_claims_flip_with_the_numbers_they_rest_on():
                                                                              ("unequal", unequal))}
     assert claims["equal"].loc["dpsgdf_equal", "verdict"] == T.PRINTED
     assert claims["unequal"].loc["dpsgdf_equal", "verdict"] == T.NOT_REPRODUCED
+
+
+# ----------------------------------------------------------------------------- dpfair compare --tune
+def test_compare_tune_json_reports_printed_and_tuned_with_verdicts(capsys, tmp_path, monkeypatch):
+    import json
+
+    from dpfair_analysis.cli import main
+
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path))
+    assert main(["compare", "--data", "adult", "--methods", "sgd,dpsgd", "--epochs", "1", "--tune", "--tune-lr",
+                 "0.05,0.5", "--tune-sampling", "poisson", "--lr", "0.05", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    protocol = document["protocol"]
+    assert protocol["configurations"] == 2 and protocol["printed"] == {"lr": 0.05, "sampling": "poisson"}
+    assert protocol["selection_privacy"] == T.SELECTION_PRIVACY
+    selection = pd.DataFrame(document["selection"])
+    assert set(zip(selection["method"], selection["which"])) == {(m, w) for m in ("sgd", "dpsgd")
+                                                                 for w in ("printed", "tuned")}
+    chosen = selection.query("which == 'tuned'").set_index("method")
+    runs = selection.set_index(["method", "which"])
+    for method in ("sgd", "dpsgd"):  # the choice is the better validation accuracy of the two (ties: printed)
+        assert chosen.loc[method, "val_all"] >= runs.loc[(method, "printed"), "val_all"]
+    claims = {c["claim"]: c for c in document["claims"]}
+    assert claims["dpsgd_disparate"]["verdict"] in T.VERDICTS and sum(document["verdict_counts"].values()) == 1
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--methods", "sgd,dpfedavg"], "dpfedavg"),
+    (["--tune-sampling", "poisson,random"], "--tune-sampling"),
+    (["--tune-lr", "0.05,0.1", "--lr", "0.2"], "--lr 0.2 must be one of"),
+    (["--tune-lr", "0.05,-1"], "--tune-lr"),
+    (["--seeds", "2"], "one seed"),
+])
+def test_compare_tune_errors_are_one_line(capsys, argv, fragment):
+    from dpfair_analysis.cli import main
+
+    assert main(["compare", "--data", "adult", "--tune", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dpfair: error:") and fragment in err

@@ -85,12 +85,7 @@ def _run(args: argparse.Namespace) -> None:
             raise UsageError(f"--tune tunes {','.join(pfld.TABLE2_GRIDS)} only, got --methods with "
                              f"{','.join(untunable)}")
         return _run_tuned(args, cache, backend)
-    try:
-        rows = pfld.table2(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
-                           epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
-                           progress=not (args.quiet or args.json), backend=backend)
-    except FileNotFoundError as error:
-        raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
+    rows = _table(pfld.table2, args, cache, backend)
     if args.json:
         def clean(value):
             return None if isinstance(value, float) and math.isnan(value) else value
@@ -108,6 +103,17 @@ def _run(args: argparse.Namespace) -> None:
         print(f"({cache.summary()}; --no-cache recomputes)")
 
 
+def _table(build, args: argparse.Namespace, cache, backend):
+    """``build`` (:func:`~dpfair_analysis.experiments.pfld.table2` or ``tuned_table2``) with the command's
+    arguments; a data set that is not installed is a usage error."""
+    try:
+        return build(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
+                     epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
+                     progress=not (args.quiet or args.json), backend=backend)
+    except FileNotFoundError as error:
+        raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
+
+
 def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
     """``--tune``: the tuned Table 2 with verdicts (human table or JSON)."""
     import math
@@ -115,12 +121,7 @@ def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
     from dpfair_analysis.experiments import pfld
     from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, verdict_counts
 
-    try:
-        tuned = pfld.tuned_table2(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
-                                  epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
-                                  progress=not (args.quiet or args.json), backend=backend)
-    except FileNotFoundError as error:
-        raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
+    tuned = _table(pfld.tuned_table2, args, cache, backend)
     summary = pfld.tuned_side_by_side(tuned)
     protocol = pfld.tuning_protocol(tuned)
     if args.json:

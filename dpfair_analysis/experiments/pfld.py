@@ -523,11 +523,35 @@ def sweep_tuning(dataset: str = "bank", *, kind: str = "dp", methods: Sequence[s
                  validation_fraction: float | None = None, cache: RunCache | None = None,
                  progress: bool = False, backend: Backend | None = None) -> pd.DataFrame:
     """The reproduction protocol for a figure's sweeps: for each seed's 80/20 split of the sweeps, every
-    configuration of each method's budget (``grids``, default :func:`table2_grids`) at ``epsilon`` trains on the
-    split's training rows minus ``validation_fraction`` of them (default :data:`TABLE2_VALIDATION_FRACTION`;
-    stratified by group x label) and is scored on
-    those (:func:`tuning_score`); the test rows of the split are never read. One row per (method, seed,
-    configuration) with the validation accuracy, violation, score and ``chosen``."""
+    configuration of each method's budget at ``epsilon`` trains on the split's training rows minus
+    ``validation_fraction`` of them (stratified by group x label) and is scored on those (:func:`tuning_score`);
+    the test rows of the split are never read.
+
+    Parameters
+    ----------
+    dataset : str
+        The figure's data set.
+    kind : str
+        Its constraint (dp, eo, ap).
+    methods : sequence of str
+        The methods whose configuration is chosen (PF-LD; M for Figure 1).
+    profile, settings, seeds
+        As for :func:`epsilon_sweep` (the same splits as the sweeps).
+    grids : dict of str to TuningGrid, optional
+        The budgets (default :func:`table2_grids`).
+    epsilon : float
+        The privacy budget the configurations are tuned at.
+    validation_fraction : float, optional
+        Default :data:`TABLE2_VALIDATION_FRACTION`.
+    cache, progress, backend
+        As for the sweeps.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, seed, configuration) with the validation accuracy, violation, score and
+        ``chosen`` (:func:`tuned_bases` turns the chosen ones into the sweeps' ``bases``).
+    """
     from dpfair_analysis.experiments.tuning import describe_configuration, select
 
     settings = settings or with_profile(profile)
@@ -800,12 +824,35 @@ def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS,
                  progress: bool = False, backend: Backend | None = None) -> TunedTable2:
     """Paper 003 Table 2 for one data set under the reproduction protocol (:mod:`.tuning`), nested in the
     cross-validation: in each fold, ``validation_fraction`` of the training fold (stratified by group x label)
-    is held out; every configuration of the method's budget (``grids``, default :func:`table2_grids`) trains
-    on the rest and is scored on the held-out rows (:func:`tuning_score`); the best is refitted on the whole
-    training fold and tested on the test fold, which no choice has seen. CLF is chosen once per fold (by
-    accuracy) and scored under every constraint. Every PF-LD configuration is calibrated to ``epsilon``, so
-    the chosen one's epsilon is ``epsilon`` (M: epsilon-LDP); the selection itself is not private
-    (:data:`~.tuning.SELECTION_PRIVACY`). Diverged runs are scored NaN and never chosen."""
+    is held out; every configuration of the method's budget trains on the rest and is scored on the held-out
+    rows (:func:`tuning_score`); the best is refitted on the whole training fold and tested on the test fold,
+    which no choice has seen. CLF is chosen once per fold (by accuracy) and scored under every constraint.
+    Every PF-LD configuration is calibrated to ``epsilon``, so the chosen one's epsilon is ``epsilon`` (M:
+    epsilon-LDP); the selection itself is not private (:data:`~.tuning.SELECTION_PRIVACY`). Diverged runs are
+    scored NaN and never chosen.
+
+    Parameters
+    ----------
+    dataset : str
+        A Table 2 data set (:data:`DATASETS`).
+    group_by : str, optional
+        Its grouping (Bank: ``age``, ``age3``, ``age5``; None: the loader's default).
+    constraints, methods : sequence of str
+        The fairness constraints (dp, eo, ap) and methods (of ``grids``).
+    folds, epsilon, profile, settings
+        As for :func:`table2` (its rows at the printed configuration are ``defaults``).
+    grids : dict of str to TuningGrid, optional
+        Each method's budget (default :func:`table2_grids` of ``profile``: 16 configurations each).
+    validation_fraction : float
+        Share of each training fold held out for the choice.
+    cache, progress, backend
+        As for :func:`table2`: every run is cached by its configuration, role and fold.
+
+    Returns
+    -------
+    TunedTable2
+        Every tuning run, the refitted choices, the printed configuration's table and the budgets.
+    """
     from dpfair_analysis.experiments.tuning import describe_configuration, select
 
     settings = settings or with_profile(profile)

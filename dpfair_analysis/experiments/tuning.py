@@ -155,9 +155,25 @@ def describe_configuration(configuration: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------- selection
 def select(scores: pd.DataFrame, *, score: str = "score", by: Sequence[str] = ("method",),
            order: str = "configuration_index") -> pd.DataFrame:
-    """The chosen configuration of each ``by`` cell: the row with the highest ``score`` (a validation
-    quantity), ties to the lowest ``order`` (the printed configuration is index 0). A NaN score (a run that
-    diverged) is never chosen unless every run of the cell is NaN. One row per cell, ``scores``' columns."""
+    """The chosen configuration of each ``by`` cell: the row with the highest ``score``, ties to the lowest
+    ``order`` (the printed configuration is index 0). A NaN score (a run that diverged) is never chosen unless
+    every run of the cell is NaN.
+
+    Parameters
+    ----------
+    scores : pandas.DataFrame
+        One row per run, with the columns ``score``, ``order`` and ``by``. The score must be a validation
+        quantity: nothing here can tell, the callers pass validation scores only.
+    score, order : str
+        The columns to maximise and to break ties by (lowest first).
+    by : sequence of str
+        The cells a configuration is chosen in (e.g. method; constraint, method and fold).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell, ``scores``' columns.
+    """
     missing = [c for c in (score, order, *by) if c not in scores.columns]
     if missing:
         raise ValueError(f"scores has no column(s) {missing}")
@@ -288,8 +304,7 @@ def tuned_config(base, configuration: Mapping[str, Any]):
 
 
 def validation_split(config, *, seed: int, fraction: float = VALIDATION_FRACTION):
-    """(train, validation, test) of a comparison (a :class:`~dpfair_analysis.experiments.compare.CompareConfig`)
-    for seed ``seed``, the validation rows carved from the training data.
+    """(train, validation, test) of a comparison for one seed, the validation rows carved from the training data.
 
     1. The test rows are the comparison's own (the official test split, or the seeded stratified split of
        :func:`~dpfair_analysis.data.dataset.comparison_split`): never used for selection.
@@ -299,6 +314,21 @@ def validation_split(config, *, seed: int, fraction: float = VALIDATION_FRACTION
     3. The training rows are the rest, each group of ``train_group_fraction`` cut to the **same count** the
        comparison keeps (round(fraction x the group's size before the validation rows left): class 8 keeps
        its 500 images), then subsampled by ``train_subsample``.
+
+    Parameters
+    ----------
+    config : CompareConfig
+        The comparison (:class:`~dpfair_analysis.experiments.compare.CompareConfig`): its data set, test split,
+        group cuts and subsample.
+    seed : int
+        The seed of the test split (when random), of the validation rows and of the group cut.
+    fraction : float
+        Share of the non-test rows held out for validation, in (0, 1).
+
+    Returns
+    -------
+    tuple of GroupedDataset
+        (train, validation, test).
     """
     from dpfair_analysis.experiments.compare import load_data
 
@@ -326,10 +356,27 @@ def tuning_run(config, method: str, *, seed: int, fraction: float = VALIDATION_F
     does (:func:`~dpfair_analysis.experiments.compare.train_method`: same model, policy, equal-privacy cut)
     and evaluate the final model on the validation and the test rows.
 
-    Returns ``{"rows": [...], "history", "steps"}``: one row per (split, group incl. ``all``) with ``n`` and
-    ``accuracy``, each carrying the run's ``epsilon``, ``steps``, ``learning_rate``, ``sampling``,
-    ``sampling_matches_accounting`` (False for shuffled batches: the epsilon is then the Poisson accountant's,
-    not a guarantee of what ran), ``constant_prediction`` and the split sizes."""
+    Parameters
+    ----------
+    config : CompareConfig
+        The comparison at one configuration (:func:`tuned_config`).
+    method : str
+        A method of the training loop (``sgd``, ``dpsgd``, ``naive``, ``dpsgdf``, ``optq``, ``fairdp``, ...).
+    seed : int
+        The run's seed (split, initialisation, batches, noise).
+    fraction : float
+        The validation share (:func:`validation_split`).
+    progress : bool
+        Show the training loop's progress bar.
+
+    Returns
+    -------
+    dict
+        ``{"rows": [...], "history", "steps"}``: one row per (split, group incl. ``all``) with ``n`` and
+        ``accuracy``, each carrying the run's ``epsilon``, ``steps``, ``lr``, ``sampling``,
+        ``sampling_matches_accounting`` (False for shuffled batches: the epsilon is then the Poisson
+        accountant's, not a guarantee of what ran) and the split sizes, and ``constant_prediction``.
+    """
     import torch
 
     from dpfair_analysis.experiments.compare import train_method

@@ -478,7 +478,20 @@ def recorded_tuning_runs(base, *, methods: Sequence[str] = MNIST_TUNING_METHODS,
         label = describe_configuration(configuration)
         frames.append(pd.DataFrame(rows).assign(configuration=label, configuration_index=indices[label],
                                                 **{f"cfg_{k}": v for k, v in configuration.items()}))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not frames:  # nothing recorded yet: the columns a run's rows have, no rows
+        return pd.DataFrame(columns=["method", "seed", "split", "group", "n", "accuracy", "epsilon", "steps",
+                                     "sampling_matches_accounting", "configuration", "configuration_index",
+                                     *(f"cfg_{k}" for k in grid.values)])
+    return pd.concat(frames, ignore_index=True)
+
+
+def budget_status(rows: pd.DataFrame, grid: TuningGrid, methods: Sequence[str]) -> pd.DataFrame:
+    """How much of each method's budget ``rows`` (:func:`recorded_tuning_runs`) hold: one row per method with
+    the configurations run and whether the budget is complete. A choice over an incomplete budget is not the
+    protocol's: verdicts are drawn for complete methods only."""
+    done = rows.groupby("method")["configuration_index"].nunique() if len(rows) else pd.Series(dtype=int)
+    return pd.DataFrame([{"method": m, "configurations_run": int(done.get(m, 0)), "budget": len(grid),
+                          "complete": int(done.get(m, 0)) == len(grid)} for m in methods])
 
 
 # ----------------------------------------------------------------------------- MNIST: selection, verdicts, claims
@@ -652,14 +665,19 @@ def mnist_claims(rows: pd.DataFrame, *, focus: tuple[str, str] = ("2", "8"), tau
     return pd.DataFrame(rows_out)
 
 
-def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS, split: str = "test"):
+def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS, split: str = "test",
+                     chosen: Sequence[str] | None = None):
     """The MNIST tuning runs: accuracy of each of ``groups`` (columns) against the learning rate, one row of
     panels per method, solid Poisson and dashed shuffled batches; the chosen configuration (by the overall
-    validation accuracy) circled. ``split`` is the accuracy drawn (the choice is always the validation one's)."""
+    validation accuracy) circled for the methods in ``chosen`` (default all; a method whose budget is not
+    complete has no choice yet). ``split`` is the accuracy drawn (the choice is always the validation one's)."""
     import matplotlib.pyplot as plt
 
     methods = list(dict.fromkeys(rows["method"]))
-    chosen = mnist_selection(rows, groups=groups).query("which == 'tuned'").set_index("method")
+    circled = [m for m in methods if chosen is None or m in chosen]
+    picks = rows[rows["method"].isin(circled)]
+    chosen = (mnist_selection(picks, groups=groups).query("which == 'tuned'").set_index("method") if len(picks)
+              else pd.DataFrame())
     fig, axes = plt.subplots(len(methods), len(groups), figsize=(3.2 * len(groups), 2.3 * len(methods)),
                              sharex=True, sharey=True, squeeze=False)
     part = rows[rows["split"] == split]
@@ -670,10 +688,11 @@ def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS
                 line = part[(part["method"] == method) & (part["group"] == group) & (part["cfg_sampling"] == sampling)]
                 line = line.groupby("cfg_lr")["accuracy"].mean()
                 ax.plot(line.index, line.to_numpy(), style, marker="o", label=sampling)
-            pick = part[(part["method"] == method) & (part["group"] == group)
-                        & (part["configuration_index"] == chosen.loc[method, "configuration_index"])]
-            ax.scatter(pick["cfg_lr"], pick["accuracy"], s=160, facecolors="none", edgecolors="crimson",
-                       label="chosen on validation" if r == c == 0 else None, zorder=3)
+            if method in chosen.index:
+                pick = part[(part["method"] == method) & (part["group"] == group)
+                            & (part["configuration_index"] == chosen.loc[method, "configuration_index"])]
+                ax.scatter(pick["cfg_lr"], pick["accuracy"], s=160, facecolors="none", edgecolors="crimson",
+                           label="chosen on validation", zorder=3)
             ax.set_xscale("log")
             ax.set_ylim(-0.02, 1.02)
             ax.set_title(f"{method}: {'total' if group == 'all' else 'class ' + group}", fontsize=9)
@@ -681,8 +700,8 @@ def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS
                 ax.set_xlabel("learning rate")
             if c == 0:
                 ax.set_ylabel(f"{split} accuracy")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", fontsize=8, ncol=3)
+    legend = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(legend.values(), legend.keys(), loc="upper right", fontsize=8, ncol=3)
     fig.suptitle(f"MNIST tuning runs ({split} accuracy; the choice is made on the validation rows)", fontsize=10,
                  x=0.02, ha="left")
     fig.tight_layout(rect=(0, 0, 1, 0.97))

@@ -233,7 +233,7 @@ def test_compare_tune_json_reports_printed_and_tuned_with_verdicts(capsys, tmp_p
     from dpfair_analysis.cli import main
 
     monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path))
-    assert main(["compare", "--data", "adult", "--methods", "sgd,dpsgd", "--epochs", "1", "--tune", "--tune-lr",
+    assert main(["compare", "--data", "german", "--methods", "sgd,dpsgd", "--epochs", "1", "--tune", "--tune-lr",
                  "0.05,0.5", "--tune-sampling", "poisson", "--lr", "0.05", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     protocol = document["protocol"]

@@ -77,6 +77,10 @@ ESTIMATES: dict[str, dict[str, float]] = {
     # diagnostic, 64 runs at 24-32 min each two at a time (DP-FedAvg's up to 42 min), with an empty cache and no
     # runs recorded in paper_figs/fairdp/mnist_runs.json (a recorded run is not trained again)
     "fairdp_mnist_figures": {"quick": 40, "full": 64 * CNN_RUN / 2},
+    # fairdp_mnist_tuning quick: measured by its notebook test (8 one-epoch runs on 5k images, ~40 s at load ~5).
+    # Full: issue 36's 36 tuning runs (6 methods x 6 configurations, 60 epochs on 49,235 images) one at a time,
+    # with an empty cache and nothing recorded in paper_figs/fairdp/mnist_tuning_runs.json
+    "fairdp_mnist_tuning": {"quick": 45, "full": 36 * CNN_RUN},
 }
 
 

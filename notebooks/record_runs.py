@@ -1,7 +1,14 @@
-"""Compute the runs of ``fairdp_mnist_figures`` (paper 002's MNIST Figures 4-6) and record each as it finishes.
+"""Compute the full-MNIST runs of a notebook and record each as it finishes.
 
-    .venv/bin/python notebooks/record_runs.py [--profile full|quick] [--records PATH] [--jobs N] [--max-runs K]
-    .venv/bin/python notebooks/record_runs.py --summary [--records PATH]
+    .venv/bin/python notebooks/record_runs.py [--study figures|mnist-tuning] [--profile full|quick]
+                                              [--records PATH] [--jobs N] [--max-runs K]
+    .venv/bin/python notebooks/record_runs.py --summary [--study ...] [--records PATH]
+
+Two studies: ``figures`` (the default), the runs of ``fairdp_mnist_figures`` (paper 002's MNIST Figures 4-6);
+``mnist-tuning``, the runs of ``fairdp_mnist_tuning`` (issue 36's reproduction protocol: every method of papers
+000 and 002 on the learning rate x batch sampling grid, trained without the validation rows,
+:mod:`dpfair_analysis.experiments.tuning`), recorded in ``paper_figs/fairdp/mnist_tuning_runs.json``, run in
+:func:`~dpfair_analysis.experiments.tuning.tuning_plan`'s order (DPSGD and DPSGD-F first).
 
 The full profile is 64 runs of a 60-epoch CNN on full MNIST, ~29 CPU-hours: longer than one of our
 machines lives, and the run cache (``$DPFAIR_CACHE``) goes with the machine. Executing the notebook
@@ -27,11 +34,16 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
+from dpfair_analysis.experiments import tuning  # noqa: E402
 from dpfair_analysis.experiments.cache import (  # noqa: E402
     RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir)
 from dpfair_analysis.experiments.compare import run_keys  # noqa: E402
@@ -93,6 +105,46 @@ def record(profile: str, parameter: str, value: float, method: str, cap: float |
                                    records=records)
 
 
+def pending_tuning(profile: str, records: RunRecords) -> list[tuple[str, dict, int]]:
+    """(method, configuration, seed) of every run of the MNIST tuning not yet recorded, in plan order."""
+    base = tuning.mnist_tuning_base(profile)
+    return [(method, configuration, seed) for method, configuration, seed in tuning.tuning_plan(base)
+            if tuning.tuning_rows(base, method, configuration, seed, records=records, compute_missing=False,
+                                  cache=None) is None]
+
+
+def compute_tuning(profile: str, method: str, configuration: dict, seed: int) -> tuple:
+    """In a worker: train one tuning run (one torch thread) into the run cache."""
+    import torch
+
+    torch.set_num_threads(1)
+    tuning.tuning_rows(tuning.mnist_tuning_base(profile), method, configuration, seed,
+                       cache=RunCache(default_cache_dir()))
+    return method, configuration, seed
+
+
+def record_tuning(profile: str, method: str, configuration: dict, seed: int, records: RunRecords) -> dict:
+    """Record one cached tuning run; its test-split rows of all, 2 and 8 and its validation accuracy."""
+    rows = tuning.tuning_rows(tuning.mnist_tuning_base(profile), method, configuration, seed,
+                              cache=RunCache(default_cache_dir()), records=records)
+    return {(row["split"], row["group"]): row["accuracy"] for row in rows}
+
+
+def tuning_summary(records: RunRecords) -> "pandas.DataFrame":
+    """One row per tuning record: validation and test accuracy overall and of classes 2 and 8, epsilon."""
+    import pandas as pd
+
+    lines, fingerprint = [], code_fingerprint()
+    for entry in records._entries().values():
+        rows = entry["rows"]
+        line = {"run": entry["label"].partition(": ")[2], "current": entry["fingerprint"] == fingerprint,
+                "epsilon": rows[0]["epsilon"]}
+        line |= {f"{row['split'][:3]} {row['group']}": row["accuracy"] for row in rows
+                 if row["group"] in ("all", "2", "8")}
+        lines.append(line)
+    return pd.DataFrame(lines).sort_values("run", ignore_index=True) if lines else pd.DataFrame()
+
+
 def summary(records: RunRecords) -> "pandas.DataFrame":
     """One row per record, sorted by label: test accuracy overall and of the figures' classes 2 and 8 with the
     run's ε (sweep rows), or class 2's and 8's median bound C, share of steps at the floor and mean target
@@ -121,9 +173,12 @@ def summary(records: RunRecords) -> "pandas.DataFrame":
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", choices=("figures", "mnist-tuning"), default="figures",
+                        help="which notebook's runs (default figures: fairdp_mnist_figures)")
     parser.add_argument("--profile", choices=paper.PROFILES, default="full")
     parser.add_argument("--records", type=Path, default=None,
-                        help="the records file (default paper_figs/fairdp/mnist_runs.json; quick: build/)")
+                        help="the records file (default paper_figs/fairdp/mnist_runs.json, or "
+                             "mnist_tuning_runs.json for --study mnist-tuning; quick: under build/)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
     parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
     parser.add_argument("--summary", action="store_true", help="print the recorded runs and compute nothing")
@@ -133,8 +188,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"record_runs.py: {flag} must be a positive integer, got {value}", file=sys.stderr)
             return 2
     default = REPO / ("paper_figs/fairdp" if args.profile == "full" else "build/notebooks/quick/paper_figs/fairdp")
-    records = RunRecords(args.records or default / "mnist_runs.json")
+    tuning_study = args.study == "mnist-tuning"
+    records = RunRecords(args.records or default / ("mnist_tuning_runs.json" if tuning_study else "mnist_runs.json"))
     try:  # a damaged records file is one line (RunRecords refuses it), never overwritten
+        if args.summary and tuning_study:
+            table = tuning_summary(records)
+            print(f"{len(table)} records in {records.path}")
+            print(table.to_string(index=False, float_format="{:.3f}".format) if len(table) else "")
+            return 0
         if args.summary:
             table = summary(records)
             print(f"{len(table)} records in {records.path}")
@@ -142,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{kind}:\n" + part.drop(columns="kind").dropna(axis=1, how="all").to_string(
                     index=False, float_format="{:.3f}".format, na_rep="-"))
             return 0
-        todo = pending(args.profile, records)[:args.max_runs]
+        todo = (pending_tuning if tuning_study else pending)(args.profile, records)[:args.max_runs]
     except ValueError as error:
         print(f"record_runs.py: {error}", file=sys.stderr)
         return 2
@@ -151,6 +212,15 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     parallel = Parallel(n_jobs=args.jobs, backend="loky", return_as="generator_unordered")
+    if tuning_study:
+        with tqdm(total=len(todo), desc="mnist tuning runs", unit="run") as bar:
+            for done in parallel(delayed(compute_tuning)(args.profile, *run) for run in todo):
+                accuracy = record_tuning(args.profile, *done, records)
+                bar.write(f"recorded {done[0]} at {tuning.describe_configuration(done[1])} seed {done[2]}: "
+                          + ", ".join(f"{split[:3]} {group} {accuracy[(split, group)]:.3f}"
+                                      for split in ("validation", "test") for group in ("all", "2", "8")))
+                bar.update()
+        return 0
     with tqdm(total=len(todo), desc="mnist runs", unit="run") as bar:
         for done in parallel(delayed(compute)(args.profile, *run) for run in todo):
             record(args.profile, *done, records)

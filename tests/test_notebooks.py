@@ -160,6 +160,30 @@ def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypat
         assert len(err.strip().splitlines()) == 1 and f"{flag} must be a positive integer, got 0" in err
 
 
+def test_record_runs_tuning_study_records_the_plan_in_order_and_resumes(tmp_path, monkeypatch, capsys):
+    """notebooks/record_runs.py --study mnist-tuning at the quick profile: the plan is the tuning plan (DPSGD and
+    DPSGD-F interleaved through their six configurations first, the printed one first); two runs are recorded with
+    their validation and test rows, a second invocation resumes after them, --summary lists them."""
+    record_runs = _load_tool("record_runs")
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "tuning.json"
+    before = record_runs.pending_tuning("quick", record_runs.RunRecords(path))
+    assert len(before) == 36 and [run[0] for run in before[:4]] == ["dpsgd", "dpsgdf"] * 2
+    assert {run[0] for run in before[:12]} == {"dpsgd", "dpsgdf"} and before[12][0] == "sgd"
+    assert before[0][1] == before[1][1] == {"lr": 0.01, "sampling": "poisson"}
+    assert before[2][1] == {"lr": 0.01, "sampling": "shuffle"}
+    argv = ["--study", "mnist-tuning", "--profile", "quick", "--records", str(path), "--jobs", "1"]
+    assert record_runs.main([*argv, "--max-runs", "2"]) == 0
+    entries = list(json.loads(path.read_text())["records"].values())
+    assert len(entries) == 2 and all({row["split"] for row in e["rows"]} == {"validation", "test"} for e in entries)
+    assert record_runs.pending_tuning("quick", record_runs.RunRecords(path)) == before[2:]
+    capsys.readouterr()
+    assert record_runs.main(["--summary", "--study", "mnist-tuning", "--records", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"2 records in {path}") and "mnist dpsgdf seed 0, lr 0.01, sampling poisson" in out
+    assert "val 8" in out and "tes all" in out
+
+
 def test_fairdp_mnist_figures_trains_nothing_once_its_runs_are_recorded(tmp_path, monkeypatch):
     """The route to the full profile's MNIST figures (README): record_runs.py records every run, then the notebook,
     executed with a run cache that has none of them, trains nothing. At the quick profile: executed once, the

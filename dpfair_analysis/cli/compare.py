@@ -63,6 +63,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true",
                    help="retrain even if this exact run is in the result cache ($DPFAIR_CACHE)")
     p.add_argument("--force", action="store_true", help="run even if the estimate is over a day")
+    p.add_argument("--tune", action="store_true",
+                   help="the reproduction protocol: train every method at each --tune-lr x --tune-sampling "
+                        "without --validation-fraction of the training rows, choose each method's configuration "
+                        "by its overall validation accuracy, report the printed (--lr, --sampling) and the chosen "
+                        "configuration's test accuracy, costs and the papers' claims with three-valued verdicts "
+                        "(one seed, --seed)")
+    p.add_argument("--tune-lr", default="0.01,0.05,0.1",
+                   help="with --tune: comma-separated learning rates (default 0.01,0.05,0.1; --lr, if given, "
+                        "must be one of them)")
+    p.add_argument("--tune-sampling", default="poisson,shuffle",
+                   help="with --tune: comma-separated batch samplings from poisson,shuffle (default both)")
+    p.add_argument("--validation-fraction", type=unit_open, default=0.1,
+                   help="with --tune: share of the training rows held out for the choice, stratified by group "
+                        "(default 0.1)")
     add_sweep_flags(p)
     p.set_defaults(handler=run)
 
@@ -128,6 +142,14 @@ def run(args: argparse.Namespace) -> None:
         raise
     except ValueError as error:
         raise UsageError(f"--methods: {' '.join(str(error).split())}") from None
+    if args.tune:  # the reproduction protocol (issue 36)
+        grid = _tuning_grid(args)
+        if "dpfedavg" in config.methods:
+            raise UsageError("--tune runs the loop's methods only (sgd, dpsgd, naive, dpsgdf, optq, fairdp, "
+                             "dpsgd(C=...)); drop dpfedavg from --methods")
+        if args.seeds != 1:
+            raise UsageError("--tune runs one seed (--seed); drop --seeds")
+        return _run_tuned(args, config, grid, cache)
     note = batched_note(config)
     if note and not args.quiet:
         print(f"dpfair: note: {note}", file=sys.stderr)
@@ -167,3 +189,76 @@ def run(args: argparse.Namespace) -> None:
         print(f"history written to {args.out}")
     for path in figures:
         print(f"figure written to {path}")
+
+
+def _tuning_grid(args: argparse.Namespace):
+    """The --tune budget: --tune-lr x --tune-sampling, printed (--lr or the first rate, --sampling) first."""
+    from dpfair_analysis.experiments.tuning import TuningGrid
+
+    try:
+        rates = tuple(dict.fromkeys(positive_float(v) for v in comma_items(args.tune_lr, "learning rates")))
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"argument --tune-lr: {error}") from None
+    try:
+        samplings = tuple(dict.fromkeys(comma_items(args.tune_sampling, "samplings from poisson,shuffle")))
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"argument --tune-sampling: {error}") from None
+    if any(v not in ("poisson", "shuffle") for v in samplings):
+        raise UsageError(f"argument --tune-sampling: expected comma-separated values from poisson,shuffle, got "
+                         f"{args.tune_sampling!r}")
+    lr = args.lr if args.lr is not None else rates[0]
+    if lr not in rates:
+        raise UsageError(f"--lr {lr:g} must be one of --tune-lr {','.join(f'{r:g}' for r in rates)} (the printed "
+                         "configuration is part of the budget)")
+    if args.sampling not in samplings:
+        raise UsageError(f"--sampling {args.sampling} must be one of --tune-sampling {','.join(samplings)}")
+    return TuningGrid({"lr": rates, "sampling": samplings}, printed={"lr": lr, "sampling": args.sampling},
+                      note="--tune-lr x --tune-sampling")
+
+
+def _run_tuned(args: argparse.Namespace, config, grid, cache) -> None:
+    """``--tune``: every method on every configuration, chosen on validation rows; printed vs tuned."""
+    import math
+    from dataclasses import replace
+
+    from dpfair_analysis.experiments import tuning
+
+    base = replace(config, seeds=(args.seed,))
+    rows = tuning.recorded_tuning_runs(base, methods=config.methods, grid=grid, seeds=(args.seed,),
+                                       fraction=args.validation_fraction, cache=cache,
+                                       progress=show_progress(args))
+    groups = [g for g in dict.fromkeys(rows["group"]) if g != "all"]
+    focus = ("2", "8") if {"2", "8"} <= set(groups) else tuple(groups[:2])
+    selection = tuning.mnist_selection(rows, groups=("all", *groups))
+    costs = tuning.mnist_costs(selection, groups=("all", *groups))
+    effect = tuning.sampling_effect(rows, groups=("all", *focus)) if len(grid.values["sampling"]) > 1 else None
+    claims = tuning.mnist_claims(rows, focus=focus) if len(focus) == 2 and "sgd" in config.methods else None
+    protocol = {**grid.as_dict(), "validation": f"{args.validation_fraction:g} of the training rows, stratified by "
+                                                "group, carved before any group cut; the test rows are never read "
+                                                "for the choice",
+                "selection_score": "overall validation accuracy (ties: the printed configuration)",
+                "selection_privacy": tuning.SELECTION_PRIVACY, "seed": args.seed,
+                "verdicts": list(tuning.VERDICTS), "claims_tau": tuning.EQUAL_COST_TAU}
+
+    def records(frame) -> list[dict]:
+        if frame is None:
+            return []
+        return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+                for r in frame.to_dict("records")]
+
+    if args.json:
+        print_json({"dataset": config.dataset, "settings": config.settings(), "protocol": protocol,
+                    "selection": records(selection), "costs": records(costs), "sampling_effect": records(effect),
+                    "claims": records(claims),
+                    "verdict_counts": tuning.verdict_counts(claims["verdict"]) if claims is not None else {},
+                    "cache": {"hits": cache.hits, "misses": cache.misses}})
+        return
+    print(f"{config.dataset}: the reproduction protocol, {grid.budget()}")
+    print(f"choice: {protocol['selection_score']} on {protocol['validation']}; {tuning.SELECTION_PRIVACY}")
+    shown = ["method", "which", "configuration", "val_all", "all", *focus, "epsilon", "sampling_matches_accounting"]
+    print(selection[[c for c in shown if c in selection.columns]].to_string(index=False, float_format="{:.4f}".format))
+    if claims is not None and len(claims):
+        print()
+        print(claims[["claim", "holds_printed", "holds_tuned", "verdict"]].to_string(index=False))
+    if cache.summary():
+        print(f"({cache.summary()}; --no-cache retrains)")

@@ -3,6 +3,13 @@
 Human output: per constraint and method, the measured mean (sd) of test accuracy and
 fairness violation beside the paper's Table 2 numbers. ``--json``: one JSON list of rows
 {method, constraint, fold, accuracy, violation, epsilon}.
+
+``--tune``: the reproduction protocol (:func:`dpfair_analysis.experiments.pfld.tuned_table2`): every method
+tuned on validation rows carved from each training fold with the same budget (16 configurations each),
+the chosen configuration refitted and tested on the test fold, printed beside the paper and beside the
+printed configuration, with each cell's three-valued verdict; ``--json`` then adds ``protocol`` (budgets,
+selection score, validation share, tolerance, how the selection is accounted), ``tuned_rows`` (the chosen
+configuration per fold) and ``summary`` (one row per constraint and method with the verdict).
 """
 
 from __future__ import annotations
@@ -50,6 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epsilon", type=positive_float, default=1.0, help="privacy budget of M and PF-LD")
     p.add_argument("--profile", default="full", choices=("quick", "full"),
                    help="full: all rows, 10 epochs; quick: 300 rows, 2 epochs (smoke test)")
+    p.add_argument("--tune", action="store_true",
+                   help="the reproduction protocol: tune every method (16 configurations each; quick: 2) on "
+                        "validation rows of each training fold, refit the chosen one, verdict beside the paper "
+                        "(methods clf, z, a, m, pfld only)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the run cache")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
@@ -68,12 +79,13 @@ def _run(args: argparse.Namespace) -> None:
 
     from dpfair_analysis.experiments import pfld
 
-    try:
-        rows = pfld.table2(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
-                           epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
-                           progress=show_progress(args), backend=backend)
-    except FileNotFoundError as error:
-        raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
+    if args.tune:
+        untunable = [m for m in args.methods if m not in pfld.TABLE2_GRIDS]
+        if untunable:
+            raise UsageError(f"--tune tunes {','.join(pfld.TABLE2_GRIDS)} only, got --methods with "
+                             f"{','.join(untunable)}")
+        return _run_tuned(args, cache, backend)
+    rows = _table(pfld.table2, args, cache, backend)
     if args.json:
         def clean(value):
             return None if isinstance(value, float) and math.isnan(value) else value
@@ -87,5 +99,51 @@ def _run(args: argparse.Namespace) -> None:
     print(f"paper 003 Table 2, {pfld.table_name(args.data, args.group_by)}: {folds}-fold stratified CV, "
           f"profile {args.profile}, epsilon {args.epsilon:g} (M: local DP; PF-LD: delta 1e-5)")
     print(pfld.format_table(rows, args.data))
+    if cache.summary():
+        print(f"({cache.summary()}; --no-cache recomputes)")
+
+
+def _table(build, args: argparse.Namespace, cache, backend):
+    """``build`` (:func:`~dpfair_analysis.experiments.pfld.table2` or ``tuned_table2``) with the command's
+    arguments; a data set that is not installed is a usage error."""
+    try:
+        return build(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
+                     epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
+                     progress=show_progress(args), backend=backend)
+    except FileNotFoundError as error:
+        raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
+
+
+def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
+    """``--tune``: the tuned Table 2 with verdicts (human table or JSON)."""
+    import math
+
+    from dpfair_analysis.experiments import pfld
+    from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, verdict_counts
+
+    tuned = _table(pfld.tuned_table2, args, cache, backend)
+    summary = pfld.tuned_side_by_side(tuned)
+    protocol = pfld.tuning_protocol(tuned)
+    if args.json:
+        def clean(record: dict) -> dict:
+            return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
+
+        print_json({"settings": {"data": args.data, "group_by": args.group_by, "table": tuned.dataset,
+                                 "constraints": list(args.constraints), "methods": list(args.methods),
+                                 "folds": int(tuned.chosen["fold"].max()) + 1, "epsilon": args.epsilon,
+                                 "profile": args.profile},
+                    "delta": pfld.PFLD_DELTA, "protocol": protocol,
+                    "verdict_counts": verdict_counts(summary["verdict"]),
+                    "summary": [clean(r) for r in summary.to_dict("records")],
+                    "tuned_rows": [clean({k: r[k] for k in pfld.TUNED_ROW_KEYS if k in r})
+                                   for r in tuned.chosen.to_dict("records")]})
+        return
+    print(f"paper 003 Table 2, {tuned.dataset}, under the reproduction protocol: "
+          f"{int(tuned.chosen['fold'].max()) + 1}-fold CV, profile {args.profile}, epsilon {args.epsilon:g}")
+    print(pfld.format_tuned_table(summary))
+    print("budgets: " + "; ".join(f"{m}: {g.budget()}" for m, g in tuned.grids.items()))
+    print(f"selection: {protocol['selection_score']['fair']} (CLF: {protocol['selection_score']['clf']}), on "
+          f"{tuned.validation_fraction:.0%} of each training fold; {SELECTION_PRIVACY}")
+    print(f"tolerance: {protocol['tolerance']}")
     if cache.summary():
         print(f"({cache.summary()}; --no-cache recomputes)")

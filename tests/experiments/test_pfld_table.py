@@ -205,3 +205,132 @@ def test_epsilon_sweep_rows(tmp_path):
                            cache=RunCache(tmp_path))
     assert len(rows) == 2 and set(rows["seed"]) == {0, 1}
     assert (rows["requested_epsilon"] == 2.0).all() and not math.isnan(rows["violation"].iloc[0])
+
+
+# ------------------------------------------------------------------ the reproduction protocol (issue 36)
+from collections import Counter  # noqa: E402
+
+from dpfair_analysis.experiments import tuning as T  # noqa: E402
+
+TWO = {"clf": P.CLF_GRID.head(2), "pfld": P.PFLD_GRID.head(2), "m": P.GAMMA_GRID.head(2)}
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """The tuned table on tiny COMPAS, recording which rows each run trained on and was scored on."""
+    seen = []
+    original = P.run_method
+
+    def spy(method, kind, train, test, **kwargs):
+        seen.append((method, _rows_of(train), _rows_of(test)))
+        return original(method, kind, train, test, **kwargs)
+
+    cache = RunCache(tmp_path_factory.mktemp("tuned"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(P, "run_method", spy)
+        table = P.tuned_table2("compas", constraints=("dp",), methods=("clf", "pfld"), settings=TINY, grids=TWO,
+                               cache=cache)
+    return table, seen
+
+
+def _rows_of(data):
+    """The multiset of a data set's rows (COMPAS has rows with equal features, so a set would merge them)."""
+    return Counter(hash(x.numpy().tobytes() + bytes([int(y), int(g)])) for x, y, g in zip(data.X, data.y, data.group))
+
+
+def test_tuning_scores_on_training_rows_only_and_refits_the_validation_choice_on_the_whole_fold(tuned):
+    table, seen = tuned
+    data = P.load_table_data("compas", subsample=TINY.subsample, seed=TINY.seed)
+    folds = [(_rows_of(data.subset(tr)), _rows_of(data.subset(te))) for tr, te in P.cv_folds(data, TINY.folds)]
+    pfld_runs = [(train, scored) for method, train, scored in seen if method == "pfld"]
+    tuning_runs = [r for r in pfld_runs if not any(r == fold for fold in folds)]
+    refits = [r for r in pfld_runs if any(r == fold for fold in folds)]
+    assert len(tuning_runs) == 2 * TINY.folds and len(refits) == 2 * TINY.folds  # defaults + the chosen refits
+    for train, scored in tuning_runs:  # the training fold split in two: what it trained on, what scored it
+        assert sum(train + scored == fold_train for fold_train, _ in folds) == 1
+    runs = table.runs.set_index(["method", "fold", "configuration_index"])
+    for row in table.chosen.itertuples():
+        candidates = runs.loc[(row.method, row.fold)]
+        assert candidates["chosen"].sum() == 1
+        best = candidates["score"].max()
+        assert candidates.loc[row.configuration_index, "score"] == best
+        assert row.configuration_index == min(candidates.index[candidates["score"] == best])
+    assert table.chosen.groupby("method").size().to_dict() == {"clf": TINY.folds, "pfld": TINY.folds}
+    assert (table.chosen.query("method == 'pfld'")["epsilon"] - 1.0).abs().max() < 0.01
+
+
+def test_a_refit_is_the_chosen_configuration_trained_on_the_whole_fold(tuned):
+    table, _ = tuned
+    data = P.load_table_data("compas", subsample=TINY.subsample, seed=TINY.seed)
+    train, test = (data.subset(i) for i in P.cv_folds(data, TINY.folds)[0])
+    row = table.chosen.query("method == 'pfld' and fold == 0").iloc[0]
+    configuration = P.PFLD_GRID.configurations()[int(row["configuration_index"])]
+    settings, overrides = P._configured(configuration, TINY)
+    direct = P.run_method("pfld", "dp", train, test, settings=settings, epsilon=1.0, seed=TINY.seed, **overrides)
+    assert direct["accuracy"] == row["accuracy"] and direct["violation"] == row["violation"]
+
+
+def _tuned_stub(default, chosen) -> P.TunedTable2:
+    """A tuned table of one PF-LD cell (COMPAS dp, paper 0.667 (0.015) / 0.098 (0.037)) over two folds."""
+    def frame(values):
+        return pd.DataFrame([{"dataset": "compas", "constraint": "dp", "method": "pfld", "fold": f,
+                              "accuracy": a, "violation": v, "configuration": "c", "validation_score": 0.0,
+                              "epsilon": 1.0} for f, (a, v) in enumerate(values)])
+
+    return P.TunedTable2("compas", runs=pd.DataFrame(), chosen=frame(chosen), defaults=frame(default),
+                         grids={"pfld": P.PFLD_GRID}, validation_fraction=0.2)
+
+
+@pytest.mark.parametrize("default, chosen, verdict", [
+    ([(0.66, 0.09), (0.66, 0.11)], [(0.50, 0.0), (0.50, 0.0)], T.PRINTED),
+    ([(0.55, 0.09), (0.57, 0.11)], [(0.66, 0.12), (0.67, 0.12)], T.TUNED),  # violation 0.12 <= 0.098 + 0.037
+    ([(0.55, 0.09), (0.57, 0.11)], [(0.66, 0.15), (0.67, 0.15)], T.NOT_REPRODUCED),  # too unfair
+    ([(0.55, 0.09), (0.57, 0.11)], [(0.62, 0.00), (0.63, 0.00)], T.NOT_REPRODUCED),  # too inaccurate
+])
+def test_a_cell_reproduces_only_if_accuracy_and_violation_both_do(default, chosen, verdict):
+    summary = P.tuned_side_by_side(_tuned_stub(default, chosen)).iloc[0]
+    assert summary["verdict"] == verdict
+    assert summary["accuracy_margin"] == pytest.approx(0.02) and summary["violation_margin"] == pytest.approx(0.037)
+    assert summary["epsilon"] == 1.0 and summary["selection_privacy"] == T.SELECTION_PRIVACY
+
+
+def _sweep_rows(values, *, column, violation, accuracy=None, seeds=2):
+    rows = []
+    for value, v in zip(values, violation):
+        for s in range(seeds):
+            rows.append({"method": "pfld", "requested_epsilon": 1.0 if column != "requested_epsilon" else value,
+                         column: value, "seed": s, "violation": v + 0.001 * s,
+                         "accuracy": 0.7 if accuracy is None else accuracy, "diverged_at_step": math.nan})
+    return pd.DataFrame(rows)
+
+
+def test_figure_claims_follow_the_numbers_they_test():
+    eps = (0.1, 0.5, 1.0, 2.0, 5.0)
+    falls = P.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
+                                                 violation=(0.3, 0.2, 0.1, 0.05, 0.01))}).set_index("claim")
+    rises = P.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
+                                                 violation=(0.01, 0.05, 0.1, 0.2, 0.3))}).set_index("claim")
+    assert falls.loc["violation_falls", "holds"] and not rises.loc["violation_falls", "holds"]
+    rates = (0.6, 0.4, 0.2, 0.0)
+    fewer = P.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.3, 0.2, 0.1, 0.0))})
+    more = P.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.0, 0.1, 0.2, 0.3))})
+    assert fewer["holds"].item() and not more["holds"].item()
+    verdicts = P.figure_verdicts(rises.reset_index(), falls.reset_index())
+    assert verdicts.set_index("claim").loc["violation_falls", "verdict"] == T.TUNED
+
+
+def test_cli_tune_json_carries_the_protocol_and_a_verdict_per_cell(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path))
+    assert main(["pfld-table", "--data", "compas", "--methods", "clf,pfld", "--constraints", "dp", "--profile",
+                 "quick", "--tune", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    protocol = document["protocol"]
+    assert protocol["selection_privacy"] == T.SELECTION_PRIVACY and "0.02" in protocol["tolerance"]
+    assert protocol["budgets"]["pfld"]["configurations"] == 2  # quick: the first two of 16
+    assert {row["method"] for row in document["summary"]} == {"clf", "pfld"}
+    assert all(row["verdict"] in T.VERDICTS for row in document["summary"])
+    assert sum(document["verdict_counts"].values()) == 2
+    assert len(document["tuned_rows"]) == 2 * 2 and set(document["tuned_rows"][0]) == set(P.TUNED_ROW_KEYS)
+    assert main(["pfld-table", "--data", "compas", "--methods", "clf,fld", "--tune"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--tune tunes" in err and "fld" in err

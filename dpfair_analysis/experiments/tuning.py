@@ -1,0 +1,708 @@
+"""The reproduction protocol: a stated tuning budget, selection on held-out training rows, three-valued verdicts.
+
+A reproduction that fails at one guess of the settings a paper does not print says little about the paper.
+Before a printed number is called "not reproduced", every method of the table gets the same fair chance:
+
+1. **Budget.** For every hyperparameter the paper does not print, a :class:`TuningGrid` states the values
+   tried; every method of a table gets the same number of configurations (baselines included), the printed
+   (or, where nothing is printed, the toolkit's default) configuration first.
+2. **Selection on a validation split carved from the training data, never the test fold.** Every configuration
+   trains on the training rows minus the validation rows (:func:`validation_split` for the DP-SGD comparisons;
+   :func:`~dpfair_analysis.experiments.pfld.tuned_table2` carves one from each cross-validation training fold)
+   and is scored on the validation rows; the best score is chosen (:func:`select`; ties go to the earlier
+   configuration, so to the printed one). The test rows are evaluated for every run but read only for the
+   chosen configuration.
+3. **Accounting for the tuning.** Selection here is **not private**: the validation rows are private training
+   rows and their accuracy is released without noise, and the number of configurations is fixed. Each result
+   states the chosen configuration's epsilon -- a guarantee for that one training run -- and
+   :data:`SELECTION_PRIVACY` says so in every JSON and CSV. (A private selection in the sense of Papernot &
+   Steinke, ICLR 2022, needs a random number of runs and a noised score; it is not what ran.)
+4. **Three-valued verdicts** (:data:`VERDICTS`): ``reproduces at the printed settings`` if the printed
+   configuration's result is within the tolerance of the printed number; else ``reproduces after tuning``
+   (with the budget and the chosen values) if the chosen configuration's is; else ``does not reproduce within
+   the budget``. :class:`Tolerance` states what "within" means: a cell the paper claims as an achievement
+   (an accuracy, a cost of privacy) must be at most ``margin`` below the printed value, a fairness violation at
+   most ``margin`` above it (being better than printed is not a failure to reproduce; the signed difference is
+   reported beside every verdict). The margin is the larger of the paper's printed sd and a stated floor.
+
+Full-MNIST runs are 25 minutes each: :func:`tuning_plan` lists them in the order that answers the questions
+first, and ``notebooks/record_runs.py --study mnist-tuning`` computes and records them one at a time
+(:class:`~dpfair_analysis.experiments.cache.RunRecords`, ``paper_figs/fairdp/mnist_tuning_runs.json``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from dpfair_analysis.validation import check_choice, check_fraction, check_nonnegative
+
+#: the three verdicts, in order of preference
+PRINTED, TUNED, NOT_REPRODUCED = ("reproduces at the printed settings", "reproduces after tuning",
+                                  "does not reproduce within the budget")
+VERDICTS = (PRINTED, TUNED, NOT_REPRODUCED)
+
+#: how the tuning is accounted, in every result that carries a tuned number
+SELECTION_PRIVACY = ("selection not private: the configuration was chosen on the validation rows' accuracy, "
+                     "released without noise, over a fixed grid; the epsilon stated is that of the chosen "
+                     "configuration's training run alone")
+
+#: share of the training rows held out for selection (stratified by group)
+VALIDATION_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class TuningGrid:
+    """The tuning budget: the values tried of each hyperparameter a paper does not print.
+
+    Parameters
+    ----------
+    values : mapping of str to sequence
+        Hyperparameter name -> the values tried. The configurations are their product.
+    printed : mapping of str to object
+        The printed (or, where the paper prints nothing, the toolkit's default) value of each hyperparameter;
+        must be one of its values. The printed configuration is the first of :meth:`configurations`.
+    note : str
+        Why these values (shown beside the budget).
+    design : {"full", "half"}
+        ``"full"``: every combination. ``"half"`` (every hyperparameter with two values): the half fraction of
+        the two-level factorial that contains the printed configuration -- every configuration that differs
+        from the printed one in an even number of hyperparameters (the defining relation I = ABC...: with five
+        hyperparameters 16 of 32 configurations, resolution V, so every pair of hyperparameters is seen at all
+        four combinations of its values).
+    """
+
+    values: Mapping[str, Sequence[Any]]
+    printed: Mapping[str, Any]
+    note: str = ""
+    design: str = "full"
+    #: keep only the first ``first`` configurations (:meth:`head`; None: all)
+    first: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError("values must name at least one hyperparameter")
+        for name, options in self.values.items():
+            if len(options) == 0 or len(set(map(repr, options))) != len(options):
+                raise ValueError(f"values[{name!r}] must be distinct values, at least one, got {list(options)!r}")
+        if set(self.printed) != set(self.values):
+            raise ValueError(f"printed must give a value for exactly {sorted(self.values)}, got {sorted(self.printed)}")
+        for name, value in self.printed.items():
+            if value not in self.values[name]:
+                raise ValueError(f"printed[{name!r}]={value!r} is not one of values[{name!r}]="
+                                 f"{list(self.values[name])!r}")
+        check_choice(self.design, "design", ("full", "half"))
+        if self.first is not None and (isinstance(self.first, bool) or not isinstance(self.first, int)
+                                       or self.first < 1):
+            raise ValueError(f"first must be a positive integer or None, got {self.first!r}")
+        if self.design == "half" and any(len(v) != 2 for v in self.values.values()):
+            raise ValueError("design='half' needs exactly two values of every hyperparameter, got "
+                             f"{ {k: len(v) for k, v in self.values.items()} }")
+        object.__setattr__(self, "values", {k: tuple(v) for k, v in self.values.items()})
+        object.__setattr__(self, "printed", dict(self.printed))
+
+    def configurations(self) -> list[dict[str, Any]]:
+        """Every configuration of the grid (of its half fraction for ``design="half"``), the printed one first,
+        then in the order of the product of the values."""
+        names = list(self.values)
+        product = [dict(zip(names, combo)) for combo in itertools.product(*self.values.values())]
+        if self.design == "half":
+            product = [c for c in product if sum(c[k] != self.printed[k] for k in names) % 2 == 0]
+        return ([dict(self.printed)] + [c for c in product if c != self.printed])[:self.first]
+
+    def __len__(self) -> int:
+        full = math.prod(len(v) for v in self.values.values())
+        full = full // 2 if self.design == "half" else full
+        return full if self.first is None else min(self.first, full)
+
+    def budget(self) -> str:
+        """The budget in words, e.g. ``"6 configurations: lr in {0.01, 0.05, 0.1} x sampling in {poisson,
+        shuffle}; printed lr = 0.01, sampling = poisson"``."""
+        grid = " x ".join(f"{k} in {{{', '.join(_show(v) for v in vs)}}}" for k, vs in self.values.items())
+        if self.design == "half":
+            grid = f"the half of {grid} that changes an even number of printed values"
+        if self.first is not None:
+            grid = f"the first {len(self)} of {grid}"
+        printed = ", ".join(f"{k} = {_show(v)}" for k, v in self.printed.items())
+        return f"{len(self)} configurations: {grid}; printed {printed}" + (f" ({self.note})" if self.note else "")
+
+    def head(self, count: int) -> "TuningGrid":
+        """The budget cut to its first ``count`` configurations (the printed one first): the quick profiles'
+        smoke runs."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"count must be a positive integer, got {count!r}")
+        return replace(self, first=count)
+
+    def as_dict(self) -> dict:
+        """JSON-ready: values, printed, the design, the count and the budget in words."""
+        return {"values": {k: list(v) for k, v in self.values.items()}, "printed": dict(self.printed),
+                "design": self.design, "configurations": len(self), "budget": self.budget()}
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def describe_configuration(configuration: Mapping[str, Any]) -> str:
+    """``{"lr": 0.05, "sampling": "shuffle"}`` -> ``"lr 0.05, sampling shuffle"``."""
+    return ", ".join(f"{k} {_show(v)}" for k, v in configuration.items())
+
+
+# ----------------------------------------------------------------------------- selection
+def select(scores: pd.DataFrame, *, score: str = "score", by: Sequence[str] = ("method",),
+           order: str = "configuration_index") -> pd.DataFrame:
+    """The chosen configuration of each ``by`` cell: the row with the highest ``score``, ties to the lowest
+    ``order`` (the printed configuration is index 0). A NaN score (a run that diverged) is never chosen unless
+    every run of the cell is NaN.
+
+    Parameters
+    ----------
+    scores : pandas.DataFrame
+        One row per run, with the columns ``score``, ``order`` and ``by``. The score must be a validation
+        quantity: nothing here can tell, the callers pass validation scores only.
+    score, order : str
+        The columns to maximise and to break ties by (lowest first).
+    by : sequence of str
+        The cells a configuration is chosen in (e.g. method; constraint, method and fold).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell, ``scores``' columns.
+    """
+    missing = [c for c in (score, order, *by) if c not in scores.columns]
+    if missing:
+        raise ValueError(f"scores has no column(s) {missing}")
+    ranked = scores.assign(_nan=scores[score].isna()).sort_values(
+        [*by, "_nan", score, order], ascending=[True] * len(by) + [True, False, True], kind="stable")
+    return ranked.groupby(list(by), sort=False).head(1).drop(columns="_nan").reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- verdicts
+@dataclass(frozen=True)
+class Tolerance:
+    """What "reproduces" means for one printed cell.
+
+    A cell the paper presents as an achievement of the method (``direction="at_least"``: an accuracy, a
+    cost of privacy) reproduces if the measured value is at least the printed one minus the margin; a cell
+    that should be small (``"at_most"``: a fairness violation) if it is at most the printed one plus the
+    margin. The margin is ``max(sd_factor x printed sd, floor)`` (no printed sd: the floor).
+    """
+
+    floor: float
+    sd_factor: float = 1.0
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        check_nonnegative(self.floor, "floor")
+        check_nonnegative(self.sd_factor, "sd_factor")
+
+    def margin(self, printed_sd: float | None = None) -> float:
+        sd = 0.0 if printed_sd is None or not math.isfinite(printed_sd) else printed_sd
+        return max(self.sd_factor * sd, self.floor)
+
+    def describe(self) -> str:
+        rule = f"max({self.sd_factor:g} x the printed sd, {self.floor:g})" if self.sd_factor else f"{self.floor:g}"
+        return f"margin {rule}" + (f": {self.reason}" if self.reason else "")
+
+
+DIRECTIONS = ("at_least", "at_most")
+
+
+def within(measured: float, printed: float, *, margin: float, direction: str = "at_least") -> bool:
+    """Whether ``measured`` reproduces ``printed`` within ``margin`` in ``direction`` (:class:`Tolerance`).
+    A NaN measurement (a diverged run) never does."""
+    check_choice(direction, "direction", DIRECTIONS)
+    check_nonnegative(margin, "margin")
+    if not (math.isfinite(measured) and math.isfinite(printed)):
+        return False
+    gap = measured - printed
+    return bool(gap >= -margin - 1e-12) if direction == "at_least" else bool(gap <= margin + 1e-12)
+
+
+def three_valued(printed_ok: bool | None, tuned_ok: bool) -> str:
+    """The verdict (:data:`VERDICTS`) from whether the printed configuration's result reproduces
+    (``None``: the printed configuration was not run, e.g. the paper prints nothing to run) and whether the
+    chosen configuration's does."""
+    if printed_ok:
+        return PRINTED
+    return TUNED if tuned_ok else NOT_REPRODUCED
+
+
+def cell_verdicts(cells: pd.DataFrame, *, tolerance: Tolerance) -> pd.DataFrame:
+    """Verdicts of printed cells. ``cells`` has one row per cell with ``printed``, ``printed_sd`` (may be
+    NaN), ``direction`` and the two measurements ``at_printed`` (the printed configuration's, NaN if not
+    run) and ``tuned`` (the chosen configuration's). Adds ``margin``, ``diff_printed`` and ``diff_tuned``
+    (measured minus printed), ``ok_printed``, ``ok_tuned``, ``verdict`` and ``note`` (the tuned measurement is
+    better than printed by more than the margin: it reproduces the number, not necessarily a claim that rests
+    on it being bad, e.g. a disparity)."""
+    out = cells.copy()
+    out["margin"] = [tolerance.margin(sd) for sd in out["printed_sd"]]
+    out["diff_printed"] = out["at_printed"] - out["printed"]
+    out["diff_tuned"] = out["tuned"] - out["printed"]
+    out["ok_printed"] = [within(m, p, margin=g, direction=d) for m, p, g, d in
+                         zip(out["at_printed"], out["printed"], out["margin"], out["direction"])]
+    out["ok_tuned"] = [within(m, p, margin=g, direction=d) for m, p, g, d in
+                       zip(out["tuned"], out["printed"], out["margin"], out["direction"])]
+    out["verdict"] = [three_valued(a, b) for a, b in zip(out["ok_printed"], out["ok_tuned"])]
+    better = [(d > g) if direction == "at_least" else (d < -g)
+              for d, g, direction in zip(out["diff_tuned"], out["margin"], out["direction"])]
+    out["note"] = ["better than printed by more than the margin" if b else "" for b in better]
+    return out
+
+
+def row_verdicts(cells: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """One verdict per ``by`` row of :func:`cell_verdicts`' output: the printed configuration reproduces
+    the row if it reproduces every cell of it, the chosen one likewise. Columns ``by``, ``cells``,
+    ``ok_printed``, ``ok_tuned``, ``verdict``."""
+    grouped = cells.groupby(list(by), sort=False)
+    table = grouped.agg(cells=("verdict", "size"), ok_printed=("ok_printed", "all"), ok_tuned=("ok_tuned", "all"))
+    table["verdict"] = [three_valued(a, b) for a, b in zip(table["ok_printed"], table["ok_tuned"])]
+    return table.reset_index()
+
+
+def verdict_counts(verdicts: pd.Series) -> dict[str, int]:
+    """How many of each of :data:`VERDICTS` (every kind listed, zeros included)."""
+    counts = verdicts.value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
+# ----------------------------------------------------------------------------- DP-SGD comparisons (MNIST)
+#: paper 000 §6.1 prints r = 0.01 and nothing about how batches are drawn; DP-SGD's accountant assumes
+#: Poisson sampling, the papers' code most likely drew shuffled fixed-size batches; 0.05 and 0.1 are the
+#: rates of paper 002's Figure 4 (whose MNIST runs were read on the test set, so they cannot serve as tuning)
+MNIST_GRID = TuningGrid({"lr": (0.01, 0.05, 0.1), "sampling": ("poisson", "shuffle")},
+                        printed={"lr": 0.01, "sampling": "poisson"},
+                        note="r printed by paper 000; sampling not printed, Poisson is what the accountant assumes")
+#: the methods of the MNIST tuning, in the order they are run: DPSGD and DPSGD-F answer the questions of
+#: issue 36 (the learning rate; Poisson against shuffled batches); SGD is every cost's reference; then
+#: paper 002's Opt-Q and FairDP, then paper 000's Naive -- every one on the same budget
+MNIST_TUNING_METHODS = ("dpsgd", "dpsgdf", "sgd", "optq", "fairdp", "naive")
+#: the order the recording driver runs them in (a tuple: those methods interleaved configuration by
+#: configuration): at ~25 CPU-minutes a run, DPSGD and DPSGD-F side by side answer the sampling question at the
+#: printed rate after four runs, then SGD (every cost's reference, the cheapest), Opt-Q beside FairDP, Naive
+MNIST_TUNING_ORDER = (("dpsgd", "dpsgdf"), "sgd", ("optq", "fairdp"), "naive")
+#: MNIST cells of paper 000 Table 1 (accuracy of SGD, cost of the private methods): no sd is printed; our
+#: own seed-to-seed sd of DPSGD's and DPSGD-F's class-8 cost at the printed settings is 0.036 (2 seeds),
+#: of the totals and class 2 at most 0.009
+MNIST_TOLERANCE = {"all": Tolerance(0.03, 0.0, "3 x our largest seed sd of a total or class-2 cost (0.009)"),
+                   "2": Tolerance(0.03, 0.0, "3 x our largest seed sd of a total or class-2 cost (0.009)"),
+                   "8": Tolerance(0.07, 0.0, "2 x our seed sd of DPSGD's and DPSGD-F's class-8 cost (0.036)")}
+
+
+def tuned_config(base, configuration: Mapping[str, Any]):
+    """``base`` (a :class:`~dpfair_analysis.experiments.compare.CompareConfig`) with a configuration of a
+    DP-SGD grid applied: ``lr`` and ``sampling`` set the training loop's step size and batch sampling."""
+    unknown = set(configuration) - {"lr", "sampling"}
+    if unknown:
+        raise ValueError(f"a comparison's configuration sets lr and sampling only, got {sorted(unknown)}")
+    return replace(base, train=replace(base.train, **dict(configuration)))
+
+
+def validation_split(config, *, seed: int, fraction: float = VALIDATION_FRACTION):
+    """(train, validation, test) of a comparison for one seed, the validation rows carved from the training data.
+
+    1. The test rows are the comparison's own (the official test split, or the seeded stratified split of
+       :func:`~dpfair_analysis.data.dataset.comparison_split`): never used for selection.
+    2. ``fraction`` of the remaining rows, stratified by group, is held out as the validation set -- before
+       the training groups are cut, so it has the data's natural group mix, as the test set does. On
+       unbalanced MNIST its ~585 images of class 8 are images the cut to 500 discards anyway.
+    3. The training rows are the rest, each group of ``train_group_fraction`` cut to the **same count** the
+       comparison keeps (round(fraction x the group's size before the validation rows left): class 8 keeps
+       its 500 images), then subsampled by ``train_subsample``.
+
+    Parameters
+    ----------
+    config : CompareConfig
+        The comparison (:class:`~dpfair_analysis.experiments.compare.CompareConfig`): its data set, test split,
+        group cuts and subsample.
+    seed : int
+        The seed of the test split (when random), of the validation rows and of the group cut.
+    fraction : float
+        Share of the non-test rows held out for validation, in (0, 1).
+
+    Returns
+    -------
+    tuple of GroupedDataset
+        (train, validation, test).
+    """
+    from dpfair_analysis.experiments.compare import load_data
+
+    check_fraction(fraction, "fraction", open_high=True)
+    full, official = load_data(config)
+    pool, test = (full, official) if config.test_split == "official" else full.split(config.test_fraction,
+                                                                                      seed=seed)
+    rest, validation = pool.split(fraction, seed=seed)
+    train = rest
+    if config.train_group_fraction:
+        before, after = pool.group_sizes(), rest.group_sizes()
+        keep = {}
+        for g, f in config.train_group_fraction.items():
+            k = pool.group_id(g)
+            keep[g] = min(max(1, round(f * int(before[k]))), int(after[k]))
+        train = rest.resample_groups(keep, seed=seed)
+    if config.train_subsample < 1:
+        train, _ = train.split(1 - config.train_subsample, seed=seed)
+    return train, validation, test
+
+
+def tuning_run(config, method: str, *, seed: int, fraction: float = VALIDATION_FRACTION,
+               progress: bool = False) -> dict:
+    """Train ``method`` of ``config`` on :func:`validation_split`'s training rows exactly as the comparison
+    does (:func:`~dpfair_analysis.experiments.compare.train_method`: same model, policy, equal-privacy cut)
+    and evaluate the final model on the validation and the test rows.
+
+    Parameters
+    ----------
+    config : CompareConfig
+        The comparison at one configuration (:func:`tuned_config`).
+    method : str
+        A method of the training loop (``sgd``, ``dpsgd``, ``naive``, ``dpsgdf``, ``optq``, ``fairdp``, ...).
+    seed : int
+        The run's seed (split, initialisation, batches, noise).
+    fraction : float
+        The validation share (:func:`validation_split`).
+    progress : bool
+        Show the training loop's progress bar.
+
+    Returns
+    -------
+    dict
+        ``{"rows": [...], "history", "steps"}``: one row per (split, group incl. ``all``) with ``n`` and
+        ``accuracy``, each carrying the run's ``epsilon``, ``steps``, ``lr``, ``sampling``,
+        ``sampling_matches_accounting`` (False for shuffled batches: the epsilon is then the Poisson
+        accountant's, not a guarantee of what ran) and the split sizes, and ``constant_prediction``.
+    """
+    import torch
+
+    from dpfair_analysis.experiments.compare import train_method
+    from dpfair_analysis.fairness.metrics import group_accuracy
+    from dpfair_analysis.training.loop import predict_logits
+
+    train_data, validation, test = validation_split(config, seed=seed, fraction=fraction)
+    result = train_method(config, method, train_data, None, seed=seed, progress=progress)
+    info = {"method": method, "seed": seed, "lr": result.learning_rate, "sampling": config.train.sampling,
+            "epsilon": math.nan if result.epsilon is None else float(result.epsilon),
+            "steps": int(result.steps["step"].max()) if len(result.steps) else 0,
+            "sampling_matches_accounting": bool(result.sampling_matches_accounting),
+            "n_train": len(train_data), "n_validation": len(validation), "n_test": len(test)}
+    rows = []
+    for split, data in (("validation", validation), ("test", test)):
+        with torch.no_grad():
+            predicted = predict_logits(result.model, data.X).argmax(dim=1)
+        accuracy = group_accuracy(data.y.numpy(), predicted.numpy(), data.group.numpy(),
+                                  group_names=data.group_names)
+        labels = predicted.unique()
+        constant = data.label_names[int(labels[0])] if len(labels) == 1 else None
+        rows += [{**info, "split": split, "group": str(r.group), "n": int(r.n), "accuracy": float(r.accuracy),
+                  "constant_prediction": constant} for r in accuracy.itertuples()]
+    return {"rows": rows, "history": result.history, "steps": result.steps}
+
+
+def tuning_plan(base, *, methods: Sequence[str | tuple[str, ...]] = MNIST_TUNING_ORDER,
+                grid: TuningGrid = MNIST_GRID, seeds: Sequence[int] = (0,)) -> list[tuple[str, dict[str, Any], int]]:
+    """(method, configuration, seed) of every tuning run, in the order they should run: method by method in
+    ``methods``' order, each through the grid's configurations in its order (the printed one first); an entry
+    of ``methods`` that is a tuple of names runs those methods interleaved, configuration by configuration."""
+    from dpfair_analysis.experiments.compare import parse_method
+
+    waves = [(m,) if isinstance(m, str) else tuple(m) for m in methods]
+    for method in (m for wave in waves for m in wave):
+        parse_method(method, default_clip=base.clip_bound)  # a clear error for an unknown name
+    return [(method, configuration, seed) for wave in waves for configuration in grid.configurations()
+            for method in wave for seed in seeds]
+
+
+def tuning_key(config, method: str, seed: int, fraction: float) -> str:
+    """The run cache's and the records' key of one tuning run (everything that determines it)."""
+    from dpfair_analysis.experiments.cache import config_key
+
+    return config_key("tuning-run", replace(config, methods=(method,), seeds=(seed,)), fraction)
+
+
+def mnist_tuning_base(profile: str = "full"):
+    """The comparison every MNIST tuning run starts from: paper 000's unbalanced full MNIST as paper 002 reuses it
+    (:func:`~dpfair_analysis.experiments.fairdp.preset`; ``"quick"``: the offline 5,000-image smoke setting)."""
+    from dpfair_analysis.experiments import fairdp
+
+    return fairdp.preset("mnist", profile, seeds=1)
+
+
+def tuning_rows(base, method: str, configuration: Mapping[str, Any], seed: int, *,
+                fraction: float = VALIDATION_FRACTION, cache=None, records=None,
+                compute_missing: bool = True, progress: bool = False) -> list[dict] | None:
+    """The rows of one tuning run (:func:`tuning_run` of ``method`` at ``configuration``): from ``records``
+    when there, else from ``cache`` (then recorded), else trained (then cached and recorded) -- or ``None``
+    with ``compute_missing=False``."""
+    from dpfair_analysis.experiments.cache import RunCache
+
+    cache = cache or RunCache(None)
+    config = tuned_config(base, configuration)
+    key = tuning_key(config, method, seed, fraction)
+    rows = records.get(key) if records is not None else None
+    if rows is not None:
+        return rows
+    found, value = cache.lookup(key)
+    if not found:
+        if not compute_missing:
+            return None
+        value = tuning_run(config, method, seed=seed, fraction=fraction, progress=progress)
+        cache.store(key, value)
+    if records is not None:
+        records.put(key, value["rows"], label=f"tuning rows: {config.dataset} {method} seed {seed}, "
+                                               f"{describe_configuration(configuration)}, {config.train.epochs} epochs")
+    return value["rows"]
+
+
+def recorded_tuning_runs(base, *, methods: Sequence[str] = MNIST_TUNING_METHODS, grid: TuningGrid = MNIST_GRID,
+                         seeds: Sequence[int] = (0,), fraction: float = VALIDATION_FRACTION, cache=None,
+                         records=None, compute_missing: bool = True, progress: bool = False) -> pd.DataFrame:
+    """The rows of every run of :func:`tuning_plan` (:func:`tuning_rows`), each with its configuration's index
+    in the grid (``configuration_index``, 0 = printed), its label and values (``cfg_<name>``). With
+    ``compute_missing=False`` a run neither recorded nor cached is left out (a notebook drawing what is done
+    so far)."""
+    from tqdm.auto import tqdm
+
+    indices = {describe_configuration(c): i for i, c in enumerate(grid.configurations())}
+    frames = []
+    plan = tuning_plan(base, methods=methods, grid=grid, seeds=seeds)
+    for method, configuration, seed in tqdm(plan, desc="tuning runs", disable=not progress, leave=False):
+        rows = tuning_rows(base, method, configuration, seed, fraction=fraction, cache=cache, records=records,
+                           compute_missing=compute_missing, progress=progress)
+        if rows is None:
+            continue
+        label = describe_configuration(configuration)
+        frames.append(pd.DataFrame(rows).assign(configuration=label, configuration_index=indices[label],
+                                                **{f"cfg_{k}": v for k, v in configuration.items()}))
+    if not frames:  # nothing recorded yet: the columns a run's rows have, no rows
+        return pd.DataFrame(columns=["method", "seed", "split", "group", "n", "accuracy", "epsilon", "steps",
+                                     "sampling_matches_accounting", "configuration", "configuration_index",
+                                     *(f"cfg_{k}" for k in grid.values)])
+    return pd.concat(frames, ignore_index=True)
+
+
+def budget_status(rows: pd.DataFrame, grid: TuningGrid, methods: Sequence[str]) -> pd.DataFrame:
+    """How much of each method's budget ``rows`` (:func:`recorded_tuning_runs`) hold: one row per method with
+    the configurations run and whether the budget is complete. A choice over an incomplete budget is not the
+    protocol's: verdicts are drawn for complete methods only."""
+    done = rows.groupby("method")["configuration_index"].nunique() if len(rows) else pd.Series(dtype=int)
+    return pd.DataFrame([{"method": m, "configurations_run": int(done.get(m, 0)), "budget": len(grid),
+                          "complete": int(done.get(m, 0)) == len(grid)} for m in methods])
+
+
+# ----------------------------------------------------------------------------- MNIST: selection, verdicts, claims
+#: the MNIST groups the papers' tables show (paper 000 Table 1: the total, class 2 and class 8)
+MNIST_GROUPS = ("all", "2", "8")
+#: paper 000 §6.1.4: costs are "equal" when every two groups' costs differ by at most tau
+EQUAL_COST_TAU = 0.05
+
+
+def _wide(rows: pd.DataFrame, split: str, groups: Sequence[str]) -> pd.DataFrame:
+    """One row per (method, configuration) of :func:`recorded_tuning_runs` rows: the accuracy of ``groups`` on
+    ``split`` (mean over seeds) and the run's epsilon and sampling."""
+    part = rows[(rows["split"] == split) & rows["group"].isin(groups)]
+    wide = part.pivot_table(index=["method", "configuration_index", "configuration"], columns="group",
+                            values="accuracy", aggfunc="mean")[list(groups)]
+    info = part.groupby(["method", "configuration_index", "configuration"])[
+        ["epsilon", "sampling_matches_accounting"]].first()
+    return wide.join(info).reset_index()
+
+
+def mnist_selection(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+    """Per method, the printed configuration (index 0) and the one chosen by the overall **validation**
+    accuracy (:func:`select`), each with its validation and test accuracy of ``groups``, epsilon and whether its
+    sampling is what the accountant assumes. Columns ``method, which (printed|tuned), configuration, ...``."""
+    validation = _wide(rows, "validation", groups).rename(columns={g: f"val_{g}" for g in groups})
+    test = _wide(rows, "test", groups).drop(columns=["epsilon", "sampling_matches_accounting"])
+    both = validation.merge(test, on=["method", "configuration_index", "configuration"])
+    chosen = select(both.assign(score=both["val_all"]), by=("method",)).drop(columns="score")
+    printed = both[both["configuration_index"] == 0]
+    order = list(dict.fromkeys(rows["method"]))
+    out = pd.concat([printed.assign(which="printed"), chosen.assign(which="tuned")], ignore_index=True)
+    out["method"] = pd.Categorical(out["method"], order, ordered=True)
+    out = out.sort_values(["method", "which"], kind="stable").reset_index(drop=True)
+    out["method"] = out["method"].astype(str)
+    return out[["method", "which", "configuration", "configuration_index", *(f"val_{g}" for g in groups),
+                *groups, "epsilon", "sampling_matches_accounting"]]
+
+
+def mnist_costs(selection: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+    """Paper 000's cost of privacy, Delta^k = acc_k(method) - acc_k(SGD), on the test rows: the printed
+    configuration of each method against SGD's printed one, the tuned against SGD's tuned (every method on the
+    same budget, SGD included). SGD's row keeps its accuracy. Adds ``max_gap`` = max |Delta^i - Delta^j| over
+    ``groups`` other than ``all``."""
+    out = []
+    for which, part in selection.groupby("which", sort=False):
+        reference = part[part["method"] == "sgd"]
+        for row in part.to_dict("records"):
+            line = dict(row)
+            if row["method"] != "sgd" and len(reference):
+                for g in groups:
+                    line[g] = row[g] - float(reference[g].iloc[0])
+                costs = [line[g] for g in groups if g != "all"]
+                line["max_gap"] = max(costs) - min(costs)
+            line["quantity"] = "accuracy" if row["method"] == "sgd" else "cost vs SGD"
+            out.append(line)
+    return pd.DataFrame(out)
+
+
+def mnist_table1_verdicts(costs: pd.DataFrame, printed_table: pd.DataFrame, *,
+                          tolerances: Mapping[str, Tolerance] = MNIST_TOLERANCE) -> pd.DataFrame:
+    """Paper 000 Table 1's MNIST cells (``printed_table``: rows ``method, all, 2, 8`` with SGD's accuracy and
+    the private methods' costs) against :func:`mnist_costs`: one row per (method, group) with the printed value,
+    the printed and the tuned configuration's measurement, each cell's margin (``tolerances`` by group) and the
+    three-valued verdict (:func:`cell_verdicts`; direction "at_least": a cost no worse than printed by more
+    than the margin)."""
+    cells = []
+    wide = costs.set_index(["which", "method"])
+    paper = printed_table.set_index("method")
+    for method in paper.index:
+        if ("printed", method) not in wide.index:
+            continue
+        for g in MNIST_GROUPS:
+            cells.append({"method": method, "group": g, "printed": float(paper.loc[method, g]),
+                          "printed_sd": math.nan, "direction": "at_least",
+                          "at_printed": float(wide.loc[("printed", method), g]),
+                          "tuned": float(wide.loc[("tuned", method), g])})
+    frames = []
+    for g, part in pd.DataFrame(cells).groupby("group", sort=False):
+        judged = cell_verdicts(part, tolerance=tolerances[g])
+        judged["tolerance"] = tolerances[g].describe()
+        frames.append(judged)
+    out = pd.concat(frames).sort_index(kind="stable").reset_index(drop=True)
+    order = {m: i for i, m in enumerate(printed_table["method"])}
+    return out.sort_values(["method", "group"], key=lambda c: c.map(order) if c.name == "method"
+                           else c.map({g: i for i, g in enumerate(MNIST_GROUPS)})).reset_index(drop=True)
+
+
+def sampling_effect(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+    """The batch-sampling hypothesis (shuffled fixed-size batches, the papers' likely practice, against the
+    Poisson sampling the accountant assumes): per (method, lr) the test and validation accuracy of ``groups``
+    under each sampling and the difference shuffle - poisson."""
+    out = []
+    for split in ("test", "validation"):
+        part = rows[(rows["split"] == split) & rows["group"].isin(groups)]
+        wide = part.pivot_table(index=["method", "cfg_lr"], columns=["cfg_sampling", "group"], values="accuracy",
+                                aggfunc="mean")
+        if "poisson" not in wide.columns.get_level_values(0) or "shuffle" not in wide.columns.get_level_values(0):
+            continue
+        for (method, lr), line in wide.iterrows():
+            record = {"method": method, "lr": lr, "split": split}
+            for g in groups:
+                p, s = line.get(("poisson", g), math.nan), line.get(("shuffle", g), math.nan)
+                record |= {f"poisson_{g}": p, f"shuffle_{g}": s, f"diff_{g}": s - p}
+            out.append(record)
+    order = list(dict.fromkeys(rows["method"]))
+    frame = pd.DataFrame(out)
+    if frame.empty:
+        return frame
+    frame["method"] = pd.Categorical(frame["method"], order, ordered=True)
+    return frame.sort_values(["split", "method", "lr"], ascending=[False, True, True]).reset_index(drop=True) \
+        .assign(method=lambda f: f["method"].astype(str))
+
+
+def mnist_claims(rows: pd.DataFrame, *, focus: tuple[str, str] = ("2", "8"), tau: float = EQUAL_COST_TAU,
+                 tolerance: float = 0.0) -> pd.DataFrame:
+    """The papers' qualitative claims at the printed and at the tuned configurations, with the three-valued
+    verdict, on the groups ``focus`` = (reference, minority): MNIST's classes 2 and 8 (paper 000's), or e.g.
+    Adult's Male and Female. From paper 000: ``dpsgd_disparate`` (DPSGD's costs on the two groups differ by
+    more than tau: on MNIST class 8 loses more, on Adult the men), ``naive_equal`` and ``dpsgdf_equal`` (|Delta^ref - Delta^min| <= tau),
+    ``dpsgdf_least_loss``
+    (DPSGD-F's total cost is the least of DPSGD, Naive and DPSGD-F, within ``tolerance``); from paper 002
+    (:func:`~dpfair_analysis.experiments.fairdp.claim_verdicts`, on one seed): ``least_loss``,
+    ``sgd_like_inequality`` and ``fairest_private`` for FairDP among DPSGD, Opt-Q, DPSGD-F and FairDP. Methods
+    not run are skipped."""
+    from types import SimpleNamespace
+
+    from dpfair_analysis.experiments.fairdp import claim_verdicts
+    from dpfair_analysis.fairness.inequality import INDICES, inequality_indices
+
+    groups = [g for g in dict.fromkeys(rows["group"]) if g != "all"]
+    ref, low = focus
+    if ref not in groups or low not in groups:
+        raise ValueError(f"focus must name two groups of the rows ({groups}), got {focus!r}")
+    selection = mnist_selection(rows, groups=("all", *groups))
+    costs = mnist_costs(selection, groups=("all", *groups))
+    found = {}
+    for which, part in costs.groupby("which", sort=False):
+        by = part.set_index("method")
+        accuracy = selection[selection["which"] == which].set_index("method")
+        claims = {}
+        if "dpsgd" in by.index:
+            claims["dpsgd_disparate"] = (abs(by.loc["dpsgd", ref] - by.loc["dpsgd", low]) > tau,
+                                         f"DPSGD cost {ref} {by.loc['dpsgd', ref]:+.3f}, {low} "
+                                         f"{by.loc['dpsgd', low]:+.3f}")
+        for method in ("naive", "dpsgdf"):
+            if method in by.index:
+                gap = abs(by.loc[method, ref] - by.loc[method, low])
+                claims[f"{method}_equal"] = (gap <= tau, f"|Delta^{ref} - Delta^{low}| = {gap:.3f} (tau {tau:g})")
+        trio = [m for m in ("dpsgd", "naive", "dpsgdf") if m in by.index]
+        if "dpsgdf" in trio and len(trio) > 1:
+            best = by.loc[trio, "all"].max()
+            claims["dpsgdf_least_loss"] = (by.loc["dpsgdf", "all"] >= best - tolerance,
+                                           ", ".join(f"{m} {by.loc[m, 'all']:+.3f}" for m in trio))
+        compared = [m for m in ("sgd", "dpsgd", "optq", "dpsgdf", "fairdp") if m in by.index]
+        if {"sgd", "fairdp"} <= set(compared) and len(compared) > 2:
+            table = pd.DataFrame([{"method": m, "group": "all", "cost": by.loc[m, "all"], "cost_sd": math.nan}
+                                  for m in compared])
+            inequality = pd.DataFrame([{"method": m, **inequality_indices(accuracy.loc[m, groups].to_numpy(float))}
+                                       for m in compared])[["method", *INDICES]]
+            verdicts = claim_verdicts({"mnist": SimpleNamespace(table=table, inequality=inequality)},
+                                      tolerance=tolerance)
+            for v in verdicts.itertuples():
+                claims[f"002.{v.claim}"] = (bool(v.holds), f"margin {v.margin:+.3f}; {v.detail}")
+        found[which] = claims
+    rows_out = []
+    for claim, (printed_ok, printed_detail) in found.get("printed", {}).items():
+        tuned_ok, tuned_detail = found.get("tuned", {}).get(claim, (False, "not run"))
+        rows_out.append({"claim": claim, "holds_printed": bool(printed_ok), "detail_printed": printed_detail,
+                         "holds_tuned": bool(tuned_ok), "detail_tuned": tuned_detail,
+                         "verdict": three_valued(bool(printed_ok), bool(tuned_ok))})
+    return pd.DataFrame(rows_out)
+
+
+def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS, split: str = "test",
+                     chosen: Sequence[str] | None = None):
+    """The MNIST tuning runs: accuracy of each of ``groups`` (columns) against the learning rate, one row of
+    panels per method, solid Poisson and dashed shuffled batches; the chosen configuration (by the overall
+    validation accuracy) circled for the methods in ``chosen`` (default all; a method whose budget is not
+    complete has no choice yet). ``split`` is the accuracy drawn (the choice is always the validation one's)."""
+    import matplotlib.pyplot as plt
+
+    methods = list(dict.fromkeys(rows["method"]))
+    circled = [m for m in methods if chosen is None or m in chosen]
+    picks = rows[rows["method"].isin(circled)]
+    chosen = (mnist_selection(picks, groups=groups).query("which == 'tuned'").set_index("method") if len(picks)
+              else pd.DataFrame())
+    fig, axes = plt.subplots(len(methods), len(groups), figsize=(3.2 * len(groups), 2.3 * len(methods)),
+                             sharex=True, sharey=True, squeeze=False)
+    part = rows[rows["split"] == split]
+    for r, method in enumerate(methods):
+        for c, group in enumerate(groups):
+            ax = axes[r, c]
+            for sampling, style in (("poisson", "-"), ("shuffle", "--")):
+                line = part[(part["method"] == method) & (part["group"] == group) & (part["cfg_sampling"] == sampling)]
+                line = line.groupby("cfg_lr")["accuracy"].mean()
+                ax.plot(line.index, line.to_numpy(), style, marker="o", label=sampling)
+            if method in chosen.index:
+                pick = part[(part["method"] == method) & (part["group"] == group)
+                            & (part["configuration_index"] == chosen.loc[method, "configuration_index"])]
+                ax.scatter(pick["cfg_lr"], pick["accuracy"], s=160, facecolors="none", edgecolors="crimson",
+                           label="chosen on validation", zorder=3)
+            ax.set_xscale("log")
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_title(f"{method}: {'total' if group == 'all' else 'class ' + group}", fontsize=9)
+            if r == len(methods) - 1:
+                ax.set_xlabel("learning rate")
+            if c == 0:
+                ax.set_ylabel(f"{split} accuracy")
+    legend = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(legend.values(), legend.keys(), loc="upper right", fontsize=8, ncol=3)
+    fig.suptitle(f"MNIST tuning runs ({split} accuracy; the choice is made on the validation rows)", fontsize=10,
+                 x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    return fig

@@ -26,6 +26,7 @@ from IPython.display import display
 from dpfair_analysis import data as datasets
 from dpfair_analysis import plotting
 from dpfair_analysis.experiments import pfld as paper
+from dpfair_analysis.experiments import pfld_tuned
 from dpfair_analysis.experiments import tuning
 from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
 from dpfair_analysis.experiments.notebook import notebook_environment
@@ -122,16 +123,16 @@ if HAVE_BANK and not QUICK:
                      ('bank', 'age5', ('clf', 'a', 'm', 'pfld'))]
 tuned_tables, tuned_summaries = {}, []
 for dataset, group_by, methods in TUNED_TABLES:
-    tuned = paper.tuned_table2(dataset, group_by=group_by, constraints=CONSTRAINTS, methods=methods, profile=PROFILE,
+    tuned = pfld_tuned.tuned_table2(dataset, group_by=group_by, constraints=CONSTRAINTS, methods=methods, profile=PROFILE,
                                cache=CACHE)
-    summary = paper.tuned_side_by_side(tuned)
+    summary = pfld_tuned.tuned_side_by_side(tuned)
     tuned_tables[tuned.dataset] = tuned
     tuned_summaries.append(summary)
     save_table(summary, FIGS / f'tuned_table2_{tuned.dataset}.csv')
     save_table(tuned.runs, FIGS / f'tuned_table2_runs_{tuned.dataset}.csv')
     save_table(tuned.chosen, FIGS / f'tuned_table2_chosen_{tuned.dataset}.csv')
     print(f'{tuned.dataset}:')
-    print(paper.format_tuned_table(summary))
+    print(pfld_tuned.format_tuned_table(summary))
 tuned_summary = pd.concat(tuned_summaries, ignore_index=True)
 save_table(tuned_summary, FIGS / 'table2_verdicts.csv')
 print(tuning.verdict_counts(tuned_summary['verdict']))
@@ -239,10 +240,10 @@ paper.sweep_summary(fig5, ['missing_rate', 'requested_epsilon'])
 # The sweeps above start from the printed configuration. Here every seed's sweep starts from the configuration chosen on **its own** validation rows (20% of the seed's training split, the same 16-configuration budget as Table 2, at ε = 1; PF-LD and, for Figure 1, M), the swept parameter overriding it: Figures 1, 2, 3 and 5 from the choice under demographic parity, Figure 4 under accuracy parity. Each statement of §8.2-8.5 is tested on both (`experiments.pfld.figure_claims`: the test of each is in its docstring) and gets a three-valued verdict.
 
 # %%
-GRIDS = paper.table2_grids(PROFILE)
-sweep_choice = {kind: paper.sweep_tuning(SWEEP_DATA, kind=kind, methods=('pfld', 'm') if kind == 'dp' else ('pfld',),
+GRIDS = pfld_tuned.table2_grids(PROFILE)
+sweep_choice = {kind: pfld_tuned.sweep_tuning(SWEEP_DATA, kind=kind, methods=('pfld', 'm') if kind == 'dp' else ('pfld',),
                                          profile=PROFILE, cache=CACHE) for kind in ('dp', 'ap')}
-bases = {kind: paper.tuned_bases(choice, GRIDS) for kind, choice in sweep_choice.items()}
+bases = {kind: pfld_tuned.tuned_bases(choice, GRIDS) for kind, choice in sweep_choice.items()}
 save_table(pd.concat(sweep_choice.values(), ignore_index=True), FIGS / 'figures_tuning_runs.csv')
 pd.DataFrame([{'constraint': kind, 'method': method, 'seed': seed, 'chosen': tuning.describe_configuration(config)}
               for kind, chosen in bases.items() for (method, seed), config in chosen.items()])
@@ -260,8 +261,8 @@ for name, hue, palette in (('fig1', 'method', None), ('fig2', 'clip_primal', 'vi
     fig = plotting.plot_sweep(tuned_sweeps[name], hue=hue, palette=palette, log_x=name == 'fig1',
                               title=f'{name} on {SWEEP_DATA}, from the tuned configurations')
     save_figure(fig, FIGS / f'{name}_tuned.png', data=tuned_sweeps[name])
-figure_verdicts = paper.figure_verdicts(paper.figure_claims({'fig1': fig1, 'fig2': fig2, 'fig4': fig4, 'fig5': fig5}),
-                                        paper.figure_claims(tuned_sweeps))
+figure_verdicts = pfld_tuned.figure_verdicts(pfld_tuned.figure_claims({'fig1': fig1, 'fig2': fig2, 'fig4': fig4, 'fig5': fig5}),
+                                        pfld_tuned.figure_claims(tuned_sweeps))
 save_table(figure_verdicts, FIGS / 'figure_claims.csv')
 figure_verdicts[['figure', 'claim', 'holds_printed', 'holds_tuned', 'verdict', 'detail_printed', 'detail_tuned']]
 

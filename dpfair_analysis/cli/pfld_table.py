@@ -4,7 +4,7 @@ Human output: per constraint and method, the measured mean (sd) of test accuracy
 fairness violation beside the paper's Table 2 numbers. ``--json``: one JSON list of rows
 {method, constraint, fold, accuracy, violation, epsilon}.
 
-``--tune``: the reproduction protocol (:func:`dpfair_analysis.experiments.pfld.tuned_table2`): every method
+``--tune``: the reproduction protocol (:func:`dpfair_analysis.experiments.pfld_tuned.tuned_table2`): every method
 tuned on validation rows carved from each training fold with the same budget (16 configurations each),
 the chosen configuration refitted and tested on the test fold, printed beside the paper and beside the
 printed configuration, with each cell's three-valued verdict; ``--json`` then adds ``protocol`` (budgets,
@@ -77,12 +77,12 @@ def _run(args: argparse.Namespace) -> None:
     backend = backend_from_args(args)
     cache = run_cache_from_args(args)
 
-    from dpfair_analysis.experiments import pfld
+    from dpfair_analysis.experiments import pfld, pfld_tuned
 
     if args.tune:
-        untunable = [m for m in args.methods if m not in pfld.TABLE2_GRIDS]
+        untunable = [m for m in args.methods if m not in pfld_tuned.TABLE2_GRIDS]
         if untunable:
-            raise UsageError(f"--tune tunes {','.join(pfld.TABLE2_GRIDS)} only, got --methods with "
+            raise UsageError(f"--tune tunes {','.join(pfld_tuned.TABLE2_GRIDS)} only, got --methods with "
                              f"{','.join(untunable)}")
         return _run_tuned(args, cache, backend)
     rows = _table(pfld.table2, args, cache, backend)
@@ -118,12 +118,12 @@ def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
     """``--tune``: the tuned Table 2 with verdicts (human table or JSON)."""
     import math
 
-    from dpfair_analysis.experiments import pfld
+    from dpfair_analysis.experiments import pfld, pfld_tuned
     from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, verdict_counts
 
-    tuned = _table(pfld.tuned_table2, args, cache, backend)
-    summary = pfld.tuned_side_by_side(tuned)
-    protocol = pfld.tuning_protocol(tuned)
+    tuned = _table(pfld_tuned.tuned_table2, args, cache, backend)
+    summary = pfld_tuned.tuned_side_by_side(tuned)
+    protocol = pfld_tuned.tuning_protocol(tuned)
     if args.json:
         def clean(record: dict) -> dict:
             return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
@@ -135,12 +135,12 @@ def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
                     "delta": pfld.PFLD_DELTA, "protocol": protocol,
                     "verdict_counts": verdict_counts(summary["verdict"]),
                     "summary": [clean(r) for r in summary.to_dict("records")],
-                    "tuned_rows": [clean({k: r[k] for k in pfld.TUNED_ROW_KEYS if k in r})
+                    "tuned_rows": [clean({k: r[k] for k in pfld_tuned.TUNED_ROW_KEYS if k in r})
                                    for r in tuned.chosen.to_dict("records")]})
         return
     print(f"paper 003 Table 2, {tuned.dataset}, under the reproduction protocol: "
           f"{int(tuned.chosen['fold'].max()) + 1}-fold CV, profile {args.profile}, epsilon {args.epsilon:g}")
-    print(pfld.format_tuned_table(summary))
+    print(pfld_tuned.format_tuned_table(summary))
     print("budgets: " + "; ".join(f"{m}: {g.budget()}" for m, g in tuned.grids.items()))
     print(f"selection: {protocol['selection_score']['fair']} (CLF: {protocol['selection_score']['clf']}), on "
           f"{tuned.validation_fraction:.0%} of each training fold; {SELECTION_PRIVACY}")

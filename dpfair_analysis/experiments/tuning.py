@@ -8,7 +8,7 @@ Before a printed number is called "not reproduced", every method of the table ge
    (or, where nothing is printed, the toolkit's default) configuration first.
 2. **Selection on a validation split carved from the training data, never the test fold.** Every configuration
    trains on the training rows minus the validation rows (:func:`validation_split` for the DP-SGD comparisons;
-   :func:`~dpfair_analysis.experiments.pfld.tuned_table2` carves one from each cross-validation training fold)
+   :func:`~dpfair_analysis.experiments.pfld_tuned.tuned_table2` carves one from each cross-validation training fold)
    and is scored on the validation rows; the best score is chosen (:func:`select`; ties go to the earlier
    configuration, so to the printed one). The test rows are evaluated for every run but read only for the
    chosen configuration.

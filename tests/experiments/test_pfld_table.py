@@ -10,6 +10,7 @@ import pytest
 
 from dpfair_analysis.cli import main
 from dpfair_analysis.experiments import pfld as P
+from dpfair_analysis.experiments import pfld_tuned as PT
 from dpfair_analysis.experiments.cache import RunCache
 
 METHODS = ("clf", "z", "m", "pfld")  # A is covered in test_baselines.py (M runs the same code)
@@ -212,7 +213,7 @@ from collections import Counter  # noqa: E402
 
 from dpfair_analysis.experiments import tuning as T  # noqa: E402
 
-TWO = {"clf": P.CLF_GRID.head(2), "pfld": P.PFLD_GRID.head(2), "m": P.GAMMA_GRID.head(2)}
+TWO = {"clf": PT.CLF_GRID.head(2), "pfld": PT.PFLD_GRID.head(2), "m": PT.GAMMA_GRID.head(2)}
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +229,8 @@ def tuned(tmp_path_factory):
     cache = RunCache(tmp_path_factory.mktemp("tuned"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(P, "run_method", spy)
-        table = P.tuned_table2("compas", constraints=("dp",), methods=("clf", "pfld"), settings=TINY, grids=TWO,
+        patch.setattr(PT, "run_method", spy)
+        table = PT.tuned_table2("compas", constraints=("dp",), methods=("clf", "pfld"), settings=TINY, grids=TWO,
                                cache=cache)
     return table, seen
 
@@ -264,21 +266,21 @@ def test_a_refit_is_the_chosen_configuration_trained_on_the_whole_fold(tuned):
     data = P.load_table_data("compas", subsample=TINY.subsample, seed=TINY.seed)
     train, test = (data.subset(i) for i in P.cv_folds(data, TINY.folds)[0])
     row = table.chosen.query("method == 'pfld' and fold == 0").iloc[0]
-    configuration = P.PFLD_GRID.configurations()[int(row["configuration_index"])]
+    configuration = PT.PFLD_GRID.configurations()[int(row["configuration_index"])]
     settings, overrides = P._configured(configuration, TINY)
     direct = P.run_method("pfld", "dp", train, test, settings=settings, epsilon=1.0, seed=TINY.seed, **overrides)
     assert direct["accuracy"] == row["accuracy"] and direct["violation"] == row["violation"]
 
 
-def _tuned_stub(default, chosen) -> P.TunedTable2:
+def _tuned_stub(default, chosen) -> PT.TunedTable2:
     """A tuned table of one PF-LD cell (COMPAS dp, paper 0.667 (0.015) / 0.098 (0.037)) over two folds."""
     def frame(values):
         return pd.DataFrame([{"dataset": "compas", "constraint": "dp", "method": "pfld", "fold": f,
                               "accuracy": a, "violation": v, "configuration": "c", "validation_score": 0.0,
                               "epsilon": 1.0} for f, (a, v) in enumerate(values)])
 
-    return P.TunedTable2("compas", runs=pd.DataFrame(), chosen=frame(chosen), defaults=frame(default),
-                         grids={"pfld": P.PFLD_GRID}, validation_fraction=0.2)
+    return PT.TunedTable2("compas", runs=pd.DataFrame(), chosen=frame(chosen), defaults=frame(default),
+                         grids={"pfld": PT.PFLD_GRID}, validation_fraction=0.2)
 
 
 @pytest.mark.parametrize("default, chosen, verdict", [
@@ -288,7 +290,7 @@ def _tuned_stub(default, chosen) -> P.TunedTable2:
     ([(0.55, 0.09), (0.57, 0.11)], [(0.62, 0.00), (0.63, 0.00)], T.NOT_REPRODUCED),  # too inaccurate
 ])
 def test_a_cell_reproduces_only_if_accuracy_and_violation_both_do(default, chosen, verdict):
-    summary = P.tuned_side_by_side(_tuned_stub(default, chosen)).iloc[0]
+    summary = PT.tuned_side_by_side(_tuned_stub(default, chosen)).iloc[0]
     assert summary["verdict"] == verdict
     assert summary["accuracy_margin"] == pytest.approx(0.02) and summary["violation_margin"] == pytest.approx(0.037)
     assert summary["epsilon"] == 1.0 and summary["selection_privacy"] == T.SELECTION_PRIVACY
@@ -306,16 +308,16 @@ def _sweep_rows(values, *, column, violation, accuracy=None, seeds=2):
 
 def test_figure_claims_follow_the_numbers_they_test():
     eps = (0.1, 0.5, 1.0, 2.0, 5.0)
-    falls = P.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
+    falls = PT.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
                                                  violation=(0.3, 0.2, 0.1, 0.05, 0.01))}).set_index("claim")
-    rises = P.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
+    rises = PT.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
                                                  violation=(0.01, 0.05, 0.1, 0.2, 0.3))}).set_index("claim")
     assert falls.loc["violation_falls", "holds"] and not rises.loc["violation_falls", "holds"]
     rates = (0.6, 0.4, 0.2, 0.0)
-    fewer = P.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.3, 0.2, 0.1, 0.0))})
-    more = P.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.0, 0.1, 0.2, 0.3))})
+    fewer = PT.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.3, 0.2, 0.1, 0.0))})
+    more = PT.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.0, 0.1, 0.2, 0.3))})
     assert fewer["holds"].item() and not more["holds"].item()
-    verdicts = P.figure_verdicts(rises.reset_index(), falls.reset_index())
+    verdicts = PT.figure_verdicts(rises.reset_index(), falls.reset_index())
     assert verdicts.set_index("claim").loc["violation_falls", "verdict"] == T.TUNED
 
 
@@ -330,7 +332,7 @@ def test_cli_tune_json_carries_the_protocol_and_a_verdict_per_cell(capsys, tmp_p
     assert {row["method"] for row in document["summary"]} == {"clf", "pfld"}
     assert all(row["verdict"] in T.VERDICTS for row in document["summary"])
     assert sum(document["verdict_counts"].values()) == 2
-    assert len(document["tuned_rows"]) == 2 * 2 and set(document["tuned_rows"][0]) == set(P.TUNED_ROW_KEYS)
+    assert len(document["tuned_rows"]) == 2 * 2 and set(document["tuned_rows"][0]) == set(PT.TUNED_ROW_KEYS)
     assert main(["pfld-table", "--data", "compas", "--methods", "clf,fld", "--tune"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--tune tunes" in err and "fld" in err

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dpfair_analysis.experiments import pfld as P
+from dpfair_analysis.experiments import pfld_tuned as PT
 from dpfair_analysis.experiments import tuning as T
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, default_cache_dir
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def compas():
-    return P.tuned_side_by_side(P.tuned_table2("compas", cache=RunCache(default_cache_dir()))).set_index(
+    return PT.tuned_side_by_side(PT.tuned_table2("compas", cache=RunCache(default_cache_dir()))).set_index(
         ["constraint", "method"])
 
 

@@ -144,10 +144,11 @@ def _as_expected(result, expected_consistent: bool) -> bool:
 def run_sampled(args: argparse.Namespace) -> int:
     """The trainers audited as they run; exit status 1 unless every shipped entry is
     consistent and every control is caught."""
-    from dpfair_analysis.verify.audits.trainers import SAMPLED
+    from dpfair_analysis.verify.audits import trainers
 
-    if args.mechanism != "all" and args.mechanism not in SAMPLED:
-        raise UsageError(f"--mechanism with --sampled must be one of {sorted(SAMPLED) + ['all']}, "
+    entries = trainers.sampled_audits()  # the registry's methods now, a method registered since import included
+    if args.mechanism != "all" and args.mechanism not in entries:
+        raise UsageError(f"--mechanism with --sampled must be one of {sorted(entries) + ['all']}, "
                          f"got {args.mechanism!r}")
     if args.trials is not None and args.trials < 8:
         raise UsageError(f"--trials must be at least 8 (half choose the threshold, half bound epsilon), "
@@ -155,10 +156,8 @@ def run_sampled(args: argparse.Namespace) -> int:
     if args.noise_fraction != 1.0:
         raise UsageError("--noise-fraction does not apply with --sampled: the under-noised twins are the "
                          "entries NAME@0.25")
-    from dpfair_analysis.verify.audits.trainers import audit_sampled
-
-    names = list(SAMPLED) if args.mechanism == "all" else [args.mechanism]
-    results = [audit_sampled(name, trials=args.trials, seed=args.seed, confidence=args.confidence,
+    names = list(entries) if args.mechanism == "all" else [args.mechanism]
+    results = [trainers.audit_sampled(name, trials=args.trials, seed=args.seed, confidence=args.confidence,
                              progress=show_progress(args)) for name in names]
     if args.json:
         print_json({"results": results})

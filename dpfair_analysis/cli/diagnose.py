@@ -29,6 +29,14 @@ from dpfair_analysis.cli._common import (
 from dpfair_analysis.io import write_atomically
 
 
+def _planned_methods() -> tuple[str, ...]:
+    """The registry's private loop methods with a diagnosis view (``Method.diagnosis``): what ``--method`` plans."""
+    from dpfair_analysis.training import methods
+
+    registered = (methods.get(name) for name in methods.names())
+    return tuple(m.name for m in registered if m.private and m.policy is not None and m.diagnosis is not None)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("diagnose", help="predict which groups DP-SGD will hurt, by how much and why (no private "
                                         "training)",
@@ -51,8 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "this flag such a file is refused")
     p.add_argument("--hidden", default="64,64", help="MLP hidden sizes (default 64,64)")
     p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
-    p.add_argument("--method", default="dpsgd", choices=("dpsgd", "dpsgdf", "naive", "fairdp"),
-                   help="the planned private method (default dpsgd)")
+    p.add_argument("--method", default="dpsgd", choices=_planned_methods(),
+                   help="the planned private method: a registered loop method with a diagnosis view "
+                        "(default dpsgd)")
     noise = p.add_mutually_exclusive_group()
     noise.add_argument("--sigma", type=positive_float_upto(1e6), default=None, help="noise multiplier (default 1)")
     noise.add_argument("--epsilon", type=positive_float, default=None,

@@ -303,7 +303,8 @@ class _SplitRun:
         self.predict_kwargs = dict(trajectories=trajectories, exact=self.exact, generator=generator)
         self.reference = Reference(np_trajectory, outcome(problem, np_trajectory.theta, np_covariance, evaluation,
                                                           draws=draws, generator=generator))
-        self.prediction = predict(problem, mechanism_for(plan, resolved, plan.method), self.reference, evaluation,
+        planned = mechanism_for(plan, resolved, plan.method, dimension=problem.P)
+        self.prediction = predict(problem, planned, self.reference, evaluation,
                                   draws=options.draws, calibration=calibration, **self.predict_kwargs)
 
     @staticmethod

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +31,7 @@ from dpfair_analysis.fairness.metrics import boundary_proxy_of_logits
 from dpfair_analysis.gradients import clip_factors
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training import methods
-from dpfair_analysis.training.methods import DiagnosisView
+from dpfair_analysis.training.methods import DiagnosisView, RunContext
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
 
 #: Relative tolerance of the noise multipliers the recommendations calibrate (sigma* <= sigma <= 1.01 sigma*:
@@ -52,6 +53,7 @@ class Mechanism:
     max_ratio: float = 10.0
     gammas: tuple[float, float] = (0.0, 0.0)
     label: str = ""
+    options: Any = None             # the method's options (None: its defaults with the plan's max_ratio)
 
     @property
     def private(self) -> bool:
@@ -66,9 +68,7 @@ class Mechanism:
         steps as DP-SGD does (its change is the objective, :func:`mitigation_objective`).
         """
         method = methods.get("dpsgd" if self.name == "mitigation" else self.name)
-        options = method.options()
-        if any(f.name == "max_ratio" for f in dataclasses.fields(options)):  # the plan's guard, where it has one
-            options = dataclasses.replace(options, max_ratio=self.max_ratio)
+        options = self.options if self.options is not None else method.options()
         view = DiagnosisView(clip_bound=self.clip_bound, noise_multiplier=self.sigma, batch_size=self.batch_size,
                              sampling_rate=self.sampling_rate, learning_rate=self.lr,
                              group_sizes=problem.train_sizes, n=problem.n, dimension=problem.P)
@@ -144,17 +144,32 @@ def binary_mitigation_residuals(objective: FairnessLensMitigation, scores: torch
     return total.unsqueeze(1)
 
 
-def mechanism_for(plan: PrivacyPlan, resolved: ResolvedPlan, method: str, **changes) -> Mechanism:
-    """The predictor's view of ``method`` at the plan's settings (equal privacy for DPSGD-F, Naive, FairDP,
-    mitigation; their step counts and noise from :mod:`.equal_privacy`)."""
+def method_options(method: str, plan: PrivacyPlan) -> Any:
+    """The options of ``method`` (``"mitigation"``: DP-SGD's) at the plan's settings: the method's defaults, with
+    the plan's ``count_noise_ratio`` and ``max_ratio`` where its options have such fields."""
+    entry = methods.get("dpsgd" if method == "mitigation" else method)
+    fields = {f.name for f in dataclasses.fields(entry.options)}
+    planned = {"count_noise_ratio": plan.count_noise_ratio, "max_ratio": plan.max_ratio}
+    return entry.options(**{k: v for k, v in planned.items() if k in fields})
+
+
+def mechanism_for(plan: PrivacyPlan, resolved: ResolvedPlan, method: str, *, dimension: int, **changes) -> Mechanism:
+    """The predictor's view of ``method`` at the plan's settings on a model of ``dimension`` parameters.
+
+    A method the registry runs at equal privacy (DPSGD-F, Naive, FairDP, ... : ``Method.equal_privacy``) stops at
+    DP-SGD's epsilon, as ``dpfair compare`` runs it: its steps from :mod:`.equal_privacy` at the joint
+    multiplier of the releases its own policy plans every step; the mitigation pays its counts once and its
+    statistics every step within the same epsilon."""
     sigma, steps = resolved.sigma, resolved.steps
     q, b = resolved.sampling_rate, plan.batch_size
-    window = order_window(plan.accounting, resolved.optimal_order)
-    if method in ("dpsgdf", "naive", "fairdp"):  # stop at DP-SGD's epsilon (paper 000 §6.1.3), as `compare` does
-        releases = 2 if method == "fairdp" else 1   # FairDP: counts and capped excess, each at the count noise
-        joint = joint_noise_multiplier((plan.count_noise_ratio * sigma,) * releases + (sigma,))
+    options = method_options(method, plan)
+    entry = methods.get("dpsgd" if method == "mitigation" else method)
+    if entry.equal_privacy and method != "mitigation":  # stop at DP-SGD's epsilon (paper 000 §6.1.3)
+        policy = entry.build_policy(options, RunContext(clip_bound=plan.clip_bound, noise_multiplier=sigma,
+                                                        batch_size=b, dimension=dimension, learning_rate=resolved.lr))
+        joint = joint_noise_multiplier(policy.planned_noise_multipliers())
         steps = steps_within(resolved.epsilon, plan.delta, sampling_rate=q, noise_multiplier=joint,
-                             max_steps=steps, accounting=window)
+                             max_steps=steps, accounting=order_window(plan.accounting, resolved.optimal_order))
     if method == "mitigation":  # counts once (multiplier 10) + statistics at 2 sigma each step, same epsilon
         joint = noise_for(resolved.epsilon, plan.delta, sampling_rate=q, steps=steps, accounting=plan.accounting,
                           near=resolved.accounting_point, guess=sigma, tolerance=RECOMMENDATION_TOLERANCE,
@@ -162,6 +177,6 @@ def mechanism_for(plan: PrivacyPlan, resolved: ResolvedPlan, method: str, **chan
         sigma = joint * math.sqrt(1 + 1 / 4)
     kwargs = dict(name=method, clip_bound=plan.clip_bound, sigma=sigma, steps=steps, lr=resolved.lr,
                   batch_size=b, sampling_rate=q, max_ratio=plan.max_ratio, gammas=plan.gammas,
-                  label=method.upper())
+                  label=method.upper(), options=options)
     kwargs.update(changes)
     return Mechanism(**kwargs)

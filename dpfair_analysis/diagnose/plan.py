@@ -31,8 +31,19 @@ from dpfair_analysis.validation import (
     check_seed,
 )
 
-#: The methods a diagnosis can plan (each has a view in :mod:`.mechanisms`).
+#: The shipped methods a diagnosis can plan (:func:`diagnosable_methods` adds any registered since).
 MECHANISMS = ("dpsgd", "dpsgdf", "naive", "mitigation", "fairdp")
+
+
+def diagnosable_methods() -> tuple[str, ...]:
+    """Every private method of the registry (:mod:`dpfair_analysis.training.methods`) that trains in the loop
+    and states how the diagnosis sees its step (``Method.diagnosis``), and paper 001's mitigation (DP-SGD's
+    step on another objective)."""
+    from dpfair_analysis.training import methods
+
+    registered = (methods.get(name) for name in methods.names())
+    return tuple(dict.fromkeys([*MECHANISMS, *(m.name for m in registered
+                                                if m.private and m.policy is not None and m.diagnosis is not None)]))
 #: Fewest training rows a diagnosis accepts (and the smallest ``DiagnosisOptions.rows``).
 MIN_TRAIN_ROWS = 100
 #: The least a fitted calibration narrows the intervals (a quarter of their width).
@@ -75,7 +86,7 @@ class PrivacyPlan:
         if self.lr is not None:
             check_positive(self.lr, "lr")
         check_delta(self.delta)
-        check_choice(self.method, "method", MECHANISMS)
+        check_choice(self.method, "method", diagnosable_methods())
         check_positive(self.count_noise_ratio, "count_noise_ratio")
         check_positive(self.max_ratio, "max_ratio")
 

@@ -53,15 +53,19 @@ def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan,
     at_risk = [str(g) for g, c in zip(groups["group"], groups["cost"]) if -c >= NEGLIGIBLE]
     planned_cost = dict(zip(groups["group"].astype(str), groups["cost"]))
     options: list[tuple[str, str, Mechanism, float, dict]] = []
+
+    def view(method: str, **changes) -> Mechanism:  # the predictor's view of a method at this plan
+        return mechanism_for(plan, resolved, method, dimension=problem.P, **changes)
+
     # C from the quantile rule, on the norms along the non-private trajectory
-    norms = torch.cat([drift(problem, replace(mechanism_for(plan, resolved, "dpsgd"), name="sgd"), theta)[1]
+    norms = torch.cat([drift(problem, replace(view("dpsgd"), name="sgd"), theta)[1]
                        for theta in reference.trajectory.checkpoints])
     c_rule = quantile_rule_bound(norms, noise_multiplier=resolved.sigma, batch_size=plan.batch_size,
                                  n_params=problem.P)
     if c_rule > 0:
         options.append(("quantile clip bound", f"C = {c_rule:.3g} from paper 000's quantile rule "
                         f"(the (1 - kappa/b)-quantile of the per-sample gradient norms; planned C = "
-                        f"{plan.clip_bound:g})", mechanism_for(plan, resolved, "dpsgd", clip_bound=c_rule),
+                        f"{plan.clip_bound:g})", view("dpsgd", clip_bound=c_rule),
                         resolved.epsilon, {"clip_bound": c_rule}))
     for method, text in (("dpsgdf", "DPSGD-F (paper 000 Alg. 2): group bounds from privately counted clipping "
                                     "rates, stopped at DP-SGD's epsilon"),
@@ -75,7 +79,7 @@ def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan,
             continue
         if method == "mitigation" and problem.P > 2000:
             continue  # its per-sample objective needs materialised per-sample gradients
-        options.append((method, text, mechanism_for(plan, resolved, method), resolved.epsilon, {"method": method}))
+        options.append((method, text, view(method), resolved.epsilon, {"method": method}))
     near = resolved.accounting_point
     bigger = min(plan.batch_size * 4, resolved.n // 2)
     if bigger > plan.batch_size:
@@ -86,7 +90,7 @@ def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan,
         lr = plan.lr if plan.lr is not None else 1.0 / math.sqrt(steps)
         options.append(("larger batch", f"batch size {bigger} (sigma {sigma:.3g} for the same epsilon; "
                         f"{steps} steps, learning rate {lr:.3g})",
-                        mechanism_for(plan, resolved, plan.method, batch_size=bigger, sampling_rate=q, steps=steps,
+                        view(plan.method, batch_size=bigger, sampling_rate=q, steps=steps,
                                        sigma=sigma, lr=lr), resolved.epsilon,
                         {"batch_size": bigger, "noise_multiplier": sigma}))
     target = 2 * resolved.epsilon
@@ -95,7 +99,7 @@ def recommendations(problem: Problem, plan: PrivacyPlan, resolved: ResolvedPlan,
                           accounting=plan.accounting, near=near, guess=resolved.sigma / 1.7,
                           tolerance=RECOMMENDATION_TOLERANCE)
         options.append(("larger epsilon", f"epsilon {target:.3g} (twice the plan; sigma {sigma:.3g})",
-                        mechanism_for(plan, resolved, plan.method, sigma=sigma), target, {"noise_multiplier": sigma}))
+                        view(plan.method, sigma=sigma), target, {"noise_multiplier": sigma}))
     except ValueError:
         pass
     out = []

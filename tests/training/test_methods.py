@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 import pytest
+import torch
 
 from dpfair_analysis.experiments.compare import CompareConfig, run_compare
 from dpfair_analysis.training import methods
@@ -34,8 +35,17 @@ def _policy(options: ShrinkOptions, context):
     return UniformClipping(context.clip_bound * options.shrink, context.noise_multiplier)
 
 
+def _diagnosis(options: ShrinkOptions, norms, group, view):
+    """What the diagnosis sees: DP-SGD's step at the bound C * shrink."""
+    from dataclasses import replace
+
+    dpsgd = methods.get("dpsgd")
+    return dpsgd.diagnosis(dpsgd.options(), norms, group, replace(view, clip_bound=view.clip_bound * options.shrink))
+
+
 TOY = methods.Method(name="toy", label="Toy", summary="DP-SGD at the bound C * shrink (a test's method)",
-                     options=ShrinkOptions, policy=_policy)
+                     options=ShrinkOptions, policy=_policy, diagnosis=_diagnosis,
+                     canary=lambda record, clip: (clip * ShrinkOptions().shrink, 1.0))
 
 
 @pytest.fixture
@@ -121,3 +131,42 @@ def test_shipped_flags_are_one_per_name_and_shared_flags_set_every_method():
 def test_a_refused_trainer_setting_names_its_flag(cli):
     code, _, err = cli("compare", "--data", "synthetic", "--methods", "dpfedavg", "--clients", "100000", "--quiet")
     assert code == 2 and err.startswith("dpfair: error: --clients:") and "training rows" in err
+
+
+def test_the_diagnosis_plans_it_and_sees_its_step_through_its_view(toy, cli):
+    """``diagnose --method toy`` runs end to end, and the predictor's coefficients are DP-SGD's at C * shrink:
+    bounds C/2, c_i = min(1, (C/2) / ||g_i||), noise std sigma C / 2."""
+    from types import SimpleNamespace
+
+    from dpfair_analysis.diagnose.mechanisms import Mechanism
+
+    norms = torch.tensor([0.1, 0.3, 1.0, 4.0], dtype=torch.float64)
+    problem = SimpleNamespace(train_sizes=torch.tensor([2.0, 2.0], dtype=torch.float64), n=4, P=3)
+    bounds, coefficients, noise_std = Mechanism("toy", clip_bound=0.5, sigma=2.0).coefficients(
+        norms, torch.tensor([0, 0, 1, 1]), problem)
+    assert torch.equal(bounds, torch.full((4,), 0.25, dtype=torch.float64))
+    assert torch.allclose(coefficients, torch.tensor([1.0, 0.25 / 0.3, 0.25, 0.0625], dtype=torch.float64))
+    assert noise_std == pytest.approx(0.5)
+    runs = {}
+    for method, clip in (("toy", "0.5"), ("dpsgd", "0.25")):  # the same step: bound 0.25, noise sigma x 0.25
+        code, out, err = cli("diagnose", "--data", "synthetic", "--method", method, "--clip", clip, "--split-mode",
+                             "per-split", "--epochs", "2", "--json", "--no-recommendations")
+        assert code == 0, err
+        runs[method] = json.loads(out)
+    assert runs["toy"]["settings"]["method"] == "toy" and len(runs["toy"]["groups"]) >= 2
+    for toy_group, dpsgd_group in zip(runs["toy"]["groups"], runs["dpsgd"]["groups"]):
+        assert toy_group["predicted_cost"] == pytest.approx(dpsgd_group["predicted_cost"], abs=1e-12)
+        assert toy_group["predicted_cost_low"] <= toy_group["predicted_cost"] <= toy_group["predicted_cost_high"]
+
+
+def test_the_sampled_audit_runs_it_as_it_ships(toy, cli):
+    """``audit --sampled --mechanism toy``: the method's own policy in ``train``, its canary rule from the
+    registry; consistent with its claim (its under-noised twin is listed beside it)."""
+    code, out, err = cli("audit", "--sampled", "--mechanism", "toy", "--trials", "60", "--json", "--quiet")
+    assert code == 0, err
+    (row,) = json.loads(out)["results"]
+    assert row["mechanism"] == "toy" and row["consistent"] and not row["control"]
+    assert row["steps"] > 1 and 0 < row["sampling_rate"] < 1
+    from dpfair_analysis.verify.audits.trainers import sampled_audits
+
+    assert sampled_audits()["toy@0.25"].control

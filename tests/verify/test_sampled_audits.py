@@ -106,7 +106,7 @@ def _fake(separated: bool):
 ])
 def test_sampled_audit_exit_status(monkeypatch, capsys, control, separated, status):
     fake = {"fake": SampledAudit("fake", _fake(separated), 400, control=control)}
-    monkeypatch.setattr(trainers, "SAMPLED", fake)
+    monkeypatch.setattr(trainers, "sampled_audits", lambda: fake)
     assert main(["audit", "--mechanism", "all", "--sampled", "--json", "--quiet"]) == status
     (row,) = json.loads(capsys.readouterr().out)["results"]
     assert {"mechanism", "control", "epsilon_claimed", "epsilon_lower", "confidence", "consistent",

@@ -451,14 +451,25 @@ def _registered_loop_methods() -> dict[str, tuple[Callable[..., MechanismSamples
     return {m.name: (_loop(m.name), LOOP_TRIALS) for m in registered if m.policy is not None and m.canary is not None}
 
 
-_SHIPPED = {"output-perturbation": (_output_perturbation, 400_000), **_registered_loop_methods(),
-            "mitigation": (_loop("dpsgd", mitigation=True), LOOP_TRIALS), "pfld": (_pfld("independent"), LOOP_TRIALS),
-            "dpfedavg": (lambda trials, **kw: sample_fedavg_trainer(trials, **kw), LOOP_TRIALS)}
-SAMPLED: dict[str, SampledAudit] = {name: SampledAudit(name, fn, trials) for name, (fn, trials) in _SHIPPED.items()}
-SAMPLED["pfld-primal-shared-batch"] = SampledAudit("pfld-primal-shared-batch", _pfld("shared"), 2000, control=True)
-for _name, (_fn, _trials) in _SHIPPED.items():
-    SAMPLED[f"{_name}@{TWIN_FRACTION:g}"] = SampledAudit(f"{_name}@{TWIN_FRACTION:g}", _fn, _trials, control=True,
-                                                      noise_fraction=TWIN_FRACTION, base=_name)
+def sampled_audits() -> dict[str, SampledAudit]:
+    """Every trainer audited as it runs, read from the registry at the call (a method registered since import
+    is there), each with its under-noised twin (``name@0.25``, a control the audit must catch), and PF-LD's
+    shared-batch design (a known-broken control)."""
+    shipped = {"output-perturbation": (_output_perturbation, 400_000), **_registered_loop_methods(),
+               "mitigation": (_loop("dpsgd", mitigation=True), LOOP_TRIALS),
+               "pfld": (_pfld("independent"), LOOP_TRIALS),
+               "dpfedavg": (lambda trials, **kw: sample_fedavg_trainer(trials, **kw), LOOP_TRIALS)}
+    entries = {name: SampledAudit(name, fn, trials) for name, (fn, trials) in shipped.items()}
+    entries["pfld-primal-shared-batch"] = SampledAudit("pfld-primal-shared-batch", _pfld("shared"), 2000,
+                                                       control=True)
+    for name, (fn, trials) in shipped.items():
+        twin = f"{name}@{TWIN_FRACTION:g}"
+        entries[twin] = SampledAudit(twin, fn, trials, control=True, noise_fraction=TWIN_FRACTION, base=name)
+    return entries
+
+
+#: The entries at import (the shipped methods).
+SAMPLED: dict[str, SampledAudit] = sampled_audits()
 
 
 def audit_sampled(name: str, *, trials: int | None = None, seed: int = 0, confidence: float = 0.95,
@@ -467,9 +478,10 @@ def audit_sampled(name: str, *, trials: int | None = None, seed: int = 0, confid
 
     ``consistent`` = epsilon_lower <= epsilon_claimed; a shipped entry must be consistent,
     a control must not (``as_expected``)."""
-    if name not in SAMPLED:
-        raise ValueError(f"mechanism must be one of {sorted(SAMPLED)}, got {name!r}")
-    entry = SAMPLED[name]
+    entries = sampled_audits()
+    if name not in entries:
+        raise ValueError(f"mechanism must be one of {sorted(entries)}, got {name!r}")
+    entry = entries[name]
     trials = entry.default_trials if trials is None else trials
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 8:
         raise ValueError(f"trials must be an integer >= 8, got {trials!r}")

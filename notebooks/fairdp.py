@@ -34,6 +34,7 @@ from IPython.display import Image
 
 from dpfair_analysis import plotting
 from dpfair_analysis.experiments import fairdp as paper
+from dpfair_analysis.verify import reproduction
 from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
 from dpfair_analysis.experiments.compare import format_inequality, format_table
 from dpfair_analysis.experiments.notebook import notebook_environment
@@ -97,7 +98,7 @@ save_table(table2, FIGS / 'table2_inequality.csv')
 # In the quick profile these verdicts are computed on smoke runs and mean nothing; the full profile's are the experimental answer.
 
 # %%
-verdicts = paper.claim_verdicts({'adult': adult, 'mnist': mnist})
+verdicts = reproduction.claim_verdicts({'adult': adult, 'mnist': mnist})
 save_table(verdicts, FIGS / 'claim_verdicts.csv')
 verdicts
 
@@ -176,7 +177,7 @@ Image(filename=str(FIGS / 'figure6_noise_multiplier_adult.png'))
 # Full profile: it does not hold as a rule on Adult. FairDP is within 0.005 of the best private method at 3 of 4 learning rates overall (DP-FedAvg leads by 0.031 at lr 0.01, where SGD itself has not converged), 2 of 4 batch sizes (DPSGD-F leads by 0.022 at b = 64) and 3 of 4 noise multipliers (DP-FedAvg by 0.007 at σ = 0.5); on Female it trails DP-FedAvg (user-level, a different protocol) by 0.010-0.019 at 6 of the 12 values. Against the record-level methods alone (DPSGD, Opt-Q, DPSGD-F) it holds everywhere but at b = 64, where DPSGD-F leads by 0.022 overall and 0.045 on Male.
 
 # %%
-adult_sweep_verdicts = paper.sweep_verdicts(sweeps, 'adult')
+adult_sweep_verdicts = reproduction.sweep_verdicts(sweeps, 'adult')
 save_table(adult_sweep_verdicts, FIGS / 'sweep_verdicts_adult.csv')
 adult_sweep_verdicts
 

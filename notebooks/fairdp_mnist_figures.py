@@ -25,6 +25,7 @@ from IPython.display import Image
 
 from dpfair_analysis import plotting
 from dpfair_analysis.experiments import fairdp as paper
+from dpfair_analysis.verify import reproduction
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, default_cache_dir
 from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.models import build_model, count_parameters
@@ -83,7 +84,7 @@ paper.sweep_table(sweeps, 'mnist').round(3)
 # Table 1's claim (FairDP has the least loss of the private methods) carried over Figures 4-6, as in `fairdp.ipynb` for Adult: per swept parameter and group, at how many values FairDP is within 0.005 of the most accurate private method, and its accuracy minus the best other's where it falls furthest behind (`margin`).
 
 # %%
-mnist_sweep_verdicts = paper.sweep_verdicts(sweeps, 'mnist')
+mnist_sweep_verdicts = reproduction.sweep_verdicts(sweeps, 'mnist')
 save_table(mnist_sweep_verdicts, FIGS / 'sweep_verdicts_mnist.csv')
 mnist_sweep_verdicts
 

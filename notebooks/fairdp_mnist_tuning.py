@@ -26,6 +26,7 @@ import pandas as pd
 from IPython.display import Image, display
 
 from dpfair_analysis.experiments import tuning
+from dpfair_analysis.verify import reproduction
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, default_cache_dir
 from dpfair_analysis.experiments.dpsgdf import PAPER_TABLE1
 from dpfair_analysis.experiments.notebook import notebook_environment
@@ -86,7 +87,7 @@ selection.round(3)
 paper_mnist = PAPER_TABLE1[PAPER_TABLE1['dataset'] == 'mnist'].rename(columns={'majority': '2', 'minority': '8'})
 if 'sgd' in COMPLETE:  # every cost is against SGD's run on the same budget
     costs = tuning.mnist_costs(selection)
-    table1 = tuning.mnist_table1_verdicts(costs, paper_mnist[['method', 'all', '2', '8']])
+    table1 = reproduction.mnist_table1_verdicts(costs, paper_mnist[['method', 'all', '2', '8']])
 else:
     table1 = pd.DataFrame(columns=['method', 'group', 'printed', 'at_printed', 'tuned', 'margin', 'verdict', 'note'])
     print("SGD's budget is not complete yet: no costs, no Table 1 verdicts")
@@ -94,8 +95,8 @@ save_table(table1, FIGS / 'mnist_tuning_table1_verdicts.csv')
 table1[['method', 'group', 'printed', 'at_printed', 'tuned', 'margin', 'verdict', 'note']].round(3)
 
 # %%
-print(tuning.verdict_counts(table1['verdict']))
-tuning.row_verdicts(table1, ['method']) if len(table1) else table1
+print(reproduction.verdict_counts(table1['verdict']))
+reproduction.row_verdicts(table1, ['method']) if len(table1) else table1
 
 # %% [markdown]
 # ## The batch-sampling hypothesis
@@ -109,10 +110,10 @@ effect[shown].round(3) if len(effect) else 'no learning rate has both samplings 
 
 # %% [markdown]
 # ## The papers' claims at the printed and at the tuned configurations
-# Paper 000: DPSGD hurts class 8 (its class-8 cost exceeds class 2's by more than τ = 0.05), Naive and DPSGD-F equalise (|Δ² − Δ⁸| ≤ τ), DPSGD-F has the least total loss of the three. Paper 002 (FairDP among DPSGD, Opt-Q, DPSGD-F and FairDP; one seed): least loss, SGD-like inequality, fairest private method (`experiments.fairdp.claim_verdicts`).
+# Paper 000: DPSGD hurts class 8 (its class-8 cost exceeds class 2's by more than τ = 0.05), Naive and DPSGD-F equalise (|Δ² − Δ⁸| ≤ τ), DPSGD-F has the least total loss of the three. Paper 002 (FairDP among DPSGD, Opt-Q, DPSGD-F and FairDP; one seed): least loss, SGD-like inequality, fairest private method (`verify.reproduction.claim_verdicts`).
 
 # %%
-claims = tuning.mnist_claims(complete_rows) if 'sgd' in COMPLETE else pd.DataFrame(
+claims = reproduction.mnist_claims(complete_rows) if 'sgd' in COMPLETE else pd.DataFrame(
     columns=['claim', 'holds_printed', 'detail_printed', 'holds_tuned', 'detail_tuned', 'verdict'])
 save_table(claims, FIGS / 'mnist_tuning_claims.csv')
 claims

@@ -26,6 +26,7 @@ from IPython.display import display
 from dpfair_analysis import data as datasets
 from dpfair_analysis import plotting
 from dpfair_analysis.experiments import pfld as paper
+from dpfair_analysis.verify import reproduction
 from dpfair_analysis.experiments import pfld_tuned
 from dpfair_analysis.experiments import tuning
 from dpfair_analysis.experiments.cache import RunCache, default_cache_dir
@@ -108,7 +109,7 @@ pd.concat([income, compas, *bank_tables]).query("method == 'pfld'")[['dataset', 
 
 # %% [markdown]
 # ## Table 2 under the reproduction protocol (issue 36)
-# The paper prints ε, δ, C_p = 10 and C_d = 5 and says it "has not performed a systematic model tuning"; everything else above is the toolkit's default. Before a cell is called "not reproduced", every method gets the same budget of **16 configurations** (`experiments.pfld.TABLE2_GRIDS`), chosen on **validation rows carved from each training fold** (20%, stratified by group × label) — never the test fold — and the choice is **refitted on the whole training fold and tested on the test fold**:
+# The paper prints ε, δ, C_p = 10 and C_d = 5 and says it "has not performed a systematic model tuning"; everything else above is the toolkit's default. Before a cell is called "not reproduced", every method gets the same budget of **16 configurations** (`experiments.pfld_tuned.TABLE2_GRIDS`), chosen on **validation rows carved from each training fold** (20%, stratified by group × label) — never the test fold — and the choice is **refitted on the whole training fold and tested on the test fold**:
 # * PF-LD: lr ∈ {0.05, 0.2} × epochs ∈ {10, 5} × C_p ∈ {10, 1} × C_d ∈ {5, 1} × λ_max ∈ {2, 0.5}, the half fraction that holds the printed configuration (every pair of changes and every four changes: each pair of hyperparameters is seen at all four combinations); every configuration is calibrated to ε = 1, so the chosen one's ε is 1.
 # * CLF: lr ∈ {0.05, 0.01, 0.1, 0.2} × epochs ∈ {10, 5, 20, 40}; A and M: the reductions' bound γ, 16 values from 0.001 to 0.5; Z: the covariance threshold, 16 fractions from 0.001 to 1.
 # * Selection: validation accuracy − validation violation for every fair method (CLF: validation accuracy). **Not private**: the validation rows are private training rows, read without noise (`tuning.SELECTION_PRIVACY`); the ε stated is the chosen run's own.
@@ -125,17 +126,17 @@ tuned_tables, tuned_summaries = {}, []
 for dataset, group_by, methods in TUNED_TABLES:
     tuned = pfld_tuned.tuned_table2(dataset, group_by=group_by, constraints=CONSTRAINTS, methods=methods, profile=PROFILE,
                                cache=CACHE)
-    summary = pfld_tuned.tuned_side_by_side(tuned)
+    summary = reproduction.tuned_side_by_side(tuned)
     tuned_tables[tuned.dataset] = tuned
     tuned_summaries.append(summary)
     save_table(summary, FIGS / f'tuned_table2_{tuned.dataset}.csv')
     save_table(tuned.runs, FIGS / f'tuned_table2_runs_{tuned.dataset}.csv')
     save_table(tuned.chosen, FIGS / f'tuned_table2_chosen_{tuned.dataset}.csv')
     print(f'{tuned.dataset}:')
-    print(pfld_tuned.format_tuned_table(summary))
+    print(reproduction.format_tuned_table(summary))
 tuned_summary = pd.concat(tuned_summaries, ignore_index=True)
 save_table(tuned_summary, FIGS / 'table2_verdicts.csv')
-print(tuning.verdict_counts(tuned_summary['verdict']))
+print(reproduction.verdict_counts(tuned_summary['verdict']))
 
 # %% [markdown]
 # PF-LD's rows, beside the paper and today's defaults, with the configuration most folds chose:
@@ -158,7 +159,7 @@ beats_tuned = paper.pfld_vs_m(pd.concat([t.chosen for t in tuned_tables.values()
 beats = beats_printed.merge(beats_tuned, on=['dataset', 'constraint'], suffixes=('_printed', '_tuned'))
 wins = {which: int(beats[f'better_either_{which}'].sum()) for which in ('printed', 'tuned')}
 claim_holds = {which: wins[which] >= 0.9 * len(beats) for which in wins}  # the paper: 90% (27 of 30)
-beats_verdict = tuning.three_valued(claim_holds['printed'], claim_holds['tuned'])
+beats_verdict = reproduction.three_valued(claim_holds['printed'], claim_holds['tuned'])
 print(f"PF-LD better than M on accuracy or violation: {wins['printed']}/{len(beats)} cells at the printed "
       f"configuration, {wins['tuned']}/{len(beats)} tuned (paper: 90%) -> {beats_verdict}")
 save_table(beats.assign(verdict=beats_verdict), FIGS / 'pfld_vs_m.csv')
@@ -261,8 +262,8 @@ for name, hue, palette in (('fig1', 'method', None), ('fig2', 'clip_primal', 'vi
     fig = plotting.plot_sweep(tuned_sweeps[name], hue=hue, palette=palette, log_x=name == 'fig1',
                               title=f'{name} on {SWEEP_DATA}, from the tuned configurations')
     save_figure(fig, FIGS / f'{name}_tuned.png', data=tuned_sweeps[name])
-figure_verdicts = pfld_tuned.figure_verdicts(pfld_tuned.figure_claims({'fig1': fig1, 'fig2': fig2, 'fig4': fig4, 'fig5': fig5}),
-                                        pfld_tuned.figure_claims(tuned_sweeps))
+figure_verdicts = reproduction.figure_verdicts(reproduction.figure_claims({'fig1': fig1, 'fig2': fig2, 'fig4': fig4, 'fig5': fig5}),
+                                        reproduction.figure_claims(tuned_sweeps))
 save_table(figure_verdicts, FIGS / 'figure_claims.csv')
 figure_verdicts[['figure', 'claim', 'holds_printed', 'holds_tuned', 'verdict', 'detail_printed', 'detail_tuned']]
 

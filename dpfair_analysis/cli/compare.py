@@ -222,6 +222,7 @@ def _run_tuned(args: argparse.Namespace, config, grid, cache) -> None:
     from dataclasses import replace
 
     from dpfair_analysis.experiments import tuning
+    from dpfair_analysis.verify import reproduction
 
     base = replace(config, seeds=(args.seed,))
     rows = tuning.recorded_tuning_runs(base, methods=config.methods, grid=grid, seeds=(args.seed,),
@@ -232,13 +233,13 @@ def _run_tuned(args: argparse.Namespace, config, grid, cache) -> None:
     selection = tuning.mnist_selection(rows, groups=("all", *groups))
     costs = tuning.mnist_costs(selection, groups=("all", *groups))
     effect = tuning.sampling_effect(rows, groups=("all", *focus)) if len(grid.values["sampling"]) > 1 else None
-    claims = tuning.mnist_claims(rows, focus=focus) if len(focus) == 2 and "sgd" in config.methods else None
+    claims = reproduction.mnist_claims(rows, focus=focus) if len(focus) == 2 and "sgd" in config.methods else None
     protocol = {**grid.as_dict(), "validation": f"{args.validation_fraction:g} of the training rows, stratified by "
                                                 "group, carved before any group cut; the test rows are never read "
                                                 "for the choice",
                 "selection_score": "overall validation accuracy (ties: the printed configuration)",
                 "selection_privacy": tuning.SELECTION_PRIVACY, "seed": args.seed,
-                "verdicts": list(tuning.VERDICTS), "claims_tau": tuning.EQUAL_COST_TAU}
+                "verdicts": list(reproduction.VERDICTS), "claims_tau": reproduction.EQUAL_COST_TAU}
 
     def records(frame) -> list[dict]:
         if frame is None:
@@ -250,7 +251,7 @@ def _run_tuned(args: argparse.Namespace, config, grid, cache) -> None:
         print_json({"dataset": config.dataset, "settings": config.settings(), "protocol": protocol,
                     "selection": records(selection), "costs": records(costs), "sampling_effect": records(effect),
                     "claims": records(claims),
-                    "verdict_counts": tuning.verdict_counts(claims["verdict"]) if claims is not None else {},
+                    "verdict_counts": reproduction.verdict_counts(claims["verdict"]) if claims is not None else {},
                     "cache": {"hits": cache.hits, "misses": cache.misses}})
         return
     print(f"{config.dataset}: the reproduction protocol, {grid.budget()}")

@@ -119,11 +119,13 @@ def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
     import math
 
     from dpfair_analysis.experiments import pfld, pfld_tuned
-    from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, verdict_counts
+    from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY
+    from dpfair_analysis.verify import reproduction
+    from dpfair_analysis.verify.reproduction import verdict_counts
 
     tuned = _table(pfld_tuned.tuned_table2, args, cache, backend)
-    summary = pfld_tuned.tuned_side_by_side(tuned)
-    protocol = pfld_tuned.tuning_protocol(tuned)
+    summary = reproduction.tuned_side_by_side(tuned)
+    protocol = reproduction.tuning_protocol(tuned)
     if args.json:
         def clean(record: dict) -> dict:
             return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()}
@@ -140,7 +142,7 @@ def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
         return
     print(f"paper 003 Table 2, {tuned.dataset}, under the reproduction protocol: "
           f"{int(tuned.chosen['fold'].max()) + 1}-fold CV, profile {args.profile}, epsilon {args.epsilon:g}")
-    print(pfld_tuned.format_tuned_table(summary))
+    print(reproduction.format_tuned_table(summary))
     print("budgets: " + "; ".join(f"{m}: {g.budget()}" for m, g in tuned.grids.items()))
     print(f"selection: {protocol['selection_score']['fair']} (CLF: {protocol['selection_score']['clf']}), on "
           f"{tuned.validation_fraction:.0%} of each training fold; {SELECTION_PRIVACY}")

@@ -40,7 +40,6 @@ from dpfair_analysis.experiments.cache import RunCache, RunRecords, config_key
 from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, dpsgd_epsilon_target, load_data, \
     model_dimension, run_compare, run_keys, split_for_seed, train_method
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_FULL_UNBALANCED, MNIST_UNBALANCED, with_profile
-from dpfair_analysis.fairness.inequality import INDICES
 from dpfair_analysis.gradients import flatten, per_sample_gradients
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.membership import DEFAULT_FPRS, attack_metrics, lira_offline_scores, \
@@ -119,55 +118,6 @@ def accuracy_loss_table(result: CompareResult, *, groups: Sequence[str] | None =
 def table2(result: CompareResult) -> pd.DataFrame:
     """Table 2: the four inequality indices over per-group test accuracy, per method (SGD first)."""
     return result.inequality
-
-
-def claim_verdicts(results: dict[str, CompareResult], *, tolerance: float = 0.0,
-                   relative_tolerance: float = 0.1) -> pd.DataFrame:
-    """Paper 002 §4.1's qualitative claims, one row per (claim, data set), from the measured tables:
-
-    * ``least_loss``: "FairDP has the least accuracy loss from SGD [of the private methods]" (overall);
-      holds if FairDP's mean loss is within ``tolerance`` of the best private method's;
-    * ``sgd_like_inequality``: FairDP "offers equal fair statistics as SGD (a lower value is better)": on
-      >= 3 of the 4 indices FairDP's value is at most SGD's x (1 + ``relative_tolerance``);
-    * ``fairest_private``: "FairDP can outperform other private learning methods on ... model fairness":
-      FairDP has the lowest value of the private methods on >= 3 of the 4 indices;
-    * ``optq_hurts_adult`` (Adult only): "Opt-Q ... reduces both per-class and overall accuracies":
-      Opt-Q's mean loss is negative overall and in every group.
-    Means over seeds; ``margin`` is the quantity the verdict compares (its sd where there is one). An index
-    that is infinite (a zero-accuracy group) is no evidence either way and is left out."""
-    rows = []
-    for name, result in results.items():
-        table = result.table
-        overall = table[(table["group"] == "all") & (table["method"] != "sgd")].set_index("method")
-        best = overall["cost"].idxmax()
-        fair = overall.loc["fairdp", "cost"] if "fairdp" in overall.index else math.nan
-        others = overall.drop(index="fairdp", errors="ignore")["cost"]
-        rows.append({"claim": "least_loss", "dataset": name, "holds": bool(fair >= others.max() - tolerance),
-                     "margin": float(fair - others.max()), "detail": f"best private method: {best}",
-                     "sd": float(overall.loc["fairdp", "cost_sd"]) if "fairdp" in overall.index else math.nan})
-        ineq = result.inequality.set_index("method")
-        if "sgd" in ineq.index and "fairdp" in ineq.index:
-            decided = [i for i in INDICES if np.isfinite(ineq[i]).all()]
-            fair_idx, sgd_idx = ineq.loc["fairdp", decided], ineq.loc["sgd", decided]
-            as_fair = fair_idx <= sgd_idx * (1 + relative_tolerance)
-            rows.append({"claim": "sgd_like_inequality", "dataset": name, "holds": bool(as_fair.sum() >= 3),
-                         "margin": float((fair_idx / sgd_idx).max()) if len(decided) else math.nan,
-                         "detail": f"FairDP <= SGD x {1 + relative_tolerance:g} on {int(as_fair.sum())} of "
-                                   f"{len(decided)} indices; margin = largest FairDP/SGD ratio", "sd": math.nan})
-            private = ineq.drop(index="sgd")[decided]
-            lowest = {i: private[i].idxmin() == "fairdp" for i in decided}
-            wins = sum(lowest.values())
-            rows.append({"claim": "fairest_private", "dataset": name, "holds": bool(wins >= 3),
-                         "margin": float((private.loc["fairdp"] / private.drop(index="fairdp").min()).max())
-                         if len(decided) else math.nan,
-                         "detail": f"FairDP lowest of the private methods on {wins} of {len(decided)} indices; "
-                                   f"margin = largest FairDP/best-other ratio", "sd": math.nan})
-        if name.startswith("adult") and "optq" in table["method"].values:
-            optq = table[(table["method"] == "optq") & ~table["group"].isin(["max_gap"])].set_index("group")
-            rows.append({"claim": "optq_hurts_adult", "dataset": name, "holds": bool((optq["cost"] < 0).all()),
-                         "margin": float(optq["cost"].max()), "detail": "largest (least negative) Opt-Q loss",
-                         "sd": float(optq.loc[optq["cost"].idxmax(), "cost_sd"])})
-    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- Figures 4-6
@@ -287,42 +237,6 @@ def sweep_table(rows: pd.DataFrame, dataset: str) -> pd.DataFrame:
     table["epsilon"] = shown.groupby(["parameter", "value", "method"], sort=False)["epsilon"].first()
     table.columns.name = None
     return table
-
-
-def sweep_verdicts(rows: pd.DataFrame, dataset: str, *, tolerance: float = 0.005) -> pd.DataFrame:
-    """Table 1's ``least_loss`` claim carried over Figures 4-6 (§4.3, "adaptive performance": clipping tuned
-    for one learning rate need not suit another, and FairDP adapts its bounds): at every swept value FairDP is
-    the most accurate private method, overall and in each group the figure draws.
-
-    One row per (parameter, group) in :func:`claim_verdicts`' layout: ``holds`` if at every value FairDP's
-    mean accuracy is within ``tolerance`` of the best private method's; ``margin`` is FairDP's accuracy minus
-    the best other private method's at the value where it falls furthest behind (positive: FairDP leads
-    everywhere, and this is its narrowest lead); ``detail`` counts the values and names that value and the
-    best other method there."""
-    groups = ["all", *FIGURE_GROUPS[dataset]]
-    table = sweep_table(rows, dataset)
-    private = table[table.index.get_level_values("method") != "sgd"]
-    verdicts = []
-    for parameter in dict.fromkeys(private.index.get_level_values("parameter")):
-        part = private.xs(parameter, level="parameter")
-        values = list(dict.fromkeys(part.index.get_level_values("value")))
-        for group in groups:
-            accuracy = part[group].unstack("method")
-            if "fairdp" not in accuracy:
-                continue
-            others = accuracy.drop(columns="fairdp")
-            lead = accuracy["fairdp"] - others.max(axis=1)
-            worst = lead.idxmin()
-            best_count = int((lead >= -tolerance).sum())
-            verdicts.append({"claim": f"least_loss_across_{parameter}", "dataset": dataset, "group": group,
-                             "holds": best_count == len(values), "margin": float(lead[worst]),
-                             "detail": f"FairDP within {tolerance:g} of the best private method at {best_count} "
-                                       f"of {len(values)} values; " + (
-                                           f"furthest behind at {worst:g} ({others.loc[worst].idxmax()} leads)"
-                                           if lead[worst] < 0 else
-                                           f"narrowest lead at {worst:g} (over {others.loc[worst].idxmax()})"),
-                             "sd": math.nan})
-    return pd.DataFrame(verdicts)
 
 
 def fairdp_shrink_only_sigma(config: CompareConfig, dimension: int) -> float:

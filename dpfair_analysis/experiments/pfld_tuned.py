@@ -1,14 +1,14 @@
-"""Paper 003 under the reproduction protocol (issue 36): Table 2 with every method tuned on validation rows,
-the sweeps of Figures 1-5 from per-seed tuned configurations, and the figures' statements as tested claims.
+"""Paper 003 under the reproduction protocol (issue 36): Table 2 with every method tuned on validation rows, and
+the sweeps of Figures 1-5 from per-seed tuned configurations.
 
 * :func:`tuned_table2` -- every Table 2 method tuned with the same budget (:data:`TABLE2_GRIDS`, 16
   configurations each) on validation rows carved from each training fold, the choice refitted and tested on
-  the test fold; :func:`tuned_side_by_side` puts it beside the paper and beside the printed configuration
-  with each cell's three-valued verdict (:mod:`dpfair_analysis.experiments.tuning`).
+  the test fold (:mod:`dpfair_analysis.experiments.tuning`).
 * :func:`sweep_tuning` / :func:`tuned_bases` -- the per-seed configurations the figure sweeps of
   :mod:`dpfair_analysis.experiments.pfld` start from.
-* :func:`figure_claims` / :func:`figure_verdicts` -- Figures 1-5's statements tested on the sweeps' numbers,
-  at the printed and the tuned configurations.
+
+The verdicts on these numbers (beside the paper and the printed configuration; Figures 1-5's statements) are
+:mod:`dpfair_analysis.verify.reproduction`'s.
 
 The untuned Table 2 and the sweeps themselves live in :mod:`dpfair_analysis.experiments.pfld`.
 """
@@ -20,17 +20,16 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Sequence
 
-import numpy as np
 import pandas as pd
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.experiments.cache import RunCache, config_key
-from dpfair_analysis.experiments.pfld import (KINDS, METHOD_LABELS, PAPER_TABLE2, PRIVATE_METHODS, PROFILES,
+from dpfair_analysis.experiments.pfld import (KINDS, PRIVATE_METHODS, PROFILES,
                                               TABLE_METHODS, PfldSettings, _clf_for_every_constraint, _configured,
                                               _settings_key, _variant, cv_folds, load_table_data, run_method,
-                                              summarize, table2, table_name, with_profile)
+                                              table2, table_name, with_profile)
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
-from dpfair_analysis.experiments.tuning import Tolerance, TuningGrid
+from dpfair_analysis.experiments.tuning import TuningGrid
 from dpfair_analysis.validation import check_choice, check_positive
 
 def sweep_tuning(dataset: str = "bank", *, kind: str = "dp", methods: Sequence[str] = ("pfld",),
@@ -133,9 +132,6 @@ Z_GRID = TuningGrid({"covariance_fraction": (0.1, 0.001, 0.002, 0.005, 0.01, 0.0
 TABLE2_GRIDS = {"clf": CLF_GRID, "z": Z_GRID, "a": GAMMA_GRID, "m": GAMMA_GRID, "pfld": PFLD_GRID}
 #: share of each cross-validation training fold held out for selection (stratified by group x label)
 TABLE2_VALIDATION_FRACTION = 0.2
-#: a Table 2 cell (accuracy, violation) reproduces if the accuracy is at most the margin below the printed
-#: one and the violation at most the margin above it
-TABLE2_TOLERANCE = Tolerance(0.02, 1.0, "the paper's fold-to-fold sd, at least 0.02")
 #: how each method's configuration is chosen on its validation rows
 SELECTION_SCORES = {"clf": "validation accuracy (CLF is trained for accuracy only)",
                     "fair": "validation accuracy minus validation violation (every fair method alike)"}
@@ -284,237 +280,6 @@ def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS,
                        grids={m: grids[m] for m in methods}, validation_fraction=validation_fraction)
 
 
-def _mode_configuration(part: pd.DataFrame) -> str:
-    """The configuration chosen in most folds (ties: the best mean validation score)."""
-    counts = part.groupby("configuration", sort=False).agg(n=("fold", "size"), score=("validation_score", "mean"))
-    return counts.sort_values(["n", "score"], ascending=False).index[0]
-
-
-def tuned_side_by_side(tuned: TunedTable2, *, tolerance: Tolerance = TABLE2_TOLERANCE) -> pd.DataFrame:
-    """One row per (constraint, method): the paper's accuracy / violation (sd), the printed configuration's
-    (:func:`table2`, "defaults") and the tuned one's (mean, sd over folds), the signed differences from the
-    paper, each measurement's verdict per cell, and the row's three-valued verdict (:mod:`.tuning`: both the
-    accuracy and the violation must reproduce). Also the budget, the configuration chosen in most folds and how
-    many folds chose it, the selection score and how the selection is accounted."""
-    from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, cell_verdicts, row_verdicts
-
-    tuned_summary = summarize(tuned.chosen.assign(dataset=tuned.dataset))
-    default_summary = summarize(tuned.defaults.assign(dataset=tuned.dataset))
-    key = tuned.dataset.replace("adult", "income")
-    rows = []
-    for t in tuned_summary.itertuples():
-        d = default_summary[(default_summary["constraint"] == t.constraint) & (default_summary["method"] == t.method)]
-        paper = PAPER_TABLE2[(PAPER_TABLE2["dataset"] == key) & (PAPER_TABLE2["constraint"] == t.constraint)
-                             & (PAPER_TABLE2["method"] == t.method)]
-        part = tuned.chosen[(tuned.chosen["constraint"] == t.constraint) & (tuned.chosen["method"] == t.method)]
-        mode = _mode_configuration(part)
-        row = {"dataset": tuned.dataset, "constraint": t.constraint, "method": t.method,
-               "paper_accuracy": paper["accuracy"].iloc[0] if len(paper) else math.nan,
-               "paper_accuracy_sd": paper["accuracy_sd"].iloc[0] if len(paper) else math.nan,
-               "paper_violation": paper["violation"].iloc[0] if len(paper) else math.nan,
-               "paper_violation_sd": paper["violation_sd"].iloc[0] if len(paper) else math.nan,
-               "default_accuracy": d["accuracy"].iloc[0], "default_accuracy_sd": d["accuracy_sd"].iloc[0],
-               "default_violation": d["violation"].iloc[0], "default_violation_sd": d["violation_sd"].iloc[0],
-               "tuned_accuracy": t.accuracy, "tuned_accuracy_sd": t.accuracy_sd,
-               "tuned_violation": t.violation, "tuned_violation_sd": t.violation_sd,
-               "budget": len(tuned.grids[t.method]), "chosen_most_often": mode,
-               "folds_choosing_it": int((part["configuration"] == mode).sum()), "folds": len(part),
-               "selection_score": SELECTION_SCORES["clf" if t.method == "clf" else "fair"],
-               "epsilon": (float(part["epsilon"].mean()) if t.method in PRIVATE_METHODS else None),
-               "selection_privacy": SELECTION_PRIVACY if t.method in PRIVATE_METHODS else "non-private method"}
-        rows.append(row)
-    table = pd.DataFrame(rows)
-    if table.empty or table["paper_accuracy"].isna().all():
-        table["verdict"] = "no printed cell"
-        return table
-    cells = pd.concat([
-        pd.DataFrame({"constraint": table["constraint"], "method": table["method"], "quantity": quantity,
-                      "printed": table[f"paper_{quantity}"], "printed_sd": table[f"paper_{quantity}_sd"],
-                      "direction": direction, "at_printed": table[f"default_{quantity}"],
-                      "tuned": table[f"tuned_{quantity}"]})
-        for quantity, direction in (("accuracy", "at_least"), ("violation", "at_most"))], ignore_index=True)
-    cells = cells[cells["printed"].notna()]
-    judged = cell_verdicts(cells, tolerance=tolerance)
-    for quantity in ("accuracy", "violation"):
-        part = judged[judged["quantity"] == quantity].set_index(["constraint", "method"])
-        index = pd.MultiIndex.from_frame(table[["constraint", "method"]])
-        table[f"{quantity}_margin"] = part["margin"].reindex(index).to_numpy()
-        table[f"{quantity}_verdict"] = part["verdict"].reindex(index).to_numpy()
-    verdicts = row_verdicts(judged, ["constraint", "method"]).set_index(["constraint", "method"])
-    table["verdict"] = verdicts["verdict"].reindex(pd.MultiIndex.from_frame(table[["constraint", "method"]])) \
-        .fillna("no printed cell").to_numpy()
-    table["tolerance"] = tolerance.describe()
-    return table
-
-
 #: the keys of a tuned row in JSON (:func:`tuned_table2`'s ``chosen``)
 TUNED_ROW_KEYS = ("constraint", "method", "fold", "configuration", "validation_score", "accuracy", "violation",
                   "epsilon")
-
-
-def tuning_protocol(tuned: TunedTable2, *, tolerance: Tolerance = TABLE2_TOLERANCE) -> dict:
-    """The protocol of a tuned table in JSON form: each method's budget, how configurations are chosen and
-    on what, how the selection is accounted, and the tolerance of the verdicts."""
-    from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, VERDICTS
-
-    return {"budgets": {m: g.as_dict() for m, g in tuned.grids.items()}, "selection_score": dict(SELECTION_SCORES),
-            "validation": f"{tuned.validation_fraction:g} of each training fold, stratified by group x label; the "
-                          "chosen configuration is refitted on the whole training fold and tested on the test fold",
-            "selection_privacy": SELECTION_PRIVACY, "tolerance": tolerance.describe(),
-            "verdicts": list(VERDICTS)}
-
-
-def format_tuned_table(summary: pd.DataFrame) -> str:
-    """Human table of :func:`tuned_side_by_side`: per constraint and method, the paper's accuracy / violation,
-    the printed configuration's, the tuned one's, and the verdict."""
-    def pair(acc: float, viol: float) -> str:
-        return "—" if acc != acc else f"{acc:.3f} / {viol:.3f}"
-
-    lines = [f"{'constraint':10s} {'method':7s} {'paper':15s} {'printed cfg':15s} {'tuned':15s} {'verdict':38s} "
-             "chosen in most folds"]
-    for _, r in summary.iterrows():
-        lines.append(f"{r['constraint']:10s} {METHOD_LABELS.get(r['method'], r['method']):7s} "
-                     f"{pair(r['paper_accuracy'], r['paper_violation']):15s} "
-                     f"{pair(r['default_accuracy'], r['default_violation']):15s} "
-                     f"{pair(r['tuned_accuracy'], r['tuned_violation']):15s} {r['verdict']:38s} "
-                     f"{r['chosen_most_often']} ({r['folds_choosing_it']}/{r['folds']})")
-    return "\n".join(lines)
-
-
-# ------------------------------------------------------------------ Figures 1-5: the claims, tested
-def _per_value(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Mean and sd over seeds of accuracy, violation and the trade-off accuracy - violation per ``by``,
-    diverged runs left out (counted in ``diverged``)."""
-    rows = rows.assign(tradeoff=rows["accuracy"] - rows["violation"],
-                       diverged=rows["diverged_at_step"].notna() if "diverged_at_step" in rows else False)
-    grouped = rows.groupby(list(by), sort=True)
-    table = grouped[["accuracy", "violation", "tradeoff"]].agg(["mean", "std"])
-    table.columns = [f"{a}_{b}".replace("_mean", "") for a, b in table.columns]
-    table["diverged"] = grouped["diverged"].sum()
-    return table.reset_index()
-
-
-def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    from scipy.stats import spearmanr
-
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    return float(spearmanr(x[keep], y[keep]).statistic) if keep.sum() >= 3 else math.nan
-
-
-def figure_claims(sweeps: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Paper 003 §8.2-8.5's statements about Figures 1-5, each tested on sweep rows (test split of each seed;
-    means over seeds, diverged runs left out). ``sweeps`` maps ``"fig1"`` (:func:`epsilon_sweep`, PF-LD and M),
-    ``"fig2"`` (:func:`clip_sweep`, with its Fig. 3 columns), ``"fig4"`` (:func:`dual_clip_sweep`) and ``"fig5"``
-    (:func:`missing_sweep`) to their rows; absent keys are skipped. One row per claim: ``figure``, ``claim``,
-    the paper's words (``statement``), ``holds`` (None where the rows cannot test it: an sd from one seed) and
-    the numbers it rests on (``detail``). The tests:
-
-    * fig1 ``violation_falls``: "the fairness violation score decreases as the privacy budget increases" --
-      PF-LD's mean violation is lower at the largest epsilon than at the smallest and its Spearman correlation
-      with epsilon is at most -0.5;
-    * fig1 ``accuracy_slightly_decreases``: PF-LD's mean accuracy at the largest epsilon is 0 to 0.05 below the
-      smallest's;
-    * fig1 ``pfld_beats_m``: "in most cases PF-LD is more accurate and produces smaller violations [than M]" --
-      at more than half of the epsilons, both;
-    * fig1 ``pfld_more_robust``: "more robust than M ... comparing the standard deviations" -- PF-LD's sd over
-      seeds, averaged over the epsilons, is below M's for accuracy and for violation;
-    * fig2 ``best_cp_10_to_20``: "the best accuracy/fairness tradeoff is obtained when C_p in [10, 20]" -- at more
-      than half of the epsilons the largest mean accuracy - violation is at C_p = 10 or 20;
-    * fig3 ``share_above_falls``: "the percentage ... exceeding C_p is very high when C_p is small", "at large
-      C_p most individual gradients are smaller" -- at epsilon 1, in every group, the share above the smallest
-      C_p is at least 0.5 and above the largest below 0.5;
-    * fig4 ``intermediate_cd_best``: "intermediate clipping values suggest better accuracy/fairness tradeoffs" --
-      at more than half of the epsilons the best mean trade-off is at neither the smallest nor the largest C_d;
-    * fig4 ``large_cd_fluctuates``: "large values of C_d introduce large fluctuation" -- at more than half of
-      the epsilons the largest C_d diverged in some seed or has the largest sd of accuracy;
-    * fig5 ``fewer_missing_smaller_violation``: "the model achieves smaller fairness violations as the number of
-      missing values decreases" -- at more than half of the epsilons the Spearman correlation of the missing
-      rate and the mean violation is positive.
-    """
-    claims = []
-
-    def add(figure: str, claim: str, statement: str, holds: bool | None, detail: str) -> None:
-        claims.append({"figure": figure, "claim": claim, "statement": statement,
-                       "holds": None if holds is None else bool(holds), "detail": detail})
-
-    if "fig1" in sweeps:
-        table = _per_value(sweeps["fig1"], ["method", "requested_epsilon"])
-        pfld = table[table["method"] == "pfld"].sort_values("requested_epsilon")
-        eps, viol, acc = pfld["requested_epsilon"], pfld["violation"].to_numpy(), pfld["accuracy"].to_numpy()
-        rho = _spearman(eps, viol)
-        add("1", "violation_falls", "the fairness violation score decreases as the privacy budget increases",
-            viol[-1] < viol[0] and rho <= -0.5,
-            f"PF-LD violation {', '.join(f'{v:.3f}' for v in viol)} at epsilon "
-            f"{', '.join(f'{e:g}' for e in eps)}; Spearman {rho:.2f}")
-        drop = acc[-1] - acc[0]
-        add("1", "accuracy_slightly_decreases", "the model accuracy slightly decreases as epsilon increases",
-            -0.05 <= drop <= 0, f"PF-LD accuracy {acc[0]:.3f} -> {acc[-1]:.3f} ({drop:+.3f})")
-        m = table[table["method"] == "m"]
-        both = pfld.merge(m, on="requested_epsilon", how="inner", suffixes=("", "_m"))
-        if len(both):
-            wins = int(((both["accuracy"] >= both["accuracy_m"]) & (both["violation"] <= both["violation_m"])).sum())
-            add("1", "pfld_beats_m", "in most cases PF-LD is more accurate and produces smaller fairness violations "
-                "than M", wins > len(both) / 2, f"PF-LD ahead on both at {wins} of {len(both)} epsilons")
-            sd = {q: (both[f"{q}_std"].mean(), both[f"{q}_std_m"].mean()) for q in ("accuracy", "violation")}
-            testable = all(math.isfinite(v) for pair in sd.values() for v in pair)  # one seed: no sd
-            add("1", "pfld_more_robust", "PF-LD produces models that are more robust than M's (smaller sd)",
-                all(a < b for a, b in sd.values()) if testable else None,
-                "; ".join(f"mean sd of {q}: PF-LD {a:.3f}, M {b:.3f}" for q, (a, b) in sd.items()))
-    if "fig2" in sweeps:
-        table = _per_value(sweeps["fig2"], ["requested_epsilon", "clip_primal"])
-        best = table.loc[table.groupby("requested_epsilon")["tradeoff"].idxmax()]
-        hits = int(best["clip_primal"].isin([10.0, 20.0]).sum())
-        add("2", "best_cp_10_to_20", "the best accuracy/fairness tradeoff is obtained when C_p is in [10, 20]",
-            hits > len(best) / 2, "best C_p by accuracy - violation at epsilon "
-            + ", ".join(f"{r.requested_epsilon:g}: {r.clip_primal:g}" for r in best.itertuples()))
-        above = [c for c in sweeps["fig2"].columns if c.startswith("frac_above[")]
-        at_one = sweeps["fig2"][sweeps["fig2"]["requested_epsilon"] == 1.0]
-        if above and len(at_one):
-            shares = at_one.groupby("clip_primal")[above].mean().sort_index()
-            low, high = shares.iloc[0], shares.iloc[-1]
-            add("3", "share_above_falls", "the share of group-gradient norms above C_p is very high for small C_p and "
-                "most are below C_p for large C_p", bool((low >= 0.5).all() and (high < 0.5).all()),
-                f"share above C_p = {shares.index[0]:g}: " + ", ".join(f"{v:.2f}" for v in low)
-                + f"; above C_p = {shares.index[-1]:g}: " + ", ".join(f"{v:.2f}" for v in high))
-    if "fig4" in sweeps:
-        table = _per_value(sweeps["fig4"], ["requested_epsilon", "clip_dual"])
-        clips = sorted(table["clip_dual"].unique())
-        inner, fluctuating, details = 0, 0, []
-        for epsilon, part in table.groupby("requested_epsilon"):
-            part = part.set_index("clip_dual").reindex(clips)
-            best = part["tradeoff"].idxmax() if part["tradeoff"].notna().any() else math.nan
-            inner += best not in (clips[0], clips[-1])
-            largest = part.loc[clips[-1]]
-            fluctuating += bool(largest["diverged"] > 0 or largest["accuracy_std"] >= part["accuracy_std"].max())
-            testable = bool(table["accuracy_std"].notna().any() or (table["diverged"] > 0).any())
-            details.append(f"epsilon {epsilon:g}: best C_d {best:g}, C_d = {clips[-1]:g} diverged "
-                           f"{int(largest['diverged'])}, accuracy sd {largest['accuracy_std']:.3f}")
-        n = table["requested_epsilon"].nunique()
-        add("4", "intermediate_cd_best", "intermediate clipping values C_d suggest better accuracy/fairness "
-            "tradeoffs", inner > n / 2, "; ".join(details))
-        add("4", "large_cd_fluctuates", "large values of C_d introduce large fluctuation to the model accuracy",
-            fluctuating > n / 2 if testable else None, "; ".join(details))
-    if "fig5" in sweeps:
-        table = _per_value(sweeps["fig5"], ["requested_epsilon", "missing_rate"])
-        rhos = {e: _spearman(p["missing_rate"], p["violation"]) for e, p in table.groupby("requested_epsilon")}
-        add("5", "fewer_missing_smaller_violation", "the model achieves smaller fairness violations as the number "
-            "of missing values decreases", sum(r > 0 for r in rhos.values()) > len(rhos) / 2,
-            "Spearman(missing rate, violation) at epsilon " + ", ".join(f"{e:g}: {r:.2f}" for e, r in rhos.items()))
-    return pd.DataFrame(claims, columns=["figure", "claim", "statement", "holds", "detail"])
-
-
-def figure_verdicts(printed: pd.DataFrame, tuned: pd.DataFrame) -> pd.DataFrame:
-    """:func:`figure_claims` at the printed configuration beside the same claims on sweeps started from the
-    tuned configurations (:func:`tuned_bases`), with the three-valued verdict of :mod:`.tuning` per claim."""
-    from dpfair_analysis.experiments.tuning import three_valued
-
-    both = printed.merge(tuned[["figure", "claim", "holds", "detail"]], on=["figure", "claim"], how="left",
-                         suffixes=("_printed", "_tuned"))
-
-    def verdict(a, b) -> str:
-        a, b = (None if v is None or v != v else bool(v) for v in (a, b))
-        return "not tested (one seed)" if a is None and b is None else three_valued(a, bool(b))
-
-    both["verdict"] = [verdict(a, b) for a, b in zip(both["holds_printed"], both["holds_tuned"])]
-    return both

@@ -17,10 +17,11 @@ Before a printed number is called "not reproduced", every method of the table ge
    states the chosen configuration's epsilon -- a guarantee for that one training run -- and
    :data:`SELECTION_PRIVACY` says so in every JSON and CSV. (A private selection in the sense of Papernot &
    Steinke, ICLR 2022, needs a random number of runs and a noised score; it is not what ran.)
-4. **Three-valued verdicts** (:data:`VERDICTS`): ``reproduces at the printed settings`` if the printed
+4. **Three-valued verdicts** (:data:`~dpfair_analysis.verify.reproduction.VERDICTS`, judged by
+   :mod:`dpfair_analysis.verify.reproduction`): ``reproduces at the printed settings`` if the printed
    configuration's result is within the tolerance of the printed number; else ``reproduces after tuning``
    (with the budget and the chosen values) if the chosen configuration's is; else ``does not reproduce within
-   the budget``. :class:`Tolerance` states what "within" means: a cell the paper claims as an achievement
+   the budget``. :class:`~dpfair_analysis.verify.reproduction.Tolerance` states what "within" means: a cell the paper claims as an achievement
    (an accuracy, a cost of privacy) must be at most ``margin`` below the printed value, a fairness violation at
    most ``margin`` above it (being better than printed is not a failure to reproduce; the signed difference is
    reported beside every verdict). The margin is the larger of the paper's printed sd and a stated floor.
@@ -39,12 +40,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from dpfair_analysis.validation import check_choice, check_fraction, check_nonnegative
+from dpfair_analysis.validation import check_choice, check_fraction
 
-#: the three verdicts, in order of preference
-PRINTED, TUNED, NOT_REPRODUCED = ("reproduces at the printed settings", "reproduces after tuning",
-                                  "does not reproduce within the budget")
-VERDICTS = (PRINTED, TUNED, NOT_REPRODUCED)
 
 #: how the tuning is accounted, in every result that carries a tuned number
 SELECTION_PRIVACY = ("selection not private: the configuration was chosen on the validation rows' accuracy, "
@@ -182,95 +179,6 @@ def select(scores: pd.DataFrame, *, score: str = "score", by: Sequence[str] = ("
     return ranked.groupby(list(by), sort=False).head(1).drop(columns="_nan").reset_index(drop=True)
 
 
-# ----------------------------------------------------------------------------- verdicts
-@dataclass(frozen=True)
-class Tolerance:
-    """What "reproduces" means for one printed cell.
-
-    A cell the paper presents as an achievement of the method (``direction="at_least"``: an accuracy, a
-    cost of privacy) reproduces if the measured value is at least the printed one minus the margin; a cell
-    that should be small (``"at_most"``: a fairness violation) if it is at most the printed one plus the
-    margin. The margin is ``max(sd_factor x printed sd, floor)`` (no printed sd: the floor).
-    """
-
-    floor: float
-    sd_factor: float = 1.0
-    reason: str = ""
-
-    def __post_init__(self) -> None:
-        check_nonnegative(self.floor, "floor")
-        check_nonnegative(self.sd_factor, "sd_factor")
-
-    def margin(self, printed_sd: float | None = None) -> float:
-        sd = 0.0 if printed_sd is None or not math.isfinite(printed_sd) else printed_sd
-        return max(self.sd_factor * sd, self.floor)
-
-    def describe(self) -> str:
-        rule = f"max({self.sd_factor:g} x the printed sd, {self.floor:g})" if self.sd_factor else f"{self.floor:g}"
-        return f"margin {rule}" + (f": {self.reason}" if self.reason else "")
-
-
-DIRECTIONS = ("at_least", "at_most")
-
-
-def within(measured: float, printed: float, *, margin: float, direction: str = "at_least") -> bool:
-    """Whether ``measured`` reproduces ``printed`` within ``margin`` in ``direction`` (:class:`Tolerance`).
-    A NaN measurement (a diverged run) never does."""
-    check_choice(direction, "direction", DIRECTIONS)
-    check_nonnegative(margin, "margin")
-    if not (math.isfinite(measured) and math.isfinite(printed)):
-        return False
-    gap = measured - printed
-    return bool(gap >= -margin - 1e-12) if direction == "at_least" else bool(gap <= margin + 1e-12)
-
-
-def three_valued(printed_ok: bool | None, tuned_ok: bool) -> str:
-    """The verdict (:data:`VERDICTS`) from whether the printed configuration's result reproduces
-    (``None``: the printed configuration was not run, e.g. the paper prints nothing to run) and whether the
-    chosen configuration's does."""
-    if printed_ok:
-        return PRINTED
-    return TUNED if tuned_ok else NOT_REPRODUCED
-
-
-def cell_verdicts(cells: pd.DataFrame, *, tolerance: Tolerance) -> pd.DataFrame:
-    """Verdicts of printed cells. ``cells`` has one row per cell with ``printed``, ``printed_sd`` (may be
-    NaN), ``direction`` and the two measurements ``at_printed`` (the printed configuration's, NaN if not
-    run) and ``tuned`` (the chosen configuration's). Adds ``margin``, ``diff_printed`` and ``diff_tuned``
-    (measured minus printed), ``ok_printed``, ``ok_tuned``, ``verdict`` and ``note`` (the tuned measurement is
-    better than printed by more than the margin: it reproduces the number, not necessarily a claim that rests
-    on it being bad, e.g. a disparity)."""
-    out = cells.copy()
-    out["margin"] = [tolerance.margin(sd) for sd in out["printed_sd"]]
-    out["diff_printed"] = out["at_printed"] - out["printed"]
-    out["diff_tuned"] = out["tuned"] - out["printed"]
-    out["ok_printed"] = [within(m, p, margin=g, direction=d) for m, p, g, d in
-                         zip(out["at_printed"], out["printed"], out["margin"], out["direction"])]
-    out["ok_tuned"] = [within(m, p, margin=g, direction=d) for m, p, g, d in
-                       zip(out["tuned"], out["printed"], out["margin"], out["direction"])]
-    out["verdict"] = [three_valued(a, b) for a, b in zip(out["ok_printed"], out["ok_tuned"])]
-    better = [(d > g) if direction == "at_least" else (d < -g)
-              for d, g, direction in zip(out["diff_tuned"], out["margin"], out["direction"])]
-    out["note"] = ["better than printed by more than the margin" if b else "" for b in better]
-    return out
-
-
-def row_verdicts(cells: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """One verdict per ``by`` row of :func:`cell_verdicts`' output: the printed configuration reproduces
-    the row if it reproduces every cell of it, the chosen one likewise. Columns ``by``, ``cells``,
-    ``ok_printed``, ``ok_tuned``, ``verdict``."""
-    grouped = cells.groupby(list(by), sort=False)
-    table = grouped.agg(cells=("verdict", "size"), ok_printed=("ok_printed", "all"), ok_tuned=("ok_tuned", "all"))
-    table["verdict"] = [three_valued(a, b) for a, b in zip(table["ok_printed"], table["ok_tuned"])]
-    return table.reset_index()
-
-
-def verdict_counts(verdicts: pd.Series) -> dict[str, int]:
-    """How many of each of :data:`VERDICTS` (every kind listed, zeros included)."""
-    counts = verdicts.value_counts()
-    return {v: int(counts.get(v, 0)) for v in VERDICTS}
-
-
 # ----------------------------------------------------------------------------- DP-SGD comparisons (MNIST)
 #: paper 000 §6.1 prints r = 0.01 and nothing about how batches are drawn; DP-SGD's accountant assumes
 #: Poisson sampling, the papers' code most likely drew shuffled fixed-size batches; 0.05 and 0.1 are the
@@ -286,12 +194,6 @@ MNIST_TUNING_METHODS = ("dpsgd", "dpsgdf", "sgd", "optq", "fairdp", "naive")
 #: configuration): at ~25 CPU-minutes a run, DPSGD and DPSGD-F side by side answer the sampling question at the
 #: printed rate after four runs, then SGD (every cost's reference, the cheapest), Opt-Q beside FairDP, Naive
 MNIST_TUNING_ORDER = (("dpsgd", "dpsgdf"), "sgd", ("optq", "fairdp"), "naive")
-#: MNIST cells of paper 000 Table 1 (accuracy of SGD, cost of the private methods): no sd is printed; our
-#: own seed-to-seed sd of DPSGD's and DPSGD-F's class-8 cost at the printed settings is 0.036 (2 seeds),
-#: of the totals and class 2 at most 0.009
-MNIST_TOLERANCE = {"all": Tolerance(0.03, 0.0, "3 x our largest seed sd of a total or class-2 cost (0.009)"),
-                   "2": Tolerance(0.03, 0.0, "3 x our largest seed sd of a total or class-2 cost (0.009)"),
-                   "8": Tolerance(0.07, 0.0, "2 x our seed sd of DPSGD's and DPSGD-F's class-8 cost (0.036)")}
 
 
 def tuned_config(base, configuration: Mapping[str, Any]):
@@ -494,11 +396,9 @@ def budget_status(rows: pd.DataFrame, grid: TuningGrid, methods: Sequence[str]) 
                           "complete": int(done.get(m, 0)) == len(grid)} for m in methods])
 
 
-# ----------------------------------------------------------------------------- MNIST: selection, verdicts, claims
+# ----------------------------------------------------------------------------- MNIST: selection and costs
 #: the MNIST groups the papers' tables show (paper 000 Table 1: the total, class 2 and class 8)
 MNIST_GROUPS = ("all", "2", "8")
-#: paper 000 §6.1.4: costs are "equal" when every two groups' costs differ by at most tau
-EQUAL_COST_TAU = 0.05
 
 
 def _wide(rows: pd.DataFrame, split: str, groups: Sequence[str]) -> pd.DataFrame:
@@ -550,35 +450,6 @@ def mnist_costs(selection: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS
     return pd.DataFrame(out)
 
 
-def mnist_table1_verdicts(costs: pd.DataFrame, printed_table: pd.DataFrame, *,
-                          tolerances: Mapping[str, Tolerance] = MNIST_TOLERANCE) -> pd.DataFrame:
-    """Paper 000 Table 1's MNIST cells (``printed_table``: rows ``method, all, 2, 8`` with SGD's accuracy and
-    the private methods' costs) against :func:`mnist_costs`: one row per (method, group) with the printed value,
-    the printed and the tuned configuration's measurement, each cell's margin (``tolerances`` by group) and the
-    three-valued verdict (:func:`cell_verdicts`; direction "at_least": a cost no worse than printed by more
-    than the margin)."""
-    cells = []
-    wide = costs.set_index(["which", "method"])
-    paper = printed_table.set_index("method")
-    for method in paper.index:
-        if ("printed", method) not in wide.index:
-            continue
-        for g in MNIST_GROUPS:
-            cells.append({"method": method, "group": g, "printed": float(paper.loc[method, g]),
-                          "printed_sd": math.nan, "direction": "at_least",
-                          "at_printed": float(wide.loc[("printed", method), g]),
-                          "tuned": float(wide.loc[("tuned", method), g])})
-    frames = []
-    for g, part in pd.DataFrame(cells).groupby("group", sort=False):
-        judged = cell_verdicts(part, tolerance=tolerances[g])
-        judged["tolerance"] = tolerances[g].describe()
-        frames.append(judged)
-    out = pd.concat(frames).sort_index(kind="stable").reset_index(drop=True)
-    order = {m: i for i, m in enumerate(printed_table["method"])}
-    return out.sort_values(["method", "group"], key=lambda c: c.map(order) if c.name == "method"
-                           else c.map({g: i for i, g in enumerate(MNIST_GROUPS)})).reset_index(drop=True)
-
-
 def sampling_effect(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
     """The batch-sampling hypothesis (shuffled fixed-size batches, the papers' likely practice, against the
     Poisson sampling the accountant assumes): per (method, lr) the test and validation accuracy of ``groups``
@@ -603,66 +474,6 @@ def sampling_effect(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS)
     frame["method"] = pd.Categorical(frame["method"], order, ordered=True)
     return frame.sort_values(["split", "method", "lr"], ascending=[False, True, True]).reset_index(drop=True) \
         .assign(method=lambda f: f["method"].astype(str))
-
-
-def mnist_claims(rows: pd.DataFrame, *, focus: tuple[str, str] = ("2", "8"), tau: float = EQUAL_COST_TAU,
-                 tolerance: float = 0.0) -> pd.DataFrame:
-    """The papers' qualitative claims at the printed and at the tuned configurations, with the three-valued
-    verdict, on the groups ``focus`` = (reference, minority): MNIST's classes 2 and 8 (paper 000's), or e.g.
-    Adult's Male and Female. From paper 000: ``dpsgd_disparate`` (DPSGD's costs on the two groups differ by
-    more than tau: on MNIST class 8 loses more, on Adult the men), ``naive_equal`` and ``dpsgdf_equal`` (|Delta^ref - Delta^min| <= tau),
-    ``dpsgdf_least_loss``
-    (DPSGD-F's total cost is the least of DPSGD, Naive and DPSGD-F, within ``tolerance``); from paper 002
-    (:func:`~dpfair_analysis.experiments.fairdp.claim_verdicts`, on one seed): ``least_loss``,
-    ``sgd_like_inequality`` and ``fairest_private`` for FairDP among DPSGD, Opt-Q, DPSGD-F and FairDP. Methods
-    not run are skipped."""
-    from types import SimpleNamespace
-
-    from dpfair_analysis.experiments.fairdp import claim_verdicts
-    from dpfair_analysis.fairness.inequality import INDICES, inequality_indices
-
-    groups = [g for g in dict.fromkeys(rows["group"]) if g != "all"]
-    ref, low = focus
-    if ref not in groups or low not in groups:
-        raise ValueError(f"focus must name two groups of the rows ({groups}), got {focus!r}")
-    selection = mnist_selection(rows, groups=("all", *groups))
-    costs = mnist_costs(selection, groups=("all", *groups))
-    found = {}
-    for which, part in costs.groupby("which", sort=False):
-        by = part.set_index("method")
-        accuracy = selection[selection["which"] == which].set_index("method")
-        claims = {}
-        if "dpsgd" in by.index:
-            claims["dpsgd_disparate"] = (abs(by.loc["dpsgd", ref] - by.loc["dpsgd", low]) > tau,
-                                         f"DPSGD cost {ref} {by.loc['dpsgd', ref]:+.3f}, {low} "
-                                         f"{by.loc['dpsgd', low]:+.3f}")
-        for method in ("naive", "dpsgdf"):
-            if method in by.index:
-                gap = abs(by.loc[method, ref] - by.loc[method, low])
-                claims[f"{method}_equal"] = (gap <= tau, f"|Delta^{ref} - Delta^{low}| = {gap:.3f} (tau {tau:g})")
-        trio = [m for m in ("dpsgd", "naive", "dpsgdf") if m in by.index]
-        if "dpsgdf" in trio and len(trio) > 1:
-            best = by.loc[trio, "all"].max()
-            claims["dpsgdf_least_loss"] = (by.loc["dpsgdf", "all"] >= best - tolerance,
-                                           ", ".join(f"{m} {by.loc[m, 'all']:+.3f}" for m in trio))
-        compared = [m for m in ("sgd", "dpsgd", "optq", "dpsgdf", "fairdp") if m in by.index]
-        if {"sgd", "fairdp"} <= set(compared) and len(compared) > 2:
-            table = pd.DataFrame([{"method": m, "group": "all", "cost": by.loc[m, "all"], "cost_sd": math.nan}
-                                  for m in compared])
-            inequality = pd.DataFrame([{"method": m, **inequality_indices(accuracy.loc[m, groups].to_numpy(float))}
-                                       for m in compared])[["method", *INDICES]]
-            verdicts = claim_verdicts({"mnist": SimpleNamespace(table=table, inequality=inequality)},
-                                      tolerance=tolerance)
-            for v in verdicts.itertuples():
-                claims[f"002.{v.claim}"] = (bool(v.holds), f"margin {v.margin:+.3f}; {v.detail}")
-        found[which] = claims
-    rows_out = []
-    for claim, (printed_ok, printed_detail) in found.get("printed", {}).items():
-        tuned_ok, tuned_detail = found.get("tuned", {}).get(claim, (False, "not run"))
-        rows_out.append({"claim": claim, "holds_printed": bool(printed_ok), "detail_printed": printed_detail,
-                         "holds_tuned": bool(tuned_ok), "detail_tuned": tuned_detail,
-                         "verdict": three_valued(bool(printed_ok), bool(tuned_ok))})
-    return pd.DataFrame(rows_out)
 
 
 def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS, split: str = "test",

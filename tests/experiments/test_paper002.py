@@ -13,9 +13,10 @@ from dpfair_analysis.experiments.compare import CompareConfig, dpsgd_epsilon_tar
     split_for_seed
 from dpfair_analysis.experiments import cache as cache_module, fairdp as paper_module
 from dpfair_analysis.experiments.cache import RunCache, RunRecords
-from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, claim_verdicts, \
+from dpfair_analysis.verify.reproduction import claim_verdicts, sweep_verdicts
+from dpfair_analysis.experiments.fairdp import PAPER002_METHODS, SWEEP_FIGURES, \
     fairdp_bounds_across, fairdp_shrink_only_sigma, membership_inference, preset, SWEEPS, save_sweep_figures, sweep, \
-    sweep_config, sweep_table, sweep_verdicts, table1
+    sweep_config, sweep_table, table1
 from dpfair_analysis.fairness.inequality import inequality_indices
 from dpfair_analysis.privacy.accounting import ledger_from_records
 from dpfair_analysis.training.loop import TrainConfig

@@ -10,6 +10,7 @@ import pytest
 
 from dpfair_analysis.cli import main
 from dpfair_analysis.experiments import pfld as P
+from dpfair_analysis.verify import reproduction as R
 from dpfair_analysis.experiments import pfld_tuned as PT
 from dpfair_analysis.experiments.cache import RunCache
 
@@ -284,13 +285,13 @@ def _tuned_stub(default, chosen) -> PT.TunedTable2:
 
 
 @pytest.mark.parametrize("default, chosen, verdict", [
-    ([(0.66, 0.09), (0.66, 0.11)], [(0.50, 0.0), (0.50, 0.0)], T.PRINTED),
-    ([(0.55, 0.09), (0.57, 0.11)], [(0.66, 0.12), (0.67, 0.12)], T.TUNED),  # violation 0.12 <= 0.098 + 0.037
-    ([(0.55, 0.09), (0.57, 0.11)], [(0.66, 0.15), (0.67, 0.15)], T.NOT_REPRODUCED),  # too unfair
-    ([(0.55, 0.09), (0.57, 0.11)], [(0.62, 0.00), (0.63, 0.00)], T.NOT_REPRODUCED),  # too inaccurate
+    ([(0.66, 0.09), (0.66, 0.11)], [(0.50, 0.0), (0.50, 0.0)], R.PRINTED),
+    ([(0.55, 0.09), (0.57, 0.11)], [(0.66, 0.12), (0.67, 0.12)], R.TUNED),  # violation 0.12 <= 0.098 + 0.037
+    ([(0.55, 0.09), (0.57, 0.11)], [(0.66, 0.15), (0.67, 0.15)], R.NOT_REPRODUCED),  # too unfair
+    ([(0.55, 0.09), (0.57, 0.11)], [(0.62, 0.00), (0.63, 0.00)], R.NOT_REPRODUCED),  # too inaccurate
 ])
 def test_a_cell_reproduces_only_if_accuracy_and_violation_both_do(default, chosen, verdict):
-    summary = PT.tuned_side_by_side(_tuned_stub(default, chosen)).iloc[0]
+    summary = R.tuned_side_by_side(_tuned_stub(default, chosen)).iloc[0]
     assert summary["verdict"] == verdict
     assert summary["accuracy_margin"] == pytest.approx(0.02) and summary["violation_margin"] == pytest.approx(0.037)
     assert summary["epsilon"] == 1.0 and summary["selection_privacy"] == T.SELECTION_PRIVACY
@@ -308,17 +309,17 @@ def _sweep_rows(values, *, column, violation, accuracy=None, seeds=2):
 
 def test_figure_claims_follow_the_numbers_they_test():
     eps = (0.1, 0.5, 1.0, 2.0, 5.0)
-    falls = PT.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
+    falls = R.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
                                                  violation=(0.3, 0.2, 0.1, 0.05, 0.01))}).set_index("claim")
-    rises = PT.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
+    rises = R.figure_claims({"fig1": _sweep_rows(eps, column="requested_epsilon",
                                                  violation=(0.01, 0.05, 0.1, 0.2, 0.3))}).set_index("claim")
     assert falls.loc["violation_falls", "holds"] and not rises.loc["violation_falls", "holds"]
     rates = (0.6, 0.4, 0.2, 0.0)
-    fewer = PT.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.3, 0.2, 0.1, 0.0))})
-    more = PT.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.0, 0.1, 0.2, 0.3))})
+    fewer = R.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.3, 0.2, 0.1, 0.0))})
+    more = R.figure_claims({"fig5": _sweep_rows(rates, column="missing_rate", violation=(0.0, 0.1, 0.2, 0.3))})
     assert fewer["holds"].item() and not more["holds"].item()
-    verdicts = PT.figure_verdicts(rises.reset_index(), falls.reset_index())
-    assert verdicts.set_index("claim").loc["violation_falls", "verdict"] == T.TUNED
+    verdicts = R.figure_verdicts(rises.reset_index(), falls.reset_index())
+    assert verdicts.set_index("claim").loc["violation_falls", "verdict"] == R.TUNED
 
 
 def test_cli_tune_json_carries_the_protocol_and_a_verdict_per_cell(capsys, tmp_path, monkeypatch):
@@ -330,7 +331,7 @@ def test_cli_tune_json_carries_the_protocol_and_a_verdict_per_cell(capsys, tmp_p
     assert protocol["selection_privacy"] == T.SELECTION_PRIVACY and "0.02" in protocol["tolerance"]
     assert protocol["budgets"]["pfld"]["configurations"] == 2  # quick: the first two of 16
     assert {row["method"] for row in document["summary"]} == {"clf", "pfld"}
-    assert all(row["verdict"] in T.VERDICTS for row in document["summary"])
+    assert all(row["verdict"] in R.VERDICTS for row in document["summary"])
     assert sum(document["verdict_counts"].values()) == 2
     assert len(document["tuned_rows"]) == 2 * 2 and set(document["tuned_rows"][0]) == set(PT.TUNED_ROW_KEYS)
     assert main(["pfld-table", "--data", "compas", "--methods", "clf,fld", "--tune"]) == 2

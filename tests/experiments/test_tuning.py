@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpfair_analysis.experiments import tuning as T
+from dpfair_analysis.verify import reproduction as R
 
 
 # ----------------------------------------------------------------------------- budgets
@@ -85,21 +86,21 @@ def test_selection_reads_the_validation_rows_and_never_the_test_rows():
 
 # ----------------------------------------------------------------------------- verdicts
 def test_within_is_one_sided_and_a_nan_never_reproduces():
-    assert T.within(0.70, 0.72, margin=0.02) and not T.within(0.69, 0.72, margin=0.02)
-    assert T.within(0.99, 0.72, margin=0.0)  # better than printed: reproduces the achievement
-    assert T.within(0.11, 0.10, margin=0.02, direction="at_most") and not T.within(0.13, 0.10, margin=0.02,
+    assert R.within(0.70, 0.72, margin=0.02) and not R.within(0.69, 0.72, margin=0.02)
+    assert R.within(0.99, 0.72, margin=0.0)  # better than printed: reproduces the achievement
+    assert R.within(0.11, 0.10, margin=0.02, direction="at_most") and not R.within(0.13, 0.10, margin=0.02,
                                                                                    direction="at_most")
-    assert not T.within(math.nan, 0.5, margin=1.0)
+    assert not R.within(math.nan, 0.5, margin=1.0)
     with pytest.raises(ValueError, match="direction"):
-        T.within(0.5, 0.5, margin=0.1, direction="both")
+        R.within(0.5, 0.5, margin=0.1, direction="both")
     with pytest.raises(ValueError, match="margin"):
-        T.within(0.5, 0.5, margin=-0.1)
+        R.within(0.5, 0.5, margin=-0.1)
 
 
 def test_three_valued_verdicts_prefer_the_printed_settings():
-    assert T.three_valued(True, False) == T.PRINTED and T.three_valued(True, True) == T.PRINTED
-    assert T.three_valued(False, True) == T.TUNED and T.three_valued(None, True) == T.TUNED
-    assert T.three_valued(False, False) == T.NOT_REPRODUCED
+    assert R.three_valued(True, False) == R.PRINTED and R.three_valued(True, True) == R.PRINTED
+    assert R.three_valued(False, True) == R.TUNED and R.three_valued(None, True) == R.TUNED
+    assert R.three_valued(False, False) == R.NOT_REPRODUCED
 
 
 def test_cell_verdicts_use_the_printed_sd_or_the_floor_and_rows_need_every_cell():
@@ -110,13 +111,13 @@ def test_cell_verdicts_use_the_printed_sd_or_the_floor_and_rows_need_every_cell(
          "tuned": 0.79},
         {"row": "z", "printed": 0.80, "printed_sd": 0.0, "direction": "at_least", "at_printed": 0.70,
          "tuned": 0.95}])
-    judged = T.cell_verdicts(cells, tolerance=T.Tolerance(0.02, 1.0))
+    judged = R.cell_verdicts(cells, tolerance=R.Tolerance(0.02, 1.0))
     assert judged["margin"].tolist() == pytest.approx([0.05, 0.02, 0.02, 0.02])
-    assert judged["verdict"].tolist() == [T.PRINTED, T.TUNED, T.TUNED, T.TUNED]
+    assert judged["verdict"].tolist() == [R.PRINTED, R.TUNED, R.TUNED, R.TUNED]
     assert judged["note"].tolist()[3] == "better than printed by more than the margin"
-    rows = T.row_verdicts(judged, ["row"]).set_index("row")["verdict"]
-    assert rows.to_dict() == {"x": T.NOT_REPRODUCED, "y": T.TUNED, "z": T.TUNED}  # x: no one run does both
-    assert T.verdict_counts(rows) == {T.PRINTED: 0, T.TUNED: 2, T.NOT_REPRODUCED: 1}
+    rows = R.row_verdicts(judged, ["row"]).set_index("row")["verdict"]
+    assert rows.to_dict() == {"x": R.NOT_REPRODUCED, "y": R.TUNED, "z": R.TUNED}  # x: no one run does both
+    assert R.verdict_counts(rows) == {R.PRINTED: 0, R.TUNED: 2, R.NOT_REPRODUCED: 1}
 
 
 # ----------------------------------------------------------------------------- the validation split (MNIST)
@@ -198,11 +199,11 @@ def test_costs_compare_printed_with_printed_and_tuned_with_tuned():
                                                                                     "quantity"] == "accuracy"
     paper = pd.DataFrame([{"method": "sgd", "all": 0.98, "2": 0.98, "8": 0.98},
                           {"method": "dpsgd", "all": -0.05, "2": -0.10, "8": -0.15}])
-    verdicts = T.mnist_table1_verdicts(costs.reset_index(), paper).set_index(["method", "group"])
-    assert verdicts.loc[("sgd", "all"), "verdict"] == T.TUNED  # 0.97 is within 0.03 of 0.98, 0.90 is not
-    assert verdicts.loc[("dpsgd", "all"), "verdict"] == T.NOT_REPRODUCED  # -0.12 is 0.07 short of -0.05
-    assert verdicts.loc[("dpsgd", "2"), "verdict"] == T.TUNED  # -0.12 is 0.02 short of -0.10: within 0.03
-    assert verdicts.loc[("dpsgd", "8"), "verdict"] == T.TUNED  # better than printed
+    verdicts = R.mnist_table1_verdicts(costs.reset_index(), paper).set_index(["method", "group"])
+    assert verdicts.loc[("sgd", "all"), "verdict"] == R.TUNED  # 0.97 is within 0.03 of 0.98, 0.90 is not
+    assert verdicts.loc[("dpsgd", "all"), "verdict"] == R.NOT_REPRODUCED  # -0.12 is 0.07 short of -0.05
+    assert verdicts.loc[("dpsgd", "2"), "verdict"] == R.TUNED  # -0.12 is 0.02 short of -0.10: within 0.03
+    assert verdicts.loc[("dpsgd", "8"), "verdict"] == R.TUNED  # better than printed
 
 
 def test_the_sampling_effect_is_shuffle_minus_poisson_at_each_learning_rate():
@@ -220,10 +221,10 @@ def test_mnist_claims_flip_with_the_numbers_they_rest_on():
                          ("dpsgdf", 0): (0.8, 0.8), ("dpsgdf", 1): (0.8, 0.8)})
     unequal = equal.copy()
     unequal.loc[(unequal["method"] == "dpsgdf") & (unequal["group"] == "8"), "accuracy"] = 0.1
-    claims = {name: T.mnist_claims(rows).set_index("claim") for name, rows in (("equal", equal),
+    claims = {name: R.mnist_claims(rows).set_index("claim") for name, rows in (("equal", equal),
                                                                              ("unequal", unequal))}
-    assert claims["equal"].loc["dpsgdf_equal", "verdict"] == T.PRINTED
-    assert claims["unequal"].loc["dpsgdf_equal", "verdict"] == T.NOT_REPRODUCED
+    assert claims["equal"].loc["dpsgdf_equal", "verdict"] == R.PRINTED
+    assert claims["unequal"].loc["dpsgdf_equal", "verdict"] == R.NOT_REPRODUCED
 
 
 # ----------------------------------------------------------------------------- dpfair compare --tune
@@ -247,7 +248,7 @@ def test_compare_tune_json_reports_printed_and_tuned_with_verdicts(capsys, tmp_p
     for method in ("sgd", "dpsgd"):  # the choice is the better validation accuracy of the two (ties: printed)
         assert chosen.loc[method, "val_all"] >= runs.loc[(method, "printed"), "val_all"]
     claims = {c["claim"]: c for c in document["claims"]}
-    assert claims["dpsgd_disparate"]["verdict"] in T.VERDICTS and sum(document["verdict_counts"].values()) == 1
+    assert claims["dpsgd_disparate"]["verdict"] in R.VERDICTS and sum(document["verdict_counts"].values()) == 1
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dpfair_analysis.experiments import pfld_tuned as PT
+from dpfair_analysis.verify import reproduction as R
 from dpfair_analysis.experiments import tuning as T
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, default_cache_dir
 
@@ -22,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def compas():
-    return PT.tuned_side_by_side(PT.tuned_table2("compas", cache=RunCache(default_cache_dir()))).set_index(
+    return R.tuned_side_by_side(PT.tuned_table2("compas", cache=RunCache(default_cache_dir()))).set_index(
         ["constraint", "method"])
 
 
@@ -41,8 +42,8 @@ def test_pfld_on_compas_reproduces_after_tuning_under_dp_and_ap_not_eo(compas):
     of the accuracy under eo (0.646 vs 0.677)."""
     pfld = compas.xs("pfld", level="method")
     assert (pfld["paper_accuracy"] - pfld["default_accuracy"]).min() > 0.07
-    assert pfld.loc["dp", "verdict"] == T.TUNED and pfld.loc["ap", "verdict"] == T.TUNED
-    assert pfld.loc["eo", "verdict"] == T.NOT_REPRODUCED
+    assert pfld.loc["dp", "verdict"] == R.TUNED and pfld.loc["ap", "verdict"] == R.TUNED
+    assert pfld.loc["eo", "verdict"] == R.NOT_REPRODUCED
     assert pfld.loc["eo", "paper_accuracy"] - pfld.loc["eo", "tuned_accuracy"] > pfld.loc["eo", "accuracy_margin"]
     assert all("clip_primal 1" in c for c in pfld["chosen_most_often"])
 

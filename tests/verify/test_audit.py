@@ -234,6 +234,22 @@ def test_a_new_mechanism_plugs_in_as_one_registry_entry(monkeypatch):
     assert not audit("toy", noise_fraction=0.2).consistent
 
 
+def test_an_uncaught_twin_says_so_on_stderr(monkeypatch, capsys):
+    """A twin the audit does not catch (here: one that is not under-noised at all) exits 1 with one line on
+    stderr naming it; a caught one says nothing there."""
+    def sample(trials, *, seed, noise_fraction, progress=False):  # ignores noise_fraction: never caught
+        rng = np.random.default_rng(seed)
+        return MechanismSamples(scores_without=rng.normal(size=trials), scores_with=rng.normal(size=trials),
+                                epsilon_claimed=1.0, delta=1e-5, neighbouring="add_remove")
+
+    monkeypatch.setitem(MECHANISMS, "toy", AuditSpec("toy", "no signal", sample, default_trials=2_000))
+    assert main(["audit", "--mechanism", "toy", "--noise-fraction", "0.5", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("dpfair: audit: toy: control not caught") and len(err.splitlines()) == 1
+    assert main(["audit", "--mechanism", "toy", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 @pytest.mark.parametrize("kwargs, match", [(dict(mechanism="nope"), "mechanism"),
                                            (dict(mechanism="dpsgd", trials=3), "trials"),
                                            (dict(mechanism="dpsgd", trials=10.0), "trials"),
@@ -246,12 +262,6 @@ def test_audit_refuses_bad_arguments(kwargs, match):
         audit(mechanism, **kwargs)
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("argv, fragment", [
     (["--mechanism", "nope"], "--mechanism must be one of"),
     (["--mechanism", "dpsgd", "--trials", "0"], "--trials"),
@@ -261,14 +271,14 @@ def run(capsys, *argv):
     (["--mechanism", "dpsgd", "--seed", "-2"], "--seed"),
     ([], "--mechanism"),
 ])
-def test_cli_bad_input_is_one_line_and_status_2(capsys, argv, fragment):
-    code, out, err = run(capsys, "audit", *argv)
+def test_cli_bad_input_is_one_line_and_status_2(cli, argv, fragment):
+    code, out, err = cli("audit", *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("dpfair: error:") and fragment in err
 
 
-def test_cli_json_shape(capsys):
-    code, out, err = run(capsys, "audit", "--mechanism", "output-perturbation", "--trials", "2000", "--json",
+def test_cli_json_shape(cli):
+    code, out, err = cli("audit", "--mechanism", "output-perturbation", "--trials", "2000", "--json",
                          "--quiet")
     assert code == 0, err
     (result,) = json.loads(out)["results"]
@@ -278,8 +288,8 @@ def test_cli_json_shape(capsys):
     assert result["consistent"] is True and result["epsilon_claimed"] == 3.0
 
 
-def test_cli_table_has_one_line_per_mechanism(capsys):
-    code, out, err = run(capsys, "audit", "--mechanism", "all", "--trials", "40", "--quiet")
+def test_cli_table_has_one_line_per_mechanism(cli):
+    code, out, err = cli("audit", "--mechanism", "all", "--trials", "40", "--quiet")
     # at 40 trials the refutation of pfld-primal-paper (expected inconsistent) cannot show, so the
     # command reports a verdict that is not the expected one: exit status 1
     assert code == 1, err

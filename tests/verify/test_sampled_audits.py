@@ -108,7 +108,12 @@ def test_sampled_audit_exit_status(monkeypatch, capsys, control, separated, stat
     fake = {"fake": SampledAudit("fake", _fake(separated), 400, control=control)}
     monkeypatch.setattr(trainers, "sampled_audits", lambda: fake)
     assert main(["audit", "--mechanism", "all", "--sampled", "--json", "--quiet"]) == status
-    (row,) = json.loads(capsys.readouterr().out)["results"]
+    captured = capsys.readouterr()
+    (row,) = json.loads(captured.out)["results"]
+    # an audit that did not come out as it must says so on stderr, in one line naming the entry
+    assert (captured.err.startswith("dpfair: audit: fake:") and len(captured.err.splitlines()) == 1) is bool(status)
+    if status:
+        assert ("control not caught" in captured.err) is control and ("INCONSISTENT" in captured.err) is not control
     assert {"mechanism", "control", "epsilon_claimed", "epsilon_lower", "confidence", "consistent",
             "sampling_rate", "steps", "delta"} <= set(row)
     assert row["consistent"] is (not separated) and row["control"] is control

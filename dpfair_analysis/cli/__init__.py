@@ -64,6 +64,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
 
 
+#: A writer whose reader closed the pipe: 128 + SIGPIPE, what a shell reports for ``cat`` in ``cat f | head``.
+EXIT_BROKEN_PIPE = 141
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's final flush of what is still buffered does not
+    raise a second BrokenPipeError at exit (Python's documented recipe for SIGPIPE)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout without a descriptor (captured in a test): nothing
+        pass
+
+
 def _show_warning_on_one_line(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"dpfair: warning: {_one_line(message)}", file=sys.stderr if file is None else file)
 
@@ -89,6 +102,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("dpfair: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``dpfair verify --list | head``): stop quietly, as cat does
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
     except Exception as error:  # a bug, not a usage problem: still one line unless asked
         if os.environ.get("DPFAIR_DEBUG"):
             raise

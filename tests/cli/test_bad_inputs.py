@@ -410,6 +410,17 @@ def test_ctrl_c_at_any_moment_of_startup_ends_with_one_line_and_status_130(tmp_p
     assert lines == ["dpfair: interrupted"], (after, lines)
 
 
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
+    """``dpfair verify --list | head -0``: the reader closes the pipe before the command writes (the command
+    takes a tenth of a second to start, the close a microsecond); the command stops without a word on stderr
+    (no 'internal error: BrokenPipeError'), with status 141, as a shell reports a writer killed by SIGPIPE."""
+    process = subprocess.Popen([sys.executable, "-m", "dpfair_analysis.cli", "verify", "--list"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    process.stdout.close()  # the reader leaves
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 141 and err == "", err
+
+
 @pytest.mark.parametrize("argv", [
     ["--help"], ["compare", "--help"], ["compare", "--data", "nope"], ["compare", "--clips", "1,,2"],
     ["diagnose", "--rows", "1"], ["diagnose", "--model", "resnet"], ["privacy", "epsilon", "--n", "0"],

@@ -110,14 +110,14 @@ def run(args: argparse.Namespace) -> int | None:
             raise UsageError(f"--{flag} applies only with --target")
     if args.sampled:
         return run_sampled(args)
+    if args.trials is not None and args.trials < 8:  # refused before the audits' heavy imports
+        raise UsageError(f"--trials must be at least 8 (half choose the threshold, half bound epsilon), "
+                         f"got {args.trials}")
     from dpfair_analysis.verify.audits import MECHANISMS, audit
 
     names = list(MECHANISMS) if args.mechanism == "all" else [args.mechanism]
     if args.mechanism != "all" and args.mechanism not in MECHANISMS:
         raise UsageError(f"--mechanism must be one of {sorted(MECHANISMS) + ['all']}, got {args.mechanism!r}")
-    if args.trials is not None and args.trials < 8:
-        raise UsageError(f"--trials must be at least 8 (half choose the threshold, half bound epsilon), "
-                         f"got {args.trials}")
     results = [audit(name, trials=args.trials, seed=args.seed, noise_fraction=args.noise_fraction,
                      confidence=args.confidence, progress=show_progress(args)) for name in names]
     for r in results:
@@ -163,18 +163,18 @@ def _as_expected(result, expected_consistent: bool) -> bool:
 def run_sampled(args: argparse.Namespace) -> int:
     """The trainers audited as they run; exit status 1 unless every shipped entry is
     consistent and every control is caught."""
+    if args.trials is not None and args.trials < 8:  # refused before the audits' heavy imports
+        raise UsageError(f"--trials must be at least 8 (half choose the threshold, half bound epsilon), "
+                         f"got {args.trials}")
+    if args.noise_fraction != 1.0:
+        raise UsageError("--noise-fraction does not apply with --sampled: the under-noised twins are the "
+                         "entries NAME@0.25")
     from dpfair_analysis.verify.audits import trainers
 
     entries = trainers.sampled_audits()  # the registry's methods now, a method registered since import included
     if args.mechanism != "all" and args.mechanism not in entries:
         raise UsageError(f"--mechanism with --sampled must be one of {sorted(entries) + ['all']}, "
                          f"got {args.mechanism!r}")
-    if args.trials is not None and args.trials < 8:
-        raise UsageError(f"--trials must be at least 8 (half choose the threshold, half bound epsilon), "
-                         f"got {args.trials}")
-    if args.noise_fraction != 1.0:
-        raise UsageError("--noise-fraction does not apply with --sampled: the under-noised twins are the "
-                         "entries NAME@0.25")
     names = list(entries) if args.mechanism == "all" else [args.mechanism]
     results = [trainers.audit_sampled(name, trials=args.trials, seed=args.seed, confidence=args.confidence,
                                       progress=show_progress(args)) for name in names]

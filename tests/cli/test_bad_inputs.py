@@ -426,7 +426,8 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     ["diagnose", "--rows", "1"], ["diagnose", "--model", "resnet"], ["privacy", "epsilon", "--n", "0"],
     ["data", "describe", "adult", "--group-by", "nope"], ["excess-risk", "--data", "nope"],
     ["pfld-table", "--data", "compas", "--folds", "1"], ["train", "--epsilon", "0"],
-    ["hessian", "--data", "adult", "--probes", "0"],
+    ["hessian", "--data", "adult", "--probes", "0"], ["audit", "--mechanism", "dpsgd", "--trials", "3"],
+    ["audit", "--sampled", "--mechanism", "dpsgd", "--noise-fraction", "0.5"], ["verify", "--budget", "nope"],
 ], ids=lambda argv: " ".join(argv))
 def test_help_and_refusals_import_neither_torch_nor_scipy_nor_pandas(argv):
     """Startup: --help and a refused flag are answered before the heavy libraries load (5-6 s and 350 MB

@@ -54,6 +54,15 @@ class DiagnosisView:
     dimension: int
 
 
+def group_bounds_step(norms, group, group_bounds, view: DiagnosisView):
+    """A per-group-bound method's step as the diagnosis sees it: each row's bound C_{k(i)}, its coefficient
+    c_i = min(1, C_{k(i)} / ||g_i||), and the noise std sigma max_k C_k (the noise covers the largest bound)."""
+    from dpfair_analysis.gradients import clip_factors
+
+    bounds = group_bounds[group]
+    return bounds, clip_factors(norms, bounds), view.noise_multiplier * float(group_bounds.max())
+
+
 @dataclass(frozen=True)
 class NoOptions:
     """A method without options of its own."""

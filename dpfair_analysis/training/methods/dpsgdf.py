@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dpfair_analysis.training.methods import Method, register
+from dpfair_analysis.training.methods import Method, group_bounds_step, register
 from dpfair_analysis.training.methods.naive import COUNT_NOISE_RATIO
 from dpfair_analysis.validation import check_positive
 
@@ -35,7 +35,6 @@ def _diagnosis(options, norms, group, view):
     """Algorithm 2 (the policy's own bound rule and guards) on a batch's expected, noise-free counts."""
     import torch
 
-    from dpfair_analysis.gradients import clip_factors
     from dpfair_analysis.training.dpsgdf import dpsgdf_group_bounds
 
     clipped = (norms > view.clip_bound).to(torch.float64)
@@ -45,8 +44,7 @@ def _diagnosis(options, norms, group, view):
     rows = view.batch_size * view.group_sizes / view.n      # b^k: the group's expected rows per batch
     group_bounds, _ = dpsgdf_group_bounds(rows * frac, rows * (1 - frac), base_clip=view.clip_bound,
                                           expected_batch_size=view.batch_size, max_ratio=options.max_ratio)
-    bounds = group_bounds[group]
-    return bounds, clip_factors(norms, bounds), view.noise_multiplier * float(group_bounds.max())
+    return group_bounds_step(norms, group, group_bounds, view)
 
 
 METHOD = register(Method(

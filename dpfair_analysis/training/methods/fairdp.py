@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dpfair_analysis.training.methods import Method, register
+from dpfair_analysis.training.methods import Method, group_bounds_step, register
 from dpfair_analysis.training.methods.naive import COUNT_NOISE_RATIO
 from dpfair_analysis.validation import check_positive
 
@@ -42,7 +42,6 @@ def _policy(options: FairDPOptions, context):
 
 def _diagnosis(options, norms, group, view):
     """Each group's bound at the fixed point of FairDP's update on the noise-free statistics."""
-    from dpfair_analysis.gradients import clip_factors
     from dpfair_analysis.training.fairdp import bias_coefficient, fairdp_stationary_bounds, noise_coefficient
 
     group_bounds = fairdp_stationary_bounds(
@@ -50,8 +49,7 @@ def _diagnosis(options, norms, group, view):
         bias_coef=bias_coefficient(view.learning_rate, 1.0 / view.learning_rate),
         noise_coef=noise_coefficient(view.noise_multiplier, view.dimension, view.batch_size),
         excess_cap=options.excess_cap)
-    bounds = group_bounds[group]
-    return bounds, clip_factors(norms, bounds), view.noise_multiplier * float(group_bounds.max())
+    return group_bounds_step(norms, group, group_bounds, view)
 
 
 METHOD = register(Method(

@@ -6,6 +6,8 @@ no intersphinx, notebooks rendered as committed (never executed here).
 
 from __future__ import annotations
 
+import importlib
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -44,6 +46,7 @@ myst_heading_anchors = 3
 
 autosummary_generate = True
 autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_inherit_docstrings = False  # inherited ones are dp_accounting's (another project's markup)
 autodoc_typehints = "none"          # numpydoc's Parameters sections carry the types
 numpydoc_show_class_members = False
 numpydoc_validation_checks = set()
@@ -65,5 +68,104 @@ def _copy_notebooks(app) -> None:
         shutil.copy2(notebook, target / notebook.name)
 
 
+_MISSING = object()
+
+#: The modules the API reference documents (docs/api/index.rst), read at build time.
+API_MODULES = [line.strip() for line in (DOCS / "api" / "index.rst").read_text().splitlines()
+               if line.strip().startswith("dpfair_analysis.") and " " not in line.strip()]
+
+
+def _skip_documented_elsewhere(app, what, name, obj, skip, options):
+    """A module page lists what its ``__all__`` re-exports, but an object defined under another module that the
+    API reference documents gets its one description there (no duplicate object descriptions)."""
+    current = app.env.temp_data.get("autodoc:module") or ""
+    home = getattr(obj, "__module__", None) or ""
+    if what != "module" or not home or home.startswith(current + ".") or home == current:
+        return None
+    if any(home == m or home.startswith(m + ".") for m in API_MODULES if m != current and not current.startswith(m)):
+        return True
+    return None
+
+
+def _existing_python_object(target: str, module: str | None, klass: str | None):
+    """The object a Python cross-reference names, looked up as Python would from the documented context, or None."""
+    target = target.lstrip(".~")
+    candidates = [target]
+    if module:
+        parts = module.split(".")
+        prefixes = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+        if klass:
+            candidates.insert(0, f"{module}.{klass}.{target}")
+        candidates[:0] = [f"{prefix}.{target}" for prefix in prefixes]
+    for name in candidates:
+        parts = name.split(".")
+        for split in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:split]))
+            except ImportError:
+                continue
+            for attribute in parts[split:]:
+                fields = getattr(obj, "__dataclass_fields__", {})
+                if attribute in fields:  # a dataclass field without a class-level default
+                    obj = fields[attribute]
+                    continue
+                obj = getattr(obj, attribute, _MISSING)
+                if obj is _MISSING:
+                    break
+            if obj is not _MISSING:
+                return obj
+            break
+    return None
+
+
+def _documenting_modules(node) -> list[str]:
+    """The module whose docstring holds the reference (``docstring of pkg.mod.func``), and its parents."""
+    source = str(node.source or "")
+    if "docstring of " not in source:
+        return []
+    parts = source.rsplit("docstring of ", 1)[1].split(".")
+    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+
+
+def _undocumented_but_real(app, env, node, contnode):
+    """A Python reference to an object that exists but has no page of its own (a private helper, a submodule the API
+    reference does not list): rendered as code, without a link. A reference to a name that does not exist (a typo,
+    a renamed or deleted object) finds nothing here and stays a nitpicky warning, so the -W build fails on it."""
+    if node.get("refdomain") != "py":
+        return None
+    for module in [node.get("py:module"), *_documenting_modules(node)]:
+        if _existing_python_object(node["reftarget"], module, node.get("py:class")) is not None:
+            return contnode
+    return None
+
+
+_LITERAL_SPANS = re.compile(r"(``.*?``|:\w+:`[^`]*`|`[^`]*`)")
+
+
+def _absolute_values_not_substitutions(app, what, name, obj, options, lines):
+    """The docstrings write plain-text maths, where ``|x|`` is an absolute value (never a reST substitution):
+    escape those bars outside literals, roles, grid tables and the indented body of a ``::`` block (literal
+    blocks, ``.. math::``)."""
+    block_indent = None
+    for i, line in enumerate(lines):
+        indent = len(line) - len(line.lstrip())
+        if block_indent is not None and line.strip() and indent <= block_indent:
+            block_indent = None
+        if block_indent is None and line.rstrip().endswith("::"):
+            block_indent = indent
+            if ".. math::" in line:
+                continue
+        if block_indent is not None and (indent > block_indent or not line.strip()):
+            continue
+        stripped = line.strip()
+        if "|" not in line or stripped.startswith("+-") or (stripped[:1] == stripped[-1:] == "|" and stripped.count("|") > 3):
+            continue  # a grid table's border or row
+        pieces = _LITERAL_SPANS.split(line)
+        lines[i] = "".join(p if k % 2 else p.replace("|", "\\|") for k, p in enumerate(pieces))
+
+
 def setup(app) -> None:
+    app.connect("autodoc-process-docstring", _absolute_values_not_substitutions)
     app.connect("builder-inited", _copy_notebooks)
+    app.connect("missing-reference", _undocumented_but_real)
+    app.connect("autodoc-skip-member", _skip_documented_elsewhere)

@@ -1,4 +1,4 @@
-"""Data: the :class:`GroupedDataset` container, one loader per data set, and a registry.
+"""Data: the :class:`~dpfair_analysis.data.GroupedDataset` container, one loader per data set, and a registry.
 
 >>> from dpfair_analysis import data
 >>> ds = data.load("adult")                      # 45,222 rows, 40 features, Male/Female

@@ -15,6 +15,9 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import findings_tables  # noqa: E402  (docs/_ext: the findings page's tables, from the committed CSVs)
 
 project = "dpfair_analysis"
 author = "dpfair_analysis developers"
@@ -31,7 +34,7 @@ extensions = [
 
 # .rst first: autosummary writes its generated API pages in the first suffix's format
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "reproductions/_notebooks/*.py"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "reproductions/_notebooks/*.py", "_generated", "_ext"]
 templates_path = ["_templates"]
 html_static_path = ["_static"]
 html_theme = "pydata_sphinx_theme"
@@ -164,7 +167,12 @@ def _absolute_values_not_substitutions(app, what, name, obj, options, lines):
         lines[i] = "".join(p if k % 2 else p.replace("|", "\\|") for k, p in enumerate(pieces))
 
 
+def _write_findings_tables(app) -> None:
+    findings_tables.write_tables(ROOT, DOCS / "_generated")
+
+
 def setup(app) -> None:
+    app.connect("builder-inited", _write_findings_tables)
     app.connect("autodoc-process-docstring", _absolute_values_not_substitutions)
     app.connect("builder-inited", _copy_notebooks)
     app.connect("missing-reference", _undocumented_but_real)

@@ -83,9 +83,10 @@ def _skip_documented_elsewhere(app, what, name, obj, skip, options):
     API reference documents gets its one description there (no duplicate object descriptions)."""
     current = app.env.temp_data.get("autodoc:module") or ""
     home = getattr(obj, "__module__", None) or ""
-    if what != "module" or not home or home.startswith(current + ".") or home == current:
+    if what != "module" or not home or home == current:
         return None
-    if any(home == m or home.startswith(m + ".") for m in API_MODULES if m != current and not current.startswith(m)):
+    if any(home == m or home.startswith(m + ".") for m in API_MODULES
+           if m != current and not current.startswith(m + ".")):
         return True
     return None
 

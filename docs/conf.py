@@ -7,6 +7,7 @@ no intersphinx, notebooks rendered as committed (never executed here).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
 import shutil
 import sys
@@ -39,11 +40,15 @@ templates_path = ["_templates"]
 html_static_path = ["_static"]
 html_theme = "pydata_sphinx_theme"
 html_title = "dpfair_analysis"
+html_css_files = ["custom.css"]
+# the findings page is wide tables: no left navigation there
+html_sidebars = {"findings": []}
 html_theme_options = {"navigation_depth": 2, "show_toc_level": 2, "secondary_sidebar_items": ["page-toc"]}
 
 # notebooks: rendered as committed (their outputs are hours of computation), never executed at build time
 nb_execution_mode = "off"
 nb_merge_streams = True
+nb_output_stderr = "remove"  # warnings printed while the notebooks ran (paths of the machine that ran them)
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
@@ -168,12 +173,29 @@ def _absolute_values_not_substitutions(app, what, name, obj, options, lines):
         lines[i] = "".join(p if k % 2 else p.replace("|", "\\|") for k, p in enumerate(pieces))
 
 
+# MathJax served with the site (the Jupyter project's MathJax 2.7 from the docs extra): the maths renders where
+# there is no network. Without the package the site falls back to Sphinx's default (a CDN).
+_MATHJAX = importlib.util.find_spec("jupyter_server_mathjax")
+MATHJAX_STATIC = Path(_MATHJAX.submodule_search_locations[0]) / "static" if _MATHJAX else None
+if MATHJAX_STATIC is not None and (MATHJAX_STATIC / "MathJax.js").is_file():
+    mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
+    # MyST marks pages "mathjax_ignore" (so a stray $ is text) and its maths "math": MathJax 2's names for that
+    mathjax2_config = {"tex2jax": {"processClass": "tex2jax_process|mathjax_process|math|output_area",
+                                   "ignoreClass": "tex2jax_ignore|mathjax_ignore"}}
+
+
+def _copy_mathjax(app, exception) -> None:
+    if exception is None and app.builder.format == "html" and "mathjax_path" in globals():
+        shutil.copytree(MATHJAX_STATIC, Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
+
+
 def _write_findings_tables(app) -> None:
     findings_tables.write_tables(ROOT, DOCS / "_generated")
 
 
 def setup(app) -> None:
     app.connect("builder-inited", _write_findings_tables)
+    app.connect("build-finished", _copy_mathjax)
     app.connect("autodoc-process-docstring", _absolute_values_not_substitutions)
     app.connect("builder-inited", _copy_notebooks)
     app.connect("missing-reference", _undocumented_but_real)

@@ -111,12 +111,13 @@ def missing_from_api(names: list[str], html: Path) -> list[str]:
 
 
 def broken_internal_links(html: Path) -> list[str]:
-    """``href``s of the built pages that point to a file of the site that does not exist."""
+    """``href``s and ``src``s (links, images, scripts such as the site's own MathJax) of the built pages that point
+    to a file of the site that does not exist."""
     broken = []
     for page in html.rglob("*.html"):
         if page.relative_to(html).parts[0] in ("_static", "_sources"):
             continue  # the theme's templates and the page sources, not pages of the site
-        for target in re.findall(r'href="([^"#?]+)', page.read_text(errors="replace")):
+        for target in re.findall(r'(?:href|src)="([^"#?]+)', page.read_text(errors="replace")):
             if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("/"):
                 continue  # another site, or mailto:
             if not (page.parent / target).exists():
@@ -167,6 +168,15 @@ def test_the_cli_reference_comes_from_the_real_parser(site):
     assert commands and set(commands) <= headings
     # and each command's own flags, e.g. diagnose's --weights
     assert "--weights" in page and "--trust-model-file" in page
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a browser: Debian's chromium package")
+def test_the_maths_renders_in_a_browser_without_network(site):
+    """The methods pages' maths, typeset by the MathJax the site serves itself (no CDN), in headless Chromium."""
+    page = site["html"] / "methods" / "pfld.html"
+    done = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=15000",
+                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
+    assert "MathJax_" in done.stdout and "Math Processing Error" not in done.stdout
 
 
 # --------------------------------------------------------------------------- the checks fail on probes
@@ -223,7 +233,8 @@ def test_the_api_and_link_checks_fail_on_probes(tmp_path):
     (html / "api" / "page.html").write_text('<dt id="dpfair_analysis.data.load"></dt>'
                                             '<a href="other.html#x">ok</a><a href="gone.html">broken</a>'
                                             '<a href="https://example.org/x.html">external</a>')
-    (html / "api" / "other.html").write_text("")
+    (html / "api" / "other.html").write_text('<script src="../_static/missing.js"></script>')
     assert missing_from_api(["dpfair_analysis.data.load", "dpfair_analysis.data.nope"], html) == \
         ["dpfair_analysis.data.nope"]
-    assert broken_internal_links(html) == ["api/page.html -> gone.html"]
+    assert sorted(broken_internal_links(html)) == ["api/other.html -> ../_static/missing.js",
+                                                   "api/page.html -> gone.html"]

@@ -12,7 +12,7 @@ The entry points below are imported on first use.
 
 from __future__ import annotations
 
-import importlib
+from dpfair_analysis import lazy_exports
 
 #: Each exported entry point and the module that defines it.
 _HOMES = {
@@ -36,12 +36,4 @@ _HOMES = {
 
 __all__ = list(_HOMES)
 
-def __getattr__(name: str):
-    """Import an entry point's module only when the entry point is first used (importing the package stays cheap)."""
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

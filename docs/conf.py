@@ -167,7 +167,8 @@ def _absolute_values_not_substitutions(app, what, name, obj, options, lines):
         if block_indent is not None and (indent > block_indent or not line.strip()):
             continue
         stripped = line.strip()
-        if "|" not in line or stripped.startswith("+-") or (stripped[:1] == stripped[-1:] == "|" and stripped.count("|") > 3):
+        grid_row = stripped[:1] == stripped[-1:] == "|" and stripped.count("|") > 3
+        if "|" not in line or stripped.startswith("+-") or grid_row:
             continue  # a grid table's border or row
         pieces = _LITERAL_SPANS.split(line)
         lines[i] = "".join(p if k % 2 else p.replace("|", "\\|") for k, p in enumerate(pieces))

@@ -15,10 +15,8 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
 from numpydoc.docscrape import ClassDoc, FunctionDoc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,57 +124,37 @@ def broken_internal_links(html: Path) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the site
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("site")
-    source = site_copy(tmp)
-    start = time.perf_counter()
-    status, warnings = sphinx_build(source, tmp / "out")
-    return {"status": status, "warnings": warnings, "html": tmp / "out" / "html",
-            "seconds": time.perf_counter() - start}
-
-
-def test_site_builds_with_warnings_as_errors_and_nitpicky_references(site):
-    assert site["status"] == 0 and "WARNING" not in site["warnings"] and "ERROR" not in site["warnings"], \
-        site["warnings"][-5000:]
-
-
-def test_every_notebook_is_rendered_in_a_toctree(site):
+def test_the_site(tmp_path):
+    """One build (a single test, so ``pytest -n 2`` builds the site once) and every check on it."""
+    source = site_copy(tmp_path)
+    status, warnings = sphinx_build(source, tmp_path / "out")
+    html = tmp_path / "out" / "html"
+    # warnings as errors, nitpicky references: a broken link or reference, a notebook outside the toctrees
+    assert status == 0 and "WARNING" not in warnings and "ERROR" not in warnings, warnings[-5000:]
+    # every notebook rendered, and listed by the reproductions page
     assert notebooks_missing_from_toctree(DOCS, ROOT) == []
     for notebook in [*ROOT.joinpath("notebooks").glob("*.ipynb"), *ROOT.joinpath("examples").glob("*.ipynb")]:
-        assert (site["html"] / "reproductions" / "_notebooks" / f"{notebook.stem}.html").is_file(), notebook.name
+        assert (html / "reproductions" / "_notebooks" / f"{notebook.stem}.html").is_file(), notebook.name
+    # no link, image or script of the built site points to a missing file (MathJax is served by the site)
+    assert broken_internal_links(html) == []
+    # every entry point has its place in the API reference
+    assert missing_from_api(ENTRY_POINTS + kit_functions(), html) == []
+    # the CLI reference comes from the real parser: every command, and the commands' own flags
+    from dpfair_analysis.cli import build_parser
 
-
-def test_no_internal_link_of_the_built_site_is_broken(site):
-    assert broken_internal_links(site["html"]) == []
+    page = (html / "cli.html").read_text()
+    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
+    assert commands and set(commands) <= set(re.findall(r"<h3>([\w-]+)", page))
+    assert "--weights" in page and "--trust-model-file" in page
+    if shutil.which("chromium"):  # the maths typeset offline, in a real browser (where one is installed)
+        done = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                               "--virtual-time-budget=15000", "--dump-dom", (html / "methods" / "pfld.html").as_uri()],
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert "MathJax_" in done.stdout and "Math Processing Error" not in done.stdout
 
 
 def test_every_entry_point_has_a_parameters_section():
     assert missing_parameters(ENTRY_POINTS + kit_functions()) == []
-
-
-def test_every_entry_point_is_in_the_api_reference(site):
-    assert missing_from_api(ENTRY_POINTS + kit_functions(), site["html"]) == []
-
-
-def test_the_cli_reference_comes_from_the_real_parser(site):
-    from dpfair_analysis.cli import build_parser
-
-    page = (site["html"] / "cli.html").read_text()
-    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
-    headings = set(re.findall(r"<h3>([\w-]+)", page))
-    assert commands and set(commands) <= headings
-    # and each command's own flags, e.g. diagnose's --weights
-    assert "--weights" in page and "--trust-model-file" in page
-
-
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="needs a browser: Debian's chromium package")
-def test_the_maths_renders_in_a_browser_without_network(site):
-    """The methods pages' maths, typeset by the MathJax the site serves itself (no CDN), in headless Chromium."""
-    page = site["html"] / "methods" / "pfld.html"
-    done = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=15000",
-                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=False)
-    assert "MathJax_" in done.stdout and "Math Processing Error" not in done.stdout
 
 
 # --------------------------------------------------------------------------- the checks fail on probes
@@ -192,8 +170,9 @@ def test_the_build_fails_on_a_broken_link_a_broken_reference_and_a_notebook_outs
         if child.suffix in (".md", ".rst") and child.name != "index.md":
             child.unlink()
     (source / "index.md").write_text("# Probe\n\n```{toctree}\n\npage\n```\n")
-    (source / "page.md").write_text("# Page\n\nA [link](no_such_page.md) and {py:func}`dpfair_analysis.no_such_function`."
-                                    "\n\nAn existing object without a page of its own resolves: "
+    (source / "page.md").write_text("# Page\n\nA [link](no_such_page.md) and "
+                                    "{py:func}`dpfair_analysis.no_such_function`.\n\n"
+                                    "An existing object without a page of its own resolves: "
                                     "{py:func}`dpfair_analysis.training.loop.poisson_batch`.\n")
     status, warnings = sphinx_build(source, tmp_path / "out", "-D",
                                     "exclude_patterns=api,guide,methods,reproductions/index.md,_generated,_ext")

@@ -7,14 +7,14 @@ PY := $(VENV)/bin/python
 PIP := PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-slow bench figures diagnose-study clean
+.PHONY: setup run test test-slow bench docs figures diagnose-study clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e '.[test,ray]'
+	$(PIP) install -q -c constraints.txt -e '.[test,ray,docs]'
 	touch $(STAMP)
 
 # The main job: first the diagnosis (which groups DP-SGD will hurt, by how much and why, predicted without
@@ -28,6 +28,11 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
+
+# The documentation site: warnings are errors, every reference must resolve (-W -n), notebooks rendered as
+# committed (never executed), no network. Open build/docs/html/index.html.
+docs: setup
+	$(PY) -m sphinx -b html -W -n --keep-going -j 1 docs build/docs/html
 
 bench: setup
 	$(PY) benchmarks/per_sample_step.py --project --out benchmarks/results/per_sample_step.json

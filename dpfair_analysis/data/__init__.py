@@ -1,4 +1,4 @@
-"""Data: the :class:`GroupedDataset` container, one loader per data set, and a registry.
+"""Data: the :class:`~dpfair_analysis.data.GroupedDataset` container, one loader per data set, and a registry.
 
 >>> from dpfair_analysis import data
 >>> ds = data.load("adult")                      # 45,222 rows, 40 features, Male/Female
@@ -45,6 +45,19 @@ def load(name: str, **options) -> GroupedDataset:
     """Load registered data set ``name``; ``options`` go to its loader (see ``DATASETS``).
 
     An option the loader does not take is refused with the list of those it does.
+
+    Parameters
+    ----------
+    name : str
+        A registered data set (``list_datasets()``: adult, compas, german, mnist, bank, dutch, synthetic, ...).
+    **options
+        Passed to the data set's loader (e.g. ``by="race"`` for Adult's race groups, ``path=`` for a file you
+        obtained).
+
+    Returns
+    -------
+    GroupedDataset
+        Features, labels and groups with their names.
     """
     loader = _entry(name).load_function()
     parameters = inspect.signature(loader).parameters

@@ -88,7 +88,7 @@ def bank(*, by: str = "age", path: str | os.PathLike | None = None, encoding: st
     **15** features: PF-LD's count, which suggests PF-LD label-encoded the
     categoricals and left age out. ``encoding="onehot"`` gives 6 + 44 = **50**.
     Rows with a missing value (none in the real file; some circulating copies have
-    blanked ``balance`` cells) are removed with a :class:`DataWarning` and counted in
+    blanked ``balance`` cells) are removed with a :class:`~dpfair_analysis.data.sources.DataWarning` and counted in
     ``info`` (``rows_dropped_missing``, ``missing_by_column``). Label 1 =
     ``deposit == "yes"``.
     """

@@ -1,35 +1,12 @@
 """The run's two moments integrated: the expected private and non-private trajectories, and the noise they
 accumulate.
 
-Paper 001's Theorem 2 (Eq. 4, corrected noise term with 1/b^2: see
-:mod:`dpfair_analysis.theory.decomposition`) expands one step's expected group loss in the step's first two
-moments,
+Paper 001's Theorem 2 (corrected noise term with 1/b^2) expands one step's expected group loss in the step's
+first two moments; the diagnosis integrates them over the run: :func:`trajectory` the expected trajectories
+(what clipping does to learning, including a stalled or collapsed model), :func:`covariance` /
+:func:`accumulated_covariance` the noise accumulated around them (the Lyapunov sum of the linearised drift).
 
-    E[u] = gbar(theta) = (1/n) sum_i c_i g_i,
-    Cov[u] = (1 - q)/(b n) sum_i (c_i g_i)(c_i g_i)^T + (s/b)^2 I,
-
-against the non-private step's E[u_np] = g(theta) = (1/n) sum_i g_i (c_i, s: :mod:`.mechanisms`). The
-diagnosis integrates those moments over the whole run instead of one step:
-
-1. **Expected trajectories** (the first moment, integrated; :func:`trajectory`). theta_bar_{t+1} =
-   theta_bar_t - r (gbar(theta_bar_t) + lambda w_t) for the private run and the same with g for the
-   non-private one, from the same initial weights, for the run's T steps (integrated in K <= T steps of
-   size h = r T / K, K chosen so that h lambda_max <= 0.5; on a group-stratified subsample of the training
-   rows). Their endpoints differ by what clipping does to the learning: the clipping term of Theorem 2
-   summed along the way, including its non-linear effects (a stalled, under-trained model; a model that
-   ends constant, "collapsed").
-2. **Accumulated noise** (the second moment, integrated; :func:`covariance`). Linearising the drift around
-   the endpoint, A = d(gbar + lambda w)/d theta (symmetrised), the deviation zeta_t = theta_t - theta_bar_t
-   follows zeta_{t+1} = (I - r A) zeta_t + r xi_t with Cov[xi_t] = Cov[u], so after T steps, in A's
-   eigenbasis (A = U diag(a) U^T, m_j = 1 - r a_j),
-
-       Sigma_T = U [ (U^T r^2 Cov[u] U)_{jk} (1 - (m_j m_k)^T) / (1 - m_j m_k) ] U^T
-
-   (:func:`accumulated_covariance`; the sum_{t<T} M^t Q M^t of the Lyapunov recursion, exact for the linear
-   system; T itself where m_j m_k = 1). Its Gaussian part (s/b)^2 is Theorem 2's R^noise accumulated:
-   (1/2) Tr(H_a Sigma_T^noise) is the group's expected loss increase. The same for the non-private run
-   with its centred sampling covariance. For models with more than ``max_exact_params`` parameters A and
-   Cov[u] are replaced by their diagonals (A's from the rows' Gauss-Newton diagonals).
+The derivation: docs/methods/diagnosis.md, the "How dpfair diagnose predicts" page of the documentation's Methods.
 """
 
 from __future__ import annotations

@@ -1,39 +1,13 @@
 """From the accumulated noise to each group's predicted cost of privacy, its interval and its chance to be the
 most hurt.
 
-3. **Accuracy** instead of loss. With zeta ~ N(0, Sigma_T) (and zeta_np for the non-private run, from
-   :mod:`.dynamics`) each group's expected accuracy on the evaluation rows gives
+Each group's expected accuracy under the noise of both runs gives the cost, split into a clipping and a noise
+part (:func:`outcome`: exact for logistic regression, draws otherwise); the 90% interval adds the spread of the
+group's rows to the noise draws' (:class:`Prediction`), small groups are widened (:func:`widen_small_groups`,
+:data:`MIN_GROUP_ROWS`), and the joint draws give the probability of being the most hurt.
 
-       Delta^k = E[acc_k(theta_bar_T + zeta)] - E[acc_k(theta_T + zeta_np)]
-               = [acc_k(theta_bar_T) - acc_k(theta_T)]                      (clipping part)
-               + [E acc_k(theta_bar_T + zeta) - acc_k(theta_bar_T)] - [the same for SGD]   (noise part)
-
-   A row flips when the noise moves its logit margin across 0: rows near the boundary (paper 001 Thm 5,
-   1 - sum f^2 large) and with large inputs (Example 3, Tr(H_i) proportional to ||x||^2) flip first --
-   Theorem 4's "larger Hessian trace, larger noise term" in accuracy units. For binary logistic regression
-   the margin z_i + x~_i^T zeta is Gaussian, so E[correct_i] = Phi(s_i z_i / sqrt(x~_i^T Sigma_T x~_i))
-   (s_i = +1 for label 1, -1 for 0) exactly, without draws (:func:`outcome`); other models average draws.
-4. **Interval.** Delta^k +- 1.645 w sqrt(Var_zeta[Delta^k] + v_k / n_k): the spread over the two runs' noise
-   draws (each draw flips the group's rows jointly, so each row's own Bernoulli spread is in it), plus v_k / n_k,
-   v_k the variance over the group's n_k rows of a row's *expected* change mu_i = E[c_i^dp] - E[c_i^np]
-   (``row_var``): how much the cost rests on which rows the group has -- the test rows' share of a random
-   split's variance, and for one split the measure of how far a model that gets the rows' average right can
-   be off on these rows. (Until issue 39 v_k was the variance of the change itself, E[(c^dp - c^np)^2] - Delta^2,
-   whose Bernoulli part the draws already hold: 94-99% coverage for a 90% interval, 1.5-2x the spread of the
-   measured costs.) Widened by w (1 unless calibrated). A :class:`~.plan.Calibration` (fitted on
-   *other* data sets only: leave one data set out) may also rescale the two parts,
-   Delta^k = a clip_k + b noise_k. An interval is never narrower than one of the run's n_k rows either side
-   (a group whose rows the noise cannot flip still changes by whole rows) nor wider than the feasible range
-   [-acc_k, 1 - acc_k].
-5. **Most hurt.** The same draws, joint over the groups (one zeta moves every group), plus each group's
-   independent N(0, v_k / n_k), give samples of the cost vector one run would show (:attr:`Prediction.samples`):
-   the probability that each group is the most hurt, and of each ordering of two groups, are their
-   frequencies (:mod:`.explanation`).
-6. **Small groups.** Below :data:`MIN_GROUP_ROWS` training or evaluation rows neither the spread of a
-   group's rows nor its share of the model can be estimated: its interval is the prediction +- the
-   90% range of the number of its n_k rows that change, Binomial(n_k, p_k) / n_k with p_k the larger of
-   its own and the population's predicted change rate, and never narrower than one row (1 / n_k) on
-   each side, within the feasible range [-acc_k, 1 - acc_k] (:func:`widen_small_groups`).
+The derivation (steps 3-6): docs/methods/diagnosis.md, the "How dpfair diagnose predicts" page of the
+documentation's Methods.
 """
 
 from __future__ import annotations

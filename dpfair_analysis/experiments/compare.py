@@ -238,6 +238,23 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
     ``cache`` by a hash of everything that determines it and trained only if missing (so a
     sweep resumes), on ``backend`` (serial, joblib processes or Ray; default from the
     environment, see :class:`~.sweep.Backend`).
+
+    Parameters
+    ----------
+    config : CompareConfig
+        Data set, model, methods, noise multiplier, clipping bound, training settings and seeds (default: paper
+        000's Adult settings, SGD against DP-SGD).
+    progress : bool
+        Show progress bars.
+    cache : RunCache, optional
+        Where finished runs are stored and looked up (default: the user's run cache, ``$DPFAIR_CACHE``).
+    backend : Backend, optional
+        Serial, joblib or Ray (default from ``DPFAIR_BACKEND`` / ``DPFAIR_JOBS`` / ``DPFAIR_RAY_ADDRESS``).
+
+    Returns
+    -------
+    CompareResult
+        Per method, seed and group: accuracy, the cost against SGD, epsilon and each run's history.
     """
     backend = backend or Backend.from_environment()
     full, official_test = load_data(config)

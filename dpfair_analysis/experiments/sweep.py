@@ -8,12 +8,12 @@ computed once.
 
 Backends:
 
-``serial``  in this process, in order (the default);
-``joblib``  ``jobs`` local worker processes (``joblib``'s loky backend);
-``ray``     Ray tasks: on the instance this process is already connected to, else on
-            ``ray.init(address)`` -- a cluster's address (``"auto"``, ``"ray://head:10001"``) or,
-            with none, a local instance of ``jobs`` CPUs. Ray is the optional extra
-            ``pip install dpfair-analysis[ray]``.
+* ``serial``: in this process, in order (the default);
+* ``joblib``: ``jobs`` local worker processes (``joblib``'s loky backend);
+* ``ray``: Ray tasks: on the instance this process is already connected to, else on
+  ``ray.init(address)`` -- a cluster's address (``"auto"``, ``"ray://head:10001"``) or,
+  with none, a local instance of ``jobs`` CPUs. Ray is the optional extra
+  ``pip install dpfair-analysis[ray]``.
 
 Runs of one **group** are computed together: ``run_sweep(..., together=f)`` hands the missing runs of
 each group to ``f(group, members)`` in one unit of work (e.g. K seeds of a small model trained in one

@@ -17,15 +17,17 @@ sensitive attribute A. One :class:`FairnessConstraint` object drives
 (c) the sensitivity analysis (:attr:`FairnessConstraint.max_terms_per_person`,
     :attr:`FairnessConstraint.h_signed`, :attr:`FairnessConstraint.h_bound`, masks).
 
-=====  =========================================  =============================  ====================
-kind   terms (|I|)                                 h(z) for training (soft)        hard h (metric)
-=====  =========================================  =============================  ====================
-dp     one per group k: P = all, G = {A = k}       p_theta(positive | x) in [0,1]  1[y_hat = positive]
-eo     one per (label y, group k): P = {Y = y},    p_theta(positive | x) in [0,1]  1[y_hat = positive]
-       G = {Y = y, A = k}  (2|A| for binary y)
-ap     one per group k: P = all, G = {A = k}       cross-entropy loss >= 0          1[y_hat != y]
-                                                   (unbounded above)
-=====  =========================================  =============================  ====================
+The three kinds::
+
+    =====  =========================================  =============================  ====================
+    kind   terms (|I|)                                 h(z) for training (soft)        hard h (metric)
+    =====  =========================================  =============================  ====================
+    dp     one per group k: P = all, G = {A = k}       p_theta(positive | x) in [0,1]  1[y_hat = positive]
+    eo     one per (label y, group k): P = {Y = y},    p_theta(positive | x) in [0,1]  1[y_hat = positive]
+           G = {Y = y, A = k}  (2|A| for binary y)
+    ap     one per group k: P = all, G = {A = k}       cross-entropy loss >= 0          1[y_hat != y]
+                                                       (unbounded above)
+    =====  =========================================  =============================  ====================
 
 All three h are *unsigned* (>= 0); dp and eo are bounded by 1, ap is unbounded (so the
 dual clipping bound C_d binds only for ap). Every person belongs to the group subset of

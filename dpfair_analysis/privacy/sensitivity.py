@@ -1,70 +1,14 @@
 """Sensitivities of PF-LD's private releases: the paper's claims and bounds that hold.
 
-Privacy model (paper 003 Sec. 4.2): datasets are neighbours when **one person's
-sensitive attribute A changes** (features X and labels Y are public and fixed). With
-missing values (Sec. 7) "not reported" is one more value of A.
+Privacy model (paper 003 Sec. 4.2): neighbours differ in **one person's sensitive attribute A** (features and
+labels are public); with missing values (Sec. 7) "not reported" is one more value of A. The paper's Theorem 1
+(primal, Eq. 7), Theorem 2 (dual, Eq. 11) and Sec. 7's rule Delta / r are refuted by counterexamples (tested in
+``tests/pfld/test_pfld_sensitivity.py``); the default releases are sums with public denominators, bounded by
+:func:`primal_contribution_bound` (replace-one under Poisson subsampling), :func:`dual_sum_distance` and
+:func:`count_distance`, which hold for signed and unsigned h and any group sizes.
 
-Paper's claims (tested in ``tests/pfld/test_pfld_sensitivity.py``)
--------------------------------------------------------------
-Theorem 1 (primal, Eq. 7):  Delta_p <= 2 C_p lambda_max / (min_i |B_{G_i}| - 1).
-Theorem 2 (dual, Eq. 11):   Delta_d <= sqrt(2) C_d / (min_i |D_{G_i}| - 1).
-Sec. 7 (missing values):    Delta'_p = Delta_p / r, Delta'_d = Delta_d / r.
-
-What the searches find (counterexamples stored as regression tests):
-
-* Step (8e) of Thm 1 is wrong for vector gradients with signs: removing z from a group
-  of size n changes the mean by (mean of the others - g_z) / n, whose norm reaches
-  2 C / n > C / (n - 1) for n > 2 (others' gradients at -v, g_z at +v, ||v|| = C).
-  Example: n = 3, change 2C/3 against the claimed C/2.
-* Eq. (10) leaves the population gradient unclipped, and the gradient of
-  lambda_i |mu_P - mu_G| carries sign(mu_P - mu_G), which one person's group change can
-  flip. The released gradient then changes by 2 lambda_i ||grad mu_P - grad mu_G||,
-  unbounded in C_p (Thm 1's proof, step 8b, assumes the signs do not move).
-* Thm 2 with signed h (allowed by its hypothesis |h| <= C_d) fails the same way as
-  (8e): n = 3 gives 2C/3 > C/2 per group. For *unsigned* h in [0, C_d] (all three of
-  the paper's h) the bound does hold: the changes are C/n_1 and C/(n_2 + 1).
-* Groups of size 1 make both bounds infinite (division by 0), and a group emptied by
-  the change has no mean at all.
-* The noise scales sigma Delta(D) depend on min |G_i|, i.e. on the sensitive attribute
-  itself: neighbours get different noise, which is not the Gaussian mechanism the
-  accounting assumes (the group sizes leak through the noise scale).
-* Sec. 7's rule divides a bound computed from the *full* group sizes by the overall
-  reporting rate r; when one group reports less than r the smallest reporting group is
-  much smaller than r min |G|, and the change exceeds Delta / r.
-
-Bounds used by default (``lagrangian.py``), proved here
--------------------------------------------------------
-The releases are **sums** over group members divided by *public* denominators m_i
-(from a noisy count released once, see :func:`count_distance`), so no noise scale
-depends on the attribute:
-
-Primal (per Poisson-sampled batch B): the released group vector is
-:math:`V = \\sum_{z \\in B} \\sum_{i: z \\in G_i} a_i \\, \\bar g_z` with
-:math:`\\bar g_z = g_z \\min(1, C_p/\\|g_z\\|)` and public coefficients
-:math:`a_i = \\lambda_i s_i / (q m_i)`. Person z's contribution is
-:math:`u(A_z) = \\sum_{i \\ni z} a_i \\bar g_z`, so for *any* value of A_z (or "not
-reported", contribution 0)
-
-.. math:: \\|u(A_z)\\| \\le t_{\\max} \\, C_p \\max_i |a_i| =: \\Delta_1
-
-(:func:`primal_contribution_bound`), with :math:`t_{\\max}` the number of group subsets
-one person can be in (1 for dp, eo, ap). Changing A_z replaces u by u' with both norms
-<= Delta_1: the replace-one relation of Poisson subsampling, which dp_accounting's PLD
-accountant (``REPLACE_ONE``) models with the pair q N(Delta_1) + (1-q) N(0) vs
-q N(-Delta_1) + (1-q) N(0). The distance ||u - u'|| <= 2 Delta_1
-(:func:`primal_replace_distance`) is what matters without subsampling.
-
-Dual (full data): the released vector is the per-term sums
-:math:`S_i = \\sum_{z \\in G_i} \\mathrm{clip}_{C_d}(h(z))`. Person z contributes
-clip(h(z)) to at most t_max coordinates; a group change moves these entries, so
-
-.. math:: \\|S(D) - S(D')\\|_2 \\le \\sqrt{2 t_{\\max}} \\; C_d
-
-(:func:`dual_sum_distance`; sqrt(t_max) C_d when moving to or from "not reported").
-Counts n_i = |G_i| are the same sums with h = 1: distance sqrt(2 t_max)
-(:func:`count_distance`). All three bounds hold for signed and unsigned h, any group
-sizes (including 0, 1, 2) and any number of groups; they are checked by brute force on
-adversarial neighbouring pairs in the tests.
+The claims, the counterexamples and the proofs of the bounds used: docs/methods/pfld_sensitivity.md, the
+"PF-LD's sensitivities" page of the documentation's Methods.
 """
 
 from __future__ import annotations

@@ -1,85 +1,15 @@
 """FairDP (paper 002): per-group clipping bounds that descend the bias-variance term tau, as a policy.
 
-What paper 002 prints (a fragment: figure captions, Eq. 3-4, the bilevel problem 6a/6b, §4.1):
+Paper 002 is a fragment (figure captions, Eqs. 3-4, the bilevel problem 6a/6b, §4.1), so its update and its
+privatised statistics are reconstructed here: a single-loop bilevel step per DP-SGD step; each group's bound C_k
+moves by Opt-Q's geometric update towards the clipped fraction at which d tau_k / d C_k = 0; the statistics it
+reads (clipped counts, capped excess) are released with Gaussian noise on the step's Poisson-sampled batch and
+accounted together with the clipped sum, whose noise is scaled to max_k C_k. The cap R (``excess_cap``) bounds one
+record's excess; past sigma* (:func:`shrink_only_noise_multiplier`) every target is 1 and the bounds can only
+shrink (:class:`ShrinkOnlyWarning`).
 
-* Eq. (4): tau(C, sigma; theta) = 2 (1 + 1/(mu L)) ||grad f(theta)|| eta + eta^2 + 3 sigma^2 C^2 |1| / n^2,
-  eta = (1/n) sum_{||g_i|| > C} (||g_i|| - C), with n the batch size, mu the step size, L the
-  Lipschitz (smoothness) constant and |1| the dimension of the parameter vector; the first two
-  terms are the "clipping bias", the last the "noise variance";
-* (6a)/(6b): min over {C_k}, theta of sum_k tau_k(C_k, sigma; theta) subject to theta in
-  argmin L(theta; {G_k}) learned by DP-SGD with the self-adaptive bounds {C_k}; "the parameters of
-  the DP learning can be finely updated simultaneously with the learning process of the
-  classifiers" (the text after 6b). Figure 2 is "the main flowchart (Steps 4-12 of Algorithm 1)";
-  Algorithm 1 itself is not in our copy.
-
-What is reconstructed here, and why (each choice is a parameter where it is a number):
-
-1. **Single-loop bilevel**: one step of the upper problem per DP-SGD step (the text says the two are
-   updated simultaneously; single-loop alternating updates are the standard way to run a bilevel
-   problem whose lower level is SGD).
-2. **tau_k per group**: Eq. (4) on group k's per-sample gradients at its own bound C_k (the paper's
-   tau_k(C_k, sigma; theta)), with n the step's (expected) batch size b -- the mechanism divides the
-   noisy sum by b for every group -- and |1| = ``dimension``, the model's parameter count.
-   L is not given: ``smoothness`` (default 1/mu, i.e. mu L = 1, the largest step the descent
-   lemma of Eq. (3) allows). The noise term uses C_k as printed, although the mechanism's noise
-   is scaled to max_k C_k (see 5.); a group whose C_k is below the maximum is noised more than its
-   tau_k assumes. With a = 2 (1 + 1/(mu L)), V = 3 sigma^2 |1| / b^2, the clipped fraction
-   p_k = #{i in k: ||g_i|| > C_k} / b_k (= -d eta_k / d C_k) and e_k = eta_k / C_k, and ||grad f_k||
-   replaced by its upper bound mean_i ||g_i|| <= C_k + eta_k (see 3.):
-
-       tau_k / C_k^2 = a (1 + e_k) e_k + e_k^2 + V,
-       C_k d tau_k / d C_k = C_k^2 (2 V - p_k (a (1 + e_k) + 2 e_k)),
-
-   so d tau_k / d C_k = 0 exactly when the clipped fraction p_k equals the *target*
-   gamma_k = 2 V / (a (1 + e_k) + 2 e_k) (capped at 1): FairDP's upper problem is Opt-Q with a
-   per-group, data-driven target quantile.
-3. **The step on C_k** (Opt-Q's geometric update, Andrew et al. 2021, at that target): the gradient
-   step on tau_k normalised by C_k^2 (a (1 + e_k) + 2 e_k),
-
-       C_k <- clamp( C_k exp(eta_C (p_k - gamma_k)), [min_clip, max_clip] ),
-
-   which moves C_k by at most a factor exp(eta_C) per step and is linear in the (noisy) clipped
-   fraction, so the release noise averages out over steps (a step normalised by tau_k itself
-   saturates and turns the noise into a random walk of the bound -- tried first, rejected).
-   eta_C = 0.05 (a quarter of Andrew et al.'s 0.2, because of 4.'s smoothing lag).
-4. **Private statistics** (the paper says nothing about privatising them; DPSGD-F's noisy counts,
-   paper 000 Alg. 2 lines 6-8, are the template). With r_i = ||g_i|| / C_k(i):
-
-       m_k = #{i in k: r_i > 1},   o_k = #{i in k: r_i <= 1},   x_k = sum_{i in k} min(r_i - 1, R)^+
-
-   released as (m_k, o_k)_k + N(0, sigma_1^2 I) and (x_k)_k + N(0, (sigma_x R)^2 I) on the step's
-   sampled batch. A group holds few rows of a batch (2.3 for paper 000's class 8 at b = 256), so the
-   update reads exponential moving averages of the released values (``smoothing`` beta = 0.9,
-   bias-corrected as in Adam; post-processing): p_k = clamp(m-_k / b-_k, 0, 1) with
-   b-_k = m-_k + o-_k, e_k = clamp(x-_k / b-_k, 0, R). The true ||grad f_k|| has unbounded
-   sensitivity; its upper bound C_k + eta_k needs no extra release. The cap R (``excess_cap``,
-   default 5) bounds one record's excess; it also caps the bias the update can see.
-5. **The clipped sum** as in DPSGD-F: each g_i clipped to C_k of its group, noise
-   N(0, sigma^2 (max_k C_k)^2 I) scaled to the step's largest contribution. Order within a step (as
-   in Opt-Q): the statistics are taken at the current bounds C^t, the gradients are clipped to C^t,
-   then C^{t+1} is computed from the noisy statistics.
-
-Sensitivities (contribution bounds of one record, add/remove; tested by brute force over
-neighbouring batches in tests/core/test_fairdp.py):
-
-* (m_k, o_k)_k: one record adds 1 to exactly one entry: 1. Noise sigma_1: multiplier sigma_1.
-* (x_k)_k: one record adds min(r_i - 1, R)^+ in [0, R] to one entry: R. Noise sigma_x R: multiplier sigma_x.
-* the clipped sum: one record adds clip(g_i, C_k) of norm <= max_k C_k. Noise sigma max_k C_k:
-  multiplier sigma. The bounds C^t are functions of earlier steps' noisy releases only.
-
-The loop records the three as one Poisson-sampled Gaussian with the joint multiplier
-(sigma_1^-2 + sigma_x^-2 + sigma^-2)^-1/2; at equal privacy FairDP stops at DPSGD's epsilon.
-
-Guards (on the released noisy values only; each firing is counted in the step record):
-``empty_group`` (b-_k < 1: C_k kept), ``clip_floor`` / ``clip_ceiling`` (C_k at a public bound).
-
-The cap R also limits what the update can reach: tau_k's minimiser for a fully clipped group sits at the
-excess e* = (2 V - a) / (a + 2) (:func:`tau_minimising_excess`), and if R <= e* -- equivalently sigma >=
-sigma* (:func:`shrink_only_noise_multiplier`) -- every target is 1 and the bounds can only shrink to the
-floor. A run warns (:class:`ShrinkOnlyWarning`, public quantities only) on its first step. On full MNIST
-(|1| = 431,080, b = 256) R = 5 puts sigma* at 0.93: FairDP falls to 0.356 total accuracy at sigma = 1 and
-0.204 at sigma = 2, while at sigma = 2 with R = 50 (e* = 25.6) it keeps 0.757 (paper 002's Figure 6 in
-notebooks/fairdp_mnist_figures.ipynb).
+The derivation (Eq. 4 per group, the stationarity condition, the update, the sensitivities of the three releases,
+the guards, the shrink-only regime): docs/methods/fairdp.md, the "FairDP" page of the documentation's Methods.
 """
 
 from __future__ import annotations

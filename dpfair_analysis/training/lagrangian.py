@@ -1,84 +1,18 @@
 """F-LD and PF-LD: (private) Lagrangian-dual fair training, paper 003 (AAAI'21).
 
-F-LD (Algorithm 1). Multipliers lambda_i = 0; for each epoch k: primal SGD steps on
-Poisson-sampled minibatches B,
+F-LD (Algorithm 1): primal SGD steps on Poisson-sampled batches with the multipliers' constraint terms
+(:mod:`dpfair_analysis.fairness.constraints`), one dual ascent step per epoch. PF-LD is private in the sensitive
+attribute only: by default (:func:`private_primal_step`, :func:`private_dual_update`) it releases group *sums*
+over public denominators (noisy counts released once), with the un-noised public part on its own independently
+Poisson-sampled batch, and the ledger composes the replace-one releases
+(:mod:`dpfair_analysis.privacy.pfld_accounting`). ``paper_exact=True`` runs Eqs. (7), (10), (11), (13) as
+printed and warns (:class:`~dpfair_analysis.privacy.sensitivity.PrivacyNotEstablishedWarning`). What epsilon
+covers: the model after every step, the multipliers, signs, noisy gaps and counts, and the ``steps`` columns
+:data:`RELEASED_STEP_COLUMNS`; the other columns and the ``train`` violation are not covered. Missing sensitive
+values (Sec. 7): ``missing_rate``.
 
-.. math:: \\theta \\leftarrow \\theta - \\alpha \\nabla_\\theta\\big[J(\\theta; B)
-          + \\lambda_k^\\top |\\mu(B_P) - \\mu(B_G)|\\big],
-
-then one dual ascent step on the whole data,
-:math:`\\lambda_{k+1} = \\min(\\lambda^{\\max}, \\lambda_k + s |\\mu(D_P) - \\mu(D_G)|)`.
-The constraint terms and h come from :mod:`dpfair_analysis.fairness.constraints`.
-
-PF-LD: differentially private with respect to the sensitive attribute only (neighbours
-differ in one person's group, paper 003 Sec. 4.2). Two private steps, in
-:func:`private_primal_step` and :func:`private_dual_update`:
-
-* **Default (bounds proved in** :mod:`dpfair_analysis.privacy.sensitivity` **).** The
-  paper's sensitivities (Thms 1, 2) are refuted and its noise scales depend on the
-  attribute, so PF-LD here releases *sums* with *public* denominators:
-
-  - once, at the start, the noisy per-term group counts
-    :math:`\\tilde n_i = n_i + \\mathcal N(0, (\\sigma_c \\sqrt{2})^2)`; every later
-    denominator is :math:`m_i = \\max(\\tilde n_i, 1)` (post-processing);
-  - primal (Eq. 10, corrected): the gradient of :math:`J + \\sum_i \\lambda_i s_i
-    \\mu(B'_{P_i})` (public: features and labels) on a **second, independently
-    Poisson-sampled batch** B' minus the noisy group sum over the private batch B
-    :math:`V = \\sum_{z \\in B}\\sum_{i \\ni z} \\frac{\\lambda_i s_i}{q m_i}
-    \\bar g_z + \\mathcal N(0, \\sigma_p^2 \\Delta_1^2 I)` with
-    :math:`\\bar g_z` the per-sample gradient of h clipped to C_p, :math:`s_i` the
-    sign of the last private violation estimate and
-    :math:`\\Delta_1 = C_p \\max_i \\lambda_i / (q m_i)` (one person's largest
-    contribution). It is a Poisson-sampled Gaussian under the replace-one relation with
-    noise multiplier :math:`\\sigma_p`. Steps while all :math:`\\lambda_i = 0` (the
-    first epoch) release nothing about A and are not accounted.
-  - dual (Eq. 13, corrected): :math:`\\tilde S_i = \\sum_{z\\in G_i}
-    \\mathrm{clip}_{C_d} h(z) + \\mathcal N(0, (\\sigma_d \\sqrt 2 C_d)^2)`,
-    :math:`\\tilde v_i = \\mu(D_{P_i}) - \\tilde S_i / m_i`,
-    :math:`\\lambda_i \\leftarrow \\min(\\lambda^{\\max}, \\lambda_i + s|\\tilde v_i|)`,
-    :math:`s_i = \\mathrm{sign}(\\tilde v_i)`. No dual step after the last epoch (its
-    multipliers would never be used).
-
-  **Why the public part needs its own batch (the privacy argument).** The public part
-  is not noised. Computed on the private batch B (the design of
-  ``public_batch="shared"``, kept only as the negative control
-  ``pfld-primal-shared-batch``), it reveals B: a person whose public gradient is large
-  against the noise (a z-scored one-hot column held by one person is ~sqrt(n)) shows in
-  theta_{t+1} whether they were sampled. Given that, the adversary sees the group sum
-  without subsampling: the step's privacy profile is
-  :math:`\\delta(\\varepsilon) = q\\,\\delta_{\\mathcal N}(\\varepsilon)` of the
-  *un-amplified* Gaussian (only delta is amplified), e.g. one step with q = 0.01,
-  sigma_p = 1 is (7.58, 1e-5)-DP at best, not the (0.209, 1e-5) that a subsampled
-  Gaussian would give (claim ``003.lemma1.shared-batch``). With B' drawn independently
-  of B (and of A), theta_{t+1} = theta_t - alpha (P(theta_t; B') - V_t) is a
-  post-processing of (B', V_t): B' is independent of the data's attributes and of B,
-  so it can be handed to the adversary outright, and V_t alone is the Poisson-sampled
-  Gaussian of the group sums, whose replace-one PLD the ledger composes (adaptively:
-  every coefficient depends only on earlier releases). What the guarantee covers: the
-  model after every step, the multipliers, signs and noisy gaps, the noisy counts and
-  the ``steps`` columns :data:`RELEASED_STEP_COLUMNS`. The other ``steps`` columns and
-  the history's ``train`` violation are diagnostics computed from the private data
-  without noise; they are not covered and must not be published.
-
-  Accounting (:mod:`dpfair_analysis.privacy.pfld_accounting`): the ledger's incremental
-  epsilon under ``config.accounting`` -- dp_accounting's PLD accountant with
-  ``REPLACE_ONE`` over the recorded events (default), or RDP with every release taken as
-  a plain Gaussian of its replace distance (valid by joint convexity, no subsampling
-  amplification, so looser).
-
-* ``paper_exact=True``: Eqs. (7), (10), (11), (13) as printed -- batch signs, group
-  means over the actual |B_G|, noise :math:`\\sigma_p \\Delta_p` with
-  :math:`\\Delta_p = 2 C_p \\lambda^{\\max} / (\\min_i |B_{G_i}| - 1)` and
-  :math:`\\sigma_d \\Delta_d`, and the paper's Lemma 1-2 / Theorem 5 bookkeeping
-  (Poisson-subsampled Gaussian with multiplier sigma_p per primal step, Gaussian with
-  sigma_d per dual step, add/remove relation). It emits
-  :class:`~dpfair_analysis.privacy.sensitivity.PrivacyNotEstablishedWarning`; the result
-  says ``privacy_established=False``.
-
-Missing sensitive values (Sec. 7): ``missing_rate`` is the fraction of training rows
-whose group is *not* reported (the paper's r is 1 - missing_rate); those rows enter the
-population terms only. The default bounds do not change (a non-reporter contributes 0);
-``paper_exact`` uses the paper's rule Delta / r.
+The algorithm, the corrected releases and why the public part needs its own batch (claim
+``003.lemma1.shared-batch``): docs/methods/pfld.md, the "F-LD and PF-LD" page of the documentation's Methods.
 """
 
 from __future__ import annotations

@@ -148,6 +148,31 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
 
     On ``config.device`` (see :class:`TrainConfig`); the model is back on its own device
     when this returns (also after an error).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, trained in place.
+    train_data : GroupedDataset
+        The (private) training rows.
+    policy : ClippingPolicy
+        Decides each step's per-sample clipping bounds and noise (e.g. ``UniformClipping`` for DP-SGD); what it
+        releases is recorded in the privacy ledger, from which epsilon is computed.
+    config : TrainConfig
+        Epochs, batch size, learning rate, sampling, delta, seed, accounting and device.
+    test_data : GroupedDataset, optional
+        Evaluated per group after every epoch (rows ``split == "test"`` of the history).
+    progress : bool
+        Show a progress bar.
+    objective : Objective, optional
+        The per-sample loss (default cross-entropy with the model's L2 weight).
+    callbacks : sequence of TrainCallback
+        Called after each step and epoch (e.g. the decomposition terms of paper 001's Theorem 2).
+
+    Returns
+    -------
+    TrainingResult
+        The model, the tidy per-group history, the ledger, epsilon and the step records.
     """
     objective = CrossEntropy() if objective is None else objective
     _check_labels_fit(model, train_data, "train_data")

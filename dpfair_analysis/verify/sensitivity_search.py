@@ -1,82 +1,14 @@
 """Adversarial searches over neighbouring pairs for PF-LD's sensitivity claims.
 
-Privacy model (paper 003 Sec. 4.2): two datasets are neighbours when **one person's
-sensitive attribute changes** (person ``index`` moves from ``group[index]`` to
-``new_group[index]``; with missing values, Sec. 7, their reporting status may change
-too). Features, labels, h values and per-sample gradients are public and fixed.
+Privacy model (paper 003 Sec. 4.2): two data sets are neighbours when one person's sensitive attribute changes.
+A :class:`Case` is one such pair (the public kit's :class:`~dpfair_analysis.testing.relations.AttributeChange`
+under :data:`RELATION`); the strategies :func:`cases`, :func:`structured_cases`, :func:`theorem1_cases` and
+:func:`missing_cases` generate pairs, and the *excess* functions (:func:`primal_release_excess`,
+:func:`primal_group_part_excess`, :func:`dual_excess`) return a release's exact change minus the bound the paper
+claims: > 0 means the claim is violated on that pair. :func:`primal_sum_changes` and :func:`dual_sum_changes`
+search the toolkit's own releases. The claims registry (``dpfair verify``) and ``tests/pfld`` search with them.
 
-A :class:`Case` is one such pair (in the public kit's terms, :meth:`Case.pair` under
-:data:`RELATION`, the kit's :class:`~dpfair_analysis.testing.relations.AttributeChange` with
-"not reported" as a value; the new group is drawn by the kit's
-:func:`~dpfair_analysis.testing.strategies.other_value`). The hypothesis strategies generate pairs, and the
-*excess* functions return, for one pair, the exact change of a release
-(:func:`~dpfair_analysis.privacy.sensitivity.exact_change`) minus the bound the paper
-claims for it: > 0 means the claim is violated on that pair. The claims registry
-(``verify/claims/``, ``dpfair verify``) and ``tests/pfld`` search with them.
-
-What each search quantifies over, and why
------------------------------------------
-:func:`cases` -- everything Theorems 1-2 allow: 2-3 groups of any size 0-9 (tiny and
-unequal, including empty groups and groups of one), each constraint kind (demographic
-parity, equalized odds, accuracy parity), signed or unsigned h, vector gradients
-(dimension 1-3) with signs, any multipliers lambda_i in [0, 2] and clip bound C in
-[0.1, 3]. Theorem 1 (Eq. 7) assumes only ||grad h(z)|| <= C_p on the *group* terms: the
-population gradients of Eq. (10) are not clipped, so they are drawn up to 50 (the
-sign-flip violation needs them large). Theorem 2 (Eq. 11) assumes |h(z)| <= C_d, which
-allows signed h; ``signed=False`` restricts h to [0, 4] (the paper's three h are
-non-negative) where the bound on the change does hold. ``missing=True`` adds a reporting
-mask that the neighbour may change (Sec. 7's rule Delta' = Delta / r).
-
-:func:`structured_cases` -- demographic parity with 3 groups of 2-``max_size`` members,
-each group's h at one extreme +-C_d except the moving person's. Theorem 2's signed
-violations need groups of more than 4 members and h of opposite signs inside a group
-(the change of a mean reaches 2 C / n > sqrt(2) C / (n - 1) only then), which the
-unstructured :func:`cases` (sizes <= 9, continuous h) rarely reaches. ``signed=False``
-puts the extremes at 0 and C_d (where Theorem 2's bound is nearly attained for large
-groups, so a bound scaled by 1/2 fails there).
-
-:func:`theorem1_cases` -- one directed strategy per way Theorem 1's Delta_p fails as
-printed (:data:`THEOREM1_FAMILIES`), each over dp / eo / ap with 2-3 groups:
-
-* ``"sign-flip"``: population gradients unclipped (norm 5-50, Eq. 10) and h values that
-  put mu(B_{G_k}) just across mu(B_P), so moving one person flips sign(mu_P - mu_G)
-  and the released gradient jumps by 2 lambda ||grad mu_P - grad-bar mu_G||;
-* ``"8e-leave"``: step (8e) for the group the person leaves (5-9 members): the others'
-  gradients at -v, the mover's at +v (vector v, ||v|| >= C_p, signed): the group mean
-  moves by 2 C_p / n > C_p / (n - 2);
-* ``"8e-join-smallest"``: step (8e) for the group the person joins, the smallest one
-  (4-8 members): the mean moves by 2 C_p / (m + 1) > C_p / (m - 1);
-* ``"no-flip-bounded"``: every ||grad h|| <= C_p (population terms included, so
-  clipping changes nothing) and no sign moves, groups of m + 0..2 and m (m = 3-8): the
-  two group parts add up to 4 C_p lambda / (m + 1) > 2 C_p lambda / (m - 1) (m > 3).
-
-``proof_setting=True`` maps every gradient to a scalar in [0, C_p] (the positive part of its
-first coordinate, clipped: opposed gradients land at the two extremes 0 and C_p):
-together with "no sign flips" (:func:`sign_flips`) these are the implicit assumptions of
-Theorem 1's proof, under which Eq. (7) does hold.
-
-:func:`missing_cases` -- Sec. 7 (missing values) pairs: full groups of 4-16, the moving
-person one of only 2-3 reporters of their group while the other groups report at half or
-more of their members, h at 0 or C_d per group (opposite values across groups). With
-``uneven=False`` every group reports at the same rate r (r n_i reporters), where the
-rule Delta_d / r does hold for h in [0, C_d].
-
-Excess functions
-----------------
-* :func:`primal_release_excess` -- Theorem 1 (Eq. 7) for the released gradient of
-  Eq. (10): bound 2 C_p lambda_max / (min_i |B_{G_i}| - 1), the larger of the two sides.
-* :func:`primal_group_part_excess` -- step (8e)-(8f) of Theorem 1's proof, per term:
-  change of lambda_i grad-bar mu(B_{G_i}) against lambda_i C_p / (|B_{G_i}| - 1).
-* :func:`primal_group_part_term` -- the same for one term i: (change, bound).
-* :func:`dual_excess` -- Theorem 2 (Eq. 11) on D's group sizes:
-  sqrt(2) C_d / (min_i |D_{G_i}| - 1).
-* :func:`sign_flips` -- whether some sign(mu(B_{P_i}) - mu(B_{G_i})) with lambda_i > 0
-  differs between the two sides (Theorem 1's step (8b) assumes it does not).
-
-The toolkit's own releases (sums over group members with public denominators) are
-searched through :func:`primal_sum_changes` and :func:`dual_sum_changes`, which return the
-exact changes to compare with ``primal_contribution_bound`` / ``dual_sum_distance`` /
-``count_distance`` of :mod:`dpfair_analysis.privacy.sensitivity`.
+What each search quantifies over, and why: docs/methods/pfld_sensitivity.md ("The adversarial searches").
 """
 
 from __future__ import annotations

@@ -162,7 +162,18 @@ class Method:
 
 
 def register(method: Method) -> Method:
-    """Add ``method`` to :data:`REGISTRY` (ValueError if its name is taken by another method)."""
+    """Add ``method`` to :data:`REGISTRY` (ValueError if its name is taken by another method).
+
+    Parameters
+    ----------
+    method : Method
+        The method to register under ``method.name``.
+
+    Returns
+    -------
+    Method
+        ``method`` itself (so a module can write ``METHOD = register(Method(...))``).
+    """
     if not isinstance(method, Method):
         raise TypeError(f"method must be a Method, got {type(method).__name__}")
     if method.name in REGISTRY and REGISTRY[method.name] is not method:
@@ -172,12 +183,24 @@ def register(method: Method) -> Method:
 
 
 def unregister(name: str) -> None:
-    """Remove a method (for tests that register a toy one)."""
+    """Remove a method (for tests that register a toy one).
+
+    Parameters
+    ----------
+    name : str
+        The registered name; an unknown name is ignored.
+    """
     REGISTRY.pop(name, None)
 
 
 def get(name: str) -> Method:
-    """The registered method ``name`` (ValueError naming the registered ones otherwise)."""
+    """The registered method ``name`` (ValueError naming the registered ones otherwise).
+
+    Parameters
+    ----------
+    name : str
+        A registered method (``names()``).
+    """
     if name not in REGISTRY:
         raise ValueError(f"method must be one of {list(REGISTRY)}, got {name!r}")
     return REGISTRY[name]
@@ -227,7 +250,13 @@ def option_flags() -> list[Flag]:
 
 def options_from_flags(values: dict[str, Any]) -> dict[str, Any]:
     """Each method's options from flag values ``{flag: value}`` (a value of None keeps the field's default);
-    a bad value is an :class:`~dpfair_analysis.errors.ArgumentError` naming its flag."""
+    a bad value is an :class:`~dpfair_analysis.errors.ArgumentError` naming its flag.
+
+    Parameters
+    ----------
+    values : dict
+        ``{flag: value}`` as parsed from the command line (``option_flags()`` lists the flags).
+    """
     changes: dict[str, dict[str, Any]] = {}
     for flag in option_flags():
         value = values.get(flag.flag)
@@ -241,7 +270,15 @@ def options_from_flags(values: dict[str, Any]) -> dict[str, Any]:
 
 def flag_of(method: str, message: str) -> str | None:
     """The command-line flag of ``method``'s option that an error ``message`` names first (messages of the
-    toolkit's checks start with the argument's name), or None."""
+    toolkit's checks start with the argument's name), or None.
+
+    Parameters
+    ----------
+    method : str
+        A registered method.
+    message : str
+        The error message of a check of one of its options.
+    """
     first = re.match(r"\w+", str(message))
     for f in dataclasses.fields(get(method).options):
         if "flag" in f.metadata and first is not None and first.group() == f.name:
@@ -251,7 +288,15 @@ def flag_of(method: str, message: str) -> str | None:
 
 def checked(method: str, build: Callable[[], Any]) -> Any:
     """``build()``, with a ValueError or TypeError about one of ``method``'s options re-raised as an
-    :class:`~dpfair_analysis.errors.ArgumentError` naming that option's flag (so the command line says which)."""
+    :class:`~dpfair_analysis.errors.ArgumentError` naming that option's flag (so the command line says which).
+
+    Parameters
+    ----------
+    method : str
+        A registered method.
+    build : callable
+        Builds the method's options or policy; called once, without arguments.
+    """
     from dpfair_analysis.errors import ArgumentError
 
     try:

@@ -107,7 +107,23 @@ def corrections_of(claim: Claim) -> list[Claim]:
 
 def run_claims(claims: Iterable[Claim], budget: Budget | str = QUICK, *,
                progress: bool = True) -> list[tuple[Claim, Verdict, float]]:
-    """Run each claim's check; returns (claim, verdict, seconds). A check that raises is inconclusive."""
+    """Run each claim's check; returns (claim, verdict, seconds). A check that raises is inconclusive.
+
+    Parameters
+    ----------
+    claims : iterable of Claim
+        The claims to check (e.g. ``claims_for("003")`` or ``CLAIMS``).
+    budget : Budget or str
+        How hard each check searches: ``"quick"`` (the default, the test suite's) or ``"full"``.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    list of (Claim, Verdict, float)
+        Each claim with its verdict (holds / violated with a counterexample / misprinted / inconclusive) and the
+        seconds its check took.
+    """
     from tqdm import tqdm
 
     budget = BUDGETS[budget] if isinstance(budget, str) else budget

@@ -105,6 +105,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:  # the reader went away (``dpfair verify --list | head``): stop quietly, as cat does
         _discard_stdout()
         return EXIT_BROKEN_PIPE
+    except ConnectionError as error:  # (BrokenPipeError is one: caught above) an unreachable cluster: exit 1
+        print(f"dpfair: error: {_one_line(error)}", file=sys.stderr)
+        return 1
     except Exception as error:  # a bug, not a usage problem: still one line unless asked
         if os.environ.get("DPFAIR_DEBUG"):
             raise

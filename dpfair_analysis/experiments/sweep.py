@@ -254,7 +254,14 @@ def _on_ray(units: Sequence[_Unit], *, backend: Backend, threads: int) -> Iterat
         raise ImportError("backend='ray' needs Ray: pip install 'dpfair-analysis[ray]'") from None
     if not ray.is_initialized():
         if backend.address:
-            ray.init(address=backend.address, log_to_driver=False)
+            try:
+                ray.init(address=backend.address, log_to_driver=False)
+            except ConnectionError as error:  # e.g. a token-authenticated cluster reached without its token
+                reason = " ".join(str(error).split())[:200]
+                raise ConnectionError(
+                    f"could not connect to the Ray cluster at {backend.address!r} ({reason}); "
+                    "if the cluster uses token authentication, set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or "
+                    "RAY_AUTH_TOKEN_PATH) to its token on this machine (docs/guide/compare.md)") from None
         else:
             ray.init(num_cpus=backend.jobs, include_dashboard=False, log_to_driver=False)
     remote = ray.remote(num_cpus=1)(_in_worker)

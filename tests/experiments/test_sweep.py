@@ -156,3 +156,20 @@ def test_runs_of_a_group_are_computed_together_and_cached_one_by_one(tmp_path, b
     assert run_sweep(runs, cache=cache, backend=backend, progress=False, together=_square_all) == [4, 9, 16, 25]
     assert sorted(p.stem for p in tmp_path.glob("*.pkl")) == ["a", "b", "c", "d"]
     assert run_sweep([Run("b", _boom, group="g", member=3)], cache=cache, progress=False, together=_square_all) == [9]
+
+
+def test_a_ray_cluster_that_refuses_the_connection_is_one_line_naming_the_token_settings(cli, monkeypatch):
+    """A token-authenticated cluster reached without its token (Ray raises ConnectionError): one line that says
+    what to set, exit 1 -- not 'internal error'."""
+    ray = pytest.importorskip("ray", reason="the ray extra is installed by make setup")
+
+    def refuse(*args, **kwargs):
+        raise ConnectionError("Authentication failed: InvalidAuthToken: missing or incorrect token")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refuse)
+    code, out, err = cli("compare", "--data", "synthetic", "--epochs", "1", "--backend", "ray", "--address",
+                         "ray://head:10001", "--no-cache", "--quiet")
+    assert code == 1 and out == ""
+    assert err.startswith("dpfair: error: could not connect to the Ray cluster at 'ray://head:10001'")
+    assert "RAY_AUTH_MODE=token" in err and "RAY_AUTH_TOKEN" in err and len(err.splitlines()) == 1

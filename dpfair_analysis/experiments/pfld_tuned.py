@@ -51,7 +51,7 @@ def sweep_tuning(dataset: str = "bank", *, kind: str = "dp", methods: Sequence[s
     methods : sequence of str
         The methods whose configuration is chosen (PF-LD; M for Figure 1).
     profile, settings, seeds
-        As for :func:`epsilon_sweep` (the same splits as the sweeps).
+        As for :func:`~dpfair_analysis.experiments.pfld.epsilon_sweep` (the same splits as the sweeps).
     grids : dict of str to TuningGrid, optional
         The budgets (default :func:`table2_grids`).
     epsilon : float
@@ -184,7 +184,7 @@ def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS,
     Parameters
     ----------
     dataset : str
-        A Table 2 data set (:data:`DATASETS`).
+        A Table 2 data set (:data:`~dpfair_analysis.experiments.pfld.DATASETS`).
     group_by : str, optional
         Its grouping (Bank: ``age``, ``age3``, ``age5``; None: the loader's default).
     constraints, methods : sequence of str

@@ -144,6 +144,7 @@ def claim_verdicts(results: dict[str, CompareResult], *, tolerance: float = 0.0,
       FairDP has the lowest value of the private methods on >= 3 of the 4 indices;
     * ``optq_hurts_adult`` (Adult only): "Opt-Q ... reduces both per-class and overall accuracies":
       Opt-Q's mean loss is negative overall and in every group.
+
     Means over seeds; ``margin`` is the quantity the verdict compares (its sd where there is one). An index
     that is infinite (a zero-accuracy group) is no evidence either way and is left out."""
     rows = []
@@ -331,7 +332,7 @@ def _mode_configuration(part: pd.DataFrame) -> str:
 
 def tuned_side_by_side(tuned: TunedTable2, *, tolerance: Tolerance = TABLE2_TOLERANCE) -> pd.DataFrame:
     """One row per (constraint, method): the paper's accuracy / violation (sd), the printed configuration's
-    (:func:`table2`, "defaults") and the tuned one's (mean, sd over folds), the signed differences from the
+    (:func:`~dpfair_analysis.experiments.pfld.table2`, "defaults") and the tuned one's (mean, sd over folds), the signed differences from the
     paper, each measurement's verdict per cell, and the row's three-valued verdict (:mod:`.tuning`: both the
     accuracy and the violation must reproduce). Also the budget, the configuration chosen in most folds and how
     many folds chose it, the selection score and how the selection is accounted."""
@@ -435,9 +436,9 @@ def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
 
 def figure_claims(sweeps: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Paper 003 §8.2-8.5's statements about Figures 1-5, each tested on sweep rows (test split of each seed;
-    means over seeds, diverged runs left out). ``sweeps`` maps ``"fig1"`` (:func:`epsilon_sweep`, PF-LD and M),
-    ``"fig2"`` (:func:`clip_sweep`, with its Fig. 3 columns), ``"fig4"`` (:func:`dual_clip_sweep`) and ``"fig5"``
-    (:func:`missing_sweep`) to their rows; absent keys are skipped. One row per claim: ``figure``, ``claim``,
+    means over seeds, diverged runs left out). ``sweeps`` maps ``"fig1"`` (:func:`~dpfair_analysis.experiments.pfld.epsilon_sweep`, PF-LD and M),
+    ``"fig2"`` (:func:`~dpfair_analysis.experiments.pfld.clip_sweep`, with its Fig. 3 columns), ``"fig4"`` (:func:`~dpfair_analysis.experiments.pfld.dual_clip_sweep`) and ``"fig5"``
+    (:func:`~dpfair_analysis.experiments.pfld.missing_sweep`) to their rows; absent keys are skipped. One row per claim: ``figure``, ``claim``,
     the paper's words (``statement``), ``holds`` (None where the rows cannot test it: an sd from one seed) and
     the numbers it rests on (``detail``). The tests:
 
@@ -537,7 +538,7 @@ def figure_claims(sweeps: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def figure_verdicts(printed: pd.DataFrame, tuned: pd.DataFrame) -> pd.DataFrame:
     """:func:`figure_claims` at the printed configuration beside the same claims on sweeps started from the
-    tuned configurations (:func:`tuned_bases`), with the three-valued verdict of :mod:`.tuning` per claim."""
+    tuned configurations (:func:`~dpfair_analysis.experiments.pfld_tuned.tuned_bases`), with the three-valued verdict of :mod:`.tuning` per claim."""
 
     both = printed.merge(tuned[["figure", "claim", "holds", "detail"]], on=["figure", "claim"], how="left",
                          suffixes=("_printed", "_tuned"))

@@ -93,6 +93,34 @@ def test_sweep_throughput_benchmark_quick_writes_every_variant(tmp_path):
     assert variants == {"train", "minimal", "batched_2"}
     assert all(row["run_steps_per_second"] > 0 for row in payload["rows"])
     assert payload["ratios"]["logreg"]["minimal_vs_train_parameter_agreement"] < 1e-5
+    assert all(row["run_steps_per_cpu_second"] > 0 for row in payload["rows"])
+
+
+def test_sweep_throughput_times_a_command_with_the_package_of_its_checkout(tmp_path):
+    """The before/after commands import the checkout they are given, not the one the benchmark runs from
+    (``python -c``/``-m`` put the working directory ahead of PYTHONPATH: it must be the checkout)."""
+    fake = tmp_path / "old"
+    (fake / "dpfair_analysis").mkdir(parents=True)
+    (fake / "dpfair_analysis" / "__init__.py").write_text("")
+    marker = tmp_path / "imported.txt"
+    code = f"import pathlib, dpfair_analysis; pathlib.Path({str(marker)!r}).write_text(dpfair_analysis.__file__)"
+    timed = benchmark("sweep_throughput").time_command(["-c", code], fake)
+    assert Path(marker.read_text()).resolve() == (fake / "dpfair_analysis" / "__init__.py").resolve()
+    assert timed["wall_seconds"] > 0 and timed["cpu_seconds"] >= 0
+
+
+def test_startup_benchmark_quick_times_every_command_in_a_fresh_process(tmp_path):
+    """benchmarks/startup_time.py --quick: each command timed once (exit status and error line checked by the
+    script; epsilon's seconds of dp_accounting left to the full run), and the heavy modules each leaves imported
+    listed -- --help and a refusal none of torch/scipy."""
+    out = tmp_path / "startup.json"
+    assert benchmark("startup_time").main(["--quick", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert {(r["code"], r["command"]) for r in payload["rows"]} == {
+        ("after", c) for c in ("import_cli", "help", "bad_input")}
+    assert all(r["wall_seconds"] > 0 for r in payload["rows"])
+    modules = payload["heavy_modules"]["after"]
+    assert not {"torch", "scipy"} & set(modules["help"] + modules["bad_input"])
 
 
 def test_privacy_testing_benchmark_smoke(tmp_path):

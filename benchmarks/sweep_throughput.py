@@ -223,6 +223,16 @@ def time_command(argv: list[str], root: Path) -> dict:
         return {"wall_seconds": time.perf_counter() - start, "cpu_seconds": children_cpu() - cpu}
 
 
+def rate_ratios(rows: list[dict], name: str, seeds: int, key: str) -> dict:
+    """Ratios of the variants' rates (``key``: per wall or per CPU second) for one model: the minimal loop and
+    the K seeds batched over the new train(), the new train() and the minimal loop over the baseline's train()."""
+    rate = {row["variant"]: row[key] for row in rows if row["model"] == name}
+    return {"minimal_over_train": rate["minimal"] / rate["train"],
+            "batched_over_train": rate[f"batched_{seeds}"] / rate["train"],
+            **({"train_over_baseline": rate["train"] / rate["baseline"],
+                "minimal_over_baseline": rate["minimal"] / rate["baseline"]} if "baseline" in rate else {})}
+
+
 # ----------------------------------------------------------------- main
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -235,6 +245,10 @@ def main(argv=None) -> int:
     p.add_argument("--commands", action="store_true",
                    help="also time `dpfair compare --seeds 16 --methods sgd,dpsgd,dpsgdf` and the diagnosis "
                         "study's quick profile (here and in --baseline)")
+    p.add_argument("--study-setting", default=None, metavar="NAME",
+                   help="with --commands, also time the diagnosis study's full-profile cells of this setting at "
+                        "sigma = 1 (e.g. adult-sex: its defaults and noisy regimes, 5 seeds, full epochs)")
+    p.add_argument("--commands-only", action="store_true", help="time the commands only (no throughput rounds)")
     p.add_argument("--quick", action="store_true", help="smoke test: synthetic data, 1 round, 1 epoch, K = 2")
     args = p.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -244,6 +258,15 @@ def main(argv=None) -> int:
         p.error("--rounds and --epochs must be >= 1 and --seeds >= 2")
     if args.baseline is not None and not (args.baseline / "dpfair_analysis" / "__init__.py").is_file():
         p.error(f"--baseline {args.baseline} is not a checkout of dpfair_analysis")
+    if (args.commands_only or args.study_setting) and not args.commands:
+        p.error("--commands-only and --study-setting need --commands")
+    if args.study_setting is not None:
+        from dpfair_analysis.experiments.diagnosis_validation import SETTINGS
+
+        if args.study_setting not in [s.name for s in SETTINGS]:
+            p.error(f"--study-setting must be one of {[s.name for s in SETTINGS]}, got {args.study_setting!r}")
+    if args.commands_only:
+        models = []
     torch.set_num_threads(1)
     setting = settings(args.quick, args.epochs)
     rounds, seeds = (1, 2) if args.quick else (args.rounds, args.seeds)
@@ -275,15 +298,9 @@ def main(argv=None) -> int:
     rows = [{"model": m, "variant": v, "run_steps_per_second": statistics.median(x),
              "run_steps_per_cpu_second": statistics.median(cpu_samples[(m, v)]), "rounds": len(x),
              "run_steps_per_second_each_round": x} for (m, v), x in samples.items()]
-    ratios = {}
-    for name in models:
-        rate = {row["variant"]: row["run_steps_per_second"] for row in rows if row["model"] == name}
-        ratios[name] = {"minimal_over_train": rate["minimal"] / rate["train"],
-                        "batched_over_train": rate[f"batched_{seeds}"] / rate["train"],
-                        **({"train_over_baseline": rate["train"] / rate["baseline"],
-                            "minimal_over_baseline": rate["minimal"] / rate["baseline"]}
-                           if "baseline" in rate else {}),
-                        "minimal_vs_train_parameter_agreement": agreements[name]}
+    ratios = {name: {**rate_ratios(rows, name, seeds, "run_steps_per_second"),
+                     "cpu": rate_ratios(rows, name, seeds, "run_steps_per_cpu_second"),
+                     "minimal_vs_train_parameter_agreement": agreements[name]} for name in models}
     commands = {}
     if args.commands and not args.quick:
         here = Path(__file__).resolve().parents[1]
@@ -297,6 +314,14 @@ def main(argv=None) -> int:
         # interleaved: compare new then old, the study old then new (a load that drifts hits both sides)
         plan = [("compare_16_seeds", compare, here), ("baseline_compare_16_seeds", compare, old),
                 ("baseline_diagnosis_study_quick", old_study, old), ("diagnosis_study_quick", study, here)]
+        if args.study_setting is not None:
+            # the same cells, the same API in both (the module was renamed diagnose -> diagnosis_validation)
+            cells = (f"v.cells('full', [s for s in v.SETTINGS if s.name == {args.study_setting!r}])")
+            run = f"[v.run_cell(c, profile='full') for c in {cells} if c.sigma == 1.0]"
+            key = f"diagnosis_study_full_{args.study_setting}_sigma_1"
+            plan += [(key, ["-c", f"from dpfair_analysis.experiments import diagnosis_validation as v; {run}"], here),
+                     (f"baseline_{key}", ["-c", f"from dpfair_analysis.experiments import diagnose as v; {run}"],
+                      old)]
         for key, command, root in plan:
             if root is not None:
                 commands[key] = time_command(command, root)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "per_sample_step.py"
 METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacus_ghost", "microbatch")
@@ -18,7 +20,7 @@ METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacu
 
 def run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, str(SCRIPT), *args], check=False, capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=600)
 
 
@@ -109,6 +111,16 @@ def test_sweep_throughput_times_a_command_with_the_package_of_its_checkout(tmp_p
     assert timed["wall_seconds"] > 0 and timed["cpu_seconds"] >= 0
 
 
+def test_sweep_throughput_refuses_study_options_without_commands(tmp_path, capsys):
+    module = benchmark("sweep_throughput")
+    for argv in (["--commands-only"], ["--study-setting", "adult-sex"], ["--commands", "--study-setting", "nope"]):
+        with pytest.raises(SystemExit) as exit_:
+            module.main([*argv, "--out", str(tmp_path / "x.json")])
+        assert exit_.value.code == 2
+    assert "--study-setting must be one of" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_startup_benchmark_quick_times_every_command_in_a_fresh_process(tmp_path):
     """benchmarks/startup_time.py --quick: each command timed once (exit status and error line checked by the
     script; epsilon's seconds of dp_accounting left to the full run), and the heavy modules each leaves imported
@@ -129,8 +141,8 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
     script = ROOT / "benchmarks" / "privacy_testing.py"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "privacy.json"
-    res = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=600)
+    res = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)], check=False, capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     payload = json.loads(out.read_text())
     rows = {r["mechanism"]: r for r in payload["rows"]}

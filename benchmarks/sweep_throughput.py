@@ -162,7 +162,7 @@ def minimal_loop(name: str, setting: dict, seed: int) -> tuple[float, float, int
 def agreement(a: torch.nn.Module, b: torch.nn.Module) -> float:
     """max |a - b| / max |a| over the parameters (same seed, same algorithm: float32 rounding)."""
     diffs = [float((p - q).detach().abs().max()) for p, q in zip(a.parameters(), b.parameters())]
-    scale = max(float(p.abs().max()) for p in a.parameters())
+    scale = max(float(p.detach().abs().max()) for p in a.parameters())
     return max(diffs) / scale
 
 
@@ -334,7 +334,8 @@ def main(argv=None) -> int:
                "rows": rows, "ratios": ratios, "commands": commands}
     write_atomically(args.out, lambda tmp: tmp.write_text(json.dumps(payload, indent=1)))
     for name, r in ratios.items():
-        print(f"{name}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items()))
+        print(f"{name}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k != "cpu")
+              + "; per CPU second: " + ", ".join(f"{k} {v:.3g}" for k, v in r["cpu"].items()))
     print(f"wrote {args.out}")
     return 0
 

@@ -34,8 +34,14 @@ test-slow: setup
 docs: setup
 	$(PY) -m sphinx -b html -W -n --keep-going -j 1 docs build/docs/html
 
+# BASELINE=/path/to/a/checkout (e.g. `git worktree add ../base b1675e0`, the commit before issue 38) adds the
+# before column: its train(), its startup, and (sweep_throughput --commands) compare --seeds 16 and the quick study.
 bench: setup
 	$(PY) benchmarks/per_sample_step.py --project --out benchmarks/results/per_sample_step.json
+	OMP_NUM_THREADS=1 $(PY) benchmarks/sweep_throughput.py $(if $(BASELINE),--baseline $(BASELINE) --commands) \
+		--out benchmarks/results/sweep_throughput.json
+	OMP_NUM_THREADS=1 $(PY) benchmarks/startup_time.py $(if $(BASELINE),--baseline $(BASELINE)) \
+		--out benchmarks/results/startup_time.json
 
 # Re-executes every notebook with the full profile IN PLACE: notebooks/*.ipynb and paper_figs/
 # are overwritten. Hours with an empty run cache; execute.py prints its estimate first.

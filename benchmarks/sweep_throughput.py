@@ -14,8 +14,12 @@ regression and the MLP (64, 64), this measures, interleaved round by round in on
 * ``baseline`` -- with ``--baseline DIR``, train() of another checkout of the package (e.g. the commit
   before the speed work), run in a subprocess on the same settings.
 
-and, with ``--commands``, the wall time of ``dpfair compare --seeds 16 --methods sgd,dpsgd,dpsgdf`` and of the
-diagnosis study's quick profile, here and (with ``--baseline``) in the other checkout.
+and, with ``--commands``, the wall and CPU time of ``dpfair compare --seeds 16 --methods sgd,dpsgd,dpsgdf`` and of
+the diagnosis study's quick profile, here and (with ``--baseline``) in the other checkout, interleaved (compare: new
+then old; study: old then new), each in a fresh process run from its own checkout with an empty run cache.
+
+Every in-process time is reported as wall seconds and as this process's CPU seconds (``time.process_time``; one
+torch thread), so a busy machine shows as wall > CPU; subprocesses report their children's CPU (``getrusage``).
 
 Usage (from the repository root)::
 
@@ -31,6 +35,7 @@ import json
 import math
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -75,19 +80,19 @@ def config_for(setting: dict, seed: int):
 
 
 # ----------------------------------------------------------------- (b) train(), (d) batched
-def time_train(name: str, setting: dict, seed: int) -> tuple[float, int, torch.nn.Module]:
+def time_train(name: str, setting: dict, seed: int) -> tuple[float, float, int, torch.nn.Module]:
     from dpfair_analysis.training.clipping import UniformClipping
     from dpfair_analysis.training.loop import train
 
     train_data, test_data = load(setting, seed)
     model = model_for(name, train_data, seed, setting)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = train(model, train_data, UniformClipping(setting["clip"], setting["sigma"]), config_for(setting, seed),
                    test_data=test_data, progress=False)
-    return time.perf_counter() - start, len(result.steps), model
+    return time.perf_counter() - start, time.process_time() - cpu, len(result.steps), model
 
 
-def time_batched(name: str, setting: dict, seeds: range) -> tuple[float, int]:
+def time_batched(name: str, setting: dict, seeds: range) -> tuple[float, float, int]:
     from dpfair_analysis.training.batched import RunSpec, train_many
     from dpfair_analysis.training.clipping import UniformClipping
 
@@ -96,13 +101,13 @@ def time_batched(name: str, setting: dict, seeds: range) -> tuple[float, int]:
         train_data, test_data = load(setting, seed)
         specs.append(RunSpec(model_for(name, train_data, seed, setting), train_data,
                              UniformClipping(setting["clip"], setting["sigma"]), config_for(setting, seed), test_data))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     results = train_many(specs, progress=False)
-    return time.perf_counter() - start, sum(len(r.steps) for r in results)
+    return time.perf_counter() - start, time.process_time() - cpu, sum(len(r.steps) for r in results)
 
 
 # ----------------------------------------------------------------- (c) the minimal loop
-def minimal_loop(name: str, setting: dict, seed: int) -> tuple[float, int, torch.nn.Module]:
+def minimal_loop(name: str, setting: dict, seed: int) -> tuple[float, float, int, torch.nn.Module]:
     """DP-SGD written out by hand with train()'s semantics (see the module docstring)."""
     from dpfair_analysis.fairness.metrics import per_group_accuracy
     from dpfair_analysis.privacy.accounting import dpsgd_epsilon
@@ -110,7 +115,7 @@ def minimal_loop(name: str, setting: dict, seed: int) -> tuple[float, int, torch
 
     train_data, test_data = load(setting, seed)
     model = model_for(name, train_data, seed, setting)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     n, b = len(train_data), setting["batch_size"]
     steps, ends = schedule(n, config_for(setting, seed))
     lr, q, C, sigma, l2 = 1 / math.sqrt(steps), b / n, setting["clip"], setting["sigma"], setting["l2"]
@@ -151,13 +156,13 @@ def minimal_loop(name: str, setting: dict, seed: int) -> tuple[float, int, torch
                 history.append((F.cross_entropy(logits, data.y).item(),
                                 per_group_accuracy(correct, data.group, n_groups=data.n_groups).tolist()))
             history.append(dpsgd_epsilon(n=n, batch_size=b, noise_multiplier=sigma, delta=setting["delta"], steps=t))
-    return time.perf_counter() - start, steps, model
+    return time.perf_counter() - start, time.process_time() - cpu, steps, model
 
 
 def agreement(a: torch.nn.Module, b: torch.nn.Module) -> float:
     """max |a - b| / max |a| over the parameters (same seed, same algorithm: float32 rounding)."""
-    diffs = [float((p - q).abs().max()) for p, q in zip(a.parameters(), b.parameters())]
-    scale = max(float(p.abs().max()) for p in a.parameters())
+    diffs = [float((p - q).detach().abs().max()) for p, q in zip(a.parameters(), b.parameters())]
+    scale = max(float(p.detach().abs().max()) for p in a.parameters())
     return max(diffs) / scale
 
 
@@ -176,35 +181,56 @@ full = data.load(s["dataset"], **({{"sizes": (120, 40), "dim": 6, "seed": 0}} if
 tr, te = comparison_split(full, seed={seed})
 m = build_model({name!r}, input_shape=tuple(tr.X.shape[1:]), n_classes=tr.n_classes, seed={seed}, hidden=(64, 64),
                 l2=s["l2"])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 r = train(m, tr, UniformClipping(s["clip"], s["sigma"]), TrainConfig(epochs=s["epochs"], batch_size=s["batch_size"],
           delta=s["delta"], seed={seed}), test_data=te, progress=False)
-print(json.dumps({{"seconds": time.perf_counter() - start, "steps": len(r.steps)}}))
+print(json.dumps({{"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu, "steps": len(r.steps),
+                  "package": __import__("dpfair_analysis").__file__}}))
 """
 
 
-def time_baseline(root: Path, name: str, setting: dict, seed: int) -> tuple[float, int]:
+def time_baseline(root: Path, name: str, setting: dict, seed: int) -> tuple[float, float, int]:
     code = _CHILD.format(root=str(root), setting=setting, seed=seed, name=name)
     env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
-                         timeout=3600)
+                         timeout=3600, cwd=root)
     payload = json.loads(out.stdout.strip().splitlines()[-1])
-    return payload["seconds"], payload["steps"]
+    if Path(payload["package"]).resolve().parent.parent != root:
+        raise RuntimeError(f"the baseline child imported {payload['package']}, not the package of {root}")
+    return payload["seconds"], payload["cpu"], payload["steps"]
 
 
-def time_command(argv: list[str], root: Path | None) -> float:
-    """Wall seconds of ``python argv`` with the package of ``root`` (this one if None), an empty run cache."""
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_command(argv: list[str], root: Path) -> dict:
+    """Wall and CPU seconds of ``python argv`` run from (so importing the package of) ``root``, an empty run cache.
+
+    The working directory matters: ``python -c``/``-m`` put it first on ``sys.path``, ahead of ``PYTHONPATH``.
+    """
     import tempfile
 
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "DPFAIR_CACHE": cache}
-        if root is not None:
-            env["PYTHONPATH"] = str(root)
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, timeout=6 * 3600)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "DPFAIR_CACHE": cache, "PYTHONPATH": str(root)}
+        start, cpu = time.perf_counter(), children_cpu()
+        done = subprocess.run([sys.executable, *argv], check=False, capture_output=True, text=True, env=env,
+                              timeout=6 * 3600, cwd=root)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
-        return time.perf_counter() - start
+        return {"wall_seconds": time.perf_counter() - start, "cpu_seconds": children_cpu() - cpu}
+
+
+def rate_ratios(rows: list[dict], name: str, seeds: int, key: str) -> dict:
+    """Ratios of the variants' rates (``key``: per wall or per CPU second) for one model: the minimal loop and
+    the K seeds batched over the new train(), the new train() and the minimal loop over the baseline's train()."""
+    rate = {row["variant"]: row[key] for row in rows if row["model"] == name}
+    return {"minimal_over_train": rate["minimal"] / rate["train"],
+            "batched_over_train": rate[f"batched_{seeds}"] / rate["train"],
+            **({"train_over_baseline": rate["train"] / rate["baseline"],
+                "minimal_over_baseline": rate["minimal"] / rate["baseline"]} if "baseline" in rate else {})}
 
 
 # ----------------------------------------------------------------- main
@@ -219,6 +245,10 @@ def main(argv=None) -> int:
     p.add_argument("--commands", action="store_true",
                    help="also time `dpfair compare --seeds 16 --methods sgd,dpsgd,dpsgdf` and the diagnosis "
                         "study's quick profile (here and in --baseline)")
+    p.add_argument("--study-setting", default=None, metavar="NAME",
+                   help="with --commands, also time the diagnosis study's full-profile cells of this setting at "
+                        "sigma = 1 (e.g. adult-sex: its defaults and noisy regimes, 5 seeds, full epochs)")
+    p.add_argument("--commands-only", action="store_true", help="time the commands only (no throughput rounds)")
     p.add_argument("--quick", action="store_true", help="smoke test: synthetic data, 1 round, 1 epoch, K = 2")
     args = p.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -228,52 +258,75 @@ def main(argv=None) -> int:
         p.error("--rounds and --epochs must be >= 1 and --seeds >= 2")
     if args.baseline is not None and not (args.baseline / "dpfair_analysis" / "__init__.py").is_file():
         p.error(f"--baseline {args.baseline} is not a checkout of dpfair_analysis")
+    if (args.commands_only or args.study_setting) and not args.commands:
+        p.error("--commands-only and --study-setting need --commands")
+    if args.study_setting is not None:
+        from dpfair_analysis.experiments.diagnosis_validation import SETTINGS
+
+        if args.study_setting not in [s.name for s in SETTINGS]:
+            p.error(f"--study-setting must be one of {[s.name for s in SETTINGS]}, got {args.study_setting!r}")
+    if args.commands_only:
+        models = []
     torch.set_num_threads(1)
     setting = settings(args.quick, args.epochs)
     rounds, seeds = (1, 2) if args.quick else (args.rounds, args.seeds)
     samples: dict[tuple[str, str], list[float]] = {}
+    cpu_samples: dict[tuple[str, str], list[float]] = {}
+
+    def record(name: str, variant: str, seconds: float, cpu: float, steps: int) -> None:
+        samples.setdefault((name, variant), []).append(steps / seconds)
+        cpu_samples.setdefault((name, variant), []).append(steps / cpu)
+
     agreements = {}
     warm = settings(True, 1)   # first calls pay one-time costs (imports, allocator, vmap tracing): not measured
     for name in models:
         time_train(name, warm, seed=0), minimal_loop(name, warm, seed=0), time_batched(name, warm, range(2))
     for r in range(rounds):
         for name in models:
-            seconds, steps, trained = time_train(name, setting, seed=r)
-            samples.setdefault((name, "train"), []).append(steps / seconds)
-            seconds, steps, minimal = minimal_loop(name, setting, seed=r)
-            samples.setdefault((name, "minimal"), []).append(steps / seconds)
+            seconds, cpu, steps, trained = time_train(name, setting, seed=r)
+            record(name, "train", seconds, cpu, steps)
+            seconds, cpu, steps, minimal = minimal_loop(name, setting, seed=r)
+            record(name, "minimal", seconds, cpu, steps)
             agreements[name] = max(agreements.get(name, 0.0), agreement(trained, minimal))
-            seconds, steps = time_batched(name, setting, range(100 * r, 100 * r + seeds))
-            samples.setdefault((name, f"batched_{seeds}"), []).append(steps / seconds)
+            seconds, cpu, steps = time_batched(name, setting, range(100 * r, 100 * r + seeds))
+            record(name, f"batched_{seeds}", seconds, cpu, steps)
             if args.baseline is not None:
-                seconds, steps = time_baseline(args.baseline.resolve(), name, setting, seed=r)
-                samples.setdefault((name, "baseline"), []).append(steps / seconds)
+                seconds, cpu, steps = time_baseline(args.baseline.resolve(), name, setting, seed=r)
+                record(name, "baseline", seconds, cpu, steps)
             print(f"round {r + 1}/{rounds} {name}: " + ", ".join(
                 f"{v} {samples[(name, v)][-1]:.0f}" for (m, v) in samples if m == name), flush=True)
-    rows = [{"model": m, "variant": v, "run_steps_per_second": statistics.median(x), "rounds": len(x)}
-            for (m, v), x in samples.items()]
-    ratios = {}
-    for name in models:
-        rate = {row["variant"]: row["run_steps_per_second"] for row in rows if row["model"] == name}
-        ratios[name] = {"minimal_over_train": rate["minimal"] / rate["train"],
-                        "batched_over_train": rate[f"batched_{seeds}"] / rate["train"],
-                        **({"train_over_baseline": rate["train"] / rate["baseline"],
-                            "minimal_over_baseline": rate["minimal"] / rate["baseline"]} if "baseline" in rate else {}),
-                        "minimal_vs_train_parameter_agreement": agreements[name]}
+    rows = [{"model": m, "variant": v, "run_steps_per_second": statistics.median(x),
+             "run_steps_per_cpu_second": statistics.median(cpu_samples[(m, v)]), "rounds": len(x),
+             "run_steps_per_second_each_round": x} for (m, v), x in samples.items()]
+    ratios = {name: {**rate_ratios(rows, name, seeds, "run_steps_per_second"),
+                     "cpu": rate_ratios(rows, name, seeds, "run_steps_per_cpu_second"),
+                     "minimal_vs_train_parameter_agreement": agreements[name]} for name in models}
     commands = {}
     if args.commands and not args.quick:
         here = Path(__file__).resolve().parents[1]
         compare = ["-m", "dpfair_analysis.cli", "compare", "--seeds", "16", "--methods", "sgd,dpsgd,dpsgdf",
                    "--no-cache", "--quiet", "--json"]
-        study = ["-c", "from dpfair_analysis.experiments import diagnosis_validation as v; "
-                       "v.run_validation('quick', progress=False)"]
-        old_study = ["-c", "from dpfair_analysis.experiments import diagnose as v; v.run_validation('quick', "
-                           "progress=False)"]
-        commands["compare_16_seeds_seconds"] = time_command(compare, here)
-        commands["diagnosis_study_quick_seconds"] = time_command(study, here)
-        if args.baseline is not None:
-            commands["baseline_compare_16_seeds_seconds"] = time_command(compare, args.baseline.resolve())
-            commands["baseline_diagnosis_study_quick_seconds"] = time_command(old_study, args.baseline.resolve())
+        study = ["-c", ("from dpfair_analysis.experiments import diagnosis_validation as v; "
+                        "v.run_validation('quick', progress=False)")]
+        old_study = ["-c", ("from dpfair_analysis.experiments import diagnose as v; "
+                            "v.run_validation('quick', progress=False)")]
+        old = None if args.baseline is None else args.baseline.resolve()
+        # interleaved: compare new then old, the study old then new (a load that drifts hits both sides)
+        plan = [("compare_16_seeds", compare, here), ("baseline_compare_16_seeds", compare, old),
+                ("baseline_diagnosis_study_quick", old_study, old), ("diagnosis_study_quick", study, here)]
+        if args.study_setting is not None:
+            # the same cells, the same API in both (the module was renamed diagnose -> diagnosis_validation)
+            cells = (f"v.cells('full', [s for s in v.SETTINGS if s.name == {args.study_setting!r}])")
+            run = f"[v.run_cell(c, profile='full') for c in {cells} if c.sigma == 1.0]"
+            key = f"diagnosis_study_full_{args.study_setting}_sigma_1"
+            plan += [(key, ["-c", f"from dpfair_analysis.experiments import diagnosis_validation as v; {run}"], here),
+                     (f"baseline_{key}", ["-c", f"from dpfair_analysis.experiments import diagnose as v; {run}"],
+                      old)]
+        for key, command, root in plan:
+            if root is not None:
+                commands[key] = time_command(command, root)
+                print(f"{key}: {commands[key]['wall_seconds']:.1f} s wall, {commands[key]['cpu_seconds']:.1f} s CPU",
+                      flush=True)
     payload = {"settings": {**setting, "models": models, "rounds": rounds, "seeds_batched": seeds,
                             "baseline": None if args.baseline is None else str(args.baseline), "threads": 1,
                             "cpus": os.cpu_count(), "torch": torch.__version__,
@@ -281,7 +334,8 @@ def main(argv=None) -> int:
                "rows": rows, "ratios": ratios, "commands": commands}
     write_atomically(args.out, lambda tmp: tmp.write_text(json.dumps(payload, indent=1)))
     for name, r in ratios.items():
-        print(f"{name}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items()))
+        print(f"{name}: " + ", ".join(f"{k} {v:.3g}" for k, v in r.items() if k != "cpu")
+              + "; per CPU second: " + ", ".join(f"{k} {v:.3g}" for k, v in r["cpu"].items()))
     print(f"wrote {args.out}")
     return 0
 

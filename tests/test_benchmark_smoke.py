@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "per_sample_step.py"
 METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacus_ghost", "microbatch")
@@ -18,7 +20,7 @@ METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacu
 
 def run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, str(SCRIPT), *args], check=False, capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=600)
 
 
@@ -93,6 +95,44 @@ def test_sweep_throughput_benchmark_quick_writes_every_variant(tmp_path):
     assert variants == {"train", "minimal", "batched_2"}
     assert all(row["run_steps_per_second"] > 0 for row in payload["rows"])
     assert payload["ratios"]["logreg"]["minimal_vs_train_parameter_agreement"] < 1e-5
+    assert all(row["run_steps_per_cpu_second"] > 0 for row in payload["rows"])
+
+
+def test_sweep_throughput_times_a_command_with_the_package_of_its_checkout(tmp_path):
+    """The before/after commands import the checkout they are given, not the one the benchmark runs from
+    (``python -c``/``-m`` put the working directory ahead of PYTHONPATH: it must be the checkout)."""
+    fake = tmp_path / "old"
+    (fake / "dpfair_analysis").mkdir(parents=True)
+    (fake / "dpfair_analysis" / "__init__.py").write_text("")
+    marker = tmp_path / "imported.txt"
+    code = f"import pathlib, dpfair_analysis; pathlib.Path({str(marker)!r}).write_text(dpfair_analysis.__file__)"
+    timed = benchmark("sweep_throughput").time_command(["-c", code], fake)
+    assert Path(marker.read_text()).resolve() == (fake / "dpfair_analysis" / "__init__.py").resolve()
+    assert timed["wall_seconds"] > 0 and timed["cpu_seconds"] >= 0
+
+
+def test_sweep_throughput_refuses_study_options_without_commands(tmp_path, capsys):
+    module = benchmark("sweep_throughput")
+    for argv in (["--commands-only"], ["--study-setting", "adult-sex"], ["--commands", "--study-setting", "nope"]):
+        with pytest.raises(SystemExit) as exit_:
+            module.main([*argv, "--out", str(tmp_path / "x.json")])
+        assert exit_.value.code == 2
+    assert "--study-setting must be one of" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_startup_benchmark_quick_times_every_command_in_a_fresh_process(tmp_path):
+    """benchmarks/startup_time.py --quick: each command timed once (exit status and error line checked by the
+    script; epsilon's seconds of dp_accounting left to the full run), and the heavy modules each leaves imported
+    listed -- --help and a refusal none of torch/scipy."""
+    out = tmp_path / "startup.json"
+    assert benchmark("startup_time").main(["--quick", "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert {(r["code"], r["command"]) for r in payload["rows"]} == {
+        ("after", c) for c in ("import_cli", "help", "bad_input")}
+    assert all(r["wall_seconds"] > 0 for r in payload["rows"])
+    modules = payload["heavy_modules"]["after"]
+    assert not {"torch", "scipy"} & set(modules["help"] + modules["bad_input"])
 
 
 def test_privacy_testing_benchmark_smoke(tmp_path):
@@ -101,8 +141,8 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
     script = ROOT / "benchmarks" / "privacy_testing.py"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "privacy.json"
-    res = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=600)
+    res = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)], check=False, capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     payload = json.loads(out.read_text())
     rows = {r["mechanism"]: r for r in payload["rows"]}

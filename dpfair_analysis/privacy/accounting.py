@@ -585,16 +585,18 @@ def epsilons_of_repeats(event: dp_event.DpEvent, counts: Sequence[int], delta: f
     counts = [int(c) for c in counts]
     if any(c < 0 for c in counts):
         raise ValueError(f"counts must be >= 0, got {counts!r}")
-    if spec.accountant != "rdp":
-        return np.array([epsilon_from_event(compose_events([*once, dp_event.SelfComposedDpEvent(event, c)]), delta,
-                                            accounting=spec) for c in counts], dtype=float)
+    if spec.accountant != "rdp":  # a count of 0 composes only ``once`` (dp_accounting refuses 0 repeats)
+        parts = [[*once, *([dp_event.SelfComposedDpEvent(event, c)] if c else [])] for c in counts]
+        return np.array([epsilon_from_event(compose_events(p), delta, accounting=spec) if p else 0.0 for p in parts],
+                        dtype=float)
     orders = tuple(spec.resolved_orders)
     order_array = np.asarray(orders, dtype=float)
     convert = classic_epsilon_from_rdp if spec.conversion == "classic" else rdp_privacy_accountant.compute_epsilon
     step = _rdp_curve(spec.accountable(event), orders)
     fixed = sum((_rdp_curve(spec.accountable(other), orders) for other in once), np.zeros(len(orders)))
-    return np.array([convert(order_array, fixed + c * step, delta)[0] if (c or once) else 0.0 for c in counts],
-                    dtype=float)
+    # c = 0 adds nothing -- not 0 x the step's curve, which is infinite at high orders (0 x inf is NaN)
+    return np.array([convert(order_array, fixed + c * step if c else fixed, delta)[0] if (c or once) else 0.0
+                     for c in counts], dtype=float)
 
 
 def delta_from_event(event: dp_event.DpEvent, epsilon: float, *,

@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import Budget, Check, Verdict, holds, search, violated
+from dpfair_analysis.verify.claims.core import (Budget, Check, Verdict, cached, holds, misprint_check, search,
+                                                violated)
 
 __all__ = [
     "STD_READINGS",
@@ -132,6 +133,19 @@ def gaussian_delta_condition(factor: float, *, std: str = "delta*sigma",
                             ratio=max(worst, grid_worst), effort=effort, directed=cases, **where)
         return holds(f"max exact δ / stated δ = {top:.3g}", effort=effort, worst_ratio=top, directed=cases)
     return check
+
+
+#: Dwork & Roth's form of the Gaussian condition (Thm A.1, factor 5/4), which papers 001 and 003 cite: one cached
+#: check for every claim that uses it, so `dpfair verify` computes it once.
+DWORK_ROTH = cached(gaussian_delta_condition(1.25))
+
+
+def printed_gaussian_checks(*, fix: str) -> tuple[Check, Check]:
+    """(check, mutant) of the Gaussian condition as 001 §3 and 003 §4.2 print it, factor 4/5: misprinted if the
+    printed form fails and Dwork & Roth's holds (``fix`` names the typo fix); the mutant's "fix" is the printed form
+    again, so it must come out violated."""
+    printed = gaussian_delta_condition(0.8)
+    return misprint_check(printed, DWORK_ROTH, fix=fix), misprint_check(printed, printed, fix="none")
 
 
 # =============================================================================== data

@@ -22,8 +22,10 @@ from dpfair_analysis.verify.claims.core import (
     violated,
 )
 from dpfair_analysis.verify.claims.fixtures import (
+    DWORK_ROTH,
     gaussian_delta_condition,
     output_perturbation_data,
+    printed_gaussian_checks,
     quadratic_step_data,
     tiny_dataset,
 )
@@ -41,19 +43,18 @@ _GAUSS_METHOD = ("the exact δ(ε) of the Gaussian mechanism (Balle & Wang 2018)
 #: 001's Figure 1 settings a user reaches: eps in {0.005, 0.05, 0.5}, delta = 1e-5, output perturbation of a
 #: regularised logistic regression on Bank (n = 11,162) with Delta = 2/(n lambda), lambda in {1e-3, 1e-2, 1e-1}.
 FIGURE1_SETTINGS = tuple((eps, 1e-5, 2 / (11_162 * lam)) for eps in (0.005, 0.05, 0.5) for lam in (1e-3, 1e-2, 1e-1))
-_DWORK_ROTH = cached(gaussian_delta_condition(1.25))
+_PRINTED_CHECK, _PRINTED_MUTANT = printed_gaussian_checks(
+    fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1, the cited [16]: c² > 2 ln(1.25/δ))")
 register(CLAIMS, "001.sec3.gaussian", location="§3 Preliminaries, after Definition 1", quote=_GAUSS_QUOTE,
          statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (4/5) exp(−(σε)²/2) and ε < 1",
          regime="ℓ2 sensitivity Δ, one release; the noise's variance Δ²σ² (its printed 'standard deviation' is "
                 "001.sec3.gaussian.std)", method=_GAUSS_METHOD,
-         check=misprint_check(gaussian_delta_condition(0.8), _DWORK_ROTH, fix="4/5 → 5/4 (Dwork & Roth 2014, "
-                              "Thm A.1, the cited [16]: c² > 2 ln(1.25/δ))"),
-         mutant=misprint_check(gaussian_delta_condition(0.8), gaussian_delta_condition(0.8), fix="none"),
+         check=_PRINTED_CHECK, mutant=_PRINTED_MUTANT,
          fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1: c² > 2 ln(1.25/δ))")
 register(CLAIMS, "001.sec3.gaussian.dwork-roth", kind="corrected", corrects="001.sec3.gaussian",
          location="§3 with the constant of the cited source (Dwork & Roth 2014, Thm A.1)", quote=_GAUSS_QUOTE,
          statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2) and ε < 1",
-         regime="as 001.sec3.gaussian", method=_GAUSS_METHOD, check=_DWORK_ROTH,
+         regime="as 001.sec3.gaussian", method=_GAUSS_METHOD, check=DWORK_ROTH,
          mutant=gaussian_delta_condition(0.8))
 register(CLAIMS, "001.sec3.gaussian.std", location="§3 Preliminaries, after Definition 1", quote=_GAUSS_QUOTE,
          statement="noise of standard deviation Δ²σ² gives (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2), ε < 1",
@@ -61,7 +62,7 @@ register(CLAIMS, "001.sec3.gaussian.std", location="§3 Preliminaries, after Def
                 "[1e-3, 10] and 001's Figure 1 settings (ε ∈ {0.005, 0.05, 0.5}, δ = 1e-5, Δ = 2/(nλ) on Bank)",
          method=_GAUSS_METHOD + "; the Figure 1 settings at the condition's boundary σ",
          check=misprint_check(gaussian_delta_condition(1.25, std="delta^2*sigma^2", directed=FIGURE1_SETTINGS),
-                              _DWORK_ROTH, fix="'standard deviation Δ_ℓ²σ²' → standard deviation Δ_ℓσ (variance "
+                              DWORK_ROTH, fix="'standard deviation Δ_ℓ²σ²' → standard deviation Δ_ℓσ (variance "
                                                "Δ_ℓ²σ², as the notation N(0, Δ_ℓ²σ²) says)"),
          mutant=misprint_check(gaussian_delta_condition(1.25, std="delta^2*sigma^2", directed=FIGURE1_SETTINGS),
                                gaussian_delta_condition(0.8), fix="none"),

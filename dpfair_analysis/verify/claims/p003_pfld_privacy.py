@@ -28,7 +28,8 @@ from dpfair_analysis.verify.claims.core import (
     search,
     violated,
 )
-from dpfair_analysis.verify.claims.fixtures import gaussian_delta_condition, pfld_data
+from dpfair_analysis.verify.claims.fixtures import (DWORK_ROTH, gaussian_delta_condition, pfld_data,
+                                                   printed_gaussian_checks)
 from dpfair_analysis.verify.claims.p003_pfld import RELEASE_FAMILIES, case_record, theorem1_searches, theorem2_search
 
 __all__ = ["CLAIMS", "gaussian_renyi", "lemma1_shared_batch", "sg_pair_renyi", "sg_rdp", "thm5_ledgers"]
@@ -42,20 +43,19 @@ _GAUSS_QUOTE = ("In particular, the Gaussian mechanism, defined by M(D) = f(D) +
                 "exp(−(σε)²/2) and ε < 1 [14].")
 _GAUSS_METHOD = ("the exact δ(ε) of the Gaussian mechanism (Balle & Wang 2018) against the stated δ, searched by "
                  "hypothesis over ε < 1, σ (and Δ) plus a 1000-point grid; the printed and the fixed form")
-_DWORK_ROTH = cached(gaussian_delta_condition(1.25))
+_PRINTED_CHECK, _PRINTED_MUTANT = printed_gaussian_checks(
+    fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1, the cited [14]: c² > 2 ln(1.25/δ))")
 register(CLAIMS, "003.sec4.2.gaussian", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
          statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (4/5) exp(−(σε)²/2) and ε < 1",
          regime="ℓ2 sensitivity Δ_f, one release; the noise's variance Δ_f²σ² (its printed 'standard deviation' is "
                 "003.sec4.2.gaussian.std)", method=_GAUSS_METHOD,
-         check=misprint_check(gaussian_delta_condition(0.8), _DWORK_ROTH, fix="4/5 → 5/4 (Dwork & Roth 2014, Thm "
-                              "A.1, the cited [14]: c² > 2 ln(1.25/δ))"),
-         mutant=misprint_check(gaussian_delta_condition(0.8), gaussian_delta_condition(0.8), fix="none"),
+         check=_PRINTED_CHECK, mutant=_PRINTED_MUTANT,
          fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1)")
 register(CLAIMS, "003.sec4.2.gaussian.std", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
          statement="noise of standard deviation Δ_f σ² gives (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2), ε < 1",
          regime="the δ condition corrected (5/4) to isolate the printed 'N(0, Δ_f σ²) ... standard deviation Δ_f σ²'",
          method=_GAUSS_METHOD,
-         check=misprint_check(gaussian_delta_condition(1.25, std="delta*sigma^2"), _DWORK_ROTH,
+         check=misprint_check(gaussian_delta_condition(1.25, std="delta*sigma^2"), DWORK_ROTH,
                               fix="'standard deviation Δ_f σ²' → Δ_f σ (variance Δ_f²σ², as M(D) = f(D) + N(0, Δ_f²σ²) "
                                   "says)"),
          mutant=misprint_check(gaussian_delta_condition(0.8, std="delta*sigma^2"), gaussian_delta_condition(0.8),

@@ -13,8 +13,8 @@ would raise false alarms far above the nominal rate. The audit therefore keeps t
 and the bound on disjoint runs:
 
 1. *selection* -- every candidate pair is run ``screen`` times per side; each statistic is
-   fitted on one half of those runs (if it needs fitting) and its threshold chosen on the
-   other; when there are more than ``top`` candidates, the best ``top`` are run again
+   fitted on a third of those runs (if it needs fitting), its threshold chosen on the second
+   and the test ranked on the last; when there are more than ``top`` candidates, the best ``top`` are run again
    (``select`` fresh runs per side) and re-scored. The (pair, statistic, threshold) with the
    largest selection bound wins. None of these runs is counted in the bound.
 2. *evaluation* -- the winner's pair is run ``evaluate`` fresh times per side; errors at the
@@ -253,7 +253,7 @@ class _Choice:
 
 def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], index: int,
                  statistics: list[Statistic], *, delta: float, confidence: float,
-                 evaluation_trials: int) -> list[_Choice]:
+                 evaluation_trials: int, level: float | None = None) -> list[_Choice]:
     """Score each statistic's best test on selection runs, best first.
 
     The runs are split in three: a statistic that needs fitting is fitted on the first third;
@@ -266,7 +266,8 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     pessimism of the rates. Only a ranking: the reported bound comes from fresh runs."""
     third0, third1 = len(out0) // 3, len(out1) // 3
     valid0, valid1 = out0[2 * third0:], out1[2 * third1:]
-    level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics)))  # more statistics compared, more pessimistic rates
+    if level is None:  # more statistics compared, more pessimistic rates
+        level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics)))
     scored = []
     for statistic in statistics:
         if statistic.needs_fit:
@@ -422,11 +423,11 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         seeds = stage_seeds[0].spawn(len(candidates))
         choices = [c for i in range(len(candidates)) for c in score(i, plan.select, seeds[i], every(kinds))]
     else:
-        # 1. screen every pair with the statistics that need no model fitted (fast); keep the best pairs and,
-        #    for each, its best few statistics; 2. score those (and the learned one) on fresh, larger samples
-        cheap = tuple(k for k in kinds if k != "learned") or kinds
+        # 1. screen every pair with every statistic (the learned one included: on SVT34Parallel only it ranks
+        #    DP-Sniper's witness pair first); keep the best pairs and, for each, its best few statistics;
+        # 2. score those (and the learned one) on fresh, larger samples
         seeds = stage_seeds[0].spawn(len(candidates))
-        screened = {i: score(i, plan.screen, seeds[i], every(cheap)) for i in range(len(candidates))}
+        screened = {i: score(i, plan.screen, seeds[i], every(kinds)) for i in range(len(candidates))}
         ranked = sorted((c for c in screened.values() if c), key=lambda c: -c[0].selection_epsilon)[:plan.top]
         extra = statistic_family(tuple(k for k in kinds if k == "learned"), np.zeros((1, 1)), np.zeros((1, 1)))
         seeds = stage_seeds[1].spawn(len(ranked))

@@ -20,24 +20,27 @@ epochs. Anything else is trained one run at a time by the caller (``experiments.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from dp_accounting import dp_event
 from torch import nn
+from torch.nn.utils.rnn import pad_sequence
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.errors import TrainingDiverged
-from dpfair_analysis.gradients import clip_factors, gaussian_noise_like
+from dpfair_analysis.gradients import clip_factors
 from dpfair_analysis.models import MLP, LogisticRegression
 from dpfair_analysis.privacy.accounting import PrivacyLedger
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-from dpfair_analysis.training.clipping import ClippingPolicy, fresh_policy
-from dpfair_analysis.training.loop import TrainConfig, TrainingResult, _BatchStats, _check_labels_fit, \
-    batch_indices, epsilon_row, evaluate_groups, evaluation_splits, make_generators, schedule
+from dpfair_analysis.training.clipping import ClippingPolicy, NonPrivate, StepDecision, UniformClipping, fresh_policy
+from dpfair_analysis.training.loop import TrainConfig, TrainingResult, _check_labels_fit, batch_indices, batch_rows, \
+    epsilon_row, evaluate_groups, evaluation_splits, make_generators, schedule
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -103,13 +106,20 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
                 for r, g in zip(runs, generators)]
     ledgers = [PrivacyLedger() for _ in runs]
     stacked = _stack_parameters([r.model for r in runs])
-    X = torch.stack([r.train_data.X for r in runs])
-    Y = torch.stack([r.train_data.y for r in runs])
-    G = torch.stack([r.train_data.group for r in runs])
-    accumulators = [_BatchStats(r.train_data.n_groups) for r in runs]
+    X = torch.cat([r.train_data.X.flatten(1) for r in runs]).to(next(iter(stacked.values())).dtype)  # (K n, d)
+    Y = torch.cat([r.train_data.y for r in runs])
+    G = torch.cat([r.train_data.group for r in runs])
+    row_norms = torch.einsum("nd,nd->n", X, X)   # ||x_i||^2, once: every step's per-sample norms need it
+    stats = _RunStats(K, runs[0].train_data.n_groups)
     splits = [evaluation_splits(r.train_data, r.test_data, evaluate_train=r.config.evaluate_train,
                                 final_epoch=max(epoch_ends.values())) for r in runs]
     engine = _engine(runs[0].model)
+    fixed = _fixed_decisions(policies)
+    events = _step_events(policies, fixed, q)
+    lr_tensor = torch.tensor(lrs, dtype=torch.float64)
+    private = torch.tensor([p.private for p in policies])
+    planned = torch.tensor([float(r.config.batch_size) for r in runs], dtype=torch.float64)
+    offsets = torch.arange(K).unsqueeze(1) * n    # run k's rows start at k n in X, Y, G
 
     def _epsilon_of(k: int) -> float | None:
         return ledgers[k].epsilon(runs[k].config.delta, accounting=runs[k].config.accounting) \
@@ -124,57 +134,142 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
 
     for t in tqdm(range(1, total_steps + 1), desc=f"{K} runs", disable=not progress, leave=False):
         indices = [next(s) for s in samplers]
-        sizes = [len(i) for i in indices]
-        m = max(max(sizes), 1)
-        padded = torch.zeros(K, m, dtype=torch.long)
-        mask = torch.zeros(K, m, dtype=torch.bool)
-        for k, index in enumerate(indices):
-            padded[k, :len(index)] = index
-            mask[k, :len(index)] = True
-        rows = torch.arange(K).unsqueeze(1)
-        norms, losses, weighted_sum = engine(runs[0].model, stacked, X[rows, padded], Y[rows, padded])
-        coefficients = torch.zeros(K, m, dtype=norms.dtype)
-        decisions = []
-        for k, (policy, index) in enumerate(zip(policies, indices)):
-            b_k = sizes[k]
-            group_k = G[k, index]
-            decision = policy.decide(norms[k, :b_k], group_k, n_groups=runs[k].train_data.n_groups,
-                                     expected_batch_size=runs[k].config.batch_size, generator=generators[k][1])
-            c = clip_factors(norms[k, :b_k], decision.bounds)
-            if decision.weights is not None:
-                c = c * decision.weights
-            coefficients[k, :b_k] = c
-            decisions.append(decision)
-            accumulators[k].add(group_k, losses[k, :b_k], norms[k, :b_k], norms[k, :b_k] > decision.bounds)
+        sizes = torch.tensor([len(i) for i in indices])
+        padded = pad_sequence(indices, batch_first=True) if int(sizes.max()) else torch.zeros(K, 1, dtype=torch.long)
+        m = padded.shape[1]
+        mask = torch.arange(m) < sizes.unsqueeze(1)
+        rows = (offsets + padded).flatten()
+        groups = G.index_select(0, rows).view(K, m)
+        norms, losses, weighted_sum = engine(runs[0].model, stacked, X.index_select(0, rows).view(K, m, -1),
+                                             Y.index_select(0, rows).view(K, m),
+                                             row_norms.index_select(0, rows).view(K, m))
+        if fixed is not None:
+            decisions, bounds = fixed, _fixed_bounds(fixed, norms.dtype)
+            coefficients = torch.where(mask, clip_factors(norms, bounds), 0.0)
+        else:
+            decisions, bounds, coefficients = _decide_each(runs, policies, generators, norms, groups, sizes)
+        stats.add(groups, losses, norms, norms > bounds, mask)
         totals = weighted_sum(coefficients)
-        noise = [gaussian_noise_like({name: s[k] for name, s in totals.items()}, decision.noise_std,
-                                     generator=generators[k][1]) if decision.noise_std else None
-                 for k, decision in enumerate(decisions)]   # each run's own generator, in the serial order
-        denominators = torch.tensor([r.config.batch_size if policies[k].private else max(sizes[k], 1)
-                                     for k, r in enumerate(runs)], dtype=torch.float64)
-        _update(stacked, totals, noise, lrs=torch.tensor(lrs, dtype=torch.float64), denominators=denominators,
+        noise = _noise(totals, decisions, generators)   # each run's own generator, in the serial order
+        denominators = torch.where(private, planned, sizes.clamp(min=1).to(torch.float64))
+        _update(stacked, totals, noise, lrs=lr_tensor, denominators=denominators,
                 l2=getattr(runs[0].model, "l2", 0.0))
         diverged = _first_diverged(stacked)
         if diverged is not None:
             raise TrainingDiverged(step=t, total_steps=total_steps, lr=lrs[diverged])
         for k, decision in enumerate(decisions):
-            if policies[k].private and not decision.noise_multipliers:
-                raise RuntimeError(f"private policy {policies[k].name!r} released a step without stating its "
-                                   "noise multipliers; its privacy cannot be accounted")
-            if decision.noise_multipliers:
-                sigma = joint_noise_multiplier(decision.noise_multipliers)
-                ledgers[k].record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
-            records[k].append({"step": t, "batch_size": sizes[k], "noise_std": decision.noise_std,
+            event = events[k] if events is not None else _event_of(policies[k], decision, q)
+            if event is not None:
+                ledgers[k].record(event)
+            records[k].append({"step": t, "batch_size": int(sizes[k]), "noise_std": decision.noise_std,
                                **decision.record})
         if t in epoch_ends:
             epoch = epoch_ends[t]
+            sums = stats.take_totals()
             for k, r in enumerate(runs):
                 rows_k = [*evaluate_groups(r.model, splits[k](epoch), epoch=epoch),
-                          *accumulators[k].take_rows(epoch, r.train_data), epsilon_row(epoch, _epsilon_of(k))]
+                          *batch_rows(sums[k], epoch, r.train_data), epsilon_row(epoch, _epsilon_of(k))]
                 for row in rows_k:
                     row["step"] = t
                 histories[k] += rows_k
     return [_result(r, policies[k], lrs[k], ledgers[k], histories[k], records[k]) for k, r in enumerate(runs)]
+
+
+class _RunStats:
+    """Per-run, per-group sums over an epoch's batches (the loop's ``_BatchStats`` for K runs): each step keeps
+    its (K, m) tensors and the mask of real rows; one index_add per epoch sums them into (K, n_groups, 4)."""
+
+    def __init__(self, runs: int, n_groups: int) -> None:
+        self.runs, self.n_groups = runs, n_groups
+        self.offsets = torch.arange(runs).unsqueeze(1) * n_groups
+        self.parts: list[tuple[torch.Tensor, ...]] = []
+
+    def add(self, groups: torch.Tensor, losses: torch.Tensor, norms: torch.Tensor, clipped: torch.Tensor,
+            mask: torch.Tensor) -> None:
+        cells = self.offsets + groups          # (run, group) as one index
+        self.parts.append((cells.flatten(), losses.detach().flatten(), norms.detach().flatten(), clipped.flatten(),
+                           mask.flatten()))
+
+    def take_totals(self) -> torch.Tensor:
+        """(K, n_groups, 4): count, loss, norm and clipped summed per run and group since the last take."""
+        totals = torch.zeros(self.runs * self.n_groups, 4, dtype=torch.float64)
+        if self.parts:
+            cells, losses, norms, clipped, mask = (torch.cat(column) for column in zip(*self.parts))
+            values = torch.stack([torch.ones(int(mask.sum()), dtype=torch.float64), losses[mask].to(torch.float64),
+                                  norms[mask].to(torch.float64), clipped[mask].to(torch.float64)], dim=1)
+            totals.index_add_(0, cells[mask], values)
+        self.parts = []
+        return totals.view(self.runs, self.n_groups, 4)
+
+
+def _fixed_decisions(policies: Sequence[ClippingPolicy]) -> list[StepDecision] | None:
+    """Every run's step decision when no policy reads its batch -- :class:`~.clipping.UniformClipping` and
+    :class:`~.clipping.NonPrivate` decide the same bounds and noise on every step and draw nothing -- so the
+    step clips all runs in one operation; else None (each run's policy decides on its own batch)."""
+    if not all(type(p) in (UniformClipping, NonPrivate) for p in policies):
+        return None
+    one, group = torch.ones(1, dtype=torch.float64), torch.zeros(1, dtype=torch.long)  # the bound exactly
+    return [p.decide(one, group, n_groups=1, expected_batch_size=1.0, generator=torch.Generator())
+            for p in policies]
+
+
+def _fixed_bounds(decisions: Sequence[StepDecision], dtype: torch.dtype) -> torch.Tensor:
+    """(K, 1): each run's clipping bound (inf: none)."""
+    return torch.tensor([[float(d.bounds[0])] for d in decisions], dtype=dtype)
+
+
+def _decide_each(runs: Sequence[RunSpec], policies: Sequence[ClippingPolicy], generators, norms: torch.Tensor,
+                 groups: torch.Tensor, sizes: torch.Tensor) -> tuple[list[StepDecision], torch.Tensor, torch.Tensor]:
+    """Each run's policy decides on its own batch's norms and groups, with its own generator (in the serial
+    order): the decisions, the bounds (K, m) (inf on padding) and the clipping coefficients (K, m) (0 on
+    padding), weights included."""
+    bounds = torch.full_like(norms, math.inf)
+    coefficients = torch.zeros_like(norms)
+    decisions = []
+    for k, policy in enumerate(policies):
+        b_k = int(sizes[k])
+        decision = policy.decide(norms[k, :b_k], groups[k, :b_k], n_groups=runs[k].train_data.n_groups,
+                                 expected_batch_size=runs[k].config.batch_size, generator=generators[k][1])
+        c = clip_factors(norms[k, :b_k], decision.bounds)
+        coefficients[k, :b_k] = c if decision.weights is None else c * decision.weights
+        bounds[k, :b_k] = decision.bounds
+        decisions.append(decision)
+    return decisions, bounds, coefficients
+
+
+def _noise(totals: dict[str, torch.Tensor], decisions: Sequence[StepDecision],
+           generators) -> dict[str, torch.Tensor] | None:
+    """N(0, s_k^2) shaped like each run's sum, drawn from run k's noise generator parameter by parameter, as
+    :func:`~dpfair_analysis.gradients.gaussian_noise_like` draws it in a serial run (0 for a run without noise);
+    None if no run is noised."""
+    if not any(d.noise_std for d in decisions):
+        return None
+    noise = {name: torch.zeros_like(total) for name, total in totals.items()}
+    for k, decision in enumerate(decisions):
+        if decision.noise_std:
+            for draws in noise.values():
+                draws[k].normal_(generator=generators[k][1])
+    std = torch.tensor([d.noise_std for d in decisions])
+    for draws in noise.values():   # run k's N(0, 1) draws times s_k, as the serial run scales them
+        draws.mul_(std.to(draws.dtype).view((len(std),) + (1,) * (draws.dim() - 1)))
+    return noise
+
+
+def _event_of(policy: ClippingPolicy, decision: StepDecision, q: float) -> dp_event.DpEvent | None:
+    """The step's privacy event: a Poisson-sampled Gaussian with the joint multiplier of its releases, or None
+    for a non-private step."""
+    if policy.private and not decision.noise_multipliers:
+        raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise multipliers; "
+                           "its privacy cannot be accounted")
+    if not decision.noise_multipliers:
+        return None
+    return dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(joint_noise_multiplier(decision.noise_multipliers)))
+
+
+def _step_events(policies: Sequence[ClippingPolicy], fixed: Sequence[StepDecision] | None,
+                 q: float) -> list[dp_event.DpEvent | None] | None:
+    """Each run's step event, made once when the decisions are fixed; else None (made per step)."""
+    return None if fixed is None else [_event_of(p, d, q) for p, d in zip(policies, fixed)]
 
 
 def _result(run: RunSpec, policy: ClippingPolicy, lr: float, ledger: PrivacyLedger, history: list[dict],
@@ -193,17 +288,14 @@ def _result(run: RunSpec, policy: ClippingPolicy, lr: float, ledger: PrivacyLedg
                           epsilon=None if final is None else float(final))
 
 
-def _update(stacked: dict[str, torch.Tensor], totals: dict[str, torch.Tensor], noise: list[dict | None], *,
-            lrs: torch.Tensor, denominators: torch.Tensor, l2: float) -> None:
+def _update(stacked: dict[str, torch.Tensor], totals: dict[str, torch.Tensor], noise: dict[str, torch.Tensor] | None,
+            *, lrs: torch.Tensor, denominators: torch.Tensor, l2: float) -> None:
     """theta_k <- theta_k - r_k ((S_k + noise_k) / d_k + l2 w_k) for every run k at once, in place (the loop's
     :func:`~.loop.apply_update` with :func:`~.loop._penalty_gradient`, the weights penalised, biases not)."""
     with torch.no_grad():
         for name, theta in stacked.items():
             shape = (len(theta),) + (1,) * (theta.dim() - 1)
-            total = totals[name]
-            if any(n is not None for n in noise):
-                total = total + torch.stack([torch.zeros_like(total[k]) if n is None else n[name]
-                                             for k, n in enumerate(noise)])
+            total = totals[name] if noise is None else totals[name] + noise[name]
             update = total / denominators.to(theta.dtype).view(shape)
             if l2 and not name.endswith("bias"):
                 update = update + l2 * theta
@@ -211,7 +303,10 @@ def _update(stacked: dict[str, torch.Tensor], totals: dict[str, torch.Tensor], n
 
 
 def _first_diverged(stacked: dict[str, torch.Tensor]) -> int | None:
-    """The first run whose parameters are not all finite (NaN or inf), or None."""
+    """The first run whose parameters are not all finite (NaN or inf), or None. One fused max-|theta| over all
+    parameters answers "none" (the loop's :func:`~.loop.check_finite`: NaN and inf propagate); only then per run."""
+    if math.isfinite(float(sum(torch._foreach_norm(list(stacked.values()), ord=math.inf)))):
+        return None
     finite = torch.stack([torch.isfinite(theta.flatten(1)).all(1) for theta in stacked.values()]).all(0)
     bad = (~finite).nonzero()
     return None if len(bad) == 0 else int(bad[0])
@@ -230,19 +325,19 @@ def _stack_parameters(models: Sequence[nn.Module]) -> dict[str, torch.Tensor]:
 
 
 def _engine(model: nn.Module):
-    """The batched per-sample engine for ``model``'s architecture: ``(model, stacked, X (K, m, ...), y (K, m))``
-    -> (norms (K, m), losses (K, m), weighted_sum(c (K, m)) -> {name: (K, *shape)})."""
+    """The batched per-sample engine for ``model``'s architecture: ``(model, stacked, X (K, m, d), y (K, m),
+    ||x||^2 (K, m))`` -> (norms (K, m), losses (K, m), weighted_sum(c (K, m)) -> {name: (K, *shape)})."""
     if type(model) is LogisticRegression:
         return _logistic_regression
     return _mlp
 
 
 def _logistic_regression(model: LogisticRegression, stacked: dict[str, torch.Tensor], X: torch.Tensor,
-                         y: torch.Tensor):
+                         y: torch.Tensor, row_norms: torch.Tensor):
     """The closed form of :func:`dpfair_analysis.fast_gradients._logistic_regression`, K runs at once:
     delta = dL/d scores, ||g_i|| = ||delta_i|| sqrt(||x_i||^2 + 1), S = (c * delta)^T X per run."""
     W, beta = stacked["linear.weight"], stacked["linear.bias"]     # (K, out, d), (K, out)
-    A = X.flatten(2).to(W.dtype)                                   # (K, m, d)
+    A = X                                                          # (K, m, d)
     scores = torch.einsum("kmd,kod->kmo", A, W) + beta.unsqueeze(1)
     if model.binary:
         logits = torch.cat([torch.zeros_like(scores), scores], dim=2)
@@ -251,7 +346,7 @@ def _logistic_regression(model: LogisticRegression, stacked: dict[str, torch.Ten
         logits = scores
         delta = torch.softmax(scores, dim=2) - F.one_hot(y, scores.shape[2]).to(scores.dtype)
     losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
-    norms = ((delta * delta).sum(2) * ((A * A).sum(2) + 1.0)).sqrt()
+    norms = ((delta * delta).sum(2) * (row_norms + 1.0)).sqrt()
 
     def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:
         weighted = delta * c.unsqueeze(2).to(delta.dtype)
@@ -260,13 +355,13 @@ def _logistic_regression(model: LogisticRegression, stacked: dict[str, torch.Ten
     return norms, losses, weighted_sum
 
 
-def _mlp(model: MLP, stacked: dict[str, torch.Tensor], X: torch.Tensor, y: torch.Tensor):
+def _mlp(model: MLP, stacked: dict[str, torch.Tensor], X: torch.Tensor, y: torch.Tensor, row_norms: torch.Tensor):
     """The MLP's per-sample norms and clipped sums for K runs without forming a per-sample gradient (the
     book-keeping of :mod:`dpfair_analysis.fast_gradients`, batched over runs): one forward records each Linear
     layer's input a (K, m, d_in) and output z; one backward of the summed loss gives b = dL/dz (K, m, d_out),
     row i's own (rows do not mix). Then ||g_i||^2 = sum over layers of (||a_i||^2 + 1) ||b_i||^2, and
     sum_i c_i g_i is (c * b)^T a for each weight and sum_i c_i b_i for each bias."""
-    a = X.flatten(2).to(next(iter(stacked.values())).dtype)
+    a = X
     inputs, outputs, names = [], [], []
     with torch.enable_grad():
         for i, module in enumerate(model.net):
@@ -283,7 +378,8 @@ def _mlp(model: MLP, stacked: dict[str, torch.Tensor], X: torch.Tensor, y: torch
                 a = module(a)
         losses = F.cross_entropy(a.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
         grads = torch.autograd.grad(losses.sum(), outputs)
-    squared = sum(((x * x).sum(2) + 1.0) * (b * b).sum(2) for x, b in zip(inputs, grads))
+    squared = sum((((x * x).sum(2) if i else row_norms) + 1.0) * (b * b).sum(2)   # layer 0's input: x itself
+                  for i, (x, b) in enumerate(zip(inputs, grads)))
 
     def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:
         c = c.to(squared.dtype).unsqueeze(2)

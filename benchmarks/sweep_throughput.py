@@ -52,6 +52,11 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sweep_throughput.js
 
 
 # ----------------------------------------------------------------- settings
+#: The diagnosis study's settings in the commit before issue 38 (b1675e0): ``--study-setting all`` times these.
+BASELINE_STUDY_SETTINGS = ("adult-sex", "adult-race", "compas-race", "german-age", "bank-age", "bank-age3", "bank-age5",
+                           "dutch-sex", "mnist-unbalanced", "synthetic")
+
+
 def settings(quick: bool, epochs: int) -> dict:
     return {"dataset": "synthetic" if quick else "adult", "batch_size": 16 if quick else 256, "sigma": 1.0,
             "clip": 0.5, "l2": 0.01, "epochs": 1 if quick else epochs, "delta": 1e-6}
@@ -247,7 +252,8 @@ def main(argv=None) -> int:
                         "study's quick profile (here and in --baseline)")
     p.add_argument("--study-setting", default=None, metavar="NAME",
                    help="with --commands, also time the diagnosis study's full-profile cells of this setting at "
-                        "sigma = 1 (e.g. adult-sex: its defaults and noisy regimes, 5 seeds, full epochs)")
+                        "sigma = 1 (e.g. adult-sex: its defaults and noisy regimes, 5 seeds, full epochs); 'all': "
+                        "the whole full-profile study (every sigma) over the settings the baseline has too")
     p.add_argument("--commands-only", action="store_true", help="time the commands only (no throughput rounds)")
     p.add_argument("--quick", action="store_true", help="smoke test: synthetic data, 1 round, 1 epoch, K = 2")
     args = p.parse_args(argv)
@@ -263,7 +269,7 @@ def main(argv=None) -> int:
     if args.study_setting is not None:
         from dpfair_analysis.experiments.diagnosis_validation import SETTINGS
 
-        if args.study_setting not in [s.name for s in SETTINGS]:
+        if args.study_setting not in [s.name for s in SETTINGS] + ["all"]:
             p.error(f"--study-setting must be one of {[s.name for s in SETTINGS]}, got {args.study_setting!r}")
     if args.commands_only:
         models = []
@@ -314,11 +320,18 @@ def main(argv=None) -> int:
         # interleaved: compare new then old, the study old then new (a load that drifts hits both sides)
         plan = [("compare_16_seeds", compare, here), ("baseline_compare_16_seeds", compare, old),
                 ("baseline_diagnosis_study_quick", old_study, old), ("diagnosis_study_quick", study, here)]
-        if args.study_setting is not None:
+        if args.study_setting == "all":
+            # the whole full profile over the settings both checkouts have (the baseline's ten)
+            names = tuple(BASELINE_STUDY_SETTINGS)
+            cells = f"v.cells('full', [s for s in v.SETTINGS if s.name in {names!r}])"
+            run = f"[v.run_cell(c, profile='full') for c in {cells}]"
+            key = "diagnosis_study_full_common_settings"
+        elif args.study_setting is not None:
             # the same cells, the same API in both (the module was renamed diagnose -> diagnosis_validation)
             cells = (f"v.cells('full', [s for s in v.SETTINGS if s.name == {args.study_setting!r}])")
             run = f"[v.run_cell(c, profile='full') for c in {cells} if c.sigma == 1.0]"
             key = f"diagnosis_study_full_{args.study_setting}_sigma_1"
+        if args.study_setting is not None:
             plan += [(key, ["-c", f"from dpfair_analysis.experiments import diagnosis_validation as v; {run}"], here),
                      (f"baseline_{key}", ["-c", f"from dpfair_analysis.experiments import diagnose as v; {run}"],
                       old)]

@@ -7,7 +7,9 @@ Poisson batch into one padded (K, m) block, computes all per-sample norms and cl
 algebra, and updates all K parameter sets at once. Everything that makes a run *that* run stays its own:
 its data split, its generators (:func:`~.loop.make_generators` of its seed: its batches and every noise
 draw, in the serial order), its clipping policy and its decisions (:meth:`ClippingPolicy.decide` on its
-own batch's norms), its noise, its privacy ledger, its per-epoch evaluation and history. So each run's
+own batch's norms), its noise, its privacy ledger, its per-epoch evaluation and history. (Policies that decide every step
+alike -- DP-SGD's uniform bound, plain SGD -- are applied to all runs in one operation; the others decide
+run by run on their own batches.) So each run's
 :class:`~.loop.TrainingResult` is what :func:`~.loop.train` gives for it alone, to floating-point
 rounding (tests/training/test_batched.py compares them run by run).
 

@@ -40,8 +40,8 @@ from dpfair_analysis.models import MLP, LogisticRegression
 from dpfair_analysis.privacy.accounting import PrivacyLedger
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, NonPrivate, StepDecision, UniformClipping, fresh_policy
-from dpfair_analysis.training.loop import TrainConfig, TrainingResult, _check_labels_fit, batch_indices, batch_rows, \
-    epsilon_row, evaluate_groups, evaluation_splits, make_generators, schedule
+from dpfair_analysis.training.loop import TrainConfig, TrainingResult, _check_labels_fit, all_finite, batch_indices, \
+    batch_rows, epsilon_row, evaluate_groups, evaluation_splits, make_generators, schedule
 
 
 @dataclass(frozen=True)
@@ -305,9 +305,9 @@ def _update(stacked: dict[str, torch.Tensor], totals: dict[str, torch.Tensor], n
 
 
 def _first_diverged(stacked: dict[str, torch.Tensor]) -> int | None:
-    """The first run whose parameters are not all finite (NaN or inf), or None. One fused max-|theta| over all
-    parameters answers "none" (the loop's :func:`~.loop.check_finite`: NaN and inf propagate); only then per run."""
-    if math.isfinite(float(sum(torch._foreach_norm(list(stacked.values()), ord=math.inf)))):
+    """The first run whose parameters are not all finite (NaN or inf), or None: :func:`~.loop.all_finite` of all of
+    them (one sum per tensor) answers "none"; only otherwise run by run."""
+    if all_finite(list(stacked.values())):
         return None
     finite = torch.stack([torch.isfinite(theta.flatten(1)).all(1) for theta in stacked.values()]).all(0)
     bad = (~finite).nonzero()

@@ -297,11 +297,18 @@ def check_finite(model: nn.Module, *, step: int, total_steps: int, lr: float) ->
     """Raise :class:`TrainingDiverged` if any parameter of ``model`` is NaN or infinite (every trainer, every
     step: a diverged run stops at once instead of reporting the accuracy of a NaN model)."""
     with torch.no_grad():
-        tensors = list(model.parameters())
-        # one fused max-|theta| per parameter (an overflowing sum of squares cannot fake a divergence); their sum
-        # is finite iff every parameter is (NaN and inf propagate), one sync
-        if tensors and not math.isfinite(float(sum(torch._foreach_norm(tensors, ord=math.inf)))):
+        if not all_finite(list(model.parameters())):
             raise TrainingDiverged(step=step, total_steps=total_steps, lr=lr)
+
+
+def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether every entry of every tensor is finite, at the cost of one sum per tensor when they are: the sum of
+    all entries is finite whenever they all are, unless it overflows (NaN and inf propagate), so only a non-finite
+    sum -- a divergence, or finite values summing past the float range -- asks each entry. (A fused max-|x| was 20x
+    slower on the CPU.)"""
+    if not tensors or math.isfinite(float(torch.stack([t.sum(dtype=torch.float64) for t in tensors]).sum())):
+        return True
+    return all(bool(torch.isfinite(t).all()) for t in tensors)
 
 
 def apply_update(params: dict[str, torch.Tensor], total: dict[str, torch.Tensor], *, lr: float,

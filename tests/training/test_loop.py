@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.data.synthetic import synthetic_groups
@@ -234,6 +236,21 @@ def test_a_diverging_run_stops_at_the_step_it_diverges():
     result = train(build_model("logreg", input_shape=(4,), n_classes=2, seed=0), data, UniformClipping(1.0, 1.0),
                    TrainConfig(epochs=3, batch_size=50, lr=0.1, seed=0), progress=False)
     assert len(result.steps) == 18
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32),
+                                          st.sampled_from([3e38, -3e38, 1e-45])), min_size=0, max_size=40),
+                       min_size=0, max_size=4),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+@example(values=[[3e38] * 40, [3e38] * 3], dtype=torch.float32)     # finite entries whose sum overflows float32
+@example(values=[[1e308, 1e308], [-1.0]], dtype=torch.float64)     # ... and float64: the exact check decides
+@example(values=[[float("inf"), float("-inf")]], dtype=torch.float32)  # inf + -inf = NaN
+def test_all_finite_is_every_entry_finite(values, dtype):
+    from dpfair_analysis.training.loop import all_finite
+
+    tensors = [torch.tensor(v, dtype=dtype) for v in values]
+    assert all_finite(tensors) == all(bool(torch.isfinite(t).all()) for t in tensors)
 
 
 # ----------------------------------------------------------------- the O(b) Poisson sampler is exactly Poisson

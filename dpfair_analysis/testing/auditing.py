@@ -424,7 +424,7 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         choices = [c for i in range(len(candidates)) for c in score(i, plan.select, seeds[i], every(kinds))]
     else:
         # 1. screen every pair with every statistic (the learned one included: on SVT34Parallel only it ranks
-        #    DP-Sniper's witness pair first); keep the best pairs and, for each, its best few statistics;
+        #    DP-Sniper's witness pair among the kept); keep the best pairs and, for each, its best few statistics;
         # 2. score those (and the learned one) on fresh, larger samples
         seeds = stage_seeds[0].spawn(len(candidates))
         screened = {i: score(i, plan.screen, seeds[i], every(kinds)) for i in range(len(candidates))}

@@ -253,7 +253,7 @@ class _Choice:
 
 def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], index: int,
                  statistics: list[Statistic], *, delta: float, confidence: float,
-                 evaluation_trials: int, level: float | None = None) -> list[_Choice]:
+                 evaluation_trials: int) -> list[_Choice]:
     """Score each statistic's best test on selection runs, best first.
 
     The runs are split in three: a statistic that needs fitting is fitted on the first third;
@@ -266,8 +266,7 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     pessimism of the rates. Only a ranking: the reported bound comes from fresh runs."""
     third0, third1 = len(out0) // 3, len(out1) // 3
     valid0, valid1 = out0[2 * third0:], out1[2 * third1:]
-    if level is None:  # more statistics compared, more pessimistic rates
-        level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics)))
+    level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics)))  # more statistics compared, more pessimistic rates
     scored = []
     for statistic in statistics:
         if statistic.needs_fit:

@@ -38,10 +38,9 @@ from dpfair_analysis.errors import TrainingDiverged
 from dpfair_analysis.gradients import clip_factors
 from dpfair_analysis.models import MLP, LogisticRegression
 from dpfair_analysis.privacy.accounting import PrivacyLedger
-from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, NonPrivate, StepDecision, UniformClipping, fresh_policy
 from dpfair_analysis.training.loop import TrainConfig, TrainingResult, _check_labels_fit, all_finite, batch_indices, \
-    batch_rows, epsilon_row, evaluate_groups, evaluation_splits, make_generators, schedule
+    batch_rows, epsilon_row, evaluate_groups, evaluation_splits, make_generators, schedule, step_event
 
 
 @dataclass(frozen=True)
@@ -160,7 +159,7 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
         if diverged is not None:
             raise TrainingDiverged(step=t, total_steps=total_steps, lr=lrs[diverged])
         for k, decision in enumerate(decisions):
-            event = events[k] if events is not None else _event_of(policies[k], decision, q)
+            event = events[k] if events is not None else step_event(policies[k], decision, q)
             if event is not None:
                 ledgers[k].record(event)
             records[k].append({"step": t, "batch_size": int(sizes[k]), "noise_std": decision.noise_std,
@@ -257,21 +256,10 @@ def _noise(totals: dict[str, torch.Tensor], decisions: Sequence[StepDecision],
     return noise
 
 
-def _event_of(policy: ClippingPolicy, decision: StepDecision, q: float) -> dp_event.DpEvent | None:
-    """The step's privacy event: a Poisson-sampled Gaussian with the joint multiplier of its releases, or None
-    for a non-private step."""
-    if policy.private and not decision.noise_multipliers:
-        raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise multipliers; "
-                           "its privacy cannot be accounted")
-    if not decision.noise_multipliers:
-        return None
-    return dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(joint_noise_multiplier(decision.noise_multipliers)))
-
-
 def _step_events(policies: Sequence[ClippingPolicy], fixed: Sequence[StepDecision] | None,
                  q: float) -> list[dp_event.DpEvent | None] | None:
     """Each run's step event, made once when the decisions are fixed; else None (made per step)."""
-    return None if fixed is None else [_event_of(p, d, q) for p, d in zip(policies, fixed)]
+    return None if fixed is None else [step_event(p, d, q) for p, d in zip(policies, fixed)]
 
 
 def _result(run: RunSpec, policy: ClippingPolicy, lr: float, ledger: PrivacyLedger, history: list[dict],

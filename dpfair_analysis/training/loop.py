@@ -236,13 +236,9 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
         decision, released = _step(model, train_data, index, policy, objective, lr=lr, generator=noise_gen,
                                    expected_batch_size=config.batch_size, accumulator=accumulator, params=params)
         check_finite(model, step=t, total_steps=total_steps, lr=lr)
-        if policy.private and not decision.noise_multipliers:
-            raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise "
-                               "multipliers; its privacy cannot be accounted")
-        multipliers = decision.noise_multipliers + objective.planned_noise_multipliers()
-        if multipliers:
-            sigma = joint_noise_multiplier(multipliers)
-            ledger.record(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
+        event = step_event(policy, decision, q, also=objective.planned_noise_multipliers())
+        if event is not None:
+            ledger.record(event)
         return {"batch_size": len(index), "noise_std": decision.noise_std, **decision.record, **released}
 
     def evaluate(epoch: int) -> list[dict]:
@@ -305,7 +301,13 @@ def all_finite(tensors: Sequence[torch.Tensor]) -> bool:
     """Whether every entry of every tensor is finite, at the cost of one sum per tensor when they are: the sum of
     all entries is finite whenever they all are, unless it overflows (NaN and inf propagate), so only a non-finite
     sum -- a divergence, or finite values summing past the float range -- asks each entry. (A fused max-|x| was 20x
-    slower on the CPU.)"""
+    slower on the CPU.)
+
+    Parameters
+    ----------
+    tensors : sequence of torch.Tensor
+        Floating-point tensors (an empty sequence is all finite).
+    """
     if not tensors or math.isfinite(float(torch.stack([t.sum(dtype=torch.float64) for t in tensors]).sum())):
         return True
     return all(bool(torch.isfinite(t).all()) for t in tensors)
@@ -326,6 +328,33 @@ def apply_update(params: dict[str, torch.Tensor], total: dict[str, torch.Tensor]
             if name in penalty:
                 updates[i] = updates[i] + penalty[name]
         torch._foreach_sub_([params[name] for name in names], torch._foreach_mul(updates, lr))
+
+
+def step_event(policy: ClippingPolicy, decision: StepDecision, q: float, *,
+               also: tuple[float, ...] = ()) -> dp_event.DpEvent | None:
+    """A step's privacy event: its Gaussian releases on the Poisson-sampled batch (the policy's multipliers and
+    ``also``, e.g. an objective's) as one sampled Gaussian with their joint multiplier
+    sigma = (sum_i sigma_i^-2)^(-1/2), or None for a step that releases nothing. A private policy that states no
+    multiplier is refused (its step could not be accounted). Every loop trainer's ledger entry.
+
+    Parameters
+    ----------
+    policy : ClippingPolicy
+        The step's policy (``private`` says whether it must state multipliers).
+    decision : StepDecision
+        What it decided for the step (its ``noise_multipliers``).
+    q : float
+        The Poisson sampling rate b / n.
+    also : tuple of float
+        Further noise multipliers of releases on the same batch.
+    """
+    if policy.private and not decision.noise_multipliers:
+        raise RuntimeError(f"private policy {policy.name!r} released a step without stating its noise multipliers; "
+                           "its privacy cannot be accounted")
+    multipliers = decision.noise_multipliers + tuple(also)
+    if not multipliers:
+        return None
+    return dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(joint_noise_multiplier(multipliers)))
 
 
 def release_step(grads: Grads | PerSampleGradients, norms: torch.Tensor, group: torch.Tensor,
@@ -408,7 +437,17 @@ class _BatchStats:
 
 def batch_rows(totals: torch.Tensor, epoch: int, data: GroupedDataset) -> list[dict]:
     """The tidy rows (split ``batches``) of per-group sums (n_groups, 4) -- count, loss, norm, clipped: the
-    means per sampled row for each group and for all, and the rows seen."""
+    means per sampled row for each group and for all, and the rows seen.
+
+    Parameters
+    ----------
+    totals : torch.Tensor
+        (n_groups, 4) float64 sums: rows seen, loss, gradient norm, clipped rows.
+    epoch : int
+        The epoch the rows report.
+    data : GroupedDataset
+        The training data (its group names).
+    """
     per_group = totals.tolist()
     everyone = totals.sum(0).tolist()
     rows = []
@@ -433,7 +472,13 @@ def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int | None 
 def evaluation_chunk(model: nn.Module) -> int:
     """Rows per forward pass when evaluating: 512 for a convolutional model (on the CPU the MNIST CNN evaluates
     ~35% faster than in chunks of 4096, whose activations fall out of cache), 8192 for the others (a
-    logistic regression or MLP is per-call overhead at 512 rows: over Adult's 45,222 rows 3.4x and 1.3x faster)."""
+    logistic regression or MLP is per-call overhead at 512 rows: over Adult's 45,222 rows 3.4x and 1.3x faster).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model evaluated.
+    """
     return 512 if any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules()) else 8192
 
 

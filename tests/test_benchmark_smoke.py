@@ -148,8 +148,10 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
     rows = {r["mechanism"]: r for r in payload["rows"]}
     assert set(rows) == {"laplace", "noisy_hist2", "noisy_max1"} and payload["settings"]["smoke"] is True
     for row in rows.values():
-        assert {"quick", "bound", "anchors", "best_anchor"} <= row.keys()
+        assert {"quick", "bound", "matched", "anchors", "best_anchor"} <= row.keys()
         assert math.isfinite(row["quick"]["epsilon_lower"]) and row["quick"]["seconds"] > 0
+        assert row["matched"]["at_least_best_anchor"] == (row["matched"]["epsilon_lower"] >= row["best_anchor"])
+    assert payload["settings"]["matched_confidence"] == 0.9 and payload["settings"]["matched_budget"]["min_event"] > 0
     assert rows["noisy_hist2"]["quick"]["caught"] and rows["laplace"]["consistency"]["seeds"] == 2
     assert "wrote" in res.stdout
 

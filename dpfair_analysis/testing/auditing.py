@@ -38,7 +38,7 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -89,7 +89,14 @@ class InsufficientPower(AssertionError):
 class Budget:
     """How hard an audit tries (runs per side): ``screen`` per candidate pair, ``select`` per pair kept
     (``top`` of them), ``evaluate`` for the bound; at most ``max_pairs`` candidates. A batched
-    mechanism gets ``batch_factors`` times as many runs in each of the three phases."""
+    mechanism gets ``batch_factors`` times as many runs in each of the three phases.
+
+    How the selection ranks tests: ``min_event`` = c restricts thresholds to events of probability
+    >= c on the selection runs (DP-Sniper's c; 0: any); ``ranking_level`` is the level of the
+    pessimistic error rates that rank them (None: 0.8 to choose a threshold, 1 - 0.2 / sqrt(statistics)
+    to compare statistics; 0.5: the rates as counted). Pessimism guards small samples against lucky rare
+    events; with millions of selection runs and events of probability >= 1% it only hides the
+    strongest tests (:data:`THOROUGH`)."""
 
     name: str
     screen: int
@@ -98,18 +105,24 @@ class Budget:
     top: int
     max_pairs: int
     batch_factors: tuple[int, int, int] = (25, 100, 50)
+    min_event: float = 0.0
+    ranking_level: float | None = None
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
-        return Budget(self.name, self.screen * f[0], self.select * f[1], self.evaluate * f[2], self.top,
-                      self.max_pairs, (1, 1, 1))
+        return replace(self, screen=self.screen * f[0], select=self.select * f[1], evaluate=self.evaluate * f[2],
+                       batch_factors=(1, 1, 1))
 
 
 QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40))
+#: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
+#: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
+THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
+                  batch_factors=(100, 100, 100), min_event=0.01, ranking_level=0.5)
 #: For smoke-running a suite of privacy tests (CI): a pass at this budget proves little.
 SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pairs=6, batch_factors=(5, 5, 5))
-BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL}
+BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL, "thorough": THOROUGH}
 #: Statistics per pair carried from screening into selection.
 KEPT_STATISTICS = 6
 
@@ -253,7 +266,7 @@ class _Choice:
 
 def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], index: int,
                  statistics: list[Statistic], *, delta: float, confidence: float,
-                 evaluation_trials: int) -> list[_Choice]:
+                 plan: Budget) -> list[_Choice]:
     """Score each statistic's best test on selection runs, best first.
 
     The runs are split in three: a statistic that needs fitting is fitted on the first third;
@@ -263,10 +276,13 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     at the fixed threshold, with the error rates at their 1 - 0.2 / (number of statistics)
     Clopper-Pearson upper limits. The threshold search over thousands of candidates therefore
     does not inflate the criterion, and the choice among the statistics is paid for by the
-    pessimism of the rates. Only a ranking: the reported bound comes from fresh runs."""
+    pessimism of the rates (``plan.ranking_level`` and ``plan.min_event`` change both rules:
+    :class:`Budget`). Only a ranking: the reported bound comes from fresh runs."""
     third0, third1 = len(out0) // 3, len(out1) // 3
     valid0, valid1 = out0[2 * third0:], out1[2 * third1:]
-    level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics)))  # more statistics compared, more pessimistic rates
+    # more statistics compared, more pessimistic rates
+    level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics))) if plan.ranking_level is None else plan.ranking_level
+    threshold_level = 0.8 if plan.ranking_level is None else plan.ranking_level
     scored = []
     for statistic in statistics:
         if statistic.needs_fit:
@@ -278,10 +294,11 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
         if fitted is None:
             continue
         threshold, _ = choose_threshold(fitted.score(pick0), fitted.score(pick1), delta=delta, confidence=confidence,
-                                        evaluation_trials=evaluation_trials)
+                                        evaluation_trials=plan.evaluate, ranking_level=threshold_level,
+                                        min_event=plan.min_event)
         fp = int(np.count_nonzero(fitted.score(valid0) > threshold))
         fn = int(np.count_nonzero(fitted.score(valid1) <= threshold))
-        criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=evaluation_trials,
+        criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.evaluate,
                                             delta=delta, confidence=confidence, level=level))
         scored.append(_Choice(index, statistic, fitted, threshold, criterion))
     return sorted(scored, key=lambda c: -c.selection_epsilon)
@@ -355,7 +372,7 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
     if trials is not None:
         if isinstance(trials, bool) or not isinstance(trials, int) or trials < 10:
             raise ValueError(f"trials must be an integer >= 10 (evaluation runs per side), got {trials!r}")
-        plan = Budget(plan.name, plan.screen, plan.select, trials, plan.top, plan.max_pairs, (1, 1, 1))
+        plan = replace(plan, evaluate=trials)
     kinds = check_kinds(statistics, log_density=log_density)
     twin_fn = _twin(mechanism, twin)
     candidates = candidate_pairs(relation, data=data, pairs=pairs, limit=plan.max_pairs, seed=seed)
@@ -412,7 +429,7 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
     def score(i: int, n: int, seed: np.random.SeedSequence, statistics: Callable) -> list[_Choice]:
         out0, out1 = sample(candidates[i], n, seed)
         return _score_tests(out0, out1, candidates[i], i, statistics(out0, out1), delta=delta,
-                            confidence=confidence, evaluation_trials=plan.evaluate)
+                            confidence=confidence, plan=plan)
 
     def every(kinds_: tuple[str, ...]) -> Callable:
         return lambda out0, out1: statistic_family(kinds_, out0, out1, log_density=log_density, shape=shape)
@@ -529,6 +546,7 @@ __all__ = [
     "BUDGETS",
     "FULL",
     "QUICK",
+    "THOROUGH",
     "AuditResult",
     "Budget",
     "InsufficientPower",

@@ -172,7 +172,7 @@ def _scores(values: Any, name: str, minimum: int) -> np.ndarray:
 
 def choose_threshold(scores_without: Any, scores_with: Any, *, delta: float,
                      confidence: float = DEFAULT_CONFIDENCE, evaluation_trials: int | None = None,
-                     ranking_level: float = 0.8) -> tuple[float, float]:
+                     ranking_level: float = 0.8, min_event: float = 0.0) -> tuple[float, float]:
     """The threshold t (guess D' iff score > t) that maximises a bound on these scores.
 
     The candidates are the scores themselves (the bound log((1-delta-FNR)/FPR) is largest at a
@@ -194,11 +194,18 @@ def choose_threshold(scores_without: Any, scores_with: Any, *, delta: float,
         N, the evaluation runs per side the choice is for.
     ranking_level : float
         Level of the pessimistic error rates of the projection, in (0, 1).
+    min_event : float
+        c in [0, 0.5): only thresholds whose two error rates on these scores are both at least c
+        (every event bounded, "score > t" or its complement, has probability >= c on the side
+        in the bound's denominator: DP-Sniper's c, Bichsel et al. 2021, Sec. V); all thresholds when
+        none qualifies. Rare events have noisy rates, and a search over them mostly finds luck.
     """
     delta = check_delta_or_zero(delta)
+    if not (isinstance(min_event, (int, float)) and 0.0 <= min_event < 0.5):
+        raise ValueError(f"min_event must be a number in [0, 0.5), got {min_event!r}")
     return _choose_on_sorted(np.sort(_scores(scores_without, "scores_without", 2)),
                              np.sort(_scores(scores_with, "scores_with", 2)), delta=delta, confidence=confidence,
-                             evaluation_trials=evaluation_trials, ranking_level=ranking_level)
+                             evaluation_trials=evaluation_trials, ranking_level=ranking_level, min_event=min_event)
 
 
 @dataclass(frozen=True)
@@ -272,13 +279,20 @@ def threshold_test(scores_without: Any, scores_with: Any, *, delta: float, confi
 
 
 def _choose_on_sorted(sel0: np.ndarray, sel1: np.ndarray, *, delta: float, confidence: float,
-                      evaluation_trials: int | None = None, ranking_level: float = 0.8) -> tuple[float, float]:
+                      evaluation_trials: int | None = None, ranking_level: float = 0.8,
+                      min_event: float = 0.0) -> tuple[float, float]:
     # the projected criterion (an audit's search) tries fewer tail counts: it runs for many statistics
     head, tail = (200, 200) if evaluation_trials is None else (50, 120)
     candidates = np.unique(np.concatenate([
         sel0[::-1][_candidate_ranks(len(sel0), head, tail)],
         np.nextafter(sel1[_candidate_ranks(len(sel1), head, tail)], -np.inf),
     ]))
+    if min_event > 0:
+        fp = len(sel0) - np.searchsorted(sel0, candidates, side="right")
+        fn = np.searchsorted(sel1, candidates, side="right")
+        common = (fp >= min_event * len(sel0)) & (fn >= min_event * len(sel1))
+        if common.any():
+            candidates = candidates[common]
     if evaluation_trials is None:
         eps, _, _ = _bounds_at(candidates, sel0, sel1, delta=delta, confidence=confidence)
     else:

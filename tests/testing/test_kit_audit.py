@@ -1,6 +1,7 @@
 """audit / assert_private: valid over the whole search, powerful, and clear about what it found."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -205,3 +206,29 @@ def test_every_incorrect_reference_mechanism_is_refuted_at_the_quick_budget_with
     result = audit(z.batched(), z.epsilon, z.delta, relation=z.relation, data=z.data, batched=True, budget="quick",
                    seed=0, time_budget=600.0, name=name)
     assert not result.consistent, f"{name}: epsilon >= {result.epsilon_lower:.4f} against the claimed {z.epsilon}"
+
+
+def rare_leak(data, rng, n):
+    """Laplace(1/0.5) on the query, and on D' = [1] only, 0.5% of runs reveal it (output 100): not epsilon-DP for
+    any epsilon, but only through an event of probability 0.5%."""
+    x = float(np.asarray(data, dtype=float)[0])
+    out = x + rng.laplace(scale=2.0, size=(n, 1))
+    if x == 1.0:
+        out[rng.random(n) < 0.005] = 100.0
+    return out
+
+
+def test_a_minimum_event_probability_trades_rare_leaks_for_tight_bounds_on_common_events():
+    # the documented trade-off of budget="thorough" (DP-Sniper's c): the default ranking finds the rare leak and
+    # refutes the claim epsilon = 1; with min_event = 1% the chosen event has >= ~1% of runs on both sides and the
+    # leak is out of reach: among such events the largest log-ratio is that of "output > t" with P_D = 1%,
+    # t = 2 ln 50: log((0.995 e^0.5 0.01 + 0.005) / 0.01) = 0.761, below the claim
+    pair = (np.zeros(1), np.ones(1))
+    plain = Budget("t", screen=400, select=20_000, evaluate=40_000, top=1, max_pairs=1, batch_factors=(1, 1, 1))
+    common = replace(plain, min_event=0.01, ranking_level=0.5)
+    found = audit(rare_leak, 1.0, relation="queries", pairs=pair, budget=plain, batched=True, seed=1)
+    tight = audit(rare_leak, 1.0, relation="queries", pairs=pair, budget=common, batched=True, seed=1)
+    assert not found.consistent and found.epsilon_lower > 1.0
+    w = tight.witness
+    rates = (w["false_positives"] / tight.evaluation_trials, w["false_negatives"] / tight.evaluation_trials)
+    assert tight.consistent and 0.2 < tight.epsilon_lower <= 0.761 and min(rates) >= 0.008

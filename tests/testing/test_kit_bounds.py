@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.special import expit, logit
 from scipy.stats import beta, binom
 
@@ -77,6 +79,42 @@ def test_choose_threshold_returns_a_threshold_between_the_samples():
     a, b = rng.normal(size=500), rng.normal(3, 1, size=500)
     t, selection = choose_threshold(a, b, delta=1e-5)
     assert a.min() <= t <= b.max() and selection > 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(n0=st.integers(20, 400), n1=st.integers(20, 400), shift=st.floats(-3, 3), scale=st.floats(0.1, 10),
+       c=st.sampled_from([0.01, 0.05, 0.2]), seed=st.integers(0, 2**16), ties=st.booleans(),
+       projected=st.booleans())
+def test_min_event_keeps_both_error_rates_at_least_c_whenever_a_threshold_allows_it(n0, n1, shift, scale, c, seed,
+                                                                                    ties, projected):
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=n0), rng.normal(shift, scale, size=n1)
+    if ties:  # discrete outputs: many equal scores, where few thresholds exist
+        a, b = np.round(a), np.round(b)
+    t, _ = choose_threshold(a, b, delta=0.0, min_event=c, evaluation_trials=10**6 if projected else None)
+    fpr, fnr = np.mean(a > t), np.mean(b <= t)
+    grid = np.unique(np.concatenate([a, b, np.nextafter(b, -np.inf)]))
+    feasible = [(np.mean(a > s) >= c) and (np.mean(b <= s) >= c) for s in grid]
+    if any(feasible):
+        assert fpr >= c - 1e-12 and fnr >= c - 1e-12
+
+
+def test_min_event_trades_a_rare_extreme_tail_for_a_common_event():
+    # D': 0.3% of runs at an extreme score that D never reaches, else like D: without c the best test is that
+    # tail (infinite ratio on these runs); with c = 1% it must pick a threshold whose events have >= 1% of runs
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=20_000)
+    b = np.concatenate([rng.normal(0.2, 1, size=19_940), np.full(60, 50.0)])
+    free, _ = choose_threshold(a, b, delta=0.0)
+    kept, _ = choose_threshold(a, b, delta=0.0, min_event=0.01)
+    assert np.mean(a > free) < 0.01 <= np.mean(a > kept)
+    assert np.mean(b <= kept) >= 0.01
+
+
+@pytest.mark.parametrize("bad", [-0.1, 0.5, 2, "1%", math.nan])
+def test_min_event_outside_zero_half_is_refused(bad):
+    with pytest.raises(ValueError, match="min_event"):
+        choose_threshold(np.arange(5.0), np.arange(5.0) + 1, delta=0.0, min_event=bad)
 
 
 def test_one_run_p_value_is_the_binomial_tail_without_delta():

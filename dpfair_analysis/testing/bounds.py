@@ -197,8 +197,9 @@ def choose_threshold(scores_without: Any, scores_with: Any, *, delta: float,
     min_event : float
         c in [0, 0.5): only thresholds whose two error rates on these scores are both at least c
         (every event bounded, "score > t" or its complement, has probability >= c on the side
-        in the bound's denominator: DP-Sniper's c, Bichsel et al. 2021, Sec. V); all thresholds when
-        none qualifies. Rare events have noisy rates, and a search over them mostly finds luck.
+        in the bound's denominator: DP-Sniper's c, Bichsel et al. 2021, Sec. V); when none
+        qualifies (a statistic with only rare events), (nan, -inf). Rare events have noisy rates,
+        and a search over them mostly finds luck.
     """
     delta = check_delta_or_zero(delta)
     if not (isinstance(min_event, (int, float)) and 0.0 <= min_event < 0.5):
@@ -291,8 +292,9 @@ def _choose_on_sorted(sel0: np.ndarray, sel1: np.ndarray, *, delta: float, confi
         fp = len(sel0) - np.searchsorted(sel0, candidates, side="right")
         fn = np.searchsorted(sel1, candidates, side="right")
         common = (fp >= min_event * len(sel0)) & (fn >= min_event * len(sel1))
-        if common.any():
-            candidates = candidates[common]
+        if not common.any():
+            return math.nan, -math.inf
+        candidates = candidates[common]
     if evaluation_trials is None:
         eps, _, _ = _bounds_at(candidates, sel0, sel1, delta=delta, confidence=confidence)
     else:

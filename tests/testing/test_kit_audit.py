@@ -218,17 +218,16 @@ def rare_leak(data, rng, n):
     return out
 
 
-def test_a_minimum_event_probability_trades_rare_leaks_for_tight_bounds_on_common_events():
-    # the documented trade-off of budget="thorough" (DP-Sniper's c): the default ranking finds the rare leak and
-    # refutes the claim epsilon = 1; with min_event = 1% the chosen event has >= ~1% of runs on both sides and the
-    # leak is out of reach: among such events the largest log-ratio is that of "output > t" with P_D = 1%,
-    # t = 2 ln 50: log((0.995 e^0.5 0.01 + 0.005) / 0.01) = 0.761, below the claim
+def test_a_minimum_event_probability_adds_common_events_without_losing_the_rare_leak():
+    # budget="thorough" gives each statistic a second threshold among events of probability >= c (DP-Sniper's c)
+    # beside the default one, and held-out runs choose: the default rule finds the 0.5% leak and refutes the
+    # claim epsilon = 1; so must the two rules together (c alone could not: among events of probability >= 1% the
+    # largest log-ratio is that of "output > t" with P_D = 1%, t = 2 ln 50: log((0.995 e^0.5 0.01 + 0.005) / 0.01)
+    # = 0.761, below the claim)
     pair = (np.zeros(1), np.ones(1))
     plain = Budget("t", screen=400, select=20_000, evaluate=40_000, top=1, max_pairs=1, batch_factors=(1, 1, 1))
-    common = replace(plain, min_event=0.01, ranking_level=0.5)
-    found = audit(rare_leak, 1.0, relation="queries", pairs=pair, budget=plain, batched=True, seed=1)
-    tight = audit(rare_leak, 1.0, relation="queries", pairs=pair, budget=common, batched=True, seed=1)
-    assert not found.consistent and found.epsilon_lower > 1.0
-    w = tight.witness
-    rates = (w["false_positives"] / tight.evaluation_trials, w["false_negatives"] / tight.evaluation_trials)
-    assert tight.consistent and 0.2 < tight.epsilon_lower <= 0.761 and min(rates) >= 0.008
+    both = replace(plain, min_event=0.01, ranking_level=0.5)
+    for budget in (plain, both):
+        result = audit(rare_leak, 1.0, relation="queries", pairs=pair, budget=budget, batched=True, seed=1)
+        assert not result.consistent and result.epsilon_lower > 1.0
+        assert result.witness["false_positives"] < 0.004 * result.evaluation_trials  # the rare event

@@ -85,18 +85,22 @@ def test_choose_threshold_returns_a_threshold_between_the_samples():
 @given(n0=st.integers(20, 400), n1=st.integers(20, 400), shift=st.floats(-3, 3), scale=st.floats(0.1, 10),
        c=st.sampled_from([0.01, 0.05, 0.2]), seed=st.integers(0, 2**16), ties=st.booleans(),
        projected=st.booleans())
-def test_min_event_keeps_both_error_rates_at_least_c_whenever_a_threshold_allows_it(n0, n1, shift, scale, c, seed,
-                                                                                    ties, projected):
+def test_min_event_keeps_both_error_rates_at_least_c_or_offers_no_threshold(n0, n1, shift, scale, c, seed,
+                                                                       ties, projected):
     rng = np.random.default_rng(seed)
     a, b = rng.normal(size=n0), rng.normal(shift, scale, size=n1)
     if ties:  # discrete outputs: many equal scores, where few thresholds exist
         a, b = np.round(a), np.round(b)
-    t, _ = choose_threshold(a, b, delta=0.0, min_event=c, evaluation_trials=10**6 if projected else None)
+    t, criterion = choose_threshold(a, b, delta=0.0, min_event=c, evaluation_trials=10**6 if projected else None)
     fpr, fnr = np.mean(a > t), np.mean(b <= t)
     grid = np.unique(np.concatenate([a, b, np.nextafter(b, -np.inf)]))
     feasible = [(np.mean(a > s) >= c) and (np.mean(b <= s) >= c) for s in grid]
-    if any(feasible):
+    if math.isnan(t):  # no event of probability >= c among the candidates: the rule offers no test
+        assert criterion == -math.inf
+    else:
         assert fpr >= c - 1e-12 and fnr >= c - 1e-12
+    if not any(feasible):  # the candidates are among the grid's thresholds
+        assert math.isnan(t)
 
 
 def test_min_event_trades_a_rare_extreme_tail_for_a_common_event():
@@ -109,6 +113,15 @@ def test_min_event_trades_a_rare_extreme_tail_for_a_common_event():
     kept, _ = choose_threshold(a, b, delta=0.0, min_event=0.01)
     assert np.mean(a > free) < 0.01 <= np.mean(a > kept)
     assert np.mean(b <= kept) >= 0.01
+
+
+def test_min_event_offers_no_threshold_for_a_statistic_with_only_rare_events():
+    # two values, the rarer in 0.1% of runs on both sides (RAPPOR's "all bits 0"): no event of probability >= 1%
+    a = np.zeros(10_000); a[:10] = 1.0
+    b = np.zeros(10_000); b[:40] = 1.0
+    assert choose_threshold(a, b, delta=0.0)[0] == 0.0  # without c: the rare event, ratio 4
+    t, criterion = choose_threshold(a, b, delta=0.0, min_event=0.01)
+    assert math.isnan(t) and criterion == -math.inf
 
 
 @pytest.mark.parametrize("bad", [-0.1, 0.5, 2, "1%", math.nan])

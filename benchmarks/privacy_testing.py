@@ -163,8 +163,7 @@ def main(argv=None) -> int:
     if args.smoke:
         names = names if args.mechanisms else ["laplace", "noisy_hist2", "noisy_max1"]
         quick, full, seeds, bound_trials = SMOKE, SMOKE, 2, 20_000
-        thorough, matched_trials = replace(SMOKE, min_event=THOROUGH.min_event,
-                                           ranking_level=THOROUGH.ranking_level), 20_000
+        thorough, matched_trials = replace(SMOKE, min_event=THOROUGH.min_event), 20_000
     out = args.out or (DEFAULT_OUT.with_name("privacy_testing_smoke.json") if args.smoke else DEFAULT_OUT)
     if not out.parent.is_dir():
         p.error(f"--out: directory {str(out.parent)!r} does not exist")
@@ -196,10 +195,10 @@ def main(argv=None) -> int:
     settings = {"parts": parts, "seeds": seeds, "bound_trials": bound_trials, "smoke": args.smoke,
                 "matched_trials": matched_trials, "matched_budget": asdict(thorough),
                 "matched_confidence": ANCHOR_CONFIDENCE,
-                            "interface": "single" if args.single else "batched", "confidence": args.confidence,
-                            "quick_budget": asdict(quick), "full_budget": asdict(full),
-                            "python": sys.version.split()[0], "machine": platform.machine(),
-                            "cpus": os.cpu_count(), "anchor_source": SOURCE}
+                "interface": "single" if args.single else "batched", "confidence": args.confidence,
+                "quick_budget": asdict(quick), "full_budget": asdict(full),
+                "python": sys.version.split()[0], "machine": platform.machine(),
+                "cpus": os.cpu_count(), "anchor_source": SOURCE}
     payload = {"settings": settings, "rows": rows}
     if args.update is not None:
         payload = merge(json.loads(args.update.read_text()), payload, parts)

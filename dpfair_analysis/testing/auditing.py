@@ -107,7 +107,7 @@ class Budget:
     max_pairs: int
     batch_factors: tuple[int, int, int] = (25, 100, 50)
     min_event: float = 0.0
-    ranking_level: float | None = None
+    ranking_level: float = 0.5
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
@@ -287,7 +287,7 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     # pessimistic the more statistics are compared
     rules = [(0.8, 0.0, 1.0 - 0.2 / math.sqrt(max(1, len(statistics))))]
     if plan.min_event > 0:
-        rules.append((plan.ranking_level or 0.8, plan.min_event, plan.ranking_level or rules[0][2]))
+        rules.append((plan.ranking_level, plan.min_event, plan.ranking_level))
     scored = []
     for statistic in statistics:
         if statistic.needs_fit:

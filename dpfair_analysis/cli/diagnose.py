@@ -221,8 +221,8 @@ def run(args: argparse.Namespace) -> None:
     plan = PrivacyPlan(noise_multiplier=sigma, target_epsilon=args.epsilon, clip_bound=args.clip,
                        batch_size=args.batch_size, epochs=args.epochs, lr=args.lr, delta=args.delta,
                        accounting=accounting_from_args(args), method=args.method)
-    options = DiagnosisOptions(rows=args.rows, draws=max(args.draws, 10), recommendations=not args.no_recommendations,
-                               seed=args.seed)
+    # each split is predicted with its own seed (--seed, --seed + 1, ...: diagnose_splits)
+    options = DiagnosisOptions(rows=args.rows, draws=max(args.draws, 10), recommendations=not args.no_recommendations)
     name = dataset if dataset != "csv" else Path(data_options["path"]).name
     if dataset != "csv" and data_options.get("by"):
         name = f"{dataset} ({data_options['by']})"

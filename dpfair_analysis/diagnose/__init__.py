@@ -18,10 +18,18 @@ One job per module, in the order the diagnosis runs them:
 * :mod:`.recommendations` -- what would help, predicted the same way;
 * :mod:`.report` -- the terminal table and the HTML page;
 * :mod:`.diagnosis` -- the entry points :func:`diagnose` (one split) and :func:`diagnose_splits` (the
-  expectation over splits), and :class:`Diagnosis`.
+  expectation over splits; :class:`SplitRuns` shares splits between calls), and :class:`Diagnosis`.
 """
 
-from dpfair_analysis.diagnose.diagnosis import GROUP_KEYS, JSON_KEYS, SPLITS, Diagnosis, diagnose, diagnose_splits
+from dpfair_analysis.diagnose.diagnosis import (
+    GROUP_KEYS,
+    JSON_KEYS,
+    SPLITS,
+    Diagnosis,
+    SplitRuns,
+    diagnose,
+    diagnose_splits,
+)
 from dpfair_analysis.diagnose.dynamics import accumulated_covariance, lyapunov_factor
 from dpfair_analysis.diagnose.explanation import CALL_PROBABILITY, NEGLIGIBLE, REASONS, reasons_for
 from dpfair_analysis.training.fairdp import fairdp_stationary_bounds  # where FairDP lives; re-exported
@@ -40,6 +48,7 @@ from dpfair_analysis.diagnose.report import format_diagnosis, report_html
 
 __all__ = ["CALL_PROBABILITY", "GROUP_KEYS", "JSON_KEYS", "MECHANISMS", "MIN_GROUP_ROWS", "MIN_TRAIN_ROWS",
            "NEGLIGIBLE", "REASONS", "SPLITS", "Z90", "Calibration", "Diagnosis", "DiagnosisOptions", "PrivacyPlan",
-           "ResolvedPlan", "accumulated_covariance", "diagnose", "diagnose_splits", "fairdp_stationary_bounds",
+           "ResolvedPlan", "SplitRuns", "accumulated_covariance", "diagnose", "diagnose_splits",
+           "fairdp_stationary_bounds",
            "fit_calibration", "format_diagnosis", "lyapunov_factor", "quantile_rule_bound", "reasons_for",
            "recommendations", "report_html"]

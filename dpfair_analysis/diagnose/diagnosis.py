@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from dpfair_analysis.data.dataset import GroupedDataset, comparison_split
-from dpfair_analysis.diagnose.dynamics import TrajectoryCache, covariance
+from dpfair_analysis.diagnose.dynamics import EULER_STIFFNESS, TrajectoryCache, covariance
 from dpfair_analysis.diagnose.explanation import (
     dominant_mechanism,
     explain,
@@ -149,7 +149,8 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
     plan : PrivacyPlan
         The planned private run.
     options : DiagnosisOptions
-        How much work to do.
+        How much work to do. The split of seed s (``split_seeds``) is predicted (its rows and draws) with the
+        seed ``options.seed + s``: a split's prediction is the same whichever diagnosis it is part of.
     calibration : Calibration
         Default: none. One fitted on other data sets (refused if fitted on ``dataset``).
     dataset, model_name : str, optional
@@ -158,28 +159,115 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
         Other splits of the same data, pooled into the expectation over splits (module
         docstring); usually given by :func:`diagnose_splits`. Without: this split alone.
     split_seeds : sequence of int
-        The seeds the splits were drawn with (reported).
+        The seeds the splits were drawn with (reported), one per split; none: 0, 1, ...
 
     Returns
     -------
     Diagnosis
     """
     start = time.perf_counter()
-    dataset = dataset or train.name
+    splits = [(train, evaluation, model), *more_splits]
+    seeds = [int(s) for s in split_seeds] or list(range(len(splits)))
+    if len(seeds) != len(splits):
+        raise ValueError(f"split_seeds has {len(seeds)} seeds for {len(splits)} splits: give one per split or none")
+    runs = [_SplitRun(t, e, m, plan, replace(options, seed=options.seed + seed), calibration)
+            for (t, e, m), seed in zip(splits, seeds)]
+    return _diagnosis(runs, seeds, plan, options=options, calibration=calibration, dataset=dataset or train.name,
+                      model_name=model_name or type(model).__name__, start=start)
+
+
+def diagnose_splits(data: GroupedDataset, model: Callable[[int], nn.Module], plan: PrivacyPlan, *,
+                    splits: int = SPLITS, seed: int = 0, test_fraction: float = 0.2,
+                    train_group_fraction: dict | None = None, train_subsample: float = 1.0,
+                    options: DiagnosisOptions = DiagnosisOptions(), calibration: Calibration = Calibration(),
+                    dataset: str | None = None, model_name: str | None = None,
+                    split_runs: SplitRuns | None = None) -> Diagnosis:
+    """The expectation over ``splits`` splits of ``data`` (seeds ``seed``, ``seed + 1``, ...; module docstring;
+    ``splits=1``: seed ``seed``'s split alone, as :func:`diagnose`).
+
+    Parameters
+    ----------
+    data : GroupedDataset
+        The whole data set; each split is :func:`~dpfair_analysis.data.dataset.comparison_split` of it
+        with the split's seed, exactly as ``dpfair compare`` draws its seeds' rows.
+    model : callable
+        ``model(seed)``: the model at its initial weights for a split's seed (as ``compare`` seeds it).
+    plan : PrivacyPlan
+        The planned private run.
+    splits : int
+        How many splits (1: the per-split prediction of seed ``seed``'s split).
+    seed : int
+        The first split's seed.
+    test_fraction, train_group_fraction, train_subsample
+        As :func:`~dpfair_analysis.data.dataset.comparison_split`.
+    options, calibration, dataset, model_name
+        As :func:`diagnose` (split s is predicted with the seed ``options.seed + s``).
+    split_runs : SplitRuns, optional
+        The splits already predicted, shared by calls whose splits overlap (seeds s and s + 1 with 3 splits
+        have 2 in common): each split is predicted once, and the diagnosis is the one it would be without.
+
+    Returns
+    -------
+    Diagnosis
+    """
+    start = time.perf_counter()
+    splits = check_positive_int(splits, "splits")
+    seeds = [seed + s for s in range(splits)]
+    store = split_runs if split_runs is not None else SplitRuns()
+    source = (id(data), float(test_fraction), repr(train_group_fraction), float(train_subsample))
+    runs = []
+    for s in seeds:
+        split_options = replace(options, seed=options.seed + s)
+
+        def make(s=s, split_options=split_options) -> _SplitRun:
+            train, evaluation = comparison_split(data, seed=s, test_fraction=test_fraction,
+                                                 train_group_fraction=train_group_fraction,
+                                                 train_subsample=train_subsample)
+            return _SplitRun(train, evaluation, model(s), plan, split_options, calibration)
+
+        runs.append(store.get((source, s, repr(plan), split_options, repr(calibration)), make, keep=data))
+    return _diagnosis(runs, seeds, plan, options=options, calibration=calibration, dataset=dataset or data.name,
+                      model_name=model_name or type(runs[0].model).__name__, start=start)
+
+
+class SplitRuns:
+    """The splits' runs (problem, trajectories, prediction), kept by everything a run depends on (the data's
+    identity, the split's seed and settings, the plan, the options, the calibration): pass one to
+    :func:`diagnose_splits` calls whose splits overlap and each split is predicted once."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple, _SplitRun] = {}
+        self._kept: list = []          # the data sets whose id() is in a key stay alive while the store does
+        self.made = 0
+
+    def get(self, key: tuple, make: Callable[[], _SplitRun], *, keep: object) -> _SplitRun:
+        """The run stored under ``key``, else ``make()`` (stored; ``keep``: the object whose id() the key holds)."""
+        if key not in self._runs:
+            self._runs[key] = make()
+            self.made += 1
+            if not any(k is keep for k in self._kept):
+                self._kept.append(keep)
+        return self._runs[key]
+
+
+def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, options: DiagnosisOptions,
+               calibration: Calibration, dataset: str, model_name: str, start: float) -> Diagnosis:
+    """The diagnosis of these splits' runs: the first split's, or the expectation over all (module docstring);
+    the theory's quantities and the recommendations from the first split."""
     calibration.check_applicable(dataset)
-    resolved = plan.resolve(_check_split(train, evaluation, model))
-    for other_train, other_eval, other_model in more_splits:
-        _check_split(other_train, other_eval, other_model)
-        if other_train.group_names != train.group_names:
-            raise ValueError(f"more_splits have other groups than train: {other_train.group_names} vs "
+    run, more = runs[0], len(runs) > 1
+    train, evaluation = run.train, run.evaluation
+    for other in runs[1:]:
+        if other.train.group_names != train.group_names:
+            raise ValueError(f"more_splits have other groups than train: {other.train.group_names} vs "
                              f"{train.group_names}")
-    generator = torch.Generator().manual_seed(options.seed)
-    run = _SplitRun(train, evaluation, model, plan, resolved, options, calibration, generator)
+    resolved = run.resolved
+    # the pooling, the theory's quantities and the recommendations draw from their own stream, not a split's
+    entropy = [options.seed, seeds[0], len(seeds), 1]
+    generator = torch.Generator().manual_seed(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
     prediction = run.prediction
-    others = [_SplitRun(t, e, m, plan, t_resolved, options, calibration, generator).prediction
-              for t, e, m in more_splits for t_resolved in [plan.resolve(len(t))]]
-    if others:
-        prediction = pool_splits([prediction, *others], calibration=calibration, generator=generator)
+    if more:
+        prediction = pool_splits([r.prediction for r in runs], calibration=calibration, generator=generator)
     problem = run.problem
     theory = theory_quantities(problem, run.reference.trajectory.checkpoints, resolved, generator)
     groups = prediction.table.merge(theory, on="group")
@@ -206,61 +294,18 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
                      f"noise uses diagonal curvature and step covariances (the rows' Gauss-Newton diagonals).")
     diagnosis = Diagnosis(dataset=dataset, plan=resolved, groups=groups, prediction=prediction,
                           mechanism=dominant_mechanism(prediction), most_hurt=hurt, recommendations=[],
-                          model=model_name or type(model).__name__, calibration=calibration, notes=notes,
-                          split_mode="expectation" if more_splits else "per-split",
-                          split_seeds=tuple(int(s) for s in split_seeds),
-                          split_prediction=run.prediction if more_splits else None)
+                          model=model_name, calibration=calibration, notes=notes,
+                          split_mode="expectation" if more else "per-split", split_seeds=tuple(seeds),
+                          split_prediction=run.prediction if more else None)
     if options.recommendations:
-        diagnosis.recommendations = recommendations(run.problem, plan, resolved, run.reference, evaluation,
+        diagnosis.recommendations = recommendations(problem, plan, resolved, run.reference, evaluation,
                                                     run.prediction.table, draws=options.recommendation_draws,
                                                     calibration=calibration,
                                                     integration_steps=options.recommendation_steps,
-                                                    **run.predict_kwargs)
+                                                    trajectories=run.trajectories, exact=run.exact,
+                                                    generator=generator)
     diagnosis.seconds = time.perf_counter() - start
     return diagnosis
-
-
-def diagnose_splits(data: GroupedDataset, model: Callable[[int], nn.Module], plan: PrivacyPlan, *,
-                    splits: int = SPLITS, seed: int = 0, test_fraction: float = 0.2,
-                    train_group_fraction: dict | None = None, train_subsample: float = 1.0,
-                    options: DiagnosisOptions = DiagnosisOptions(), calibration: Calibration = Calibration(),
-                    dataset: str | None = None, model_name: str | None = None) -> Diagnosis:
-    """The expectation over ``splits`` splits of ``data`` (seeds ``seed``, ``seed + 1``, ...; module docstring;
-    ``splits=1``: seed ``seed``'s split alone, as :func:`diagnose`).
-
-    Parameters
-    ----------
-    data : GroupedDataset
-        The whole data set; each split is :func:`~dpfair_analysis.data.dataset.comparison_split` of it
-        with the split's seed, exactly as ``dpfair compare`` draws its seeds' rows.
-    model : callable
-        ``model(seed)``: the model at its initial weights for a split's seed (as ``compare`` seeds it).
-    plan : PrivacyPlan
-        The planned private run.
-    splits : int
-        How many splits (1: the per-split prediction of seed ``seed``'s split).
-    seed : int
-        The first split's seed.
-    test_fraction, train_group_fraction, train_subsample
-        As :func:`~dpfair_analysis.data.dataset.comparison_split`.
-    options, calibration, dataset, model_name
-        As :func:`diagnose`.
-
-    Returns
-    -------
-    Diagnosis
-    """
-    splits = check_positive_int(splits, "splits")
-    seeds = [seed + s for s in range(splits)]
-    parts = []
-    for s in seeds:
-        train, evaluation = comparison_split(data, seed=s, test_fraction=test_fraction,
-                                             train_group_fraction=train_group_fraction,
-                                             train_subsample=train_subsample)
-        parts.append((train, evaluation, model(s)))
-    (train, evaluation, first), rest = parts[0], parts[1:]
-    return diagnose(train, evaluation, first, plan, options=options, calibration=calibration,
-                    dataset=dataset or data.name, model_name=model_name, more_splits=rest, split_seeds=seeds)
 
 
 def _check_split(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module) -> int:
@@ -279,11 +324,14 @@ def _check_split(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Mo
 
 
 class _SplitRun:
-    """One split's problem, non-private reference and planned prediction (what every mode needs)."""
+    """One split's problem, non-private reference and planned prediction (what every mode needs), seeded by
+    ``options.seed`` alone (its rows and its own generator)."""
 
     def __init__(self, train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module, plan: PrivacyPlan,
-                 resolved: ResolvedPlan, options: DiagnosisOptions, calibration: Calibration,
-                 generator: torch.Generator) -> None:
+                 options: DiagnosisOptions, calibration: Calibration) -> None:
+        self.train, self.evaluation, self.model = train, evaluation, model
+        self.resolved = resolved = plan.resolve(_check_split(train, evaluation, model))
+        generator = torch.Generator().manual_seed(options.seed)
         problem = Problem(model, train, rows=options.rows, curvature_rows=options.curvature_rows,
                           theory_rows=options.theory_rows, seed=options.seed)
         with torch.no_grad():
@@ -293,37 +341,43 @@ class _SplitRun:
                              f"(it must output one per class)")
         self.problem, self.exact = problem, problem.P <= options.max_exact_params
         implicit = problem.linear is not None and self.exact
-        integration_steps = self._integration_steps(problem, resolved, options, implicit=implicit)
-        trajectories = TrajectoryCache(problem, integration_steps=integration_steps, implicit=implicit)
+        integration_steps, curvature = self._integration_steps(problem, resolved, options, implicit=implicit)
+        self.trajectories = TrajectoryCache(problem, integration_steps=integration_steps, implicit=implicit,
+                                            curvature=curvature)
         sgd = Mechanism("sgd", steps=resolved.steps, lr=resolved.lr, batch_size=plan.batch_size,
                         sampling_rate=resolved.sampling_rate, label="SGD")
-        np_trajectory = trajectories.get(sgd, checkpoints=(1 / 3, 2 / 3, 1.0))
+        np_trajectory = self.trajectories.get(sgd, checkpoints=(1 / 3, 2 / 3, 1.0))
         np_covariance = covariance(problem, sgd, np_trajectory, exact=self.exact)
         draws = max(options.draws, options.recommendation_draws)
-        self.predict_kwargs = dict(trajectories=trajectories, exact=self.exact, generator=generator)
         self.reference = Reference(np_trajectory, outcome(problem, np_trajectory.theta, np_covariance, evaluation,
                                                           draws=draws, generator=generator))
         planned = mechanism_for(plan, resolved, plan.method, dimension=problem.P)
-        self.prediction = predict(problem, planned, self.reference, evaluation,
-                                  draws=options.draws, calibration=calibration, **self.predict_kwargs)
+        self.prediction = predict(problem, planned, self.reference, evaluation, draws=options.draws,
+                                  calibration=calibration, trajectories=self.trajectories, exact=self.exact,
+                                  generator=generator)
 
     @staticmethod
     def _integration_steps(problem: Problem, resolved: ResolvedPlan, options: DiagnosisOptions, *,
-                           implicit: bool) -> int:
-        """K: logistic regression's implicit steps (a Jacobian formed exactly: at most ``max_exact_params``)
-        need no more than ``implicit_steps`` whatever r lambda_max; explicit steps need h lambda_max <= 0.5
-        (h = r T / K), and past ``max_steps`` the drift is estimated on fewer rows so that the work K x rows
-        stays max_steps x rows (never fewer than 500 rows)."""
+                           implicit: bool) -> tuple[int, float | None]:
+        """(K, lambda_max for explicit steps). Logistic regression's implicit steps (a Jacobian formed exactly: at most
+        ``max_exact_params``) need no more than ``implicit_steps`` whatever r lambda_max. Explicit Euler steps need
+        h lambda_max <= 0.5 (h = r T / K): K_euler = min(T, max(``min_steps``, r T lambda_max / 0.5)). Where
+        K_euler > ``chebyshev_steps`` the trajectory takes ``chebyshev_steps`` damped Runge-Kutta-Chebyshev steps
+        of the fewest stages that keep h lambda_max within half their stable interval
+        (:func:`~.dynamics.stages_for`; so do fewer steps asked for, e.g. the recommendations'):
+        ~sqrt(K r T lambda_max) drift evaluations instead of K_euler. Past
+        ``max_steps`` Euler steps the drift is estimated on fewer rows, as many as keep K_euler x rows at
+        max_steps x rows (never fewer than 500)."""
         if implicit:
-            return int(min(resolved.steps, options.implicit_steps))
+            return int(min(resolved.steps, options.implicit_steps)), None
         lam = largest_curvature(problem, problem.theta0)
         horizon = resolved.lr * resolved.steps
-        steps = int(min(resolved.steps, max(options.min_steps, math.ceil(horizon * lam / 0.5))))
+        steps = int(min(resolved.steps, max(options.min_steps, math.ceil(horizon * lam / EULER_STIFFNESS))))
         if steps > options.max_steps:
             fewer = max(500, options.rows * options.max_steps // steps)
             if fewer < len(problem.drift_data):
                 problem.drift_data = stratified(problem.drift_data, fewer, options.seed + 3)
-        return steps
+        return min(steps, options.chebyshev_steps), lam
 
 
 def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration,

@@ -110,7 +110,7 @@ def per_sample_matrix(problem: Problem, theta: torch.Tensor, X: torch.Tensor, y:
         scores = lin.scores(theta, Xt)
         if mitigation:  # psi_i's gradient is a multiple of x~_i (binary score)
             return lin.per_sample(binary_mitigation_residuals(objective, scores, y, Xt, group), Xt)
-        return lin.per_sample(lin.residuals(scores, y)[0], Xt)
+        return lin.per_sample(lin.residuals(scores, y, curvature=False)[0], Xt)
     if mitigation:
         grads, _ = objective.per_sample_gradients(problem.model, X, y, group, params=problem.params(theta))
         return torch.cat([g.reshape(len(X), -1) for g in grads.values()], 1)

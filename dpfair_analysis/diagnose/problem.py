@@ -54,14 +54,22 @@ class Problem:
         self.curvature_data = stratified(self.drift_data, min(curvature_rows, cap), seed + 1)
         self.theory_data = stratified(self.drift_data, min(theory_rows, 4 * cap), seed + 2)
         self.linear = LinearScores.of(self.model, self.names)
-        self._augmented: dict[int, tuple[GroupedDataset, torch.Tensor]] = {}
+        self._augmented: dict[int, tuple[GroupedDataset, torch.Tensor, torch.Tensor]] = {}
 
     def augmented(self, data: GroupedDataset) -> torch.Tensor:
         """x~ = [x; 1] of ``data``'s rows (logistic regression only), computed once per data set."""
+        return self._augmented_rows(data)[1]
+
+    def augmented_norms(self, data: GroupedDataset) -> torch.Tensor:
+        """||x~_i|| of ``data``'s rows (logistic regression only), computed once per data set."""
+        return self._augmented_rows(data)[2]
+
+    def _augmented_rows(self, data: GroupedDataset) -> tuple[GroupedDataset, torch.Tensor, torch.Tensor]:
         key = id(data)
         if key not in self._augmented:
-            self._augmented[key] = (data, self.linear.augmented(data.X))
-        return self._augmented[key][1]
+            rows = self.linear.augmented(data.X)
+            self._augmented[key] = (data, rows, rows.norm(dim=1))
+        return self._augmented[key]
 
     def params(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
         return self.unflatten(theta)
@@ -183,14 +191,20 @@ class LinearScores:
         """z = x~ W~^T, shape (n, K) (Xt: augmented rows)."""
         return Xt @ self.matrix(theta).T
 
-    def residuals(self, scores: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def residuals(self, scores: torch.Tensor, y: torch.Tensor, *, curvature: bool = True
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(r = dL/dz, the curvature of the loss in z) per row: binary (sigma(z) - y, p (1 - p)), shapes
-        (n, 1) and (n, 1); K classes (softmax(z) - e_y, diag p - p p^T), shapes (n, K) and (n, K, K)."""
+        (n, 1) and (n, 1); K classes (softmax(z) - e_y, diag p - p p^T), shapes (n, K) and (n, K, K).
+        ``curvature=False``: (r, None) (a drift needs r alone)."""
         if self.binary:
             p = torch.sigmoid(scores)
-            return p - y.to(torch.float64).unsqueeze(1), p * (1 - p)
+            return p - y.to(torch.float64).unsqueeze(1), p * (1 - p) if curvature else None
         p = torch.softmax(scores, dim=1)
-        return p - F.one_hot(y, self.K).to(torch.float64), torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)
+        residuals = p.clone()
+        residuals[torch.arange(len(y)), y] -= 1.0
+        if not curvature:
+            return residuals, None
+        return residuals, torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)
 
     def gradient_sum(self, residuals: torch.Tensor, Xt: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """sum_i a_i g_i = vec((a o R)^T X~) in theta's layout, shape (P,)."""

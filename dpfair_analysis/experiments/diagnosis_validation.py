@@ -45,7 +45,7 @@ from tqdm import tqdm
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import comparison_split
-from dpfair_analysis.diagnose import SPLITS, DiagnosisOptions, PrivacyPlan, diagnose, diagnose_splits, \
+from dpfair_analysis.diagnose import SPLITS, DiagnosisOptions, PrivacyPlan, SplitRuns, diagnose, diagnose_splits, \
     fit_calibration
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.compare import CompareConfig, run_compare
@@ -56,7 +56,7 @@ from dpfair_analysis.validation import check_choice
 
 PROFILES = ("quick", "full")
 #: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
-PREDICTOR_VERSION = "issue-39f"
+PREDICTOR_VERSION = "issue-39g"
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
 #: The direction of each naive hypothesis: a larger score = predicted to lose more.
 NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",
@@ -226,24 +226,26 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
     result = run_compare(config, progress=progress, cache=cache)
     per_seed = result.per_seed
     rows = []
+    split_runs = SplitRuns()        # the seeds' expectations share splits (seed s: s, s + 1, s + 2)
+    options = prof.options          # split s is predicted with seed options.seed + s (diagnose_splits)
+
+    def model(s: int):
+        return build_model(setting.model, input_shape=tuple(full.X.shape[1:]), n_classes=full.n_classes, seed=s,
+                           l2=prof.l2)
+
     for seed in prof.seeds:
         train_data, test_data = comparison_split(full, seed=seed, test_fraction=config.test_fraction,
                                                  train_group_fraction=config.train_group_fraction,
                                                  train_subsample=config.train_subsample)
-        options = replace(prof.options, seed=seed)
         key = config_key("diagnose-validation", PREDICTOR_VERSION, setting.name, setting.dataset,
                          setting.data_options, setting.model, setting.train_group_fraction, asdict(cell.regime),
                          cell.sigma, seed, asdict(options), prof.l2, SPLITS)
 
-        def compute(train_data=train_data, options=options, seed=seed) -> dict:
-            def model(s: int):
-                return build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]),
-                                   n_classes=train_data.n_classes, seed=s, l2=prof.l2)
-
+        def compute(seed=seed) -> dict:
             d = diagnose_splits(full, model, plan_for(cell), splits=SPLITS, seed=seed,
                                 test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
                                 train_subsample=config.train_subsample, options=options, dataset=setting.source,
-                                model_name=setting.model)
+                                model_name=setting.model, split_runs=split_runs)
             split = d.split_json()["per_split"]
             per_split = pd.DataFrame(split).set_index("group").add_prefix("split_").reset_index()
             groups = d.groups.drop(columns=["reasons"]).assign(reasons=[", ".join(r) for r in d.groups["reasons"]])
@@ -584,7 +586,7 @@ def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, pr
     config = compare_config(cell, profile, len(full))
     train_data, test_data = comparison_split(full, seed=seed, train_group_fraction=config.train_group_fraction,
                                              train_subsample=config.train_subsample)
-    base = replace(options or prof.options, seed=seed)
+    base = options or prof.options     # split s is predicted with seed base.seed + s
 
     def model():
         return build_model(setting.model, input_shape=tuple(train_data.X.shape[1:]), n_classes=train_data.n_classes,
@@ -602,7 +604,8 @@ def measure_cost(setting: ValidationSetting, regime: Regime, sigma: float, *, pr
         "diagnosis": lambda: expectation(False),
         "diagnosis_with_recommendations": lambda: expectation(True),
         "per_split_with_recommendations": lambda: diagnose(train_data, test_data, model(), plan,
-                                                           options=replace(base, recommendations=True)),
+                                                           options=replace(base, recommendations=True),
+                                                           split_seeds=(seed,)),
         "dp_training": lambda: train(model(), train_data, make_policy("dpsgd", clip_bound=regime.clip_bound,
                                                                       noise_multiplier=sigma),
                                      replace(config.train, seed=seed), test_data=test_data, progress=False),

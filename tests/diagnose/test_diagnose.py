@@ -649,3 +649,96 @@ def test_a_four_percent_groups_noise_cost_is_the_mean_over_real_dpsgd_runs():
         assert abs(predicted[name] - costs[:, k].mean()) <= 3 * se + 0.01, (name, predicted[name], costs[:, k].mean())
     most_often = test.group_names[int(np.bincount(costs.argmin(1), minlength=2).argmax())]
     assert d.most_hurt["group"] == most_often
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 14), st.floats(0.0, 1.0), st.sampled_from([0.0, 0.05, 0.5]) | st.floats(0.0, 2.0))
+def test_a_chebyshev_step_on_a_linear_drift_is_the_damped_chebyshev_polynomial_and_stable(stages, where, damping):
+    """For drift A theta the step multiplies each eigen-direction by P_s(-h a) = T_s(w0 - w1 h a) / T_s(w0)
+    (numpy's Chebyshev series, not the step's recurrence); P_s(0) = 1, P_s'(0) = 1 (first order),
+    |P_s| <= 1 on the whole stable interval h a in [0, beta_s] (h a = ``where`` x beta_s), damped to
+    1 / T_s(w0) past (w0 - 1) / w1, and unstable past 2 w0 / w1."""
+    from numpy.polynomial import chebyshev as C
+
+    from dpfair_analysis.diagnose.dynamics import chebyshev_coefficients, chebyshev_stability
+
+    b, w1 = chebyshev_coefficients(stages, damping)
+    w0 = 1.0 + damping / stages ** 2
+    unit = [0.0] * stages + [1.0]
+
+    def p(z):
+        return C.chebval(w0 + w1 * z, unit) / C.chebval(w0, unit)
+
+    beta = chebyshev_stability(stages, damping)
+    assert p(0.0) == pytest.approx(1.0)
+    assert (p(1e-6) - p(-1e-6)) / 2e-6 == pytest.approx(1.0, rel=1e-5)
+    z = -where * beta
+    assert abs(p(z)) <= 1.0 + 1e-12
+    if -z >= (w0 - 1) / w1:
+        assert abs(p(z)) <= 1.0 / C.chebval(w0, unit) + 1e-9
+    assert abs(p(-beta)) == pytest.approx(1.0 / C.chebval(w0, unit))     # the damped interval's end
+    assert abs(p(-1.01 * 2 * w0 / w1)) > 1.0                                # T_s(x) > T_s(w0) for x < -w0
+    root = math.sqrt(2 * damping)
+    assert beta >= 2 * stages ** 2 * (math.tanh(root) / root if root > 0 else 1.0) * 0.9 - 1e-9   # the s^2 growth
+    if stages > 1 or damping > 0:
+        from dpfair_analysis.diagnose.dynamics import chebyshev_step
+
+        gen = torch.Generator().manual_seed(stages)
+        values = torch.tensor([0.0, where * beta, 0.5 * beta, beta, 1e-3], dtype=torch.float64)
+        basis, _ = torch.linalg.qr(torch.randn(5, 5, generator=gen, dtype=torch.float64))
+        A = basis @ torch.diag(values) @ basis.T
+        theta = torch.randn(5, generator=gen, dtype=torch.float64)
+        stepped = chebyshev_step(lambda t: A @ t, theta, 1.0, stages, damping=damping)
+        expected = basis @ (torch.tensor([p(-float(v)) for v in values], dtype=torch.float64) * (basis.T @ theta))
+        assert torch.allclose(stepped, expected, atol=1e-9)
+
+
+def test_chebyshev_steps_match_the_run_step_by_step_where_euler_would_need_every_step():
+    """Ten-class logistic regression above max_exact_params (explicit integration) with r lambda_max from 0.6 to
+    1.5 per real step: 40 Chebyshev steps land within 1% of the T-step expected run (explicit steps of size r,
+    the discrete process itself), mid-way (T = 100) and converged (T = 1600), with a fraction of its drift
+    evaluations; Euler's 40 steps land further from it than theta moved."""
+    from dpfair_analysis.diagnose.dynamics import stages_for, trajectory
+    from dpfair_analysis.diagnose.problem import largest_curvature
+
+    data = synthetic_groups(sizes=(500, 100), input_scale=(1.0, 3.0), seed=7, n_classes=10, dim=80)
+    model = build_model("logreg", input_shape=(data.n_features,), n_classes=10, seed=0, l2=0.01)
+    problem = _problem(data, model)
+    assert problem.P > 600
+    lam = largest_curvature(problem, problem.theta0)
+    for ratio, T in ((0.6, 100), (1.0, 1600), (1.5, 400)):
+        lr = ratio / lam
+        for mechanism in (Mechanism("sgd", steps=T, lr=lr), Mechanism("dpsgd", clip_bound=0.5, sigma=1.0, steps=T,
+                                                                      lr=lr, batch_size=32, sampling_rate=0.05)):
+            stepwise = trajectory(problem, mechanism, integration_steps=T, implicit=False)
+            fast = trajectory(problem, mechanism, integration_steps=40, implicit=False, curvature=lam)
+            moved = (stepwise.theta - problem.theta0).norm()
+            assert float((fast.theta - stepwise.theta).norm() / moved) < 0.01
+            assert 40 * fast.stages <= 0.8 * T and fast.stages == stages_for(lr * T / 40 * lam) > 1
+            if T >= 400:  # Euler's 40 steps of h lambda_max 15-40 blow up
+                euler = trajectory(problem, mechanism, integration_steps=40, implicit=False)
+                assert float((euler.theta - stepwise.theta).norm() / moved) > 1.0
+
+
+def test_overlapping_expectations_share_their_splits_and_stay_what_they_are_alone():
+    """Seeds 0 and 1 with 3 splits share splits 1 and 2: with a SplitRuns store, 4 splits are predicted, not 6,
+    and each diagnosis is identical (costs, intervals, P(most hurt), the first split's own costs) to the one
+    made without the store; a store keyed by everything a split depends on does not serve another plan."""
+    from dpfair_analysis.diagnose import SplitRuns, diagnose_splits
+
+    data = synthetic_groups(sizes=(500, 160), input_scale=(1.0, 3.0), margin=(0.3, 0.6), offset=(0.0, 0.8), seed=7)
+    plan = PrivacyPlan(noise_multiplier=2.0, clip_bound=0.5, batch_size=32, epochs=2, lr=0.3)
+
+    def model(seed):
+        return build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=seed, l2=0.01)
+
+    store = SplitRuns()
+    shared = [diagnose_splits(data, model, plan, splits=3, seed=s, options=FAST, split_runs=store) for s in (0, 1)]
+    assert store.made == 4
+    alone = [diagnose_splits(data, model, plan, splits=3, seed=s, options=FAST) for s in (0, 1)]
+    for a, b in zip(shared, alone):
+        assert a.to_json()["groups"] == b.to_json()["groups"]
+        assert a.split_json() == b.split_json()
+    other = diagnose_splits(data, model, PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=32, epochs=2,
+                                                     lr=0.3), splits=3, seed=1, options=FAST, split_runs=store)
+    assert store.made == 7 and other.to_json()["groups"] != shared[1].to_json()["groups"]

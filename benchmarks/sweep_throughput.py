@@ -323,8 +323,7 @@ def main(argv=None) -> int:
         if args.study_setting == "all":
             # the whole full profile over the settings both checkouts have (the baseline's ten)
             names = tuple(BASELINE_STUDY_SETTINGS)
-            cells = f"v.cells('full', [s for s in v.SETTINGS if s.name in {names!r}])"
-            run = f"[v.run_cell(c, profile='full') for c in {cells}]"
+            run = f"v.run_validation('full', settings=[s for s in v.SETTINGS if s.name in {names!r}], progress=False)"
             key = "diagnosis_study_full_common_settings"
         elif args.study_setting is not None:
             # the same cells, the same API in both (the module was renamed diagnose -> diagnosis_validation)

@@ -170,8 +170,10 @@ def diagnose(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module
     seeds = [int(s) for s in split_seeds] or list(range(len(splits)))
     if len(seeds) != len(splits):
         raise ValueError(f"split_seeds has {len(seeds)} seeds for {len(splits)} splits: give one per split or none")
-    runs = [_SplitRun(t, e, m, plan, replace(options, seed=options.seed + seed), calibration)
-            for (t, e, m), seed in zip(splits, seeds)]
+    runs = []
+    for (t, e, m), seed in zip(splits, seeds):
+        split_options = replace(options, seed=options.seed + seed)
+        runs.append(_SplitRun(_SplitBase(t, e, m, plan, split_options), plan, split_options, calibration))
     return _diagnosis(runs, seeds, plan, options=options, calibration=calibration, dataset=dataset or train.name,
                       model_name=model_name or type(model).__name__, start=start)
 
@@ -218,35 +220,51 @@ def diagnose_splits(data: GroupedDataset, model: Callable[[int], nn.Module], pla
     runs = []
     for s in seeds:
         split_options = replace(options, seed=options.seed + s)
-
-        def make(s=s, split_options=split_options) -> _SplitRun:
-            train, evaluation = comparison_split(data, seed=s, test_fraction=test_fraction,
-                                                 train_group_fraction=train_group_fraction,
-                                                 train_subsample=train_subsample)
-            return _SplitRun(train, evaluation, model(s), plan, split_options, calibration)
-
-        runs.append(store.get((source, s, repr(plan), split_options, repr(calibration)), make, keep=data))
+        train, evaluation, split_model = store.split((source, s), lambda s=s: (*comparison_split(
+            data, seed=s, test_fraction=test_fraction, train_group_fraction=train_group_fraction,
+            train_subsample=train_subsample), model(s)), keep=data)
+        base = store.base((source, s, split_options, _SplitBase.key(plan, len(train))),
+                          lambda: _SplitBase(train, evaluation, split_model, plan, split_options))
+        runs.append(store.run((id(base), repr(plan), repr(calibration)),
+                              lambda: _SplitRun(base, plan, split_options, calibration)))
     return _diagnosis(runs, seeds, plan, options=options, calibration=calibration, dataset=dataset or data.name,
                       model_name=model_name or type(runs[0].model).__name__, start=start)
 
 
 class SplitRuns:
-    """The splits' runs (problem, trajectories, prediction), kept by everything a run depends on (the data's
-    identity, the split's seed and settings, the plan, the options, the calibration): pass one to
-    :func:`diagnose_splits` calls whose splits overlap and each split is predicted once."""
+    """Splits, their bases (:class:`_SplitBase`: the problem, the trajectories, the non-private reference) and
+    their predictions, kept by what each depends on (the data's identity and the split's seed and settings; the
+    options and the plan's T, r, b; the whole plan and the calibration): pass one to :func:`diagnose_splits`
+    calls on the same data with the same ``model`` function whose splits overlap (seeds s and s + 1 with 3
+    splits share 2) or whose plans differ in sigma alone, and each split is split, integrated and predicted once.
+    """
 
     def __init__(self) -> None:
+        self._splits: dict[tuple, tuple] = {}
+        self._bases: dict[tuple, _SplitBase] = {}
         self._runs: dict[tuple, _SplitRun] = {}
         self._kept: list = []          # the data sets whose id() is in a key stay alive while the store does
-        self.made = 0
+        self.made = 0                  # predictions made
+        self.bases_made = 0
 
-    def get(self, key: tuple, make: Callable[[], _SplitRun], *, keep: object) -> _SplitRun:
-        """The run stored under ``key``, else ``make()`` (stored; ``keep``: the object whose id() the key holds)."""
+    def split(self, key: tuple, make: Callable[[], tuple], *, keep: object) -> tuple:
+        """(train, evaluation, model) of ``key`` (``keep``: the object whose id() the key holds)."""
+        if key not in self._splits:
+            self._splits[key] = make()
+            if not any(k is keep for k in self._kept):
+                self._kept.append(keep)
+        return self._splits[key]
+
+    def base(self, key: tuple, make: Callable[[], _SplitBase]) -> _SplitBase:
+        if key not in self._bases:
+            self._bases[key] = make()
+            self.bases_made += 1
+        return self._bases[key]
+
+    def run(self, key: tuple, make: Callable[[], _SplitRun]) -> _SplitRun:
         if key not in self._runs:
             self._runs[key] = make()
             self.made += 1
-            if not any(k is keep for k in self._kept):
-                self._kept.append(keep)
         return self._runs[key]
 
 
@@ -323,15 +341,15 @@ def _check_split(train: GroupedDataset, evaluation: GroupedDataset, model: nn.Mo
     return len(train)
 
 
-class _SplitRun:
-    """One split's problem, non-private reference and planned prediction (what every mode needs), seeded by
-    ``options.seed`` alone (its rows and its own generator)."""
+class _SplitBase:
+    """One split's problem, trajectories and non-private reference: all of a prediction but the planned run's
+    noise, shared by plans that differ in sigma (or target epsilon) alone. Seeded by ``options.seed`` (its rows
+    and the reference's draws)."""
 
     def __init__(self, train: GroupedDataset, evaluation: GroupedDataset, model: nn.Module, plan: PrivacyPlan,
-                 options: DiagnosisOptions, calibration: Calibration) -> None:
+                 options: DiagnosisOptions) -> None:
         self.train, self.evaluation, self.model = train, evaluation, model
-        self.resolved = resolved = plan.resolve(_check_split(train, evaluation, model))
-        generator = torch.Generator().manual_seed(options.seed)
+        resolved = plan.resolve(_check_split(train, evaluation, model))
         problem = Problem(model, train, rows=options.rows, curvature_rows=options.curvature_rows,
                           theory_rows=options.theory_rows, seed=options.seed)
         with torch.no_grad():
@@ -350,11 +368,14 @@ class _SplitRun:
         np_covariance = covariance(problem, sgd, np_trajectory, exact=self.exact)
         draws = max(options.draws, options.recommendation_draws)
         self.reference = Reference(np_trajectory, outcome(problem, np_trajectory.theta, np_covariance, evaluation,
-                                                          draws=draws, generator=generator))
-        planned = mechanism_for(plan, resolved, plan.method, dimension=problem.P)
-        self.prediction = predict(problem, planned, self.reference, evaluation, draws=options.draws,
-                                  calibration=calibration, trajectories=self.trajectories, exact=self.exact,
-                                  generator=generator)
+                                                          draws=draws,
+                                                          generator=torch.Generator().manual_seed(options.seed)))
+
+    @staticmethod
+    def key(plan: PrivacyPlan, n_train: int) -> tuple:
+        """What of the plan a base depends on: T, r, b and q (not sigma, C or the method)."""
+        resolved = plan.resolve(n_train)
+        return resolved.steps, resolved.lr, plan.batch_size, resolved.sampling_rate
 
     @staticmethod
     def _integration_steps(problem: Problem, resolved: ResolvedPlan, options: DiagnosisOptions, *,
@@ -378,6 +399,24 @@ class _SplitRun:
             if fewer < len(problem.drift_data):
                 problem.drift_data = stratified(problem.drift_data, fewer, options.seed + 3)
         return min(steps, options.chebyshev_steps), lam
+
+
+class _SplitRun:
+    """A split's prediction of the planned run on its :class:`_SplitBase` (the draws seeded by ``options.seed``,
+    apart from the base's)."""
+
+    def __init__(self, base: _SplitBase, plan: PrivacyPlan, options: DiagnosisOptions,
+                 calibration: Calibration) -> None:
+        self.base = base
+        self.train, self.evaluation, self.model = base.train, base.evaluation, base.model
+        self.problem, self.exact, self.trajectories, self.reference = (base.problem, base.exact, base.trajectories,
+                                                                       base.reference)
+        self.resolved = plan.resolve(len(base.train))
+        planned = mechanism_for(plan, self.resolved, plan.method, dimension=self.problem.P)
+        stream = int(np.random.SeedSequence([options.seed, 2]).generate_state(1)[0])
+        self.prediction = predict(self.problem, planned, self.reference, self.evaluation, draws=options.draws,
+                                  calibration=calibration, trajectories=self.trajectories, exact=self.exact,
+                                  generator=torch.Generator().manual_seed(stream))
 
 
 def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration,

@@ -216,8 +216,10 @@ def _collapsed(accuracy: pd.Series, test) -> bool:
     return False
 
 
-def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progress: bool = False) -> pd.DataFrame:
-    """Records of one cell: per seed and group, the prediction beside the actual cost (module docstring)."""
+def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progress: bool = False,
+             split_runs: SplitRuns | None = None) -> pd.DataFrame:
+    """Records of one cell: per seed and group, the prediction beside the actual cost (module docstring).
+    ``split_runs``: shared with the same setting's other cells (their splits' trajectories serve every sigma)."""
     cache = cache or RunCache(None)
     prof = profile_settings(profile)
     setting = cell.setting
@@ -226,7 +228,7 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
     result = run_compare(config, progress=progress, cache=cache)
     per_seed = result.per_seed
     rows = []
-    split_runs = SplitRuns()        # the seeds' expectations share splits (seed s: s, s + 1, s + 2)
+    split_runs = split_runs if split_runs is not None else SplitRuns()  # seed s's splits: s, s + 1, s + 2
     options = prof.options          # split s is predicted with seed options.seed + s (diagnose_splits)
 
     def model(s: int):
@@ -298,8 +300,12 @@ def run_validation(profile: str = "quick", *, settings: Sequence[ValidationSetti
     available = [s for s in settings if s.available()]
     skipped = [f"{s.name} (data set {s.dataset!r} not installed: dpfair data fetch {s.dataset} --from PATH)"
                for s in settings if not s.available()]
-    frames = [run_cell(c, profile=profile, cache=cache)
-              for c in tqdm(cells(profile, available), desc=f"validation ({profile})", disable=not progress)]
+    frames, stores = [], {}
+    for c in tqdm(cells(profile, available), desc=f"validation ({profile})", disable=not progress):
+        # a setting's cells at every sigma share their splits' trajectories (SplitRuns); one setting's at a time
+        store = stores.get(c.setting.name) or SplitRuns()
+        stores = {c.setting.name: store}
+        frames.append(run_cell(c, profile=profile, cache=cache, split_runs=store))
     records = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return ValidationResult(profile, records, skipped, time.perf_counter() - start)
 

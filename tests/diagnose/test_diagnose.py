@@ -723,7 +723,8 @@ def test_chebyshev_steps_match_the_run_step_by_step_where_euler_would_need_every
 def test_overlapping_expectations_share_their_splits_and_stay_what_they_are_alone():
     """Seeds 0 and 1 with 3 splits share splits 1 and 2: with a SplitRuns store, 4 splits are predicted, not 6,
     and each diagnosis is identical (costs, intervals, P(most hurt), the first split's own costs) to the one
-    made without the store; a store keyed by everything a split depends on does not serve another plan."""
+    made without the store; another sigma reuses the splits' trajectories (to float rounding the diagnosis made
+    without), another batch size does not."""
     from dpfair_analysis.diagnose import SplitRuns, diagnose_splits
 
     data = synthetic_groups(sizes=(500, 160), input_scale=(1.0, 3.0), margin=(0.3, 0.6), offset=(0.0, 0.8), seed=7)
@@ -739,6 +740,13 @@ def test_overlapping_expectations_share_their_splits_and_stay_what_they_are_alon
     for a, b in zip(shared, alone):
         assert a.to_json()["groups"] == b.to_json()["groups"]
         assert a.split_json() == b.split_json()
-    other = diagnose_splits(data, model, PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=32, epochs=2,
-                                                     lr=0.3), splits=3, seed=1, options=FAST, split_runs=store)
-    assert store.made == 7 and other.to_json()["groups"] != shared[1].to_json()["groups"]
+    quieter = PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=32, epochs=2, lr=0.3)
+    other = diagnose_splits(data, model, quieter, splits=3, seed=1, options=FAST, split_runs=store)
+    assert store.made == 7 and store.bases_made == 4            # another sigma: new predictions on the same bases
+    fresh = diagnose_splits(data, model, quieter, splits=3, seed=1, options=FAST)
+    got, want = other.prediction.table.set_index("group"), fresh.prediction.table.set_index("group")
+    assert np.allclose(got[["cost", "low", "high"]], want[["cost", "low", "high"]], rtol=1e-9, atol=1e-12)
+    assert not np.allclose(got["cost"], shared[1].prediction.table.set_index("group")["cost"].loc[got.index])
+    wider = PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=64, epochs=2, lr=0.3)
+    diagnose_splits(data, model, wider, splits=3, seed=1, options=FAST, split_runs=store)
+    assert store.bases_made == 7                                 # another batch size: other bases

@@ -91,13 +91,13 @@ class Budget:
     (``top`` of them), ``evaluate`` for the bound; at most ``max_pairs`` candidates. A batched
     mechanism gets ``batch_factors`` times as many runs in each of the three phases.
 
-    How the selection ranks tests (:func:`_score_tests`): ``min_event`` = c > 0 gives each statistic
-    a second threshold, the best among events of probability >= c on the selection runs (DP-Sniper's c),
-    beside the default one, ranked with its error rates at ``ranking_level`` (0.5: as counted) where the
-    default one's are pessimistic (level 1 - 0.2 / sqrt(statistics)). Pessimism guards against lucky
-    rare events; with millions of selection runs it also hides the strongest common events
-    (NumericalSVT's), while DP-Sniper's c alone hides the strongest rare ones (PrefixSum's, at 0.05% of
-    runs): :data:`THOROUGH` keeps both rules and lets held-out runs choose."""
+    How the selection chooses tests (:func:`_score_tests`): ``min_event`` = c > 0 gives each statistic
+    a second threshold beside the default one, the best among events of probability >= c on the selection
+    runs with their error rates at ``event_level`` (0.5: as counted; DP-Sniper's rule). The default
+    threshold's pessimistic rates (level 0.8) guard against lucky rare events; with millions of selection runs
+    they also hide the strongest common events (NumericalSVT's), while DP-Sniper's c alone hides the strongest
+    rare ones (PrefixSum's, at 0.05% of runs): :data:`THOROUGH` keeps both thresholds, and the held-out runs
+    rank every candidate alike, each with its rates at the same pessimistic level."""
 
     name: str
     screen: int
@@ -107,7 +107,7 @@ class Budget:
     max_pairs: int
     batch_factors: tuple[int, int, int] = (25, 100, 50)
     min_event: float = 0.0
-    ranking_level: float = 0.5
+    event_level: float = 0.5
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
@@ -120,7 +120,7 @@ FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
-                  batch_factors=(100, 100, 100), min_event=0.01, ranking_level=0.5)
+                  batch_factors=(100, 100, 100), min_event=0.01, event_level=0.5)
 #: For smoke-running a suite of privacy tests (CI): a pass at this budget proves little.
 SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pairs=6, batch_factors=(5, 5, 5))
 BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL, "thorough": THOROUGH}
@@ -274,20 +274,21 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     its threshold is chosen on the second (on the first two if nothing is fitted); its
     criterion -- the bound projected to the evaluation's number of runs
     (:func:`~dpfair_analysis.testing.bounds.projected_epsilon`) -- is computed on the last third,
-    at the fixed threshold, with the error rates at their 1 - 0.2 / (number of statistics)
+    at the fixed threshold, with the error rates at their 1 - 0.2 / sqrt(number of statistics)
     Clopper-Pearson upper limits. The threshold search over thousands of candidates therefore
     does not inflate the criterion, and the choice among the statistics is paid for by the
     pessimism of the rates. With ``plan.min_event`` = c > 0 (:class:`Budget`) each statistic gets a
-    second threshold, the best among events of probability >= c (DP-Sniper's rule; none if the statistic
-    has no such event), ranked on the last third with its rates at ``plan.ranking_level``: events that
-    common have rates that need no pessimism. Only a ranking: the reported bound comes from fresh runs."""
+    second threshold, the best among events of probability >= c with rates at ``plan.event_level``
+    (DP-Sniper's rule; none if the statistic has no such event), ranked like the first: a noisy estimate
+    loses to an equally strong but surer one. Only a ranking: the reported bound comes from fresh runs."""
     third0, third1 = len(out0) // 3, len(out1) // 3
     valid0, valid1 = out0[2 * third0:], out1[2 * third1:]
-    # (threshold level, minimum event probability, ranking level): the default rule's rates are the more
-    # pessimistic the more statistics are compared
-    rules = [(0.8, 0.0, 1.0 - 0.2 / math.sqrt(max(1, len(statistics))))]
+    # (threshold level, minimum event probability); every test is ranked with its rates the more pessimistic
+    # the more statistics are compared
+    rules = [(0.8, 0.0)]
     if plan.min_event > 0:
-        rules.append((plan.ranking_level, plan.min_event, plan.ranking_level))
+        rules.append((plan.event_level, plan.min_event))
+    level = 1.0 - 0.2 / math.sqrt(max(1, len(statistics)))
     scored = []
     for statistic in statistics:
         if statistic.needs_fit:
@@ -300,7 +301,7 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
             continue
         picked0, picked1 = fitted.score(pick0), fitted.score(pick1)
         held0, held1 = fitted.score(valid0), fitted.score(valid1)
-        for threshold_level, min_event, level in rules:
+        for threshold_level, min_event in rules:
             threshold, _ = choose_threshold(picked0, picked1, delta=delta, confidence=confidence,
                                             evaluation_trials=plan.evaluate, ranking_level=threshold_level,
                                             min_event=min_event)

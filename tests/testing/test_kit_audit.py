@@ -226,8 +226,28 @@ def test_a_minimum_event_probability_adds_common_events_without_losing_the_rare_
     # = 0.761, below the claim)
     pair = (np.zeros(1), np.ones(1))
     plain = Budget("t", screen=400, select=20_000, evaluate=40_000, top=1, max_pairs=1, batch_factors=(1, 1, 1))
-    both = replace(plain, min_event=0.01, ranking_level=0.5)
+    both = replace(plain, min_event=0.01, event_level=0.5)
     for budget in (plain, both):
         result = audit(rare_leak, 1.0, relation="queries", pairs=pair, budget=budget, batched=True, seed=1)
         assert not result.consistent and result.epsilon_lower > 1.0
         assert result.witness["false_positives"] < 0.004 * result.evaluation_trials  # the rare event
+
+
+def laplace_query(data, rng, n):
+    """The Laplace mechanism on one query, epsilon = 0.1: every event "output > t" with t >= 1 (D = [0],
+    D' = [1]) has the same log-ratio 0.1, so the surest is the most common, t = 1 (probability 0.45 under D)."""
+    return float(np.asarray(data, dtype=float)[0]) + rng.laplace(scale=10.0, size=(n, 1))
+
+
+def test_the_held_out_ranking_prefers_a_sure_common_event_to_an_equally_strong_noisy_rare_one():
+    # with budget="thorough"'s two thresholds per statistic, the held-out runs rank both alike (pessimistic
+    # rates): a 1%-event's estimate is ~7x noisier than a 45%-event's, so it must not win on its luck; ranked as
+    # counted (the rule before) it did, and the bound lost what the common event gives at the evaluation's size
+    pair = (np.zeros(1), np.ones(1))
+    budget = Budget("t", screen=2_000, select=1_500_000, evaluate=2_000_000, top=1, max_pairs=1,
+                    batch_factors=(1, 1, 1), min_event=0.01, event_level=0.5)
+    for seed in range(4):   # ranked as counted, seeds 2 and 3 chose events of 7% and 12% (0.084, 0.092)
+        result = audit(laplace_query, 0.1, relation="queries", pairs=pair, budget=budget, batched=True, seed=seed)
+        rare_side = min(result.witness["false_positives"], result.witness["false_negatives"])
+        assert rare_side > 0.25 * result.evaluation_trials, result.witness
+        assert 0.095 < result.epsilon_lower <= 0.1

@@ -228,7 +228,7 @@ def diagnose_splits(data: GroupedDataset, model: Callable[[int], nn.Module], pla
         runs.append(store.run((id(base), repr(plan), repr(calibration)),
                               lambda: _SplitRun(base, plan, split_options, calibration)))
     return _diagnosis(runs, seeds, plan, options=options, calibration=calibration, dataset=dataset or data.name,
-                      model_name=model_name or type(runs[0].model).__name__, start=start)
+                      model_name=model_name or type(runs[0].base.model).__name__, start=start)
 
 
 class SplitRuns:
@@ -274,10 +274,11 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
     the theory's quantities and the recommendations from the first split."""
     calibration.check_applicable(dataset)
     run, more = runs[0], len(runs) > 1
-    train, evaluation = run.train, run.evaluation
+    base = run.base
+    train, evaluation = base.train, base.evaluation
     for other in runs[1:]:
-        if other.train.group_names != train.group_names:
-            raise ValueError(f"more_splits have other groups than train: {other.train.group_names} vs "
+        if other.base.train.group_names != train.group_names:
+            raise ValueError(f"more_splits have other groups than train: {other.base.train.group_names} vs "
                              f"{train.group_names}")
     resolved = run.resolved
     # the pooling, the theory's quantities and the recommendations draw from their own stream, not a split's
@@ -286,8 +287,8 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
     prediction = run.prediction
     if more:
         prediction = pool_splits([r.prediction for r in runs], calibration=calibration, generator=generator)
-    problem = run.problem
-    theory = theory_quantities(problem, run.reference.trajectory.checkpoints, resolved, generator)
+    problem = base.problem
+    theory = theory_quantities(problem, base.reference.trajectory.checkpoints, resolved, generator)
     groups = prediction.table.merge(theory, on="group")
     population_boundary = float((groups["boundary"] * groups["n"]).sum() / groups["n"].sum())
     groups["reasons"] = [reasons_for(row, population_boundary=population_boundary, n_total=len(train),
@@ -307,7 +308,7 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
                            zip(small["group"], small["n"].astype(int), small["n_eval"].astype(int)))
         notes.append(f"Too few rows to predict from the model: {listed}, below the minimum of {MIN_GROUP_ROWS}; "
                      f"the interval given is the range of the change of so few rows (binomial), not the model's.")
-    if not run.exact:
+    if not base.exact:
         notes.append(f"The model has {problem.P:,} parameters (> {options.max_exact_params}): the accumulated "
                      f"noise uses diagonal curvature and step covariances (the rows' Gauss-Newton diagonals).")
     diagnosis = Diagnosis(dataset=dataset, plan=resolved, groups=groups, prediction=prediction,
@@ -316,11 +317,11 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
                           split_mode="expectation" if more else "per-split", split_seeds=tuple(seeds),
                           split_prediction=run.prediction if more else None)
     if options.recommendations:
-        diagnosis.recommendations = recommendations(problem, plan, resolved, run.reference, evaluation,
+        diagnosis.recommendations = recommendations(problem, plan, resolved, base.reference, evaluation,
                                                     run.prediction.table, draws=options.recommendation_draws,
                                                     calibration=calibration,
                                                     integration_steps=options.recommendation_steps,
-                                                    trajectories=run.trajectories, exact=run.exact,
+                                                    trajectories=base.trajectories, exact=base.exact,
                                                     generator=generator)
     diagnosis.seconds = time.perf_counter() - start
     return diagnosis
@@ -408,14 +409,11 @@ class _SplitRun:
     def __init__(self, base: _SplitBase, plan: PrivacyPlan, options: DiagnosisOptions,
                  calibration: Calibration) -> None:
         self.base = base
-        self.train, self.evaluation, self.model = base.train, base.evaluation, base.model
-        self.problem, self.exact, self.trajectories, self.reference = (base.problem, base.exact, base.trajectories,
-                                                                       base.reference)
         self.resolved = plan.resolve(len(base.train))
-        planned = mechanism_for(plan, self.resolved, plan.method, dimension=self.problem.P)
+        planned = mechanism_for(plan, self.resolved, plan.method, dimension=base.problem.P)
         stream = int(np.random.SeedSequence([options.seed, 2]).generate_state(1)[0])
-        self.prediction = predict(self.problem, planned, self.reference, self.evaluation, draws=options.draws,
-                                  calibration=calibration, trajectories=self.trajectories, exact=self.exact,
+        self.prediction = predict(base.problem, planned, base.reference, base.evaluation, draws=options.draws,
+                                  calibration=calibration, trajectories=base.trajectories, exact=base.exact,
                                   generator=torch.Generator().manual_seed(stream))
 
 

@@ -97,7 +97,10 @@ class Budget:
     threshold's pessimistic rates (level 0.8) guard against lucky rare events; with millions of selection runs
     they also hide the strongest common events (NumericalSVT's), while DP-Sniper's c alone hides the strongest
     rare ones (PrefixSum's, at 0.05% of runs): :data:`THOROUGH` keeps both thresholds, and the held-out runs
-    rank every candidate alike, each with its rates at the same pessimistic level."""
+    rank every candidate alike, each with its rates at the same pessimistic level. ``increments`` adds the
+    largest and smallest increment of a vector output to the threshold statistics
+    (:func:`~dpfair_analysis.testing.scores.threshold_family`: a running total's strongest events); on in
+    :data:`THOROUGH`, off in the other budgets, whose verdicts and run times it would change."""
 
     name: str
     screen: int
@@ -108,6 +111,7 @@ class Budget:
     batch_factors: tuple[int, int, int] = (25, 100, 50)
     min_event: float = 0.0
     event_level: float = 0.5
+    increments: bool = False
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
@@ -120,7 +124,7 @@ FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
-                  batch_factors=(100, 100, 100), min_event=0.01, event_level=0.5)
+                  batch_factors=(100, 100, 100), min_event=0.01, event_level=0.5, increments=True)
 #: For smoke-running a suite of privacy tests (CI): a pass at this budget proves little.
 SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pairs=6, batch_factors=(5, 5, 5))
 BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL, "thorough": THOROUGH}
@@ -442,7 +446,8 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
                             confidence=confidence, plan=plan)
 
     def every(kinds_: tuple[str, ...]) -> Callable:
-        return lambda out0, out1: statistic_family(kinds_, out0, out1, log_density=log_density, shape=shape)
+        return lambda out0, out1: statistic_family(kinds_, out0, out1, log_density=log_density, shape=shape,
+                                                   increments=plan.increments)
 
     stage_seeds = screen_seeds.spawn(2)
     if len(candidates) <= plan.top:

@@ -6,7 +6,9 @@ family and keeps the best on selection runs (:func:`dpfair_analysis.testing.audi
 
 ``threshold`` (black box, nothing fitted)
     each output coordinate and the sum, maximum, minimum and norm of the output, each with
-    both signs: the events "coordinate > t" / "coordinate < t" of StatDP's threshold tests.
+    both signs: the events "coordinate > t" / "coordinate < t" of StatDP's threshold tests;
+    optionally (``Budget.increments``) the largest and smallest increment o_j - o_(j-1), where
+    a running total such as a prefix sum keeps its strongest events.
 ``histogram`` (black box, fitted)
     the plug-in log-likelihood ratio log(p'(o) / p(o)) of a histogram: over the distinct
     outputs when the mechanism's outputs are discrete (up to 256 distinct values, e.g. a
@@ -66,11 +68,19 @@ _PROJECTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "min": lambda o: o.min(axis=1),
     "norm": lambda o: np.sqrt((o * o).sum(axis=1)),
 }
+#: Projections of the increments o_j - o_(j-1) (o_0 = 0) of a vector output: events such as "every increment is
+#: below t", where a running total's privacy loss lives (a prefix sum's or a continual counter's loss is a sum
+#: over its increments, and its strongest events bound all of them at once).
+_INCREMENT_PROJECTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "max increment": lambda o: np.diff(o, axis=1, prepend=0.0).max(axis=1),
+    "min increment": lambda o: np.diff(o, axis=1, prepend=0.0).min(axis=1),
+}
 
 
 @dataclass(frozen=True)
 class Projection(Statistic):
-    """``sign * coordinate j`` (``which`` an int) or ``sign * projection`` (``which`` a name of sum/max/min/norm)."""
+    """``sign * coordinate j`` (``which`` an int) or ``sign * projection`` (``which`` a name of sum/max/min/norm or
+    max/min increment)."""
 
     which: int | str
     sign: float
@@ -80,7 +90,7 @@ class Projection(Statistic):
         sign, which = self.sign, self.which
         prefix = "" if sign > 0 else "-"
         if isinstance(which, str):
-            project = _PROJECTIONS[which]
+            project = {**_PROJECTIONS, **_INCREMENT_PROJECTIONS}[which]
             return Fitted(f"{prefix}{which}(output)", lambda o: sign * project(o), self.kind)
         return Fitted(f"{prefix}output[{which}]", lambda o: sign * o[:, which], self.kind)
 
@@ -91,19 +101,22 @@ def _spread(out0: np.ndarray, out1: np.ndarray) -> np.ndarray:
     return np.abs(out1.mean(axis=0) - out0.mean(axis=0)) / scale
 
 
-def threshold_family(dimension: int) -> list[Statistic]:
+def threshold_family(dimension: int, *, increments: bool = False) -> list[Statistic]:
     """Every coordinate (up to :data:`MAX_COORDINATES`) and the four projections, with both signs.
 
     Parameters
     ----------
     dimension : int
         Number of output coordinates.
+    increments : bool
+        Also the largest and smallest increment o_j - o_(j-1) of a vector output, with both signs.
     """
     members: list[Statistic] = []
     for j in range(min(dimension, MAX_COORDINATES)):
         members += [Projection(j, 1.0), Projection(j, -1.0)]
     if dimension > 1:
-        for name in _PROJECTIONS:
+        names = [*_PROJECTIONS, *(_INCREMENT_PROJECTIONS if increments else ())]
+        for name in names:
             members += [Projection(name, 1.0), Projection(name, -1.0)]
     return members
 
@@ -325,7 +338,8 @@ class Likelihood(Statistic):
 
 
 def statistic_family(kinds: tuple[str, ...], out0: np.ndarray, out1: np.ndarray, *,
-                     log_density: Callable | None = None, shape: tuple[int, ...] = ()) -> list[Statistic]:
+                     log_density: Callable | None = None, shape: tuple[int, ...] = (),
+                     increments: bool = False) -> list[Statistic]:
     """The statistics of the asked ``kinds`` for outputs like these.
 
     Parameters
@@ -338,12 +352,14 @@ def statistic_family(kinds: tuple[str, ...], out0: np.ndarray, out1: np.ndarray,
         For ``likelihood``.
     shape : tuple
         The mechanism's output shape (passed back to ``log_density``).
+    increments : bool
+        The threshold family includes the increments' projections (:func:`threshold_family`).
     """
     members: list[Statistic] = []
     if "likelihood" in kinds and log_density is not None:
         members.append(Likelihood(log_density, shape))
     if "threshold" in kinds:
-        members += threshold_family(out0.shape[1])
+        members += threshold_family(out0.shape[1], increments=increments)
     if "histogram" in kinds:
         members += histogram_family(out0, out1)
     if "learned" in kinds:

@@ -50,6 +50,7 @@ import numpy as np
 
 from dpfair_analysis.io import write_atomically
 from dpfair_analysis.testing.auditing import FULL, QUICK, SMOKE, THOROUGH, audit
+from dpfair_analysis.testing.bounds import epsilon_lower_bound
 from dpfair_analysis.testing.zoo import catalogue
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "privacy_testing.json"
@@ -60,47 +61,103 @@ SOURCE = ("eth-sri/dp-sniper eval_sp2021/reference-results/*_data.log (commit a4
 #: regression ("dpsniper_reg") and with a neural network ("dpsniper_mlp"), StatDP's two runs as verified by
 #: DP-Sniper ("statdp_1", "statdp_2"). Seconds: DD-search + final estimate for DP-Sniper, the search for StatDP.
 ANCHORS: dict[str, dict[str, float]] = {
-    "laplace": dict(dpsniper_reg=0.0968, dpsniper_mlp=0.0976, statdp_1=0.0998, statdp_2=0.0996,
+    "laplace": dict(dpsniper_reg=0.096804, dpsniper_mlp=0.097634, statdp_1=0.099814, statdp_2=0.099617,
                     dpsniper_reg_seconds=21.4, statdp_1_seconds=46.5),
-    "truncated_geometric": dict(dpsniper_reg=0.1156, dpsniper_mlp=0.1155, statdp_1=0.1159, statdp_2=0.1169,
+    "truncated_geometric": dict(dpsniper_reg=0.115564, dpsniper_mlp=0.115543, statdp_1=0.115881, statdp_2=0.116854,
                                 dpsniper_reg_seconds=19.5, statdp_1_seconds=351.8),
-    "noisy_hist1": dict(dpsniper_reg=0.0978, dpsniper_mlp=0.0977, statdp_1=0.0828, statdp_2=0.0994,
+    "noisy_hist1": dict(dpsniper_reg=0.097794, dpsniper_mlp=0.097699, statdp_1=0.082831, statdp_2=0.099436,
                         dpsniper_reg_seconds=37.7, statdp_1_seconds=505.1),
-    "noisy_hist2": dict(dpsniper_reg=4.6020, dpsniper_mlp=4.6015, statdp_1=9.7169, statdp_2=10.0022,
+    "noisy_hist2": dict(dpsniper_reg=4.602022, dpsniper_mlp=4.601470, statdp_1=9.716927, statdp_2=10.002169,
                         dpsniper_reg_seconds=40.6, statdp_1_seconds=816.6),
-    "noisy_max1": dict(dpsniper_reg=0.0923, dpsniper_mlp=0.0925, statdp_1=0.0920, statdp_2=0.0921,
+    "noisy_max1": dict(dpsniper_reg=0.092254, dpsniper_mlp=0.092501, statdp_1=0.091952, statdp_2=0.092102,
                        dpsniper_reg_seconds=61.8, statdp_1_seconds=59.8),
-    "noisy_max2": dict(dpsniper_reg=0.0975, dpsniper_mlp=0.0979, statdp_1=0.0996, statdp_2=0.0997,
+    "noisy_max2": dict(dpsniper_reg=0.097503, dpsniper_mlp=0.097920, statdp_1=0.099575, statdp_2=0.099672,
                        dpsniper_reg_seconds=58.4, statdp_1_seconds=58.6),
-    "noisy_max3": dict(dpsniper_reg=0.2478, dpsniper_mlp=0.2488, statdp_1=0.1991, statdp_2=0.1961,
+    "noisy_max3": dict(dpsniper_reg=0.247816, dpsniper_mlp=0.248810, statdp_1=0.199142, statdp_2=0.196071,
                        dpsniper_reg_seconds=62.4, statdp_1_seconds=131.8),
-    "noisy_max4": dict(dpsniper_reg=0.3463, dpsniper_mlp=0.3534, statdp_1=0.1960, statdp_2=0.1988,
+    "noisy_max4": dict(dpsniper_reg=0.346343, dpsniper_mlp=0.353444, statdp_1=0.196020, statdp_2=0.198830,
                        dpsniper_reg_seconds=62.9, statdp_1_seconds=132.0),
-    "svt1": dict(dpsniper_reg=0.0858, dpsniper_mlp=0.0858, statdp_1=0.0298, statdp_2=0.0298,
+    "svt1": dict(dpsniper_reg=0.085798, dpsniper_mlp=0.085782, statdp_1=0.029754, statdp_2=0.029846,
                  dpsniper_reg_seconds=126.0, statdp_1_seconds=343.6),
-    "svt2": dict(dpsniper_reg=0.0859, dpsniper_mlp=0.0852, statdp_1=0.0316, statdp_2=0.0407,
+    "svt2": dict(dpsniper_reg=0.085934, dpsniper_mlp=0.085247, statdp_1=0.031642, statdp_2=0.040683,
                  dpsniper_reg_seconds=159.9, statdp_1_seconds=402.8),
-    "svt3": dict(dpsniper_reg=0.1716, dpsniper_mlp=0.1822, statdp_1=0.0231, statdp_2=0.1793,
+    "svt3": dict(dpsniper_reg=0.171572, dpsniper_mlp=0.182168, statdp_1=0.023061, statdp_2=0.179285,
                  dpsniper_reg_seconds=160.3, statdp_1_seconds=5821.1),
-    "svt4": dict(dpsniper_reg=0.1687, dpsniper_mlp=0.1696, statdp_1=0.1709, statdp_2=0.1719,
+    "svt4": dict(dpsniper_reg=0.168683, dpsniper_mlp=0.169569, statdp_1=0.170860, statdp_2=0.171908,
                  dpsniper_reg_seconds=130.5, statdp_1_seconds=555.6),
-    "svt5": dict(dpsniper_reg=1.7612, dpsniper_mlp=1.7610, statdp_1=14.3143, statdp_2=14.3143,
+    "svt5": dict(dpsniper_reg=1.761185, dpsniper_mlp=1.760988, statdp_1=14.314309, statdp_2=14.314307,
                  dpsniper_reg_seconds=58.9, statdp_1_seconds=351.3),
-    "svt6": dict(dpsniper_reg=0.2720, dpsniper_mlp=0.2698, statdp_1=0.3220, statdp_2=0.3200,
+    "svt6": dict(dpsniper_reg=0.272041, dpsniper_mlp=0.269827, statdp_1=0.322037, statdp_2=0.319954,
                  dpsniper_reg_seconds=95.5, statdp_1_seconds=755.0),
-    "numerical_svt": dict(dpsniper_reg=0.0343, dpsniper_mlp=0.0345, dpsniper_reg_seconds=151.7),
-    "prefix_sum": dict(dpsniper_reg=0.5040, dpsniper_mlp=0.5774, statdp_1=0.3516, statdp_2=0.3446,
+    "numerical_svt": dict(dpsniper_reg=0.034324, dpsniper_mlp=0.034501, dpsniper_reg_seconds=151.7),
+    "prefix_sum": dict(dpsniper_reg=0.504012, dpsniper_mlp=0.577433, statdp_1=0.351606, statdp_2=0.344593,
                        dpsniper_reg_seconds=97.0, statdp_1_seconds=3367.0),
-    "laplace_parallel": dict(dpsniper_reg=0.0350, dpsniper_mlp=0.0299, statdp_1=0.0126, statdp_2=0.0135,
+    "laplace_parallel": dict(dpsniper_reg=0.034953, dpsniper_mlp=0.029869, statdp_1=0.012593, statdp_2=0.013493,
                              dpsniper_reg_seconds=104.4, statdp_1_seconds=4717.1),
-    "svt34_parallel": dict(dpsniper_reg=0.2610, dpsniper_mlp=0.2616, statdp_1=0.1371, statdp_2=0.1963,
+    "svt34_parallel": dict(dpsniper_reg=0.261038, dpsniper_mlp=0.261621, statdp_1=0.137089, statdp_2=0.196324,
                            dpsniper_reg_seconds=363.9, statdp_1_seconds=27301.1),
-    "one_time_rappor": dict(dpsniper_reg=0.5978, dpsniper_mlp=0.5999, statdp_1=0.4706, statdp_2=0.0602,
+    "one_time_rappor": dict(dpsniper_reg=0.597778, dpsniper_mlp=0.599899, statdp_1=0.470635, statdp_2=0.060192,
                             dpsniper_reg_seconds=89.1, statdp_1_seconds=991.0),
-    "rappor": dict(dpsniper_reg=0.2930, dpsniper_mlp=0.3008, statdp_1=0.2416, statdp_2=0.0243,
+    "rappor": dict(dpsniper_reg=0.292985, dpsniper_mlp=0.300802, statdp_1=0.241583, statdp_2=0.024255,
                    dpsniper_reg_seconds=144.9, statdp_1_seconds=1177.6),
 }
 ANCHOR_NAMES = ("dpsniper_reg", "dpsniper_mlp", "statdp_1", "statdp_2")
+
+
+def _laplace_below(mean: float, t: float, scale: float) -> float:
+    """P[mean + Lap(scale) < t] for t <= mean."""
+    return 0.5 * math.exp(-(mean - t) / scale)
+
+
+def _exponential_argmax_is_first(x: list[float], scale: float) -> float:
+    """P[argmax(x + Exp(scale)) = 0] = int f(e) prod_j F(x_0 + e - x_j) de (one-sided noise: F(v) = 0 for v < 0)."""
+    from scipy import integrate
+
+    def integrand(e: float) -> float:
+        rest = np.clip(x[0] + e - np.asarray(x[1:], dtype=float), 0.0, None)
+        return math.exp(-e / scale) / scale * float(np.prod(1.0 - np.exp(-rest / scale)))
+
+    return integrate.quad(integrand, 0.0, math.inf, epsabs=1e-14, epsrel=1e-12)[0]
+
+
+#: The published event of the best anchor on each instance where the kit's matched bound is below it, as
+#: (anchor, its event, P[event] on its two inputs): exact where the output distribution has a closed form (the
+#: event, pair and post-processing from the anchor's log), else the anchor's own 200 M-run estimates (``p1``,
+#: ``p2`` in the log, themselves draws).
+ANCHOR_EVENTS: dict[str, tuple[str, str, float, float, str]] = {
+    "laplace": ("statdp_1", "output < -0.8341653 on [1] vs [0]", _laplace_below(1.0, -0.8341652871980578, 10.0),
+                _laplace_below(0.0, -0.8341652871980578, 10.0), "exact"),
+    "noisy_hist2": ("statdp_2", "output[0] < 0.9510248 on [1,1,1,1,1] vs [2,1,1,1,1]",
+                    _laplace_below(2.0, 0.9510247959663243, 0.1), _laplace_below(1.0, 0.9510247959663243, 0.1),
+                    "exact"),
+    "noisy_max2": ("statdp_2", "argmax = 0 on [1,1,1,1,1] vs [2,0,0,0,0]", 0.2,
+                   _exponential_argmax_is_first([2.0, 0.0, 0.0, 0.0, 0.0], 20.0), "exact"),
+    "svt1": ("dpsniper_reg", "its logistic-regression event on [0]*5+[1]*5 vs [1]*5+[0]*5", 0.00995683895196358,
+             0.01087348800683502, "the anchor's estimates"),
+    "svt4": ("statdp_2", "5 answers above the threshold on [1]*10 vs [2]*5+[0]*5", 0.01406084, 0.016729405,
+             "the anchor's estimates"),
+}
+
+
+def anchor_event_spread(trials: int = 200_000_000, confidence: float = 0.9, replicates: int = 20_000,
+                        seed: int = 0) -> dict[str, dict]:
+    """What the anchors' own published events give at ``trials`` runs per side, by the same bound (binomial
+    counts at the events' probabilities, :func:`dpfair_analysis.testing.bounds.epsilon_lower_bound`): the median
+    and 5-95% range of the bound over ``replicates`` replays, and the quantile of the published value in it. A
+    published lower bound is one draw of this spread; where it sits high, no tester reaches it reliably."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, (anchor, event, p_rare, p_common, source) in ANCHOR_EVENTS.items():
+        rare, common = rng.binomial(trials, p_rare, replicates), rng.binomial(trials, p_common, replicates)
+        bounds = np.asarray(epsilon_lower_bound(rare, trials, trials - common, trials, delta=0.0,
+                                                confidence=confidence))
+        published = ANCHORS[name][anchor]
+        out[name] = {"anchor": anchor, "event": event, "probabilities": [p_rare, p_common], "source": source,
+                     "log_ratio": math.log(p_common / p_rare), "published": published,
+                     "median": float(np.median(bounds)), "p5": float(np.quantile(bounds, 0.05)),
+                     "p95": float(np.quantile(bounds, 0.95)),
+                     "published_quantile": float(np.mean(bounds < published))}
+    return out
 #: The anchors' confidence (DP-Sniper's DDConfig: confidence=0.9), used by the matched part.
 ANCHOR_CONFIDENCE = 0.9
 PARTS = ("quick", "bound", "matched", "consistency")
@@ -141,6 +198,8 @@ def main(argv=None) -> int:
                    help="call the one-output form fn(data, rng) instead of the batched one (much slower)")
     p.add_argument("--smoke", action="store_true", help="the smoke test's run: smoke budget, 3 mechanisms, 2 seeds")
     p.add_argument("--out", type=Path, default=None, help=f"JSON output (default {DEFAULT_OUT}; _smoke with --smoke)")
+    p.add_argument("--spread", action="store_true",
+                   help="also replay the anchors' own events where the matched bound is below them (seconds)")
     p.add_argument("--table", type=Path, default=None, help="print the table of an earlier JSON and stop")
     p.add_argument("--update", type=Path, default=None,
                    help="an earlier JSON: replace only the parts run now (rows matched by mechanism), keep the rest, "
@@ -202,6 +261,9 @@ def main(argv=None) -> int:
     payload = {"settings": settings, "rows": rows}
     if args.update is not None:
         payload = merge(json.loads(args.update.read_text()), payload, parts)
+    if args.spread:
+        payload["anchor_spread"] = anchor_event_spread(trials=matched_trials, replicates=2_000 if args.smoke
+                                                       else 20_000)
     write_atomically(out, lambda tmp: tmp.write_text(json.dumps(payload, indent=1, default=_json)))
     print_table(payload)
     print(f"wrote {out}")
@@ -217,10 +279,16 @@ def merge(earlier: dict, now: dict, parts: list[str]) -> dict:
         for part in parts:
             if part in row:
                 target[part] = row[part]
+    for row in rows.values():  # every row judged against the anchors as this script lists them
+        row["anchors"], row["best_anchor"] = ANCHORS.get(row["mechanism"], {}), best_anchor(row["mechanism"])
+        for part in ("bound", "matched"):
+            if part in row and row["best_anchor"] is not None:
+                row[part]["at_least_best_anchor"] = bool(row[part]["epsilon_lower"] >= row["best_anchor"])
     runs = earlier["settings"].get("runs", {part: earlier["settings"] for part in earlier["settings"]["parts"]})
     runs.update({part: now["settings"] for part in parts})
     settings = {**earlier["settings"], "parts": sorted(set(earlier["settings"]["parts"]) | set(parts)), "runs": runs}
-    return {"settings": settings, "rows": list(rows.values())}
+    return {**{k: v for k, v in earlier.items() if k not in ("settings", "rows")}, "settings": settings,
+            "rows": list(rows.values())}
 
 
 def _json(value):
@@ -259,6 +327,12 @@ def print_table(payload: dict) -> None:
               f"{_f(q and q['seconds'], 1):>6} {_f(b and b['epsilon_lower']):>9} {_f(m and m['epsilon_lower']):>9} "
               f"{_f(sniper):>9} {_f(statdp):>7} {_at_least(m or b):>7} "
               f"{(str(c['consistent']) + '/' + str(c['seeds'])) if c else '-':>10}")
+    if payload.get("anchor_spread"):
+        print("\nthe anchors' own events replayed (bound at the matched part's runs and confidence):")
+        print(f"{'mechanism':<14} {'anchor':<13} {'published':>10} {'median':>9} {'5-95%':>19} {'quantile':>8}")
+        for name, e in payload["anchor_spread"].items():
+            print(f"{name:<14} {e['anchor']:<13} {e['published']:>10.6f} {e['median']:>9.6f} "
+                  f"{e['p5']:>9.6f}-{e['p95']:<9.6f} {e['published_quantile']:>8.2f}")
 
 
 def _at_least(part: dict | None) -> str:

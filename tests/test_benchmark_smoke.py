@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,8 +142,8 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
     script = ROOT / "benchmarks" / "privacy_testing.py"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "privacy.json"
-    res = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)], check=False, capture_output=True,
-                         text=True, env=env, cwd=tmp_path, timeout=600)
+    res = subprocess.run([sys.executable, str(script), "--smoke", "--spread", "--out", str(out)], check=False,
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     payload = json.loads(out.read_text())
     rows = {r["mechanism"]: r for r in payload["rows"]}
@@ -153,7 +154,23 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
         assert row["matched"]["at_least_best_anchor"] == (row["matched"]["epsilon_lower"] >= row["best_anchor"])
     assert payload["settings"]["matched_confidence"] == 0.9 and payload["settings"]["matched_budget"]["min_event"] > 0
     assert rows["noisy_hist2"]["quick"]["caught"] and rows["laplace"]["consistency"]["seeds"] == 2
-    assert "wrote" in res.stdout
+    spread = payload["anchor_spread"]
+    assert set(spread) == {"laplace", "noisy_hist2", "noisy_max2", "svt1", "svt4"}
+    assert all(e["p5"] <= e["median"] <= e["p95"] and 0 <= e["published_quantile"] <= 1 for e in spread.values())
+    assert "wrote" in res.stdout and "own events replayed" in res.stdout
+
+
+def test_the_anchor_events_exact_probabilities_match_the_reference_mechanisms_runs():
+    """The closed forms the anchors' replay uses, against 2 M runs of the zoo's own mechanisms (4.5 standard
+    errors): StatDP's Laplace event and ReportNoisyMax2's "argmax = 0" on [2, 0, 0, 0, 0]."""
+    from dpfair_analysis.testing.zoo import catalogue
+
+    events, zoo, n = benchmark("privacy_testing").ANCHOR_EVENTS, catalogue(), 2_000_000
+    rng = np.random.default_rng(0)
+    laplace = zoo["laplace"].batched()(np.array([1.0]), rng, n).reshape(n, -1)[:, 0] < -0.8341652871980578
+    argmax = zoo["noisy_max2"].batched()(np.array([2.0, 0, 0, 0, 0]), rng, n).reshape(n, -1)[:, 0] == 0
+    for hits, p in ((laplace, events["laplace"][2]), (argmax, events["noisy_max2"][3])):
+        assert abs(hits.mean() - p) < 4.5 * math.sqrt(p * (1 - p) / n)
 
 
 def test_diagnose_cost_benchmark_quick_times_the_diagnosis_against_a_run(tmp_path):

@@ -251,3 +251,19 @@ def test_the_held_out_ranking_prefers_a_sure_common_event_to_an_equally_strong_n
         rare_side = min(result.witness["false_positives"], result.witness["false_negatives"])
         assert rare_side > 0.25 * result.evaluation_trials, result.witness
         assert 0.095 < result.epsilon_lower <= 0.1
+
+
+def test_the_increments_statistic_refutes_an_understated_prefix_sum_claim_the_other_statistics_miss():
+    # PrefixSum releases cumsum(x + Lap(10)) over 10 entries: 1-DP when every entry moves by 1, and its strongest
+    # events bound every increment at once ("all increments < 0" on ones vs zeros: probabilities (0.5 e^-0.1)^10
+    # and 0.5^10, ratio e^1). Claimed at 0.6, it is refuted with the increments' statistics (0.72-0.90 on seeds
+    # 0-3 at these sizes) and not without (0.42-0.46: no coordinate, projection, histogram or linear score)
+    z = ZOO["prefix_sum"]
+    pair = (np.ones(10), np.zeros(10))
+    base = Budget("t", screen=1_000, select=600_000, evaluate=400_000, top=1, max_pairs=1, batch_factors=(1, 1, 1))
+    without = audit(z.batched(), 0.6, relation=z.relation, pairs=pair, budget=base, batched=True, seed=0)
+    with_ = audit(z.batched(), 0.6, relation=z.relation, pairs=pair, budget=replace(base, increments=True),
+                  batched=True, seed=0)
+    assert without.consistent and without.epsilon_lower < 0.5, without.witness["statistic"]
+    assert not with_.consistent and 0.6 < with_.epsilon_lower <= 1.0
+    assert "increment" in with_.witness["statistic"]

@@ -1,0 +1,31 @@
+"""Threshold statistics: the increments' projections recover a running total's increments."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from dpfair_analysis.testing.scores import Projection, threshold_family
+
+increments = st.integers(2, 12).flatmap(lambda d: arrays(
+    np.float64, st.tuples(st.integers(1, 20), st.just(d)),
+    elements=st.one_of(st.sampled_from([0.0, -1.0, 1.0]), st.floats(-1e6, 1e6))))  # signed, tied, large
+
+
+@settings(max_examples=60, deadline=None)
+@given(increments)
+def test_the_increments_of_a_running_total_are_read_back_exactly(x):
+    totals = np.cumsum(x, axis=1)                    # what a prefix-sum mechanism releases
+    scores = {(m.which, m.sign): m.fit(None, None, None).score
+              for m in threshold_family(x.shape[1], increments=True) if "increment" in str(m.which)}
+    assert set(scores) == {("max increment", 1.0), ("max increment", -1.0),
+                           ("min increment", 1.0), ("min increment", -1.0)}
+    tolerance = 1e-9 * (1 + np.abs(totals).max())    # cumsum then diff rounds at the totals' scale
+    np.testing.assert_allclose(scores["max increment", 1.0](totals), x.max(axis=1), atol=tolerance, rtol=0)
+    np.testing.assert_allclose(scores["min increment", -1.0](totals), -x.min(axis=1), atol=tolerance, rtol=0)
+
+
+def test_increments_are_offered_for_vector_outputs_only_and_only_when_asked():
+    assert threshold_family(1, increments=True) == threshold_family(1) == [Projection(0, 1.0), Projection(0, -1.0)]
+    plain, more = threshold_family(5), threshold_family(5, increments=True)
+    assert more[:len(plain)] == plain and len(more) == len(plain) + 4

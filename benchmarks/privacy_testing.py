@@ -120,11 +120,31 @@ def _exponential_argmax_is_first(x: list[float], scale: float) -> float:
     return integrate.quad(integrand, 0.0, math.inf, epsabs=1e-14, epsrel=1e-12)[0]
 
 
+def _svt_first_above_at(x: list[float], k: int, *, threshold_scale: float, query_scale: float,
+                        threshold: float) -> float:
+    """P[an SVT with cutoff 1 answers "above" first at query k] = E_rho[prod_(i<k) F(T + rho - x_i)
+    (1 - F(T + rho - x_k))], F the CDF of Lap(query_scale), rho ~ Lap(threshold_scale)."""
+    from scipy import integrate
+
+    def laplace_cdf(v: np.ndarray) -> np.ndarray:
+        return np.where(v < 0, 0.5 * np.exp(np.minimum(v, 0) / query_scale),
+                        1 - 0.5 * np.exp(-np.maximum(v, 0) / query_scale))
+
+    values = np.asarray(x, dtype=float)
+
+    def integrand(rho: float) -> float:
+        density = math.exp(-abs(rho) / threshold_scale) / (2 * threshold_scale)
+        gap = threshold + rho - values
+        return density * float(np.prod(laplace_cdf(gap[:k]))) * float(1 - laplace_cdf(gap[k:k + 1])[0])
+
+    return integrate.quad(integrand, -math.inf, math.inf, epsabs=1e-15, epsrel=1e-11, limit=500)[0]
+
+
 #: Events to replay where the kit's matched bound is below the best anchor: the best anchor's published event (its
-#: pair, post-processing and event from its log) and, where the output distribution has a closed form, the
-#: mechanism's best event (the largest event of the largest ratio), as (mechanism, event, P[event] on the input
-#: where it is rarer, on the other, source of the probabilities): exact from the closed forms, else the
-#: anchor's own 200 M-run estimates (``p1``, ``p2`` in its log, themselves draws).
+#: pair, post-processing and event from its log), the mechanism's best event (the largest event of the largest
+#: ratio) where it is plain, and the event the kit chose, as (mechanism, event, P[event] on the input where it is
+#: rarer, on the other, source of the probabilities): exact from the closed forms, else the anchor's own 200 M-run
+#: estimates (``p1``, ``p2`` in its log, themselves draws).
 ANCHOR_EVENTS: dict[str, tuple[str, str, float, float, str]] = {
     "laplace, StatDP's event": ("laplace", "output < -0.8341653 on [1] vs [0]",
                                 _laplace_below(1.0, -0.8341652871980578, 10.0),
@@ -140,8 +160,21 @@ ANCHOR_EVENTS: dict[str, tuple[str, str, float, float, str]] = {
                                    _exponential_argmax_is_first([2.0, 0.0, 0.0, 0.0, 0.0], 20.0), "exact"),
     "svt1, DP-Sniper's event": ("svt1", "its logistic-regression event on [0]*5+[1]*5 vs [1]*5+[0]*5",
                                 0.00995683895196358, 0.01087348800683502, "the anchor's estimates"),
-    "svt4, StatDP's event": ("svt4", "5 answers above the threshold on [1]*10 vs [2]*5+[0]*5", 0.01406084,
-                             0.016729405, "the anchor's estimates"),
+    "svt1, the kit's event": ("svt1", "first 'above' at query 6 (output[5] = 1) on [1]*5+[0]*5 vs [0]*5+[1]*5",
+                              _svt_first_above_at([1] * 5 + [0] * 5, 5, threshold_scale=20.0, query_scale=40.0,
+                                                  threshold=0.5),
+                              _svt_first_above_at([0] * 5 + [1] * 5, 5, threshold_scale=20.0, query_scale=40.0,
+                                                  threshold=0.5), "exact"),
+    "svt4, StatDP's event": ("svt4", "first 'above' at query 6 (CountPP(False) = 5) on [1]*10 vs [2]*5+[0]*5",
+                             _svt_first_above_at([2] * 5 + [0] * 5, 5, threshold_scale=40.0, query_scale=40 / 3,
+                                                 threshold=1.0),
+                             _svt_first_above_at([1] * 10, 5, threshold_scale=40.0, query_scale=40 / 3,
+                                                 threshold=1.0), "exact"),
+    "svt4, the kit's event": ("svt4", "first 'above' at query 6 (output[5] = 1) on [1]*5+[0]*5 vs [0]*5+[1]*5",
+                              _svt_first_above_at([1] * 5 + [0] * 5, 5, threshold_scale=40.0, query_scale=40 / 3,
+                                                  threshold=1.0),
+                              _svt_first_above_at([0] * 5 + [1] * 5, 5, threshold_scale=40.0, query_scale=40 / 3,
+                                                  threshold=1.0), "exact"),
 }
 
 
@@ -335,7 +368,8 @@ def print_table(payload: dict) -> None:
               f"{_f(sniper):>9} {_f(statdp):>7} {_at_least(m or b):>7} "
               f"{(str(c['consistent']) + '/' + str(c['seeds'])) if c else '-':>10}")
     if payload.get("anchor_spread"):
-        print("\nthe anchors' own events and the best ones replayed (bound at the matched part's runs and confidence):")
+        print("\nthe anchors' own events, the best ones and the kit's replayed "
+              "(bound at the matched part's runs and confidence):")
         print(f"{'event':<30} {'published':>10} {'median':>9} {'5-95%':>19} {'quantile':>8}")
         for label, e in payload["anchor_spread"].items():
             print(f"{label:<30} {e['published']:>10.6f} {e['median']:>9.6f} "

@@ -157,19 +157,22 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
     spread = payload["anchor_spread"]
     assert {e["mechanism"] for e in spread.values()} == {"laplace", "noisy_hist2", "noisy_max2", "svt1", "svt4"}
     assert all(e["p5"] <= e["median"] <= e["p95"] and 0 <= e["published_quantile"] <= 1 for e in spread.values())
-    assert "wrote" in res.stdout and "own events and the best ones replayed" in res.stdout
+    assert "wrote" in res.stdout and "own events, the best ones and the kit's replayed" in res.stdout
 
 
 def test_the_anchor_events_exact_probabilities_match_the_reference_mechanisms_runs():
     """The closed forms the anchors' replay uses, against 2 M runs of the zoo's own mechanisms (4.5 standard
-    errors): StatDP's Laplace event and ReportNoisyMax2's "argmax = 0" on [2, 0, 0, 0, 0]."""
+    errors): StatDP's Laplace event, ReportNoisyMax2's "argmax = 0" on [2, 0, 0, 0, 0] and SVT4's first "above"
+    at query 6 on [1] * 10."""
     from dpfair_analysis.testing.zoo import catalogue
 
     events, zoo, n = benchmark("privacy_testing").ANCHOR_EVENTS, catalogue(), 2_000_000
     rng = np.random.default_rng(0)
     laplace = zoo["laplace"].batched()(np.array([1.0]), rng, n).reshape(n, -1)[:, 0] < -0.8341652871980578
     argmax = zoo["noisy_max2"].batched()(np.array([2.0, 0, 0, 0, 0]), rng, n).reshape(n, -1)[:, 0] == 0
-    for hits, p in ((laplace, events["laplace, StatDP's event"][2]), (argmax, events["noisy_max2, StatDP's event"][3])):
+    svt4 = zoo["svt4"].batched()(np.ones(10), rng, n)[:, 5] == 1
+    for hits, p in ((laplace, events["laplace, StatDP's event"][2]), (argmax, events["noisy_max2, StatDP's event"][3]),
+                    (svt4, events["svt4, StatDP's event"][3])):
         assert abs(hits.mean() - p) < 4.5 * math.sqrt(p * (1 - p) / n)
 
 

@@ -193,6 +193,7 @@ def anchor_event_spread(trials: int = 200_000_000, confidence: float = 0.9, repl
                                                 confidence=confidence))
         published = best_anchor(mechanism)
         out[label] = {"mechanism": mechanism, "event": event, "probabilities": [p_rare, p_common], "source": source,
+                      "trials": trials, "confidence": confidence, "delta": 0.0, "replicates": replicates, "seed": seed,
                       "log_ratio": math.log(p_common / p_rare), "published": published,
                       "median": float(np.median(bounds)), "p5": float(np.quantile(bounds, 0.05)),
                       "p95": float(np.quantile(bounds, 0.95)),

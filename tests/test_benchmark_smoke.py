@@ -157,6 +157,7 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
     spread = payload["anchor_spread"]
     assert {e["mechanism"] for e in spread.values()} == {"laplace", "noisy_hist2", "noisy_max2", "svt1", "svt4"}
     assert all(e["p5"] <= e["median"] <= e["p95"] and 0 <= e["published_quantile"] <= 1 for e in spread.values())
+    assert all(e["trials"] == 20_000 and e["confidence"] == 0.9 and e["delta"] == 0.0 for e in spread.values())
     assert "wrote" in res.stdout and "own events, the best ones and the kit's replayed" in res.stdout
 
 

@@ -75,6 +75,7 @@ _INCREMENT_PROJECTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "max increment": lambda o: np.diff(o, axis=1, prepend=0.0).max(axis=1),
     "min increment": lambda o: np.diff(o, axis=1, prepend=0.0).min(axis=1),
 }
+_ALL_PROJECTIONS = {**_PROJECTIONS, **_INCREMENT_PROJECTIONS}
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class Projection(Statistic):
         sign, which = self.sign, self.which
         prefix = "" if sign > 0 else "-"
         if isinstance(which, str):
-            project = {**_PROJECTIONS, **_INCREMENT_PROJECTIONS}[which]
+            project = _ALL_PROJECTIONS[which]
             return Fitted(f"{prefix}{which}(output)", lambda o: sign * project(o), self.kind)
         return Fitted(f"{prefix}output[{which}]", lambda o: sign * o[:, which], self.kind)
 

@@ -146,7 +146,8 @@ def read_header(archive: zipfile.ZipFile) -> dict:
     if HEADER not in names:
         raise ValueError(f"no {HEADER}")
     header = json.loads(archive.read(HEADER))
-    if not isinstance(header, dict) or header.get("format") != FORMAT or not {"key", "fingerprint", "value"} <= set(header):
+    if (not isinstance(header, dict) or header.get("format") != FORMAT
+            or not {"key", "fingerprint", "value"} <= set(header)):
         raise ValueError(f"{HEADER} is not a format-{FORMAT} entry header")
     return header
 

@@ -248,7 +248,8 @@ def test_an_entry_others_could_have_written_is_not_served(tmp_path):
 def test_an_old_pickle_entry_is_never_unpickled_and_is_said_once(tmp_path):
     marker = tmp_path / "ran"
     for key in ("k", "k2"):  # well-formed pickles of the earlier format, private, of this user
-        (tmp_path / f"{key}.pkl").write_bytes(pickle.dumps({"fingerprint": code_fingerprint(), "value": _Touch(marker)}))
+        entry = {"fingerprint": code_fingerprint(), "value": _Touch(marker)}
+        (tmp_path / f"{key}.pkl").write_bytes(pickle.dumps(entry))
         (tmp_path / f"{key}.pkl").chmod(0o600)
     cache = RunCache(tmp_path)
     with pytest.warns(CacheWarning, match=r"earlier version \(\*\.pkl") as caught:

@@ -130,6 +130,10 @@ SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pai
 BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL, "thorough": THOROUGH}
 #: Statistics per pair carried from screening into selection.
 KEPT_STATISTICS = 6
+#: A selected event and its complement must each hold on at least this many of the pooled selection runs of the
+#: two sides (:func:`~dpfair_analysis.testing.bounds.choose_threshold`'s ``min_count``): an event that (almost)
+#: every run satisfies, or none, separates nothing and certifies epsilon >= 0 whatever the mechanism.
+MIN_SEPARATING = 5
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,15 @@ class AuditResult:
     statistics that did not apply to the outputs (on some pair), each with its reason (a constant
     coordinate, a continuous output for the discrete histogram, ...); when every statistic was skipped
     there is no test: ``epsilon_lower`` = 0, ``evaluation_trials`` = 0 and no power.
+
+    ``certifiable_epsilon``: the largest epsilon_lower these evaluation runs could give at this confidence,
+    the bound at zero false positives and zero false negatives (Clopper-Pearson upper limits
+    p_u = 1 - (alpha/4)^(1/N) of both error rates at N runs per side, alpha = 1 - confidence:
+    log((1 - delta - p_u) / p_u)); 0 when nothing was evaluated. ``no_power``: None when the audit could
+    have shown a violation, else why not -- no test separates the two sides (every event the statistics
+    offer is held by (almost) all or none of the selection runs, :data:`MIN_SEPARATING`), the selection
+    forecast no bound above 0 for any test and the evaluation found none, or the claim is at or above
+    ``certifiable_epsilon``. A result with ``no_power`` set says nothing about the mechanism.
     """
 
     epsilon_lower: float
@@ -163,14 +176,19 @@ class AuditResult:
     seed: int
     power: dict[str, Any] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    certifiable_epsilon: float = 0.0
+    no_power: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return jsonable(asdict(self))
 
     def summary(self) -> dict[str, Any]:
-        """The six fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds."""
+        """The fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds,
+        certifiable_epsilon and no_power."""
         full = self.as_dict()
-        return {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        summary = {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        summary.update({k: full[k] for k in ("certifiable_epsilon", "no_power")})  # what the audit could show
+        return summary
 
 
 # ============================================================================ candidates
@@ -321,7 +339,7 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
         for threshold_level, min_event in rules:
             threshold, _ = choose_threshold(picked0, picked1, delta=delta, confidence=confidence,
                                             evaluation_trials=plan.evaluate, ranking_level=threshold_level,
-                                            min_event=min_event)
+                                            min_event=min_event, min_count=MIN_SEPARATING)
             if math.isnan(threshold):
                 continue
             found = True
@@ -330,7 +348,9 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
                                                 delta=delta, confidence=confidence, level=level))
             scored.append(_Choice(index, statistic, fitted, threshold, criterion))
         if not found:
-            skipped.setdefault(fitted.name, "no threshold qualifies on the selection runs")
+            skipped.setdefault(fitted.name, f"no threshold qualifies on the selection runs (every event of it holds "
+                                            f"on all but < {MIN_SEPARATING} or on < {MIN_SEPARATING} of them: it "
+                                            f"separates nothing)")
     return sorted(scored, key=lambda c: -c.selection_epsilon)
 
 
@@ -491,29 +511,46 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
     pair = candidates[best.index]
     test = _evaluate(runner, pair, plan.evaluate, final_seeds, best, delta=delta, confidence=confidence)
     runs += 2 * plan.evaluate
+    certifiable = largest_certifiable_epsilon(plan.evaluate, delta=delta, confidence=confidence)
     return AuditResult(
         epsilon_lower=test.epsilon_lower, confidence=confidence, consistent=bool(test.epsilon_lower <= epsilon),
         epsilon_claimed=epsilon, delta=delta, relation=relation.describe(),
         witness=_witness(relation, pair, best, test), trials=runs, evaluation_trials=plan.evaluate,
         seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
-        power=_power(plan.evaluate, epsilon=epsilon, delta=delta, confidence=confidence), skipped=dict(skipped))
+        power=_power(plan.evaluate, epsilon=epsilon, delta=delta, confidence=confidence), skipped=dict(skipped),
+        certifiable_epsilon=certifiable, no_power=_no_power(best, test, epsilon=epsilon, certifiable=certifiable,
+                                                            tests=len(choices)))
+
+
+def _no_power(best: _Choice, test: ThresholdTest, *, epsilon: float, certifiable: float, tests: int) -> str | None:
+    """Why an evaluated audit could not have shown a violation, or None (see :class:`AuditResult`)."""
+    if certifiable <= epsilon:
+        return (f"the claim {epsilon:g} is at or above the largest epsilon these evaluation runs can certify "
+                f"({certifiable:.4g}): no result of this audit could refute it (raise the budget or trials)")
+    if test.epsilon_lower <= 0 and best.selection_epsilon <= 0:
+        return (f"no test has power: none of the {tests} non-degenerate tests the selection scored forecast a "
+                f"bound above 0, and the best of them ({_event(best.fitted, best.threshold)}) found none on the "
+                f"evaluation runs; epsilon_lower = 0 says nothing about the mechanism (raise the budget, give "
+                f"a witness pair if you know one, or a statistic of your own)")
+    return None
 
 
 def _untestable(relation: Relation, candidates: list[tuple[Any, Any]], skipped: dict[str, str], *, epsilon: float,
                 delta: float, confidence: float, runs: int, plan: Budget, seed: int, start: float) -> AuditResult:
-    """The result when every statistic was skipped on every pair (e.g. an output that never changes): no test,
+    """The result when no statistic gave a non-degenerate test on any pair (e.g. an output that never changes): no test,
     so epsilon_lower = 0 (true of every mechanism) and no power: nothing is evaluated, no claim can be refuted."""
     pair = candidates[0]
     witness = {"pair": 0, "data": _compact(pair[0]), "neighbour": _compact(pair[1]),
                "change": relation.check(*pair).as_dict(), "statistic": None, "statistic_kind": None,
-               "event": "none: every statistic was skipped (see skipped)", "threshold": math.nan,
+               "event": "none: no statistic gave a non-degenerate test (see skipped)", "threshold": math.nan,
                "false_positives": 0, "false_negatives": 0, "selection_epsilon": math.nan}
-    power = {"largest_certifiable_epsilon": 0.0, "can_refute_claim": False,
-             "reason": "no statistic applies to the outputs: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())}
+    reason = ("no test: no statistic applies to the outputs or gives a non-degenerate event: "
+              + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
+    power = {"largest_certifiable_epsilon": 0.0, "can_refute_claim": False, "reason": reason}
     return AuditResult(epsilon_lower=0.0, confidence=confidence, consistent=True, epsilon_claimed=epsilon,
                        delta=delta, relation=relation.describe(), witness=witness, trials=runs, evaluation_trials=0,
                        seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
-                       power=power, skipped=dict(skipped))
+                       power=power, skipped=dict(skipped), certifiable_epsilon=0.0, no_power=reason)
 
 
 def _power(trials: int, *, epsilon: float, delta: float, confidence: float) -> dict[str, Any]:

@@ -172,7 +172,8 @@ def _scores(values: Any, name: str, minimum: int) -> np.ndarray:
 
 def choose_threshold(scores_without: Any, scores_with: Any, *, delta: float,
                      confidence: float = DEFAULT_CONFIDENCE, evaluation_trials: int | None = None,
-                     ranking_level: float = 0.8, min_event: float = 0.0) -> tuple[float, float]:
+                     ranking_level: float = 0.8, min_event: float = 0.0,
+                     min_count: int = 0) -> tuple[float, float]:
     """The threshold t (guess D' iff score > t) that maximises a bound on these scores.
 
     The candidates are the scores themselves (the bound log((1-delta-FNR)/FPR) is largest at a
@@ -200,13 +201,23 @@ def choose_threshold(scores_without: Any, scores_with: Any, *, delta: float,
         in the bound's denominator: DP-Sniper's c, Bichsel et al. 2021, Sec. V); when none
         qualifies (a statistic with only rare events), (nan, -inf). Rare events have noisy rates,
         and a search over them mostly finds luck.
+    min_count : int
+        m >= 0: only *non-degenerate* thresholds, whose event "score > t" and its complement each hold on at
+        least m of the pooled runs of both sides (k0 + k1 >= m and (n0 - k0) + (n1 - k1) >= m, k the runs
+        above t). An event that (almost) every run of both sides satisfies, or none does -- a threshold
+        below the smallest score -- separates nothing: its bound is 0 whatever the mechanism, and choosing
+        it only hides that no test has power. When no threshold qualifies (a score that is constant on
+        these runs), (nan, -inf).
     """
     delta = check_delta_or_zero(delta)
     if not (isinstance(min_event, (int, float)) and 0.0 <= min_event < 0.5):
         raise ValueError(f"min_event must be a number in [0, 0.5), got {min_event!r}")
+    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 0:
+        raise ValueError(f"min_count must be an integer >= 0, got {min_count!r}")
     return _choose_on_sorted(np.sort(_scores(scores_without, "scores_without", 2)),
                              np.sort(_scores(scores_with, "scores_with", 2)), delta=delta, confidence=confidence,
-                             evaluation_trials=evaluation_trials, ranking_level=ranking_level, min_event=min_event)
+                             evaluation_trials=evaluation_trials, ranking_level=ranking_level, min_event=min_event,
+                             min_count=int(min_count))
 
 
 @dataclass(frozen=True)
@@ -281,7 +292,7 @@ def threshold_test(scores_without: Any, scores_with: Any, *, delta: float, confi
 
 def _choose_on_sorted(sel0: np.ndarray, sel1: np.ndarray, *, delta: float, confidence: float,
                       evaluation_trials: int | None = None, ranking_level: float = 0.8,
-                      min_event: float = 0.0) -> tuple[float, float]:
+                      min_event: float = 0.0, min_count: int = 0) -> tuple[float, float]:
     # the projected criterion (an audit's search) tries fewer tail counts: it runs for many statistics
     head, tail = (200, 200) if evaluation_trials is None else (50, 120)
     candidates = np.unique(np.concatenate([
@@ -295,6 +306,13 @@ def _choose_on_sorted(sel0: np.ndarray, sel1: np.ndarray, *, delta: float, confi
         if not common.any():
             return math.nan, -math.inf
         candidates = candidates[common]
+    if min_count > 0:
+        above = (len(sel0) - np.searchsorted(sel0, candidates, side="right")
+                 + len(sel1) - np.searchsorted(sel1, candidates, side="right"))
+        separating = (above >= min_count) & (len(sel0) + len(sel1) - above >= min_count)
+        if not separating.any():
+            return math.nan, -math.inf
+        candidates = candidates[separating]
     if evaluation_trials is None:
         eps, _, _ = _bounds_at(candidates, sel0, sel1, delta=delta, confidence=confidence)
     else:

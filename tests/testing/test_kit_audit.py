@@ -164,7 +164,8 @@ def test_bad_arguments_name_themselves(kwargs, error, match):
 
 def test_result_json_and_summary_fields():
     result = audit(laplace(1.0), 1.0, relation="queries", data=np.zeros(2), batched=True, budget=SMALL)
-    assert set(result.summary()) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds"}
+    assert set(result.summary()) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds",
+                                     "certifiable_epsilon", "no_power"}
     assert result.trials > 2 * result.evaluation_trials and math.isfinite(result.seconds)
 
 

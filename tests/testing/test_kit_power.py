@@ -1,0 +1,64 @@
+"""Power on plain functions: no degenerate test, and a result that says when it has no power (issue 48.1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpfair_analysis.testing import audit
+from dpfair_analysis.testing.auditing import Budget
+from dpfair_analysis.testing.bounds import choose_threshold, largest_certifiable_epsilon
+
+TINY = Budget("tiny", screen=300, select=1_500, evaluate=2_000, top=2, max_pairs=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(20, 300), p0=st.floats(0, 1), p1=st.floats(0, 1), m=st.integers(1, 8),
+       seed=st.integers(0, 2**16), projected=st.booleans())
+def test_choose_threshold_with_min_count_never_returns_a_degenerate_event(n, p0, p1, m, seed, projected):
+    # two-valued scores (an SVT answer): the only events are "all", "the ones" and "none"
+    rng = np.random.default_rng(seed)
+    a, b = (rng.random(n) < p0).astype(float), (rng.random(n) < p1).astype(float)
+    t, criterion = choose_threshold(a, b, delta=0.0, min_count=m, evaluation_trials=10**5 if projected else None)
+    if np.isnan(t):
+        assert criterion == -np.inf
+        ones = int(a.sum() + b.sum())
+        assert ones < m or 2 * n - ones < m  # no cut leaves m runs on both of its sides
+    else:
+        above = int(np.count_nonzero(a > t) + np.count_nonzero(b > t))
+        assert m <= above <= 2 * n - m
+
+
+def test_min_count_is_checked():
+    with pytest.raises(ValueError, match="min_count"):
+        choose_threshold(np.arange(5.0), np.arange(5.0), delta=0.0, min_count=-1)
+
+
+def coin(data, rng):
+    """Ignores its data: every test has ratio 1, so no test has power and the audit must say so."""
+    return np.array([float(rng.random() < 0.5), float(rng.random() < 0.5)])
+
+
+def test_an_audit_without_power_says_so_instead_of_choosing_an_event_every_run_satisfies():
+    result = audit(coin, 0.1, relation="queries", pairs=(np.zeros(2), np.ones(2)), budget=TINY, seed=1)
+    w = result.witness
+    assert 0 < w["false_positives"] < result.evaluation_trials  # not "output[0] > -4.9e-324"
+    assert 0 < w["false_negatives"] < result.evaluation_trials
+    assert result.consistent and result.no_power and "no test has power" in result.no_power
+    assert result.certifiable_epsilon == pytest.approx(largest_certifiable_epsilon(2_000, delta=0.0))
+    assert {"certifiable_epsilon", "no_power"} <= set(result.summary())
+
+
+def test_a_constant_output_has_no_test_and_no_power():
+    result = audit(lambda data, rng: np.zeros(3) + 0 * rng.random(), 0.1, relation="queries",
+                   pairs=(np.zeros(2), np.ones(2)), budget=TINY)
+    assert result.evaluation_trials == 0 and result.certifiable_epsilon == 0.0
+    assert result.no_power.startswith("no test")
+
+
+def test_a_claim_above_what_the_runs_can_certify_has_no_power():
+    result = audit(coin, 50.0, relation="queries", pairs=(np.zeros(2), np.ones(2)), budget=TINY)
+    assert result.certifiable_epsilon < 50
+    assert "at or above the largest epsilon" in result.no_power

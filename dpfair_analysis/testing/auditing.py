@@ -100,7 +100,13 @@ class Budget:
     rank every candidate alike, each with its rates at the same pessimistic level. ``increments`` adds the
     largest and smallest increment of a vector output to the threshold statistics
     (:func:`~dpfair_analysis.testing.scores.threshold_family`: a running total's strongest events); on in
-    :data:`THOROUGH`, off in the other budgets, whose verdicts and run times it would change."""
+    :data:`THOROUGH`, off in the other budgets, whose verdicts and run times it would change.
+
+    ``escalate`` = k > 1 (an unbatched mechanism only; a batched one already gets ``batch_factors``): when the
+    selection forecasts a refutation -- the winner's held-out error rates, as counted, projected to k x
+    ``evaluate`` runs give a bound above the claim -- the evaluation runs k x ``evaluate`` per side
+    (:func:`_evaluation_size`). The size is a function of the selection runs only, so the evaluation stays one
+    test of a fixed size on fresh runs and its confidence holds as before."""
 
     name: str
     screen: int
@@ -112,15 +118,17 @@ class Budget:
     min_event: float = 0.0
     event_level: float = 0.5
     increments: bool = False
+    escalate: int = 1
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
         return replace(self, screen=self.screen * f[0], select=self.select * f[1], evaluate=self.evaluate * f[2],
-                       batch_factors=(1, 1, 1))
+                       batch_factors=(1, 1, 1), escalate=1 if batched else self.escalate)
 
 
-QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16)
-FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40))
+QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16, escalate=2)
+FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40),
+              escalate=4)
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
@@ -289,6 +297,15 @@ class _Choice:
     fitted: Fitted
     threshold: float
     selection_epsilon: float
+    #: The same forecast with the held-out rates as counted (level 0.5): breaks ties among tests whose pessimistic
+    #: forecast is 0 (weak events on few runs: a plain function's sparse vector), and sizes the evaluation.
+    counted_epsilon: float = 0.0
+    #: Held-out counts (false positives, runs on D, false negatives, runs on D') behind the two forecasts.
+    held: tuple[int, int, int, int] = (0, 1, 0, 1)
+
+    @property
+    def rank(self) -> tuple[float, float]:
+        return self.selection_epsilon, self.counted_epsilon
 
 
 def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], index: int,
@@ -346,12 +363,15 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
             fp, fn = int(np.count_nonzero(held0 > threshold)), int(np.count_nonzero(held1 <= threshold))
             criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.evaluate,
                                                 delta=delta, confidence=confidence, level=level))
-            scored.append(_Choice(index, statistic, fitted, threshold, criterion))
+            counted = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.evaluate,
+                                              delta=delta, confidence=confidence, level=0.5))
+            scored.append(_Choice(index, statistic, fitted, threshold, criterion, counted,
+                                  (fp, len(valid0), fn, len(valid1))))
         if not found:
             skipped.setdefault(fitted.name, f"no threshold qualifies on the selection runs (every event of it holds "
                                             f"on all but < {MIN_SEPARATING} or on < {MIN_SEPARATING} of them: it "
                                             f"separates nothing)")
-    return sorted(scored, key=lambda c: -c.selection_epsilon)
+    return sorted(scored, key=lambda c: c.rank, reverse=True)
 
 
 def _event(fitted: Fitted, threshold: float) -> str:
@@ -497,7 +517,7 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         # 2. score those (and the learned one) on fresh, larger samples
         seeds = stage_seeds[0].spawn(len(candidates))
         screened = {i: score(i, plan.screen, seeds[i], every(kinds)) for i in range(len(candidates))}
-        ranked = sorted((c for c in screened.values() if c), key=lambda c: -c[0].selection_epsilon)[:plan.top]
+        ranked = sorted((c for c in screened.values() if c), key=lambda c: c[0].rank, reverse=True)[:plan.top]
         extra = statistic_family(tuple(k for k in kinds if k == "learned"), np.zeros((1, 1)), np.zeros((1, 1)))
         seeds = stage_seeds[1].spawn(len(ranked))
         choices = []
@@ -507,19 +527,33 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
     if not choices:
         return _untestable(relation, candidates, skipped, epsilon=epsilon, delta=delta, confidence=confidence,
                            runs=runs, plan=plan, seed=seed, start=start)
-    best = max(choices, key=lambda c: c.selection_epsilon)
+    best = max(choices, key=lambda c: c.rank)
     pair = candidates[best.index]
-    test = _evaluate(runner, pair, plan.evaluate, final_seeds, best, delta=delta, confidence=confidence)
-    runs += 2 * plan.evaluate
-    certifiable = largest_certifiable_epsilon(plan.evaluate, delta=delta, confidence=confidence)
+    evaluate = _evaluation_size(best, plan, epsilon=epsilon, delta=delta, confidence=confidence)
+    test = _evaluate(runner, pair, evaluate, final_seeds, best, delta=delta, confidence=confidence)
+    runs += 2 * evaluate
+    certifiable = largest_certifiable_epsilon(evaluate, delta=delta, confidence=confidence)
     return AuditResult(
         epsilon_lower=test.epsilon_lower, confidence=confidence, consistent=bool(test.epsilon_lower <= epsilon),
         epsilon_claimed=epsilon, delta=delta, relation=relation.describe(),
-        witness=_witness(relation, pair, best, test), trials=runs, evaluation_trials=plan.evaluate,
+        witness=_witness(relation, pair, best, test), trials=runs, evaluation_trials=evaluate,
         seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
-        power=_power(plan.evaluate, epsilon=epsilon, delta=delta, confidence=confidence), skipped=dict(skipped),
+        power=_power(evaluate, epsilon=epsilon, delta=delta, confidence=confidence), skipped=dict(skipped),
         certifiable_epsilon=certifiable, no_power=_no_power(best, test, epsilon=epsilon, certifiable=certifiable,
                                                             tests=len(choices)))
+
+
+def _evaluation_size(best: _Choice, plan: Budget, *, epsilon: float, delta: float, confidence: float) -> int:
+    """Evaluation runs per side: ``plan.escalate`` x ``plan.evaluate`` when the winner's held-out rates, as counted,
+    projected to that many runs forecast a bound above the claim (a refutation worth the runs), else
+    ``plan.evaluate``. A function of the selection runs only: conditionally on it the evaluation is one test of a
+    fixed size on fresh runs, so P[epsilon_lower > true epsilon] <= 1 - confidence still holds."""
+    if plan.escalate <= 1:
+        return plan.evaluate
+    most = plan.escalate * plan.evaluate
+    forecast = float(projected_epsilon(*best.held, evaluation_trials=most, delta=delta, confidence=confidence,
+                                       level=0.5))
+    return most if forecast > epsilon else plan.evaluate
 
 
 def _no_power(best: _Choice, test: ThresholdTest, *, epsilon: float, certifiable: float, tests: int) -> str | None:

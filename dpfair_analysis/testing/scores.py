@@ -21,6 +21,10 @@ family and keeps the best on selection runs (:func:`dpfair_analysis.testing.audi
 ``likelihood`` (white box)
     log p_D'(o) - log p_D(o) from the output densities the user gives
     (``log_density(outputs, data)``): the Neyman-Pearson statistic, the strongest there is.
+``pattern`` (black box, fitted)
+    for discrete pattern outputs such as a sparse vector's above/below sequence: the position of a
+    symbol's first occurrence, its count, prefix patterns, per-position ratios and released values given
+    the pattern (:mod:`dpfair_analysis.testing.patterns`).
 
 A :class:`Statistic` is fitted on runs of the two sides and returns a :class:`Fitted` score
 function; fitted and unfitted statistics alike are then thresholded on runs they were not
@@ -46,7 +50,7 @@ import numpy as np
 MAX_CATEGORIES = 256
 #: Most coordinates given a statistic of their own (beyond: the most different ones).
 MAX_COORDINATES = 32
-STATISTIC_KINDS = ("threshold", "histogram", "learned", "likelihood")
+STATISTIC_KINDS = ("threshold", "histogram", "learned", "likelihood", "pattern")
 
 
 @dataclass(frozen=True)
@@ -476,6 +480,10 @@ def statistic_family(kinds: tuple[str, ...], out0: np.ndarray, out1: np.ndarray,
         members += histogram_family(out0, out1)
     if "learned" in kinds:
         members.append(Learned())
+    if "pattern" in kinds:
+        from dpfair_analysis.testing.patterns import pattern_family  # it builds on this module
+
+        members += pattern_family(out0, out1)
     return members
 
 
@@ -490,7 +498,8 @@ def check_kinds(statistics: Any, *, log_density: Callable | None) -> tuple[str, 
         Whether the white-box statistic is possible.
     """
     if statistics == "auto":
-        kinds = ("threshold", "histogram", "learned") + (("likelihood",) if log_density is not None else ())
+        kinds = ("threshold", "histogram", "learned", "pattern") + (("likelihood",) if log_density is not None
+                                                                    else ())
         return kinds
     kinds = (statistics,) if isinstance(statistics, str) else tuple(statistics)
     unknown = [k for k in kinds if k not in STATISTIC_KINDS]

@@ -1,0 +1,309 @@
+"""Statistics of discrete pattern outputs: a sparse vector's above/below sequence, possibly with released values.
+
+A sparse-vector mechanism (Lyu, Su & Li, VLDB 2017) answers a sequence of queries with a pattern -- above (⊤),
+below (⊥), not answered after the cutoff -- and some variants release the noisy answer in place of ⊤. Its
+privacy loss lives in the pattern's *shape*: where the first ⊤ falls, how many there are, which prefix the
+answers take; the generic statistics (:mod:`.scores`) see coordinates and sums and miss these events when runs
+are few (a user's unbatched function). This module gives such outputs statistics of their own.
+
+Symbols
+-------
+An output o in R^d is read as a sequence of symbols: the *codes* -- exact values that cover at least
+:data:`CODE_SHARE` of all entries (up to :data:`MAX_CODES`, found on the selection runs) -- and one symbol
+*value* for every other entry (a released number). The encoding is the user's: 1/0/-1, True/False, any
+finite codes; nothing says which code is ⊤, so every symbol gets its statistics.
+
+Statistics (all fitted: each is a plug-in log-likelihood ratio over a small set of cells,
+log((c1(k) + 1/2) / n1) - log((c0(k) + 1/2) / n0) for cell k with counts c0, c1 on the two sides; thresholding
+it on other runs picks the set of cells whose ratio is largest -- the event "the output falls in one of these
+cells"):
+
+``first s`` / ``count s``
+    the cell is the position of the first entry equal to symbol s (d when none) / the number of such entries:
+    for an SVT with cutoff 1 the first ⊤'s position is the whole output, and the witness event of the
+    published testers ("first ⊤ at query 6") is one cell.
+``prefix k``
+    the cell is the first k symbols (the largest k with at most :data:`~.scores.MAX_CATEGORIES` distinct
+    prefixes on the fitting runs, and the whole sequence when it qualifies): the events "the first k answers
+    equal a given pattern".
+``per position``
+    sum_j log r_j(symbol_j), r_j the ratio of symbol frequencies at position j (a naive-Bayes score): the
+    answers of an SVT without cutoff are independent given the threshold noise, and this score orders the 2^d
+    patterns that no histogram can hold.
+``values given pattern``
+    a logistic regression on (pattern, sum of the released values): per pattern a log-ratio quadratic in the
+    value, for the variants that release noisy answers (applies when a *value* symbol occurs).
+
+DP-Sniper's probability-threshold rule (Bichsel et al., S&P 2021: threshold the classifier's posterior so that
+the event has probability >= c) is :class:`~dpfair_analysis.testing.auditing.Budget`'s ``min_event``, applied to
+these scores like to every other one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpfair_analysis.testing.scores import MAX_CATEGORIES, Fitted, Skipped, Statistic, _log_ratio_table, _row_keys
+
+#: Least share of all output entries an exact value must cover to be a code (a symbol of its own).
+CODE_SHARE = 0.01
+#: Most codes (the most frequent).
+MAX_CODES = 8
+#: Most patterns given cells of their own by ``values given pattern`` (the rest share one).
+MAX_PATTERNS = 64
+#: Symbol index of an entry that is no code (a released value).
+VALUE = -1
+
+
+def find_codes(outputs: np.ndarray, *, share: float = CODE_SHARE, most: int = MAX_CODES) -> tuple[float, ...]:
+    """The exact values covering at least ``share`` of the entries of ``outputs`` (n, d), most frequent first.
+
+    Parameters
+    ----------
+    outputs : (n, d) array
+        Runs (both sides pooled).
+    share : float
+        Least share of the n d entries.
+    most : int
+        Most codes returned.
+    """
+    values, counts = np.unique(outputs, return_counts=True)
+    keep = counts >= share * outputs.size
+    order = np.argsort(-counts[keep], kind="stable")[:most]
+    return tuple(float(v) for v in values[keep][order])
+
+
+def symbols(outputs: np.ndarray, codes: tuple[float, ...]) -> np.ndarray:
+    """Each entry's symbol: the index of its code in ``codes``, or :data:`VALUE` (-1) for any other value.
+
+    Parameters
+    ----------
+    outputs : (n, d) array
+    codes : tuple of float
+    """
+    out = np.full(outputs.shape, VALUE, dtype=np.int64)
+    for k, code in enumerate(codes):
+        out[outputs == code] = k
+    return out
+
+
+def _describe_symbol(symbol: int, codes: tuple[float, ...]) -> str:
+    if symbol == VALUE:
+        return "a released value"
+    return f"{codes[symbol]:g}" if 0 <= symbol < len(codes) else f"code {symbol}"
+
+
+def _pattern_reason(outputs: np.ndarray, codes: tuple[float, ...]) -> str | None:
+    """Why ``outputs`` are no pattern output, or None when they are one."""
+    if outputs.ndim != 2 or outputs.shape[1] < 2:
+        return "one output coordinate: no sequence of answers (the discrete histogram scores it)"
+    if not codes:
+        return (f"no exact value covers >= {CODE_SHARE:.0%} of the output entries: not a pattern of codes "
+                f"(a continuous output)")
+    if len(np.unique(symbols(outputs, codes))) < 2:
+        return "every entry is the same symbol: a constant pattern"
+    return None
+
+
+@dataclass(frozen=True)
+class PatternSummary(Statistic):
+    """The plug-in log-likelihood ratio of one summary of symbol ``symbol``'s occurrences: ``which`` = "first"
+    (position of its first occurrence, d when none) or "count" (number of occurrences). ``symbol`` indexes
+    ``codes`` (:data:`VALUE`: the released values)."""
+
+    which: str
+    symbol: int
+    codes: tuple[float, ...]
+    kind = "pattern"
+    needs_fit = True
+
+    def describe(self) -> str:
+        name = {"first": "position of the first", "count": "number of"}[self.which]
+        return f"{name} {_describe_symbol(self.symbol, self.codes)} in the pattern"
+
+    def _cells(self, outputs: np.ndarray) -> np.ndarray:
+        hit = symbols(outputs, self.codes) == self.symbol
+        if self.which == "count":
+            return hit.sum(axis=1)
+        return np.where(hit.any(axis=1), hit.argmax(axis=1), outputs.shape[1])
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
+        both = np.concatenate([out0, out1])
+        reason = _pattern_reason(both, self.codes)
+        if reason:
+            return self._skip(reason)
+        size = both.shape[1] + 1
+        c0, c1 = self._cells(out0), self._cells(out1)
+        pooled = np.concatenate([c0, c1])
+        if np.all(pooled == pooled[0]):
+            return self._skip(f"the {self.describe()} is the same on every fitting run")
+        table = _log_ratio_table(c0, c1, size)
+        return Fitted(self.describe(), lambda o: table[self._cells(o)], self.kind)
+
+
+@dataclass(frozen=True)
+class PatternPrefix(Statistic):
+    """The plug-in log-likelihood ratio over the distinct first-``length`` symbol prefixes (``length`` None: the
+    longest prefix with at most :data:`~.scores.MAX_CATEGORIES` distinct values on the fitting runs)."""
+
+    codes: tuple[float, ...]
+    length: int | None = None
+    kind = "pattern"
+    needs_fit = True
+
+    def describe(self) -> str:
+        return "pattern prefix" if self.length is None else f"first {self.length} answers' pattern"
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
+        both = np.concatenate([out0, out1])
+        reason = _pattern_reason(both, self.codes)
+        if reason:
+            return self._skip(reason)
+        sym = symbols(both, self.codes)
+        length = self.length
+        if length is None:
+            length = 0
+            for k in range(1, sym.shape[1] + 1):
+                if len(np.unique(_row_keys(sym[:, :k]))) > MAX_CATEGORIES:
+                    break
+                length = k
+        length = min(length, sym.shape[1])
+        if length < 1:
+            return self._skip(f"more than {MAX_CATEGORIES} distinct first answers")
+        values, cells = np.unique(_row_keys(sym[:, :length]), return_inverse=True)
+        if len(values) > MAX_CATEGORIES:
+            return self._skip(f"more than {MAX_CATEGORIES} distinct prefixes of length {length}")
+        if len(values) < 2:
+            return self._skip(f"one prefix of length {length} on every fitting run")
+        table = _log_ratio_table(cells[:len(out0)], cells[len(out0):], len(values))
+        codes = self.codes
+
+        def score(o: np.ndarray) -> np.ndarray:
+            keys = _row_keys(symbols(o, codes)[:, :length])
+            where = np.clip(np.searchsorted(values, keys), 0, len(values) - 1)
+            return np.where(values[where] == keys, table[where], 0.0)
+
+        return Fitted(f"pattern of the first {length} answers ({len(values)} prefixes)", score, self.kind)
+
+
+@dataclass(frozen=True)
+class PerPosition(Statistic):
+    """sum_j log r_j(symbol_j): the ratio of each position's symbol frequencies on the two sides, summed (a
+    naive-Bayes log-likelihood ratio over the whole pattern)."""
+
+    codes: tuple[float, ...]
+    kind = "pattern"
+    needs_fit = True
+
+    def describe(self) -> str:
+        return "per-position symbol ratios, summed"
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
+        both = np.concatenate([out0, out1])
+        reason = _pattern_reason(both, self.codes)
+        if reason:
+            return self._skip(reason)
+        size = len(self.codes) + 1  # symbol + 1: VALUE (-1) -> 0
+        d = both.shape[1]
+        s0, s1 = symbols(out0, self.codes) + 1, symbols(out1, self.codes) + 1
+        tables = np.stack([_log_ratio_table(s0[:, j], s1[:, j], size) for j in range(d)])
+        codes = self.codes
+        columns = np.arange(d)
+
+        def score(o: np.ndarray) -> np.ndarray:
+            return tables[columns, symbols(o, codes) + 1].sum(axis=1)
+
+        return Fitted(self.describe(), score, self.kind)
+
+
+@dataclass(frozen=True)
+class ValuesGivenPattern(Statistic):
+    """A logistic regression of the side on (pattern, released values): released numbers conditioned on the pattern.
+
+    With p the symbol pattern (the :data:`MAX_PATTERNS` most frequent get an indicator each, the rest share one) and
+    v the sum of the released values, standardised, the score is a_p + b_p v + c_p v^2: per pattern, a log-ratio
+    quadratic in the value, so thresholding it gives events "pattern p and v in a range of its own" -- e.g. a
+    sparse vector that releases its noisy answer, first above at query 6 with a low value (its threshold noise
+    was low, and the answers below it say most). Fitted like :class:`~dpfair_analysis.testing.scores.Learned`
+    (L2-regularised, C = 1)."""
+
+    codes: tuple[float, ...]
+    kind = "pattern"
+    needs_fit = True
+
+    def describe(self) -> str:
+        return "released values given the pattern"
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
+        from sklearn.linear_model import LogisticRegression
+
+        both = np.concatenate([out0, out1])
+        reason = _pattern_reason(both, self.codes)
+        if reason:
+            return self._skip(reason)
+        sym = symbols(both, self.codes)
+        if not np.any(sym == VALUE):
+            return self._skip("no released values (every entry is a code)")
+        keys, counts = np.unique(_row_keys(sym), return_counts=True)
+        known = np.sort(keys[np.argsort(-counts, kind="stable")[:MAX_PATTERNS]])
+        codes = self.codes
+        sums = np.where(sym == VALUE, both, 0.0).sum(axis=1)
+        centre, spread = float(np.mean(sums)), float(np.std(sums)) + 1e-12
+
+        def features(o: np.ndarray) -> np.ndarray:
+            s = symbols(o, codes)
+            k = _row_keys(s)
+            where = np.clip(np.searchsorted(known, k), 0, len(known) - 1)
+            ids = np.where(known[where] == k, where, len(known))
+            v = (np.where(s == VALUE, o, 0.0).sum(axis=1) - centre) / spread
+            onehot = np.zeros((len(o), len(known) + 1))
+            onehot[np.arange(len(o)), ids] = 1.0
+            return np.concatenate([onehot, onehot * v[:, None], onehot * (v * v)[:, None]], axis=1)
+
+        labels = np.r_[np.zeros(len(out0)), np.ones(len(out1))]
+        model = LogisticRegression(C=1.0, max_iter=300)
+        model.fit(features(both), labels)
+        weights, intercept = model.coef_.ravel(), float(model.intercept_[0])
+        return Fitted(f"released values given the pattern ({len(known)} patterns, logistic)",
+                      lambda o: features(o) @ weights + intercept, self.kind)
+
+
+def pattern_family(out0: np.ndarray, out1: np.ndarray) -> list[Statistic]:
+    """The pattern statistics for outputs like these (codes found on both sides' runs pooled).
+
+    For every symbol that occurs (each code and, if any, the released values): the position of its first
+    occurrence and its count; the longest prefix histogram (the whole pattern's when it has at most
+    :data:`~.scores.MAX_CATEGORIES` values), the per-position score and, with released values, the values given
+    the pattern. Outputs that are no pattern get one member, which is skipped with the reason.
+
+    Parameters
+    ----------
+    out0, out1 : (n, d) arrays
+        Runs on D and D'.
+    """
+    both = np.concatenate([out0, out1])
+    codes = find_codes(both)
+    if _pattern_reason(both, codes):
+        return [PatternSummary("first", 0, codes)]
+    present = np.unique(symbols(both, codes))
+    members: list[Statistic] = []
+    for s in present:
+        members += [PatternSummary("first", int(s), codes), PatternSummary("count", int(s), codes)]
+    members += [PatternPrefix(codes), PerPosition(codes)]
+    if VALUE in present:
+        members.append(ValuesGivenPattern(codes))
+    return members
+
+
+__all__ = [
+    "PatternPrefix",
+    "PatternSummary",
+    "PerPosition",
+    "ValuesGivenPattern",
+    "find_codes",
+    "pattern_family",
+    "symbols",
+]

@@ -1,0 +1,122 @@
+"""Pattern statistics for sparse-vector-like outputs (issue 48.1b), and the full-budget catch of plain SVTs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpfair_analysis.testing import audit
+from dpfair_analysis.testing.patterns import (
+    VALUE,
+    PatternPrefix,
+    PatternSummary,
+    PerPosition,
+    ValuesGivenPattern,
+    find_codes,
+    pattern_family,
+    symbols,
+)
+from dpfair_analysis.testing.scores import check_kinds, statistic_family
+from tests.testing import plain_svt
+
+
+def _first_above(rng: np.random.Generator, n: int, weights: list[float], d: int = 6) -> np.ndarray:
+    """Outputs of a cutoff-1 sparse vector: 0 (below) up to the first 1 (above) at a position drawn from
+    ``weights`` (len d + 1, the last: never above), then -1 (not answered)."""
+    first = rng.choice(d + 1, size=n, p=np.asarray(weights) / np.sum(weights))
+    j = np.arange(d)[None, :]
+    return np.where(j < first[:, None], 0.0, np.where(j == first[:, None], 1.0, -1.0))
+
+
+def test_codes_and_symbols_read_any_encoding():
+    out = np.array([[0.0, 1.0, -1.0], [0.0, 0.0, 3.7], [1.0, -1.0, -1.0]] * 50)
+    codes = find_codes(out)
+    assert set(codes) == {0.0, 1.0, -1.0, 3.7}  # 3.7 covers 1/9 of the entries: a code too
+    out[1::3, 2] = np.linspace(2, 9, 50)  # released values: no code
+    codes = find_codes(out)
+    assert set(codes) == {0.0, 1.0, -1.0}
+    sym = symbols(out, codes)
+    assert np.all(sym[1::3, 2] == VALUE) and np.all(sym[0::3] >= 0)
+
+
+def test_first_position_puts_the_shifted_cell_on_top():
+    rng = np.random.default_rng(0)
+    out0 = _first_above(rng, 20_000, [30, 10, 10, 10, 5, 5, 30])
+    out1 = _first_above(rng, 20_000, [30, 10, 10, 10, 8, 5, 27])  # position 4 is 1.6x likelier on D'
+    codes = find_codes(np.concatenate([out0, out1]))
+    above = codes.index(1.0)
+    fitted = PatternSummary("first", above, codes).fit_or_skip(out0, out1, None)
+    probe = _first_above(rng, 7, [1] * 7)
+    cells = np.where((probe == 1.0).any(1), (probe == 1.0).argmax(1), 6)
+    assert cells[np.argmax(fitted.score(probe))] == 4 or 4 not in cells
+    assert fitted.score(np.array([[0, 0, 0, 0, 1, -1.0]]))[0] > 0.3
+    count = PatternSummary("count", codes.index(0.0), codes).fit_or_skip(out0, out1, None)
+    assert count.score(np.array([[0, 0, 0, 0, 1, -1.0]]))[0] > 0.3  # four 0s before the first 1
+
+
+def test_prefix_per_position_and_values_given_pattern_fit_and_score():
+    rng = np.random.default_rng(1)
+    out0 = _first_above(rng, 5_000, [1] * 7)
+    out1 = _first_above(rng, 5_000, [1, 1, 1, 2, 1, 1, 1])
+    codes = find_codes(np.concatenate([out0, out1]))
+    for statistic in (PatternPrefix(codes), PerPosition(codes)):
+        fitted = statistic.fit_or_skip(out0, out1, None)
+        assert fitted.score(out0).shape == (5_000,)
+        assert fitted.score(np.array([[0, 0, 0, 1, -1, -1.0]]))[0] > 0.3
+    # released values: the value at the first "above" is lower on D'
+    v0, v1 = out0.copy(), out1.copy()
+    v0[v0 == 1.0] = rng.normal(5, 1, size=int((v0 == 1.0).sum()))
+    v1[v1 == 1.0] = rng.normal(4, 1, size=int((v1 == 1.0).sum()))
+    codes = find_codes(np.concatenate([v0, v1]))
+    fitted = ValuesGivenPattern(codes).fit_or_skip(v0, v1, None)
+    low, high = np.array([[0, 3.0, -1, -1, -1, -1]]), np.array([[0, 6.0, -1, -1, -1, -1]])
+    assert fitted.score(low)[0] > fitted.score(high)[0]
+    assert ValuesGivenPattern(find_codes(np.concatenate([out0, out1]))).fit_or_skip(out0, out1, None).reason
+
+
+def test_outputs_that_are_no_pattern_are_skipped_with_a_reason():
+    rng = np.random.default_rng(2)
+    continuous = rng.normal(size=(500, 4))
+    members = pattern_family(continuous, continuous + 1)
+    assert len(members) == 1
+    skipped = members[0].fit_or_skip(continuous, continuous + 1, None)
+    assert "continuous" in skipped.reason
+    one = rng.integers(0, 3, size=(500, 1)).astype(float)
+    assert "one output coordinate" in pattern_family(one, one)[0].fit_or_skip(one, one, None).reason
+
+
+def test_the_family_holds_the_pattern_statistics_by_default():
+    rng = np.random.default_rng(3)
+    out = _first_above(rng, 1_000, [1] * 7)
+    kinds = check_kinds("auto", log_density=None)
+    assert "pattern" in kinds
+    members = statistic_family(kinds, out, out)
+    assert any(m.kind == "pattern" for m in members)
+    assert any(isinstance(m, PatternSummary) and m.which == "first" for m in members)
+
+
+def test_a_plain_sparse_vector_audit_names_a_pattern_or_coordinate_event_at_a_small_budget():
+    from dpfair_analysis.testing.auditing import Budget
+
+    small = Budget("small", screen=1_000, select=6_000, evaluate=6_000, top=2, max_pairs=4)
+    result = audit(plain_svt.svt1, 0.1, relation="queries", pairs=plain_svt.WITNESS, budget=small, seed=0)
+    assert result.consistent
+    w = result.witness
+    assert 0 < w["false_positives"] < result.evaluation_trials and 0 < w["false_negatives"] < result.evaluation_trials
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["svt4", "svt5", "svt6"])
+def test_full_budget_refutes_incorrect_plain_sparse_vectors(name):
+    """Lyu et al.'s incorrect variants as a user writes them (one output per call), claimed epsilon 0.1, on the
+    witness pair: refuted at the full budget (SVT4's true epsilon is 0.175; before issue 48 it stayed consistent
+    with a degenerate test)."""
+    result = audit(getattr(plain_svt, name), 0.1, relation="queries", pairs=plain_svt.WITNESS, budget="full")
+    assert not result.consistent, result.witness
+
+
+@pytest.mark.slow
+def test_full_budget_correct_plain_sparse_vector_is_consistent_with_a_positive_bound_and_a_named_event():
+    result = audit(plain_svt.svt1, 0.1, relation="queries", pairs=plain_svt.WITNESS, budget="full")
+    assert result.consistent and result.epsilon_lower > 0 and result.no_power is None
+    assert "> -4.9" not in result.witness["event"]

@@ -19,11 +19,23 @@ What is refused, with an error naming the problem (:class:`MechanismError`):
   hangs.
 
 Nothing is written by the runner; an audit that fails leaves no partial result behind.
+
+Worker processes
+----------------
+With ``workers`` = k (an int), the n outputs of :meth:`Runner.stream` are drawn in chunks, chunk i from its own
+generator seeded by the i-th child of the call's seed (``SeedSequence(entropy, spawn_key + (i,))``: indexed by
+the chunk, not by the worker), and the chunks are drawn by k forked processes and concatenated in chunk order.
+The same seed therefore gives the same outputs for every k >= 1 (k = 1 draws the same chunks in this process).
+``workers=None`` (the default) draws every chunk from one generator in this process -- other numbers than
+k >= 1, as before workers existed. The workers are forked (POSIX), so the mechanism need not be picklable;
+each applies the time budget left when it was forked to its own calls, and this process stops them when the
+budget is spent.
 """
 
 from __future__ import annotations
 
 import math
+import multiprocessing
 import random
 import signal
 import sys
@@ -86,6 +98,34 @@ def _same_states(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return True
 
 
+#: The runner a forked worker process draws with (set in this process just before the workers are forked).
+_WORKER_RUNNER: Runner | None = None
+
+
+def _worker_draw(task: tuple[Any, int, np.random.SeedSequence]) -> np.ndarray:
+    """In a worker process: one chunk of ``n`` outputs on ``data`` from its own seed (the shape is checked by the
+    parent, which knows the pair)."""
+    data, n, seed = task
+    runner = _WORKER_RUNNER
+    assert runner is not None
+    runner.shape = None
+    return runner._draw(data, n, np.random.default_rng(seed))
+
+
+def chunk_seeds(seed: int | np.random.SeedSequence, chunks: int) -> list[np.random.SeedSequence]:
+    """The seed of each chunk: the i-th child of ``seed``, by index (``spawn_key + (i,)``), the same however many
+    times it is asked for (unlike :meth:`numpy.random.SeedSequence.spawn`, which counts its calls).
+
+    Parameters
+    ----------
+    seed : int or SeedSequence
+    chunks : int
+    """
+    base = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return [np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, i), pool_size=base.pool_size)
+            for i in range(chunks)]
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise _Expired()
 
@@ -107,15 +147,21 @@ class Runner:
         Whether ``fn`` returns ``n`` outputs at once.
     time_budget : float or None
         Seconds the mechanism may run in total (None: no limit).
+    workers : int or None
+        Worker processes for :meth:`stream` (see the module docstring); None: one generator, this process.
     """
 
     def __init__(self, fn: Mechanism, *, name: str | None = None, batched: bool = False,
-                 time_budget: float | None = None) -> None:
+                 time_budget: float | None = None, workers: int | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"mechanism must be callable as fn(data, rng), got {fn!r}")
         if time_budget is not None and not (isinstance(time_budget, (int, float)) and time_budget > 0):
             raise ValueError(f"time_budget must be a positive number of seconds or None, got {time_budget!r}")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise ValueError(f"workers must be None or an integer >= 1, got {workers!r}")
         self.fn = fn
+        self.workers = workers
+        self._pool: Any = None
         self.name = name or getattr(fn, "__qualname__", None) or repr(fn)
         self.batched = bool(batched)
         self.time_budget = None if time_budget is None else float(time_budget)
@@ -243,13 +289,69 @@ class Runner:
         outputs (default 100,000 batched, 20,000 one at a time): memory stays bounded however large n is."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        rng = np.random.default_rng(seed)
         size = chunk or (100_000 if self.batched else 20_000)
+        if self.workers is not None:
+            yield from self._stream_chunks(data, n, seed, size)
+            return
+        rng = np.random.default_rng(seed)
         left = n
         while left > 0:
             take = min(left, size)
             yield self._draw(data, take, rng)
             left -= take
+
+    def _stream_chunks(self, data: Any, n: int, seed: int | np.random.SeedSequence, size: int
+                       ) -> Iterator[np.ndarray]:
+        """Chunk i of ``size`` outputs from ``chunk_seeds(seed)[i]``, drawn here (one worker) or by the pool."""
+        sizes = [min(size, n - start) for start in range(0, n, size)]
+        seeds = chunk_seeds(seed, len(sizes))
+        if self.workers == 1:
+            for k, s in zip(sizes, seeds):
+                yield self._draw(data, k, np.random.default_rng(s))
+            return
+        pool = self._workers_pool()
+        futures = [pool.submit(_worker_draw, (data, k, s)) for k, s in zip(sizes, seeds)]
+        try:
+            for k, future in zip(sizes, futures):
+                with self._clock():
+                    chunk = future.result()
+                self.calls += 1 if self.batched else k
+                if self.shape is None:
+                    self.shape = chunk.shape[1:]
+                if chunk.shape[1:] != self.shape:
+                    self._check_output(chunk[0], data, self.shape)  # raises
+                yield chunk
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            if isinstance(sys.exc_info()[1], AuditTimeout):
+                self.close()  # a worker may hang in the mechanism: stop them
+            raise
+
+    def _workers_pool(self) -> Any:
+        if self._pool is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            global _WORKER_RUNNER
+            _WORKER_RUNNER = self
+            self._pool = ProcessPoolExecutor(max_workers=self.workers,
+                                             mp_context=multiprocessing.get_context("fork"))
+            for _ in range(self.workers):  # fork them now, while _WORKER_RUNNER is this runner
+                self._pool.submit(int, 0).result()
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker processes, if any (a later :meth:`stream` forks new ones)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        processes = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        for process in processes:
+            process.join(timeout=5)
 
     def sample(self, data: Any, n: int, seed: int | np.random.SeedSequence) -> np.ndarray:
         """``n`` outputs on ``data`` from one generator seeded with ``seed``, as an (n, ...) float64 array."""

@@ -62,3 +62,39 @@ def test_a_claim_above_what_the_runs_can_certify_has_no_power():
     result = audit(coin, 50.0, relation="queries", pairs=(np.zeros(2), np.ones(2)), budget=TINY)
     assert result.certifiable_epsilon < 50
     assert "at or above the largest epsilon" in result.no_power
+
+
+def test_worker_processes_give_the_same_numbers_whatever_their_number():
+    from dpfair_analysis.testing.runner import Runner
+
+    offset = 3.0  # a closure: the workers are forked, nothing is pickled
+
+    def noisy(data, rng):
+        return np.asarray(data, dtype=float) + offset + rng.laplace(size=2)
+
+    draws = []
+    for workers in (1, 2, 3):
+        runner = Runner(noisy, workers=workers)
+        try:
+            draws.append(np.concatenate(list(runner.stream(np.zeros(2), 2_500, np.random.SeedSequence(7), chunk=600))))
+        finally:
+            runner.close()
+    assert draws[0].shape == (2_500, 2)
+    assert all(np.array_equal(draws[0], d) for d in draws[1:])
+
+
+def test_an_audit_in_workers_is_reproducible_and_a_worker_error_names_the_mechanism():
+    from dpfair_analysis.testing.runner import MechanismError
+
+    pair = (np.zeros(2), np.ones(2))
+    one = audit(coin, 0.1, relation="queries", pairs=pair, budget=TINY, seed=4, workers=1)
+    two = audit(coin, 0.1, relation="queries", pairs=pair, budget=TINY, seed=4, workers=2)
+    assert one.as_dict() | {"seconds": 0} == two.as_dict() | {"seconds": 0}
+
+    def breaks(data, rng):
+        if rng.random() < 0.01:
+            raise RuntimeError("boom")
+        return np.array([rng.random()])
+
+    with pytest.raises(MechanismError, match="boom"):
+        audit(breaks, 0.1, relation="queries", pairs=pair, budget=TINY, workers=2)

@@ -16,15 +16,25 @@ and the bound on disjoint runs:
    fitted on a third of those runs (if it needs fitting), its threshold chosen on the second
    and the test ranked on the last; when there are more than ``top`` candidates, the best ``top`` are run again
    (``select`` fresh runs per side) and re-scored. The (pair, statistic, threshold) with the
-   largest selection bound wins. None of these runs is counted in the bound.
-2. *evaluation* -- the winner's pair is run ``evaluate`` fresh times per side; errors at the
+   largest selection bound wins (ties at a forecast of 0 go to the largest forecast with the
+   held-out rates as counted). None of these runs is counted in the bound. Only *non-degenerate*
+   thresholds are candidates: the event "score > t" and its complement must each hold on at least
+   :data:`MIN_SEPARATING` of the pooled selection runs -- an event that every run satisfies (a threshold
+   below the smallest score) or none does bounds nothing.
+2. *evaluation* -- the winner's pair is run N fresh times per side; errors at the
    fixed threshold give FPR and FNR, and :func:`~dpfair_analysis.testing.bounds.epsilon_lower_bound`
-   turns them into epsilon_lower at ``confidence``.
+   turns them into epsilon_lower at ``confidence``. N is ``evaluate``, or ``escalate`` x ``evaluate`` for an
+   unbatched mechanism when the winner's held-out rates forecast a bound above the claim at that size
+   (:func:`_evaluation_size`): runs are spent where the selection forecasts a refutation.
 
-The winner is a function of the selection runs only, which are independent of the
-evaluation runs, so conditionally on the winner the evaluation is a single test on fresh
+The winner and N are functions of the selection runs only, which are independent of the
+evaluation runs, so conditionally on them the evaluation is a single test of a fixed size on fresh
 data: P[epsilon_lower > true epsilon] <= 1 - confidence however many pairs, statistics and
 thresholds were searched. No union bound is needed (and none is paid for).
+
+No power: when no statistic gives a non-degenerate test, or none forecasts a bound above 0 and the
+evaluation finds none, or the claim is at or above what N runs can certify, ``AuditResult.no_power``
+says why and ``certifiable_epsilon`` gives the largest bound N runs could give -- instead of a bare 0.
 
 Power: :func:`audit` can audit an *under-noised twin* of the mechanism (the same claim
 with a fraction of the noise; ``twin=0.25`` for a mechanism that takes ``noise_scale``) and

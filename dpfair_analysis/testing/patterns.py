@@ -52,10 +52,12 @@ from dpfair_analysis.testing.scores import MAX_CATEGORIES, Fitted, Skipped, Stat
 CODE_SHARE = 0.01
 #: Most codes (the most frequent).
 MAX_CODES = 8
-#: Most patterns given cells of their own by ``values given pattern`` (the rest share one).
-MAX_PATTERNS = 64
+#: Most patterns given parameters of their own by ``values given pattern`` (the rest share them).
+MAX_PATTERNS = 16
 #: Symbol index of an entry that is no code (a released value).
 VALUE = -1
+#: Most runs per side the logistic regression of ``values given pattern`` is fitted on (seconds, not tens).
+MAX_FIT_ROWS = 50_000
 
 
 def find_codes(outputs: np.ndarray, *, share: float = CODE_SHARE, most: int = MAX_CODES) -> tuple[float, ...]:
@@ -88,6 +90,14 @@ def symbols(outputs: np.ndarray, codes: tuple[float, ...]) -> np.ndarray:
     for k, code in enumerate(codes):
         out[outputs == code] = k
     return out
+
+
+def _pattern_keys(sym: np.ndarray, codes: tuple[float, ...]) -> np.ndarray:
+    """One sortable key per row of symbols: an integer in base (codes + 1) when it fits 62 bits, else the raw bytes."""
+    base = len(codes) + 1
+    if sym.shape[1] * np.log2(base) <= 62:
+        return (sym + 1).astype(np.int64) @ (base ** np.arange(sym.shape[1] - 1, -1, -1, dtype=np.int64))
+    return _row_keys(sym)
 
 
 def _describe_symbol(symbol: int, codes: tuple[float, ...]) -> str:
@@ -164,16 +174,17 @@ class PatternPrefix(Statistic):
             return self._skip(reason)
         sym = symbols(both, self.codes)
         length = self.length
-        if length is None:
-            length = 0
-            for k in range(1, sym.shape[1] + 1):
-                if len(np.unique(_row_keys(sym[:, :k]))) > MAX_CATEGORIES:
+        if length is None:  # the prefixes as integers in base (codes + 1), one digit per answer, grown one by one
+            length, key, base = 0, np.zeros(len(sym), dtype=np.int64), len(self.codes) + 1
+            for k in range(min(sym.shape[1], int(62 // np.log2(base + 1)))):
+                key = key * base + (sym[:, k] + 1)
+                if len(np.unique(key)) > MAX_CATEGORIES:
                     break
-                length = k
+                length = k + 1
         length = min(length, sym.shape[1])
         if length < 1:
             return self._skip(f"more than {MAX_CATEGORIES} distinct first answers")
-        values, cells = np.unique(_row_keys(sym[:, :length]), return_inverse=True)
+        values, cells = np.unique(_pattern_keys(sym[:, :length], self.codes), return_inverse=True)
         if len(values) > MAX_CATEGORIES:
             return self._skip(f"more than {MAX_CATEGORIES} distinct prefixes of length {length}")
         if len(values) < 2:
@@ -182,7 +193,7 @@ class PatternPrefix(Statistic):
         codes = self.codes
 
         def score(o: np.ndarray) -> np.ndarray:
-            keys = _row_keys(symbols(o, codes)[:, :length])
+            keys = _pattern_keys(symbols(o, codes)[:, :length], codes)
             where = np.clip(np.searchsorted(values, keys), 0, len(values) - 1)
             return np.where(values[where] == keys, table[where], 0.0)
 
@@ -247,15 +258,15 @@ class ValuesGivenPattern(Statistic):
         sym = symbols(both, self.codes)
         if not np.any(sym == VALUE):
             return self._skip("no released values (every entry is a code)")
-        keys, counts = np.unique(_row_keys(sym), return_counts=True)
-        known = np.sort(keys[np.argsort(-counts, kind="stable")[:MAX_PATTERNS]])
+        keys, counts = np.unique(_pattern_keys(sym, self.codes), return_counts=True)
+        known = np.sort(keys[np.argsort(-counts, kind="stable")[:MAX_PATTERNS]])  # the most frequent patterns
         codes = self.codes
         sums = np.where(sym == VALUE, both, 0.0).sum(axis=1)
         centre, spread = float(np.mean(sums)), float(np.std(sums)) + 1e-12
 
         def features(o: np.ndarray) -> np.ndarray:
             s = symbols(o, codes)
-            k = _row_keys(s)
+            k = _pattern_keys(s, codes)
             where = np.clip(np.searchsorted(known, k), 0, len(known) - 1)
             ids = np.where(known[where] == k, where, len(known))
             v = (np.where(s == VALUE, o, 0.0).sum(axis=1) - centre) / spread
@@ -263,9 +274,10 @@ class ValuesGivenPattern(Statistic):
             onehot[np.arange(len(o)), ids] = 1.0
             return np.concatenate([onehot, onehot * v[:, None], onehot * (v * v)[:, None]], axis=1)
 
-        labels = np.r_[np.zeros(len(out0)), np.ones(len(out1))]
-        model = LogisticRegression(C=1.0, max_iter=300)
-        model.fit(features(both), labels)
+        fit0, fit1 = out0[:MAX_FIT_ROWS], out1[:MAX_FIT_ROWS]
+        labels = np.r_[np.zeros(len(fit0)), np.ones(len(fit1))]
+        model = LogisticRegression(C=1.0, max_iter=200)
+        model.fit(features(np.concatenate([fit0, fit1])), labels)
         weights, intercept = model.coef_.ravel(), float(model.intercept_[0])
         return Fitted(f"released values given the pattern ({len(known)} patterns, logistic)",
                       lambda o: features(o) @ weights + intercept, self.kind)

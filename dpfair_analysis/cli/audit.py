@@ -298,4 +298,7 @@ def run_target(args: argparse.Namespace) -> int:
         print(f"witness: pair {w['pair']} ({w['change']}), event {w['event']}; {w['false_positives']} false "
               f"positives and {w['false_negatives']} false negatives in {result.evaluation_trials} runs per side")
         print(f"{result.trials} runs, {result.seconds:.1f} s, {result.candidates} candidate pairs")
+        if result.no_power:
+            print(f"NO POWER: {result.no_power} (largest certifiable ε with these runs: "
+                  f"{result.certifiable_epsilon:.4g})")
     return 0 if result.consistent else 1

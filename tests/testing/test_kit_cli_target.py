@@ -26,6 +26,9 @@ MECHANISMS = textwrap.dedent('''
     def not_a_pair():
         return np.zeros(2)
 
+    def coin(data, rng):
+        return float(rng.random() < 0.5)
+
     NOT_CALLABLE = 3
 ''')
 FAST = ["--trials", "2000", "--epsilon", "1.0", "--relation", "queries"]
@@ -38,10 +41,11 @@ def target(tmp_path):
     return path
 
 
-def test_json_has_the_six_fields_and_the_exit_status_follows_the_verdict(target, capsys):
+def test_json_has_the_fields_and_the_exit_status_follows_the_verdict(target, capsys):
     assert main(["audit", "--target", f"{target}:private", *FAST, "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert set(payload) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds"}
+    assert set(payload) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds",
+                            "certifiable_epsilon", "no_power"}
     assert payload["consistent"] is True and payload["epsilon_lower"] <= 1.0
     assert main(["audit", "--target", f"{target}:leaky", *FAST, "--json"]) == 1
     payload = json.loads(capsys.readouterr().out)
@@ -87,3 +91,11 @@ def test_a_target_whose_import_fails_is_named(tmp_path, capsys):
     assert main(["audit", "--target", f"{bad}:f", "--epsilon", "1", "--relation", "queries"]) == 2
     err = capsys.readouterr().err
     assert "importing" in err and "missing dependency" in err
+
+
+def test_an_audit_without_power_says_so_in_text_and_json(target, capsys):
+    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1"]) == 0
+    assert "NO POWER: no test has power" in capsys.readouterr().out
+    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["no_power"] and payload["certifiable_epsilon"] > 0.1

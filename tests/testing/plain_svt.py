@@ -75,18 +75,3 @@ def svt6(queries, rng, epsilon=EPSILON, threshold=1.0):
     rho = rng.laplace(scale=2 / epsilon)
     return np.array([1.0 if q + rng.laplace(scale=2 / epsilon) >= threshold + rho else 0.0 for q in queries])
 
-
-def svt_thin_threshold(queries, rng, epsilon=EPSILON, c=1, threshold=1.0):
-    """INCORRECT: too little threshold noise (rho ~ Lap(1/eps) where Alg. 1 needs 2/eps), answer noise as Alg. 1."""
-    rho = rng.laplace(scale=1 / epsilon)
-    out = np.full(len(queries), -1.0)
-    count = 0
-    for i, q in enumerate(queries):
-        if count >= c:
-            break
-        if q + rng.laplace(scale=4 * c / epsilon) >= threshold + rho:
-            out[i] = 1.0
-            count += 1
-        else:
-            out[i] = 0.0
-    return out

@@ -120,3 +120,13 @@ def test_full_budget_correct_plain_sparse_vector_is_consistent_with_a_positive_b
     result = audit(plain_svt.svt1, 0.1, relation="queries", pairs=plain_svt.WITNESS, budget="full")
     assert result.consistent and result.epsilon_lower > 0 and result.no_power is None
     assert "> -4.9" not in result.witness["event"]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason="known gap (issue 48.1): a plain SVT3 (releases its noisy answers) is caught "
+                   "at the full budget on some seeds only (seed 0: epsilon >= 0.095 for the claimed 0.1); its strong "
+                   "events ('first above at query 6 with a low value', P ~ 0.2%) need ~1M selection runs per side, "
+                   "which the batched audit gets and a plain function does not")
+def test_full_budget_refutes_a_plain_svt3():
+    result = audit(plain_svt.svt3, 0.1, relation="queries", pairs=plain_svt.WITNESS, budget="full")
+    assert not result.consistent, result.witness

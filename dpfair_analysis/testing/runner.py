@@ -16,7 +16,14 @@ What is refused, with an error naming the problem (:class:`MechanismError`):
   without the given ``rng``);
 * it runs longer than the time budget (:class:`AuditTimeout`, a subclass): the budget is
   checked between calls and, in the main thread on POSIX, also interrupts a call that
-  hangs.
+  hangs;
+* it ends the process instead of returning: ``sys.exit`` (``SystemExit``) or any other
+  ``BaseException`` but ``KeyboardInterrupt`` (left to the caller: it is how Ctrl-C arrives) is
+  a :class:`MechanismError` naming it, so the code under test cannot end its own audit
+  (``os._exit`` and hangs that no signal interrupts need a process of their own: the CLI's
+  ``--target`` runs the audit in a child process, :mod:`dpfair_analysis.testing.isolation`);
+* its outputs would not fit in memory: one side of one phase (``n`` runs of ``d`` coordinates,
+  8 bytes each) may take at most :data:`OUTPUT_MEMORY_LIMIT` bytes.
 
 Nothing is written by the runner; an audit that fails leaves no partial result behind.
 """
@@ -44,6 +51,13 @@ class MechanismError(ValueError):
 
 class AuditTimeout(MechanismError):
     """The mechanism used up the audit's time budget."""
+
+
+#: Bytes the outputs of one side of one audit phase may take (n runs x d coordinates x 8): 2 GiB. An output
+#: with millions of coordinates is refused by name instead of ending the audit in a MemoryError.
+OUTPUT_MEMORY_LIMIT = 2 * 2 ** 30
+#: Bytes of outputs drawn at once while streaming (the evaluation phase keeps no outputs).
+CHUNK_BYTES = 64 * 2 ** 20
 
 
 def describe_data(data: Any, limit: int = 80) -> str:
@@ -177,10 +191,29 @@ class Runner:
             return self.fn(data, rng) if n is None else self.fn(data, rng, n)
         except (_Expired, KeyboardInterrupt):
             raise
-        except Exception as error:
-            call = f"fn(data, rng{', n' if n is not None else ''})"
-            raise MechanismError(f"mechanism {self.name} raised {type(error).__name__}: {error} (call {call} on "
-                                 f"data {describe_data(data)})") from error
+        except SystemExit as error:  # sys.exit() in the code under test must not end (or pass) its own audit
+            raise MechanismError(f"mechanism {self.name} called sys.exit({error.code!r}) instead of returning an "
+                                 f"output (call {self._call_text(n)} on data {describe_data(data)})") from None
+        except BaseException as error:  # (the user's code: MemoryError and GeneratorExit included)
+            detail = f": {error}" if str(error) else ""
+            raise MechanismError(f"mechanism {self.name} raised {type(error).__name__}{detail} (call "
+                                 f"{self._call_text(n)} on data {describe_data(data)})") from error
+
+    @staticmethod
+    def _call_text(n: int | None) -> str:
+        return f"fn(data, rng{', n' if n is not None else ''})"
+
+    def _check_memory(self, n: int) -> None:
+        """Refuse ``n`` outputs of the known shape that would take more than :data:`OUTPUT_MEMORY_LIMIT`."""
+        if self.shape is None:
+            return
+        needed = n * max(1, math.prod(self.shape)) * 8
+        if needed > OUTPUT_MEMORY_LIMIT:
+            raise MechanismError(
+                f"mechanism {self.name} returns outputs of shape {self.shape} ({math.prod(self.shape):,} numbers): "
+                f"{n:,} runs of it take {needed / 2 ** 30:.1f} GiB, over the audit's limit of "
+                f"{OUTPUT_MEMORY_LIMIT / 2 ** 30:g} GiB per side; release (or audit) fewer coordinates, or lower "
+                f"trials or the budget")
 
     # ------------------------------------------------------------------ the contract
     def check(self, data: Any, seed: int) -> tuple[int, ...]:
@@ -245,6 +278,10 @@ class Runner:
             raise ValueError(f"n must be >= 1, got {n}")
         rng = np.random.default_rng(seed)
         size = chunk or (100_000 if self.batched else 20_000)
+        if self.shape is not None and not self.batched:
+            # a large output: fewer runs at once, so that a chunk stays within CHUNK_BYTES (one call at a time
+            # draws the same numbers however the runs are chunked; a batched call's would change)
+            size = max(1, min(size, CHUNK_BYTES // (8 * max(1, math.prod(self.shape)))))
         left = n
         while left > 0:
             take = min(left, size)
@@ -253,6 +290,7 @@ class Runner:
 
     def sample(self, data: Any, n: int, seed: int | np.random.SeedSequence) -> np.ndarray:
         """``n`` outputs on ``data`` from one generator seeded with ``seed``, as an (n, ...) float64 array."""
+        self._check_memory(n)
         chunks = list(self.stream(data, n, seed))
         return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
 

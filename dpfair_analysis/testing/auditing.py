@@ -365,8 +365,9 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
         Seeds everything (same seed, same result).
     batched : bool
         ``mechanism(data, rng, n)`` returns n outputs at once.
-    time_budget : float or None
-        Seconds the mechanism may run in total (default 600) before :class:`~.runner.AuditTimeout`.
+    time_budget : float, TimeBudget or None
+        Seconds the mechanism may run in total (default 600) before :class:`~.runner.AuditTimeout`; a
+        :class:`~.runner.TimeBudget` is shared with whatever else holds it (the twin included).
     twin : None, float or callable
         An under-noised twin to audit too (power check): a callable mechanism, or a fraction f in
         (0, 1) for a mechanism that takes a ``noise_scale`` keyword (``mechanism(..., noise_scale=f)``).

@@ -39,12 +39,12 @@ from dpfair_analysis.errors import ArgumentError, TrainingDiverged  # noqa: E402
 FLAGS_OF_ARGUMENTS = {"train_group_fraction": "--train-fraction", "target_epsilon": "--epsilon",
                       "target": "--target", "pair": "--pair", "data": "--data"}
 
-#: The exit statuses, shown in ``dpfair --help``. A check (``audit``, ``verify``) uses 1 for a refuted claim; no
-#: status but 0 reads as a pass, and 2 and 3 are never a verdict.
-EXIT_STATUSES = ("exit status: 0 success (audit: consistent with the claim); 1 a claim refuted (audit, verify) "
-                 "or a run that failed (a diverged training, an unreachable cluster); 2 bad input, or a "
-                 "mechanism under audit that broke its contract (raised, exited, crashed, printed NaN, ran out "
-                 "of memory or time); 3 internal error; 130 interrupted")
+#: The exit statuses, shown in ``dpfair --help``. ``audit`` exits 1 for a refuted claim; only 0 reads as a pass,
+#: and 2 and 3 are never a verdict (``docs/guide/privacy_testing.md``, "Exit statuses").
+EXIT_STATUSES = ("exit status: 0 success (audit: consistent with the claim); 1 audit: a claim refuted, or a run "
+                 "that failed (a diverged training, an unreachable cluster); 2 bad input, or a mechanism under "
+                 "audit that broke its contract (raised, exited, crashed, returned NaN, ran out of memory or "
+                 "time); 3 internal error; 130 interrupted")
 
 # One module per command group; each has ``register(subparsers)``. Add new commands here.
 COMMANDS = (compare, diagnose, privacy, data, hessian, excess_risk, train, audit, pfld_table, verify)

@@ -160,10 +160,13 @@ def audit_file(target: str, epsilon: float, delta: float = 0.0, *, pair: str | N
     job = pickle.dumps({"target": target, "pair": pair, "epsilon": epsilon, "delta": delta,
                         "time_budget": time_budget, "options": options,
                         "debug": bool(os.environ.get("DPFAIR_DEBUG"))})
+    # the child imports this package from where the parent did, whatever its working directory and sys.path
+    home = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (home, os.environ.get("PYTHONPATH")) if p)}
     read_end, write_end = os.pipe()
     try:
         child = subprocess.Popen([sys.executable, "-m", "dpfair_analysis.testing.isolation", str(write_end)],
-                                 stdin=subprocess.PIPE, stdout=2, pass_fds=(write_end,), close_fds=True)
+                                 stdin=subprocess.PIPE, stdout=2, pass_fds=(write_end,), close_fds=True, env=env)
     finally:
         os.close(write_end)
     try:

@@ -207,7 +207,10 @@ def _watch(child: subprocess.Popen, job: bytes, fd: int, budget: float) -> tuple
         if ready:
             data = os.read(fd, 65536)
             if not data:  # the child closed the pipe: it has ended (or is ending)
-                child.wait()
+                try:
+                    child.wait(timeout=GRACE_SECONDS)
+                except subprocess.TimeoutExpired:  # it closed the pipe but lives on: it has nothing left to say
+                    _stop(child)
                 return reply, where
             buffer += data
             *lines, buffer = buffer.split(b"\n")
@@ -249,7 +252,7 @@ def _ended(status: int, where: str | None, target: str) -> Exception:
 
 
 # ============================================================================ the child
-def _child(fd: int) -> int:
+def _child(fd: int) -> None:
     """Run one job (pickled on stdin) and send its reply as a JSON line on ``fd``; see :func:`audit_file`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C does
     channel = os.fdopen(fd, "w", buffering=1)
@@ -289,7 +292,9 @@ def _child(fd: int) -> int:
     else:
         send("result", result=reply)
     channel.close()
-    return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # not through the interpreter's exit: threads or atexit hooks left by the code under test
 
 
 def _run_job(job: dict, budget: TimeBudget, spans: dict) -> dict:
@@ -326,4 +331,4 @@ def _call_pair(make_pair: Callable[[], Any], spec: str, budget: TimeBudget) -> t
 
 
 if __name__ == "__main__":
-    sys.exit(_child(int(sys.argv[1])))
+    _child(int(sys.argv[1]))

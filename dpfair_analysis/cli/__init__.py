@@ -121,8 +121,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as error:  # a bug, not a usage problem: still one line unless asked
         if os.environ.get("DPFAIR_DEBUG"):
             raise
-        print(f"dpfair: internal error: {type(error).__name__}: {_one_line(error)} "
-              f"(set DPFAIR_DEBUG=1 for the traceback)", file=sys.stderr)
+        what = ("out of memory (MemoryError)" if isinstance(error, MemoryError)
+                else f"{type(error).__name__}: {_one_line(error)}")
+        print(f"dpfair: internal error: {what} (set DPFAIR_DEBUG=1 for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL
     return int(status or 0)
 

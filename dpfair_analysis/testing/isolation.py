@@ -18,7 +18,7 @@ decides what happened:
 
 Errors, by what the caller should do (the CLI's exit statuses in brackets):
 
-* ``ValueError`` (an :class:`~dpfair_analysis.errors.ArgumentError` naming ``target``, ``pair`` or ``data``):
+* ``ValueError`` (an :class:`~dpfair_analysis.errors.ArgumentError` naming ``target`` or ``pair``):
   the file or function cannot be used [2];
 * :class:`~.runner.MechanismError` (:class:`~.runner.AuditTimeout` among them): the code under test broke the
   contract, exited, crashed, ran out of memory or time [2];

@@ -107,7 +107,7 @@ def test_an_internal_error_is_status_3_not_a_verdict(monkeypatch, capsys):
     monkeypatch.setattr(audit_command, "run", broken)
     monkeypatch.delenv("DPFAIR_DEBUG", raising=False)
     assert main(["audit", "--mechanism", "dpsgd"]) == 3
-    assert capsys.readouterr().err.startswith("dpfair: internal error: MemoryError")
+    assert capsys.readouterr().err.startswith("dpfair: internal error: out of memory (MemoryError)")
 
 
 def test_an_ended_child_is_the_mechanism_s_fault_only_while_it_ran():

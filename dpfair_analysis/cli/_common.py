@@ -13,6 +13,8 @@ from typing import Callable
 from dpfair_analysis.costs import REFUSE_SECONDS, estimated_training_seconds, format_duration  # noqa: F401
 
 EXIT_USAGE = 2
+#: A bug, or a failure of the toolkit itself (never a verdict): ``dpfair: internal error: ...``.
+EXIT_INTERNAL = 3
 
 
 class UsageError(Exception):

@@ -38,7 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(--mechanism, white-box likelihood-ratio statistic on a worst-case pair) or "
                                    "your own (--target FILE.py:FUNCTION, a function fn(data, rng) returning a number "
                                    "or numpy array; the kit searches neighbouring pairs, statistics and thresholds, "
-                                   "and the confidence holds over the whole search).")
+                                   "and the confidence holds over the whole search).",
+                       epilog="exit status: 0 consistent (every shipped mechanism as expected); 1 refuted (or a "
+                              "control not caught); 2 bad input or a broken mechanism -- with --target, the file "
+                              "or function cannot be used, or the code raised, called sys.exit or os._exit, "
+                              "crashed, returned NaN, ran out of memory or out of --time-budget (its import "
+                              "included); 3 internal error. With --target the audit runs in a process of its own "
+                              "and whatever the code prints goes to stderr, so neither its output nor its exit "
+                              "can be read as the verdict.")
     p.add_argument("--mechanism", default=None,
                    help="a registered mechanism (dpsgd, naive, dpsgdf, output-perturbation, ...) or 'all'")
     p.add_argument("--target", default=None, metavar="FILE.py:FUNCTION",
@@ -65,8 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", default="quick", choices=("quick", "full"),
                    help="with --target: runs per phase of the search (default quick)")
     p.add_argument("--time-budget", type=positive_float, default=600.0,
-                   help="with --target: seconds the mechanism may run in total before the audit stops with an "
-                        "error (default 600)")
+                   help="with --target: seconds the code under test may run in total -- the import of its file, "
+                        "--pair and every call -- before the audit stops with status 2 (default 600)")
     p.add_argument("--trials", type=int_in(1, 100_000_000), default=None,
                    help="runs on each of the two data sets (default: the mechanism's own, enough to catch a "
                         "0.25 under-noised twin; with --target: the budget's evaluation runs); at least 8 (10 with "
@@ -198,35 +205,6 @@ def run_sampled(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ --target: any mechanism
-def load_function(spec: str, flag: str):
-    """FUNCTION from FILE.py in ``FILE.py:FUNCTION``: the file is imported (executed) as a module of its own.
-    Every problem is a one-line :class:`UsageError` naming ``flag``."""
-    import importlib.util
-    import sys
-
-    path_text, sep, name = spec.rpartition(":")
-    if not sep or not path_text or not name:
-        raise UsageError(f"{flag} must be FILE.py:FUNCTION, got {spec!r}")
-    path = Path(path_text)
-    if path.suffix != ".py" or not path.is_file():
-        raise UsageError(f"{flag}: {path_text!r} is not a Python file (FILE.py:FUNCTION)")
-    module_name = f"_dpfair_target_{abs(hash(str(path.resolve())))}"
-    loader = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(loader)
-    sys.modules[module_name] = module
-    try:
-        loader.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001  (the user's file: any exception is theirs to fix)
-        sys.modules.pop(module_name, None)
-        raise UsageError(f"{flag}: importing {path_text} raised {type(error).__name__}: {error}") from None
-    function = getattr(module, name, None)
-    if function is None:
-        raise UsageError(f"{flag}: {path_text} has no function {name!r}")
-    if not callable(function):
-        raise UsageError(f"{flag}: {path_text}:{name} is not callable")
-    return function
-
-
 def _load_data(text: str):
     """--data: a .npy array, or a .csv file -- a dict of columns when its first row names them, else an array."""
     import numpy as np
@@ -260,7 +238,9 @@ def _is_number(text: str) -> bool:
 
 
 def run_target(args: argparse.Namespace) -> int:
-    """Audit FUNCTION of FILE.py against the claim; print the result; exit 1 if the claim is refuted."""
+    """Audit FUNCTION of FILE.py against the claim in a child process (:mod:`dpfair_analysis.testing.isolation`:
+    whatever the file does -- exit, print, hang, crash -- the status is decided here); print the result after the
+    child has ended. Exit status: 0 consistent, 1 refuted, 2 bad input or a broken mechanism, 3 internal error."""
     for flag in ("epsilon", "relation"):
         if getattr(args, flag) is None:
             raise UsageError(f"--target needs --{flag}")
@@ -268,26 +248,15 @@ def run_target(args: argparse.Namespace) -> int:
         raise UsageError("--sampled and --noise-fraction apply to --mechanism, not --target")
     if args.trials is not None and args.trials < 10:
         raise UsageError(f"--trials must be at least 10 with --target, got {args.trials}")
-    from dpfair_analysis.testing.auditing import audit
+    from dpfair_analysis.testing.isolation import audit_file
     from dpfair_analysis.testing.relations import QueryVector, make_relation
 
-    mechanism = load_function(args.target, "--target")
-    pairs = None
-    if args.pair is not None:
-        make_pair = load_function(args.pair, "--pair")
-        try:
-            pairs = make_pair()
-        except Exception as error:  # noqa: BLE001  (the user's function)
-            raise UsageError(f"--pair: {args.pair}() raised {type(error).__name__}: {error}") from None
-        if not (isinstance(pairs, (tuple, list)) and len(pairs) == 2):
-            raise UsageError(f"--pair: {args.pair}() must return the pair (D, D'), got {type(pairs).__name__}")
-        pairs = tuple(pairs)
     relation = (QueryVector(sensitivity=args.sensitivity, mode=args.query_mode) if args.relation == "queries"
                 else make_relation(args.relation))
     data = _load_data(args.data) if args.data is not None else None
-    result = audit(mechanism, args.epsilon, args.delta, relation=relation, data=data, pairs=pairs,
-                   budget=args.budget, trials=args.trials, confidence=args.confidence, seed=args.seed,
-                   batched=args.batched, time_budget=args.time_budget, name=args.target)
+    result = audit_file(args.target, args.epsilon, args.delta, pair=args.pair, relation=relation, data=data,
+                        budget=args.budget, trials=args.trials, confidence=args.confidence, seed=args.seed,
+                        batched=args.batched, time_budget=args.time_budget)
     if args.json:
         print_json(result.summary())
     else:

@@ -230,6 +230,7 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
     tol : float
         Relative slack for floating-point error.
     """
+    __tracebackhide__ = True  # a failing pytest shows the test's line and the message, not the kit's source
     relation = make_relation(relation)
     order = _norm_order(norm)
     fixed = (lambda a, b: float(bound)) if not callable(bound) else bound

@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int | None:
     for flag in ("pair", "epsilon", "relation", "data"):
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} applies only with --target")
+    _check_mechanism_name(args.mechanism, sampled=args.sampled)
     if args.sampled:
         return run_sampled(args)
     if args.trials is not None and args.trials < 8:  # refused before the audits' heavy imports
@@ -139,6 +140,31 @@ def run(args: argparse.Namespace) -> int | None:
     print(f"(δ = {first.delta:g}, one-sided {first.confidence:.0%} Clopper-Pearson bound; noise fraction "
           f"{args.noise_fraction:g}{' — an under-noised twin' if args.noise_fraction < 1 else ''})")
     return 0 if all(_as_expected(r, MECHANISMS[r.mechanism].expected_consistent) for r in results) else 1
+
+
+def _check_mechanism_name(mechanism: str, *, sampled: bool) -> None:
+    """--mechanism names a registered audit (or 'all'), checked against the static table of names
+    (:mod:`dpfair_analysis.names`) so that an unknown name is refused before the audits -- and torch -- are
+    imported. A program that registered an audit of its own (it imported the registry to do so) or a training
+    method (audited as it runs) is checked against the live registry instead."""
+    from dpfair_analysis import names
+    from dpfair_analysis.training import methods
+
+    if mechanism == "all":
+        return
+    if sampled:
+        if "dpfair_analysis.verify.audits.trainers" in sys.modules or methods.names() != names.METHODS:
+            from dpfair_analysis.verify.audits import trainers
+
+            allowed = list(trainers.sampled_audits())
+        else:
+            allowed = list(names.SAMPLED_AUDITS)
+    else:
+        registry = sys.modules.get("dpfair_analysis.verify.audits.registry")
+        allowed = list(registry.MECHANISMS) if registry is not None else list(names.AUDIT_MECHANISMS)
+    if mechanism not in allowed:
+        raise UsageError(f"--mechanism{' with --sampled' if sampled else ''} must be one of "
+                         f"{sorted(allowed) + ['all']}, got {mechanism!r}")
 
 
 def _say_unexpected(mechanism: str, *, control: bool, lower: float, claimed: float) -> None:

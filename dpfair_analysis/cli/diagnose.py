@@ -185,6 +185,9 @@ def _calibration_from_args(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.splits is not None and args.split_mode != "expectation":
+        raise UsageError(f"--splits {args.splits} is the number of splits the expectation averages: it needs "
+                         f"--split-mode expectation, not {args.split_mode} (drop --splits)")
     _check_model_flags(args)
     check_distinct_outputs(args, {"report": "--report", "plot": "--plot"})
     fractions = train_fractions_from_args(args)
@@ -212,9 +215,6 @@ def run(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():  # a CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", MissingValuesWarning)
         full = datasets.load(dataset, **data_options)
-    if args.splits is not None and args.split_mode != "expectation":
-        raise UsageError("--splits N is the number of splits the expectation averages: it needs --split-mode "
-                         "expectation")
     train_data, test_data = comparison_split(full, seed=args.seed, train_group_fraction=fractions)
     model, model_name = _model(args, train_data, args.seed)
     sigma = args.sigma if args.sigma is not None or args.epsilon is not None else 1.0

@@ -10,12 +10,11 @@ from pathlib import Path
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
                                          add_sweep_flags, backend_from_args, check_workload, comma_items,
                                          data_from_args, device, estimated_training_seconds, int_in,
-                                         nonnegative_float, positive_float, positive_float_upto, print_json,
+                                         nonnegative_float, Outputs, positive_float, positive_float_upto, print_json,
                                          run_cache_from_args, seed_value, show_progress, train_fractions_from_args,
                                          unit_open, writable_directory, writable_file)
 from dpfair_analysis.catalog import DATASETS
 from dpfair_analysis.errors import ArgumentError
-from dpfair_analysis.io import write_atomically
 from dpfair_analysis.training import methods
 
 
@@ -175,12 +174,17 @@ def run(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():  # the CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", MissingValuesWarning)
         result = run_compare(config, progress=show_progress(args), cache=cache, backend=backend)
-    if args.out is not None:
-        write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
-    figures = [] if args.plots is None else save_compare_figures(result, args.plots)
+    outputs = Outputs()  # a write that fails now keeps the result elsewhere and says so last (status 2)
+    history = None if args.out is None else outputs.file(
+        "--out", args.out, lambda tmp: result.histories.to_csv(tmp, index=False), what="history")
+    figures = [] if args.plots is None else outputs.directory(
+        "--plots", args.plots, lambda directory: save_compare_figures(result, directory), what="figures")
+    kept = (f"the runs are in the run cache {cache.directory}: the same command writes them again without training"
+            if cache.directory is not None and cache.writable else None)
     if args.json:
         print_json({**result.to_json(), "cache": {"hits": cache.hits, "misses": cache.misses},
                     **({"preprocessing": preprocessing} if preprocessing else {})})
+        outputs.finish(kept=kept)
         return
     for line in preprocessing:
         print(line)
@@ -204,10 +208,11 @@ def run(args: argparse.Namespace) -> None:
               "each group's SGD accuracy above its share of that label, not a learned difference")
     if cache.summary():
         print(f"({cache.summary()}; --no-cache retrains)")
-    if args.out is not None:
-        print(f"history written to {args.out}")
+    if history is not None:
+        print(f"history written to {history if '--out' in outputs.failed else args.out}")
     for path in figures:
         print(f"figure written to {path}")
+    outputs.finish(kept=kept)
 
 
 def _check_method_names(methods: list[str], *, clip: float) -> None:

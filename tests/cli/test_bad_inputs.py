@@ -7,10 +7,13 @@ To add a command, add its bad invocations to BAD: (argv, the flag the message mu
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -466,6 +469,10 @@ BEFORE_WORK = [
     (["compare", "--methods", "dpsgd,nope"], "--methods"),
     (["audit", "--mechanism", "nope"], "--mechanism"),
     (["audit", "--sampled", "--mechanism", "nope"], "--mechanism"),
+    (["compare", "--out", f"{FULL}/h.csv"], "--out"),
+    (["compare", "--plots", f"{FULL}/plots"], "--plots"),
+    (["diagnose", "--report", f"{FULL}/r.html"], "--report"),
+    (["diagnose", "--plot", f"{FULL}/p.png"], "--plot"),
 ]
 
 
@@ -493,3 +500,45 @@ print(status, sorted(m for m in {HEAVY!r} if m in sys.modules))
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("dpfair: error: ") and flag in \
         result.stderr, result.stderr
     assert list(full.iterdir()) == []
+
+
+# ----------------------------------------------------------------- a disk that fills during the work
+@pytest.mark.parametrize("argv, flag, kept", [
+    (["compare", "--data", "synthetic", "--epochs", "1", "--methods", "sgd", "--quiet", "--out", "{full}/h.csv"],
+     "--out", "the history is kept at"),
+    (["compare", "--data", "synthetic", "--epochs", "1", "--methods", "sgd", "--quiet", "--plots", "{full}/plots"],
+     "--plots", "the figures are kept in"),
+    (["diagnose", "--data", "synthetic", "--rows", "200", "--epochs", "2", "--split-mode", "per-split",
+      "--no-recommendations", "--report", "{full}/r.html"], "--report", "the report is kept at"),
+    (["diagnose", "--data", "synthetic", "--rows", "200", "--epochs", "2", "--split-mode", "per-split",
+      "--no-recommendations", "--plot", "{full}/p.png"], "--plot", "the figure is kept at"),
+], ids=["compare --out", "compare --plots", "diagnose --report", "diagnose --plot"])
+def test_a_write_that_fails_at_the_end_keeps_the_result_and_says_where_in_one_line(argv, flag, kept, tmp_path,
+                                                                                   capsys, monkeypatch):
+    """No space left when the result is written (the disk filled during the work): one line naming the flag, the
+    error and the file the finished result was written to instead, status 2 -- not 'internal error: OSError',
+    status 1, and the run lost. The table is still printed; nothing is left half in the full directory."""
+    full, elsewhere = tmp_path / "full", tmp_path / "elsewhere"
+    full.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))  # the fallback's directory (the temporary one)
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path / "cache"))
+    real_replace = os.replace
+
+    def replace(source, target):  # every file renamed into place under full/ finds the disk full
+        if Path(full) in Path(target).parents:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    status = main([a.format(full=full) for a in argv])
+    out, err = capsys.readouterr()
+    assert status == 2, err
+    assert err.count("\n") == 1 and err.startswith(f"dpfair: error: {flag}: could not write") and \
+        "No space left on device" in err and kept in err and "Traceback" not in err, err
+    where = Path(re.search(rf"{kept} (\S+) instead", err).group(1))
+    assert elsewhere in where.parents and where.exists()
+    assert (any(where.iterdir()) if where.is_dir() else where.stat().st_size > 0)
+    assert ("run cache" in err) == (argv[0] == "compare")
+    assert "accuracy" in out.lower() or "cost" in out.lower()  # the result is printed as well
+    assert [p for p in full.rglob("*") if p.is_file()] == []  # no temporary file left behind

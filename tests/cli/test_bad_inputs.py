@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpfair_analysis.cli import main
@@ -542,3 +543,45 @@ def test_a_write_that_fails_at_the_end_keeps_the_result_and_says_where_in_one_li
     assert ("run cache" in err) == (argv[0] == "compare")
     assert "accuracy" in out.lower() or "cost" in out.lower()  # the result is printed as well
     assert [p for p in full.rglob("*") if p.is_file()] == []  # no temporary file left behind
+
+
+# ----------------------------------------------------------------- audit --data: only finite numbers
+def _saved(array, **kwargs) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, **kwargs)
+    return buffer.getvalue()
+
+
+BAD_AUDIT_DATA = [
+    ("nan.csv", "1\nnan\n2\n", "NaN"),
+    ("inf.csv", "1\ninf\n2\n", "an infinity"),
+    ("nan-column.csv", "group,y\n0,1\n1,nan\n", "column 'y' holds NaN"),
+    ("nan.npy", _saved(np.array([1.0, np.nan])), "NaN"),
+    ("inf.npy", _saved(np.array([[1.0, -np.inf]])), "an infinity"),
+    ("empty.csv", "", "is empty"),
+    ("empty.npy", b"", "is empty"),
+    ("no-records.npy", _saved(np.array([])), "no records"),
+    ("header-only.csv", "group,y\n", "no records"),
+    ("text.csv", "group,y\na,b\n", "text where a number belongs"),
+    ("text.npy", _saved(np.array(["a", "b"])), "not numbers"),
+    ("objects.npy", _saved(np.array([{"a": 1}], dtype=object), allow_pickle=True), "not a numeric .npy array"),
+    ("garbage.npy", b"\x80\x04 not an array", "not a numeric .npy array"),
+]
+
+
+@pytest.mark.parametrize("name, content, fragment", BAD_AUDIT_DATA, ids=[n for n, _, _ in BAD_AUDIT_DATA])
+def test_audit_data_that_is_not_finite_numbers_is_refused_naming_data(name, content, fragment, tmp_path, capsys):
+    """NaN, infinities, an empty file, no records, text: refused naming --data and the problem (before issue 47
+    NaN was audited as a number or blamed on the pair, an empty CSV audited, an empty .npy an internal error);
+    a .npy that holds Python objects gets no advice to 'load it unsafely'."""
+    (tmp_path / "mechanism.py").write_text("import numpy as np\n\ndef f(data, rng):\n"
+                                           "    return float(np.sum(np.asarray(data, dtype=float))) + rng.laplace()\n")
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    status = main(["audit", "--target", f"{tmp_path / 'mechanism.py'}:f", "--epsilon", "1", "--relation",
+                   "add-remove", "--trials", "10", "--data", str(path)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and err.startswith("dpfair: error: --data") and fragment in err, err
+    assert "unsafe" not in err and "allow_pickle" not in err and "pickle.load" not in err, err

@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int | None:
     for flag in ("pair", "epsilon", "relation", "data"):
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} applies only with --target")
+    _check_mechanism_name(args.mechanism, sampled=args.sampled)
     if args.sampled:
         return run_sampled(args)
     if args.trials is not None and args.trials < 8:  # refused before the audits' heavy imports
@@ -146,6 +147,31 @@ def run(args: argparse.Namespace) -> int | None:
     print(f"(δ = {first.delta:g}, one-sided {first.confidence:.0%} Clopper-Pearson bound; noise fraction "
           f"{args.noise_fraction:g}{' — an under-noised twin' if args.noise_fraction < 1 else ''})")
     return 0 if all(_as_expected(r, MECHANISMS[r.mechanism].expected_consistent) for r in results) else 1
+
+
+def _check_mechanism_name(mechanism: str, *, sampled: bool) -> None:
+    """--mechanism names a registered audit (or 'all'), checked against the static table of names
+    (:mod:`dpfair_analysis.names`) so that an unknown name is refused before the audits -- and torch -- are
+    imported. A program that registered an audit of its own (it imported the registry to do so) or a training
+    method (audited as it runs) is checked against the live registry instead."""
+    from dpfair_analysis import names
+    from dpfair_analysis.training import methods
+
+    if mechanism == "all":
+        return
+    if sampled:
+        if "dpfair_analysis.verify.audits.trainers" in sys.modules or methods.names() != names.METHODS:
+            from dpfair_analysis.verify.audits import trainers
+
+            allowed = list(trainers.sampled_audits())
+        else:
+            allowed = list(names.SAMPLED_AUDITS)
+    else:
+        registry = sys.modules.get("dpfair_analysis.verify.audits.registry")
+        allowed = list(registry.MECHANISMS) if registry is not None else list(names.AUDIT_MECHANISMS)
+    if mechanism not in allowed:
+        raise UsageError(f"--mechanism{' with --sampled' if sampled else ''} must be one of "
+                         f"{sorted(allowed) + ['all']}, got {mechanism!r}")
 
 
 def _say_unexpected(mechanism: str, *, control: bool, lower: float, claimed: float) -> None:
@@ -206,27 +232,69 @@ def run_sampled(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ --target: any mechanism
 def _load_data(text: str):
-    """--data: a .npy array, or a .csv file -- a dict of columns when its first row names them, else an array."""
+    """--data: a .npy array, or a .csv file -- a dict of columns when its first row names them, else an array.
+
+    Only records of finite numbers are audited: an empty file, a file without records, text where a number
+    belongs, NaN or an infinity is refused naming --data and what is wrong; a .npy file that holds Python objects
+    (or is no .npy file) is refused and never unpickled."""
+    import warnings
+
     import numpy as np
 
     path = Path(text)
     if not path.is_file():
         raise UsageError(f"--data: {text!r} is not a file")
+    if path.suffix not in (".npy", ".csv"):
+        raise UsageError(f"--data must be a .npy or .csv file, got {text!r}")
+    if path.stat().st_size == 0:
+        raise UsageError(f"--data: {text} is empty; give the records along axis 0 (a numeric .npy array or CSV rows)")
     try:
         if path.suffix == ".npy":
-            return np.load(path, allow_pickle=False)
-        if path.suffix == ".csv":
-            first = path.read_text().splitlines()[0].split(",") if path.stat().st_size else []
-            if first and not all(_is_number(cell) for cell in first):
-                table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
-                if table.shape[1] != len(first):
-                    raise ValueError(f"the header names {len(first)} columns, the rows have {table.shape[1]}")
-                return {name.strip(): (column.astype(np.int64) if np.all(column == np.round(column)) else column)
-                        for name, column in zip(first, table.T)}
-            return np.loadtxt(path, delimiter=",", ndmin=1)
-    except (ValueError, IndexError) as error:
-        raise UsageError(f"--data: cannot read {text}: {error}") from None
-    raise UsageError(f"--data must be a .npy or .csv file, got {text!r}")
+            data = np.load(path, allow_pickle=False)
+        else:
+            first = path.read_text().splitlines()[0].split(",")
+            with warnings.catch_warnings():  # a file without rows is said below, not by numpy's warning
+                warnings.simplefilter("ignore", UserWarning)
+                if not all(_is_number(cell) for cell in first):
+                    table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+                    if table.size and table.shape[1] != len(first):
+                        raise ValueError(f"the header names {len(first)} columns, the rows have {table.shape[1]}")
+                    data = {name.strip(): column for name, column in zip(first, table.T)} if table.size else {}
+                else:
+                    data = np.loadtxt(path, delimiter=",", ndmin=1)
+    except (ValueError, IndexError, EOFError, OSError) as error:
+        raise UsageError(f"--data: cannot read {text}: {_unreadable(error)}") from None
+    columns = data if isinstance(data, dict) else {"": data}
+    if not columns or any(column.size == 0 for column in columns.values()):
+        raise UsageError(f"--data: {text} has no records (the audit needs at least one row of numbers)")
+    for name, column in columns.items():
+        where = f"column {name!r}" if name else "the records"
+        if column.dtype.kind not in "biuf":
+            raise UsageError(f"--data: {text}: {where} holds {column.dtype} values, not numbers (the audit needs "
+                             "integers or floats)")
+        bad = np.argwhere(~np.isfinite(column))
+        if len(bad):
+            first_bad = tuple(int(i) for i in bad[0])
+            value = "NaN" if np.isnan(column[first_bad]) else "an infinity"
+            at = f"record {first_bad[0]}" + (f", index {first_bad[1:]}" if len(first_bad) > 1 else "")
+            raise UsageError(f"--data: {text}: {where} holds {value} ({len(bad)} non-finite value(s), the first at "
+                             f"{at}); the audit needs finite numbers: remove or replace them")
+    if isinstance(data, dict):
+        return {name: (column.astype(np.int64) if np.all(column == np.round(column)) else column)
+                for name, column in data.items()}
+    return data
+
+
+def _unreadable(error: BaseException) -> str:
+    """Why --data could not be read, in words for this command: numpy's advice to load a file holding Python
+    objects "unsafely" (unpickling runs code stored in it) is replaced by what the file must be."""
+    message = " ".join(str(error).split())
+    if "pickle" in message or isinstance(error, EOFError):
+        return ("it is not a numeric .npy array (it holds Python objects, or is no .npy file at all); save the "
+                "records with numpy.save(FILE, array) of an array of numbers")
+    if "could not convert" in message:
+        return f"text where a number belongs ({message})"
+    return message or type(error).__name__
 
 
 def _is_number(text: str) -> bool:

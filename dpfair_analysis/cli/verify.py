@@ -32,7 +32,26 @@ def _claim_row(c) -> dict:
             "statement": c.statement, "regime": c.regime, "fix": c.fix, "corrects": c.corrects, "extends": c.extends}
 
 
+def _check_names(args: argparse.Namespace) -> None:
+    """--budget, --paper, --claim and --explain against the static table of names (:mod:`dpfair_analysis.names`),
+    before the claims registry is imported (it builds every claim); once it is imported, run() checks against it."""
+    from dpfair_analysis import names
+
+    if args.budget not in names.VERIFY_BUDGETS:
+        raise UsageError(f"--budget must be one of {sorted(names.VERIFY_BUDGETS)}, got {args.budget!r}")
+    if args.paper is not None and args.paper not in names.CLAIM_PAPERS:
+        raise UsageError(f"--paper must be one of {sorted(names.CLAIM_PAPERS)}, got {args.paper!r}")
+    if args.claim is not None and args.claim not in names.CLAIMS:
+        raise UsageError(f"unknown --claim {args.claim!r} (list them with: dpfair verify --list)")
+    if args.explain is not None and args.explain not in names.CLAIMS:
+        raise UsageError(f"--explain: unknown claim {args.explain!r}; known: {', '.join(names.CLAIMS)}")
+
+
 def run(args: argparse.Namespace) -> None:
+    import sys
+
+    if "dpfair_analysis.verify.claims" not in sys.modules:
+        _check_names(args)
     from dpfair_analysis.verify.claims import (
         BUDGETS,
         CLAIMS,

@@ -6,7 +6,7 @@ prints now, so a page cannot show yesterday's output.
 
 A block is the command line (``$ dpfair ARGS  # an optional comment``) and the command's standard output, in full.
 Each command runs from the repository root, as ``python -m dpfair_analysis.cli ARGS``, with an empty run cache of its
-own (what a reader who types it gets). A page agrees with a fresh run when every word agrees and every number is
+own (what a reader who types it gets; its path is shown as ``$DPFAIR_CACHE``), trailing blanks removed. A page agrees with a fresh run when every word agrees and every number is
 within :data:`TOLERANCE` (the runs are seeded: on one machine they are identical; another BLAS may move the last
 digit); wall-clock times (``in 3.6 s``) are not compared. ``tests/test_docs.py`` runs the check.
 """
@@ -64,10 +64,11 @@ def run(block: Block) -> str:
         env = {**os.environ, "DPFAIR_CACHE": cache, "PYTHONHASHSEED": "0", "COLUMNS": "200"}
         done = subprocess.run([sys.executable, "-m", "dpfair_analysis.cli", *block.argv], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=900, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{block.page}: `dpfair {' '.join(block.argv)}` exited {done.returncode}: "
-                           f"{done.stderr.strip()[-500:]}")
-    return done.stdout
+        if done.returncode != 0:
+            raise RuntimeError(f"{block.page}: `dpfair {' '.join(block.argv)}` exited {done.returncode}: "
+                               f"{done.stderr.strip()[-500:]}")
+        printed = done.stdout.replace(cache, "$DPFAIR_CACHE")  # the reader's cache, not this run's temporary one
+    return "".join(line.rstrip() + "\n" for line in printed.splitlines())
 
 
 def differences(shown: str, fresh: str) -> list[str]:

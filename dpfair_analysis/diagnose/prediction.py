@@ -128,6 +128,7 @@ class Prediction:
     integration_steps: int
     mechanism: str
     samples: np.ndarray | None = None   # (draws, K): the cost vector one run would show (step 5)
+    sample_blocks: tuple[int, ...] = ()  # pooled over splits: each split's rows of samples, in order
 
 
 def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evaluation: GroupedDataset, *,

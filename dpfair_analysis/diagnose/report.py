@@ -55,7 +55,7 @@ def report_html(diagnosis: Diagnosis, *, figure_png: bytes | None = None, title:
     settings = diagnosis.settings()
     rows = []
     for row in diagnosis.groups.itertuples():
-        css = ' class="hurt"' if row.rank == 1 and diagnosis.most_hurt.get("group") else ""
+        css = ' class="hurt"' if str(row.group) == diagnosis.most_hurt.get("group") else ""
         rows.append(
             f"<tr{css}><td>{row.rank}</td><td>{esc(str(row.group))}</td><td>{row.n:,}</td>"
             f"<td>{row.cost:+.4f}</td><td>[{row.low:+.3f}, {row.high:+.3f}]</td><td>{_chance(row.p_most_hurt)}</td>"

@@ -750,3 +750,88 @@ def test_overlapping_expectations_share_their_splits_and_stay_what_they_are_alon
     wider = PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=64, epochs=2, lr=0.3)
     diagnose_splits(data, model, wider, splits=3, seed=1, options=FAST, split_runs=store)
     assert store.bases_made == 7                                 # another batch size: other bases
+
+
+# ------------------------------------------------------------------ issue 51: a verdict consistent with itself
+def _skewed_costs(n: int = 4000, *, seed: int = 0) -> np.ndarray:
+    """Joint cost draws of groups a and b: a always loses 0.05; b loses 0.10 in 60% of runs and gains 0.08 in
+    the rest. a has the lower mean cost (-0.05 against -0.028), b is the most hurt in 60% of runs."""
+    rng = np.random.default_rng(seed)
+    a = -0.05 + 0.001 * rng.standard_normal(n)
+    b = np.where(rng.random(n) < 0.6, -0.10, 0.08) + 0.001 * rng.standard_normal(n)
+    return np.column_stack([a, b])
+
+
+def _ranked(samples: np.ndarray, names) -> pd.DataFrame:
+    from dpfair_analysis.diagnose.explanation import most_hurt_probabilities
+
+    cost = samples.mean(0)
+    half = 1.645 * samples.std(0)
+    table = pd.DataFrame({"group": list(names), "cost": cost, "half_width": half, "low": cost - half,
+                          "high": cost + half, "p_most_hurt": most_hurt_probabilities(samples, names).to_numpy()})
+    table["rank"] = table["cost"].rank(method="first").astype(int)
+    return table.sort_values("rank").reset_index(drop=True)
+
+
+def test_the_named_group_is_the_highest_p_most_hurt_not_the_lowest_mean_cost():
+    """Issue 51 item 4 (13 of 90 study calls named the lowest mean cost while another group had the higher
+    P(most hurt)): the verdict names b, the group most often the most hurt, and says why a, rank 1, is not."""
+    from dpfair_analysis.diagnose.explanation import most_hurt_group, most_hurt_sentence
+
+    samples = _skewed_costs()
+    groups = _ranked(samples, ["a", "b"])
+    assert list(groups["group"]) == ["a", "b"]                        # a has the lowest mean cost: rank 1
+    verdict = most_hurt_group(groups, samples, ["a", "b"])
+    assert verdict["group"] == "b" and verdict["callable"] and verdict["tied"] == ["b"]
+    assert verdict["probability"] == pytest.approx(groups.set_index("group").loc["b", "p_most_hurt"])
+    assert verdict["lowest_cost_group"] == "a" and verdict["runner_up"] == "a"
+    sentence = most_hurt_sentence(verdict)
+    assert sentence.startswith("Most hurt: b (") and "a has the lowest mean predicted cost" in sentence
+    assert "the name goes by P(most hurt)" in sentence
+
+
+def test_groups_within_the_uncertainty_of_the_top_p_are_tied_and_nothing_is_named():
+    """The tie rule (most_hurt_call): a lead in P(most hurt) within 1.645 standard errors of the Monte Carlo
+    error (few draws) or of the splits' own leads (splits that disagree) is a tie; a clear lead is named."""
+    from dpfair_analysis.diagnose.explanation import NAME_Z, most_hurt_call, most_hurt_group, most_hurt_sentence
+
+    rng = np.random.default_rng(1)
+    # 55% against 45% from 40 draws: the Monte Carlo error of the lead (~0.16) is larger than the lead
+    few = np.where(np.arange(40)[:, None] < 22, [[-0.1, 0.0]], [[0.0, -0.1]]) + 1e-4 * rng.standard_normal((40, 2))
+    call = most_hurt_call(few, ["a", "b"])
+    assert call["group"] is None and call["tied"] == ["a", "b"]
+    assert call["lead"] <= NAME_Z * call["lead_se"]
+    # the same shares from 40,000 draws in one block: named
+    many = np.repeat(few, 1000, axis=0)
+    assert most_hurt_call(many, ["a", "b"])["group"] == "a"
+    # ... but as two splits that disagree (a in 100% of one, 10% of the other): tied by the splits' spread
+    split_a = np.tile([[-0.1, 0.0]], (20_000, 1))
+    split_b = np.where(np.arange(20_000)[:, None] < 2_000, [[-0.1, 0.0]], [[0.0, -0.1]])
+    pooled = np.concatenate([split_a, split_b])
+    assert most_hurt_call(pooled, ["a", "b"])["group"] == "a"
+    tied = most_hurt_call(pooled, ["a", "b"], blocks=[20_000, 20_000])
+    assert tied["group"] is None and tied["tied"] == ["a", "b"]
+    groups = _ranked(pooled, ["a", "b"])
+    verdict = most_hurt_group(groups, pooled, ["a", "b"], blocks=[20_000, 20_000])
+    assert verdict["group"] is None and not verdict["callable"] and verdict["tied"] == ["a", "b"]
+    assert most_hurt_sentence(verdict).startswith("The most-hurt group cannot be called: a and b are tied")
+    with pytest.raises(ValueError, match="blocks"):
+        most_hurt_call(pooled, ["a", "b"], blocks=[3])
+
+
+def test_every_place_that_shows_the_most_hurt_group_shows_the_verdict(diagnosis):
+    """JSON most_hurt, the text, the HTML's highlighted row and P(most hurt) agree: the named group (or the top
+    of the tie) is the one with the highest P(most hurt)."""
+    groups = diagnosis.groups.set_index("group")
+    verdict = diagnosis.to_json()["most_hurt"]
+    top = groups["p_most_hurt"].idxmax()
+    if verdict["tied"]:
+        assert verdict["tied"][0] == top
+    text = format_diagnosis(diagnosis)
+    if verdict["group"] is not None:
+        assert f"Most hurt: {verdict['group']} (" in text
+        assert report_html(diagnosis).count('<tr class="hurt">') == 1
+        assert f'<tr class="hurt"><td>{int(groups.loc[verdict["group"], "rank"])}</td><td>{verdict["group"]}<' in \
+            report_html(diagnosis)
+    elif verdict["tied"]:
+        assert "cannot be called" in text and '<tr class="hurt">' not in report_html(diagnosis)

@@ -52,9 +52,17 @@ from dpfair_analysis.diagnose.explanation import (
 )
 from dpfair_analysis.diagnose.mechanisms import Mechanism, mechanism_for
 from dpfair_analysis.diagnose.plan import MIN_TRAIN_ROWS, Calibration, DiagnosisOptions, PrivacyPlan, ResolvedPlan
-from dpfair_analysis.diagnose.prediction import MIN_GROUP_ROWS, Z90, Prediction, Reference, outcome, predict
+from dpfair_analysis.diagnose.prediction import (
+    MIN_GROUP_ROWS,
+    Z90,
+    Prediction,
+    Reference,
+    outcome,
+    predict,
+    split_mean,
+)
 from dpfair_analysis.diagnose.problem import Problem, largest_curvature, stratified
-from dpfair_analysis.diagnose.recommendations import recommendations
+from dpfair_analysis.diagnose.recommendations import RecommendationSplit, recommendations
 from dpfair_analysis.validation import check_positive_int
 
 #: Splits :func:`diagnose_splits` (and ``dpfair diagnose``) averages over by default.
@@ -283,7 +291,7 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
     calibration.check_applicable(dataset)
     run, more = runs[0], len(runs) > 1
     base = run.base
-    train, evaluation = base.train, base.evaluation
+    train = base.train
     for other in runs[1:]:
         if other.base.train.group_names != train.group_names:
             raise ValueError(f"more_splits have other groups than train: {other.base.train.group_names} vs "
@@ -330,12 +338,12 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
                           model=model_name, calibration=calibration, notes=notes,
                           split_mode="expectation" if more else "per-split", split_seeds=tuple(seeds),
                           split_prediction=run.prediction if more else None, split_most_hurt=split_hurt)
-    if options.recommendations:
-        diagnosis.recommendations = recommendations(problem, plan, resolved, base.reference, evaluation,
-                                                    run.prediction.table, draws=options.recommendation_draws,
-                                                    calibration=calibration,
+    if options.recommendations:  # on the headline's splits, against the headline's costs
+        splits = [RecommendationSplit(r.base.problem, r.base.reference, r.base.evaluation, r.base.trajectories,
+                                      r.base.exact) for r in runs]
+        diagnosis.recommendations = recommendations(splits, plan, resolved, prediction.table,
+                                                    draws=options.recommendation_draws, calibration=calibration,
                                                     integration_steps=options.recommendation_steps,
-                                                    trajectories=base.trajectories, exact=base.exact,
                                                     generator=generator)
     diagnosis.seconds = time.perf_counter() - start
     return diagnosis
@@ -440,7 +448,7 @@ def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration,
     numeric = ["cost", "clip_part", "noise_part", "acc_nonprivate", "acc_private", "acc_private_noiseless",
                "acc_nonprivate_noiseless", "change_rate", "row_var", "n_eval"]
     stacked = pd.concat([t[numeric] for t in tables], keys=range(len(tables)))
-    table = stacked.groupby(level=1, sort=False).mean()
+    table = split_mean([p.table for p in predictions], numeric)
     noise = pd.concat([(t["half_width"] / (Z90 * calibration.widen)) ** 2 for t in tables], axis=1).mean(axis=1)
     noise_raw = pd.concat([(t["uncalibrated_half_width"] / Z90) ** 2 for t in tables], axis=1).mean(axis=1)
     # the training rows: the variance of the costs over splits beyond the test rows' share v_k / n_k (already in

@@ -835,3 +835,32 @@ def test_every_place_that_shows_the_most_hurt_group_shows_the_verdict(diagnosis)
             report_html(diagnosis)
     elif verdict["tied"]:
         assert "cannot be called" in text and '<tr class="hurt">' not in report_html(diagnosis)
+
+
+def test_the_recommendations_are_predicted_on_the_headlines_expectation():
+    """Issue 51 item 4 (the recommendations were split 0's while the headline averaged the splits: in 4 of 9
+    study cells their baseline's worst group was not the headline's): each option's cost is the mean of its
+    per-split predictions over the headline's splits, and its change is against the headline's cost."""
+    from dpfair_analysis.diagnose import diagnose_splits
+
+    data = synthetic_groups(sizes=(500, 160), input_scale=(1.0, 3.0), margin=(0.3, 0.6), offset=(0.0, 0.8), seed=7)
+    plan = PrivacyPlan(noise_multiplier=2.0, clip_bound=0.5, batch_size=32, epochs=2, lr=0.3)
+    options = DiagnosisOptions(rows=1500, curvature_rows=400, theory_rows=400, draws=40, recommendation_draws=20,
+                               max_steps=80)
+
+    def model(seed):
+        return build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=seed, l2=0.01)
+
+    pooled = diagnose_splits(data, model, plan, splits=2, options=options)
+    parts = [diagnose_splits(data, model, plan, splits=1, seed=s, options=options) for s in (0, 1)]
+    own = [{r["action"]: r for r in p.recommendations} for p in parts]
+    headline = pooled.groups.set_index("group")["cost"]
+    assert {r["action"] for r in pooled.recommendations} == set(own[0]) == set(own[1])
+    for rec in pooled.recommendations:
+        assert rec["splits"] == 2
+        for g, cost in rec["predicted_costs"].items():
+            assert rec["change_vs_plan"][g] == pytest.approx(cost - headline[g], abs=1e-12)
+            if rec["action"] != "quantile clip bound":       # its C is the quantile of both splits' norms
+                assert cost == pytest.approx((own[0][rec["action"]]["predicted_costs"][g]
+                                              + own[1][rec["action"]]["predicted_costs"][g]) / 2, abs=1e-12)
+        assert rec["worst_group"] == min(rec["predicted_costs"], key=rec["predicted_costs"].get)

@@ -38,6 +38,36 @@ from dpfair_analysis.diagnose.problem import Problem
 from dpfair_analysis.privacy.accounting import steps_for_epochs
 from dpfair_analysis.theory.bounds import expected_gaussian_norm
 
+#: A recommendation's verdict against the plan (:func:`recommendation_verdict`), in the order they are listed.
+VERDICTS = ("predicted to help", "no predicted effect", "predicted to hurt")
+
+
+def recommendation_verdict(*, worst_change: float, gap_change: float, tolerance: float = NEGLIGIBLE) -> str:
+    r"""Whether an option is predicted to help or to hurt, against the plan: its worst group first, then its gap.
+
+    With :math:`w = \min_k \Delta^k` the worst group's predicted cost and :math:`g = \max_k \Delta^k -
+    \min_k \Delta^k` the gap, both for the option and for the plan (the headline), :math:`\delta_w =
+    w_{opt} - w_{plan}` (positive: the worst-off group loses less) and :math:`\delta_g = g_{opt} - g_{plan}`
+    (positive: the gap widens), and :math:`\tau` = ``tolerance`` (:data:`NEGLIGIBLE`, the accuracy change the
+    diagnosis calls no change):
+
+    * *predicted to hurt* if :math:`\delta_w \le -\tau`, or :math:`|\delta_w| < \tau` and
+      :math:`\delta_g \ge \tau` (the worst group loses more; or it does not move and the gap widens);
+    * *predicted to help* if :math:`\delta_w \ge \tau`, or :math:`|\delta_w| < \tau` and
+      :math:`\delta_g \le -\tau`;
+    * *no predicted effect* otherwise (both within :math:`\tau` of the plan: a sign there would be noise).
+
+    The worst group decides before the gap: an option that helps the worst-off group helps even where the gap
+    widens, and one that hurts it hurts even where the gap narrows (levelling down).
+    """
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be positive, got {tolerance!r}")
+    if worst_change <= -tolerance or (abs(worst_change) < tolerance and gap_change >= tolerance):
+        return VERDICTS[2]
+    if worst_change >= tolerance or (abs(worst_change) < tolerance and gap_change <= -tolerance):
+        return VERDICTS[0]
+    return VERDICTS[1]
+
 
 def quantile_rule_bound(norms: torch.Tensor, *, noise_multiplier: float, batch_size: int, n_params: int) -> float:
     """Paper 000 §4.2's C for Gaussian noise: the (1 - kappa/b)-quantile of the per-sample norms.
@@ -103,9 +133,11 @@ def recommendations(splits: Sequence[RecommendationSplit], plan: PrivacyPlan, re
     Returns
     -------
     list of dict
-        One per option, best worst-group cost first: action, description, prediction (True), changes,
-        epsilon, steps, splits, predicted_costs, change_vs_plan, at_risk_change, worst_group, worst_cost,
-        max_gap, collapse_predicted.
+        One per option: action, description, prediction (True), changes, epsilon, steps, splits,
+        predicted_costs, change_vs_plan, at_risk_change, worst_group, worst_cost, max_gap, verdict
+        (:func:`recommendation_verdict`), worst_change and gap_change (against the plan), plan_worst_group,
+        plan_worst_cost, plan_gap, collapse_predicted. Sorted by verdict (:data:`VERDICTS`: those predicted to
+        help first, those predicted to hurt last), then by worst-group cost (best first), then by gap.
     """
     if not splits:
         raise ValueError("recommendations need at least one split")
@@ -113,6 +145,9 @@ def recommendations(splits: Sequence[RecommendationSplit], plan: PrivacyPlan, re
     planned = planned.assign(group=planned["group"].astype(str))
     at_risk = [g for g, c in zip(planned["group"], planned["cost"]) if -c >= NEGLIGIBLE]
     planned_cost = dict(zip(planned["group"], planned["cost"]))
+    plan_worst = min(planned_cost, key=planned_cost.get)
+    plan_worst_cost = float(planned_cost[plan_worst])
+    plan_gap = float(max(planned_cost.values()) - plan_worst_cost)
     P = first.problem.P
     options: list[tuple[str, str, Mechanism, float, dict]] = []
 
@@ -172,13 +207,18 @@ def recommendations(splits: Sequence[RecommendationSplit], plan: PrivacyPlan, re
         mean = split_mean([p.table for p in predictions], ["cost"])["cost"]
         costs = {str(g): float(c) for g, c in mean.items()}
         worst = min(costs, key=costs.get)
+        gap = float(max(costs.values()) - min(costs.values()))
+        worst_change, gap_change = float(costs[worst] - plan_worst_cost), gap - plan_gap
         out.append({"action": action, "description": text, "prediction": True, "changes": changes,
                     "epsilon": float(epsilon), "steps": mechanism.steps, "splits": len(splits),
                     "predicted_costs": costs,
                     "change_vs_plan": {g: float(costs[g] - planned_cost[g]) for g in costs},
                     "at_risk_change": {g: float(costs[g] - planned_cost[g]) for g in at_risk},
-                    "worst_group": worst, "worst_cost": float(costs[worst]),
-                    "max_gap": float(max(costs.values()) - min(costs.values())),
+                    "worst_group": worst, "worst_cost": float(costs[worst]), "max_gap": gap,
+                    "verdict": recommendation_verdict(worst_change=worst_change, gap_change=gap_change),
+                    "worst_change": worst_change, "gap_change": gap_change,
+                    "plan_worst_group": plan_worst, "plan_worst_cost": plan_worst_cost, "plan_gap": plan_gap,
                     "collapse_predicted": float(np.mean([p.collapsed for p in predictions])) > 0.5})
-    out.sort(key=lambda r: -r["worst_cost"])
+    # helping first, then no effect, the hurting ones last; within each, the best worst group first
+    out.sort(key=lambda r: (VERDICTS.index(r["verdict"]), -r["worst_cost"], r["max_gap"]))
     return out

@@ -864,3 +864,68 @@ def test_the_recommendations_are_predicted_on_the_headlines_expectation():
                 assert cost == pytest.approx((own[0][rec["action"]]["predicted_costs"][g]
                                               + own[1][rec["action"]]["predicted_costs"][g]) / 2, abs=1e-12)
         assert rec["worst_group"] == min(rec["predicted_costs"], key=rec["predicted_costs"].get)
+
+
+@pytest.mark.parametrize("worst,gap,verdict", [
+    (0.02, 0.03, "predicted to help"),        # the worst group gains, even though the gap widens
+    (0.005, 0.0, "predicted to help"),
+    (0.0, -0.01, "predicted to help"),        # the worst group does not move and the gap narrows
+    (-0.12, -0.2, "predicted to hurt"),       # levelling down: the worst group loses more, the gap narrows
+    (-0.005, 0.0, "predicted to hurt"),
+    (0.004, 0.005, "predicted to hurt"),      # the worst group does not move and the gap widens
+    (0.004, -0.004, "no predicted effect"),
+    (0.0, 0.0, "no predicted effect")])
+def test_a_recommendations_verdict_is_its_worst_group_then_its_gap_against_the_plan(worst, gap, verdict):
+    from dpfair_analysis.diagnose.recommendations import recommendation_verdict
+
+    assert recommendation_verdict(worst_change=worst, gap_change=gap) == verdict
+
+
+def _recommendation(action, verdict, worst_change, gap_change):
+    return {"action": action, "description": f"option {action}", "prediction": True, "verdict": verdict,
+            "worst_group": "a", "worst_cost": -0.05 + worst_change, "max_gap": 0.04 + gap_change,
+            "worst_change": worst_change, "gap_change": gap_change, "plan_worst_group": "a",
+            "plan_worst_cost": -0.05, "plan_gap": 0.04, "predicted_costs": {"a": -0.05 + worst_change, "b": 0.0}}
+
+
+def test_the_text_lists_the_options_predicted_to_hurt_apart_after_the_others():
+    """Issue 51 item 4 ("What would help" listed options predicted to hurt without saying so): each option sits
+    under its verdict's heading; those predicted to hurt come last, apart, each with its change against the plan."""
+    from dpfair_analysis.diagnose.report import format_recommendations
+
+    lines = format_recommendations([_recommendation("h", "predicted to help", 0.03, -0.03),
+                                    _recommendation("n", "no predicted effect", 0.001, 0.0),
+                                    _recommendation("x", "predicted to hurt", -0.12, 0.1)])
+    assert lines[0].startswith("What would help") and "the plan: worst a -0.0500, gap 0.0400" in lines[0]
+    helps = lines.index(next(x for x in lines if x.startswith("  Predicted to help")))
+    none = lines.index(next(x for x in lines if x.startswith("  No predicted effect")))
+    hurts = lines.index(next(x for x in lines if x.startswith("Predicted to hurt (listed apart")))
+    assert helps < none < hurts and lines[hurts - 1] == ""
+    assert lines[helps + 1].startswith("  - option h:") and lines[none + 1].startswith("  - option n:")
+    assert lines[hurts + 1] == ("  - option x: worst a -0.1700 (-0.1200 vs the plan), gap 0.1400 (+0.1000) "
+                                "(a -0.1700, b +0.0000)")
+    assert lines[-1] == lines[hurts + 1]
+
+
+def test_each_recommendation_is_labelled_against_the_headline_and_the_hurting_ones_come_last(diagnosis):
+    """The JSON's recommendations carry their verdict, computed from their worst group and gap against the
+    headline's, sorted help / no effect / hurt; the text puts the hurting ones under their own heading."""
+    from dpfair_analysis.diagnose.recommendations import VERDICTS, recommendation_verdict
+
+    payload = json.loads(json.dumps(diagnosis.to_json()))
+    recs = payload["recommendations"]
+    headline = diagnosis.groups.set_index("group")["cost"]
+    order = [VERDICTS.index(r["verdict"]) for r in recs]
+    assert order == sorted(order)
+    for rec in recs:
+        assert rec["plan_worst_group"] == headline.idxmin()
+        assert rec["worst_change"] == pytest.approx(rec["worst_cost"] - headline.min())
+        assert rec["gap_change"] == pytest.approx(rec["max_gap"] - (headline.max() - headline.min()))
+        assert rec["verdict"] == recommendation_verdict(worst_change=rec["worst_change"],
+                                                        gap_change=rec["gap_change"])
+    hurting = [r for r in recs if r["verdict"] == "predicted to hurt"]
+    assert hurting                               # this plan has options predicted to hurt (e.g. Naive reweighting)
+    text = format_diagnosis(diagnosis).splitlines()
+    start = text.index(next(x for x in text if x.startswith("Predicted to hurt")))
+    assert all(any(x.startswith(f"  - {r['description']}:") for x in text[start:]) for r in hurting)
+    assert not any(x.startswith(f"  - {r['description']}:") for r in hurting for x in text[:start])

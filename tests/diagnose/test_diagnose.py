@@ -820,9 +820,9 @@ def test_groups_within_the_uncertainty_of_the_top_p_are_tied_and_nothing_is_name
 
 
 def test_every_place_that_shows_the_most_hurt_group_shows_the_verdict(diagnosis):
-    """JSON most_hurt, the text, the HTML's highlighted row and P(most hurt) agree: the named group is the one
-    with the highest P(most hurt) (a group with 10x the input norms, as above); where no group is hurt, nothing
-    is named or highlighted (the module's diagnosis)."""
+    """JSON most_hurt, the text, the HTML's highlighted row, the figure's labels and P(most hurt) agree: the named
+    group is the one with the highest P(most hurt) (a group with 10x the input norms, as above); where no
+    group is hurt, nothing is named or highlighted (the module's diagnosis)."""
     from dpfair_analysis.diagnose import diagnose_splits
 
     data = synthetic_groups(sizes=(1500, 1500), input_scale=(0.3, 3.0), margin=(0.1, 0.5), offset=(0.0, 1.0),
@@ -842,6 +842,17 @@ def test_every_place_that_shows_the_most_hurt_group_shows_the_verdict(diagnosis)
     page = report_html(d)
     assert page.count('<tr class="hurt">') == 1
     assert f'<tr class="hurt"><td>{int(groups.loc["g1", "rank"])}</td><td>g1<' in page
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpfair_analysis.plotting import plot_diagnosis
+
+    fig = plot_diagnosis(d)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    plt.close(fig)
+    assert "g1 (most hurt)" in labels and "g0" in labels
     calm = diagnosis.to_json()["most_hurt"]
     assert calm["group"] is None and calm["tied"] == [] and diagnosis.groups["cost"].min() > -0.005
     assert "No group is predicted to lose" in format_diagnosis(diagnosis)

@@ -63,8 +63,8 @@ from dpfair_analysis.testing.relations import (
     as_dataset,
     make_relation,
 )
-from dpfair_analysis.testing.runner import MechanismError, Runner, describe_data
-from dpfair_analysis.testing.scores import Fitted, Statistic, check_kinds, statistic_family
+from dpfair_analysis.testing.runner import Runner, describe_data
+from dpfair_analysis.testing.scores import Fitted, Skipped, Statistic, check_kinds, statistic_family
 from dpfair_analysis.testing.sensitivity import seed_only
 from dpfair_analysis.validation import check_fraction, check_seed
 
@@ -142,7 +142,10 @@ class AuditResult:
     the threshold and the error counts of the test. ``trials``: mechanism runs in all;
     ``evaluation_trials``: runs per side counted in the bound. ``power``: the largest certifiable
     epsilon, whether the claim lies below it (``can_refute_claim``: if not, the audit cannot fail
-    however broken the mechanism is) and, if asked, the under-noised twin's audit.
+    however broken the mechanism is) and, if asked, the under-noised twin's audit. ``skipped``: the
+    statistics that did not apply to the outputs (on some pair), each with its reason (a constant
+    coordinate, a continuous output for the discrete histogram, ...); when every statistic was skipped
+    there is no test: ``epsilon_lower`` = 0, ``evaluation_trials`` = 0 and no power.
     """
 
     epsilon_lower: float
@@ -159,6 +162,7 @@ class AuditResult:
     budget: str
     seed: int
     power: dict[str, Any] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return jsonable(asdict(self))
@@ -271,7 +275,7 @@ class _Choice:
 
 def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], index: int,
                  statistics: list[Statistic], *, delta: float, confidence: float,
-                 plan: Budget) -> list[_Choice]:
+                 plan: Budget, skipped: dict[str, str] | None = None) -> list[_Choice]:
     """Score each statistic's best test on selection runs, best first.
 
     The runs are split in three: a statistic that needs fitting is fitted on the first third;
@@ -284,7 +288,11 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     pessimism of the rates. With ``plan.min_event`` = c > 0 (:class:`Budget`) each statistic gets a
     second threshold, the best among events of probability >= c with rates at ``plan.event_level``
     (DP-Sniper's rule; none if the statistic has no such event), ranked like the first: a noisy estimate
-    loses to an equally strong but surer one. Only a ranking: the reported bound comes from fresh runs."""
+    loses to an equally strong but surer one. Only a ranking: the reported bound comes from fresh runs.
+
+    A statistic that does not apply to these outputs (:meth:`~dpfair_analysis.testing.scores.Statistic.fit_or_skip`),
+    or has no threshold that qualifies, is left out and its reason written to ``skipped`` (name -> reason)."""
+    skipped = {} if skipped is None else skipped
     third0, third1 = len(out0) // 3, len(out1) // 3
     valid0, valid1 = out0[2 * third0:], out1[2 * third1:]
     # (threshold level, minimum event probability); every test is ranked with its rates the more pessimistic
@@ -296,25 +304,33 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     scored = []
     for statistic in statistics:
         if statistic.needs_fit:
-            fitted = statistic.fit(out0[:third0], out1[:third1], pair)
+            fitted = statistic.fit_or_skip(out0[:third0], out1[:third1], pair)
             pick0, pick1 = out0[third0:2 * third0], out1[third1:2 * third1]
         else:
-            fitted = statistic.fit(out0[:2 * third0], out1[:2 * third1], pair)
+            fitted = statistic.fit_or_skip(out0[:2 * third0], out1[:2 * third1], pair)
             pick0, pick1 = out0[:2 * third0], out1[:2 * third1]
-        if fitted is None:
+        if isinstance(fitted, Skipped):
+            skipped.setdefault(fitted.name, fitted.reason)
+            continue
+        if fitted is None:  # a user statistic's fit_or_skip that returned None
+            skipped.setdefault(statistic.describe(), "not applicable to these outputs (no reason given)")
             continue
         picked0, picked1 = fitted.score(pick0), fitted.score(pick1)
         held0, held1 = fitted.score(valid0), fitted.score(valid1)
+        found = False
         for threshold_level, min_event in rules:
             threshold, _ = choose_threshold(picked0, picked1, delta=delta, confidence=confidence,
                                             evaluation_trials=plan.evaluate, ranking_level=threshold_level,
                                             min_event=min_event)
             if math.isnan(threshold):
                 continue
+            found = True
             fp, fn = int(np.count_nonzero(held0 > threshold)), int(np.count_nonzero(held1 <= threshold))
             criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.evaluate,
                                                 delta=delta, confidence=confidence, level=level))
             scored.append(_Choice(index, statistic, fitted, threshold, criterion))
+        if not found:
+            skipped.setdefault(fitted.name, "no threshold qualifies on the selection runs")
     return sorted(scored, key=lambda c: -c.selection_epsilon)
 
 
@@ -440,10 +456,12 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         runs += 2 * n
         return out0, out1
 
+    skipped: dict[str, str] = {}
+
     def score(i: int, n: int, seed: np.random.SeedSequence, statistics: Callable) -> list[_Choice]:
         out0, out1 = sample(candidates[i], n, seed)
         return _score_tests(out0, out1, candidates[i], i, statistics(out0, out1), delta=delta,
-                            confidence=confidence, plan=plan)
+                            confidence=confidence, plan=plan, skipped=skipped)
 
     def every(kinds_: tuple[str, ...]) -> Callable:
         return lambda out0, out1: statistic_family(kinds_, out0, out1, log_density=log_density, shape=shape,
@@ -467,7 +485,8 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
             statistics = list(dict.fromkeys(c.statistic for c in kept[:KEPT_STATISTICS])) + extra
             choices += score(kept[0].index, plan.select, seed_, lambda o0, o1, s_=statistics: s_)
     if not choices:
-        raise MechanismError(f"no statistic applies to the outputs of mechanism {runner.name}")
+        return _untestable(relation, candidates, skipped, epsilon=epsilon, delta=delta, confidence=confidence,
+                           runs=runs, plan=plan, seed=seed, start=start)
     best = max(choices, key=lambda c: c.selection_epsilon)
     pair = candidates[best.index]
     test = _evaluate(runner, pair, plan.evaluate, final_seeds, best, delta=delta, confidence=confidence)
@@ -477,7 +496,24 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         epsilon_claimed=epsilon, delta=delta, relation=relation.describe(),
         witness=_witness(relation, pair, best, test), trials=runs, evaluation_trials=plan.evaluate,
         seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
-        power=_power(plan.evaluate, epsilon=epsilon, delta=delta, confidence=confidence))
+        power=_power(plan.evaluate, epsilon=epsilon, delta=delta, confidence=confidence), skipped=dict(skipped))
+
+
+def _untestable(relation: Relation, candidates: list[tuple[Any, Any]], skipped: dict[str, str], *, epsilon: float,
+                delta: float, confidence: float, runs: int, plan: Budget, seed: int, start: float) -> AuditResult:
+    """The result when every statistic was skipped on every pair (e.g. an output that never changes): no test,
+    so epsilon_lower = 0 (true of every mechanism) and no power: nothing is evaluated, no claim can be refuted."""
+    pair = candidates[0]
+    witness = {"pair": 0, "data": _compact(pair[0]), "neighbour": _compact(pair[1]),
+               "change": relation.check(*pair).as_dict(), "statistic": None, "statistic_kind": None,
+               "event": "none: every statistic was skipped (see skipped)", "threshold": math.nan,
+               "false_positives": 0, "false_negatives": 0, "selection_epsilon": math.nan}
+    power = {"largest_certifiable_epsilon": 0.0, "can_refute_claim": False,
+             "reason": "no statistic applies to the outputs: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())}
+    return AuditResult(epsilon_lower=0.0, confidence=confidence, consistent=True, epsilon_claimed=epsilon,
+                       delta=delta, relation=relation.describe(), witness=witness, trials=runs, evaluation_trials=0,
+                       seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
+                       power=power, skipped=dict(skipped))
 
 
 def _power(trials: int, *, epsilon: float, delta: float, confidence: float) -> dict[str, Any]:

@@ -25,6 +25,13 @@ family and keeps the best on selection runs (:func:`dpfair_analysis.testing.audi
 A :class:`Statistic` is fitted on runs of the two sides and returns a :class:`Fitted` score
 function; fitted and unfitted statistics alike are then thresholded on runs they were not
 fitted on.
+
+Layouts: any fixed-shape numeric output -- continuous, discrete, mixed, constant or rare-valued
+coordinates -- is scored by every statistic that applies; the others are *skipped with a
+reason* (:meth:`Statistic.fit_or_skip` returns a :class:`Skipped`), which the audit reports
+(``AuditResult.skipped``). A coordinate is *continuous* when no exact value covers >= 1% of the
+runs, *discrete* (it has codes) when some do; a *constant* coordinate (one value on every fitting
+run of both sides) gives no event that separates D from D', and its threshold tests are skipped.
 """
 
 from __future__ import annotations
@@ -51,14 +58,67 @@ class Fitted:
     kind: str
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A statistic that does not apply to these outputs: its ``name``, ``kind`` and the ``reason``."""
+
+    name: str
+    reason: str
+    kind: str
+
+
 class Statistic:
-    """A family member; ``fit(out0, out1, pair)`` returns a :class:`Fitted` or None (not applicable)."""
+    """A family member: fitted on runs of the two sides, it gives a :class:`Fitted` score or is skipped.
+
+    Implement :meth:`fit_or_skip` (returning a :class:`Fitted`, or a :class:`Skipped` with the reason the
+    statistic does not apply to these outputs) or, more simply, :meth:`fit` (returning a :class:`Fitted` or
+    None: skipped, no reason given). The audit calls :meth:`fit_or_skip`.
+    """
 
     kind = "statistic"
     needs_fit = False
 
+    def describe(self) -> str:
+        """The statistic's name before it is fitted (in the audit's report of skipped statistics)."""
+        return type(self).__name__
+
     def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
-        raise NotImplementedError
+        """The fitted score, or None when the statistic does not apply to these outputs.
+
+        Parameters
+        ----------
+        out0, out1 : (n, d) arrays
+            Runs on D and on D'.
+        pair : (D, D')
+            The two data sets.
+        """
+        if type(self).fit_or_skip is Statistic.fit_or_skip:
+            raise NotImplementedError(f"{type(self).__name__} must implement fit or fit_or_skip")
+        result = self.fit_or_skip(out0, out1, pair)
+        return result if isinstance(result, Fitted) else None
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
+        """The fitted score, or a :class:`Skipped` saying why the statistic does not apply to these outputs.
+
+        Parameters
+        ----------
+        out0, out1 : (n, d) arrays
+            Runs on D and on D'.
+        pair : (D, D')
+            The two data sets.
+        """
+        if type(self).fit is Statistic.fit:
+            raise NotImplementedError(f"{type(self).__name__} must implement fit or fit_or_skip")
+        fitted = self.fit(out0, out1, pair)
+        if fitted is None:
+            return Skipped(self.describe(), "not applicable to these outputs (the statistic gave no reason)",
+                           self.kind)
+        return fitted
+
+    def _skip(self, reason: str) -> Skipped:
+        return Skipped(self.describe(), reason, self.kind)
+
+
 
 
 # ============================================================================ threshold
@@ -87,7 +147,26 @@ class Projection(Statistic):
     sign: float
     kind = "threshold"
 
-    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted:
+    def describe(self) -> str:
+        prefix = "" if self.sign > 0 else "-"
+        return f"{prefix}{self.which}(output)" if isinstance(self.which, str) else f"{prefix}output[{self.which}]"
+
+    def fit(self, out0: np.ndarray | None, out1: np.ndarray | None, pair: tuple[Any, Any] | None) -> Fitted:
+        """The projection (nothing is fitted: any outputs, or None, give the same score function)."""
+        return self._projection()
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
+        """Skipped when the projection takes one value on every run of both sides (no event separates them)."""
+        fitted = self._projection()
+        if out0 is not None and out1 is not None and len(out0) + len(out1):
+            values = np.concatenate([fitted.score(out0), fitted.score(out1)])
+            if np.all(values == values[0]):
+                what = f"output[{self.which}]" if isinstance(self.which, int) else f"{self.which}(output)"
+                return self._skip(f"{what} is constant ({abs(values[0]):.6g} on every run of both sides): no "
+                                  f"event of it separates D from D'")
+        return fitted
+
+    def _projection(self) -> Fitted:
         sign, which = self.sign, self.which
         prefix = "" if sign > 0 else "-"
         if isinstance(which, str):
@@ -144,11 +223,16 @@ class DiscreteHistogram(Statistic):
     kind = "histogram"
     needs_fit = True
 
-    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+    def describe(self) -> str:
+        return "histogram over the distinct outputs"
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
         keys0, keys1 = _row_keys(out0), _row_keys(out1)
         values, codes = np.unique(np.concatenate([keys0, keys1]), return_inverse=True)
-        if len(values) > MAX_CATEGORIES or len(values) < 2:
-            return None
+        if len(values) > MAX_CATEGORIES:
+            return self._skip(f"more than {MAX_CATEGORIES} distinct outputs in the fitting runs (continuous values)")
+        if len(values) < 2:
+            return self._skip("one distinct output in the fitting runs (a constant output)")
         table = _log_ratio_table(codes[:len(keys0)], codes[len(keys0):], len(values))
 
         def score(outputs: np.ndarray) -> np.ndarray:
@@ -169,19 +253,26 @@ class BinnedHistogram(Statistic):
     kind = "histogram"
     needs_fit = True
 
-    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+    def describe(self) -> str:
+        name = "mean-difference direction" if isinstance(self.which, str) else f"output[{self.which}]"
+        return f"histogram of {name}"
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
         if isinstance(self.which, str):
             w = out1.mean(axis=0) - out0.mean(axis=0)
             if not np.any(w):
-                return None
+                return self._skip("the two sides' mean outputs are equal on the fitting runs: no direction")
             project, name = (lambda o: o @ w), "mean-difference direction"
         else:
             j = self.which
             project, name = (lambda o: o[:, j]), f"output[{j}]"
         x0, x1 = project(out0), project(out1)
-        edges = np.unique(np.quantile(np.concatenate([x0, x1]), np.linspace(0, 1, self.bins + 1)[1:-1]))
+        both = np.concatenate([x0, x1])
+        if len(both) == 0 or np.all(both == both[0]):
+            return self._skip(f"{name} takes one value on the fitting runs: no bins to compare")
+        edges = np.unique(np.quantile(both, np.linspace(0, 1, self.bins + 1)[1:-1]))
         if len(edges) == 0:
-            return None
+            return self._skip(f"{name} takes one value on the fitting runs: no bins to compare")
         table = _log_ratio_table(np.searchsorted(edges, x0), np.searchsorted(edges, x1), len(edges) + 1)
         return Fitted(f"histogram of {name} ({len(edges) + 1} bins)",
                       lambda o: table[np.searchsorted(edges, project(o))], self.kind)
@@ -207,17 +298,27 @@ class MixedHistogram(Statistic):
     kind = "histogram"
     needs_fit = True
 
-    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+    def describe(self) -> str:
+        return "histogram over codes x value bins"
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
+        """Coordinates without a frequent exact value (continuous ones) add to the binned sum; coordinates with
+        codes (discrete or mixed ones) give the cell's signature."""
         both = np.concatenate([out0, out1])
         codes = _frequent_codes(both)
         if not any(len(c) for c in codes):
-            return None
+            return self._skip("no coordinate has an exact value in >= 1% of the fitting runs (no codes: a "
+                              "continuous output)")
 
         def split(o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             signature = np.zeros((len(o), len(codes)))
             rest = np.zeros(len(o))
             for j, special in enumerate(codes):
-                hits = o[:, j, None] == special[None, :] if len(special) else np.zeros((len(o), 0), bool)
+                if not len(special):  # a continuous coordinate: no code, its value goes to the sum
+                    signature[:, j] = -1
+                    rest += o[:, j]
+                    continue
+                hits = o[:, j, None] == special[None, :]
                 found = hits.any(axis=1)
                 signature[:, j] = np.where(found, hits.argmax(axis=1), -1)
                 rest += np.where(found, 0.0, o[:, j])
@@ -227,8 +328,10 @@ class MixedHistogram(Statistic):
         edges = np.unique(np.quantile(rest, np.linspace(0, 1, self.bins + 1)[1:-1]))
         keys = np.concatenate([signature, np.searchsorted(edges, rest)[:, None]], axis=1)
         cells, codes_all = np.unique(_row_keys(keys), return_inverse=True)
-        if len(cells) > 4 * MAX_CATEGORIES or len(cells) < 2:
-            return None
+        if len(cells) > 4 * MAX_CATEGORIES:
+            return self._skip(f"the fitting runs fall in {len(cells)} cells, more than {4 * MAX_CATEGORIES}")
+        if len(cells) < 2:
+            return self._skip("the fitting runs fall in one cell (a constant output)")
         table = _log_ratio_table(codes_all[:len(out0)], codes_all[len(out0):], len(cells))
 
         def score(o: np.ndarray) -> np.ndarray:
@@ -295,13 +398,18 @@ class Learned(Statistic):
     kind = "learned"
     needs_fit = True
 
-    def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | None:
+    def describe(self) -> str:
+        return "logistic regression on the output"
+
+    def fit_or_skip(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted | Skipped:
         from sklearn.linear_model import LogisticRegression
 
         out0, out1 = out0[:MAX_FIT_ROWS], out1[:MAX_FIT_ROWS]
         both = np.concatenate([out0, out1])[:, :4 * MAX_COORDINATES]
         codes = _frequent_codes(both)
         X = _features(both, codes)
+        if not np.any(X != X[:1]):
+            return self._skip("every feature of the output is constant on the fitting runs")
         mean, scale = X.mean(axis=0), X.std(axis=0) + 1e-12
         labels = np.r_[np.zeros(len(out0)), np.ones(len(out1))]
         model = LogisticRegression(C=self.regularisation, max_iter=200)
@@ -321,6 +429,9 @@ class Likelihood(Statistic):
     log_density: Callable[[np.ndarray, Any], Any]
     shape: tuple[int, ...] = ()
     kind = "likelihood"
+
+    def describe(self) -> str:
+        return "log-likelihood ratio (white box)"
 
     def fit(self, out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any]) -> Fitted:
         data, neighbour = pair
@@ -399,6 +510,7 @@ __all__ = [
     "Likelihood",
     "MixedHistogram",
     "Projection",
+    "Skipped",
     "Statistic",
     "check_kinds",
     "statistic_family",

@@ -377,6 +377,10 @@ def find_sensitivity(release_fn: Callable[[Any], Any], *, relation: Relation | s
         test = hypothesis_seed(seed)(test)
     with seed_only():
         test()
+    if best["pair"] is None:
+        raise ValueError(f"find_sensitivity found no neighbouring pair under {relation.describe()}: the data "
+                         f"has no neighbour whose records keep to its domain (e.g. replace-one on one record "
+                         f"under domain='observed'); give more data, bounds=, or domain='any'")
     a, b = best["pair"]
     return SensitivityReport(float(best["value"]), a, b, relation.check(a, b), best["tried"])
 

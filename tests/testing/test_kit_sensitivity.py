@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from dpfair_analysis.testing import SensitivityViolation, assert_sensitivity, find_sensitivity, find_violation
+from dpfair_analysis.testing import (
+    ReplaceOne,
+    SensitivityViolation,
+    assert_sensitivity,
+    find_sensitivity,
+    find_violation,
+)
 from dpfair_analysis.testing.sensitivity import distance
 
 VALUES = st.lists(st.floats(-3, 3), min_size=1, max_size=8).map(lambda v: np.asarray(v, dtype=float))
@@ -21,9 +27,13 @@ def test_a_replace_one_claim_that_forgets_the_sign_flip_fails_with_a_shrunk_pair
         assert_sensitivity(clipped_sum, 1.0, relation="replace-one", norm=1, data=VALUES)
     error = failure.value
     assert error.ratio == pytest.approx(2.0) and error.observed == pytest.approx(2.0)
-    assert error.change.kind == "replace" and len(error.data) == 1  # shrunk to one record
+    # shrunk to two records: the replacement keeps to the data's observed range, which must hold both signs
+    assert error.change.kind == "replace" and len(error.data) == 2
     assert abs(error.change.before) >= 1 and abs(error.change.after) >= 1
     assert "ratio 2" in str(error)
+    with pytest.raises(SensitivityViolation) as anywhere:  # any record values: one record and a far point
+        assert_sensitivity(clipped_sum, 1.0, relation=ReplaceOne(domain="any"), norm=1, data=VALUES)
+    assert len(anywhere.value.data) == 1 and anywhere.value.ratio == pytest.approx(2.0)
 
 
 def test_the_correct_bound_passes_and_the_search_reaches_it():

@@ -169,9 +169,18 @@ class AuditResult:
         return jsonable(asdict(self))
 
     def summary(self) -> dict[str, Any]:
-        """The six fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds."""
+        """The fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds and
+        power.
+
+        ``power`` says what a consistent verdict is worth: ``largest_certifiable_epsilon``, the largest lower
+        bound the evaluation runs could give (no errors at all: the bound of 0 false positives and 0 false
+        negatives in ``evaluation_trials`` runs per side), and ``can_refute_claim`` = claim < that value;
+        ``epsilon_lower`` and the claim beside it; with a twin, whether it was caught. A claim at or above
+        the largest certifiable epsilon cannot be refuted by this audit however broken the mechanism is."""
         full = self.as_dict()
-        return {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        out = {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        out["power"] = dict(full["power"], evaluation_trials=full["evaluation_trials"])
+        return out
 
 
 # ============================================================================ candidates

@@ -194,7 +194,23 @@ def _write_findings_tables(app) -> None:
     findings_tables.write_tables(ROOT, DOCS / "_generated")
 
 
+def _python_warnings_as_build_warnings(app) -> None:
+    """A Python warning raised while the site builds (numpydoc's "Unknown section", a deprecated call in an
+    extension) becomes a Sphinx warning, so ``-W`` fails the build on it as on any other."""
+    import warnings
+
+    from sphinx.util import logging
+
+    logger = logging.getLogger("python-warnings")
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        logger.warning(f"Python {category.__name__}: {message} ({filename}:{lineno})")
+
+    warnings.showwarning = show
+
+
 def setup(app) -> None:
+    _python_warnings_as_build_warnings(app)
     app.connect("builder-inited", _write_findings_tables)
     app.connect("build-finished", _copy_mathjax)
     app.connect("autodoc-process-docstring", _absolute_values_not_substitutions)

@@ -54,15 +54,20 @@ def output_target(path: str | os.PathLike) -> Path:
                      "is written")
 
 
-def write_atomically(path: str | os.PathLike, write: Callable[[Path], None], *, mode: int | None = None) -> Path:
+def write_atomically(path: str | os.PathLike, write: Callable[[Path], None], *, mode: int | None = None,
+                     follow_links: bool = True) -> Path:
     """Call ``write(tmp)`` on a temporary file beside the target, then rename it over the target.
 
     The target is :func:`output_target` of ``path`` (checked before ``write`` runs: only a regular file,
-    a new path, or a symbolic link to one of those is written). If ``write`` fails the temporary file is
-    removed and the target is untouched. The file gets ``mode`` if given, else the mode a plain
-    ``open(path, "w")`` would give it: an existing file's mode is kept, a new file gets 0o666 minus the
+    a new path, or a symbolic link to one of those is written). With ``follow_links=False`` a symbolic
+    link at ``path`` is refused too (``ValueError``): for files in a directory others may write, such as
+    a shared run cache, where a link is planted rather than made by the user. If ``write`` fails the
+    temporary file is removed and the target is untouched. The file gets ``mode`` if given, else the mode a
+    plain ``open(path, "w")`` would give it: an existing file's mode is kept, a new file gets 0o666 minus the
     umask (the temporary file itself is 0o600). Returns the path written (the link's target for a link).
     """
+    if not follow_links and Path(path).is_symlink():
+        raise ValueError(f"refusing to write {str(path)!r}: it is a symbolic link (to {os.readlink(path)!r})")
     target = output_target(path)
     if mode is None:
         try:

@@ -12,7 +12,8 @@ import csv
 from pathlib import Path
 
 VERDICT_WORDS = {"holds": "holds", "violated": "**violated**", "misprinted": "*misprinted*",
-                 "inconclusive": "inconclusive"}
+                 "inconclusive": "inconclusive",
+                 "holds, but rests on violated premises": "holds, but rests on violated premises"}
 PFLD_TABLES = ("income", "compas", "bank", "m-bank3", "m-bank5")
 
 
@@ -21,14 +22,22 @@ def _cell(text: str) -> str:
 
 
 def registry_table(rows: list[dict[str, str]], paper: str) -> str:
-    """One paper's claims: id, where the paper says it, kind, statement, verdict, key number, the fix if misprinted."""
+    """One paper's claims: id, where the paper says it, kind, statement, verdict (its standing where the CSV has one:
+    "holds, but rests on violated premises" apart from a plain holds), the key -- with the premises it rests on and
+    the other readings and their verdicts, where the CSV has them --, the fix if misprinted."""
     lines = ["| claim | where | kind | statement | verdict | key number | fix |", "|---|---|---|---|---|---|---|"]
     for row in rows:
         if row["paper"] != paper:
             continue
-        verdict = VERDICT_WORDS.get(row["verdict"], row["verdict"])
+        standing = row.get("standing") or row["verdict"]
+        verdict = VERDICT_WORDS.get(standing, standing)
+        key = row["key"]
+        if row.get("rests_on") and standing != row["verdict"]:
+            key += f"; rests on {row['rests_on']}"
+        if row.get("alternative_readings"):
+            key += f" (read as {row['reading']}; other reading {row['alternative_readings']})"
         lines.append("| " + " | ".join([f"`{row['id']}`", _cell(row["location"]), row["kind"], _cell(row["statement"]),
-                                          verdict, _cell(row["key"]), _cell(row["fix"])]) + " |")
+                                          verdict, _cell(key), _cell(row["fix"])]) + " |")
     return "\n".join(lines) + "\n"
 
 

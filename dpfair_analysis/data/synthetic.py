@@ -33,9 +33,7 @@ def synthetic_groups(*, sizes: Sequence[int] = (2000, 500), dim: int = 10,
                      group_indicators: bool = False) -> GroupedDataset:
     r"""Linear (logistic / softmax) data with per-group input scale and boundary distance.
 
-    Generative model
-    ----------------
-    With :math:`K` = ``n_classes``, draw (from ``seed``) an orthonormal
+    **Generative model.** With :math:`K` = ``n_classes``, draw (from ``seed``) an orthonormal
     :math:`Q \in \mathbb{R}^{d \times K}` and put the class directions at the vertices
     of a centred regular simplex, :math:`u_k = Q(e_k - \tfrac1K \mathbf 1) /
     \|e_k - \tfrac1K \mathbf 1\|` (unit vectors; for :math:`K = 2`,

@@ -9,47 +9,66 @@ numpy, pandas, scikit-learn, scipy, dp_accounting, fairlearn). An entry written 
 code is stale: it is recomputed (and replaced), so a code or library change invalidates the
 cache by itself and nothing has to be bumped by hand. ``DPFAIR_CACHE_ALLOW_STALE=1`` serves
 stale entries anyway, each with a warning -- for redrawing figures after a change that the
-tests show changes no number (e.g. a refactor), never by default. Entries are pickles written
-atomically; the directory is ``$DPFAIR_CACHE`` or ``~/.cache/dpfair_analysis/runs``.
+tests show changes no number (e.g. a refactor), never by default. The directory is
+``$DPFAIR_CACHE`` or ``~/.cache/dpfair_analysis/runs``.
+
+Entries store data, never code (:mod:`~dpfair_analysis.experiments.cache_format`: JSON and ``.npy``
+arrays in one ``KEY.npz`` zip file, read without pickles), written atomically. Reading one runs nothing,
+and its header (key, fingerprint) is checked before anything else in it is read. A cache directory may be
+shared (a lab's scratch space, a cluster's), so nothing in it is trusted to be what its name says: every
+entry and claim is opened with ``O_NOFOLLOW`` and checked to be a regular file (a planted symbolic link,
+FIFO or device is refused with one :class:`CacheWarning` and the run goes on uncached -- the file a link
+points to is never read or written), and an entry another user owns, or others may write, is not served.
+Entries of earlier versions (``KEY.pkl`` pickles) are never read: they are said once and recomputed.
 
 A damaged or unreadable entry is reported (a warning naming the file) and recomputed; the
 cache counts what it served (:attr:`RunCache.hits`) and what it computed
 (:attr:`RunCache.misses`), so commands can say which results came from it.
 
-A cache never costs a result: a directory that cannot be written is said once (a
-:class:`CacheWarning`) and the runs go on uncached. An entry is unpickled only if the current
-user owns it and nobody else may write it (a pickle runs code when it is read). Two processes
-that need the same run do not both compute it: the first claims the key (an advisory lock
-under ``.claims/``, released when its process ends, however it ends) and the second waits for
-its entry.
+A cache never costs a result: a directory that cannot be written, or a value this format cannot
+store, is said once (a :class:`CacheWarning`) and the runs go on uncached. Two processes that need the
+same run do not both compute it: the first claims the key (an advisory lock under ``.claims/``,
+released when its process ends, however it ends) and the second waits for its entry -- at most
+``$DPFAIR_CACHE_CLAIM_TIMEOUT`` seconds (default :data:`CLAIM_TIMEOUT`, for a holder that hangs), then it
+computes the run itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
 import os
-import pickle
 import stat
+import time
 import warnings
+import zipfile
 from dataclasses import asdict, is_dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from dpfair_analysis.experiments import cache_format
 from dpfair_analysis.io import write_atomically
 
 PACKAGE = Path(__file__).resolve().parents[1]
 #: Package parts whose code determines a result (the CLI, plotting and verification do not).
 RESULT_CODE = ("data", "models.py", "gradients.py", "fast_gradients.py", "validation.py", "privacy", "fairness",
                "theory", "training", "diagnose", "experiments")
+#: Files under :data:`RESULT_CODE` that store results and compute none: a change to them keeps every entry.
+STORAGE_CODE = ("experiments/cache.py", "experiments/cache_format.py")
 RESULT_LIBRARIES = ("torch", "numpy", "pandas", "scikit-learn", "scipy", "dp-accounting", "fairlearn")
 
 
-#: Version of the entry layout ({"fingerprint", "value"}); part of every key.
-ENTRY_FORMAT = 2
+#: Version of the entry layout (3: data files, :mod:`~dpfair_analysis.experiments.cache_format`; 2: pickles of
+#: {"fingerprint", "value"}); part of every key.
+ENTRY_FORMAT = 3
+#: Entries' file suffix (a zip file of ``.npy`` arrays and a JSON header, as numpy's ``.npz`` is).
+SUFFIX = ".npz"
+#: Seconds a process waits for another's claim on a run before computing it itself (``$DPFAIR_CACHE_CLAIM_TIMEOUT``).
+CLAIM_TIMEOUT = 12 * 3600.0
 
 
 class CacheWarning(UserWarning):
@@ -70,6 +89,8 @@ def code_fingerprint() -> str:
         root = PACKAGE / part
         files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
         for path in files:
+            if path.relative_to(PACKAGE).as_posix() in STORAGE_CODE:
+                continue
             digest.update(str(path.relative_to(PACKAGE)).encode())
             digest.update(path.read_bytes())
     for name in RESULT_LIBRARIES:
@@ -129,10 +150,11 @@ def unwritable_reason(directory: str | os.PathLike) -> str | None:
     return None
 
 
-def _safe_to_unpickle(path: Path) -> str | None:
-    """Why the entry at ``path`` must not be unpickled (another user owns it, or others may write it), or
-    ``None``. Unpickling runs code, so an entry is read only if it can only have been written by this user."""
-    info = path.stat()
+def _not_servable(info: os.stat_result) -> str | None:
+    """Why a file with this ``lstat``/``fstat`` must not be used as a cache entry (not a regular file, another
+    user owns it, or others may write it), or ``None``."""
+    if not stat.S_ISREG(info.st_mode):
+        return f"it is {_kind(info.st_mode)}, not a regular file"
     if hasattr(os, "getuid") and info.st_uid != os.getuid():
         return f"it is owned by uid {info.st_uid}, not by this user"
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
@@ -140,8 +162,28 @@ def _safe_to_unpickle(path: Path) -> str | None:
     return None
 
 
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _open_regular(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A descriptor of ``path`` opened with ``flags`` without following a link and without blocking on a FIFO;
+    ``OSError`` (``ELOOP`` for a link) or ``ValueError`` if what is there is not a regular file."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ValueError(f"it is {_kind(info.st_mode)}, not a regular file")
+    return fd
+
+
 class RunCache:
-    """Pickled results by key in one directory (``None`` directory: no caching).
+    """Results by key in one directory, stored as data (``None`` directory: no caching).
 
     A directory that cannot be written is not an error: the first failed write says so (a
     :class:`CacheWarning`) and later results are not stored; results are never lost to it.
@@ -153,6 +195,17 @@ class RunCache:
         self.misses = 0
         self.stale = 0
         self.writable = self.directory is not None
+        self._said: set[str] = set()
+
+    def path_of(self, key: str) -> Path:
+        """The file of ``key``'s entry."""
+        return self.directory / f"{key}{SUFFIX}"
+
+    def _warn_once(self, topic: str, message: str) -> None:
+        """One :class:`CacheWarning` per ``topic`` and cache (a sweep may meet hundreds of the same problem)."""
+        if topic not in self._said:
+            self._said.add(topic)
+            warnings.warn(message, CacheWarning, stacklevel=4)
 
     def get_or_compute(self, key: str, compute: Callable[[], Any]) -> Any:
         """The cached value for ``key``, or ``compute()`` stored under it (see :meth:`lookup`). While it
@@ -181,9 +234,11 @@ class RunCache:
     @contextlib.contextmanager
     def claim(self, key: str, *, wait: bool) -> Iterator[bool]:
         """Hold the claim on ``key`` (an exclusive ``flock`` on ``.claims/<key>``) for the ``with`` block;
-        yields whether it is held. ``wait=True`` blocks until another holder is done; ``wait=False`` yields
-        ``False`` at once if another process holds it. Where no lock can be taken (no directory, not
-        writable, no ``fcntl``) it yields ``True``: the claim is an economy, never a condition."""
+        yields whether it is held. ``wait=True`` waits until another holder is done, at most
+        ``$DPFAIR_CACHE_CLAIM_TIMEOUT`` seconds (then a :class:`CacheWarning`, and ``True``: compute it);
+        ``wait=False`` yields ``False`` at once if another process holds it. Where no lock can be taken (no
+        directory, not writable, no ``fcntl``, or something other than a directory or regular file planted
+        at the claim's path: said once) it yields ``True``: the claim is an economy, never a condition."""
         try:
             import fcntl
         except ImportError:  # pragma: no cover -- not POSIX
@@ -191,73 +246,139 @@ class RunCache:
         if self.directory is None or not self.writable or fcntl is None:
             yield True
             return
+        claims = self.directory / ".claims"
         try:
-            (self.directory / ".claims").mkdir(parents=True, exist_ok=True)
-            handle = open(self.directory / ".claims" / key, "a")
-        except OSError:
+            claims.mkdir(parents=True, exist_ok=True)
+            if not stat.S_ISDIR(os.lstat(claims).st_mode):
+                raise ValueError(f"{claims} is {_kind(os.lstat(claims).st_mode)}")
+            fd = _open_regular(claims / key, os.O_RDWR | os.O_CREAT)
+        except ValueError as error:
+            self._warn_once("claim", f"run cache claim {claims / key} not taken: {error}; runs are not claimed "
+                                     "(two processes may compute the same run)")
             yield True
             return
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            except OSError:
+        except OSError as error:
+            if error.errno == errno.ELOOP:  # a symbolic link at the claim's path
+                self._warn_once("claim", f"run cache claim {claims / key} not taken: it is a symbolic link; runs "
+                                         "are not claimed (two processes may compute the same run)")
+            yield True
+            return
+        with os.fdopen(fd, "r+b") as handle:
+            held = self._lock(fcntl, handle, wait=wait, where=claims / key)
+            if held is None:
                 yield True
                 return
             try:
-                yield True
+                yield held
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                if held:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _lock(self, fcntl, handle, *, wait: bool, where: Path) -> bool | None:
+        """Take the ``flock``: ``True`` held, ``False`` held by another (``wait=False``), ``None`` no lock
+        (locking unsupported, or the wait timed out: the caller computes)."""
+        timeout = float(os.environ.get("DPFAIR_CACHE_CLAIM_TIMEOUT", CLAIM_TIMEOUT))
+        deadline, pause = time.monotonic() + timeout, 0.05
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if not wait:
+                    return False
+            except OSError:
+                return None
+            if time.monotonic() >= deadline:
+                warnings.warn(f"waited {timeout:g} s for another process's claim {where} "
+                              "($DPFAIR_CACHE_CLAIM_TIMEOUT); computing the run here", CacheWarning, stacklevel=5)
+                return None
+            time.sleep(pause)
+            pause = min(2 * pause, 2.0)
 
     def lookup(self, key: str) -> tuple[bool, Any]:
         """``(True, value)`` if ``key`` has a usable entry (counted as a hit), else ``(False, None)``.
 
-        An entry that cannot be read back (truncated, from an incompatible version, not a
-        pickle) is reported with a :class:`CacheWarning` naming its file and treated as missing, as
-        is one that another user could have written (it is not unpickled); an entry written by other
-        code (:func:`code_fingerprint`) is missing too, or served under ``DPFAIR_CACHE_ALLOW_STALE=1``
-        (the first with a warning; :meth:`summary` counts them all).
+        The entry is opened without following a link and read only if it is a regular file that this user
+        owns and nobody else may write (else a :class:`CacheWarning`, and it is missing). Its header is
+        read first: an entry for another key, or written by other code (:func:`code_fingerprint`), is
+        missing -- the latter served under ``DPFAIR_CACHE_ALLOW_STALE=1`` (the first with a warning;
+        :meth:`summary` counts them all) -- before any of its arrays is read. One that cannot be read back
+        (truncated, not an entry) is reported with a :class:`CacheWarning` naming its file and is missing.
         """
         if self.directory is None:
             return False, None
-        path = self.directory / f"{key}.pkl"
-        if not path.is_file():
+        path = self.path_of(key)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            self._say_old_pickles(key)
+            return False, None
+        refusal = _not_servable(info)
+        if refusal is not None:
+            warnings.warn(f"result cache entry {path} is not read: {refusal}; running uncached", CacheWarning,
+                          stacklevel=3)
             return False, None
         try:
-            unsafe = _safe_to_unpickle(path)
-            if unsafe is not None:
-                warnings.warn(f"result cache entry {path} is not read: {unsafe} (unpickling runs code); "
-                              "recomputing it", CacheWarning, stacklevel=3)
-                return False, None
-            with open(path, "rb") as handle:
-                entry = pickle.load(handle)
-            fingerprint, value = entry["fingerprint"], entry["value"]
+            fd = _open_regular(path, os.O_RDONLY)
+            with os.fdopen(fd, "rb") as handle:
+                refusal = _not_servable(os.fstat(handle.fileno()))  # the file opened, not the name looked at
+                if refusal is not None:
+                    raise ValueError(refusal)
+                with zipfile.ZipFile(handle) as archive:
+                    header = cache_format.read_header(archive)
+                    if header["key"] != key:
+                        raise ValueError(f"it holds the entry of key {str(header['key'])[:12]}")
+                    verdict = _served(header["fingerprint"], path, warn=not self.stale)
+                    if verdict is None:
+                        return False, None
+                    value = cache_format.read_value(archive, header["value"])
         except Exception as error:  # any unreadable entry: say so and recompute
             warnings.warn(f"result cache entry {path} is unreadable ({type(error).__name__}: {error}); "
                           "recomputing it", CacheWarning, stacklevel=3)
-            return False, None
-        verdict = _served(fingerprint, path, warn=not self.stale)
-        if verdict is None:
             return False, None
         self.hits += 1
         self.stale += verdict == "stale"
         return True, value
 
+    def _say_old_pickles(self, key: str) -> None:
+        """Once per cache: entries of the pickle format (``KEY.pkl``) are here and are never read."""
+        if "pickles" not in self._said and (self.directory / f"{key}.pkl").exists():
+            self._warn_once("pickles", f"the result cache {self.directory} holds entries of an earlier version "
+                                       "(*.pkl, pickles: reading one can run code); they are never read, their "
+                                       "runs are recomputed and stored as data -- delete the *.pkl files to "
+                                       "reclaim the space")
+
     def store(self, key: str, value: Any) -> None:
         """Record ``value`` (just computed by this code) under ``key``, atomically; counted as a miss.
 
         If the directory cannot be written, a :class:`CacheWarning` says so once and nothing more is
-        stored: the caller keeps ``value`` either way."""
+        stored; a value the format cannot store, or something other than a regular file at the entry's
+        path, is said and not stored. The caller keeps ``value`` either way."""
         self.misses += 1
         if self.directory is None or not self.writable:
             return
-        entry = {"fingerprint": code_fingerprint(), "value": value}
+        path = self.path_of(key)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.directory / f"{key}.pkl", lambda tmp: tmp.write_bytes(pickle.dumps(entry)),
-                             mode=0o600)  # private: lookup() unpickles only entries no other user can write
+            try:
+                refusal = None if stat.S_ISREG(os.lstat(path).st_mode) else _kind(os.lstat(path).st_mode)
+            except FileNotFoundError:
+                refusal = None
+            if refusal is not None:
+                warnings.warn(f"result cache entry {path} is not written: it is {refusal}; running uncached",
+                              CacheWarning, stacklevel=2)
+                return
+
+            def write(tmp: Path) -> None:
+                with open(tmp, "wb") as handle:
+                    cache_format.write_entry(handle, key=key, fingerprint=code_fingerprint(), value=value)
+
+            # private: lookup() serves only entries no other user can write; a link at the path is refused
+            write_atomically(path, write, mode=0o600, follow_links=False)
+        except cache_format.Uncacheable as error:
+            self._warn_once("uncacheable", f"a result is not cached ({error}); it is computed again each time")
+        except ValueError as error:  # something was planted at the path between the check and the write
+            warnings.warn(f"result cache entry {path} is not written: {error}", CacheWarning, stacklevel=2)
         except OSError as error:
             self.writable = False
             warnings.warn(f"the result cache {self.directory} cannot be written ({error.strerror or error}); "

@@ -391,14 +391,16 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
         Seeds everything (same seed, same result).
     batched : bool
         ``mechanism(data, rng, n)`` returns n outputs at once.
-    time_budget : float or None
-        Seconds the mechanism may run in total (default 600) before :class:`~.runner.AuditTimeout`.
+    time_budget : float, TimeBudget or None
+        Seconds the mechanism may run in total (default 600) before :class:`~.runner.AuditTimeout`; a
+        :class:`~.runner.TimeBudget` is shared with whatever else holds it (the twin included).
     twin : None, float or callable
         An under-noised twin to audit too (power check): a callable mechanism, or a fraction f in
         (0, 1) for a mechanism that takes a ``noise_scale`` keyword (``mechanism(..., noise_scale=f)``).
     name : str, optional
         The mechanism's name in messages.
     """
+    __tracebackhide__ = True
     start = time.perf_counter()
     epsilon = _check_epsilon(epsilon)
     delta = check_delta_or_zero(delta)
@@ -607,6 +609,11 @@ def _compact(data: Any) -> Any:
     return array.tolist() if array.size <= 64 else describe_data(array, 120)
 
 
+def _shown(data: Any) -> str:
+    """A witness's data set (as :func:`_compact` gives it) on one line."""
+    return data if isinstance(data, str) else describe_data(data, 200)
+
+
 def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *,
                    require_power: bool = False, **options: Any) -> AuditResult:
     """:func:`audit`, raising :class:`PrivacyViolation` (an AssertionError) when the claim is refuted.
@@ -625,6 +632,7 @@ def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float =
     **options
         Passed to :func:`audit` (``relation`` is required).
     """
+    __tracebackhide__ = True  # a failing pytest shows the test's line and this message, not the kit's source
     if require_power and options.get("twin") is None:
         options["twin"] = 0.25
     result = audit(mechanism, epsilon, delta, **options)
@@ -632,8 +640,9 @@ def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float =
         w = result.witness
         raise PrivacyViolation(
             f"privacy claim refuted: epsilon >= {result.epsilon_lower:.4g} with confidence {result.confidence:g} "
-            f"> claimed {result.epsilon_claimed:g} (delta = {result.delta:g}, {result.relation}); witness: pair "
-            f"{w['pair']}, change {w['change']}, event {w['event']}, {w['false_positives']} false positives and "
+            f"> claimed {result.epsilon_claimed:g} (delta = {result.delta:g}, {result.relation}); witness: "
+            f"D = {_shown(w['data'])}, D' = {_shown(w['neighbour'])} (candidate pair {w['pair']}, change "
+            f"{w['change']}), event {w['event']}, {w['false_positives']} false positives and "
             f"{w['false_negatives']} false negatives in {result.evaluation_trials} runs per side", result)
     if require_power and not result.power.get("twin_caught", False):
         raise InsufficientPower(

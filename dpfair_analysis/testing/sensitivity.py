@@ -289,6 +289,7 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
     tol : float
         Relative slack for floating-point error.
     """
+    __tracebackhide__ = True  # a failing pytest shows the test's line and the message, not the kit's source
     order = claim_norm(norm, mechanism, caller="assert_sensitivity")
     relation = make_relation(relation)
     fixed = (lambda a, b: float(bound)) if not callable(bound) else bound

@@ -94,7 +94,7 @@ def test_an_unreadable_cache_entry_is_one_warning_line_and_recomputed(cli, tmp_p
     argv = ("compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--json", "--quiet")
     code, first, err = cli(*argv)
     assert code == 0 and err == "", err
-    entries = sorted(tmp_path.glob("*.pkl"))
+    entries = sorted(tmp_path.glob("*.npz"))
     assert len(entries) == 2
     entries[0].write_text("garbage")
     code, again, err = cli(*argv)

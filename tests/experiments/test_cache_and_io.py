@@ -4,15 +4,25 @@ umask and keep an existing file's mode."""
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import stat
+import zipfile
 
 import pytest
 
 from dpfair_analysis.experiments import cache as cache_module
 from dpfair_analysis.experiments.cache import CacheWarning, RunCache, RunRecords, code_fingerprint, config_key
 from dpfair_analysis.io import write_atomically
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
 
 
 def test_hit_miss_and_summary(tmp_path):
@@ -25,14 +35,15 @@ def test_hit_miss_and_summary(tmp_path):
     assert cache.summary() == f"1 of 2 runs from the cache at {tmp_path}"
 
 
-@pytest.mark.parametrize("damage", [b"", b"not a pickle", pickle.dumps({"a": 1})[:5], b"\x80\x04K"])
+@pytest.mark.parametrize("damage", [b"", b"not an entry", b"PK\x03\x04", _zip({"entry.json": b"{}"}),
+                                    _zip({"entry.json": b"[1]"}), _zip({"other": b"x"})])
 def test_a_damaged_entry_is_recomputed_with_a_warning_naming_the_file(tmp_path, damage):
     cache = RunCache(tmp_path)
-    (tmp_path / "k.pkl").write_bytes(damage)
-    with pytest.warns(CacheWarning, match=str(tmp_path / "k.pkl")):
+    (tmp_path / "k.npz").write_bytes(damage)
+    (tmp_path / "k.npz").chmod(0o600)
+    with pytest.warns(CacheWarning, match=str(tmp_path / "k.npz")):
         assert cache.get_or_compute("k", lambda: 7) == 7
-    assert pickle.loads((tmp_path / "k.pkl").read_bytes())["value"] == 7  # replaced by the recomputed value
-    assert cache.get_or_compute("k", lambda: 8) == 7
+    assert cache.get_or_compute("k", lambda: 8) == 7  # replaced by the recomputed value
 
 
 def test_an_entry_from_other_code_is_recomputed_unless_stale_entries_are_allowed(tmp_path, monkeypatch):
@@ -220,31 +231,125 @@ def test_an_unwritable_cache_warns_once_and_still_returns_every_result(tmp_path)
     assert cache_module.unwritable_reason(tmp_path / "new" / "deeper") is None
 
 
-def test_an_entry_others_could_have_written_is_not_unpickled(tmp_path):
+def test_an_entry_others_could_have_written_is_not_served(tmp_path):
     cache = RunCache(tmp_path)
     cache.store("k", "mine")
-    assert stat.S_IMODE((tmp_path / "k.pkl").stat().st_mode) == 0o600  # entries are private
-    marker = tmp_path / "ran"
-    (tmp_path / "k.pkl").write_bytes(pickle.dumps({"fingerprint": code_fingerprint(), "value": _Touch(marker)}))
-    (tmp_path / "k.pkl").chmod(0o666)
+    assert stat.S_IMODE((tmp_path / "k.npz").stat().st_mode) == 0o600  # entries are private
+    (tmp_path / "k.npz").chmod(0o666)
     with pytest.warns(CacheWarning, match="other users may write it"):
         assert RunCache(tmp_path).get_or_compute("k", lambda: "recomputed") == "recomputed"
-    assert not marker.exists()
     if os.getuid() == 0:  # a file owned by another user is refused too
         cache.store("k2", "x")
-        os.chown(tmp_path / "k2.pkl", 1, 1)
+        os.chown(tmp_path / "k2.npz", 1, 1)
         with pytest.warns(CacheWarning, match="owned by uid 1"):
             assert RunCache(tmp_path).lookup("k2") == (False, None)
 
 
+def test_an_old_pickle_entry_is_never_unpickled_and_is_said_once(tmp_path):
+    marker = tmp_path / "ran"
+    for key in ("k", "k2"):  # well-formed pickles of the earlier format, private, of this user
+        entry = {"fingerprint": code_fingerprint(), "value": _Touch(marker)}
+        (tmp_path / f"{key}.pkl").write_bytes(pickle.dumps(entry))
+        (tmp_path / f"{key}.pkl").chmod(0o600)
+    cache = RunCache(tmp_path)
+    with pytest.warns(CacheWarning, match=r"earlier version \(\*\.pkl") as caught:
+        assert cache.get_or_compute("k", lambda: "recomputed") == "recomputed"
+        assert cache.get_or_compute("k2", lambda: "recomputed") == "recomputed"
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
+    assert not marker.exists() and (tmp_path / "k.npz").is_file()
+
+
 class _Touch:
-    """Unpickling this creates a file: what a crafted cache entry could do."""
+    """Unpickling this creates a file: what a crafted pickle entry could do."""
 
     def __init__(self, path):
         self.path = str(path)
 
     def __reduce__(self):
         return (open, (self.path, "w"))
+
+
+# ----------------------------------------------------------------- planted links, FIFOs and devices (issue 47)
+def test_a_planted_symlink_at_an_entry_is_neither_read_nor_written_through(tmp_path):
+    cache_dir, outside = tmp_path / "cache", tmp_path / "victim.npz"
+    cache_dir.mkdir()
+    RunCache(tmp_path / "elsewhere").store("k", "a valid entry the attacker points at")
+    os.replace(tmp_path / "elsewhere" / "k.npz", outside)
+    before = outside.read_bytes()
+    (cache_dir / "k.npz").symlink_to(outside)
+    cache = RunCache(cache_dir)
+    with pytest.warns(CacheWarning, match="symbolic link") as caught:
+        assert cache.get_or_compute("k", lambda: "computed here") == "computed here"  # not the link's target
+    assert next(str(w.message) for w in caught if issubclass(w.category, CacheWarning)).count("k.npz") == 1
+    assert outside.read_bytes() == before  # byte-identical: the store did not write through the link
+    assert (cache_dir / "k.npz").is_symlink()  # and left it: running uncached
+
+
+def test_a_planted_fifo_at_an_entry_or_a_claim_does_not_hang(tmp_path):
+    (tmp_path / ".claims").mkdir()
+    os.mkfifo(tmp_path / ".claims" / "k")
+    os.mkfifo(tmp_path / "k.npz")
+    cache = RunCache(tmp_path)
+    with pytest.warns(CacheWarning) as caught:
+        assert cache.get_or_compute("k", lambda: 5) == 5  # neither open blocks
+    messages = " ".join(str(w.message) for w in caught)
+    assert "FIFO" in messages and "claim" in messages
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "k.npz").st_mode)
+
+
+def test_a_planted_symlink_at_a_claim_or_the_claims_directory_is_not_followed(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "k").write_text("a user's file")
+    cache_dir = tmp_path / "cache"
+    (cache_dir / ".claims").mkdir(parents=True)
+    (cache_dir / ".claims" / "k").symlink_to(outside / "k")
+    with pytest.warns(CacheWarning, match="symbolic link"):
+        assert RunCache(cache_dir).get_or_compute("k", lambda: 1) == 1
+    assert (outside / "k").read_text() == "a user's file"
+    other = tmp_path / "cache2"
+    other.mkdir()
+    (other / ".claims").symlink_to(outside)
+    with pytest.warns(CacheWarning, match="symbolic link"):
+        assert RunCache(other).get_or_compute("j", lambda: 2) == 2
+    assert sorted(p.name for p in outside.iterdir()) == ["k"]  # no claim file created through the link
+
+
+def test_a_device_at_an_entry_is_refused(tmp_path):
+    (tmp_path / "k.npz").symlink_to("/dev/zero")
+    with pytest.warns(CacheWarning, match="symbolic link"):
+        assert RunCache(tmp_path).lookup("k") == (False, None)
+
+
+def test_an_entry_under_another_key_is_not_served(tmp_path):
+    cache = RunCache(tmp_path)
+    cache.store("a", "a's result")
+    os.replace(tmp_path / "a.npz", tmp_path / "b.npz")  # copied or renamed onto another key
+    with pytest.warns(CacheWarning, match="entry of key a"):
+        assert cache.lookup("b") == (False, None)
+
+
+def test_a_value_the_format_cannot_store_is_returned_uncached_and_said_once(tmp_path):
+    cache = RunCache(tmp_path)
+    with pytest.warns(CacheWarning, match="not cached") as caught:
+        assert cache.get_or_compute("a", lambda: {"f": print}) == {"f": print}
+        assert cache.get_or_compute("b", lambda: object).__name__ == "object"
+    assert len([w for w in caught if issubclass(w.category, CacheWarning)]) == 1
+    assert not list(tmp_path.glob("*.npz"))
+
+
+def test_a_waiter_computes_after_the_claim_timeout(tmp_path, monkeypatch):
+    import fcntl
+
+    monkeypatch.setenv("DPFAIR_CACHE_CLAIM_TIMEOUT", "0.3")
+    cache = RunCache(tmp_path)
+    (tmp_path / ".claims").mkdir()
+    with open(tmp_path / ".claims" / "k", "w") as held:  # a holder that never finishes (a hung process)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        other = os.open(tmp_path / ".claims" / "k", os.O_RDONLY)  # flock is per open file: a second one waits
+        os.close(other)
+        with pytest.warns(CacheWarning, match="waited 0.3 s"), cache.claim("k", wait=True) as held_here:
+            assert held_here
 
 
 def test_two_callers_of_one_key_compute_it_once(tmp_path):

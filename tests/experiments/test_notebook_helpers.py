@@ -178,7 +178,7 @@ def test_train_subsample_keeps_a_stratified_share_of_the_training_rows_and_keys_
     whole = run_compare(config, progress=False, cache=cache)
     part = run_compare(replace(config, train_subsample=0.5), progress=False, cache=cache)
     assert part.n_train == pytest.approx(whole.n_train / 2, abs=2)
-    assert len(list(tmp_path.glob("*.pkl"))) == 2  # two cache entries: the subsample is part of the key
+    assert len(list(tmp_path.glob("*.npz"))) == 2  # two cache entries: the subsample is part of the key
     with pytest.raises(ValueError, match="train_subsample"):
         replace(config, train_subsample=0.0)
 

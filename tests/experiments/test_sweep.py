@@ -45,7 +45,7 @@ def test_joblib_processes_give_the_serial_results_and_resume_from_its_cache(seri
     cache = RunCache(tmp_path)
     first = run_compare(GRID, progress=False, cache=cache, backend=Backend("joblib", jobs=2))
     assert_identical(first, serial_result)
-    assert (cache.hits, cache.misses) == (0, 6) and len(list(tmp_path.glob("*.pkl"))) == 6
+    assert (cache.hits, cache.misses) == (0, 6) and len(list(tmp_path.glob("*.npz"))) == 6
     # one more seed: the six finished runs come from the cache, only the new seed's three are trained
     grown = run_compare(replace(GRID, seeds=(0, 1, 2)), progress=False, cache=cache,
                         backend=Backend("joblib", jobs=2))
@@ -108,7 +108,7 @@ def test_a_result_from_other_code_is_refused_and_not_cached(tmp_path, monkeypatc
     cache = RunCache(tmp_path)
     with pytest.raises(ForeignCodeError, match="other code"):
         run_sweep([Run("a", functools.partial(_square, 2))], cache=cache, progress=False)
-    assert not list(tmp_path.glob("*.pkl"))
+    assert not list(tmp_path.glob("*.npz"))
 
 
 def test_a_failing_run_keeps_the_finished_ones(tmp_path):
@@ -155,7 +155,7 @@ def test_runs_of_a_group_are_computed_together_and_cached_one_by_one(tmp_path, b
             Run("c", functools.partial(_square, 4)), Run("d", functools.partial(_square, 5), group="lone", member=5)]
     cache = RunCache(tmp_path)
     assert run_sweep(runs, cache=cache, backend=backend, progress=False, together=_square_all) == [4, 9, 16, 25]
-    assert sorted(p.stem for p in tmp_path.glob("*.pkl")) == ["a", "b", "c", "d"]
+    assert sorted(p.stem for p in tmp_path.glob("*.npz")) == ["a", "b", "c", "d"]
     assert run_sweep([Run("b", _boom, group="g", member=3)], cache=cache, progress=False, together=_square_all) == [9]
 
 

@@ -34,10 +34,11 @@ evaluation runs could ever certify (a claim above it cannot be refuted at this b
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -63,7 +64,7 @@ from dpfair_analysis.testing.relations import (
     as_dataset,
     make_relation,
 )
-from dpfair_analysis.testing.runner import MechanismError, Runner, describe_data
+from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, Runner, describe_data
 from dpfair_analysis.testing.scores import Fitted, Skipped, Statistic, check_kinds, statistic_family
 from dpfair_analysis.testing.sensitivity import seed_only
 from dpfair_analysis.validation import check_fraction, check_seed
@@ -168,9 +169,18 @@ class AuditResult:
         return jsonable(asdict(self))
 
     def summary(self) -> dict[str, Any]:
-        """The six fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds."""
+        """The fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds and
+        power.
+
+        ``power`` says what a consistent verdict is worth: ``largest_certifiable_epsilon``, the largest lower
+        bound the evaluation runs could give (no errors at all: the bound of 0 false positives and 0 false
+        negatives in ``evaluation_trials`` runs per side), and ``can_refute_claim`` = claim < that value;
+        ``epsilon_lower`` and the claim beside it; with a twin, whether it was caught. A claim at or above
+        the largest certifiable epsilon cannot be refuted by this audit however broken the mechanism is."""
         full = self.as_dict()
-        return {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        out = {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        out["power"] = dict(full["power"], evaluation_trials=full["evaluation_trials"])
+        return out
 
 
 # ============================================================================ candidates
@@ -450,18 +460,20 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
     shape = runner.check(candidates[0][0], int(check_seed_.generate_state(1)[0]))
     runs = 0
 
-    def sample(pair: tuple[Any, Any], n: int, seeds: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+    def sample(i: int, n: int, seeds: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         nonlocal runs
         s0, s1 = seeds.spawn(2)
         runner.new_pair()
-        out0, out1 = runner.flat(runner.sample(pair[0], n, s0)), runner.flat(runner.sample(pair[1], n, s1))
+        pair = candidates[i]
+        with _naming_the_change(relation, pair, i):
+            out0, out1 = runner.flat(runner.sample(pair[0], n, s0)), runner.flat(runner.sample(pair[1], n, s1))
         runs += 2 * n
         return out0, out1
 
     skipped: dict[str, str] = {}
 
     def score(i: int, n: int, seed: np.random.SeedSequence, statistics: Callable) -> list[_Choice]:
-        out0, out1 = sample(candidates[i], n, seed)
+        out0, out1 = sample(i, n, seed)
         return _score_tests(out0, out1, candidates[i], i, statistics(out0, out1), delta=delta,
                             confidence=confidence, plan=plan, skipped=skipped)
 
@@ -491,7 +503,8 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
                            runs=runs, plan=plan, seed=seed, start=start)
     best = max(choices, key=lambda c: c.selection_epsilon)
     pair = candidates[best.index]
-    test = _evaluate(runner, pair, plan.evaluate, final_seeds, best, delta=delta, confidence=confidence)
+    with _naming_the_change(relation, pair, best.index):
+        test = _evaluate(runner, pair, plan.evaluate, final_seeds, best, delta=delta, confidence=confidence)
     runs += 2 * plan.evaluate
     return AuditResult(
         epsilon_lower=test.epsilon_lower, confidence=confidence, consistent=bool(test.epsilon_lower <= epsilon),
@@ -516,6 +529,44 @@ def _untestable(relation: Relation, candidates: list[tuple[Any, Any]], skipped: 
                        delta=delta, relation=relation.describe(), witness=witness, trials=runs, evaluation_trials=0,
                        seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
                        power=power, skipped=dict(skipped))
+
+
+@contextlib.contextmanager
+def _naming_the_change(relation: Relation, pair: tuple[Any, Any], index: int) -> Iterator[None]:
+    """A :class:`MechanismError` raised on a pair is raised again with the pair's change: the record that was
+    added, removed or swapped, the person whose attribute moved -- what broke the mechanism (the data set's own
+    description is cut short and hides a record added at its end). Time-outs pass unchanged."""
+    try:
+        yield
+    except AuditTimeout:
+        raise
+    except MechanismError as error:
+        try:
+            change = relation.check(*pair)
+        except Exception:  # noqa: BLE001  (a pair the relation cannot describe: say nothing more)
+            raise error from None
+        hint = ""
+        if change.kind in ("add", "replace") and isinstance(relation, (AddRemove, ReplaceOne)) \
+                and relation.bounds is None and relation.domain == "any":
+            hint = ("; the relation takes any record values (domain='any'): if that record is outside the claim's "
+                    "domain, declare the domain with bounds=(low, high) or keep the default domain='observed'")
+        raise MechanismError(f"{error} -- on candidate pair {index} under {relation.describe()}, whose neighbour "
+                             f"D' is D with {_describe_change(change)}{hint}") from error
+
+
+def _describe_change(change: Any) -> str:
+    """One line for a :class:`~dpfair_analysis.testing.relations.Change`."""
+    value = {"before": _compact(change.before) if change.before is not None else None,
+             "after": _compact(change.after) if change.after is not None else None}
+    if change.kind == "add":
+        return f"record {value['after']} added at index {change.index}"
+    if change.kind == "remove":
+        return f"record {change.index} ({value['before']}) removed"
+    if change.kind == "replace":
+        return f"record {change.index} replaced: {value['before']} -> {value['after']}"
+    if change.kind == "attribute":
+        return f"person {change.index}'s attribute changed: {value['before']} -> {value['after']}"
+    return f"the queries moved: {value['before']} -> {value['after']}"
 
 
 def _power(trials: int, *, epsilon: float, delta: float, confidence: float) -> dict[str, Any]:

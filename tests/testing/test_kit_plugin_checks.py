@@ -29,7 +29,9 @@ GREEN = HEADER + textwrap.dedent('''
 
 def run(pytester, source, *args):
     pytester.makepyfile(test_claims=source)
-    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+    # in a process of its own: an in-process run drops the modules it imported first, and a later test that imports
+    # one of them again (scipy, numpy.fft: C extensions) fails with "cannot load module more than once per process"
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
 def output(result):
@@ -86,7 +88,7 @@ def test_bad_marker_arguments_are_collection_errors_without_a_traceback(pytester
             def test_claim(dp):
                 raise RuntimeError("the test must not run")
         ''')})
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     text = output(result)
     assert result.ret == pytest.ExitCode.INTERRUPTED  # pytest's status for errors during collection
     for name, (_, fragment) in MARKERS.items():

@@ -26,6 +26,9 @@ SAMPLED_SHIPPED = ("output-perturbation", "dpsgd", "naive", "dpsgdf", "optq", "f
 #: ``dpfair audit --sampled --mechanism``.
 SAMPLED_AUDITS = (*SAMPLED_SHIPPED, "pfld-primal-shared-batch", *(f"{name}@0.25" for name in SAMPLED_SHIPPED))
 
+#: :data:`dpfair_analysis.testing.auditing.BUDGETS`: the privacy-testing kit's budgets (``dpfair audit --target
+#: --budget``, the pytest plugin's ``--dp-budget``), weakest first.
+KIT_BUDGETS = ("smoke", "quick", "full", "thorough")
 #: :data:`dpfair_analysis.verify.claims.PAPERS` and ``BUDGETS``: ``dpfair verify --paper`` / ``--budget``.
 CLAIM_PAPERS = ("000", "001", "002", "003", "004")
 VERIFY_BUDGETS = ("quick", "full")

@@ -48,3 +48,11 @@ def test_the_table_imports_nothing():
             "print(sorted(m for m in set(sys.modules) - before if not m.startswith('dpfair_analysis')))")
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "[]", (result.stdout, result.stderr[-500:])
+
+
+def test_kit_budgets_are_the_kits_budget_table():
+    from dpfair_analysis.testing.auditing import BUDGETS
+
+    from dpfair_analysis.testing.plugin import SENSITIVITY_EXAMPLES
+
+    assert names.KIT_BUDGETS == tuple(BUDGETS) == tuple(SENSITIVITY_EXAMPLES)  # every budget, in the plugin too

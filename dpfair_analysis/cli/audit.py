@@ -22,6 +22,7 @@ from dpfair_analysis.cli._common import (
     show_progress,
     unit_open,
 )
+from dpfair_analysis.names import KIT_BUDGETS
 
 #: ``--delta`` of a claim: 0 (pure DP) or a failure probability below 1.
 _delta = _number(lambda v: 0 <= v < 1, "a number in [0, 1)")
@@ -69,8 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "kit's default for the relation)")
     p.add_argument("--batched", action="store_true",
                    help="with --target: FUNCTION(data, rng, n) returns n outputs at once (faster, more runs)")
-    p.add_argument("--budget", default="quick", choices=("quick", "full"),
-                   help="with --target: runs per phase of the search (default quick)")
+    p.add_argument("--budget", default="quick", choices=KIT_BUDGETS,
+                   help="with --target: runs per phase of the search (default quick; smoke only checks that the "
+                        "audit runs; full and thorough take minutes)")
     p.add_argument("--time-budget", type=positive_float, default=600.0,
                    help="with --target: seconds the code under test may run in total -- the import of its file, "
                         "--pair and every call -- before the audit stops with status 2 (default 600)")

@@ -13,8 +13,8 @@ A privacy claim becomes a test::
   the ``dp`` fixture's :meth:`DPCheck.assert_private` / :meth:`DPCheck.audit` /
   :meth:`DPCheck.assert_sensitivity` take it as their defaults (any of them can be given
   in the call instead).
-* ``--dp-budget quick|full`` sets how hard every audit searches (default quick; ``smoke``
-  only checks that a suite runs);
+* ``--dp-budget smoke|quick|full|thorough`` sets how hard every audit searches (default quick; ``smoke``
+  only checks that a suite runs; ``thorough`` uses the published testers' sample sizes);
   ``--dp-seed N`` shifts every test's seed. Each test's seed is derived from its node id,
   so a run is reproducible and two tests never share random numbers.
 * No global registry: results travel with each test's report (``user_properties``) to one
@@ -45,9 +45,12 @@ from typing import Any
 
 import pytest
 
+from dpfair_analysis.names import KIT_BUDGETS
 from dpfair_analysis.testing._json import jsonable
 
 _PROPERTY = "dpfair.audit"
+#: Examples a sensitivity search draws at each ``--dp-budget`` (hypothesis' ``max_examples``).
+SENSITIVITY_EXAMPLES = {"smoke": 60, "quick": 300, "full": 3000, "thorough": 10_000}
 
 #: The status of each check in the summary, as ``dpfair audit`` exits: (status, word) by outcome.
 STATUSES = {"consistent": (0, "consistent"), "passed": (0, "consistent"), "refuted": (1, "REFUTED"),
@@ -60,9 +63,9 @@ _CLAIM_ARGUMENTS = ("epsilon", "delta", "relation", "require_power")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dpfair", "privacy claims (dpfair_analysis.testing)")
-    group.addoption("--dp-budget", choices=("smoke", "quick", "full"), default="quick",
+    group.addoption("--dp-budget", choices=KIT_BUDGETS, default="quick",
                     help="how hard @pytest.mark.dp audits search (default quick; smoke: only to check that a "
-                         "suite runs, a pass proves little)")
+                         "suite runs, a pass proves little; full and thorough: more runs, minutes per claim)")
     group.addoption("--dp-seed", type=int, default=0, help="added to every test's seed (default 0)")
     group.addoption("--dp-report", default=None, metavar="PATH",
                     help="write the JSON report of every privacy audit here (default: the pytest cache)")
@@ -245,7 +248,7 @@ class DPCheck:
         __tracebackhide__ = True
         from dpfair_analysis.testing.sensitivity import SensitivityViolation, assert_sensitivity
 
-        examples = {"smoke": 60, "quick": 300, "full": 3000}[self.budget]
+        examples = SENSITIVITY_EXAMPLES[self.budget]
         options = {"seed": self.seed, "examples": examples, **overrides}
         options.setdefault("relation", self.claim.get("relation"))
         if options["relation"] is None:

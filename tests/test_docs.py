@@ -238,3 +238,18 @@ def test_every_console_block_shows_what_its_command_prints_now():
     stale = {f"{block.page}: $ {block.command}": off for block in found
              if (off := console_blocks.differences(block.shown, console_blocks._printed(tuple(block.argv))))}
     assert not stale, "run python docs/_ext/console_blocks.py --write: " + repr(stale)
+
+
+def test_the_tuned_table_states_epsilon_from_above_and_the_part_that_decides_each_verdict():
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import findings_tables
+
+    assert findings_tables.epsilon_bound([1.0000003, 1.0000039]) == "ε ≤ 1.000004"  # rounded up, never "= 1"
+    assert findings_tables.epsilon_bound([1.0]) == "ε ≤ 1.000000"
+    row = {"accuracy_verdict": "does not reproduce within the budget", "accuracy_margin": 0.02, "tuned_accuracy": 0.654,
+           "paper_accuracy": 0.677, "violation_verdict": "reproduces at the printed settings", "violation_margin": 0.04}
+    assert findings_tables._why(row) == ("accuracy 0.654 below the paper's 0.677 by more than 0.020; "
+                                         "violation reproduces at the printed settings")
+    table = findings_tables.pfld_tuned_table(ROOT / "paper_figs" / "pfld" / "tuned_table2_compas.json")
+    eo_pfld = next(line for line in table.splitlines() if line.startswith("| eo | pfld |"))
+    assert "does not reproduce" in eo_pfld and "accuracy 0.654 below" in eo_pfld and "ε ≤ 1.000004" in eo_pfld

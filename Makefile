@@ -24,7 +24,7 @@ run: setup
 	$(VENV)/bin/dpfair compare --data adult
 
 test: setup
-	$(PY) -m pytest -q -n 2 --durations=15
+	$(PY) -m pytest -q -n 2 --durations=25
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow

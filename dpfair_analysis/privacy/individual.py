@@ -104,9 +104,16 @@ class IndividualPrivacy:
         :math:`\\frac1T \\sum_t s_{i,t}`, shape (n,).
     run_epsilon : float
         The worst case (every step at C) under the same accountant: the run's guarantee for plain DP-SGD.
-    delta, steps, sampling_rate, noise_multiplier, clip : the run's settings.
+    delta : float
+        The delta of every epsilon here.
+    steps : int
+        T, the steps composed.
+    sampling_rate, noise_multiplier, clip : float
+        The run's q, sigma and C.
     resolution : int or None
         The sensitivity grid's K (None: each distinct sensitivity's own curve).
+    accounting : AccountingSpec
+        The RDP orders and conversion used (the run's).
     what : str
         :data:`WHAT_EPSILON_I_IS`.
     """

@@ -12,7 +12,7 @@ import pytest
 import torch
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dpfair_analysis.data.synthetic import synthetic_groups
@@ -92,6 +92,7 @@ def test_monotone_in_each_steps_norm(norms, setting, data):
 
 @PROPS
 @given(norm_matrices(), settings_st)
+@example(np.array([[1.0], [3e-293], [5e-324]]), (0.5, 0.7, 0.5, None))  # s^2 underflows: still above zero
 def test_exact_mode_equals_an_independent_composition_and_the_grid_is_above_it(norms, setting):
     q, sigma, clip, resolution = setting
     exact = _estimate(norms, q, sigma, clip, None)
@@ -188,19 +189,20 @@ def test_group_privacy_is_the_per_group_distribution():
 # ---------------------------------------------------------------------------------- the recorder in a real run
 
 
-def _run(recorder=None, *, seed=3, steps=12):
+def _run(recorder=None, *, seed=3, steps=12, model="logreg"):
     data = synthetic_groups(sizes=(120, 40), dim=4, seed=0)
-    model = build_model("logreg", input_shape=(4,), n_classes=2, seed=0, l2=0.01)
+    model = build_model(model, input_shape=(4,), n_classes=2, seed=0, l2=0.01, hidden=(8,))
     config = TrainConfig(epochs=100, batch_size=16, lr=0.5, seed=seed, max_steps=steps)
     policy = UniformClipping(clip_bound=0.5, noise_multiplier=1.0)
     result = train(model, data, policy, config, progress=False, callbacks=[] if recorder is None else [recorder])
     return data, model, result
 
 
-def test_the_recorder_changes_nothing_in_the_run_and_records_what_each_step_saw():
-    data, plain_model, plain = _run()
+@pytest.mark.parametrize("name", ["logreg", "mlp"])
+def test_the_recorder_changes_nothing_in_the_run_and_records_what_each_step_saw(name):
+    data, plain_model, plain = _run(model=name)
     recorder = NormRecorder(data)
-    _, model, result = _run(recorder)
+    _, model, result = _run(recorder, model=name)
     for p, r in zip(plain_model.parameters(), model.parameters()):
         assert torch.equal(p, r)
     assert plain.history.equals(result.history)
@@ -209,13 +211,13 @@ def test_the_recorder_changes_nothing_in_the_run_and_records_what_each_step_saw(
     # step t+1's batch: the recorded norms at theta_t are the norms the loop computed for it
     sampler, _ = make_generators(3, 2)
     batches = batch_indices(len(data), 16, sampler)
-    seen = _norms_the_policy_saw()
+    seen = _norms_the_policy_saw(name)
     for t in range(12):
         index = next(batches).numpy()
         np.testing.assert_allclose(recorder.norms[t][index], seen[t], rtol=1e-5, atol=1e-7)
 
 
-def _norms_the_policy_saw():
+def _norms_the_policy_saw(name):
     seen = []
 
     class Spy(UniformClipping):
@@ -224,7 +226,7 @@ def _norms_the_policy_saw():
             return super().decide(norms, group, **kw)
 
     data = synthetic_groups(sizes=(120, 40), dim=4, seed=0)
-    model = build_model("logreg", input_shape=(4,), n_classes=2, seed=0, l2=0.01)
+    model = build_model(name, input_shape=(4,), n_classes=2, seed=0, l2=0.01, hidden=(8,))
     train(model, data, Spy(clip_bound=0.5, noise_multiplier=1.0),
           TrainConfig(epochs=100, batch_size=16, lr=0.5, seed=3, max_steps=12), progress=False)
     return seen
@@ -261,7 +263,9 @@ def test_held_norms_against_every_step():
     held = individual_privacy(recorders[4].norms, repeats=recorders[4].repeats, **kwargs).epsilons
     np.testing.assert_array_equal(recorders[4].repeats, [4, 4, 4])
     np.testing.assert_array_equal(recorders[4].norms, recorders[1].norms[::4])
-    assert np.max(np.abs(held - every) / every) < 0.25
+    error = np.abs(held - every) / every
+    print(f"held every 4 steps against every step: max relative error {error.max():.3f}, mean {error.mean():.4f}")
+    assert error.max() < 0.25
 
 
 def test_all_sample_norms_in_chunks_and_a_subset():

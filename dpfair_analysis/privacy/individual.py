@@ -154,11 +154,12 @@ def individual_privacy(norms_per_step: np.ndarray | Iterable[Any], *, clip: floa
     where :math:`\\hat s = s` (``resolution=None``) or :math:`s` rounded up to the grid
     :math:`\\{\\sqrt{k/K}\\}_{k=0}^{K}` (``resolution=K``; conservative, :math:`\\hat s \\ge s`), and
     :math:`\\rho(\\cdot; q, \\sigma/0) = 0` (and a positive :math:`\\hat s` is at least
-    :math:`\\min(1, \\sigma / 10^6)`: :data:`MAX_MULTIPLIER`). The curves are computed once per grid point (or distinct
-    value); each record's sum is its histogram of grid bins times the curves. Guaranteed by construction:
-    :math:`0 \\le \\varepsilon_i \\le` ``run_epsilon`` (= the ledger's epsilon of T steps of the same
-    sampled Gaussian, to rounding); :math:`\\varepsilon_i = 0` for a record whose gradient is 0 on every step;
-    :math:`\\varepsilon_i` non-decreasing in each :math:`\\|g_{i,t}\\|`.
+    :math:`\\min(1, \\sigma / 10^6)`: :data:`MAX_MULTIPLIER`). The curves are computed once per grid point
+    (or distinct value); each record's sum is its histogram of grid bins times the curves. Guaranteed by
+    construction: :math:`0 \\le \\varepsilon_i \\le` ``run_epsilon`` (up to the rounding of a sum of T
+    terms), which is the ledger's epsilon of T steps of the same sampled Gaussian (to rounding);
+    :math:`\\varepsilon_i = 0` for a record whose gradient is 0 on every step; :math:`\\varepsilon_i`
+    non-decreasing in each :math:`\\|g_{i,t}\\|`.
 
     The model is the one the run's accountant assumes: Poisson sampling at rate q (a run with shuffled
     batches, ``sampling_matches_accounting=False``, is accounted as if Poisson-sampled, like its ledger), uniform
@@ -221,7 +222,7 @@ def individual_privacy(norms_per_step: np.ndarray | Iterable[Any], *, clip: floa
         else np.zeros(0)
     run_epsilon = float(epsilons_from_rdp_curves(order_array, (steps * worst_curve)[None, :], delta,
                                                  conversion=spec.conversion)[0])
-    return IndividualPrivacy(epsilons=np.minimum(epsilons, run_epsilon), worst_case=at_clip == steps,
+    return IndividualPrivacy(epsilons=epsilons, worst_case=at_clip == steps,
                              mean_sensitivity=total_s / steps, run_epsilon=run_epsilon, delta=delta, steps=steps,
                              sampling_rate=q, noise_multiplier=sigma, clip=clip, resolution=resolution,
                              accounting=spec)

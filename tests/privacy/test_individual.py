@@ -66,7 +66,7 @@ def test_every_record_at_most_the_run_epsilon_and_at_least_zero(norms, setting):
     q, sigma, clip, resolution = setting
     result = _estimate(norms, q, sigma, clip, resolution)
     assert np.all(result.epsilons >= 0)
-    assert np.all(result.epsilons <= result.run_epsilon)
+    assert np.all(result.epsilons <= result.run_epsilon * (1 + 1e-12))
     run = dpsgd_epsilon(n=1000, batch_size=round(q * 1000), noise_multiplier=sigma, delta=1e-5,
                         steps=len(norms), accounting=SHORT)
     assert result.run_epsilon == pytest.approx(run, rel=1e-12)
@@ -243,7 +243,7 @@ def test_a_run_worst_case_is_its_ledger_epsilon_and_same_seed_same_numbers():
     b = individual_privacy(second.norms, repeats=second.repeats, **kwargs)
     np.testing.assert_array_equal(a.epsilons, b.epsilons)
     assert a.run_epsilon == pytest.approx(result.epsilon, rel=1e-12)
-    assert np.all(a.epsilons <= result.epsilon)
+    assert np.all(a.epsilons <= result.epsilon * (1 + 1e-12))
     frame = group_privacy(a, data)
     assert set(frame["group"]) == {"all", *data.group_names}
 

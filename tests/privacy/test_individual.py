@@ -253,6 +253,7 @@ def test_held_norms_against_every_step():
     measured error is small on this run and zero at k = 1."""
     data = synthetic_groups(sizes=(120, 40), dim=4, seed=0)
     recorders = {k: NormRecorder(data, every=k) for k in (1, 4)}
+    recorders["known_T"] = NormRecorder(data, total_steps=12)
     model = build_model("logreg", input_shape=(4,), n_classes=2, seed=0, l2=0.01)
     train(model, data, UniformClipping(clip_bound=0.5, noise_multiplier=1.0),
           TrainConfig(epochs=100, batch_size=16, lr=0.5, seed=3, max_steps=12), progress=False,
@@ -262,6 +263,8 @@ def test_held_norms_against_every_step():
     every = individual_privacy(recorders[1].norms, **kwargs).epsilons
     held = individual_privacy(recorders[4].norms, repeats=recorders[4].repeats, **kwargs).epsilons
     np.testing.assert_array_equal(recorders[4].repeats, [4, 4, 4])
+    assert len(recorders[1]._checkpoints) == 13 and len(recorders["known_T"]._checkpoints) == 12  # t = T skipped
+    np.testing.assert_array_equal(recorders["known_T"].norms, recorders[1].norms)
     np.testing.assert_array_equal(recorders[4].norms, recorders[1].norms[::4])
     error = np.abs(held - every) / every
     print(f"held every 4 steps against every step: max relative error {error.max():.3f}, mean {error.mean():.4f}")

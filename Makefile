@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-slow bench docs figures diagnose-study clean
+.PHONY: setup run test test-slow bench docs docs-console figures diagnose-study clean
 
 setup: $(STAMP)
 
@@ -24,7 +24,7 @@ run: setup
 	$(VENV)/bin/dpfair compare --data adult
 
 test: setup
-	$(PY) -m pytest -q -n 2 --durations=15
+	$(PY) -m pytest -q -n 2 --durations=25
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
@@ -56,3 +56,8 @@ diagnose-study: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# The console blocks of README.md and the guide ($ dpfair ... and its output), rewritten from fresh runs of their
+# commands (tests/test_docs.py checks them against fresh runs).
+docs-console: setup
+	$(PY) docs/_ext/console_blocks.py --write

@@ -57,7 +57,8 @@ print("gap:", gap(DATA), " claimed sensitivity on DATA:", claimed_sensitivity(DA
 
 # %%
 try:
-    assert_sensitivity(gap, claimed_sensitivity, relation="attribute-change", examples=EXAMPLES)
+    assert_sensitivity(gap, claimed_sensitivity, relation="attribute-change", mechanism="laplace",
+                       examples=EXAMPLES)
 except SensitivityViolation as error:
     violation = error
 print("ratio to the claimed bound:", round(violation.ratio, 3))

@@ -8,12 +8,12 @@ from dpfair_analysis.testing import PrivacyViolation, SensitivityViolation
 @pytest.mark.dp(epsilon=1.0, relation="attribute-change")
 def test_the_plausible_claim_is_wrong(dp):
     with pytest.raises(SensitivityViolation):
-        dp.assert_sensitivity(gap, claimed_sensitivity)
+        dp.assert_sensitivity(gap, claimed_sensitivity, mechanism="laplace")
     with pytest.raises(PrivacyViolation):
         dp.assert_private(private_gap_wrong, data=DATA)
 
 
 @pytest.mark.dp(epsilon=1.0, relation="attribute-change")
 def test_the_fixed_release_is_private(dp):
-    dp.assert_sensitivity(counts, 4.0, norm=1)
+    dp.assert_sensitivity(counts, 4.0, mechanism="laplace")
     dp.assert_private(private_gap_fixed, data=DATA, require_power=True)

@@ -11,7 +11,7 @@
 # %% [markdown]
 # # Verifying the papers' claims and auditing the private mechanisms
 #
-# Every checkable statement of the five papers (000-004 (README, References)) is an entry of `dpfair_analysis.verify.claims`, its quote as printed beside its check; the check runs the toolkit's own searches, Monte Carlo and exact comparisons and returns *holds* (search effort, worst ratio), *violated* (false as stated, in the stated regime: a counterexample at parameters the algorithm reaches and the factor by which it breaks the claim), *misprinted* (false as printed, true after the named typo fix; both forms tested) or *inconclusive*. The same runs as `dpfair verify`; `dpfair verify --explain ID` shows one claim in full.
+# Every checkable statement of the five papers (000-004 (README, References)) is an entry of `dpfair_analysis.verify.claims`, its quote as printed beside its check; the check runs the toolkit's own searches, Monte Carlo and exact comparisons and returns *holds* (search effort, worst ratio), *violated* (false as stated, in the stated regime: a counterexample at parameters the algorithm reaches and the factor by which it breaks the claim), *misprinted* (false as printed, true after the named typo fix, a fix that does not change what is guaranteed; both forms tested) or *inconclusive*. A fix that changes the guarantee makes the printed statement *violated*, with its fixed form registered as a corrected claim. A claim whose check holds while a premise its proof uses (`rests_on`) is violated has the standing *holds, but rests on violated premises*, counted apart from a plain *holds*; where the paper's words admit another reading than the one a check takes, that reading is run beside the verdict with the number it gives. The same runs as `dpfair verify`; `dpfair verify --explain ID` shows one claim in full.
 #
 # `DPFAIR_PROFILE=quick` uses the quick budget and small audit trial counts (CI); `full` the full budget and each audit's default trials.
 
@@ -38,8 +38,8 @@ PROFILE, BUDGET
 results = run_claims(CLAIMS, BUDGET, progress=False)
 table = verdict_table(results)
 plotting.save_table(table, FIGS / 'verdicts.csv')
-print(table.verdict.value_counts().to_string())
-table[['id', 'verdict', 'key_number', 'key']]
+print(table.standing.value_counts().to_string())
+table[['id', 'standing', 'key_number', 'key']]
 
 # %% [markdown]
 # ## Verdicts by paper and kind
@@ -47,7 +47,22 @@ table[['id', 'verdict', 'key_number', 'key']]
 # *extension* claims are the toolkit's corrected forms and tests beyond a statement's regime.
 
 # %%
-pd.crosstab([table.paper, table.kind], table.verdict, margins=True)
+pd.crosstab([table.paper, table.kind], table.standing, margins=True)
+
+# %% [markdown]
+# ## Holds, but rests on violated premises
+# The claim's own check holds, but a claim its proof uses is violated (the standing is derived from the premises' verdicts).
+
+# %%
+for _, row in table[table.standing != table.verdict].iterrows():
+    print(f"{row.id} ({row.key_number}): {row.key}\n    rests on {row.rests_on}")
+
+# %% [markdown]
+# ## Other readings, beside the verdicts that do not take them
+
+# %%
+for _, row in table[table.alternative_readings != ''].iterrows():
+    print(f"{row.id}: {row.verdict} {row.key_number}, read as {row.reading}\n    other reading {row.alternative_readings}")
 
 # %% [markdown]
 # ## Misprinted: false as printed, true after the named fix (both forms tested)

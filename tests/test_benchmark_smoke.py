@@ -189,3 +189,19 @@ def test_diagnose_cost_benchmark_quick_times_the_diagnosis_against_a_run(tmp_pat
     assert payload["summary"]["defaults"]["max_ratio_with_recommendations"] == row["ratio_with_recommendations"]
     assert row["cpu_ratio_with_recommendations"] == (row["diagnosis_with_recommendations_cpu"]
                                                      / row["dp_training_cpu"]) > 0
+
+
+def test_individual_privacy_benchmark_runs_quick(tmp_path):
+    """benchmarks/individual_privacy.py --quick: synthetic data, every group's row and the timings written."""
+    out = tmp_path / "individual.json"
+    script = ROOT / "benchmarks" / "individual_privacy.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)], check=False,
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    payload = json.loads(out.read_text())
+    assert {row["group"] for row in payload["groups"]} == {"all", "a", "b"}
+    assert payload["estimate_worst_case"] == pytest.approx(payload["run_epsilon"], rel=1e-12)
+    assert all(row["value"] <= payload["run_epsilon"] * (1 + 1e-12) for row in payload["groups"]
+               if row["metric"] in ("mean", "max"))
+    assert "not guarantees" in res.stdout

@@ -217,3 +217,39 @@ def test_the_api_and_link_checks_fail_on_probes(tmp_path):
         ["dpfair_analysis.data.nope"]
     assert sorted(broken_internal_links(html)) == ["api/other.html -> ../_static/missing.js",
                                                    "api/page.html -> gone.html"]
+
+
+# --------------------------------------------------------------------------- console blocks
+def test_every_console_block_shows_what_its_command_prints_now():
+    """Each ``$ dpfair ...`` block of README.md and the guide agrees with a fresh run of its command (words exactly,
+    numbers within docs/_ext/console_blocks.py's TOLERANCE); ``python docs/_ext/console_blocks.py --write`` rewrites
+    them. And the comparison can fail: a changed word, a number off by more than the tolerance, a missing line."""
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import console_blocks
+
+    assert console_blocks.differences("acc 0.8089 n 9044\n", "acc 0.8090 n 9044\n") == []
+    assert console_blocks.differences("[diagnosis in 3.6 s]\n", "[diagnosis in 11.8 s]\n") == []
+    assert console_blocks.differences("acc 0.8089\n", "acc 0.8389\n")
+    assert console_blocks.differences("n 9044\n", "n 9045\n")
+    assert console_blocks.differences("Most hurt: Male\n", "Most hurt: Female\n")
+    assert console_blocks.differences("a\n", "a\nb\n")
+    found = [block for page in console_blocks.PAGES for block in console_blocks.blocks(page)]
+    assert {tuple(block.argv)[:1] for block in found} >= {("diagnose",), ("compare",)}
+    stale = {f"{block.page}: $ {block.command}": off for block in found
+             if (off := console_blocks.differences(block.shown, console_blocks._printed(tuple(block.argv))))}
+    assert not stale, "run python docs/_ext/console_blocks.py --write: " + repr(stale)
+
+
+def test_the_tuned_table_states_epsilon_from_above_and_the_part_that_decides_each_verdict():
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import findings_tables
+
+    assert findings_tables.epsilon_bound([1.0000003, 1.0000039]) == "ε ≤ 1.000004"  # rounded up, never "= 1"
+    assert findings_tables.epsilon_bound([1.0]) == "ε ≤ 1.000000"
+    row = {"accuracy_verdict": "does not reproduce within the budget", "accuracy_margin": 0.02, "tuned_accuracy": 0.654,
+           "paper_accuracy": 0.677, "violation_verdict": "reproduces at the printed settings", "violation_margin": 0.04}
+    assert findings_tables._why(row) == ("accuracy 0.654 below the paper's 0.677 by more than 0.020; "
+                                         "violation reproduces at the printed settings")
+    table = findings_tables.pfld_tuned_table(ROOT / "paper_figs" / "pfld" / "tuned_table2_compas.json")
+    eo_pfld = next(line for line in table.splitlines() if line.startswith("| eo | pfld |"))
+    assert "does not reproduce" in eo_pfld and "accuracy 0.654 below" in eo_pfld and "ε ≤ 1.000004" in eo_pfld

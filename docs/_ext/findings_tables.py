@@ -3,16 +3,23 @@
 * ``_generated/registry_<paper>.md``: every registered claim of one paper with its verdict and key number, from
   ``paper_figs/verify/verdicts.csv`` (what ``notebooks/verify_claims.ipynb`` wrote from ``dpfair verify``);
 * ``_generated/pfld_table2_<data>.md``: paper 003's Table 2, our mean beside the paper's, from
-  ``paper_figs/pfld/table2_<data>.csv``.
+  ``paper_figs/pfld/table2_<data>.csv``;
+* ``_generated/pfld_tuned_<data>.md``: Table 2 with every method tuned on the same budget, from
+  ``paper_figs/pfld/tuned_table2_<data>.json`` (``dpfair pfld-table --tune --json``): each cell's verdict with the
+  part that decides it, how often the chosen configuration was chosen, the spread of the validation scores and the
+  privacy the ledgers give.
 """
 
 from __future__ import annotations
 
 import csv
+import json
+import math
 from pathlib import Path
 
 VERDICT_WORDS = {"holds": "holds", "violated": "**violated**", "misprinted": "*misprinted*",
-                 "inconclusive": "inconclusive"}
+                 "inconclusive": "inconclusive",
+                 "holds, but rests on violated premises": "holds, but rests on violated premises"}
 PFLD_TABLES = ("income", "compas", "bank", "m-bank3", "m-bank5")
 
 
@@ -21,14 +28,22 @@ def _cell(text: str) -> str:
 
 
 def registry_table(rows: list[dict[str, str]], paper: str) -> str:
-    """One paper's claims: id, where the paper says it, kind, statement, verdict, key number, the fix if misprinted."""
+    """One paper's claims: id, where the paper says it, kind, statement, verdict (its standing where the CSV has one:
+    "holds, but rests on violated premises" apart from a plain holds), the key -- with the premises it rests on and
+    the other readings and their verdicts, where the CSV has them --, the fix if misprinted."""
     lines = ["| claim | where | kind | statement | verdict | key number | fix |", "|---|---|---|---|---|---|---|"]
     for row in rows:
         if row["paper"] != paper:
             continue
-        verdict = VERDICT_WORDS.get(row["verdict"], row["verdict"])
+        standing = row.get("standing") or row["verdict"]
+        verdict = VERDICT_WORDS.get(standing, standing)
+        key = row["key"]
+        if row.get("rests_on") and standing != row["verdict"]:
+            key += f"; rests on {row['rests_on']}"
+        if row.get("alternative_readings"):
+            key += f" (read as {row['reading']}; other reading {row['alternative_readings']})"
         lines.append("| " + " | ".join([f"`{row['id']}`", _cell(row["location"]), row["kind"], _cell(row["statement"]),
-                                          verdict, _cell(row["key"]), _cell(row["fix"])]) + " |")
+                                          verdict, _cell(key), _cell(row["fix"])]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -48,6 +63,54 @@ def pfld_table(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def epsilon_bound(epsilons: list[float]) -> str:
+    """The largest ledger epsilon, rounded *up* at the sixth decimal: "ε ≤ 1.000004" (never "ε = 1" for a run
+    whose ledger gives 1.0000039)."""
+    return f"ε ≤ {math.ceil(max(epsilons) * 1e6) / 1e6:.6f}"
+
+
+def _why(row: dict) -> str:
+    """The verdict's reason, from the two parts the JSON judges: accuracy and violation, each against the paper's
+    value with its margin."""
+    parts = []
+    for part, better in (("accuracy", "below"), ("violation", "above")):
+        verdict, margin = row[f"{part}_verdict"], row[f"{part}_margin"]
+        if verdict.startswith("does not"):
+            ours = row[f"tuned_{part}"]
+            parts.append(f"{part} {ours:.3f} {better} the paper's {row[f'paper_{part}']:.3f} by more than {margin:.3f}")
+        else:
+            parts.append(f"{part} {verdict}")
+    return "; ".join(parts)
+
+
+def pfld_tuned_table(path: Path) -> str:
+    """One row per constraint and method of a tuned Table 2 (the JSON of ``dpfair pfld-table --tune``)."""
+    data = json.loads(path.read_text())
+    rows = data["tuned_rows"]
+    lines = ["| constraint | method | paper | printed settings | tuned | verdict | why | chosen most often | "
+             "configurations chosen | validation score (min–max over folds) | privacy |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in data["summary"]:
+        mine = [r for r in rows if (r["constraint"], r["method"]) == (row["constraint"], row["method"])]
+        scores = [r["validation_score"] for r in mine]
+        epsilons = [r["epsilon"] for r in mine if r.get("epsilon") is not None]
+        lines.append("| " + " | ".join([
+            row["constraint"], row["method"],
+            f"{row['paper_accuracy']:.3f} / {row['paper_violation']:.3f}",
+            f"{row['default_accuracy']:.3f} / {row['default_violation']:.3f}",
+            f"{row['tuned_accuracy']:.3f} / {row['tuned_violation']:.3f}",
+            row["verdict"], _cell(_why(row)),
+            _cell(f"{row['chosen_most_often']} ({row['folds_choosing_it']} of {row['folds']} folds)"),
+            str(len({r["configuration"] for r in mine})),
+            f"{min(scores):.3f}–{max(scores):.3f}" if scores else "NA",
+            epsilon_bound(epsilons) if epsilons else "not private"]) + " |")
+    counts = "; ".join(f"{n} {verdict}" for verdict, n in data["verdict_counts"].items())
+    private = next(r for r in data["summary"] if r.get("epsilon") is not None)
+    return ("\n".join(lines) + f"\n\nCells (accuracy / violation): {counts}. Each method tuned over its own grid of "
+            f"{', '.join(sorted({str(b['configurations']) for b in data['protocol']['budgets'].values()}))} "
+            f"configurations; tolerance: {data['summary'][0]['tolerance']}; {data['summary'][0]['selection_privacy']}.\n")
+
+
 def write_tables(root: Path, target: Path) -> None:
     """Write every generated table of the findings page under ``target``."""
     target.mkdir(parents=True, exist_ok=True)
@@ -57,3 +120,6 @@ def write_tables(root: Path, target: Path) -> None:
         (target / f"registry_{paper}.md").write_text(registry_table(rows, paper))
     for name in PFLD_TABLES:
         (target / f"pfld_table2_{name}.md").write_text(pfld_table(root / "paper_figs" / "pfld" / f"table2_{name}.csv"))
+        tuned = root / "paper_figs" / "pfld" / f"tuned_table2_{name}.json"
+        if tuned.exists():
+            (target / f"pfld_tuned_{name}.md").write_text(pfld_tuned_table(tuned))

@@ -1,7 +1,8 @@
 """The ``dpfair`` command: parses, calls the library, prints.
 
 Any bad argument or unusable input ends in one line on stderr,
-``dpfair: error: <what is wrong>``, and exit status 2 -- never a traceback. Output files
+``dpfair: error: <what is wrong>``, and exit status 2 -- never a traceback. A bug or a failure of the
+toolkit itself ends in ``dpfair: internal error: ...`` and status 3 (:data:`EXIT_STATUSES`). Output files
 are written to a temporary file and renamed, so nothing is left half-written.
 """
 
@@ -30,12 +31,20 @@ from typing import Sequence  # noqa: E402
 
 from dpfair_analysis.cli import audit, compare, data, diagnose, excess_risk, hessian, pfld_table, privacy, train, \
     verify  # noqa: E402
-from dpfair_analysis.cli._common import EXIT_USAGE, Parser, UsageError, positive_int  # noqa: E402
+from dpfair_analysis.cli._common import EXIT_INTERNAL, EXIT_USAGE, Parser, UsageError, positive_int  # noqa: E402
 from dpfair_analysis.errors import ArgumentError, TrainingDiverged  # noqa: E402
 
 #: Library arguments whose bad values show only once data or accounting are at hand (``ArgumentError``),
 #: and the flag that sets each: the one-line message names the flag.
-FLAGS_OF_ARGUMENTS = {"train_group_fraction": "--train-fraction", "target_epsilon": "--epsilon"}
+FLAGS_OF_ARGUMENTS = {"train_group_fraction": "--train-fraction", "target_epsilon": "--epsilon",
+                      "target": "--target", "pair": "--pair", "data": "--data"}
+
+#: The exit statuses, shown in ``dpfair --help``. ``audit`` exits 1 for a refuted claim; only 0 reads as a pass,
+#: and 2 and 3 are never a verdict (``docs/guide/privacy_testing.md``, "Exit statuses").
+EXIT_STATUSES = ("exit status: 0 success (audit: consistent with the claim); 1 audit: a claim refuted, or a run "
+                 "that failed (a diverged training, an unreachable cluster); 2 bad input, or a mechanism under "
+                 "audit that broke its contract (raised, exited, crashed, returned NaN, ran out of memory or "
+                 "time); 3 internal error; 130 interrupted")
 
 # One module per command group; each has ``register(subparsers)``. Add new commands here.
 COMMANDS = (compare, diagnose, privacy, data, hessian, excess_risk, train, audit, pfld_table, verify)
@@ -43,7 +52,8 @@ COMMANDS = (compare, diagnose, privacy, data, hessian, excess_risk, train, audit
 
 # --------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="dpfair", description="How differential privacy hurts some groups more than others.")
+    parser = Parser(prog="dpfair", description="How differential privacy hurts some groups more than others.",
+                    epilog=EXIT_STATUSES)
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="torch intra-op threads (default 1: on a shared 2-core machine more threads "
                              "made per-sample steps several times slower; see benchmarks/README.md)")
@@ -111,9 +121,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as error:  # a bug, not a usage problem: still one line unless asked
         if os.environ.get("DPFAIR_DEBUG"):
             raise
-        print(f"dpfair: internal error: {type(error).__name__}: {_one_line(error)} "
-              f"(set DPFAIR_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 1
+        what = ("out of memory (MemoryError)" if isinstance(error, MemoryError)
+                else f"{type(error).__name__}: {_one_line(error)}")
+        print(f"dpfair: internal error: {what} (set DPFAIR_DEBUG=1 for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
     return int(status or 0)
 
 

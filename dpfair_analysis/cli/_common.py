@@ -13,6 +13,8 @@ from typing import Callable
 from dpfair_analysis.costs import REFUSE_SECONDS, estimated_training_seconds, format_duration  # noqa: F401
 
 EXIT_USAGE = 2
+#: A bug, or a failure of the toolkit itself (never a verdict): ``dpfair: internal error: ...``.
+EXIT_INTERNAL = 3
 
 
 class UsageError(Exception):
@@ -239,36 +241,132 @@ def positive_float_upto(high: float) -> Callable[[str], float]:
     return _number(lambda v: 0 < v <= high, f"a number in (0, {high:g}]")
 
 
+#: Free space an output file's directory must have before the work starts (a history CSV, a figure or a report is
+#: well under it); a directory of figures (``--plots``) needs :data:`MIN_FREE_DIRECTORY`. What still fails at the
+#: end (the disk filled during the work) is kept elsewhere by :class:`Outputs`.
+MIN_FREE_FILE = 1 << 20
+MIN_FREE_DIRECTORY = 4 << 20
+
+
 def writable_file(text: str) -> Path:
-    """An output file: its directory exists and takes a new file (tried); what is there is a regular file
-    or nothing (:func:`output_path`). Checked before any work, so a run is never lost to its output path;
-    nothing is left behind."""
+    """An output file: its directory exists, takes a new file (tried) and has :data:`MIN_FREE_FILE` free; what is
+    there is a regular file or nothing (:func:`output_path`). Checked before any work, so a run is never lost to
+    its output path; nothing is left behind."""
     from dpfair_analysis.io import output_target
 
     path = output_path(text)
-    _probe_writable(output_target(path).parent)
+    _probe_writable(output_target(path).parent, need=MIN_FREE_FILE)
     return path
 
 
 def writable_directory(text: str) -> Path:
-    """An output directory: an existing directory, or a new one whose parent exists; it takes a new file."""
+    """An output directory: an existing directory, or a new one whose parent exists; it takes a new file and has
+    :data:`MIN_FREE_DIRECTORY` free."""
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
     if not path.exists() and not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"directory {str(path.parent)!r} does not exist")
-    _probe_writable(path if path.exists() else path.parent)
+    _probe_writable(path if path.exists() else path.parent, need=MIN_FREE_DIRECTORY)
     return path
 
 
-def _probe_writable(directory: Path) -> None:
+def _probe_writable(directory: Path, *, need: int) -> None:
+    """``directory`` takes a new file (one is created and removed) and has ``need`` bytes free (for the user
+    running the command: what ``df`` shows as available)."""
+    import shutil
     import tempfile
 
     try:
         with tempfile.TemporaryFile(dir=directory):
             pass
+        free = shutil.disk_usage(directory).free
     except OSError as error:
         raise argparse.ArgumentTypeError(f"cannot write in {str(directory)!r}: {error.strerror or error}") from None
+    if free < need:
+        raise argparse.ArgumentTypeError(f"only {_size(free)} free in {str(directory)!r}, at least {_size(need)} "
+                                         "needed: free some space or write elsewhere")
+
+
+def _size(count: int) -> str:
+    """A byte count for a message: ``0 bytes``, ``12 KiB``, ``3.5 MiB``."""
+    if count < 1024:
+        return f"{count} bytes"
+    for unit in ("KiB", "MiB", "GiB"):
+        count /= 1024
+        if count < 1024 or unit == "GiB":
+            return f"{count:.3g} {unit}"
+    raise AssertionError("unreachable")
+
+
+class Outputs:
+    """The files a command writes once its work is done (``--out``, ``--report``, ``--plot``, ``--plots``).
+
+    Each is written atomically (:func:`~dpfair_analysis.io.write_atomically`). An ``OSError`` while writing one
+    (the disk filled during the work, a quota, the directory removed or made read-only) loses nothing: the output
+    is written to a new file (or directory) of its own in the temporary directory instead, the command goes on to
+    print its result, and :meth:`finish` -- called last -- ends it with one line naming the flag, the error and
+    where the result is kept, status 2."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+        self.failed: set[str] = set()
+
+    def file(self, flag: str, path: Path, write: Callable[[Path], None], *, what: str) -> Path | None:
+        """Write ``path`` with ``write(tmp)``; on an OSError, a file in the temporary directory instead. Returns
+        the path written (None if neither could be)."""
+        import os
+        import tempfile
+
+        from dpfair_analysis.io import write_atomically
+
+        try:
+            return write_atomically(path, write)
+        except OSError as error:
+            problem = f"{flag}: could not write {str(path)!r} ({error.strerror or error})"
+        self.failed.add(flag)
+        name = Path(path).name
+        fallback = None
+        try:
+            fd, fallback = tempfile.mkstemp(prefix=f"dpfair-{Path(name).stem}-", suffix=Path(name).suffix)
+            os.close(fd)
+            write_atomically(fallback, write)
+            self.failures.append(f"{problem}; the {what} is kept at {fallback} instead")
+            return Path(fallback)
+        except OSError as error:
+            if fallback is not None:
+                Path(fallback).unlink(missing_ok=True)
+            self.failures.append(f"{problem}, nor in {tempfile.gettempdir()} ({error.strerror or error})")
+            return None
+
+    def directory(self, flag: str, path: Path, save: Callable[[Path], list[Path]], *, what: str) -> list[Path]:
+        """``save(directory)`` into ``path``; on an OSError, into a new directory in the temporary directory
+        instead. Returns the files written there (empty if neither could be)."""
+        import shutil
+        import tempfile
+
+        try:
+            return save(path)
+        except OSError as error:
+            problem = f"{flag}: could not write in {str(path)!r} ({error.strerror or error})"
+        self.failed.add(flag)
+        fallback = None
+        try:
+            fallback = tempfile.mkdtemp(prefix=f"dpfair-{Path(path).name or 'plots'}-")
+            written = save(Path(fallback))
+            self.failures.append(f"{problem}; the {what} are kept in {fallback} instead")
+            return written
+        except OSError as error:
+            if fallback is not None:
+                shutil.rmtree(fallback, ignore_errors=True)
+            self.failures.append(f"{problem}, nor in {tempfile.gettempdir()} ({error.strerror or error})")
+            return []
+
+    def finish(self, *, kept: str | None = None) -> None:
+        """One :class:`UsageError` for every output that could not be written where asked (nothing if all
+        were), with ``kept`` -- where else the result is (the run cache, the output printed) -- at its end."""
+        if self.failures:
+            raise UsageError("; ".join(self.failures) + (f"; {kept}" if kept else ""))
 
 
 def check_dataset_options(name: str, group_by: str | None, *, flag: str = "--group-by") -> None:

@@ -22,6 +22,7 @@ from dpfair_analysis.cli._common import (
     show_progress,
     unit_open,
 )
+from dpfair_analysis.names import KIT_BUDGETS
 
 #: ``--delta`` of a claim: 0 (pure DP) or a failure probability below 1.
 _delta = _number(lambda v: 0 <= v < 1, "a number in [0, 1)")
@@ -38,7 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(--mechanism, white-box likelihood-ratio statistic on a worst-case pair) or "
                                    "your own (--target FILE.py:FUNCTION, a function fn(data, rng) returning a number "
                                    "or numpy array; the kit searches neighbouring pairs, statistics and thresholds, "
-                                   "and the confidence holds over the whole search).")
+                                   "and the confidence holds over the whole search).",
+                       epilog="exit status: 0 consistent (every shipped mechanism as expected); 1 refuted (or a "
+                              "control not caught); 2 bad input or a broken mechanism -- with --target, the file "
+                              "or function cannot be used, or the code raised, called sys.exit or os._exit, "
+                              "crashed, returned NaN, ran out of memory or out of --time-budget (its import "
+                              "included); 3 internal error. With --target the audit runs in a process of its own "
+                              "and whatever the code prints goes to stderr, so neither its output nor its exit "
+                              "can be read as the verdict.")
     p.add_argument("--mechanism", default=None,
                    help="a registered mechanism (dpsgd, naive, dpsgdf, output-perturbation, ...) or 'all'")
     p.add_argument("--target", default=None, metavar="FILE.py:FUNCTION",
@@ -62,11 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "kit's default for the relation)")
     p.add_argument("--batched", action="store_true",
                    help="with --target: FUNCTION(data, rng, n) returns n outputs at once (faster, more runs)")
-    p.add_argument("--budget", default="quick", choices=("quick", "full"),
-                   help="with --target: runs per phase of the search (default quick)")
+    p.add_argument("--budget", default="quick", choices=KIT_BUDGETS,
+                   help="with --target: runs per phase of the search (default quick; smoke only checks that the "
+                        "audit runs; full and thorough take minutes)")
     p.add_argument("--time-budget", type=positive_float, default=600.0,
-                   help="with --target: seconds the mechanism may run in total before the audit stops with an "
-                        "error (default 600)")
+                   help="with --target: seconds the code under test may run in total -- the import of its file, "
+                        "--pair and every call -- before the audit stops with status 2 (default 600)")
     p.add_argument("--trials", type=int_in(1, 100_000_000), default=None,
                    help="runs on each of the two data sets (default: the mechanism's own, enough to catch a "
                         "0.25 under-noised twin; with --target: the budget's evaluation runs); at least 8 (10 with "
@@ -108,6 +117,7 @@ def run(args: argparse.Namespace) -> int | None:
     for flag in ("pair", "epsilon", "relation", "data"):
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} applies only with --target")
+    _check_mechanism_name(args.mechanism, sampled=args.sampled)
     if args.sampled:
         return run_sampled(args)
     if args.trials is not None and args.trials < 8:  # refused before the audits' heavy imports
@@ -139,6 +149,31 @@ def run(args: argparse.Namespace) -> int | None:
     print(f"(δ = {first.delta:g}, one-sided {first.confidence:.0%} Clopper-Pearson bound; noise fraction "
           f"{args.noise_fraction:g}{' — an under-noised twin' if args.noise_fraction < 1 else ''})")
     return 0 if all(_as_expected(r, MECHANISMS[r.mechanism].expected_consistent) for r in results) else 1
+
+
+def _check_mechanism_name(mechanism: str, *, sampled: bool) -> None:
+    """--mechanism names a registered audit (or 'all'), checked against the static table of names
+    (:mod:`dpfair_analysis.names`) so that an unknown name is refused before the audits -- and torch -- are
+    imported. A program that registered an audit of its own (it imported the registry to do so) or a training
+    method (audited as it runs) is checked against the live registry instead."""
+    from dpfair_analysis import names
+    from dpfair_analysis.training import methods
+
+    if mechanism == "all":
+        return
+    if sampled:
+        if "dpfair_analysis.verify.audits.trainers" in sys.modules or methods.names() != names.METHODS:
+            from dpfair_analysis.verify.audits import trainers
+
+            allowed = list(trainers.sampled_audits())
+        else:
+            allowed = list(names.SAMPLED_AUDITS)
+    else:
+        registry = sys.modules.get("dpfair_analysis.verify.audits.registry")
+        allowed = list(registry.MECHANISMS) if registry is not None else list(names.AUDIT_MECHANISMS)
+    if mechanism not in allowed:
+        raise UsageError(f"--mechanism{' with --sampled' if sampled else ''} must be one of "
+                         f"{sorted(allowed) + ['all']}, got {mechanism!r}")
 
 
 def _say_unexpected(mechanism: str, *, control: bool, lower: float, claimed: float) -> None:
@@ -198,57 +233,70 @@ def run_sampled(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ --target: any mechanism
-def load_function(spec: str, flag: str):
-    """FUNCTION from FILE.py in ``FILE.py:FUNCTION``: the file is imported (executed) as a module of its own.
-    Every problem is a one-line :class:`UsageError` naming ``flag``."""
-    import importlib.util
-    import sys
-
-    path_text, sep, name = spec.rpartition(":")
-    if not sep or not path_text or not name:
-        raise UsageError(f"{flag} must be FILE.py:FUNCTION, got {spec!r}")
-    path = Path(path_text)
-    if path.suffix != ".py" or not path.is_file():
-        raise UsageError(f"{flag}: {path_text!r} is not a Python file (FILE.py:FUNCTION)")
-    module_name = f"_dpfair_target_{abs(hash(str(path.resolve())))}"
-    loader = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(loader)
-    sys.modules[module_name] = module
-    try:
-        loader.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001  (the user's file: any exception is theirs to fix)
-        sys.modules.pop(module_name, None)
-        raise UsageError(f"{flag}: importing {path_text} raised {type(error).__name__}: {error}") from None
-    function = getattr(module, name, None)
-    if function is None:
-        raise UsageError(f"{flag}: {path_text} has no function {name!r}")
-    if not callable(function):
-        raise UsageError(f"{flag}: {path_text}:{name} is not callable")
-    return function
-
-
 def _load_data(text: str):
-    """--data: a .npy array, or a .csv file -- a dict of columns when its first row names them, else an array."""
+    """--data: a .npy array, or a .csv file -- a dict of columns when its first row names them, else an array.
+
+    Only records of finite numbers are audited: an empty file, a file without records, text where a number
+    belongs, NaN or an infinity is refused naming --data and what is wrong; a .npy file that holds Python objects
+    (or is no .npy file) is refused and never unpickled."""
+    import warnings
+
     import numpy as np
 
     path = Path(text)
     if not path.is_file():
         raise UsageError(f"--data: {text!r} is not a file")
+    if path.suffix not in (".npy", ".csv"):
+        raise UsageError(f"--data must be a .npy or .csv file, got {text!r}")
+    if path.stat().st_size == 0:
+        raise UsageError(f"--data: {text} is empty; give the records along axis 0 (a numeric .npy array or CSV rows)")
     try:
         if path.suffix == ".npy":
-            return np.load(path, allow_pickle=False)
-        if path.suffix == ".csv":
-            first = path.read_text().splitlines()[0].split(",") if path.stat().st_size else []
-            if first and not all(_is_number(cell) for cell in first):
-                table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
-                if table.shape[1] != len(first):
-                    raise ValueError(f"the header names {len(first)} columns, the rows have {table.shape[1]}")
-                return {name.strip(): (column.astype(np.int64) if np.all(column == np.round(column)) else column)
-                        for name, column in zip(first, table.T)}
-            return np.loadtxt(path, delimiter=",", ndmin=1)
-    except (ValueError, IndexError) as error:
-        raise UsageError(f"--data: cannot read {text}: {error}") from None
-    raise UsageError(f"--data must be a .npy or .csv file, got {text!r}")
+            data = np.load(path, allow_pickle=False)
+        else:
+            first = path.read_text().splitlines()[0].split(",")
+            with warnings.catch_warnings():  # a file without rows is said below, not by numpy's warning
+                warnings.simplefilter("ignore", UserWarning)
+                if not all(_is_number(cell) for cell in first):
+                    table = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+                    if table.size and table.shape[1] != len(first):
+                        raise ValueError(f"the header names {len(first)} columns, the rows have {table.shape[1]}")
+                    data = {name.strip(): column for name, column in zip(first, table.T)} if table.size else {}
+                else:
+                    data = np.loadtxt(path, delimiter=",", ndmin=1)
+    except (ValueError, IndexError, EOFError, OSError) as error:
+        raise UsageError(f"--data: cannot read {text}: {_unreadable(error)}") from None
+    columns = data if isinstance(data, dict) else {"": data}
+    if not columns or any(column.size == 0 for column in columns.values()):
+        raise UsageError(f"--data: {text} has no records (the audit needs at least one row of numbers)")
+    for name, column in columns.items():
+        where = f"column {name!r}" if name else "the records"
+        if column.dtype.kind not in "biuf":
+            raise UsageError(f"--data: {text}: {where} holds {column.dtype} values, not numbers (the audit needs "
+                             "integers or floats)")
+        bad = np.argwhere(~np.isfinite(column))
+        if len(bad):
+            first_bad = tuple(int(i) for i in bad[0])
+            value = "NaN" if np.isnan(column[first_bad]) else "an infinity"
+            at = f"record {first_bad[0]}" + (f", index {first_bad[1:]}" if len(first_bad) > 1 else "")
+            raise UsageError(f"--data: {text}: {where} holds {value} ({len(bad)} non-finite value(s), the first at "
+                             f"{at}); the audit needs finite numbers: remove or replace them")
+    if isinstance(data, dict):
+        return {name: (column.astype(np.int64) if np.all(column == np.round(column)) else column)
+                for name, column in data.items()}
+    return data
+
+
+def _unreadable(error: BaseException) -> str:
+    """Why --data could not be read, in words for this command: numpy's advice to load a file holding Python
+    objects "unsafely" (unpickling runs code stored in it) is replaced by what the file must be."""
+    message = " ".join(str(error).split())
+    if "pickle" in message or isinstance(error, EOFError):
+        return ("it is not a numeric .npy array (it holds Python objects, or is no .npy file at all); save the "
+                "records with numpy.save(FILE, array) of an array of numbers")
+    if "could not convert" in message:
+        return f"text where a number belongs ({message})"
+    return message or type(error).__name__
 
 
 def _is_number(text: str) -> bool:
@@ -260,7 +308,9 @@ def _is_number(text: str) -> bool:
 
 
 def run_target(args: argparse.Namespace) -> int:
-    """Audit FUNCTION of FILE.py against the claim; print the result; exit 1 if the claim is refuted."""
+    """Audit FUNCTION of FILE.py against the claim in a child process (:mod:`dpfair_analysis.testing.isolation`:
+    whatever the file does -- exit, print, hang, crash -- the status is decided here); print the result after the
+    child has ended. Exit status: 0 consistent, 1 refuted, 2 bad input or a broken mechanism, 3 internal error."""
     for flag in ("epsilon", "relation"):
         if getattr(args, flag) is None:
             raise UsageError(f"--target needs --{flag}")
@@ -268,26 +318,15 @@ def run_target(args: argparse.Namespace) -> int:
         raise UsageError("--sampled and --noise-fraction apply to --mechanism, not --target")
     if args.trials is not None and args.trials < 10:
         raise UsageError(f"--trials must be at least 10 with --target, got {args.trials}")
-    from dpfair_analysis.testing.auditing import audit
+    from dpfair_analysis.testing.isolation import audit_file
     from dpfair_analysis.testing.relations import QueryVector, make_relation
 
-    mechanism = load_function(args.target, "--target")
-    pairs = None
-    if args.pair is not None:
-        make_pair = load_function(args.pair, "--pair")
-        try:
-            pairs = make_pair()
-        except Exception as error:  # noqa: BLE001  (the user's function)
-            raise UsageError(f"--pair: {args.pair}() raised {type(error).__name__}: {error}") from None
-        if not (isinstance(pairs, (tuple, list)) and len(pairs) == 2):
-            raise UsageError(f"--pair: {args.pair}() must return the pair (D, D'), got {type(pairs).__name__}")
-        pairs = tuple(pairs)
     relation = (QueryVector(sensitivity=args.sensitivity, mode=args.query_mode) if args.relation == "queries"
                 else make_relation(args.relation))
     data = _load_data(args.data) if args.data is not None else None
-    result = audit(mechanism, args.epsilon, args.delta, relation=relation, data=data, pairs=pairs,
-                   budget=args.budget, trials=args.trials, confidence=args.confidence, seed=args.seed,
-                   batched=args.batched, time_budget=args.time_budget, name=args.target)
+    result = audit_file(args.target, args.epsilon, args.delta, pair=args.pair, relation=relation, data=data,
+                        budget=args.budget, trials=args.trials, confidence=args.confidence, seed=args.seed,
+                        batched=args.batched, time_budget=args.time_budget)
     if args.json:
         print_json(result.summary())
     else:

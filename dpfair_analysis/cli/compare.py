@@ -10,12 +10,11 @@ from pathlib import Path
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
                                          add_sweep_flags, backend_from_args, check_workload, comma_items,
                                          data_from_args, device, estimated_training_seconds, int_in,
-                                         nonnegative_float, positive_float, positive_float_upto, print_json,
+                                         nonnegative_float, Outputs, positive_float, positive_float_upto, print_json,
                                          run_cache_from_args, seed_value, show_progress, train_fractions_from_args,
                                          unit_open, writable_directory, writable_file)
 from dpfair_analysis.catalog import DATASETS
 from dpfair_analysis.errors import ArgumentError
-from dpfair_analysis.io import write_atomically
 from dpfair_analysis.training import methods
 
 
@@ -69,16 +68,39 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "by its overall validation accuracy, report the printed (--lr, --sampling) and the chosen "
                         "configuration's test accuracy, costs and the papers' claims with three-valued verdicts "
                         "(one seed, --seed)")
-    p.add_argument("--tune-lr", default="0.01,0.05,0.1",
+    p.add_argument("--tune-lr", type=_rates, default=None,
                    help="with --tune: comma-separated learning rates (default 0.01,0.05,0.1; --lr, if given, "
                         "must be one of them)")
-    p.add_argument("--tune-sampling", default="poisson,shuffle",
+    p.add_argument("--tune-sampling", type=_samplings, default=None,
                    help="with --tune: comma-separated batch samplings from poisson,shuffle (default both)")
-    p.add_argument("--validation-fraction", type=unit_open, default=0.1,
+    p.add_argument("--validation-fraction", type=unit_open, default=None,
                    help="with --tune: share of the training rows held out for the choice, stratified by group "
                         "(default 0.1)")
     add_sweep_flags(p)
     p.set_defaults(handler=run)
+
+
+#: --tune's grid and validation share when not given (the flags default to None, so that one given without --tune
+#: is refused rather than ignored)
+TUNE_DEFAULTS = {"tune_lr": (0.01, 0.05, 0.1), "tune_sampling": ("poisson", "shuffle"), "validation_fraction": 0.1}
+SAMPLINGS = ("poisson", "shuffle")
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    """``--tune-lr``: comma-separated positive learning rates (argparse type: refused while parsing)."""
+    try:
+        return tuple(dict.fromkeys(positive_float(v) for v in comma_items(text, "learning rates")))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive learning rates with no empty item, "
+                                         f"got {text!r}") from None
+
+
+def _samplings(text: str) -> tuple[str, ...]:
+    """``--tune-sampling``: comma-separated samplings from poisson,shuffle (argparse type)."""
+    values = tuple(dict.fromkeys(comma_items(text, "samplings from poisson,shuffle")))
+    if any(v not in SAMPLINGS for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated values from {','.join(SAMPLINGS)}, got {text!r}")
+    return values
 
 
 def add_method_flags(parser: argparse.ArgumentParser) -> None:
@@ -99,6 +121,7 @@ def run(args: argparse.Namespace) -> None:
         methods = comma_items(args.methods, "methods (sgd, dpsgd, naive, dpsgdf, dpsgd(C=2), ...)")
     except argparse.ArgumentTypeError as error:
         raise UsageError(f"--methods must name at least one method: {error}") from None
+    _check_method_names(methods, clip=args.clip)
     try:
         clips = [] if args.clips is None else comma_items(args.clips, "positive numbers")
         for clip in clips:
@@ -106,6 +129,7 @@ def run(args: argparse.Namespace) -> None:
     except argparse.ArgumentTypeError as error:
         raise UsageError(f"argument --clips: {error}") from None
     methods += [f"dpsgd(C={c})" for c in clips]
+    _check_tune_flags(args, methods)
     fractions = train_fractions_from_args(args)
     dataset, data_options, preprocessing = data_from_args(args)
     if args.test_split == "official" and not DATASETS[dataset].official_split:
@@ -142,26 +166,25 @@ def run(args: argparse.Namespace) -> None:
         raise
     except ValueError as error:
         raise UsageError(f"--methods: {' '.join(str(error).split())}") from None
-    if args.tune:  # the reproduction protocol (issue 36)
-        grid = _tuning_grid(args)
-        if "dpfedavg" in config.methods:
-            raise UsageError("--tune runs the loop's methods only (sgd, dpsgd, naive, dpsgdf, optq, fairdp, "
-                             "dpsgd(C=...)); drop dpfedavg from --methods")
-        if args.seeds != 1:
-            raise UsageError("--tune runs one seed (--seed); drop --seeds")
-        return _run_tuned(args, config, grid, cache)
+    if args.tune:  # the reproduction protocol (issue 36); its flags were checked by _check_tune_flags
+        return _run_tuned(args, config, _tuning_grid(args), cache)
     note = batched_note(config)
     if note and not args.quiet:
         print(f"dpfair: note: {note}", file=sys.stderr)
     with warnings.catch_warnings():  # the CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", MissingValuesWarning)
         result = run_compare(config, progress=show_progress(args), cache=cache, backend=backend)
-    if args.out is not None:
-        write_atomically(args.out, lambda tmp: result.histories.to_csv(tmp, index=False))
-    figures = [] if args.plots is None else save_compare_figures(result, args.plots)
+    outputs = Outputs()  # a write that fails now keeps the result elsewhere and says so last (status 2)
+    history = None if args.out is None else outputs.file(
+        "--out", args.out, lambda tmp: result.histories.to_csv(tmp, index=False), what="history")
+    figures = [] if args.plots is None else outputs.directory(
+        "--plots", args.plots, lambda directory: save_compare_figures(result, directory), what="figures")
+    kept = (f"the runs are in the run cache {cache.directory}: the same command writes them again without training"
+            if cache.directory is not None and cache.writable else None)
     if args.json:
         print_json({**result.to_json(), "cache": {"hits": cache.hits, "misses": cache.misses},
                     **({"preprocessing": preprocessing} if preprocessing else {})})
+        outputs.finish(kept=kept)
         return
     for line in preprocessing:
         print(line)
@@ -185,33 +208,70 @@ def run(args: argparse.Namespace) -> None:
               "each group's SGD accuracy above its share of that label, not a learned difference")
     if cache.summary():
         print(f"({cache.summary()}; --no-cache retrains)")
-    if args.out is not None:
-        print(f"history written to {args.out}")
+    if history is not None:
+        print(f"history written to {history if '--out' in outputs.failed else args.out}")
     for path in figures:
         print(f"figure written to {path}")
+    outputs.finish(kept=kept)
 
 
-def _tuning_grid(args: argparse.Namespace):
-    """The --tune budget: --tune-lr x --tune-sampling, printed (--lr or the first rate, --sampling) first."""
-    from dpfair_analysis.experiments.tuning import TuningGrid
+def _check_method_names(methods: list[str], *, clip: float) -> None:
+    """Every --methods item names a registered method (or ``dpsgd(C=<positive bound>)``): read from the registry,
+    which imports nothing heavy, so an unknown name is refused before torch is imported."""
+    import math
 
-    try:
-        rates = tuple(dict.fromkeys(positive_float(v) for v in comma_items(args.tune_lr, "learning rates")))
-    except argparse.ArgumentTypeError as error:
-        raise UsageError(f"argument --tune-lr: {error}") from None
-    try:
-        samplings = tuple(dict.fromkeys(comma_items(args.tune_sampling, "samplings from poisson,shuffle")))
-    except argparse.ArgumentTypeError as error:
-        raise UsageError(f"argument --tune-sampling: {error}") from None
-    if any(v not in ("poisson", "shuffle") for v in samplings):
-        raise UsageError(f"argument --tune-sampling: expected comma-separated values from poisson,shuffle, got "
-                         f"{args.tune_sampling!r}")
+    from dpfair_analysis.training.methods import parse_method
+
+    for method in methods:
+        try:
+            _, bound = parse_method(method, default_clip=clip)
+        except ValueError as error:
+            raise UsageError(f"--methods: {' '.join(str(error).split())}") from None
+        if not (math.isfinite(bound) and bound > 0):
+            raise UsageError(f"--methods: {method!r}: the clipping bound C must be a positive finite number")
+
+
+def _check_tune_flags(args: argparse.Namespace, methods: list[str]) -> None:
+    """The --tune flags, right after parsing: without --tune they are refused (they would be ignored); with it,
+    the printed (--lr, --sampling) must lie in the grid, DP-FedAvg and --seeds are refused. The defaults of the
+    grid are filled in here."""
+    given = [flag for flag, dest in (("--tune-lr", "tune_lr"), ("--tune-sampling", "tune_sampling"),
+                                     ("--validation-fraction", "validation_fraction"))
+             if getattr(args, dest) is not None]
+    if not args.tune:
+        if given:
+            raise UsageError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} only with --tune (the "
+                             "reproduction protocol); add --tune or drop "
+                             f"{'it' if len(given) == 1 else 'them'}")
+        return
+    for dest, default in TUNE_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+    rates, samplings = args.tune_lr, args.tune_sampling
     lr = args.lr if args.lr is not None else rates[0]
     if lr not in rates:
         raise UsageError(f"--lr {lr:g} must be one of --tune-lr {','.join(f'{r:g}' for r in rates)} (the printed "
                          "configuration is part of the budget)")
     if args.sampling not in samplings:
         raise UsageError(f"--sampling {args.sampling} must be one of --tune-sampling {','.join(samplings)}")
+    if any(m.split("(")[0].strip() == "dpfedavg" for m in methods):
+        raise UsageError("--tune runs the loop's methods only (sgd, dpsgd, naive, dpsgdf, optq, fairdp, "
+                         "dpsgd(C=...)); drop dpfedavg from --methods")
+    if args.seeds != 1:
+        raise UsageError("--tune runs one seed (--seed); drop --seeds")
+    for flag, value in (("--out", args.out), ("--plots", args.plots)):
+        if value is not None:
+            raise UsageError(f"{flag} is not written with --tune (the protocol prints its selection table; --json "
+                             f"gives its rows); drop {flag}")
+
+
+def _tuning_grid(args: argparse.Namespace):
+    """The --tune budget: --tune-lr x --tune-sampling (checked by :func:`_check_tune_flags`), printed (--lr or the
+    first rate, --sampling) first."""
+    from dpfair_analysis.experiments.tuning import TuningGrid
+
+    rates, samplings = args.tune_lr, args.tune_sampling
+    lr = args.lr if args.lr is not None else rates[0]
     return TuningGrid({"lr": rates, "sampling": samplings}, printed={"lr": lr, "sampling": args.sampling},
                       note="--tune-lr x --tune-sampling")
 

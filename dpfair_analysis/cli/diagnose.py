@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 from dpfair_analysis.cli._common import (
+    Outputs,
     UsageError,
     accounting_from_args,
     add_accounting_flags,
@@ -26,7 +27,6 @@ from dpfair_analysis.cli._common import (
     unit_open,
     writable_file,
 )
-from dpfair_analysis.io import write_atomically
 
 
 def _planned_methods() -> tuple[str, ...]:
@@ -185,6 +185,9 @@ def _calibration_from_args(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.splits is not None and args.split_mode != "expectation":
+        raise UsageError(f"--splits {args.splits} is the number of splits the expectation averages: it needs "
+                         f"--split-mode expectation, not {args.split_mode} (drop --splits)")
     _check_model_flags(args)
     check_distinct_outputs(args, {"report": "--report", "plot": "--plot"})
     fractions = train_fractions_from_args(args)
@@ -212,9 +215,6 @@ def run(args: argparse.Namespace) -> None:
     with warnings.catch_warnings():  # a CSV's missing values were reported once, by data_from_args
         warnings.simplefilter("ignore", MissingValuesWarning)
         full = datasets.load(dataset, **data_options)
-    if args.splits is not None and args.split_mode != "expectation":
-        raise UsageError("--splits N is the number of splits the expectation averages: it needs --split-mode "
-                         "expectation")
     train_data, test_data = comparison_split(full, seed=args.seed, train_group_fraction=fractions)
     model, model_name = _model(args, train_data, args.seed)
     sigma = args.sigma if args.sigma is not None or args.epsilon is not None else 1.0
@@ -240,6 +240,8 @@ def run(args: argparse.Namespace) -> None:
     diagnosis.data_info = {"name": name, "rows": len(full), "n_train": len(train_data), "n_test": len(test_data),
                            "preprocessing": preprocessing}
     figure = None
+    outputs = Outputs()  # a write that fails now keeps the result elsewhere and says so last (status 2)
+    written = {}
     if args.report is not None or args.plot is not None:
         import matplotlib.pyplot as plt
 
@@ -249,21 +251,25 @@ def run(args: argparse.Namespace) -> None:
         figure = figure_png(fig)
         plt.close(fig)
         if args.plot is not None:
-            write_atomically(args.plot, lambda tmp: tmp.write_bytes(figure))
+            written["figure"] = outputs.file("--plot", args.plot, lambda tmp: tmp.write_bytes(figure), what="figure")
     if args.report is not None:
         page = report_html(diagnosis, figure_png=figure, title=f"dpfair diagnose: {name}")
-        write_atomically(args.report, lambda tmp: tmp.write_text(page, encoding="utf-8"))
+        written["report"] = outputs.file("--report", args.report,
+                                         lambda tmp: tmp.write_text(page, encoding="utf-8"), what="report")
+    kept = "the diagnosis itself is printed above"
     if args.json:
         print_json(diagnosis.to_json())
+        outputs.finish(kept=kept)
         return
     for line in preprocessing:
         print(line)
     print(format_diagnosis(diagnosis))
     flags = _compare_flags(args)
     print(f"\nCheck it with real runs: dpfair compare {flags}")
-    for path, what in ((args.plot, "figure"), (args.report, "report")):
+    for what, path in written.items():
         if path is not None:
             print(f"{what} written to {path}")
+    outputs.finish(kept=kept)
 
 
 def _compare_flags(args: argparse.Namespace) -> str:

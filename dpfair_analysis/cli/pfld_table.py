@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import argparse
 
+from dpfair_analysis import names
 from dpfair_analysis.cli._common import (UsageError, add_sweep_flags, backend_from_args, comma_items, int_in,
                                          positive_float, print_json, show_progress)
 
-#: Table 2's data sets -> the registered data set (as ``experiments.pfld.DATASETS``, which a test keeps equal;
-#: read here without importing the experiment)
-_REGISTERED = {"income": "income", "adult": "income", "compas": "compas", "german": "german", "bank": "bank"}
+#: Table 2's data sets -> the registered data set, its constraints and methods, and the methods --tune tunes: from
+#: the static table (tests/test_names.py keeps it equal to experiments.pfld's), read without importing the experiment
+_REGISTERED = names.PFLD_DATASETS
 DATASETS = tuple(_REGISTERED)
-CONSTRAINTS = ("dp", "eo", "ap")
-METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper", "pfld-shared-batch")  # experiments.pfld.ALL_METHODS
+CONSTRAINTS = names.CONSTRAINTS
+METHODS = names.PFLD_METHODS
 
 
 def _choices(allowed: tuple[str, ...], what: str):
@@ -73,18 +74,18 @@ def _run(args: argparse.Namespace) -> None:
 
     from dpfair_analysis.cli._common import check_dataset_options, run_cache_from_args
 
+    if args.tune:
+        untunable = [m for m in args.methods if m not in names.PFLD_TUNED_METHODS]
+        if untunable:
+            raise UsageError(f"--methods: --tune tunes {','.join(names.PFLD_TUNED_METHODS)} only, got "
+                             f"{','.join(untunable)}")
     check_dataset_options(_REGISTERED[args.data], args.group_by)
     backend = backend_from_args(args)
     cache = run_cache_from_args(args)
-
-    from dpfair_analysis.experiments import pfld, pfld_tuned
-
     if args.tune:
-        untunable = [m for m in args.methods if m not in pfld_tuned.TABLE2_GRIDS]
-        if untunable:
-            raise UsageError(f"--tune tunes {','.join(pfld_tuned.TABLE2_GRIDS)} only, got --methods with "
-                             f"{','.join(untunable)}")
         return _run_tuned(args, cache, backend)
+
+    from dpfair_analysis.experiments import pfld
     rows = _table(pfld.table2, args, cache, backend)
     if args.json:
         def clean(value):

@@ -12,8 +12,11 @@ import argparse
 from dpfair_analysis.cli._common import accounting_from_args, add_accounting_flags, check_workload, comma_items, \
     device, estimated_training_seconds, int_in, positive_float, positive_float_upto, print_json, seed_value, \
     show_progress, unit_open
+from dpfair_analysis.names import CONSTRAINTS, LAGRANGIAN_METHODS, PFLD_DATASETS
 
-DATASETS = ("income", "adult", "compas", "german", "bank", "synthetic")
+#: Paper 003's data sets (the static table of names, which tests/test_names.py keeps equal to experiments.pfld's)
+#: and the synthetic groups
+DATASETS = (*PFLD_DATASETS, "synthetic")
 
 
 def _missing_rate(text: str) -> float:
@@ -44,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default="adult", choices=DATASETS,
                    help="data set (groups by sex; adult means income: Adult with PF-LD's preprocessing); "
                         "default adult")
-    p.add_argument("--method", default="pfld", choices=("fld", "pfld"))
-    p.add_argument("--constraint", default="dp", choices=("dp", "eo", "ap"),
+    p.add_argument("--method", default="pfld", choices=LAGRANGIAN_METHODS)
+    p.add_argument("--constraint", default="dp", choices=CONSTRAINTS,
                    help="demographic parity, equalized odds or accuracy parity")
     p.add_argument("--epsilon", type=positive_float, default=1.0, help="target epsilon (pfld)")
     p.add_argument("--delta", type=unit_open, default=1e-5)
@@ -77,18 +80,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run_train(args: argparse.Namespace) -> None:
     import warnings
 
-    from dpfair_analysis import data as data_module
-    from dpfair_analysis.experiments.pfld import DATASETS as TABLE_DATASETS, run_pfld
-    from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
-    from dpfair_analysis.training.lagrangian import LagrangianConfig
-
     from dpfair_analysis.catalog import DATASETS as REGISTRY
 
-    rows = REGISTRY[TABLE_DATASETS.get(args.data, args.data)].rows
-    if rows is not None:
+    rows = REGISTRY[PFLD_DATASETS.get(args.data, args.data)].rows
+    if rows is not None:  # before torch is imported: from the catalog and the static table of names
         check_workload(estimated_training_seconds("mlp", rows=rows, batch_size=args.batch_size, epochs=args.epochs),
                        what=f"{args.epochs} epochs", flags="--epochs", force=args.force,
                        quiet=args.json or args.quiet)
+
+    from dpfair_analysis import data as data_module
+    from dpfair_analysis.experiments.pfld import run_pfld
+    from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
+    from dpfair_analysis.training.lagrangian import LagrangianConfig
     config = LagrangianConfig(method=args.method, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                               dual_lr=args.dual_lr, lambda_max=args.lambda_max, epsilon=args.epsilon,
                               delta=args.delta, clip_primal=args.cp, clip_dual=args.cd,
@@ -97,7 +100,7 @@ def _run_train(args: argparse.Namespace) -> None:
                               accounting=accounting_from_args(args, neighboring="replace_one",
                                                               value_discretization_interval=1e-3),
                               device=args.device)
-    dataset = data_module.load(TABLE_DATASETS.get(args.data, args.data))
+    dataset = data_module.load(PFLD_DATASETS.get(args.data, args.data))
     train, test = dataset.split(args.test_fraction, seed=args.seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PrivacyNotEstablishedWarning)

@@ -13,7 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "Carlo, exact comparisons on the toolkit's own code) and print its verdict: "
                                    "holds (with the worst ratio seen), violated (false as stated, with the factor by "
                                    "which a counterexample at reachable parameters breaks it), misprinted (false as "
-                                   "printed, true after the named typo fix; both forms tested) or inconclusive.")
+                                   "printed, true after the named typo fix, which does not change what is "
+                                   "guaranteed; both forms tested) or inconclusive. A claim that holds while a "
+                                   "premise its proof uses is violated is counted apart: 'holds, but rests on "
+                                   "violated premises' (marked †); where the paper's words admit another reading, "
+                                   "that reading's verdict is printed beside (↔).")
     p.add_argument("--paper", default=None, help="only this paper's claims: 000, 001, 002, 003 or 004")
     p.add_argument("--claim", default=None, help="only this claim id (e.g. 001.thm1)")
     p.add_argument("--explain", default=None, metavar="CLAIM",
@@ -21,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "with its counterexample or worst ratio, the fix and the corrected form")
     p.add_argument("--budget", default="quick", help="quick (default, about 30 s here) or full (larger searches)")
     p.add_argument("--json", action="store_true", help='print {"claims": [{id, paper, kind, statement, verdict, '
-                                                       'evidence, ...}]} (with --explain: the explanation\'s fields)')
+                                                       'standing, rests_on, readings, evidence, ...}], "counts"} '
+                                                       '(with --explain: the explanation\'s fields)')
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the claims (id, paper, kind, location, statement) and stop")
     p.set_defaults(handler=run)
@@ -29,19 +34,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _claim_row(c) -> dict:
     return {"id": c.id, "paper": c.paper, "kind": c.kind, "location": c.location, "quote": c.quote,
-            "statement": c.statement, "regime": c.regime, "fix": c.fix, "corrects": c.corrects, "extends": c.extends}
+            "statement": c.statement, "regime": c.regime, "fix": c.fix, "corrects": c.corrects, "extends": c.extends,
+            "rests_on": list(c.rests_on), "reading": c.reading, "readings": [r.name for r in c.readings]}
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    """--budget, --paper, --claim and --explain against the static table of names (:mod:`dpfair_analysis.names`),
+    before the claims registry is imported (it builds every claim); once it is imported, run() checks against it."""
+    from dpfair_analysis import names
+
+    if args.budget not in names.VERIFY_BUDGETS:
+        raise UsageError(f"--budget must be one of {sorted(names.VERIFY_BUDGETS)}, got {args.budget!r}")
+    if args.paper is not None and args.paper not in names.CLAIM_PAPERS:
+        raise UsageError(f"--paper must be one of {sorted(names.CLAIM_PAPERS)}, got {args.paper!r}")
+    if args.claim is not None and args.claim not in names.CLAIMS:
+        raise UsageError(f"unknown --claim {args.claim!r} (list them with: dpfair verify --list)")
+    if args.explain is not None and args.explain not in names.CLAIMS:
+        raise UsageError(f"--explain: unknown claim {args.explain!r}; known: {', '.join(names.CLAIMS)}")
 
 
 def run(args: argparse.Namespace) -> None:
+    import sys
+
+    if "dpfair_analysis.verify.claims" not in sys.modules:
+        _check_names(args)
     from dpfair_analysis.verify.claims import (
         BUDGETS,
         CLAIMS,
         PAPERS,
-        STATUSES,
         claims_for,
         count_verdicts,
         explain,
+        format_alternatives,
+        format_counts,
         format_explanation,
+        format_premises,
         get_claim,
         run_claims,
     )
@@ -82,13 +109,19 @@ def run(args: argparse.Namespace) -> None:
     results = run_claims(claims, BUDGETS[args.budget], progress=show_progress(args))
     counts = count_verdicts(results)
     if args.json:
-        print_json({"claims": [{**_claim_row(c), "verdict": v.status, "evidence": v.evidence(), "seconds": round(s, 3)}
-                               for c, v, s in results], "counts": counts})
+        print_json({"claims": [{**_claim_row(c), "verdict": v.status, "standing": v.standing,
+                                "evidence": v.evidence(), "seconds": round(s, 3)} for c, v, s in results],
+                    "counts": counts})
         return
     print(f"{'id':<38} {'kind':<10} {'verdict':<12} {'key number':<14} statement / evidence")
     for c, v, _ in results:
         statement = c.statement if len(c.statement) <= 80 else c.statement[:77] + "..."
-        print(f"{c.id:<38} {c.kind:<10} {v.status:<12} {v.key_number:<14} {statement}")
+        verdict = v.status + ("†" if v.standing != v.status else "")
+        print(f"{c.id:<38} {c.kind:<10} {verdict:<12} {v.key_number:<14} {statement}")
         print(f"{'':<76}  → {v.key if v.status != 'inconclusive' else v.reason}")
-    print(f"({len(results)} claims, budget {args.budget}: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES) +
-          "; dpfair verify --explain ID for one in full)")
+        if v.standing != v.status:
+            print(f"{'':<76}  † {v.standing_label}: {format_premises(v)}")
+        if v.alternatives:
+            print(f"{'':<76}  ↔ read as {c.reading}; other reading {format_alternatives(v)}")
+    print(f"({len(results)} claims, budget {args.budget}: {format_counts(counts)}"
+          "; † holds, but rests on violated premises; dpfair verify --explain ID for one in full)")

@@ -31,7 +31,7 @@ from dpfair_analysis.diagnose.diagnosis import (
     diagnose_splits,
 )
 from dpfair_analysis.diagnose.dynamics import accumulated_covariance, lyapunov_factor
-from dpfair_analysis.diagnose.explanation import CALL_PROBABILITY, NEGLIGIBLE, REASONS, reasons_for
+from dpfair_analysis.diagnose.explanation import NAME_Z, NEGLIGIBLE, REASONS, most_hurt_call, reasons_for
 from dpfair_analysis.training.fairdp import fairdp_stationary_bounds  # where FairDP lives; re-exported
 from dpfair_analysis.diagnose.plan import (
            MECHANISMS,
@@ -46,9 +46,9 @@ from dpfair_analysis.diagnose.prediction import MIN_GROUP_ROWS, Z90
 from dpfair_analysis.diagnose.recommendations import quantile_rule_bound, recommendations
 from dpfair_analysis.diagnose.report import format_diagnosis, report_html
 
-__all__ = ["CALL_PROBABILITY", "GROUP_KEYS", "JSON_KEYS", "MECHANISMS", "MIN_GROUP_ROWS", "MIN_TRAIN_ROWS",
-           "NEGLIGIBLE", "REASONS", "SPLITS", "Z90", "Calibration", "Diagnosis", "DiagnosisOptions", "PrivacyPlan",
+__all__ = ["GROUP_KEYS", "JSON_KEYS", "MECHANISMS", "MIN_GROUP_ROWS", "MIN_TRAIN_ROWS",
+           "NAME_Z", "NEGLIGIBLE", "REASONS", "SPLITS", "Z90", "Calibration", "Diagnosis", "DiagnosisOptions", "PrivacyPlan",
            "ResolvedPlan", "SplitRuns", "accumulated_covariance", "diagnose", "diagnose_splits",
            "fairdp_stationary_bounds",
-           "fit_calibration", "format_diagnosis", "lyapunov_factor", "quantile_rule_bound", "reasons_for",
+           "fit_calibration", "format_diagnosis", "lyapunov_factor", "most_hurt_call", "quantile_rule_bound", "reasons_for",
            "recommendations", "report_html"]

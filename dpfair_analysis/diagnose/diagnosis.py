@@ -13,8 +13,12 @@ group's cost is the mean over the splits, its 90% interval is for a run on a ran
 +- 1.645 w sqrt(mean_s Var_s + max(0, Var_s(cost_s) - V_rows)), V_rows = mean_s v_k,s / n_k,s (a split's
 spread, step 4 of :mod:`.prediction`, whose v_k / n_k is already the test rows' share of the variance over
 splits; and the rest of the predicted costs' variance over splits: the training rows'), and its chance to
-be the most hurt is counted over every split's draws. The theory's quantities and the recommendations come from the first split, and its own
-prediction is kept (:attr:`Diagnosis.split_prediction`). :func:`diagnose` predicts one given split
+be the most hurt is counted over every split's draws. The most-hurt verdict is that probability's: the group
+with the highest P(most hurt), or none when groups are tied with it within the Monte Carlo and split
+uncertainty of the top's lead (:func:`.explanation.most_hurt_call`, the rule; its split blocks are the
+splits' draws, :attr:`.prediction.Prediction.sample_blocks`); the rank is the order of the mean costs, and the
+two can differ. The theory's quantities come from the first split, and its own prediction and verdict are
+kept (:attr:`Diagnosis.split_prediction`, :attr:`Diagnosis.split_most_hurt`). :func:`diagnose` predicts one given split
 ("per-split"). The JSON's ``split`` block and settings say which (``split_mode``, ``splits``, ``split_seeds``).
 
 (Pooling a split's training rows into its evaluation rows -- an expectation from one trajectory -- was
@@ -48,9 +52,17 @@ from dpfair_analysis.diagnose.explanation import (
 )
 from dpfair_analysis.diagnose.mechanisms import Mechanism, mechanism_for
 from dpfair_analysis.diagnose.plan import MIN_TRAIN_ROWS, Calibration, DiagnosisOptions, PrivacyPlan, ResolvedPlan
-from dpfair_analysis.diagnose.prediction import MIN_GROUP_ROWS, Z90, Prediction, Reference, outcome, predict
+from dpfair_analysis.diagnose.prediction import (
+    MIN_GROUP_ROWS,
+    Z90,
+    Prediction,
+    Reference,
+    outcome,
+    predict,
+    split_mean,
+)
 from dpfair_analysis.diagnose.problem import Problem, largest_curvature, stratified
-from dpfair_analysis.diagnose.recommendations import recommendations
+from dpfair_analysis.diagnose.recommendations import RecommendationSplit, recommendations
 from dpfair_analysis.validation import check_positive_int
 
 #: Splits :func:`diagnose_splits` (and ``dpfair diagnose``) averages over by default.
@@ -81,6 +93,7 @@ class Diagnosis:
     split_mode: str = "per-split"    # or "expectation" (over split_seeds)
     split_seeds: tuple[int, ...] = ()
     split_prediction: Prediction | None = None   # expectation mode: the first split's own prediction
+    split_most_hurt: dict | None = None          # expectation mode: the first split's own verdict
 
     def settings(self) -> dict:
         p = self.prediction
@@ -112,7 +125,8 @@ class Diagnosis:
     def split_json(self) -> dict:
         """Which split the costs are for: ``mode`` (expectation | per-split), ``splits``, ``seeds``, and in
         expectation mode ``per_split``, the first split's own prediction per group (cost, interval,
-        p_most_hurt) -- what one run on that split is predicted to show."""
+        p_most_hurt) -- what one run on that split is predicted to show -- and ``most_hurt``, its own verdict
+        by the same rule (:func:`.explanation.most_hurt_group`: group, callable, tied)."""
         out = {"mode": self.split_mode, "splits": max(len(self.split_seeds), 1), "seeds": list(self.split_seeds),
                "per_split": None}
         if self.split_prediction is not None:
@@ -123,6 +137,8 @@ class Diagnosis:
                                  "predicted_cost_high": number_or_none(row["high"]),
                                  "p_most_hurt": number_or_none(chance[row["group"]])}
                                 for row in table.to_dict("records")]
+            if self.split_most_hurt is not None:
+                out["most_hurt"] = {key: self.split_most_hurt[key] for key in ("group", "callable", "tied")}
         return out
 
     def explanation(self) -> list[str]:
@@ -275,7 +291,7 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
     calibration.check_applicable(dataset)
     run, more = runs[0], len(runs) > 1
     base = run.base
-    train, evaluation = base.train, base.evaluation
+    train = base.train
     for other in runs[1:]:
         if other.base.train.group_names != train.group_names:
             raise ValueError(f"more_splits have other groups than train: {other.base.train.group_names} vs "
@@ -295,9 +311,15 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
                                      n_groups=train.n_groups) for _, row in groups.iterrows()]
     groups["p_most_hurt"] = most_hurt_probabilities(prediction.samples, list(problem.group_names)).reindex(
         groups["group"]).to_numpy()
-    groups["rank"] = groups["cost"].rank(method="first").astype(int)  # 1 = most hurt (most negative)
+    # rank: the order of the mean predicted costs (1 = most negative); the most-hurt verdict is P(most hurt)'s
+    groups["rank"] = groups["cost"].rank(method="first").astype(int)
     groups = groups.sort_values("rank").reset_index(drop=True)
-    hurt = most_hurt_group(groups, prediction.samples, list(problem.group_names))
+    hurt = most_hurt_group(groups, prediction.samples, list(problem.group_names), blocks=prediction.sample_blocks)
+    split_hurt = None
+    if more:
+        own = run.prediction.table.assign(rank=run.prediction.table["cost"].rank(method="first").astype(int))
+        own = own.sort_values("rank").reset_index(drop=True)
+        split_hurt = most_hurt_group(own, run.prediction.samples, list(problem.group_names))
     notes = []
     if prediction.unstable_directions:
         notes.append(f"Warning: the learning rate is unstable along {prediction.unstable_directions} curvature "
@@ -315,13 +337,13 @@ def _diagnosis(runs: list[_SplitRun], seeds: list[int], plan: PrivacyPlan, *, op
                           mechanism=dominant_mechanism(prediction), most_hurt=hurt, recommendations=[],
                           model=model_name, calibration=calibration, notes=notes,
                           split_mode="expectation" if more else "per-split", split_seeds=tuple(seeds),
-                          split_prediction=run.prediction if more else None)
-    if options.recommendations:
-        diagnosis.recommendations = recommendations(problem, plan, resolved, base.reference, evaluation,
-                                                    run.prediction.table, draws=options.recommendation_draws,
-                                                    calibration=calibration,
+                          split_prediction=run.prediction if more else None, split_most_hurt=split_hurt)
+    if options.recommendations:  # on the headline's splits, against the headline's costs
+        splits = [RecommendationSplit(r.base.problem, r.base.reference, r.base.evaluation, r.base.trajectories,
+                                      r.base.exact) for r in runs]
+        diagnosis.recommendations = recommendations(splits, plan, resolved, prediction.table,
+                                                    draws=options.recommendation_draws, calibration=calibration,
                                                     integration_steps=options.recommendation_steps,
-                                                    trajectories=base.trajectories, exact=base.exact,
                                                     generator=generator)
     diagnosis.seconds = time.perf_counter() - start
     return diagnosis
@@ -426,7 +448,7 @@ def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration,
     numeric = ["cost", "clip_part", "noise_part", "acc_nonprivate", "acc_private", "acc_private_noiseless",
                "acc_nonprivate_noiseless", "change_rate", "row_var", "n_eval"]
     stacked = pd.concat([t[numeric] for t in tables], keys=range(len(tables)))
-    table = stacked.groupby(level=1, sort=False).mean()
+    table = split_mean([p.table for p in predictions], numeric)
     noise = pd.concat([(t["half_width"] / (Z90 * calibration.widen)) ** 2 for t in tables], axis=1).mean(axis=1)
     noise_raw = pd.concat([(t["uncalibrated_half_width"] / Z90) ** 2 for t in tables], axis=1).mean(axis=1)
     # the training rows: the variance of the costs over splits beyond the test rows' share v_k / n_k (already in
@@ -441,18 +463,18 @@ def pool_splits(predictions: Sequence[Prediction], *, calibration: Calibration,
     table["low"] = np.maximum(table["cost"] - table["half_width"], -acc)
     table["high"] = np.minimum(table["cost"] + table["half_width"], 1 - acc)
     table = table.reset_index()
-    samples = None
+    samples, parts = None, []
     if all(p.samples is not None for p in predictions):
         order = list(first.table["group"])
         spread = np.sqrt(training.reindex(order).to_numpy())
-        parts = []
         for p in predictions:
             part = p.samples[:, [list(p.table["group"]).index(g) for g in order]]
             jitter = torch.randn(part.shape, generator=generator, dtype=torch.float64).numpy()
             parts.append(part + calibration.widen * spread * jitter)
         samples = np.concatenate(parts)
+    blocks = tuple(len(part) for part in parts) if samples is not None else ()
     return replace(first, table=table[["group", *[c for c in first.table.columns if c != "group"]]],
                    collapsed=float(np.mean([p.collapsed for p in predictions])) > 0.5,
                    noise_per_weight=float(np.mean([p.noise_per_weight for p in predictions])),
                    sampling_per_weight=float(np.mean([p.sampling_per_weight for p in predictions])),
-                   samples=samples)
+                   samples=samples, sample_blocks=blocks)

@@ -14,6 +14,7 @@ predict at all, hurt or not).
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from typing import Sequence
@@ -36,8 +37,9 @@ from dpfair_analysis.theory.hessian import group_hessian_traces, is_piecewise_li
 REASONS = ("clipping", "noise", "size", "near the boundary")
 #: A predicted cost smaller than this (in accuracy) is "not hurt"; a part smaller than this is no reason.
 NEGLIGIBLE = 0.005
-#: The most-hurt group is called when its probability to be the most hurt in a run is at least this.
-CALL_PROBABILITY = 0.9
+#: The most-hurt group is named when its lead in P(most hurt) over every other group is more than this many
+#: standard errors of that lead (one-sided 95%); groups within it are tied with the top and nothing is named.
+NAME_Z = Z90
 
 
 def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], plan: ResolvedPlan,
@@ -192,6 +194,62 @@ def most_hurt_probabilities(samples: np.ndarray | None, names: Sequence[str]) ->
     return pd.Series(shares, index=list(names))
 
 
+def most_hurt_call(samples: np.ndarray, names: Sequence[str], *, blocks: Sequence[int] = ()) -> dict:
+    r"""Which group is the most hurt: the one with the highest P(most hurt), unless others are tied with it.
+
+    With :math:`N` joint cost samples, :math:`\hat p_k` the share whose most negative entry is group
+    :math:`k`'s (:func:`most_hurt_probabilities`) and :math:`t = \arg\max_k \hat p_k`, the lead of the top
+    over group :math:`j` is :math:`d_j = \hat p_t - \hat p_j`. Its standard error is the larger of
+
+    * the Monte Carlo error of :math:`N` independent draws (the multinomial variance of a difference of two
+      cell shares): :math:`V^{MC}_j = (\hat p_t + \hat p_j - d_j^2) / N`;
+    * where the samples are :math:`S \ge 2` blocks, one per train/test split (``blocks``: their lengths, in
+      order; the expectation over splits pools them), the spread of the splits' own leads
+      :math:`d_{j,s}` (each block's shares): :math:`V^{split}_j = \sum_s (d_{j,s} - \bar d_j)^2 / (S (S - 1))`,
+      the variance of their mean; it includes each block's Monte Carlo error, and the max keeps a chance
+      agreement of few splits from shrinking the error below the draws' own.
+
+    Group :math:`j \ne t` is **tied** with the top when :math:`d_j \le z \sqrt{\max(V^{MC}_j, V^{split}_j)}`,
+    :math:`z` = :data:`NAME_Z` (1.645: the top's lead is not significant at the one-sided 5% level); equal
+    shares are always tied. No tie: the top is named. A tie: nothing is named, and ``tied`` lists the top and
+    every group tied with it, by :math:`\hat p` (highest first).
+
+    Returns
+    -------
+    dict
+        ``group`` (the named group, or None when tied), ``tied``, ``probability`` (:math:`\hat p_t`),
+        ``runner_up`` (the next group by :math:`\hat p`, None with one group), ``runner_up_probability``,
+        ``lead`` (:math:`d` of the runner-up) and ``lead_se`` (its standard error).
+    """
+    names = [str(n) for n in names]
+    samples = np.asarray(samples, dtype=float)
+    N = len(samples)
+    sizes = [int(b) for b in blocks] or [N]
+    if sum(sizes) != N:
+        raise ValueError(f"blocks must add up to the {N} samples, got {list(blocks)}")
+    p = most_hurt_probabilities(samples, names).to_numpy()
+    order = np.argsort(-p, kind="stable")
+    top = int(order[0])
+    edges = np.cumsum([0, *sizes])
+    per_block = np.array([most_hurt_probabilities(samples[a:b], names).to_numpy()
+                          for a, b in itertools.pairwise(edges)])
+    tied, leads, errors = [names[top]], {}, {}
+    for j in order[1:]:
+        lead = float(p[top] - p[j])
+        mc = max(p[top] + p[j] - lead ** 2, 0.0) / N
+        S = len(per_block)
+        split = float(np.var(per_block[:, top] - per_block[:, j], ddof=1) / S) if S >= 2 else 0.0
+        se = math.sqrt(max(mc, split))
+        leads[names[j]], errors[names[j]] = lead, se
+        if lead <= NAME_Z * se or lead <= 0:
+            tied.append(names[j])
+    runner = names[int(order[1])] if len(order) > 1 else None
+    return {"group": names[top] if len(tied) == 1 else None, "tied": tied if len(tied) > 1 else [names[top]],
+            "probability": float(p[top]), "runner_up": runner,
+            "runner_up_probability": None if runner is None else float(p[int(order[1])]),
+            "lead": None if runner is None else leads[runner], "lead_se": None if runner is None else errors[runner]}
+
+
 def pairwise_orderings(groups: pd.DataFrame, samples: np.ndarray | None, names: Sequence[str]) -> list[dict]:
     """For each pair of neighbours in the ranking, P(the higher-ranked group loses more than the next in a run)."""
     out = []
@@ -203,30 +261,69 @@ def pairwise_orderings(groups: pd.DataFrame, samples: np.ndarray | None, names: 
     return out
 
 
-def most_hurt_group(groups: pd.DataFrame, samples: np.ndarray | None = None, names: Sequence[str] = ()) -> dict:
-    """The group with the most negative predicted cost, its probability to be the most hurt in a run, whether
-    it can be called (that probability >= :data:`CALL_PROBABILITY`) and the pairwise orderings."""
-    first = groups.iloc[0]
-    names = list(names) or list(groups["group"])
-    probability = number_or_none(first.get("p_most_hurt", float("nan")))
+def most_hurt_group(groups: pd.DataFrame, samples: np.ndarray | None = None, names: Sequence[str] = (), *,
+                    blocks: Sequence[int] = ()) -> dict:
+    """The most-hurt verdict of a diagnosis: the group with the highest P(most hurt), or none when others are
+    tied with it (:func:`most_hurt_call`, the rule), or none when no group is hurt.
+
+    ``groups`` is sorted by rank (the mean predicted cost, most negative first); ``samples`` the joint cost
+    samples (draws x K, columns in the order of ``names``) and ``blocks`` their split blocks. No group is hurt
+    when the lowest mean predicted cost is above -:data:`NEGLIGIBLE`. The named group need not be rank 1: a
+    group can have the lowest mean cost and yet be the most hurt in fewer runs than another (its cost moves
+    less from run to run than the other's, or the other's draws are skewed); the verdict is P's, and
+    ``lowest_cost_group`` says which group has rank 1. Without samples the two lowest mean costs decide
+    (named when they differ by more than one standard error of the difference from their intervals, else
+    tied).
+
+    Returns
+    -------
+    dict
+        ``group`` (named, or None), ``callable`` (``group`` is not None), ``tied`` (the groups that cannot be
+        told apart, highest P first; [group] when named; [] when no group is hurt), ``probability`` and
+        ``cost`` and ``interval`` (of the named group, or of the top of ``tied``), ``runner_up`` (the next
+        group by P), ``runner_up_probability``, ``runner_up_cost``, ``lead`` and ``lead_se`` (the top's lead in
+        P over the runner-up and its standard error), ``margin`` (runner-up's cost minus the top's: negative
+        where the top is not rank 1), ``lowest_cost_group`` (rank 1), ``lowest_cost``,
+        ``lowest_cost_interval`` and ``orderings`` (:func:`pairwise_orderings`).
+    """
+    names = [str(n) for n in (list(names) or list(groups["group"]))]
+    table = groups.assign(group=groups["group"].astype(str)).set_index("group")
+    lowest = str(groups.iloc[0]["group"])
     orderings = pairwise_orderings(groups, samples, names)
-    if -float(first["cost"]) < NEGLIGIBLE:
-        return {"group": None, "callable": False, "probability": probability, "cost": number_or_none(first["cost"]),
-                "runner_up": None, "runner_up_cost": None, "margin": None, "orderings": orderings}
+    none = {"group": None, "callable": False, "tied": [], "probability": None, "cost": None, "interval": None,
+            "runner_up": None, "runner_up_probability": None, "runner_up_cost": None, "lead": None, "lead_se": None,
+            "margin": None, "lowest_cost_group": lowest, "lowest_cost": number_or_none(table.loc[lowest, "cost"]),
+            "lowest_cost_interval": None, "orderings": orderings}
+    if -float(table.loc[lowest, "cost"]) < NEGLIGIBLE:
+        return none
     if len(groups) < 2:
-        return {"group": str(first["group"]), "callable": True, "probability": 1.0,
-                "cost": number_or_none(first["cost"]), "runner_up": None, "runner_up_cost": None, "margin": None,
-                "orderings": orderings}
-    second = groups.iloc[1]
-    if probability is None:  # no samples: the z >= 1 rule on the two best intervals
+        return none | {"group": lowest, "callable": True, "tied": [lowest], "probability": 1.0,
+                       "cost": number_or_none(table.loc[lowest, "cost"])}
+    if samples is not None and len(samples):
+        call = most_hurt_call(samples, names, blocks=blocks)
+    else:  # no samples: the two lowest mean costs, z >= 1 on their intervals
+        first, second = (table.loc[str(g)] for g in groups["group"].iloc[:2])
         spread = math.hypot(float(first["half_width"]), float(second["half_width"])) / Z90
-        callable_ = bool(float(second["cost"] - first["cost"]) > spread)
-    else:
-        callable_ = probability >= CALL_PROBABILITY
-    return {"group": str(first["group"]), "callable": callable_, "probability": probability,
-            "cost": number_or_none(first["cost"]), "runner_up": str(second["group"]),
-            "runner_up_cost": number_or_none(second["cost"]), "margin": float(second["cost"] - first["cost"]),
-            "orderings": orderings}
+        lead = float(second["cost"] - first["cost"])
+        runner = str(groups.iloc[1]["group"])
+        call = {"group": lowest if lead > spread else None, "tied": [lowest] if lead > spread else [lowest, runner],
+                "probability": None, "runner_up": runner, "runner_up_probability": None, "lead": None,
+                "lead_se": None}
+    top = call["tied"][0]
+    runner = call["runner_up"]
+    cost = number_or_none(table.loc[top, "cost"])
+    runner_cost = number_or_none(table.loc[runner, "cost"])
+
+    def interval(group: str) -> list[float | None]:
+        row = table.loc[group]
+        return [number_or_none(row.get("low", math.nan)), number_or_none(row.get("high", math.nan))]
+
+    return {"group": call["group"], "callable": call["group"] is not None, "tied": call["tied"],
+            "probability": call["probability"], "cost": cost, "interval": interval(top), "runner_up": runner,
+            "runner_up_probability": call["runner_up_probability"], "runner_up_cost": runner_cost,
+            "lead": call["lead"], "lead_se": call["lead_se"], "margin": runner_cost - cost,
+            "lowest_cost_group": lowest, "lowest_cost": number_or_none(table.loc[lowest, "cost"]),
+            "lowest_cost_interval": interval(lowest), "orderings": orderings}
 
 
 def explain(diagnosis) -> list[str]:
@@ -245,28 +342,17 @@ def explain(diagnosis) -> list[str]:
         lines.append(f"DP-SGD is predicted to end as a constant classifier (it predicts {p.collapse_label!r} "
                      f"for every row): each group's cost is then its non-private accuracy above its share of "
                      f"that label.")
-    mh = diagnosis.most_hurt
-    if mh.get("group") is None:
-        lines.append("No group is predicted to lose more than 0.005 accuracy.")
-    elif mh["callable"]:
-        chance = f", the most hurt in {mh['probability']:.0%} of runs" if mh.get("probability") is not None else ""
-        lines.append(f"Most hurt: {mh['group']} (predicted {mh['cost']:+.4f}{chance}; next {mh['runner_up']} "
-                     f"{mh['runner_up_cost']:+.4f}).")
-    else:
-        chance = (f" (the most hurt in only {mh['probability']:.0%} of runs)" if mh.get("probability") is not None
-                  else "")
-        lines.append(f"The most-hurt group cannot be called: {mh['group']} ({mh['cost']:+.4f}){chance} and "
-                     f"{mh['runner_up']} ({mh['runner_up_cost']:+.4f}) are within the prediction's uncertainty.")
+    lines.append(most_hurt_sentence(diagnosis.most_hurt))
     if diagnosis.split_mode == "expectation":
         lines.append(f"Predicted as the expectation over {len(diagnosis.split_seeds)} random train/test splits "
                      f"(seeds {', '.join(map(str, diagnosis.split_seeds))}, as dpfair compare draws them); the "
                      f"intervals and P(most hurt) are for one run on a random split.")
-        if diagnosis.split_prediction is not None:
-            own = diagnosis.split_prediction.table.sort_values("cost").iloc[0]
-            if own["group"] != diagnosis.groups.iloc[0]["group"] and -float(own["cost"]) >= NEGLIGIBLE:
-                lines.append(f"On seed {diagnosis.split_seeds[0]}'s split alone the most hurt would be "
-                             f"{own['group']} ({own['cost']:+.4f}): its few test rows differ from the average "
-                             f"split's.")
+        own, pooled = diagnosis.split_most_hurt, diagnosis.most_hurt
+        if own is not None and own.get("tied") and own.get("tied") != pooled.get("tied"):
+            verdict = (f"the most hurt would be {own['group']}" if own["group"] is not None else
+                       f"the most hurt could not be called between {_listed(own['tied'])}")
+            lines.append(f"On seed {diagnosis.split_seeds[0]}'s split alone {verdict}: its few test rows differ "
+                         f"from the average split's.")
     else:
         lines.append("Predicted for this one train/test split (its evaluation rows); another split's costs differ "
                      "(dpfair diagnose predicts the expectation over splits unless --split-mode per-split).")
@@ -277,6 +363,48 @@ def explain(diagnosis) -> list[str]:
                          f"Tr(H) {row.trace:.3g}, 1 - sum f^2 = {row.boundary:.3f}, n = {row.n:,}.")
     lines += diagnosis.notes
     return lines
+
+
+def most_hurt_sentence(verdict: dict) -> str:
+    """The sentence of a :func:`most_hurt_group` verdict: named, tied (cannot be called) or no group hurt; it
+    says so where the named group is not the one with the lowest mean predicted cost."""
+    if verdict.get("group") is None and not verdict.get("tied"):
+        return f"No group is predicted to lose more than {NEGLIGIBLE:g} accuracy."
+
+    def share(p: float | None) -> str:
+        return "" if p is None else f", the most hurt in {p:.0%} of runs"
+
+    def later(p: float | None) -> str:
+        return "" if p is None else f", in {p:.0%}"
+
+    if verdict["group"] is None:
+        lead = ("" if verdict.get("lead") is None else
+                f" (the lead in P(most hurt), {verdict['lead']:.2f}, is within {NAME_Z:.3g} standard errors, "
+                f"{NAME_Z * verdict['lead_se']:.2f})")
+        return (f"The most-hurt group cannot be called: {_listed(verdict['tied'])} are tied{lead}; "
+                f"{verdict['tied'][0]} predicted {verdict['cost']:+.4f}{share(verdict['probability'])}; "
+                f"{verdict['runner_up']} {verdict['runner_up_cost']:+.4f}"
+                f"{later(verdict.get('runner_up_probability'))}.")
+    if verdict.get("runner_up") is None:
+        return f"Most hurt: {verdict['group']} (predicted {verdict['cost']:+.4f})."
+    text = (f"Most hurt: {verdict['group']} (predicted {verdict['cost']:+.4f}{share(verdict['probability'])}; next "
+            f"{verdict['runner_up']} {verdict['runner_up_cost']:+.4f}{later(verdict.get('runner_up_probability'))}).")
+    lowest = verdict.get("lowest_cost_group")
+    if lowest is not None and lowest != verdict["group"]:
+        named, other = verdict.get("interval"), verdict.get("lowest_cost_interval")
+        spread = ""
+        if named and other and None not in (*named, *other) and named[1] - named[0] > other[1] - other[0]:
+            spread = (f"{verdict['group']}'s cost varies more from run to run (90% interval [{named[0]:+.3f}, "
+                      f"{named[1]:+.3f}] against [{other[0]:+.3f}, {other[1]:+.3f}]) and ")
+        text += (f" {lowest} has the lowest mean predicted cost ({verdict['lowest_cost']:+.4f}), but {spread}"
+                 f"{verdict['group']} is the most hurt in more runs: the name goes by P(most hurt).")
+    return text
+
+
+def _listed(names: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    names = [str(n) for n in names]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def number_or_none(value) -> float | None:

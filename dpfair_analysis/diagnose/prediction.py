@@ -13,6 +13,7 @@ documentation's Methods.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,6 +129,16 @@ class Prediction:
     integration_steps: int
     mechanism: str
     samples: np.ndarray | None = None   # (draws, K): the cost vector one run would show (step 5)
+    sample_blocks: tuple[int, ...] = ()  # pooled over splits: each split's rows of samples, in order
+
+
+def split_mean(tables: Sequence[pd.DataFrame], columns: Sequence[str]) -> pd.DataFrame:
+    r"""The expectation over splits of per-split tables: each group's mean of ``columns`` over the S splits,
+    :math:`\bar x_k = \frac{1}{S} \sum_s x_{k,s}` (indexed by group, in the first table's order). What the
+    headline's costs are (:func:`~.diagnosis.pool_splits`) and what the recommendations' are averaged with."""
+    indexed = [t.set_index("group")[list(columns)] for t in tables]
+    stacked = pd.concat(indexed, keys=range(len(indexed)))
+    return stacked.groupby(level=1, sort=False).mean()
 
 
 def predict(problem: Problem, mechanism: Mechanism, reference: Reference, evaluation: GroupedDataset, *,

@@ -39,12 +39,39 @@ def format_diagnosis(diagnosis: Diagnosis) -> str:
     lines.append("")
     lines += diagnosis.explanation()
     if diagnosis.recommendations:
-        lines += ["", "What would help (predictions, not measurements; cost vs the planned non-private model):"]
-        for rec in diagnosis.recommendations:
-            costs = ", ".join(f"{g} {c:+.4f}" for g, c in rec["predicted_costs"].items())
-            lines.append(f"  - {rec['description']}: worst {rec['worst_group']} {rec['worst_cost']:+.4f}, "
-                         f"gap {rec['max_gap']:.4f} ({costs})")
+        lines += ["", *format_recommendations(diagnosis.recommendations)]
     return "\n".join(lines)
+
+
+def format_recommendations(recommendations: list[dict]) -> list[str]:
+    """The recommendations as text, from their verdicts (:func:`.recommendations.recommendation_verdict`):
+    those predicted to help, then those with no predicted effect, each under its heading, and those predicted
+    to hurt apart, after them; each with its worst group and gap and their changes against the plan."""
+    from dpfair_analysis.diagnose.explanation import NEGLIGIBLE
+    from dpfair_analysis.diagnose.recommendations import VERDICTS
+
+    first = recommendations[0]
+    lines = [(f"What would help (predictions, not measurements; cost vs the planned non-private model; the plan: "
+              f"worst {first['plan_worst_group']} {first['plan_worst_cost']:+.4f}, gap {first['plan_gap']:.4f}):")]
+    headings = {
+        VERDICTS[0]: (f"  Predicted to help (the worst group loses at least {NEGLIGIBLE:g} less, or does not move "
+                      f"and the gap narrows by {NEGLIGIBLE:g}):"),
+        VERDICTS[1]: f"  No predicted effect (worst group and gap within {NEGLIGIBLE:g} of the plan):",
+        VERDICTS[2]: (f"Predicted to hurt (listed apart, not advice: the worst group loses at least {NEGLIGIBLE:g} "
+                      f"more, or does not move and the gap widens by {NEGLIGIBLE:g}):")}
+    for verdict in VERDICTS:
+        chosen = [r for r in recommendations if r["verdict"] == verdict]
+        if not chosen:
+            continue
+        if verdict == VERDICTS[2]:
+            lines.append("")
+        lines.append(headings[verdict])
+        for rec in chosen:
+            costs = ", ".join(f"{g} {c:+.4f}" for g, c in rec["predicted_costs"].items())
+            lines.append(f"  - {rec['description']}: worst {rec['worst_group']} {rec['worst_cost']:+.4f} "
+                         f"({rec['worst_change']:+.4f} vs the plan), gap {rec['max_gap']:.4f} "
+                         f"({rec['gap_change']:+.4f}) ({costs})")
+    return lines
 
 
 def report_html(diagnosis: Diagnosis, *, figure_png: bytes | None = None, title: str | None = None) -> str:
@@ -55,7 +82,7 @@ def report_html(diagnosis: Diagnosis, *, figure_png: bytes | None = None, title:
     settings = diagnosis.settings()
     rows = []
     for row in diagnosis.groups.itertuples():
-        css = ' class="hurt"' if row.rank == 1 and diagnosis.most_hurt.get("group") else ""
+        css = ' class="hurt"' if str(row.group) == diagnosis.most_hurt.get("group") else ""
         rows.append(
             f"<tr{css}><td>{row.rank}</td><td>{esc(str(row.group))}</td><td>{row.n:,}</td>"
             f"<td>{row.cost:+.4f}</td><td>[{row.low:+.3f}, {row.high:+.3f}]</td><td>{_chance(row.p_most_hurt)}</td>"
@@ -64,10 +91,12 @@ def report_html(diagnosis: Diagnosis, *, figure_png: bytes | None = None, title:
             f"<td>{row.clip_term:.2e}</td><td>{row.noise_term:.2e}</td><td>{row.trace:.3g}</td>"
             f"<td>{row.boundary:.3f}</td><td>{esc(', '.join(row.reasons) or '-')}</td></tr>")
     recs = []
-    for rec in diagnosis.recommendations:
+    for rec in diagnosis.recommendations:  # sorted by verdict: the hurting ones last, marked
         costs = ", ".join(f"{esc(g)} {c:+.4f}" for g, c in rec["predicted_costs"].items())
-        recs.append(f"<tr><td class=\"text\">{esc(rec['description'])}</td><td>{esc(rec['worst_group'])}</td>"
-                    f"<td>{rec['worst_cost']:+.4f}</td><td>{rec['max_gap']:.4f}</td><td>{costs}</td></tr>")
+        css = ' class="hurts"' if rec["verdict"] == "predicted to hurt" else ""
+        recs.append(f"<tr{css}><td>{esc(rec['verdict'])}</td><td class=\"text\">{esc(rec['description'])}</td>"
+                    f"<td>{esc(rec['worst_group'])}</td><td>{rec['worst_cost']:+.4f} ({rec['worst_change']:+.4f})</td>"
+                    f"<td>{rec['max_gap']:.4f} ({rec['gap_change']:+.4f})</td><td>{costs}</td></tr>")
     figure = ("" if figure_png is None else
               f'<figure><img alt="predicted cost of privacy per group" src="data:image/png;base64,'
               f'{base64.b64encode(figure_png).decode("ascii")}"/><figcaption>Predicted cost of privacy per group '

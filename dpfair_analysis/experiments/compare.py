@@ -169,20 +169,9 @@ class CompareConfig:
 
 
 def parse_method(method: str, *, default_clip: float) -> tuple[str, float]:
-    """``"dpsgd(C=2)"`` -> ``("dpsgd", 2.0)``; other names keep ``default_clip``."""
-    known = list(compare_methods())
-    match = re.fullmatch(r"\s*([a-z]+)\s*(?:\(\s*C\s*=\s*([^)]+)\))?\s*", str(method))
-    if match is None:
-        raise ValueError(f"method must be one of {known} or 'dpsgd(C=<bound>)', got {method!r}")
-    name, clip = match.groups()
-    if name not in known:
-        raise ValueError(f"method must be one of {known} or 'dpsgd(C=<bound>)', got {method!r}")
-    if clip is None:
-        return name, default_clip
-    try:
-        return name, float(clip)
-    except ValueError:
-        raise ValueError(f"method {method!r}: C must be a number, got {clip!r}") from None
+    """``"dpsgd(C=2)"`` -> ``("dpsgd", 2.0)``; other names keep ``default_clip``
+    (:func:`dpfair_analysis.training.methods.parse_method`)."""
+    return methods.parse_method(method, default_clip=default_clip)
 
 
 @dataclass

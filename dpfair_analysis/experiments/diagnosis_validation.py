@@ -56,7 +56,7 @@ from dpfair_analysis.validation import check_choice
 
 PROFILES = ("quick", "full")
 #: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
-PREDICTOR_VERSION = "issue-39g"
+PREDICTOR_VERSION = "issue-51-naming"  # the most-hurt verdict by P(most hurt), per split too
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
 #: The direction of each naive hypothesis: a larger score = predicted to lose more.
 NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",
@@ -254,13 +254,14 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
             return {"groups": groups.merge(per_split, on="group"),
                     "mechanism": d.mechanism, "collapsed": d.prediction.collapsed, "seconds": d.seconds,
                     "noise_per_weight": d.prediction.noise_per_weight, "epsilon": d.plan.epsilon,
-                    "most_hurt": d.most_hurt}
+                    "most_hurt": d.most_hurt, "split_most_hurt": d.split_most_hurt}
 
         diagnosis = cache.get_or_compute(key, compute)
         seed_rows = per_seed[per_seed["seed"] == seed]
         dp = seed_rows[seed_rows["method"] == "dpsgd"].set_index("group")
         sgd = seed_rows[seed_rows["method"] == "sgd"].set_index("group")
         actually_collapsed = _collapsed(dp["accuracy"], test_data)
+        verdict, split_verdict = diagnosis["most_hurt"], diagnosis.get("split_most_hurt") or {}
         for g in diagnosis["groups"].itertuples():
             rows.append({
                 "setting": setting.name, "source": setting.source, "regime": cell.regime.name, "sigma": cell.sigma,
@@ -269,6 +270,11 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
                 "p_most_hurt": g.p_most_hurt, "split_predicted": g.split_predicted_cost,
                 "split_low": g.split_predicted_cost_low, "split_high": g.split_predicted_cost_high,
                 "split_p_most_hurt": g.split_p_most_hurt, "too_small": bool(g.too_small),
+                # the call's verdict (most_hurt_group): named, or tied with the top (cannot be called)
+                "named": g.group == verdict.get("group"),
+                "tied": verdict.get("group") is None and g.group in (verdict.get("tied") or ()),
+                "split_named": g.group == split_verdict.get("group"),
+                "split_tied": split_verdict.get("group") is None and g.group in (split_verdict.get("tied") or ()),
                 "clip_part": g.clip_part, "noise_part": g.noise_part, "reasons": g.reasons,
                 "predicted_sgd_accuracy": g.acc_nonprivate,
                 "actual": float(dp.loc[g.group, "cost"]), "dp_accuracy": float(dp.loc[g.group, "accuracy"]),
@@ -419,6 +425,12 @@ def per_cell_metrics(records: pd.DataFrame) -> pd.DataFrame:
                 rho = float(stats.spearmanr(-hurt, actual).statistic)
             row[f"spearman_{name}"] = rho
             row[f"hit_{name}"] = bool(np.argmax(hurt) == np.argmin(actual))
+        if "named" in records.columns:
+            calls = records[(records[CELL].apply(tuple, axis=1) == tuple(key))]
+            named = calls[calls["named"].astype(bool)]
+            seeds = calls["seed"].nunique()
+            row["named_share"] = named["seed"].nunique() / seeds if seeds else np.nan
+            row["named_hit"] = float((named["group"] == row["most_hurt"]).sum() / seeds) if seeds else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -442,8 +454,11 @@ def evaluate(records: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
     """The issue's validation table: one row per predictor (the diagnosis, calibrated, each naive one).
 
     Columns: predictor, description, spearman (mean over cells with a defined rank correlation),
-    most_hurt (share of cells where the most-hurt group is named), most_hurt_callable (the same
-    over the callable cells), coverage (of the 90% intervals), mae (mean |predicted - actual|
+    most_hurt (share of cells where the most-hurt group is named by the mean predicted cost over seeds),
+    most_hurt_callable (the same over the callable cells), most_hurt_named and named_share (the diagnosis only:
+    the share of one call per seed that names the cell's most-hurt group by its verdict, P(most hurt)'s rule,
+    a tied call counting as a miss; and the share of calls that name a group at all), coverage (of the 90%
+    intervals), mae (mean |predicted - actual|
     over records, for predictors in cost units), cells, callable_cells, chance. ``by`` (e.g.
     ``"regime"`` or ``"setting"``) gives the table per value of that column.
     """
@@ -471,6 +486,10 @@ def evaluate(records: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
                      "most_hurt": float(metrics[f"hit_{name}"].mean()),
                      "most_hurt_callable": float(callable_cells[f"hit_{name}"].mean()) if len(callable_cells)
                      else np.nan,
+                     "most_hurt_named": (float(metrics["named_hit"].mean())
+                                         if name == "diagnosis" and "named_hit" in metrics.columns else np.nan),
+                     "named_share": (float(metrics["named_share"].mean())
+                                     if name == "diagnosis" and "named_share" in metrics.columns else np.nan),
                      "coverage": cover.get(name, np.nan), "mae": mae,
                      "width_to_spread": widths.get(name, {}).get("width_to_spread", np.nan),
                      "width_to_seed_spread": widths.get(name, {}).get("width_to_seed_spread", np.nan),
@@ -525,26 +544,46 @@ def most_hurt_calibration(records: pd.DataFrame, *, column: str = "p_most_hurt",
     return table
 
 
+def _verdict(call: pd.DataFrame, *, prefix: str = "") -> tuple[str | None, str, float]:
+    """(named group or None, what the call says, the top's P(most hurt)) of one call's records: its verdict
+    (columns ``named``/``tied``, or ``split_named``/``split_tied`` with ``prefix="split_"``, from
+    :func:`~dpfair_analysis.diagnose.explanation.most_hurt_group`); records without them (before issue 51):
+    the group of the highest P(most hurt), the same rule without its ties."""
+    p = call[f"{prefix}p_most_hurt"]
+    top = call.loc[p.idxmax()]
+    if f"{prefix}named" not in call.columns:
+        return str(top["group"]), str(top["group"]), float(top[f"{prefix}p_most_hurt"])
+    named = call[call[f"{prefix}named"].astype(bool)]
+    if len(named):
+        return str(named["group"].iloc[0]), str(named["group"].iloc[0]), float(named[f"{prefix}p_most_hurt"].iloc[0])
+    tied = call[call[f"{prefix}tied"].astype(bool)].sort_values(f"{prefix}p_most_hurt", ascending=False)
+    if len(tied):
+        return None, "cannot be called: " + ", ".join(map(str, tied["group"])), float(top[f"{prefix}p_most_hurt"])
+    return None, "no group hurt", float(top[f"{prefix}p_most_hurt"])
+
+
 def single_call_vs_expectation(records: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
-    """Per cell: the most-hurt group named by one call at ``seed`` in expectation mode and in per-split mode,
-    its probability in each, beside the most-hurt group of the mean actual cost over seeds and whether the
-    cell is callable; ``differ`` marks the cells where the two modes name different groups."""
+    """Per cell: the most-hurt verdict of one call at ``seed`` in expectation mode and in per-split mode (the
+    group it names, or that it cannot be called and between which groups: the rule of
+    :func:`~dpfair_analysis.diagnose.explanation.most_hurt_call`), the top's P(most hurt) in each, beside the
+    most-hurt group of the mean actual cost over seeds and whether the cell is callable; ``differ`` marks the
+    cells where the two modes' verdicts differ; a call that names no group is never right."""
     summary = cell_summary(records)
     rows = []
     for key, cell in summary.groupby(CELL, sort=False):
         one = records[(records[CELL].apply(tuple, axis=1) == key) & (records["seed"] == seed)]
         if one.empty:
             continue
-        expected = one.loc[one["predicted"].idxmin()]
-        split = one.loc[one["split_predicted"].idxmin()]
+        expected, expected_says, expected_p = _verdict(one)
+        split, split_says, split_p = _verdict(one, prefix="split_")
         actual = cell.loc[cell["actual_mean"].idxmin(), "group"]
         actual_seed = one.loc[one["actual"].idxmin(), "group"]
         rows.append(dict(zip(CELL, key), callable=_most_hurt_callable(cell), actual_most_hurt=actual,
                          actual_most_hurt_this_seed=actual_seed,
-                         expectation_names=expected["group"], expectation_p=float(expected["p_most_hurt"]),
-                         per_split_names=split["group"], per_split_p=float(split["split_p_most_hurt"]),
-                         expectation_right=expected["group"] == actual, per_split_right=split["group"] == actual,
-                         differ=expected["group"] != split["group"]))
+                         expectation_names=expected_says, expectation_p=expected_p,
+                         per_split_names=split_says, per_split_p=split_p,
+                         expectation_right=expected == actual, per_split_right=split == actual,
+                         differ=expected_says != split_says))
     return pd.DataFrame(rows)
 
 

@@ -186,9 +186,10 @@ def _units(runs: list[Run], together: Callable[[Hashable, list[Any]], list[Any]]
 
 def _execute(backend: Backend, units: Sequence[_Unit], *, cache: RunCache) -> Iterator[tuple[str, Any]]:
     """(key, result) of each run, in the order they finish, checked to come from this code and stored in
-    ``cache``. Serially, each run is claimed in the cache while it computes (:meth:`RunCache.claim`), so a
-    second process running the same sweep waits for this one's result instead of computing it again (a
-    group whose runs another process holds is computed run by run, each waiting for its claim)."""
+    ``cache``. Each run is claimed in the cache while it computes (:meth:`RunCache.claim`; on joblib and Ray this
+    process holds the claims while the workers compute), so a second process running the same sweep waits for
+    this one's result instead of computing it again (a unit whose runs another process holds is left to it and
+    served from its entries afterwards, run by run, each waiting for its claim)."""
     if not units:
         return
     import torch
@@ -211,15 +212,31 @@ def _execute(backend: Backend, units: Sequence[_Unit], *, cache: RunCache) -> It
             for run in unit.runs:
                 yield run.key, cache.compute_and_store(run.key, lambda run=run: run.compute())
         return
-    if backend.name == "joblib":
-        outcomes: Iterator[tuple[tuple[str, ...], str, list[Any]]] = _on_joblib(units, jobs=backend.jobs,
-                                                                                  threads=threads)
-    else:
-        outcomes = _on_ray(units, backend=backend, threads=threads)
-    for keys, fingerprint, values in outcomes:
-        for key, value in zip(keys, _checked(keys, fingerprint, values)):
-            cache.store(key, value)
-            yield key, value
+    theirs: list[_Unit] = []
+    with contextlib.ExitStack() as held:
+        mine = []
+        for unit in units:  # claim every run of a unit here, while the workers compute it; else leave it
+            unit_claims = contextlib.ExitStack()
+            if all([unit_claims.enter_context(cache.claim(run.key, wait=False)) for run in unit.runs]):
+                held.callback(unit_claims.close)
+                mine.append(unit)
+            else:
+                unit_claims.close()
+                theirs.append(unit)
+        if mine and backend.name == "joblib":
+            outcomes: Iterator[tuple[tuple[str, ...], str, list[Any]]] = _on_joblib(mine, jobs=backend.jobs,
+                                                                                      threads=threads)
+        elif mine:
+            outcomes = _on_ray(mine, backend=backend, threads=threads)
+        else:
+            outcomes = iter(())
+        for keys, fingerprint, values in outcomes:
+            for key, value in zip(keys, _checked(keys, fingerprint, values)):
+                cache.store(key, value)
+                yield key, value
+    for unit in theirs:  # another process holds them: wait for its entries (computed here only if it stored none)
+        for run in unit.runs:
+            yield run.key, cache.compute_and_store(run.key, lambda run=run: run.compute())
 
 
 def _checked(keys: Sequence[str], fingerprint: str, values: list[Any]) -> list[Any]:

@@ -13,9 +13,11 @@ import seaborn as sns
 # ------------------------------------------------------------------ dpfair diagnose
 def plot_diagnosis(diagnosis) -> plt.Figure:
     """A diagnosis at a glance: left, each group's predicted cost of privacy split into its clipping and
-    noise parts (bars) with the prediction and its 90% interval (point and whisker), most hurt on top; right,
-    the theory's per-group quantities, each column scaled to its largest value (the numbers are printed).
-    ``diagnosis`` from :func:`dpfair_analysis.diagnose.diagnose`."""
+    noise parts (bars) with the prediction and its 90% interval (point and whisker), by rank (the lowest mean
+    predicted cost on top), the most-hurt verdict on the group labels ("most hurt": the named group, the
+    highest P(most hurt); "tied": the groups it cannot be called between); right, the theory's per-group
+    quantities, each column scaled to its largest value (the numbers are printed). ``diagnosis`` from
+    :func:`dpfair_analysis.diagnose.diagnose`."""
     groups = diagnosis.groups.sort_values("rank")
     names = [str(g) for g in groups["group"]]
     fig, (ax, heat) = plt.subplots(1, 2, figsize=(11, 0.55 * len(names) + 2.2),
@@ -29,6 +31,10 @@ def plot_diagnosis(diagnosis) -> plt.Figure:
     positions = range(len(names))
     ax.errorbar(groups["cost"], list(positions), xerr=[groups["cost"] - groups["low"], groups["high"] - groups["cost"]],
                 fmt="o", color="black", capsize=4, label="predicted Δ (90%)")
+    verdict = diagnosis.most_hurt
+    tied = set(verdict.get("tied") or ()) if verdict.get("group") is None else set()
+    ax.set_yticks(list(positions), [f"{n} (most hurt)" if n == verdict.get("group") else
+                                    f"{n} (tied)" if n in tied else n for n in names])
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel("predicted Δ accuracy (private − non-private)")
     ax.set_ylabel("")

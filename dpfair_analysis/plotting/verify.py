@@ -27,10 +27,12 @@ def plot_audit_epsilon(audited: pd.DataFrame, *, names: list[str] | None = None)
     return fig
 
 def plot_verdicts_by_paper(table: pd.DataFrame) -> plt.Figure:
-    """Number of claims per paper, stacked by verdict. ``table`` from
+    """Number of claims per paper, stacked by standing (the verdict, with "holds, but rests on violated premises"
+    apart from a plain holds; the verdict where the table has no standing). ``table`` from
     :func:`~dpfair_analysis.verify.claims.verdict_table`."""
     fig, ax = plt.subplots(figsize=(6, 3))
-    counts = table.groupby(["paper", "verdict"]).size().unstack(fill_value=0)
+    by = "standing" if "standing" in table else "verdict"
+    counts = table.groupby(["paper", by]).size().unstack(fill_value=0)
     counts.plot.bar(stacked=True, ax=ax)
     ax.set_ylabel("claims")
     fig.tight_layout()

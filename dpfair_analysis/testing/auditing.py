@@ -44,10 +44,11 @@ evaluation runs could ever certify (a claim above it cannot be refuted at this b
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -73,7 +74,7 @@ from dpfair_analysis.testing.relations import (
     as_dataset,
     make_relation,
 )
-from dpfair_analysis.testing.runner import MechanismError, Runner, describe_data
+from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, Runner, describe_data
 from dpfair_analysis.testing.scores import Fitted, Skipped, Statistic, check_kinds, statistic_family
 from dpfair_analysis.testing.sensitivity import seed_only
 from dpfair_analysis.validation import check_fraction, check_seed
@@ -202,11 +203,20 @@ class AuditResult:
 
     def summary(self) -> dict[str, Any]:
         """The fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds,
-        certifiable_epsilon and no_power."""
+        power, certifiable_epsilon and no_power.
+
+        ``power`` says what a consistent verdict is worth: ``largest_certifiable_epsilon``, the largest lower
+        bound the evaluation runs could give (no errors at all: the bound of 0 false positives and 0 false
+        negatives in ``evaluation_trials`` runs per side), and ``can_refute_claim`` = claim < that value;
+        ``epsilon_lower`` and the claim beside it; with a twin, whether it was caught. A claim at or above
+        the largest certifiable epsilon cannot be refuted by this audit however broken the mechanism is.
+        ``certifiable_epsilon`` repeats that largest bound and ``no_power`` says why the audit could not have
+        shown a violation (None when it could)."""
         full = self.as_dict()
-        summary = {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
-        summary.update({k: full[k] for k in ("certifiable_epsilon", "no_power")})  # what the audit could show
-        return summary
+        out = {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        out["power"] = dict(full["power"], evaluation_trials=full["evaluation_trials"])
+        out.update({k: full[k] for k in ("certifiable_epsilon", "no_power")})  # what the audit could show
+        return out
 
 
 # ============================================================================ candidates
@@ -432,8 +442,9 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
         Seeds everything (same seed, same result).
     batched : bool
         ``mechanism(data, rng, n)`` returns n outputs at once.
-    time_budget : float or None
-        Seconds the mechanism may run in total (default 600) before :class:`~.runner.AuditTimeout`.
+    time_budget : float, TimeBudget or None
+        Seconds the mechanism may run in total (default 600) before :class:`~.runner.AuditTimeout`; a
+        :class:`~.runner.TimeBudget` is shared with whatever else holds it (the twin included).
     twin : None, float or callable
         An under-noised twin to audit too (power check): a callable mechanism, or a fraction f in
         (0, 1) for a mechanism that takes a ``noise_scale`` keyword (``mechanism(..., noise_scale=f)``).
@@ -444,6 +455,7 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
         the chunk (:mod:`.runner`): the same seed gives the same result for every ``workers`` >= 1 (``None``, the
         default: one process, one generator per side -- other numbers, as before workers existed).
     """
+    __tracebackhide__ = True
     start = time.perf_counter()
     epsilon = _check_epsilon(epsilon)
     delta = check_delta_or_zero(delta)
@@ -510,18 +522,20 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
     shape = runner.check(candidates[0][0], int(check_seed_.generate_state(1)[0]))
     runs = 0
 
-    def sample(pair: tuple[Any, Any], n: int, seeds: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
+    def sample(i: int, n: int, seeds: np.random.SeedSequence) -> tuple[np.ndarray, np.ndarray]:
         nonlocal runs
         s0, s1 = seeds.spawn(2)
         runner.new_pair()
-        out0, out1 = runner.flat(runner.sample(pair[0], n, s0)), runner.flat(runner.sample(pair[1], n, s1))
+        pair = candidates[i]
+        with _naming_the_change(relation, pair, i):
+            out0, out1 = runner.flat(runner.sample(pair[0], n, s0)), runner.flat(runner.sample(pair[1], n, s1))
         runs += 2 * n
         return out0, out1
 
     skipped: dict[str, str] = {}
 
     def score(i: int, n: int, seed: np.random.SeedSequence, statistics: Callable) -> list[_Choice]:
-        out0, out1 = sample(candidates[i], n, seed)
+        out0, out1 = sample(i, n, seed)
         return _score_tests(out0, out1, candidates[i], i, statistics(out0, out1), delta=delta,
                             confidence=confidence, plan=plan, skipped=skipped)
 
@@ -554,7 +568,8 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
     best = max(choices, key=lambda c: c.rank)
     pair = candidates[best.index]
     evaluate = _evaluation_size(best, plan, epsilon=epsilon, delta=delta, confidence=confidence)
-    test = _evaluate(runner, pair, evaluate, final_seeds, best, delta=delta, confidence=confidence)
+    with _naming_the_change(relation, pair, best.index):
+        test = _evaluate(runner, pair, evaluate, final_seeds, best, delta=delta, confidence=confidence)
     runs += 2 * evaluate
     certifiable = largest_certifiable_epsilon(evaluate, delta=delta, confidence=confidence)
     return AuditResult(
@@ -611,6 +626,44 @@ def _untestable(relation: Relation, candidates: list[tuple[Any, Any]], skipped: 
                        power=power, skipped=dict(skipped), certifiable_epsilon=0.0, no_power=reason)
 
 
+@contextlib.contextmanager
+def _naming_the_change(relation: Relation, pair: tuple[Any, Any], index: int) -> Iterator[None]:
+    """A :class:`MechanismError` raised on a pair is raised again with the pair's change: the record that was
+    added, removed or swapped, the person whose attribute moved -- what broke the mechanism (the data set's own
+    description is cut short and hides a record added at its end). Time-outs pass unchanged."""
+    try:
+        yield
+    except AuditTimeout:
+        raise
+    except MechanismError as error:
+        try:
+            change = relation.check(*pair)
+        except Exception:  # noqa: BLE001  (a pair the relation cannot describe: say nothing more)
+            raise error from None
+        hint = ""
+        if change.kind in ("add", "replace") and isinstance(relation, (AddRemove, ReplaceOne)) \
+                and relation.bounds is None and relation.domain == "any":
+            hint = ("; the relation takes any record values (domain='any'): if that record is outside the claim's "
+                    "domain, declare the domain with bounds=(low, high) or keep the default domain='observed'")
+        raise MechanismError(f"{error} -- on candidate pair {index} under {relation.describe()}, whose neighbour "
+                             f"D' is D with {_describe_change(change)}{hint}") from error
+
+
+def _describe_change(change: Any) -> str:
+    """One line for a :class:`~dpfair_analysis.testing.relations.Change`."""
+    value = {"before": _compact(change.before) if change.before is not None else None,
+             "after": _compact(change.after) if change.after is not None else None}
+    if change.kind == "add":
+        return f"record {value['after']} added at index {change.index}"
+    if change.kind == "remove":
+        return f"record {change.index} ({value['before']}) removed"
+    if change.kind == "replace":
+        return f"record {change.index} replaced: {value['before']} -> {value['after']}"
+    if change.kind == "attribute":
+        return f"person {change.index}'s attribute changed: {value['before']} -> {value['after']}"
+    return f"the queries moved: {value['before']} -> {value['after']}"
+
+
 def _power(trials: int, *, epsilon: float, delta: float, confidence: float) -> dict[str, Any]:
     """What the evaluation runs could show at best: the largest certifiable epsilon, and whether the claim is
     below it (if not, no result of this audit could refute the claim: it has no power against it)."""
@@ -651,6 +704,11 @@ def _compact(data: Any) -> Any:
     return array.tolist() if array.size <= 64 else describe_data(array, 120)
 
 
+def _shown(data: Any) -> str:
+    """A witness's data set (as :func:`_compact` gives it) on one line."""
+    return data if isinstance(data, str) else describe_data(data, 200)
+
+
 def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *,
                    require_power: bool = False, **options: Any) -> AuditResult:
     """:func:`audit`, raising :class:`PrivacyViolation` (an AssertionError) when the claim is refuted.
@@ -669,6 +727,7 @@ def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float =
     **options
         Passed to :func:`audit` (``relation`` is required).
     """
+    __tracebackhide__ = True  # a failing pytest shows the test's line and this message, not the kit's source
     if require_power and options.get("twin") is None:
         options["twin"] = 0.25
     result = audit(mechanism, epsilon, delta, **options)
@@ -676,8 +735,9 @@ def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float =
         w = result.witness
         raise PrivacyViolation(
             f"privacy claim refuted: epsilon >= {result.epsilon_lower:.4g} with confidence {result.confidence:g} "
-            f"> claimed {result.epsilon_claimed:g} (delta = {result.delta:g}, {result.relation}); witness: pair "
-            f"{w['pair']}, change {w['change']}, event {w['event']}, {w['false_positives']} false positives and "
+            f"> claimed {result.epsilon_claimed:g} (delta = {result.delta:g}, {result.relation}); witness: "
+            f"D = {_shown(w['data'])}, D' = {_shown(w['neighbour'])} (candidate pair {w['pair']}, change "
+            f"{w['change']}), event {w['event']}, {w['false_positives']} false positives and "
             f"{w['false_negatives']} false negatives in {result.evaluation_trials} runs per side", result)
     if require_power and not result.power.get("twin_caught", False):
         raise InsufficientPower(

@@ -210,21 +210,84 @@ class Relation:
         return f"{type(self).__name__}({self.describe()!r})"
 
 
+#: What records an :class:`AddRemove` or :class:`ReplaceOne` without ``bounds`` generates.
+DOMAINS = ("observed", "any")
+
+
+def _observed_values(values: np.ndarray) -> tuple[str, Any]:
+    """The observed domain of one column of records (rows along axis 0): ("values", sorted distinct values per
+    position) for integer and boolean columns, ("range", (min, max) per position) for the others."""
+    if np.issubdtype(values.dtype, np.bool_) or np.issubdtype(values.dtype, np.integer):
+        flat = values.reshape(len(values), -1)
+        return "values", [np.unique(flat[:, j]) for j in range(flat.shape[1])]
+    numbers = np.asarray(values, dtype=np.float64)
+    return "range", (numbers.min(axis=0), numbers.max(axis=0))
+
+
+def _within(values: np.ndarray, record: Any) -> bool:
+    """Whether ``record`` lies in the observed domain of ``values`` (:func:`_observed_values`)."""
+    kind, domain = _observed_values(values)
+    value = np.asarray(record)
+    if kind == "values":
+        flat = value.reshape(-1)
+        return len(flat) == len(domain) and all(np.isin(v, allowed) for v, allowed in zip(flat, domain))
+    low, high = domain
+    value = np.asarray(value, dtype=np.float64)
+    return bool(np.all(value >= low) and np.all(value <= high))
+
+
 @dataclass(frozen=True, repr=False)
 class _RecordRelation(Relation):
     """Shared by :class:`AddRemove` and :class:`ReplaceOne`: records and how to make adversarial ones.
 
-    ``bounds``: (low, high) every record value must lie in (scalars or per-column arrays);
-    without it records are any real values and far points are tried at 10x the data's
-    largest magnitude. ``records``: a hypothesis strategy of records (for the hypothesis
-    neighbours and extra candidates).
+    ``bounds``: (low, high) every record value must lie in (scalars or per-column arrays): the
+    declared domain, checked by :meth:`check` too. Without it, ``domain`` says what records the
+    relation generates (its candidates and hypothesis neighbours):
+
+    ``"observed"`` (default)
+        the observed domain of the data set the neighbours are made from: per column, the values
+        seen in it for integer and boolean columns (group labels, classes: no new group appears) and
+        the range [min, max] seen for the others (far points are the range's corners); a dict entry
+        is one column. An empty data set has no observed domain: its records are as under ``"any"``.
+    ``"any"``
+        any values (opt-out): far points at +-10x the data's largest magnitude, integers up to one past
+        the largest seen (a new group). Use it when the claim holds for every record, e.g. a clipped
+        release, to test the clipping.
+
+    ``records``: a hypothesis strategy of records (for the hypothesis neighbours and extra
+    candidates), used as given. :meth:`check` accepts any record within ``bounds``: the domain
+    rule is about which records the kit makes, not about the pairs a user gives.
     """
 
     bounds: tuple[Any, Any] | None = None
     records: Any = None
+    domain: str = "observed"
+
+    def __post_init__(self) -> None:
+        if self.domain not in DOMAINS:
+            raise ValueError(f"domain must be one of {list(DOMAINS)} ('observed': records within the data's "
+                             f"observed values and ranges; 'any': any values), got {self.domain!r}")
+
+    def _observed(self, data: Data) -> bool:
+        """Whether generated records keep to the observed domain of ``data``."""
+        return self.bounds is None and self.domain == "observed" and n_rows(data) > 0
+
+    def _in_domain(self, record: Any, data: Data) -> bool:
+        """Within ``bounds`` and, under the observed domain, within the observed values and ranges of ``data``."""
+        if not isinstance(record, dict) and not self._in_bounds(record):
+            return False
+        if not self._observed(data):
+            return True
+        if isinstance(data, dict):
+            return all(_within(values, record[k]) for k, values in data.items())
+        return _within(np.asarray(data), record)
+
+    def describe(self) -> str:
+        return self.name + (" (any record values)" if self.bounds is None and self.domain == "any" else "")
 
     def _far_points(self, data: Data) -> list[Any]:
-        """Records at the corners of the domain: the bounds, or +-10x the data's largest magnitude."""
+        """Records at the corners of the domain: the bounds, the observed ranges, or +-10x the data's largest
+        magnitude (``domain="any"``)."""
         if isinstance(data, dict):
             return []  # a dict record has typed fields (group, label): only rows of the data are reused
         values = np.asarray(data, dtype=np.float64)
@@ -232,6 +295,8 @@ class _RecordRelation(Relation):
         if self.bounds is not None:
             low = np.broadcast_to(np.asarray(self.bounds[0], dtype=np.float64), shape)
             high = np.broadcast_to(np.asarray(self.bounds[1], dtype=np.float64), shape)
+        elif self._observed(data):
+            low, high = values.min(axis=0), values.max(axis=0)
         else:
             scale = 10.0 * max(1.0, float(np.max(np.abs(values))) if values.size else 1.0)
             low, high = np.full(shape, -scale), np.full(shape, scale)
@@ -274,11 +339,16 @@ class _RecordRelation(Relation):
 
         if self.records is not None:
             return self.records
+        observed = self._observed(data)
         if isinstance(data, dict):
-            return st.fixed_dictionaries({k: _field_strategy(v) for k, v in data.items()})
+            return st.fixed_dictionaries({k: _field_strategy(v, observed=observed) for k, v in data.items()})
+        if observed and not np.issubdtype(np.asarray(data).dtype, np.floating):
+            return _field_strategy(np.asarray(data), observed=True)
         values = np.asarray(data, dtype=np.float64)
         shape = values.shape[1:]
-        if self.bounds is not None:
+        if observed:
+            low, high = values.min(axis=0).ravel(), values.max(axis=0).ravel()
+        elif self.bounds is not None:
             low = np.broadcast_to(np.asarray(self.bounds[0], dtype=np.float64), shape).ravel()
             high = np.broadcast_to(np.asarray(self.bounds[1], dtype=np.float64), shape).ravel()
         else:
@@ -295,7 +365,7 @@ class _RecordRelation(Relation):
             records += [-extreme, np.zeros_like(extreme), extreme.copy()]  # sign flip, zero row, duplicate
         elif isinstance(data, dict) and n_rows(data):
             records += [row(data, i) for i in self._extreme_rows(data)]
-        return [r for r in records if isinstance(r, dict) or self._in_bounds(r)]
+        return [r for r in records if self._in_domain(r, data)]
 
 
 @dataclass(frozen=True, repr=False)
@@ -307,7 +377,11 @@ class AddRemove(_RecordRelation):
     bounds : (low, high), optional
         Every record lies in [low, high] (scalars or per-column); the claim's domain.
     records : hypothesis strategy, optional
-        Records to add (default: any values within ``bounds`` or +-10x the data's magnitude).
+        Records to add (default: records within ``bounds``, else within the data's observed domain).
+    domain : "observed" or "any"
+        Without ``bounds``: the records added keep to the observed values and ranges of the data
+        (``"observed"``, default) or take any values (``"any"``: far points, new groups); see
+        :class:`_RecordRelation`.
     """
 
     name = "add-remove"
@@ -358,7 +432,10 @@ class ReplaceOne(_RecordRelation):
     bounds : (low, high), optional
         Every record lies in [low, high] (scalars or per-column); the claim's domain.
     records : hypothesis strategy, optional
-        Replacement records (default: any values within ``bounds`` or +-10x the data's magnitude).
+        Replacement records (default: records within ``bounds``, else within the data's observed domain).
+    domain : "observed" or "any"
+        Without ``bounds``: replacement records keep to the observed values and ranges of the data
+        (``"observed"``, default) or take any values (``"any"``); see :class:`_RecordRelation`.
     """
 
     name = "replace-one"
@@ -609,13 +686,23 @@ class QueryVector(Relation):
         return f"queries ({self.mode} entr{'y' if self.mode == 'one' else 'ies'} move by <= {self.sensitivity:g})"
 
 
-def _field_strategy(values: np.ndarray):
-    """One record's value of a dict entry: integers from the entry's smallest value to one past its largest (a
-    new group or label), floats within +-10x its largest magnitude (0 and 1 when it is empty)."""
+def _field_strategy(values: np.ndarray, *, observed: bool = False):
+    """One record's value of a dict entry (or an array's record). ``observed``: per position, a value seen in the
+    entry (integers and booleans) or a float within the range seen. Otherwise integers from the entry's smallest
+    value to one past its largest (a new group or label), floats within +-10x its largest magnitude (0 and 1 when
+    it is empty)."""
     from hypothesis import strategies as st
 
     shape = values.shape[1:]
     size = int(np.prod(shape))
+    if observed and len(values):
+        kind, domain = _observed_values(values)
+        if kind == "values":
+            elements = [st.sampled_from(allowed.tolist()) for allowed in domain]
+        else:
+            low, high = (np.ravel(x) for x in domain)
+            elements = [st.floats(float(lo), float(hi), allow_nan=False) for lo, hi in zip(low, high)]
+        return st.tuples(*elements).map(lambda v: np.asarray(v, dtype=values.dtype).reshape(shape))
     if np.issubdtype(values.dtype, np.bool_):
         element = st.booleans()
     elif np.issubdtype(values.dtype, np.integer):
@@ -671,6 +758,7 @@ def make_relation(relation: Relation | str, **options: Any) -> Relation:
 
 
 __all__ = [
+    "DOMAINS",
     "RELATIONS",
     "AddRemove",
     "AttributeChange",

@@ -16,7 +16,14 @@ What is refused, with an error naming the problem (:class:`MechanismError`):
   without the given ``rng``);
 * it runs longer than the time budget (:class:`AuditTimeout`, a subclass): the budget is
   checked between calls and, in the main thread on POSIX, also interrupts a call that
-  hangs.
+  hangs;
+* it ends the process instead of returning: ``sys.exit`` (``SystemExit``) or any other
+  ``BaseException`` but ``KeyboardInterrupt`` (left to the caller: it is how Ctrl-C arrives) is
+  a :class:`MechanismError` naming it, so the code under test cannot end its own audit
+  (``os._exit`` and hangs that no signal interrupts need a process of their own: the CLI's
+  ``--target`` runs the audit in a child process, :mod:`dpfair_analysis.testing.isolation`);
+* its outputs would not fit in memory: one side of one phase (``n`` runs of ``d`` coordinates,
+  8 bytes each) may take at most :data:`OUTPUT_MEMORY_LIMIT` bytes.
 
 Nothing is written by the runner; an audit that fails leaves no partial result behind.
 
@@ -56,6 +63,13 @@ class MechanismError(ValueError):
 
 class AuditTimeout(MechanismError):
     """The mechanism used up the audit's time budget."""
+
+
+#: Bytes the outputs of one side of one audit phase may take (n runs x d coordinates x 8): 2 GiB. An output
+#: with millions of coordinates is refused by name instead of ending the audit in a MemoryError.
+OUTPUT_MEMORY_LIMIT = 2 * 2 ** 30
+#: Bytes of outputs drawn at once while streaming (the evaluation phase keeps no outputs).
+CHUNK_BYTES = 64 * 2 ** 20
 
 
 def describe_data(data: Any, limit: int = 80) -> str:
@@ -134,6 +148,61 @@ class _Expired(Exception):
     pass
 
 
+class TimeBudget:
+    """Seconds the code under test may run in total, shared by everything that runs it: the import of its
+    file, its pair function, every audit phase and the under-noised twin.
+
+    Parameters
+    ----------
+    seconds : float
+        The budget, > 0.
+    observer : callable, optional
+        ``observer(running, spent)``, told each time the code under test starts (``running=True``) and stops
+        running, with the seconds spent before: a watchdog in another process
+        (:mod:`dpfair_analysis.testing.isolation`) stops a hang that no signal interrupts.
+
+    Notes
+    -----
+    A span :meth:`running` is interrupted by ``SIGALRM`` when the budget runs out, in the main thread on POSIX
+    only; elsewhere the budget is checked when a span starts and ends.
+    """
+
+    def __init__(self, seconds: float, *, observer: Callable[[bool, float], None] | None = None) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0 \
+                or not math.isfinite(seconds):
+            raise ValueError(f"time_budget must be a positive number of seconds or None, got {seconds!r}")
+        self.seconds = float(seconds)
+        self.spent = 0.0
+        self.observer = observer
+
+    @contextmanager
+    def running(self, expired: Callable[[], Exception]) -> Iterator[None]:
+        """Count the time spent inside as the code under test's; raise ``expired()`` when the budget runs out
+        (before the span, or by interrupting it)."""
+        remaining = self.seconds - self.spent
+        if remaining <= 0:
+            raise expired()
+        armed = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+        previous = None
+        if armed:
+            previous = signal.signal(signal.SIGALRM, _interrupt)
+            signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-3))
+        if self.observer is not None:
+            self.observer(True, self.spent)
+        start = time.perf_counter()
+        try:
+            yield
+        except _Expired:
+            raise expired() from None
+        finally:
+            self.spent += time.perf_counter() - start
+            if armed:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+            if self.observer is not None:
+                self.observer(False, self.spent)
+
+
 class Runner:
     """Calls one mechanism under the interface contract; see the module docstring.
 
@@ -145,18 +214,17 @@ class Runner:
         How errors name the mechanism.
     batched : bool
         Whether ``fn`` returns ``n`` outputs at once.
-    time_budget : float or None
-        Seconds the mechanism may run in total (None: no limit).
+    time_budget : float, TimeBudget or None
+        Seconds the mechanism may run in total (None: no limit); a :class:`TimeBudget` is shared with whatever
+        else holds it.
     workers : int or None
         Worker processes for :meth:`stream` (see the module docstring); None: one generator, this process.
     """
 
     def __init__(self, fn: Mechanism, *, name: str | None = None, batched: bool = False,
-                 time_budget: float | None = None, workers: int | None = None) -> None:
+                 time_budget: float | TimeBudget | None = None, workers: int | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"mechanism must be callable as fn(data, rng), got {fn!r}")
-        if time_budget is not None and not (isinstance(time_budget, (int, float)) and time_budget > 0):
-            raise ValueError(f"time_budget must be a positive number of seconds or None, got {time_budget!r}")
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be None or an integer >= 1, got {workers!r}")
         self.fn = fn
@@ -164,10 +232,14 @@ class Runner:
         self._pool: Any = None
         self.name = name or getattr(fn, "__qualname__", None) or repr(fn)
         self.batched = bool(batched)
-        self.time_budget = None if time_budget is None else float(time_budget)
+        self.budget = (time_budget if isinstance(time_budget, TimeBudget) or time_budget is None
+                       else TimeBudget(time_budget))
+        self.time_budget = None if self.budget is None else self.budget.seconds
         self.calls = 0
         self.seconds = 0.0
         self.shape: tuple[int, ...] | None = None
+        #: Numbers in the last output seen (kept across pairs: what the memory check and the chunks go by).
+        self.size: int | None = None
 
     # ------------------------------------------------------------------ one call, checked
     def _convert(self, out: Any, data: Any) -> np.ndarray:
@@ -193,25 +265,15 @@ class Runner:
     @contextmanager
     def _clock(self) -> Iterator[None]:
         """Count the time spent in the mechanism; stop it when the budget is spent."""
-        remaining = None if self.time_budget is None else self.time_budget - self.seconds
-        if remaining is not None and remaining <= 0:
-            raise self._timeout()
-        armed = (remaining is not None and threading.current_thread() is threading.main_thread()
-                 and hasattr(signal, "setitimer"))
-        previous = None
-        if armed:
-            previous = signal.signal(signal.SIGALRM, _interrupt)
-            signal.setitimer(signal.ITIMER_REAL, max(remaining, 1e-3))
         start = time.perf_counter()
         try:
-            yield
-        except _Expired:
-            raise self._timeout() from None
+            if self.budget is None:
+                yield
+            else:
+                with self.budget.running(self._timeout):
+                    yield
         finally:
             self.seconds += time.perf_counter() - start
-            if armed:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, previous)
 
     def _timeout(self) -> AuditTimeout:
         return AuditTimeout(f"mechanism {self.name} used up the time budget of {self.time_budget:g} s after "
@@ -223,10 +285,29 @@ class Runner:
             return self.fn(data, rng) if n is None else self.fn(data, rng, n)
         except (_Expired, KeyboardInterrupt):
             raise
-        except Exception as error:
-            call = f"fn(data, rng{', n' if n is not None else ''})"
-            raise MechanismError(f"mechanism {self.name} raised {type(error).__name__}: {error} (call {call} on "
-                                 f"data {describe_data(data)})") from error
+        except SystemExit as error:  # sys.exit() in the code under test must not end (or pass) its own audit
+            raise MechanismError(f"mechanism {self.name} called sys.exit({error.code!r}) instead of returning an "
+                                 f"output (call {self._call_text(n)} on data {describe_data(data)})") from None
+        except BaseException as error:  # (the user's code: MemoryError and GeneratorExit included)
+            detail = f": {error}" if str(error) else ""
+            raise MechanismError(f"mechanism {self.name} raised {type(error).__name__}{detail} (call "
+                                 f"{self._call_text(n)} on data {describe_data(data)})") from error
+
+    @staticmethod
+    def _call_text(n: int | None) -> str:
+        return f"fn(data, rng{', n' if n is not None else ''})"
+
+    def _check_memory(self, n: int) -> None:
+        """Refuse ``n`` outputs of the known shape that would take more than :data:`OUTPUT_MEMORY_LIMIT`."""
+        if self.size is None:
+            return
+        needed = n * max(1, self.size) * 8
+        if needed > OUTPUT_MEMORY_LIMIT:
+            raise MechanismError(
+                f"mechanism {self.name} returns outputs of {self.size:,} numbers: "
+                f"{n:,} runs of it take {needed / 2 ** 30:.1f} GiB, over the audit's limit of "
+                f"{OUTPUT_MEMORY_LIMIT / 2 ** 30:g} GiB per side; release (or audit) fewer coordinates, or lower "
+                f"trials or the budget")
 
     # ------------------------------------------------------------------ the contract
     def check(self, data: Any, seed: int) -> tuple[int, ...]:
@@ -261,6 +342,7 @@ class Runner:
                                      f"it must return n outputs stacked along axis 0")
             if self.shape is None:
                 self.shape = array.shape[1:]
+                self.size = math.prod(self.shape)
             for row in (array[0], array[-1]):
                 self._check_output(row, data, self.shape)
             if not np.isfinite(array).all():
@@ -274,6 +356,7 @@ class Runner:
                 array = self._convert(out, data)
                 if self.shape is None:
                     self.shape = array.shape
+                    self.size = math.prod(self.shape)
                 if array.shape != self.shape:
                     self._check_output(array, data, self.shape)
                 rows.append(array)
@@ -290,6 +373,10 @@ class Runner:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         size = chunk or (100_000 if self.batched else 20_000)
+        if self.size is not None and not self.batched:
+            # a large output: fewer runs at once, so that a chunk stays within CHUNK_BYTES (one call at a time
+            # draws the same numbers however the runs are chunked; a batched call's would change)
+            size = max(1, min(size, CHUNK_BYTES // (8 * max(1, self.size))))
         if self.workers is not None:
             yield from self._stream_chunks(data, n, seed, size)
             return
@@ -355,6 +442,7 @@ class Runner:
 
     def sample(self, data: Any, n: int, seed: int | np.random.SeedSequence) -> np.ndarray:
         """``n`` outputs on ``data`` from one generator seeded with ``seed``, as an (n, ...) float64 array."""
+        self._check_memory(n)
         chunks = list(self.stream(data, n, seed))
         return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
 

@@ -10,6 +10,14 @@ counterexample: D, D', the change, the observed distance and its ratio to the bo
 
 :func:`find_violation` is the search underneath (hypothesis ``find`` with a deterministic
 budget), also used by the claims registry (``dpfair verify``).
+
+The norm is part of the claim and has no default: ``norm=`` (1, 2, inf) or ``mechanism=``, the
+mechanism the bound calibrates (:data:`MECHANISM_NORMS`). The Laplace mechanism
+M(D) = f(D) + Lap(Delta_1 / epsilon)^d is epsilon-DP when Delta_1 = max ||f(D) - f(D')||_1 over
+neighbours; the Gaussian mechanism f(D) + N(0, sigma^2 I) needs the l2 sensitivity Delta_2 and the
+exponential mechanism the largest change of any one score, Delta_inf. A claim checked in a smaller
+norm than its mechanism needs passes wrongly: per-group counts under attribute change move by
+(1, -1), ||.||_2 = sqrt 2 but ||.||_1 = 2.
 """
 
 from __future__ import annotations
@@ -130,6 +138,46 @@ def find_violation(strategy, ratio: Callable[[Any], float | None], *, examples: 
 
 
 # ============================================================================= distances
+#: The norm each mechanism is calibrated to: Laplace and the geometric (discrete Laplace) mechanism add noise
+#: scaled to the l1 sensitivity, the Gaussian mechanism to the l2 sensitivity, the exponential mechanism (and
+#: report-noisy-max) to the largest change of any one score, the l-infinity sensitivity.
+MECHANISM_NORMS = {"laplace": 1.0, "geometric": 1.0, "gaussian": 2.0, "exponential": math.inf}
+
+
+def claim_norm(norm: Any, mechanism: Any, *, caller: str) -> float:
+    """The order p of a sensitivity claim's norm, from ``norm`` or from the ``mechanism`` it calibrates.
+
+    Raises TypeError when neither is given (a claim states its norm) and ValueError for an unknown value or a
+    norm that disagrees with the mechanism's.
+
+    Parameters
+    ----------
+    norm : 1, 2, inf, 'l1', 'l2', 'linf' or None
+        The norm of the claim.
+    mechanism : str or None
+        A key of :data:`MECHANISM_NORMS` (``laplace`` -> l1, ``gaussian`` -> l2, ...).
+    caller : str
+        The function named in the error.
+    """
+    if norm is None and mechanism is None:
+        raise TypeError(f"{caller}() needs norm= (1, 2, math.inf, 'l1', 'l2' or 'linf') or mechanism= (one of "
+                        f"{_mechanism_choices()}): a sensitivity claim states its norm (Laplace needs l1, "
+                        f"Gaussian l2)")
+    if mechanism is None:
+        return _norm_order(norm)
+    if not isinstance(mechanism, str) or mechanism.lower() not in MECHANISM_NORMS:
+        raise ValueError(f"mechanism must be one of {_mechanism_choices()}, got {mechanism!r}")
+    implied = MECHANISM_NORMS[mechanism.lower()]
+    if norm is not None and _norm_order(norm) != implied:
+        raise ValueError(f"norm={norm!r} disagrees with mechanism={mechanism!r}, which is calibrated to the "
+                         f"l{_norm_name(implied)} sensitivity: give one of them")
+    return implied
+
+
+def _mechanism_choices() -> str:
+    return ", ".join(f"{name!r} (l{_norm_name(order)})" for name, order in MECHANISM_NORMS.items())
+
+
 def _norm_order(norm: Any) -> float:
     names = {"l1": 1.0, "l2": 2.0, "linf": math.inf, "inf": math.inf}
     if isinstance(norm, str):
@@ -141,7 +189,7 @@ def _norm_order(norm: Any) -> float:
     return float(norm)
 
 
-def distance(a: Any, b: Any, norm: Any = 2) -> float:
+def distance(a: Any, b: Any, norm: Any) -> float:
     """||a - b|| in the l_p norm ``norm`` (1, 2, inf or 'l1', 'l2', 'linf') of two releases of one shape.
 
     Parameters
@@ -200,9 +248,13 @@ class SensitivityReport:
 
 
 def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable[[Any, Any], float], *,
-                       relation: Relation | str, norm: Any = 2, data: Any = None, examples: int = 300,
-                       seed: int | None = None, tol: float = 1e-9) -> SensitivityReport:
-    """Assert ||f(D) - f(D')|| <= bound for every pair of neighbours the search finds.
+                       relation: Relation | str, norm: Any = None, mechanism: str | None = None, data: Any = None,
+                       examples: int = 300, seed: int | None = None, tol: float = 1e-9) -> SensitivityReport:
+    """Assert ||f(D) - f(D')||_p <= bound for every pair of neighbours the search finds.
+
+    The norm is part of the claim and must be stated: ``norm=p`` or ``mechanism=`` (the mechanism the bound
+    calibrates: ``"laplace"`` -> p = 1, ``"gaussian"`` -> p = 2, :data:`MECHANISM_NORMS`). Without either,
+    TypeError.
 
     Raises :class:`SensitivityViolation` (an AssertionError) with a shrunk counterexample:
     the pair, the :class:`Change`, the observed distance and its ratio to the bound.
@@ -218,11 +270,18 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
     relation : Relation or str
         The neighbouring relation the claim is stated in.
     norm : 1, 2, inf, 'l1', 'l2' or 'linf'
-        The norm of the claim (l2 for the Gaussian mechanism, l1 for Laplace).
+        The norm of the claim: l1 for the Laplace mechanism, l2 for the Gaussian, inf for the exponential
+        mechanism. Required unless ``mechanism`` names it.
+    mechanism : str, optional
+        The mechanism the bound calibrates, naming the norm: ``laplace`` or ``geometric`` (l1), ``gaussian``
+        (l2), ``exponential`` (l-inf). Given with ``norm``, the two must agree.
     data : array, dict, hypothesis strategy or None
         A fixed data set (its neighbours are searched), a strategy of data sets, or None:
         :func:`~dpfair_analysis.testing.strategies.pairs` and the relation's canary families
-        (dict data sets with ``X``, ``y``, ``group``).
+        (dict data sets with ``X``, ``y``, ``group``). Data sets come in two formats, the
+        release takes the same one: a numpy array with one record per row (axis 0), or a dict
+        of equal-length arrays, one row per record (e.g. ``{"X": (n, k), "y": (n,), "group": (n,)}``;
+        under ``attribute-change`` the ``group`` entry is the attribute that changes).
     examples : int
         Pairs to try (hypothesis ``max_examples``).
     seed : int, optional
@@ -230,8 +289,9 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
     tol : float
         Relative slack for floating-point error.
     """
+    __tracebackhide__ = True  # a failing pytest shows the test's line and the message, not the kit's source
+    order = claim_norm(norm, mechanism, caller="assert_sensitivity")
     relation = make_relation(relation)
-    order = _norm_order(norm)
     fixed = (lambda a, b: float(bound)) if not callable(bound) else bound
     if not callable(bound) and not (isinstance(bound, (int, float)) and bound > 0):
         raise ValueError(f"bound must be a positive number or a callable bound(D, D'), got {bound!r}")
@@ -272,8 +332,9 @@ def _norm_name(order: float) -> str:
     return "inf" if math.isinf(order) else f"{order:g}"
 
 
-def find_sensitivity(release_fn: Callable[[Any], Any], *, relation: Relation | str, norm: Any = 2, data: Any = None,
-                     examples: int = 300, seed: int | None = None) -> SensitivityReport:
+def find_sensitivity(release_fn: Callable[[Any], Any], *, relation: Relation | str, norm: Any = None,
+                     mechanism: str | None = None, data: Any = None, examples: int = 300,
+                     seed: int | None = None) -> SensitivityReport:
     """The largest ||f(D) - f(D')|| a targeted hypothesis search finds, and its witness pair.
 
     A lower bound on the true sensitivity (the search may miss the worst pair): use it to see
@@ -286,7 +347,9 @@ def find_sensitivity(release_fn: Callable[[Any], Any], *, relation: Relation | s
     relation : Relation or str
         The neighbouring relation.
     norm : 1, 2, inf, 'l1', 'l2' or 'linf'
-        The norm.
+        The norm (required unless ``mechanism`` names it).
+    mechanism : str, optional
+        As in :func:`assert_sensitivity`: the mechanism whose norm to use.
     data : array, dict, hypothesis strategy or None
         As in :func:`assert_sensitivity`.
     examples : int
@@ -297,8 +360,8 @@ def find_sensitivity(release_fn: Callable[[Any], Any], *, relation: Relation | s
     from hypothesis import Phase, given, settings, target
     from hypothesis import seed as hypothesis_seed
 
+    order = claim_norm(norm, mechanism, caller="find_sensitivity")
     relation = make_relation(relation)
-    order = _norm_order(norm)
     best: dict[str, Any] = {"value": -math.inf, "pair": None, "tried": 0}
 
     def probe(pair: tuple[Any, Any]) -> None:
@@ -315,9 +378,13 @@ def find_sensitivity(release_fn: Callable[[Any], Any], *, relation: Relation | s
         test = hypothesis_seed(seed)(test)
     with seed_only():
         test()
+    if best["pair"] is None:
+        raise ValueError(f"find_sensitivity found no neighbouring pair under {relation.describe()}: the data "
+                         f"has no neighbour whose records keep to its domain (e.g. replace-one on one record "
+                         f"under domain='observed'); give more data, bounds=, or domain='any'")
     a, b = best["pair"]
     return SensitivityReport(float(best["value"]), a, b, relation.check(a, b), best["tried"])
 
 
-__all__ = ["SensitivityReport", "SensitivityViolation", "assert_sensitivity", "distance", "find_sensitivity",
-           "find_violation", "seed_only"]
+__all__ = ["MECHANISM_NORMS", "SensitivityReport", "SensitivityViolation", "assert_sensitivity", "claim_norm",
+           "distance", "find_sensitivity", "find_violation", "seed_only"]

@@ -403,13 +403,16 @@ def _one_run(train_fn: Callable[..., Any], *, data: Any, canaries: Sequence[Any]
         if best is None or bound > best.epsilon_lower:
             best = _Guess(2 * k, correct, bound, k)
     assert best is not None
+    # what the run could show at best: every guess right, at the best guess count of the grid
+    largest = max(one_run_epsilon_lower(m, 2 * k, 2 * k, delta=delta, confidence=level) for k in grid)
+    power = {"largest_certifiable_epsilon": float(largest), "can_refute_claim": bool(largest > epsilon)}
     witness = {"mode": "one-run", "canaries": m, "included": int(included.sum()), "guesses": best.guesses,
                "correct": best.correct, "k_each_side": best.k, "grid": grid, "claim": source,
                "union_bound_level": level}
     return AuditResult(epsilon_lower=best.epsilon_lower, confidence=confidence,
                        consistent=bool(best.epsilon_lower <= epsilon), epsilon_claimed=epsilon, delta=delta,
                        relation="add-remove (one run, m canaries)", witness=witness, trials=1, evaluation_trials=1,
-                       seconds=time.perf_counter() - start, candidates=1, budget="one-run", seed=seed, power={})
+                       seconds=time.perf_counter() - start, candidates=1, budget="one-run", seed=seed, power=power)
 
 
 __all__ = ["SAMPLINGS", "audit_step", "claimed_epsilon", "gaussian_mixture_llr", "mixture_log_likelihood",

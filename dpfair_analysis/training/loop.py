@@ -461,11 +461,24 @@ def batch_rows(totals: torch.Tensor, epoch: int, data: GroupedDataset) -> list[d
 
 @torch.no_grad()
 def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int | None = None) -> torch.Tensor:
-    """Model logits for all rows, in chunks of ``batch_size`` rows (default :func:`evaluation_chunk`)."""
+    """Model logits for all rows, in chunks of ``batch_size`` rows (default :func:`evaluation_chunk`), under
+    :func:`torch.inference_mode` (no autograd graph is kept for any chunk; issue 49 measured +1.1 GB of resident
+    memory for one full-MNIST evaluation without it) into one preallocated output (no second copy from
+    concatenating chunks). The logits are
+    an ordinary tensor, usable with autograd later."""
     batch_size = evaluation_chunk(model) if batch_size is None else batch_size
+    was_training = model.training
     model.eval()
-    out = torch.cat([model(X[i:i + batch_size]) for i in range(0, len(X), batch_size)])
-    model.train()
+    try:
+        with torch.inference_mode():
+            first = model(X[:batch_size])
+        out = torch.empty((len(X), *first.shape[1:]), dtype=first.dtype, device=first.device)
+        out[:len(first)] = first
+        with torch.inference_mode():
+            for i in range(batch_size, len(X), batch_size):
+                out[i:i + batch_size] = model(X[i:i + batch_size])
+    finally:
+        model.train(was_training)
     return out
 
 

@@ -7,12 +7,16 @@ To add a command, add its bad invocations to BAD: (argv, the flag the message mu
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpfair_analysis.cli import main
@@ -204,6 +208,19 @@ BAD = [
     (["verify", "--budget", "nope"], "--budget"),
     (["verify", "--paper", "007"], "--paper"),
     (["verify", "--claim", "001.thm99"], "--claim"),
+    # flag combinations, refused right after parsing (issue 47): a --tune flag without --tune was ignored, the
+    # others were refused only after the imports (and for diagnose, the data)
+    (["compare", "--tune-lr", "0.1"], "--tune-lr"),
+    (["compare", "--tune-sampling", "poisson"], "--tune-sampling"),
+    (["compare", "--validation-fraction", "0.2"], "--validation-fraction"),
+    (["compare", "--tune", "--tune-lr", "0,abc"], "--tune-lr"),
+    (["compare", "--tune", "--tune-sampling", "poisson,nope"], "--tune-sampling"),
+    (["compare", "--tune", "--out", "{tmp}/h.csv"], "--out"),
+    (["compare", "--tune", "--plots", "{tmp}/plots"], "--plots"),
+    (["compare", "--methods", "dpsgd(C=-1)"], "--methods"),
+    (["diagnose", "--split-mode", "per-split", "--splits", "5"], "--splits"),
+    (["pfld-table", "--data", "adult", "--tune", "--methods", "fld"], "--methods"),
+    (["audit", "--sampled", "--mechanism", "nope"], "--mechanism"),
 ]
 
 
@@ -437,3 +454,134 @@ def test_help_and_refusals_import_neither_torch_nor_scipy_nor_pandas(argv):
             % (argv,))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout.strip().splitlines()[-1] == "[]", (result.stdout[-300:], result.stderr[-300:])
+
+
+# ----------------------------------------------------------------- refused before any work (issue 47)
+#: Heavy libraries: a refusal must come before any of them is imported.
+HEAVY = ("torch", "scipy", "dp_accounting", "pandas", "sklearn")
+FULL = "{full}"  # a directory on a disk the command sees as full (0 bytes free)
+
+BEFORE_WORK = [
+    (["compare", "--tune", "--tune-lr", "0,abc"], "--tune-lr"),
+    (["compare", "--tune", "--tune-sampling", "poisson,nope"], "--tune-sampling"),
+    (["compare", "--tune-lr", "0.1"], "--tune-lr"),
+    (["diagnose", "--split-mode", "per-split", "--splits", "5"], "--splits"),
+    (["pfld-table", "--data", "adult", "--tune", "--methods", "fld"], "--methods"),
+    (["compare", "--methods", "dpsgd,nope"], "--methods"),
+    (["audit", "--mechanism", "nope"], "--mechanism"),
+    (["audit", "--sampled", "--mechanism", "nope"], "--mechanism"),
+    (["compare", "--out", f"{FULL}/h.csv"], "--out"),
+    (["compare", "--plots", f"{FULL}/plots"], "--plots"),
+    (["diagnose", "--report", f"{FULL}/r.html"], "--report"),
+    (["diagnose", "--plot", f"{FULL}/p.png"], "--plot"),
+]
+
+
+@pytest.mark.parametrize("argv, flag", BEFORE_WORK, ids=[" ".join(a) for a, _ in BEFORE_WORK])
+def test_refused_before_work_in_one_line_without_importing_torch(argv, flag, tmp_path):
+    """Each is one line naming the flag, status 2, in a fresh process that imports none of the heavy libraries
+    (before issue 47 each imported torch, most loaded the data, one trained: 3-7 s of CPU here, 25-84 s of wall
+    time on a loaded machine). An output on a full disk is refused up front: its free space is checked."""
+    full = tmp_path / "full"
+    full.mkdir()
+    argv = [a.format(full=full) for a in argv]
+    code = f"""
+import shutil, sys
+real = shutil.disk_usage
+def disk_usage(path):  # {str(full)!r} is on a full disk
+    usage = real(path)
+    return usage._replace(free=0) if str(path).startswith({str(full)!r}) else usage
+shutil.disk_usage = disk_usage
+from dpfair_analysis.cli import main
+status = main({argv!r})
+print(status, sorted(m for m in {HEAVY!r} if m in sys.modules))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert result.stdout.strip().splitlines()[-1:] == ["2 []"], (result.stdout[-300:], result.stderr[-500:])
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("dpfair: error: ") and flag in \
+        result.stderr, result.stderr
+    assert list(full.iterdir()) == []
+
+
+# ----------------------------------------------------------------- a disk that fills during the work
+@pytest.mark.parametrize("argv, flag, kept", [
+    (["compare", "--data", "synthetic", "--epochs", "1", "--methods", "sgd", "--quiet", "--out", "{full}/h.csv"],
+     "--out", "the history is kept at"),
+    (["compare", "--data", "synthetic", "--epochs", "1", "--methods", "sgd", "--quiet", "--plots", "{full}/plots"],
+     "--plots", "the figures are kept in"),
+    (["diagnose", "--data", "synthetic", "--rows", "200", "--epochs", "2", "--split-mode", "per-split",
+      "--no-recommendations", "--report", "{full}/r.html"], "--report", "the report is kept at"),
+    (["diagnose", "--data", "synthetic", "--rows", "200", "--epochs", "2", "--split-mode", "per-split",
+      "--no-recommendations", "--plot", "{full}/p.png"], "--plot", "the figure is kept at"),
+], ids=["compare --out", "compare --plots", "diagnose --report", "diagnose --plot"])
+def test_a_write_that_fails_at_the_end_keeps_the_result_and_says_where_in_one_line(argv, flag, kept, tmp_path,
+                                                                                   capsys, monkeypatch):
+    """No space left when the result is written (the disk filled during the work): one line naming the flag, the
+    error and the file the finished result was written to instead, status 2 -- not 'internal error: OSError',
+    status 1, and the run lost. The table is still printed; nothing is left half in the full directory."""
+    full, elsewhere = tmp_path / "full", tmp_path / "elsewhere"
+    full.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))  # the fallback's directory (the temporary one)
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path / "cache"))
+    real_replace = os.replace
+
+    def replace(source, target):  # every file renamed into place under full/ finds the disk full
+        if Path(full) in Path(target).parents:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    status = main([a.format(full=full) for a in argv])
+    out, err = capsys.readouterr()
+    assert status == 2, err
+    assert err.count("\n") == 1 and err.startswith(f"dpfair: error: {flag}: could not write") and \
+        "No space left on device" in err and kept in err and "Traceback" not in err, err
+    where = Path(re.search(rf"{kept} (\S+) instead", err).group(1))
+    assert elsewhere in where.parents and where.exists()
+    assert (any(where.iterdir()) if where.is_dir() else where.stat().st_size > 0)
+    assert ("run cache" in err) == (argv[0] == "compare")
+    assert "accuracy" in out.lower() or "cost" in out.lower()  # the result is printed as well
+    assert [p for p in full.rglob("*") if p.is_file()] == []  # no temporary file left behind
+
+
+# ----------------------------------------------------------------- audit --data: only finite numbers
+def _saved(array, **kwargs) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array, **kwargs)
+    return buffer.getvalue()
+
+
+BAD_AUDIT_DATA = [
+    ("nan.csv", "1\nnan\n2\n", "NaN"),
+    ("inf.csv", "1\ninf\n2\n", "an infinity"),
+    ("nan-column.csv", "group,y\n0,1\n1,nan\n", "column 'y' holds NaN"),
+    ("nan.npy", _saved(np.array([1.0, np.nan])), "NaN"),
+    ("inf.npy", _saved(np.array([[1.0, -np.inf]])), "an infinity"),
+    ("empty.csv", "", "is empty"),
+    ("empty.npy", b"", "is empty"),
+    ("no-records.npy", _saved(np.array([])), "no records"),
+    ("header-only.csv", "group,y\n", "no records"),
+    ("text.csv", "group,y\na,b\n", "text where a number belongs"),
+    ("text.npy", _saved(np.array(["a", "b"])), "not numbers"),
+    ("objects.npy", _saved(np.array([{"a": 1}], dtype=object), allow_pickle=True), "not a numeric .npy array"),
+    ("garbage.npy", b"\x80\x04 not an array", "not a numeric .npy array"),
+]
+
+
+@pytest.mark.parametrize("name, content, fragment", BAD_AUDIT_DATA, ids=[n for n, _, _ in BAD_AUDIT_DATA])
+def test_audit_data_that_is_not_finite_numbers_is_refused_naming_data(name, content, fragment, tmp_path, capsys):
+    """NaN, infinities, an empty file, no records, text: refused naming --data and the problem (before issue 47
+    NaN was audited as a number or blamed on the pair, an empty CSV audited, an empty .npy an internal error);
+    a .npy that holds Python objects gets no advice to 'load it unsafely'."""
+    (tmp_path / "mechanism.py").write_text("import numpy as np\n\ndef f(data, rng):\n"
+                                           "    return float(np.sum(np.asarray(data, dtype=float))) + rng.laplace()\n")
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    status = main(["audit", "--target", f"{tmp_path / 'mechanism.py'}:f", "--epsilon", "1", "--relation",
+                   "add-remove", "--trials", "10", "--data", str(path)])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and err.startswith("dpfair: error: --data") and fragment in err, err
+    assert "unsafe" not in err and "allow_pickle" not in err and "pickle.load" not in err, err

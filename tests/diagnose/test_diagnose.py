@@ -750,3 +750,204 @@ def test_overlapping_expectations_share_their_splits_and_stay_what_they_are_alon
     wider = PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=64, epochs=2, lr=0.3)
     diagnose_splits(data, model, wider, splits=3, seed=1, options=FAST, split_runs=store)
     assert store.bases_made == 7                                 # another batch size: other bases
+
+
+# ------------------------------------------------------------------ issue 51: a verdict consistent with itself
+def _skewed_costs(n: int = 4000, *, seed: int = 0) -> np.ndarray:
+    """Joint cost draws of groups a and b: a always loses 0.05; b loses 0.10 in 60% of runs and gains 0.08 in
+    the rest. a has the lower mean cost (-0.05 against -0.028), b is the most hurt in 60% of runs."""
+    rng = np.random.default_rng(seed)
+    a = -0.05 + 0.001 * rng.standard_normal(n)
+    b = np.where(rng.random(n) < 0.6, -0.10, 0.08) + 0.001 * rng.standard_normal(n)
+    return np.column_stack([a, b])
+
+
+def _ranked(samples: np.ndarray, names) -> pd.DataFrame:
+    from dpfair_analysis.diagnose.explanation import most_hurt_probabilities
+
+    cost = samples.mean(0)
+    half = 1.645 * samples.std(0)
+    table = pd.DataFrame({"group": list(names), "cost": cost, "half_width": half, "low": cost - half,
+                          "high": cost + half, "p_most_hurt": most_hurt_probabilities(samples, names).to_numpy()})
+    table["rank"] = table["cost"].rank(method="first").astype(int)
+    return table.sort_values("rank").reset_index(drop=True)
+
+
+def test_the_named_group_is_the_highest_p_most_hurt_not_the_lowest_mean_cost():
+    """Issue 51 item 4 (13 of 90 study calls named the lowest mean cost while another group had the higher
+    P(most hurt)): the verdict names b, the group most often the most hurt, and says why a, rank 1, is not."""
+    from dpfair_analysis.diagnose.explanation import most_hurt_group, most_hurt_sentence
+
+    samples = _skewed_costs()
+    groups = _ranked(samples, ["a", "b"])
+    assert list(groups["group"]) == ["a", "b"]                        # a has the lowest mean cost: rank 1
+    verdict = most_hurt_group(groups, samples, ["a", "b"])
+    assert verdict["group"] == "b" and verdict["callable"] and verdict["tied"] == ["b"]
+    assert verdict["probability"] == pytest.approx(groups.set_index("group").loc["b", "p_most_hurt"])
+    assert verdict["lowest_cost_group"] == "a" and verdict["runner_up"] == "a"
+    sentence = most_hurt_sentence(verdict)
+    assert sentence.startswith("Most hurt: b (") and "a has the lowest mean predicted cost" in sentence
+    assert "the name goes by P(most hurt)" in sentence
+
+
+def test_groups_within_the_uncertainty_of_the_top_p_are_tied_and_nothing_is_named():
+    """The tie rule (most_hurt_call): a lead in P(most hurt) within 1.645 standard errors of the Monte Carlo
+    error (few draws) or of the splits' own leads (splits that disagree) is a tie; a clear lead is named."""
+    from dpfair_analysis.diagnose.explanation import NAME_Z, most_hurt_call, most_hurt_group, most_hurt_sentence
+
+    rng = np.random.default_rng(1)
+    # 55% against 45% from 40 draws: the Monte Carlo error of the lead (~0.16) is larger than the lead
+    few = np.where(np.arange(40)[:, None] < 22, [[-0.1, 0.0]], [[0.0, -0.1]]) + 1e-4 * rng.standard_normal((40, 2))
+    call = most_hurt_call(few, ["a", "b"])
+    assert call["group"] is None and call["tied"] == ["a", "b"]
+    assert call["lead"] <= NAME_Z * call["lead_se"]
+    # the same shares from 40,000 draws in one block: named
+    many = np.repeat(few, 1000, axis=0)
+    assert most_hurt_call(many, ["a", "b"])["group"] == "a"
+    # ... but as two splits that disagree (a in 100% of one, 10% of the other): tied by the splits' spread
+    split_a = np.tile([[-0.1, 0.0]], (20_000, 1))
+    split_b = np.where(np.arange(20_000)[:, None] < 2_000, [[-0.1, 0.0]], [[0.0, -0.1]])
+    pooled = np.concatenate([split_a, split_b])
+    assert most_hurt_call(pooled, ["a", "b"])["group"] == "a"
+    tied = most_hurt_call(pooled, ["a", "b"], blocks=[20_000, 20_000])
+    assert tied["group"] is None and tied["tied"] == ["a", "b"]
+    groups = _ranked(pooled, ["a", "b"])
+    verdict = most_hurt_group(groups, pooled, ["a", "b"], blocks=[20_000, 20_000])
+    assert verdict["group"] is None and not verdict["callable"] and verdict["tied"] == ["a", "b"]
+    assert most_hurt_sentence(verdict).startswith("The most-hurt group cannot be called: a and b are tied")
+    with pytest.raises(ValueError, match="blocks"):
+        most_hurt_call(pooled, ["a", "b"], blocks=[3])
+
+
+def test_every_place_that_shows_the_most_hurt_group_shows_the_verdict(diagnosis):
+    """JSON most_hurt, the text, the HTML's highlighted row, the figure's labels and P(most hurt) agree: the named
+    group is the one with the highest P(most hurt) (a group with 10x the input norms, as above); where no
+    group is hurt, nothing is named or highlighted (the module's diagnosis)."""
+    from dpfair_analysis.diagnose import diagnose_splits
+
+    data = synthetic_groups(sizes=(1500, 1500), input_scale=(0.3, 3.0), margin=(0.1, 0.5), offset=(0.0, 1.0),
+                            temperature=0.05, seed=0)
+
+    def model(seed):
+        return build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=seed, l2=0.01)
+
+    d = diagnose_splits(data, model, PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=64, epochs=5,
+                                                 lr=0.2), splits=2, options=FAST)
+    groups = d.groups.set_index("group")
+    verdict = json.loads(json.dumps(d.to_json()))["most_hurt"]
+    assert verdict["group"] == groups["p_most_hurt"].idxmax() == "g1" and verdict["tied"] == ["g1"]
+    assert verdict["probability"] == pytest.approx(groups.loc["g1", "p_most_hurt"])
+    assert d.to_json()["split"]["most_hurt"]["group"] == d.split_most_hurt["group"]
+    assert "Most hurt: g1 (" in format_diagnosis(d)
+    page = report_html(d)
+    assert page.count('<tr class="hurt">') == 1
+    assert f'<tr class="hurt"><td>{int(groups.loc["g1", "rank"])}</td><td>g1<' in page
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpfair_analysis.plotting import plot_diagnosis
+
+    fig = plot_diagnosis(d)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    plt.close(fig)
+    assert "g1 (most hurt)" in labels and "g0" in labels
+    calm = diagnosis.to_json()["most_hurt"]
+    assert calm["group"] is None and calm["tied"] == [] and diagnosis.groups["cost"].min() > -0.005
+    assert "No group is predicted to lose" in format_diagnosis(diagnosis)
+    assert '<tr class="hurt">' not in report_html(diagnosis)
+
+
+def test_the_recommendations_are_predicted_on_the_headlines_expectation():
+    """Issue 51 item 4 (the recommendations were split 0's while the headline averaged the splits: in 4 of 9
+    study cells their baseline's worst group was not the headline's): each option's cost is the mean of its
+    per-split predictions over the headline's splits, and its change is against the headline's cost."""
+    from dpfair_analysis.diagnose import diagnose_splits
+
+    data = synthetic_groups(sizes=(500, 160), input_scale=(1.0, 3.0), margin=(0.3, 0.6), offset=(0.0, 0.8), seed=7)
+    plan = PrivacyPlan(noise_multiplier=2.0, clip_bound=0.5, batch_size=32, epochs=2, lr=0.3)
+    options = DiagnosisOptions(rows=1500, curvature_rows=400, theory_rows=400, draws=40, recommendation_draws=20,
+                               max_steps=80)
+
+    def model(seed):
+        return build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=seed, l2=0.01)
+
+    pooled = diagnose_splits(data, model, plan, splits=2, options=options)
+    parts = [diagnose_splits(data, model, plan, splits=1, seed=s, options=options) for s in (0, 1)]
+    own = [{r["action"]: r for r in p.recommendations} for p in parts]
+    headline = pooled.groups.set_index("group")["cost"]
+    assert {r["action"] for r in pooled.recommendations} == set(own[0]) == set(own[1])
+    for rec in pooled.recommendations:
+        assert rec["splits"] == 2
+        for g, cost in rec["predicted_costs"].items():
+            assert rec["change_vs_plan"][g] == pytest.approx(cost - headline[g], abs=1e-12)
+            if rec["action"] != "quantile clip bound":       # its C is the quantile of both splits' norms
+                assert cost == pytest.approx((own[0][rec["action"]]["predicted_costs"][g]
+                                              + own[1][rec["action"]]["predicted_costs"][g]) / 2, abs=1e-12)
+        assert rec["worst_group"] == min(rec["predicted_costs"], key=rec["predicted_costs"].get)
+
+
+@pytest.mark.parametrize("worst,gap,verdict", [
+    (0.02, 0.03, "predicted to help"),        # the worst group gains, even though the gap widens
+    (0.005, 0.0, "predicted to help"),
+    (0.0, -0.01, "predicted to help"),        # the worst group does not move and the gap narrows
+    (-0.12, -0.2, "predicted to hurt"),       # levelling down: the worst group loses more, the gap narrows
+    (-0.005, 0.0, "predicted to hurt"),
+    (0.004, 0.005, "predicted to hurt"),      # the worst group does not move and the gap widens
+    (0.004, -0.004, "no predicted effect"),
+    (0.0, 0.0, "no predicted effect")])
+def test_a_recommendations_verdict_is_its_worst_group_then_its_gap_against_the_plan(worst, gap, verdict):
+    from dpfair_analysis.diagnose.recommendations import recommendation_verdict
+
+    assert recommendation_verdict(worst_change=worst, gap_change=gap) == verdict
+
+
+def _recommendation(action, verdict, worst_change, gap_change):
+    return {"action": action, "description": f"option {action}", "prediction": True, "verdict": verdict,
+            "worst_group": "a", "worst_cost": -0.05 + worst_change, "max_gap": 0.04 + gap_change,
+            "worst_change": worst_change, "gap_change": gap_change, "plan_worst_group": "a",
+            "plan_worst_cost": -0.05, "plan_gap": 0.04, "predicted_costs": {"a": -0.05 + worst_change, "b": 0.0}}
+
+
+def test_the_text_lists_the_options_predicted_to_hurt_apart_after_the_others():
+    """Issue 51 item 4 ("What would help" listed options predicted to hurt without saying so): each option sits
+    under its verdict's heading; those predicted to hurt come last, apart, each with its change against the plan."""
+    from dpfair_analysis.diagnose.report import format_recommendations
+
+    lines = format_recommendations([_recommendation("h", "predicted to help", 0.03, -0.03),
+                                    _recommendation("n", "no predicted effect", 0.001, 0.0),
+                                    _recommendation("x", "predicted to hurt", -0.12, 0.1)])
+    assert lines[0].startswith("What would help") and "the plan: worst a -0.0500, gap 0.0400" in lines[0]
+    helps = lines.index(next(x for x in lines if x.startswith("  Predicted to help")))
+    none = lines.index(next(x for x in lines if x.startswith("  No predicted effect")))
+    hurts = lines.index(next(x for x in lines if x.startswith("Predicted to hurt (listed apart")))
+    assert helps < none < hurts and lines[hurts - 1] == ""
+    assert lines[helps + 1].startswith("  - option h:") and lines[none + 1].startswith("  - option n:")
+    assert lines[hurts + 1] == ("  - option x: worst a -0.1700 (-0.1200 vs the plan), gap 0.1400 (+0.1000) "
+                                "(a -0.1700, b +0.0000)")
+    assert lines[-1] == lines[hurts + 1]
+
+
+def test_each_recommendation_is_labelled_against_the_headline_and_the_hurting_ones_come_last(diagnosis):
+    """The JSON's recommendations carry their verdict, computed from their worst group and gap against the
+    headline's, sorted help / no effect / hurt; the text puts the hurting ones under their own heading."""
+    from dpfair_analysis.diagnose.recommendations import VERDICTS, recommendation_verdict
+
+    payload = json.loads(json.dumps(diagnosis.to_json()))
+    recs = payload["recommendations"]
+    headline = diagnosis.groups.set_index("group")["cost"]
+    order = [VERDICTS.index(r["verdict"]) for r in recs]
+    assert order == sorted(order)
+    for rec in recs:
+        assert rec["plan_worst_group"] == headline.idxmin()
+        assert rec["worst_change"] == pytest.approx(rec["worst_cost"] - headline.min())
+        assert rec["gap_change"] == pytest.approx(rec["max_gap"] - (headline.max() - headline.min()))
+        assert rec["verdict"] == recommendation_verdict(worst_change=rec["worst_change"],
+                                                        gap_change=rec["gap_change"])
+    hurting = [r for r in recs if r["verdict"] == "predicted to hurt"]
+    assert hurting                               # this plan has options predicted to hurt (e.g. Naive reweighting)
+    text = format_diagnosis(diagnosis).splitlines()
+    start = text.index(next(x for x in text if x.startswith("Predicted to hurt")))
+    assert all(any(x.startswith(f"  - {r['description']}:") for x in text[start:]) for r in hurting)
+    assert not any(x.startswith(f"  - {r['description']}:") for r in hurting for x in text[:start])

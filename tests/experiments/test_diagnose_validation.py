@@ -134,10 +134,39 @@ def test_most_hurt_calibration_counts_who_was_most_hurt_in_each_seeds_run():
 
 
 def test_single_call_vs_expectation_marks_cells_where_the_modes_name_different_groups():
+    """Records before issue 51 (no verdict columns): each mode names its highest P(most hurt), not its lowest
+    predicted cost (a split cost of -1 for g1 changes nothing; its P does)."""
     r = records_with_split()
-    r.loc[(r["seed"] == 0) & (r["group"] == "g1") & (r["source"] == "adult"), "split_predicted"] = -1.0
+    adult0 = (r["seed"] == 0) & (r["source"] == "adult")
+    r.loc[adult0 & (r["group"] == "g1"), "split_predicted"] = -1.0
+    assert not V.single_call_vs_expectation(r)["differ"].any()
+    r.loc[adult0, "split_p_most_hurt"] = r.loc[adult0, "group"].map({"g0": 0.1, "g1": 0.85, "g2": 0.05})
     table = V.single_call_vs_expectation(r)
     assert set(table["differ"]) == {True, False}
     differ = table[table["differ"]]
     assert (differ["setting"] == "adult-x").all() and (differ["per_split_names"] == "g1").all()
     assert (differ["expectation_right"]).all() and not differ["per_split_right"].any()
+
+
+def test_the_study_reads_each_calls_verdict_and_a_tie_is_never_right():
+    """Issue 51: the study's names are the diagnosis' verdicts (columns named/tied from most_hurt_group), a call
+    that cannot be called lists its tied groups and counts as a miss, in single_call_vs_expectation and in
+    evaluate's most_hurt_named."""
+    r = records_with_split()
+    r["named"], r["tied"] = r["group"] == "g0", False
+    r["split_named"], r["split_tied"] = r["named"], False
+    adult0 = (r["seed"] == 0) & (r["source"] == "adult")
+    r.loc[adult0, "split_named"] = False
+    r.loc[adult0, "split_tied"] = r.loc[adult0, "group"].isin(["g0", "g1"])
+    table = V.single_call_vs_expectation(r)
+    differ = table[table["differ"]]
+    assert (differ["setting"] == "adult-x").all() and len(differ) == 2
+    assert (differ["per_split_names"] == "cannot be called: g0, g1").all() and not differ["per_split_right"].any()
+    assert table["expectation_right"].all()
+    r.loc[(r["seed"] == 1) & (r["source"] == "bank"), "named"] = False        # bank's seed-1 calls: tied
+    out = V.evaluate(r).set_index("predictor")
+    metrics = V.per_cell_metrics(r)
+    assert out.loc["diagnosis", "most_hurt_named"] == pytest.approx(metrics["named_hit"].mean())
+    assert out.loc["diagnosis", "most_hurt_named"] == pytest.approx((4 * 1 + 2 * (2 / 3)) / 6)
+    assert out.loc["diagnosis", "named_share"] == pytest.approx((4 * 1 + 2 * (2 / 3)) / 6)
+    assert np.isnan(out.loc["size", "most_hurt_named"])

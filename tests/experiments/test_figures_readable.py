@@ -36,25 +36,34 @@ def many_groups_result():
     return run_compare(config, progress=False)
 
 
-def test_comparison_figures_fit_a_page_and_keep_legends_short(many_groups_result, tmp_path, monkeypatch):
-    figures = []
-    real = plotting.save_figure
+@pytest.fixture(scope="module")
+def saved_figures(many_groups_result, tmp_path_factory):
+    """The comparison's figures saved once (``save_compare_figures``, default focus) -- the files written and, per
+    figure, its width, legend sizes, y labels and the data under its legends (``data_under_legends``), taken as
+    each is saved: the checks below share one rendering (each used to render all four figures again)."""
+    figures, real = {}, plotting.save_figure
 
     def capture(fig, path, **kwargs):
-        figures.append((path.name, fig.get_size_inches()[0], legend_entries(fig),
-                        [ax.get_ylabel() for ax in fig.axes]))
+        figures[path.name] = {"width": fig.get_size_inches()[0], "legends": legend_entries(fig),
+                              "labels": [ax.get_ylabel() for ax in fig.axes], "covered": data_under_legends(fig)}
         return real(fig, path, **kwargs)
 
-    monkeypatch.setattr(plotting, "save_figure", capture)
-    written = save_compare_figures(many_groups_result, tmp_path)
+    plotting.save_figure = capture
+    try:
+        written = save_compare_figures(many_groups_result, tmp_path_factory.mktemp("figures"))
+    finally:
+        plotting.save_figure = real
+    return written, figures
+
+
+def test_comparison_figures_fit_a_page_and_keep_legends_short(saved_figures):
+    written, figures = saved_figures
     assert {p.name for p in written} == {"accuracy.png", "loss_grad_norm.png", "cost.png", "clip_bounds.png"}
-    for name, width, legends, labels in figures:
-        assert width <= plotting.MAX_WIDTH, (name, width)
-        assert all(n <= plotting.MAX_LEGEND for n in legends), (name, legends)
-    accuracy = next(f for f in figures if f[0] == "accuracy.png")
-    assert any("± 1 sd, 2 seeds" in label for label in accuracy[3])
-    bounds = next(f for f in figures if f[0] == "clip_bounds.png")
-    assert any("25-75%" in label for label in bounds[3])
+    for name, figure in figures.items():
+        assert figure["width"] <= plotting.MAX_WIDTH, (name, figure["width"])
+        assert all(n <= plotting.MAX_LEGEND for n in figure["legends"]), (name, figure["legends"])
+    assert any("± 1 sd, 2 seeds" in label for label in figures["accuracy.png"]["labels"])
+    assert any("25-75%" in label for label in figures["clip_bounds.png"]["labels"])
 
 
 def test_focus_groups_are_the_population_and_the_two_extremes():
@@ -265,14 +274,6 @@ def test_the_diagnosis_figure_has_no_legend_over_a_bar_or_whisker():
         plt.close(fig)
 
 
-def test_comparison_figures_have_no_legend_over_their_data(many_groups_result, tmp_path, monkeypatch):
-    covered = {}
-    real = plotting.save_figure
-
-    def capture(fig, path, **kwargs):
-        covered[path.name] = data_under_legends(fig)
-        return real(fig, path, **kwargs)
-
-    monkeypatch.setattr(plotting, "save_figure", capture)
-    save_compare_figures(many_groups_result, tmp_path)
+def test_comparison_figures_have_no_legend_over_their_data(saved_figures):
+    covered = {name: figure["covered"] for name, figure in saved_figures[1].items()}
     assert covered and not {name: marks[:3] for name, marks in covered.items() if marks}

@@ -44,7 +44,7 @@ def target(tmp_path):
 def test_json_has_the_fields_and_the_exit_status_follows_the_verdict(target, capsys):
     assert main(["audit", "--target", f"{target}:private", *FAST, "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert set(payload) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds",
+    assert set(payload) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds", "power",
                             "certifiable_epsilon", "no_power"}
     assert payload["consistent"] is True and payload["epsilon_lower"] <= 1.0
     assert main(["audit", "--target", f"{target}:leaky", *FAST, "--json"]) == 1

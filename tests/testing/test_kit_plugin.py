@@ -23,7 +23,8 @@ CLAIMS = textwrap.dedent('''
 
     @pytest.mark.dp(relation="replace-one")
     def test_sensitivity_claim(dp):
-        dp.assert_sensitivity(lambda d: float(np.clip(d, -1, 1).sum()), 2.0, data=np.zeros(3), examples=30)
+        dp.assert_sensitivity(lambda d: float(np.clip(d, -1, 1).sum()), 2.0, norm=1, data=np.zeros(3),
+                              examples=30)
 
     def test_seed_depends_on_the_test(dp):
         print("SEED", dp.seed, dp.budget)

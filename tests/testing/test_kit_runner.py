@@ -86,3 +86,37 @@ def test_runner_refuses_bad_arguments():
         Runner(3)
     with pytest.raises(ValueError, match="time_budget"):
         Runner(good, time_budget=-1)
+
+
+def _exits(data, rng):
+    raise SystemExit(0)
+
+
+def _out_of_memory(data, rng):
+    raise MemoryError()
+
+
+@pytest.mark.parametrize("fn,match", [
+    (_exits, r"called sys.exit\(0\) instead of returning"),
+    (lambda data, rng: (_ for _ in ()).throw(GeneratorExit()), "raised GeneratorExit"),
+    (_out_of_memory, "raised MemoryError"),
+], ids=["sys.exit", "base-exception", "memory-error"])
+def test_code_that_ends_the_process_or_runs_out_of_memory_is_a_mechanism_error(fn, match):
+    """Before: SystemExit went through the audit (the CLI exited 0, the verdict of a consistent claim)."""
+    with pytest.raises(MechanismError, match=match):
+        run_audit(fn)
+
+
+def test_an_output_too_large_to_keep_is_refused_by_name_before_memory_runs_out():
+    """Before: a 10**7-coordinate output ran the audit into MemoryError (an 'internal error', status 1)."""
+    big = np.zeros(10 ** 6)
+    with pytest.raises(MechanismError, match=r"outputs of 1,000,000 numbers.*GiB, over the audit's limit"):
+        run_audit(lambda data, rng: big + rng.random())
+
+
+def test_a_large_output_is_streamed_in_smaller_chunks_with_the_same_numbers():
+    runner = Runner(lambda data, rng: rng.normal(size=20_000))
+    runner.check(DATA, 0)
+    chunks = list(runner.stream(DATA, 1000, 3))
+    assert len(chunks) > 1 and max(len(c) for c in chunks) * 20_000 * 8 <= 64 * 2 ** 20
+    assert np.array_equal(np.concatenate(chunks), np.concatenate(list(Runner(runner.fn).stream(DATA, 1000, 3))))

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from dpfair_analysis.testing import SensitivityViolation, assert_sensitivity, find_sensitivity, find_violation
+from dpfair_analysis.testing import (
+    ReplaceOne,
+    SensitivityViolation,
+    assert_sensitivity,
+    find_sensitivity,
+    find_violation,
+)
 from dpfair_analysis.testing.sensitivity import distance
 
 VALUES = st.lists(st.floats(-3, 3), min_size=1, max_size=8).map(lambda v: np.asarray(v, dtype=float))
@@ -18,23 +24,27 @@ def clipped_sum(data):
 
 def test_a_replace_one_claim_that_forgets_the_sign_flip_fails_with_a_shrunk_pair():
     with pytest.raises(SensitivityViolation) as failure:
-        assert_sensitivity(clipped_sum, 1.0, relation="replace-one", data=VALUES)
+        assert_sensitivity(clipped_sum, 1.0, relation="replace-one", norm=1, data=VALUES)
     error = failure.value
     assert error.ratio == pytest.approx(2.0) and error.observed == pytest.approx(2.0)
-    assert error.change.kind == "replace" and len(error.data) == 1  # shrunk to one record
+    # shrunk to two records: the replacement keeps to the data's observed range, which must hold both signs
+    assert error.change.kind == "replace" and len(error.data) == 2
     assert abs(error.change.before) >= 1 and abs(error.change.after) >= 1
     assert "ratio 2" in str(error)
+    with pytest.raises(SensitivityViolation) as anywhere:  # any record values: one record and a far point
+        assert_sensitivity(clipped_sum, 1.0, relation=ReplaceOne(domain="any"), norm=1, data=VALUES)
+    assert len(anywhere.value.data) == 1 and anywhere.value.ratio == pytest.approx(2.0)
 
 
 def test_the_correct_bound_passes_and_the_search_reaches_it():
-    report = assert_sensitivity(clipped_sum, 2.0, relation="replace-one", data=VALUES)
+    report = assert_sensitivity(clipped_sum, 2.0, relation="replace-one", mechanism="laplace", data=VALUES)
     assert report.sensitivity == pytest.approx(2.0)
-    assert find_sensitivity(clipped_sum, relation="replace-one", data=VALUES).sensitivity == pytest.approx(2.0)
+    assert find_sensitivity(clipped_sum, relation="replace-one", norm=1, data=VALUES).sensitivity == pytest.approx(2.0)
 
 
 def test_add_remove_of_the_clipped_sum_is_one():
-    assert find_sensitivity(clipped_sum, relation="add-remove", data=VALUES).sensitivity == pytest.approx(1.0)
-    assert_sensitivity(clipped_sum, 1.0, relation="add-remove", data=VALUES)
+    assert find_sensitivity(clipped_sum, relation="add-remove", norm=1, data=VALUES).sensitivity == pytest.approx(1.0)
+    assert_sensitivity(clipped_sum, 1.0, relation="add-remove", norm=1, data=VALUES)
 
 
 def group_means(data):
@@ -51,7 +61,8 @@ def printed_bound(d, d2):
 
 def test_attribute_change_search_breaks_a_printed_group_mean_bound():
     with pytest.raises(SensitivityViolation) as failure:
-        assert_sensitivity(group_means, printed_bound, relation="attribute-change", examples=500)
+        assert_sensitivity(group_means, printed_bound, relation="attribute-change", mechanism="gaussian",
+                           examples=500)
     error = failure.value
     assert error.ratio > 1 and error.change.kind == "attribute"
     assert len(error.data["group"]) <= 12
@@ -60,7 +71,7 @@ def test_attribute_change_search_breaks_a_printed_group_mean_bound():
 def test_the_default_search_includes_the_canary_families():
     # a claim of 0 is broken by any pair that changes the release at all; the canary pairs are dicts
     with pytest.raises(SensitivityViolation):
-        assert_sensitivity(lambda d: d["X"].sum(), 1e-9, relation="add-remove", examples=50)
+        assert_sensitivity(lambda d: d["X"].sum(), 1e-9, relation="add-remove", norm=1, examples=50)
 
 
 def test_norms_and_errors():
@@ -71,9 +82,9 @@ def test_norms_and_errors():
     with pytest.raises(ValueError, match="one shape"):
         distance([0, 0], [1], 2)
     with pytest.raises(ValueError, match="release_fn raised ZeroDivisionError"):
-        assert_sensitivity(lambda d: 1 / 0, 1.0, relation="replace-one", data=VALUES, examples=5)
+        assert_sensitivity(lambda d: 1 / 0, 1.0, relation="replace-one", norm=1, data=VALUES, examples=5)
     with pytest.raises(ValueError, match="bound"):
-        assert_sensitivity(clipped_sum, -1.0, relation="replace-one", data=VALUES)
+        assert_sensitivity(clipped_sum, -1.0, relation="replace-one", norm=1, data=VALUES)
 
 
 def test_find_violation_is_deterministic_and_reports_the_worst_ratio():
@@ -84,3 +95,36 @@ def test_find_violation_is_deterministic_and_reports_the_worst_ratio():
     assert found is not None and ratio == found / 5 > 1
     seeded = [find_violation(strategy, lambda x: x / 20, examples=30, seed=3)[1] for _ in range(2)]
     assert seeded[0] == seeded[1]
+
+
+def per_group_counts(attribute):
+    """Members of group 0 and of group 1: one person changing group moves them by (-1, +1)."""
+    return np.bincount(np.asarray(attribute), minlength=2).astype(float)
+
+
+def test_a_sensitivity_claim_states_its_norm():
+    """Issue 48.4: per-group counts claimed at sensitivity 1.5 under attribute change passed under the silent
+    default norm=2 (their l2 change is sqrt 2); the Laplace mechanism needs the l1 change, 2. Before the change
+    the call without a norm passed; now it is a TypeError naming norm=, and the claim fails in l1."""
+    data = np.array([0, 0, 1, 1, 1])
+    with pytest.raises(TypeError, match=r"norm=.*mechanism="):
+        assert_sensitivity(per_group_counts, 1.5, relation="attribute-change", data=data, examples=20)
+    with pytest.raises(TypeError, match="norm="):
+        find_sensitivity(per_group_counts, relation="attribute-change", data=data, examples=20)
+    with pytest.raises(SensitivityViolation, match="_1 = 2") as failure:
+        assert_sensitivity(per_group_counts, 1.5, relation="attribute-change", mechanism="laplace", data=data,
+                           examples=20)
+    assert failure.value.observed == pytest.approx(2.0)
+    assert_sensitivity(per_group_counts, 1.5, relation="attribute-change", mechanism="gaussian", data=data,
+                       examples=20)  # sqrt 2 <= 1.5: the Gaussian mechanism's claim holds
+    assert_sensitivity(per_group_counts, 2.0, relation="attribute-change", norm=1, data=data, examples=20)
+
+
+@pytest.mark.parametrize("options,error,match", [
+    ({"mechanism": "cauchy"}, ValueError, "mechanism must be one of"),
+    ({"mechanism": "laplace", "norm": 2}, ValueError, "disagrees"),
+    ({"norm": 0.5}, ValueError, "norm"),
+])
+def test_a_bad_norm_or_mechanism_names_itself(options, error, match):
+    with pytest.raises(error, match=match):
+        assert_sensitivity(clipped_sum, 1.0, relation="replace-one", data=VALUES, examples=5, **options)

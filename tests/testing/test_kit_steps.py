@@ -117,6 +117,10 @@ def test_one_run_audit_catches_a_training_without_noise_and_passes_a_noisy_one()
                        delta=1e-5, noise_multiplier=5.0, sampling_rate=1.0, steps=1, mode="one-run",
                        canaries=canaries, canary_direction=directions, seed=0)
     assert noisy.consistent
+    # a consistent one-run result carries its power: the bound if every guess were right
+    power = noisy.summary()["power"]
+    assert power["largest_certifiable_epsilon"] >= noiseless.epsilon_lower
+    assert power["can_refute_claim"] is (power["largest_certifiable_epsilon"] > noisy.epsilon_claimed)
 
 
 def test_audit_step_refuses_bad_arguments():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +144,45 @@ def test_misprint_combinator_names_the_fix_and_keeps_both_forms(printed, fixed, 
         assert verdict.details["fixed"]["status"] == "holds" and verdict.worst_ratio == 0.5
     if expected == "violated":
         assert verdict.details["fixed"]["status"] == "violated"
+
+
+@pytest.mark.parametrize("factor,expected", [(3.0, "violated"), (1.0, "misprinted")])
+def test_a_fix_that_changes_the_guarantee_makes_the_printed_form_violated(factor, expected):
+    """'misprinted' only where the fix does not change what is guaranteed: misprint_check's guarantee_change."""
+    verdict = misprint_check(_fixed("violated"), _fixed("holds"), fix="a → b",
+                             guarantee_change=lambda p, f: (factor, "at x = 1"))(QUICK)
+    assert verdict.status == expected and verdict.counterexample == {"x": 1}
+    if expected == "violated":
+        assert verdict.details["guarantee_change"] == {"factor": 3.0, "where": "at x = 1"}
+        assert "changes the guarantee ×3" in verdict.key and verdict.fix == "a → b"
+
+
+def test_standing_is_derived_from_the_premises():
+    plain = holds("fine", effort="1", worst_ratio=1.0)
+    assert plain.standing == "holds"
+    assert replace(plain, premises={"001.a": "holds", "001.b": "misprinted"}).standing == "holds"
+    for failed in ("violated", "holds-on-violated-premises"):
+        v = replace(plain, premises={"001.a": "holds", "001.b": failed})
+        assert v.standing == "holds-on-violated-premises" and v.failed_premises == ["001.b"]
+    broken = violated("broken", counterexample={"x": 1}, ratio=2.0)
+    assert replace(broken, premises={"001.b": "violated"}).standing == "violated"
+
+
+def test_a_claim_cannot_rest_on_itself_and_readings_name_the_one_taken():
+    with pytest.raises(ValueError, match="rest on itself"):
+        core.Claim(id="001.x", location="l", quote="q", statement="s", regime="r", method="m", check=_fixed("holds"),
+                   mutant=_fixed("violated"), rests_on=("001.x",))
+    reading = core.Reading("other", "t", check=_fixed("holds"), mutant=_fixed("violated"))
+    with pytest.raises(ValueError, match="names the reading"):
+        core.Claim(id="001.x", location="l", quote="q", statement="s", regime="r", method="m", check=_fixed("holds"),
+                   mutant=_fixed("violated"), readings=(reading,))
+
+
+def test_every_premise_resolves_and_theorem5_rests_on_the_lemmas():
+    for c in CLAIMS:
+        for ref in c.rests_on:
+            assert get_claim(ref).paper == c.paper, (c.id, ref)
+    assert get_claim("003.thm5").rests_on == ("003.lemma1", "003.lemma2")
 
 
 def test_verdicts_refuse_an_unknown_status_and_claims_an_unknown_kind():

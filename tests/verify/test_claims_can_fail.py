@@ -1,6 +1,7 @@
 """Every registered claim gets the verdict written here at the quick budget, and its mutant (the bound
 falsified, the counterexample fed in, the setting where the statement is true, or a misprint's fixed
-form falsified) flips it: a check that cannot be made to flip cannot fail.
+form falsified) flips it: a check that cannot be made to flip cannot fail. The same for every alternative
+reading registered beside a verdict (its check and its mutant), and the standings derived from premises.
 
 One test per claim runs its check and its mutant once (checks remember their verdict per budget, so the
 by-hand tests in test_claims*.py reuse it in the same process). The expected verdicts were decided by
@@ -40,8 +41,10 @@ EXPECTED = {
     "003.thm2.unsigned": "holds", "003.thm1.sum-release": "holds", "003.thm2.sum-release": "holds",
     "003.sec7.missing": "violated", "003.sec7.less-noise": "violated", "003.sec4.2.gaussian": "misprinted",
     "003.sec4.2.gaussian.std": "holds", "003.thm3": "misprinted", "003.thm3.mironov": "holds", "003.thm4": "holds",
-    "003.lemma1": "violated", "003.lemma1.given-sensitivity": "misprinted", "003.lemma1.shared-batch": "violated",
-    "003.lemma2": "violated", "003.lemma2.given-sensitivity": "misprinted", "003.thm5": "holds",
+    "003.lemma1": "violated", "003.lemma1.given-sensitivity": "violated",
+    "003.lemma1.given-sensitivity.multiplier": "holds", "003.lemma1.shared-batch": "violated",
+    "003.lemma2": "violated", "003.lemma2.given-sensitivity": "violated",
+    "003.lemma2.given-sensitivity.multiplier": "holds", "003.thm5": "holds",
     "003.sec6.1.rdp-to-dp": "holds", "003.thm6": "misprinted", "003.thm6.signed": "holds",
     "003.thm6.optimal-Cp": "violated", "003.thm7": "holds", "002.eq3": "holds", "002.eq4": "misprinted",
     "002.eq4.scaled": "holds", "002.eq4.bias-variance": "holds", "002.eq4.clipping-bias": "holds",
@@ -70,3 +73,26 @@ def test_verdict_and_its_mutant(claim):
         assert verdict.fix and verdict.fix != "none" and verdict.details["fixed"]["status"] == "holds"
     mutated = claim.mutant(QUICK)
     assert mutated.status in ("holds", "violated") and mutated.status != verdict.status, (claim.id, verdict, mutated)
+
+
+#: The verdict of each alternative reading (claim id, reading name) at the quick budget.
+EXPECTED_READINGS = {
+    ("000.sec6.1.3.count-budget", "separate"): "holds", ("001.thm2", "noise on the average"): "holds",
+    ("001.ex2.sum", "comparable"): "holds", ("001.sec8.boundary-trace", "equal norms"): "holds",
+}
+READINGS = [(c, r) for c in CLAIMS for r in c.readings]
+
+
+def test_every_reading_has_an_expected_verdict_and_vice_versa():
+    assert set(EXPECTED_READINGS) == {(c.id, r.name) for c, r in READINGS}
+
+
+@pytest.mark.parametrize("claim,reading", READINGS, ids=[f"{c.id}:{r.name}" for c, r in READINGS])
+def test_each_alternative_reading_and_its_mutant(claim, reading):
+    """The other reading's verdict differs from the claim's own (else it would not be worth naming), and its
+    mutant (a falsified bound) flips it."""
+    verdict = reading.check(QUICK)
+    assert verdict.status == EXPECTED_READINGS[(claim.id, reading.name)] != claim.check(QUICK).status
+    assert verdict.key_number  # the number the other reading gives, computed
+    mutated = reading.mutant(QUICK)
+    assert mutated.status in ("holds", "violated") and mutated.status != verdict.status, (claim.id, mutated)

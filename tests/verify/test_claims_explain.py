@@ -89,5 +89,46 @@ def test_cli_json_carries_kind_and_counts(capsys):
     out = json.loads(capsys.readouterr().out)
     [row] = out["claims"]
     assert row["kind"] == "printed" and row["verdict"] == "misprinted" and row["fix"]
-    assert out["counts"] == {"holds": 0, "violated": 0, "misprinted": 1, "inconclusive": 0}
+    assert out["counts"] == {"holds": 0, "holds-on-violated-premises": 0, "violated": 0, "misprinted": 1,
+                             "inconclusive": 0}
+    assert row["standing"] == "misprinted" and row["rests_on"] == [] and row["readings"] == []
     assert len({c.id for c in CLAIMS}) == len(CLAIMS)
+
+
+def test_explain_names_the_premises_and_the_standing():
+    info = explain("003.thm5", QUICK)
+    assert info["verdict"] == "holds" and info["standing"] == "holds-on-violated-premises"
+    assert info["rests_on"] == {"003.lemma1": "violated", "003.lemma2": "violated"}
+    assert any("Lemmas 1 and 2" in q for q in info["context"])
+    text = format_explanation(info)
+    assert "HOLDS (holds, but rests on violated premises)" in text.splitlines()[0]
+    assert "\nRests on" in text and "003.lemma1 (violated)" in text and "\nPaper also" in text
+
+
+def test_explain_shows_the_other_reading_with_its_computed_number():
+    info = explain("000.sec6.1.3.count-budget", QUICK)
+    assert info["verdict"] == "violated" and info["reading"].startswith("joint")
+    [alt] = info["alternative_readings"]
+    assert alt["reading"] == "separate" and alt["verdict"] == "holds" and "0.011" in alt["key"]
+    assert "0.081" in info["key"]
+    text = format_explanation(info)
+    assert "\nReading" in text and "\nOther reading   separate" in text
+
+
+def test_lemma_explanation_quotes_the_proof_and_the_paper_setting():
+    info = explain("003.lemma1.given-sensitivity", QUICK)
+    assert info["verdict"] == "violated" and "σ = σ_p Δ_p" in info["quote"]
+    assert any("Gaussian noise with parameter σ_p" in q for q in info["context"])
+    assert any("C_p = 10.0" in q for q in info["context"])
+    assert [c["id"] for c in info["corrected_form"]["claims"]] == ["003.lemma1.given-sensitivity.multiplier"]
+    assert info["corrected_form"]["claims"][0]["verdict"] == "holds"
+
+
+def test_cli_table_marks_a_claim_on_violated_premises_and_an_other_reading(capsys):
+    assert main(["verify", "--claim", "003.thm5", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "holds†" in out and "† holds, but rests on violated premises: 003.lemma1 (violated)" in out
+    assert "0 holds, 1 holds but rests on violated premises" in out
+    assert main(["verify", "--claim", "001.ex2.sum", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "↔ read as '∝' literally" in out and "comparable: holds" in out

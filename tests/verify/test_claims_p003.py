@@ -228,7 +228,51 @@ def test_lemma1_unit_sensitivity_misprint_by_quadrature(m, q):
     printed = privacy.sg_rdp(alpha, q, sigma * delta)
     assert (actual > printed * (1 + 1e-6)) == (delta > 1)
     v = get_claim("003.lemma1.given-sensitivity").check(QUICK)
-    assert v.status == "misprinted" and v.details["fixed"]["status"] == "holds"
+    assert v.status == "violated" and v.details["fixed"]["status"] == "holds"
+    assert get_claim("003.lemma1.given-sensitivity.multiplier").check(QUICK).status == "holds"
+
+
+def test_lemma1_given_sensitivity_overstates_privacy_3410_fold_by_dp_accounting():
+    """The issue's number, independent of the check's quadrature: at the paper's C_p = 10, λ_max = 1 and a smallest
+    group of 3 in the batch, Δ_p = 10; with q = 0.1, σ_p = 1, α = 8 the step (noise std σ_pΔ_p on a release of
+    sensitivity Δ_p) has the RDP of the unit-sensitivity sampled Gaussian at multiplier σ_p (1.378), while Lemma 1
+    as printed promises Eq. (14) at σ = σ_pΔ_p = 10 (4.04e-4): ×3.41e3. The fix changes the ε promised, so the
+    printed Lemma is violated (not misprinted), with the multiplier form as its corrected twin."""
+    def sg(q, sigma, alpha):
+        accountant = rdp_privacy_accountant.RdpAccountant([alpha])
+        accountant.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)))
+        return float(accountant._rdp[0])
+
+    delta_p = 2 * 10.0 * 1.0 / (3 - 1)
+    true, promised = sg(0.1, 1.0, 8.0), sg(0.1, 1.0 * delta_p, 8.0)
+    assert true == pytest.approx(1.37836, rel=1e-4) and true / promised == pytest.approx(3410.19, rel=1e-4)
+    v = get_claim("003.lemma1.given-sensitivity").check(QUICK)
+    assert v.status == "violated" and v.ratio == pytest.approx(true / promised, rel=1e-6)
+    assert v.details["guarantee_change"]["factor"] == pytest.approx(true / promised, rel=1e-6)
+    assert "overstates privacy" in v.key and "not a misprint" in v.key
+    assert get_claim("003.lemma1.given-sensitivity").mutant(QUICK).status == "holds"  # groups with Δ_p ≤ 1
+
+
+def test_lemma2_given_sensitivity_is_violated_with_its_multiplier_twin():
+    v = get_claim("003.lemma2.given-sensitivity").check(QUICK)
+    assert v.status == "violated" and v.ratio == pytest.approx(12.5) and "overstates privacy" in v.key
+    assert get_claim("003.lemma2.given-sensitivity.multiplier").check(QUICK).status == "holds"
+    assert get_claim("003.lemma2.given-sensitivity").mutant(QUICK).status == "holds"
+
+
+def test_theorem5_holds_but_rests_on_the_violated_lemmas():
+    """003.thm5's own check (the ledgers against the formula) holds; its standing, derived from Lemmas 1-2's
+    verdicts, is 'holds, but rests on violated premises' and is counted apart from a plain holds."""
+    from dpfair_analysis.verify.claims import count_verdicts, run_claims
+
+    claim = get_claim("003.thm5")
+    assert claim.rests_on == ("003.lemma1", "003.lemma2")
+    [(_, v, _)] = run_claims([claim], QUICK, progress=False)
+    assert v.status == "holds" and v.premises == {"003.lemma1": "violated", "003.lemma2": "violated"}
+    assert v.standing == "holds-on-violated-premises"
+    assert v.standing_label == "holds, but rests on violated premises"
+    counts = count_verdicts([(claim, v, 0.0)])
+    assert counts["holds"] == 0 and counts["holds-on-violated-premises"] == 1
 
 
 @pytest.mark.parametrize("alpha", [2, 8, 32, 64])

@@ -210,6 +210,31 @@ def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
+def parse_method(method: str, *, default_clip: float) -> tuple[str, float]:
+    """``"dpsgd(C=2)"`` -> ``("dpsgd", 2.0)``; other names keep ``default_clip`` (ValueError naming the
+    registered methods otherwise). Reads only the registry, so the command line checks ``--methods`` with it
+    before importing torch.
+
+    Parameters
+    ----------
+    method : str
+        A registered name, or ``NAME(C=<bound>)`` with the run's uniform clipping bound.
+    default_clip : float
+        The bound of a name without ``(C=...)``.
+    """
+    known = list(names())
+    match = re.fullmatch(r"\s*([a-z]+)\s*(?:\(\s*C\s*=\s*([^)]+)\))?\s*", str(method))
+    if match is None or match.group(1) not in known:
+        raise ValueError(f"method must be one of {known} or 'dpsgd(C=<bound>)', got {method!r}")
+    name, clip = match.groups()
+    if clip is None:
+        return name, default_clip
+    try:
+        return name, float(clip)
+    except ValueError:
+        raise ValueError(f"method {method!r}: C must be a number, got {clip!r}") from None
+
+
 @dataclass(frozen=True)
 class Flag:
     """One command-line flag of the methods' options: its name, the parser of its text (``type``), its allowed

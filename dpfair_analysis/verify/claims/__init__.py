@@ -9,7 +9,10 @@ registry entry right after its check; the types, the search helper and the mispr
 :mod:`.core`, shared data and the Gaussian-mechanism checks in :mod:`.fixtures`.
 
 Verdicts (:mod:`.core`): ``holds``, ``violated`` (false as stated, in the stated regime), ``misprinted``
-(false as printed, true after a named typo fix -- both forms tested) and ``inconclusive``. Each printed
+(false as printed, true after a named typo fix that does not change what is guaranteed -- both forms tested) and
+``inconclusive``. A claim's *standing* sets apart a ``holds`` whose premises (``rests_on``, the claims its proof
+uses) include a violated one: "holds, but rests on violated premises"; :func:`run_claims` derives it from the
+premises' own verdicts, and runs each alternative reading (``readings``) beside the verdict. Each printed
 statement is tested as printed (``kind="printed"``, its quote verbatim); corrected forms and
 statements beyond the paper's regime are separate claims (``kind="corrected"`` / ``"extension"``).
 Budgets: :data:`QUICK` (what the default tests run) and :data:`FULL` (``dpfair verify --budget full``).
@@ -22,6 +25,7 @@ import json
 import textwrap
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from dpfair_analysis.verify.claims import (
@@ -38,12 +42,16 @@ from dpfair_analysis.verify.claims import (
 from dpfair_analysis.verify.claims.core import (
     BUDGETS,
     FULL,
+    HOLDS_ON_VIOLATED,
     KINDS,
     PAPERS,
     QUICK,
+    STANDING_LABELS,
+    STANDINGS,
     STATUSES,
     Budget,
     Claim,
+    Reading,
     Verdict,
     inconclusive,
 )
@@ -52,19 +60,26 @@ __all__ = [
     "BUDGETS",
     "CLAIMS",
     "FULL",
+    "HOLDS_ON_VIOLATED",
     "KINDS",
     "MODULES",
     "PAPERS",
     "QUICK",
+    "STANDINGS",
+    "STANDING_LABELS",
     "STATUSES",
     "Budget",
     "Claim",
+    "Reading",
     "Verdict",
     "claims_for",
     "corrections_of",
     "count_verdicts",
     "explain",
+    "format_alternatives",
+    "format_counts",
     "format_explanation",
+    "format_premises",
     "get_claim",
     "run_claims",
     "verdict_table",
@@ -82,6 +97,20 @@ for _c in CLAIMS:  # every reference resolves to a printed claim of the same pap
     for _ref in (_c.corrects, _c.extends):
         if _ref is not None and (_ref not in _BY_ID or _BY_ID[_ref].kind != "printed" or _ref[:3] != _c.paper):
             raise RuntimeError(f"{_c.id} refers to {_ref!r}, not a printed claim of paper {_c.paper}")
+    for _ref in _c.rests_on:  # premises resolve, and no chain of premises comes back to the claim
+        if _ref not in _BY_ID:
+            raise RuntimeError(f"{_c.id} rests on {_ref!r}, which is not a registered claim")
+
+
+def _premise_chain(claim_id: str, seen: tuple[str, ...] = ()) -> None:
+    if claim_id in seen:
+        raise RuntimeError(f"claims rest on each other in a cycle: {' -> '.join((*seen, claim_id))}")
+    for ref in _BY_ID[claim_id].rests_on:
+        _premise_chain(ref, (*seen, claim_id))
+
+
+for _c in CLAIMS:
+    _premise_chain(_c.id)
 
 
 def get_claim(claim_id: str) -> Claim:
@@ -105,9 +134,44 @@ def corrections_of(claim: Claim) -> list[Claim]:
     return [c for c in CLAIMS if claim.id in (c.corrects, c.extends)]
 
 
+def _run_check(check, budget: Budget) -> Verdict:
+    try:
+        return check(budget)
+    except Exception as error:  # noqa: BLE001 -- a check must never take the registry down
+        return inconclusive("check raised", reason=f"{type(error).__name__}: {error}")
+
+
+def _standing(claim: Claim, budget: Budget, memo: dict[str, str]) -> str:
+    """A claim's standing (:attr:`Verdict.standing`) from its own check and, when that holds, its premises'
+    (recursively: a premise that holds on violated premises passes that on)."""
+    if claim.id not in memo:
+        verdict = _run_check(claim.check, budget)
+        premises = {} if verdict.status != "holds" else \
+            {ref: _standing(get_claim(ref), budget, memo) for ref in claim.rests_on}
+        memo[claim.id] = Verdict(verdict.status, verdict.key, premises=premises).standing
+    return memo[claim.id]
+
+
+def _derived(claim: Claim, verdict: Verdict, budget: Budget) -> Verdict:
+    """The verdict with what the registry derives beside it: each premise's standing (``premises``) and each
+    alternative reading's verdict and number (``alternatives``)."""
+    memo: dict[str, str] = {}
+    premises = {ref: _standing(get_claim(ref), budget, memo) for ref in claim.rests_on}
+    alternatives = []
+    for reading in claim.readings:
+        v = _run_check(reading.check, budget)
+        alternatives.append({"reading": reading.name, "text": reading.text, "verdict": v.status,
+                             "key": v.key if v.status != "inconclusive" else v.reason, "number": v.key_number})
+    return replace(verdict, premises=premises, alternatives=tuple(alternatives))
+
+
 def run_claims(claims: Iterable[Claim], budget: Budget | str = QUICK, *,
                progress: bool = True) -> list[tuple[Claim, Verdict, float]]:
     """Run each claim's check; returns (claim, verdict, seconds). A check that raises is inconclusive.
+
+    Each verdict comes back with what the registry derives beside it: the standing of every premise the claim
+    rests on (``Verdict.premises``, the premises' checks run too -- checks remember their verdicts, so a premise
+    in ``claims`` runs once) and the verdict of each alternative reading (``Verdict.alternatives``).
 
     Parameters
     ----------
@@ -121,8 +185,9 @@ def run_claims(claims: Iterable[Claim], budget: Budget | str = QUICK, *,
     Returns
     -------
     list of (Claim, Verdict, float)
-        Each claim with its verdict (holds / violated with a counterexample / misprinted / inconclusive) and the
-        seconds its check took.
+        Each claim with its verdict (holds / violated with a counterexample / misprinted / inconclusive; its
+        ``standing`` sets apart "holds, but rests on violated premises") and the seconds its check took (with
+        its premises and alternative readings).
     """
     from tqdm import tqdm
 
@@ -131,35 +196,57 @@ def run_claims(claims: Iterable[Claim], budget: Budget | str = QUICK, *,
     claims = list(claims)
     for claim in tqdm(claims, desc=f"verify ({budget.name})", disable=not progress, leave=False):
         start = time.perf_counter()
-        try:
-            verdict = claim.check(budget)
-        except Exception as error:  # noqa: BLE001 -- a check must never take the registry down
-            verdict = inconclusive("check raised", reason=f"{type(error).__name__}: {error}")
+        verdict = _derived(claim, _run_check(claim.check, budget), budget)
         out.append((claim, verdict, time.perf_counter() - start))
     return out
 
 
 def count_verdicts(results: list[tuple[Claim, Verdict, float]]) -> dict[str, int]:
-    """How many claims got each verdict (every status, zeros included)."""
-    return {s: sum(v.status == s for _, v, _ in results) for s in STATUSES}
+    """How many claims have each standing (every one, zeros included): a plain ``holds`` apart from
+    ``"holds-on-violated-premises"`` ("holds, but rests on violated premises"), then violated, misprinted,
+    inconclusive."""
+    return {s: sum(v.standing == s for _, v, _ in results) for s in STANDINGS}
+
+
+def format_counts(counts: dict[str, int]) -> str:
+    """The totals in words: "47 holds, 1 holds but rests on violated premises, 29 violated, ..."."""
+    return ", ".join(f"{counts[s]} {STANDING_LABELS[s].replace(',', '')}" for s in STANDINGS)
+
+
+def format_premises(verdict: Verdict) -> str:
+    """The premises a verdict rests on, with their standings ("" when none)."""
+    return ", ".join(f"{k} ({STANDING_LABELS[v]})" for k, v in verdict.premises.items())
+
+
+def format_alternatives(verdict: Verdict) -> str:
+    """Each alternative reading with its verdict and number, generated from the readings' verdicts ("" when none)."""
+    return "; ".join(f"{a['reading']}: {a['verdict']}" + (f" {a['number']}" if a["number"] else "") +
+                     f" — {a['key']}" for a in verdict.alternatives)
 
 
 def verdict_table(results: list[tuple[Claim, Verdict, float]]):
-    """Tidy table (pandas): id, paper, kind, location, statement, verdict, key number, key, ratio, fix, corrects,
-    extends, seconds."""
+    """Tidy table (pandas): id, paper, kind, location, statement, verdict, standing (the verdict, with "holds, but
+    rests on violated premises" apart), key number, key, ratio, fix, corrects, extends, rests_on (premise ids and
+    their standings), reading (the one the verdict takes), alternative_readings (each with its verdict and
+    number), seconds."""
     import pandas as pd
 
     return pd.DataFrame([{"id": c.id, "paper": c.paper, "kind": c.kind, "location": c.location,
-                          "statement": c.statement, "verdict": v.status, "key_number": v.key_number, "key": v.key,
+                          "statement": c.statement, "verdict": v.status, "standing": v.standing_label,
+                          "key_number": v.key_number, "key": v.key,
                           "ratio": v.ratio if v.status in ("violated", "misprinted") else v.worst_ratio,
-                          "fix": v.fix or c.fix, "corrects": c.corrects, "extends": c.extends, "seconds": s}
+                          "fix": v.fix or c.fix, "corrects": c.corrects, "extends": c.extends,
+                          "rests_on": format_premises(v), "reading": c.reading or "",
+                          "alternative_readings": format_alternatives(v), "seconds": s}
                          for c, v, s in results])
 
 
 def explain(claim_id: str, budget: Budget | str = QUICK) -> dict[str, Any]:
-    """Everything about one claim: the statement as printed (quote), where it is (paper, section, equation),
-    what is tested and how, the verdict with its counterexample or worst ratio, the named fix, and the
-    corrected form (the registered corrections and extensions, run at the same budget)."""
+    """Everything about one claim: the statement as printed (quote) and the paper's further words the verdict
+    reads (context), where it is (paper, section, equation), what is tested and how, the verdict with its
+    counterexample or worst ratio and its standing (the premises it rests on, with theirs), the reading it takes
+    and the other readings with their verdicts, the named fix, and the corrected form (the registered
+    corrections and extensions, run at the same budget)."""
     claim = get_claim(claim_id)
     [(_, verdict, seconds)] = run_claims([claim], budget, progress=False)
     related = [(c, v) for c, v, _ in run_claims(corrections_of(claim), budget, progress=False)]
@@ -167,8 +254,12 @@ def explain(claim_id: str, budget: Budget | str = QUICK) -> dict[str, Any]:
     evidence = verdict.evidence()
     return {
         "id": claim.id, "paper": claim.paper, "citation": claim.citation, "kind": claim.kind,
-        "location": claim.location, "quote": claim.quote, "statement": claim.statement, "regime": claim.regime,
-        "method": claim.method, "verdict": verdict.status, "key": verdict.key,
+        "location": claim.location, "quote": claim.quote, "context": list(claim.context),
+        "statement": claim.statement, "regime": claim.regime,
+        "method": claim.method, "verdict": verdict.status, "standing": verdict.standing,
+        "standing_label": verdict.standing_label, "key": verdict.key,
+        "rests_on": dict(verdict.premises), "reading": claim.reading,
+        "alternative_readings": [dict(a) for a in verdict.alternatives],
         "fix": verdict.fix if verdict.fix and verdict.fix != "none" else claim.fix,
         "counterexample": evidence.get("counterexample"),
         "ratio": evidence.get("ratio"), "worst_ratio": evidence.get("worst_ratio"),
@@ -200,16 +291,30 @@ def format_explanation(info: dict[str, Any], *, width: int = 110) -> str:
     def field(label: str, text: str) -> list[str]:
         return textwrap.wrap(text, width=width, initial_indent=f"{label:<16}", subsequent_indent=" " * 16) or [label]
 
-    lines = [f"{info['id']}  [{info['kind']}]  verdict: {info['verdict'].upper()}", ""]
+    head = f"{info['id']}  [{info['kind']}]  verdict: {info['verdict'].upper()}"
+    if info["standing"] != info["verdict"]:
+        head += f" ({info['standing_label']})"
+    lines = [head, ""]
     lines += field("Where", f"paper {info['paper']} ({info['citation']}), {info['location']}")
     if info["refers_to"]:
         relation = "corrects" if info["kind"] == "corrected" else "extends"
         lines += field(relation.capitalize(), f"{info['refers_to']['id']}: {info['refers_to']['statement']}")
     lines += field("As printed", f"“{info['quote']}”")
+    for quote in info["context"]:
+        lines += field("Paper also", f"“{quote}”")
     lines += field("Tested", info["statement"])
     lines += field("Regime", info["regime"])
     lines += field("Check", info["method"])
     lines += field("Verdict", f"{info['verdict']} — {info['key']}")
+    if info["rests_on"]:
+        failed = [k for k, v in info["rests_on"].items() if v in ("violated", HOLDS_ON_VIOLATED)]
+        lines += field("Rests on", ", ".join(f"{k} ({STANDING_LABELS[v]})" for k, v in info["rests_on"].items()) +
+                       (f": {info['standing_label']} ({', '.join(failed)})" if failed else ""))
+    if info["reading"]:
+        lines += field("Reading", info["reading"])
+    for alt in info["alternative_readings"]:
+        lines += field("Other reading", f"{alt['reading']} — {alt['text']}: {alt['verdict']}" +
+                       (f" ({alt['number']})" if alt["number"] else "") + f" — {alt['key']}")
     if info["fix"]:
         lines += field("Fix", info["fix"])
     if info["verdict"] in ("violated", "misprinted") and info["counterexample"] is not None:

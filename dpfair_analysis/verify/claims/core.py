@@ -14,6 +14,21 @@ and ``check(budget)`` returning a :class:`Verdict`:
   tested (:func:`misprint_check`), the printed form's counterexample is kept;
 * ``inconclusive`` -- the check could not decide (``reason``).
 
+"Misprinted" is kept for fixes that do not change what is guaranteed: a fix that changes the guaranteed quantity
+(:func:`misprint_check`'s ``guarantee_change`` measures it) makes the printed statement ``violated``, and its
+fixed form a separate ``kind="corrected"`` claim.
+
+Two things a verdict is read beside, both derived when the registry runs
+(:func:`dpfair_analysis.verify.claims.run_claims`), never written by hand:
+
+* ``rests_on`` -- the ids of the claims the paper's proof uses (its premises). A claim whose own check holds while
+  a premise is ``violated`` (or itself rests on a violated premise) has the *standing*
+  ``"holds-on-violated-premises"`` (:data:`STANDING_LABELS`: "holds, but rests on violated premises"), counted
+  apart from a plain ``holds``;
+* ``readings`` -- :class:`Reading` entries: where the paper's words admit another reading than the one the check
+  takes (``reading``), each with its own check (and mutant), run beside the verdict so the number the other reading
+  gives is computed, not typed.
+
 "Outside the stated regime" is not a verdict: a claim is tested where the paper states it,
 and a statement beyond that regime is registered separately with ``kind="extension"``
 (``extends`` names the printed claim); a corrected form is ``kind="corrected"`` (``corrects``).
@@ -49,6 +64,12 @@ PAPERS: dict[str, tuple[str, str]] = {
 }
 STATUSES = ("holds", "violated", "misprinted", "inconclusive")
 KINDS = ("printed", "corrected", "extension")
+#: A verdict's standing: its status, except that a ``holds`` resting on a violated premise is set apart.
+HOLDS_ON_VIOLATED = "holds-on-violated-premises"
+STANDINGS = ("holds", HOLDS_ON_VIOLATED, "violated", "misprinted", "inconclusive")
+STANDING_LABELS = {**{s: s for s in STATUSES}, HOLDS_ON_VIOLATED: "holds, but rests on violated premises"}
+#: Premise standings that make a claim resting on them ``HOLDS_ON_VIOLATED``.
+FAILED_PREMISE = ("violated", HOLDS_ON_VIOLATED)
 
 
 # =============================================================================== budgets and verdicts
@@ -70,7 +91,12 @@ BUDGETS = {"quick": QUICK, "full": FULL}
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of one check (see the module docstring). ``fix`` is the named typo fix of a
-    ``misprinted`` verdict (or the fix that was tried and did not rescue a ``violated`` one)."""
+    ``misprinted`` verdict (or the fix that was tried and did not rescue a ``violated`` one, or that
+    changes the guarantee).
+
+    ``premises`` (premise id -> its standing) and ``alternatives`` (one dict per :class:`Reading`: reading,
+    text, verdict, key, number) are empty as a check returns them; the registry's ``run_claims`` fills them
+    in, and :attr:`standing` reads them."""
 
     status: str
     key: str
@@ -81,10 +107,30 @@ class Verdict:
     reason: str = ""
     fix: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    premises: dict[str, str] = field(default_factory=dict)
+    alternatives: tuple[dict[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def failed_premises(self) -> list[str]:
+        """The premises (``rests_on``) whose standing is violated, directly or through their own premises."""
+        return [k for k, v in self.premises.items() if v in FAILED_PREMISE]
+
+    @property
+    def standing(self) -> str:
+        """The status, except ``"holds-on-violated-premises"`` for a ``holds`` whose premises include a violated one
+        (derived from :attr:`premises`, which the registry fills from the premises' own verdicts)."""
+        if self.status == "holds" and self.failed_premises:
+            return HOLDS_ON_VIOLATED
+        return self.status
+
+    @property
+    def standing_label(self) -> str:
+        """:attr:`standing` in words ("holds, but rests on violated premises")."""
+        return STANDING_LABELS[self.standing]
 
     @property
     def key_number(self) -> str:
@@ -97,7 +143,7 @@ class Verdict:
 
     def evidence(self) -> dict[str, Any]:
         """JSON-ready evidence (no status)."""
-        out = {k: v for k, v in asdict(self).items() if k != "status" and v not in (None, "", {})}
+        out = {k: v for k, v in asdict(self).items() if k != "status" and v not in (None, "", {}, ())}
         return jsonable(out)
 
 
@@ -134,11 +180,19 @@ def cached(check: Check) -> Check:
     return run
 
 
-def misprint_check(printed: Check, fixed: Check, *, fix: str) -> Check:
+GuaranteeChange = Callable[[Verdict, Verdict], tuple[float, str]]
+
+
+def misprint_check(printed: Check, fixed: Check, *, fix: str, guarantee_change: GuaranteeChange | None = None
+                   ) -> Check:
     """A printed statement with a typo: test the printed form and the form after ``fix``.
 
     * printed violated, fixed holds: ``misprinted`` (the printed counterexample and factor; the printed
-      form's details under ``details["printed"]``, the fixed form's evidence under ``details["fixed"]``);
+      form's details under ``details["printed"]``, the fixed form's evidence under ``details["fixed"]``) --
+      unless ``guarantee_change(printed verdict, fixed verdict)`` returns a factor > 1: the fix changes what
+      the statement guarantees (e.g. the ε it promises), so the printed statement is ``violated`` (its fixed
+      form belongs in a ``kind="corrected"`` claim); the factor and where it is reached go into the key and
+      ``details["guarantee_change"]``;
     * both violated: ``violated`` -- the typo fix does not rescue it (both counterexamples);
     * printed holds: ``holds`` (the typo does not bite where it was tested);
     * anything inconclusive: ``inconclusive``.
@@ -150,6 +204,14 @@ def misprint_check(printed: Check, fixed: Check, *, fix: str) -> Check:
             return replace(inconclusive("a form could not be decided", reason=p.reason or f.reason, **both), fix=fix)
         if p.status == "holds":
             return replace(p, fix=fix, details={**p.details, "fixed": both["fixed"]})
+        change = guarantee_change(p, f) if (f.status == "holds" and guarantee_change is not None) else None
+        if change is not None and change[0] > 1 + 1e-9:
+            factor, where = change
+            return Verdict("violated", f"as printed: {p.key}; the fix holds ({f.key}) but changes the guarantee "
+                                       f"×{factor:.3g} ({where}): not a misprint", effort=p.effort,
+                           counterexample=p.counterexample, ratio=p.ratio, fix=fix,
+                           details={"printed": p.details, "fixed": both["fixed"],
+                                    "guarantee_change": {"factor": factor, "where": where}})
         if f.status == "holds":
             return Verdict("misprinted", f"as printed: {p.key}; fixed: {f.key}", effort=p.effort,
                            counterexample=p.counterexample, ratio=p.ratio, worst_ratio=f.worst_ratio, fix=fix,
@@ -162,13 +224,32 @@ def misprint_check(printed: Check, fixed: Check, *, fix: str) -> Check:
 
 # =============================================================================== claims
 @dataclass(frozen=True)
+class Reading:
+    """Another reading of a claim's words than the one its check takes (the paper's loose wording: "∝", "about",
+    a comparison stated without its conditions), run beside the verdict.
+
+    ``name`` labels it, ``text`` says what the words mean under it (quoting them), ``check`` tests the statement
+    so read (its verdict carries the number this reading gives) and ``mutant`` is that check on a falsified input,
+    whose verdict must differ (tests/verify/test_claims_can_fail.py)."""
+
+    name: str
+    text: str
+    check: Check
+    mutant: Check
+
+
+@dataclass(frozen=True)
 class Claim:
     """One checkable statement (see the module docstring).
 
     ``quote`` is the statement as printed (prose verbatim, mathematics transcribed symbol for
     symbol, typos kept); a corrected or extension claim quotes the printed statement it refers to.
     ``fix`` names the typo fix a misprinted claim is tested with; ``corrected`` states the corrected
-    form in words when no corrected claim is registered for it.
+    form in words when no corrected claim is registered for it. ``context`` holds further sentences of the
+    paper (verbatim) that the verdict reads -- a proof's words, the setting the paper runs it at.
+    ``rests_on`` names the claims the paper's proof uses (their verdicts set this one's standing);
+    ``reading`` says how the check reads loose wording and ``readings`` registers the other readings
+    (:class:`Reading`), each run beside the verdict.
     """
 
     id: str
@@ -184,6 +265,10 @@ class Claim:
     extends: str | None = None
     fix: str | None = None
     corrected: str | None = None
+    context: tuple[str, ...] = ()
+    rests_on: tuple[str, ...] = ()
+    reading: str | None = None
+    readings: tuple[Reading, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -193,6 +278,10 @@ class Claim:
         if (self.kind == "corrected") != (self.corrects is not None) or \
                 (self.kind == "extension") != (self.extends is not None):
             raise ValueError(f"{self.id}: a corrected claim names what it corrects, an extension what it extends")
+        if self.id in self.rests_on:
+            raise ValueError(f"{self.id} cannot rest on itself")
+        if self.readings and not self.reading:
+            raise ValueError(f"{self.id}: a claim with alternative readings names the reading its check takes")
 
     @property
     def paper(self) -> str:
@@ -211,8 +300,9 @@ def register(claims: list[Claim], id: str, *, location: str, quote: str, stateme
              method: str, check: Check, mutant: Check, **kw: Any) -> Claim:
     """Build a :class:`Claim` (its check and mutant remembered per budget) and append it to ``claims``
     -- called right after the check it registers, so each entry sits beside its check."""
+    readings = tuple(replace(r, check=cached(r.check), mutant=cached(r.mutant)) for r in kw.pop("readings", ()))
     claim = Claim(id=id, location=location, quote=quote, statement=statement, regime=regime, method=method,
-                  check=cached(check), mutant=cached(mutant), **kw)
+                  check=cached(check), mutant=cached(mutant), readings=readings, **kw)
     claims.append(claim)
     return claim
 

@@ -13,6 +13,7 @@ from dpfair_analysis.verify.claims.core import (
     Budget,
     Check,
     Claim,
+    Reading,
     Verdict,
     cached,
     holds,
@@ -377,7 +378,7 @@ register(CLAIMS, "001.cor2.second-moment", kind="corrected", corrects="001.cor2"
 _THM2_B = 20
 
 
-def _theorem2(*, printed: bool, noise_scale: float = 1.0) -> Check:
+def _theorem2(*, printed: bool, noise_scale: float = 1.0, noise_on: str = "sum") -> Check:
     """One DP-SGD step on a quadratic loss (exact expansion): decomposition.one_step_decomposition vs
     simulate_one_step (Monte Carlo over Poisson batches and noise), b = 20, C = 1, sigma = 1.
 
@@ -385,7 +386,12 @@ def _theorem2(*, printed: bool, noise_scale: float = 1.0) -> Check:
     group by group (z = |printed - measured| / s.e.; the statement is an equality, so a term more than 4.5 s.e.
     off violates it, by the factor printed / measured). Otherwise: every term of the corrected decomposition
     within 4.5 s.e. ``noise_scale`` multiplies the predicted noise term (mutants: 1/b^2 for the printed check,
-    b^2 for the corrected one)."""
+    b^2 for the corrected one).
+
+    ``noise_on``: "sum" -- Algorithm 1, N(0, C^2 sigma^2 I) added to the clipped sum, then divided by |B|; "mean"
+    -- the other reading (the prose's "perturbing the averaged clipped gradients with ... variance sigma^2 C^2"
+    and the proof sketch's L(theta_t - eta(g_B + N(0, I C^2 sigma^2)); D_a)): the noise on the average, simulated
+    exactly as Algorithm 1 with the multiplier sigma b. Only the printed check reads it."""
     def check(budget: Budget) -> Verdict:
         import torch
         from torch import nn
@@ -407,9 +413,12 @@ def _theorem2(*, printed: bool, noise_scale: float = 1.0) -> Check:
         kw = {"lr": 0.3, "noise_multiplier": 1.0, "batch_size": _THM2_B}
         draws = max(2000, budget.draws)
         predicted = one_step_decomposition(StepMoments(model, data, clip_bound=1.0, loss_fn=squared_error), **kw)
+        on_mean = {"noise_multiplier": kw["noise_multiplier"] * _THM2_B} if noise_on == "mean" else {}
         measured = simulate_one_step(model, data, clip_bound=1.0, draws=draws,
-                                     generator=torch.Generator().manual_seed(1), loss_fn=squared_error, **kw)
-        effort = f"{draws} Monte-Carlo steps, n = 200, b = {_THM2_B}, quadratic loss"
+                                     generator=torch.Generator().manual_seed(1), loss_fn=squared_error,
+                                     **{**kw, **on_mean})
+        effort = (f"{draws} Monte-Carlo steps, n = 200, b = {_THM2_B}, quadratic loss, noise on the "
+                  + ("clipped sum, then /b (Algorithm 1)" if noise_on == "sum" else "average (the prose)"))
         if printed:
             merged = predicted.merge(measured, on="group", suffixes=("_pred", "_meas"))
             stated = noise_scale * merged.noise_printed
@@ -449,6 +458,11 @@ _THM2_METHOD = ("one DP-SGD step of Algorithm 1 (noise N(0, C²σ²I) on the cli
                 "where the expansion is exact: the toolkit's decomposition (theory.decomposition) against a Monte "
                 "Carlo of the step over Poisson batches and noise (b = 20, C = 1, σ = 1), term by term (4.5 s.e.)")
 _THM2_FIXED = cached(_theorem2(printed=False))
+_THM2_PROSE = ("Two key characteristics of DP-SGD are: (1) Clipping the gradients whose L_2 norm exceeds a given bound "
+               "C, and (2) Perturbing the averaged clipped gradients with 0-mean Gaussian noise with variance σ²C².")
+_THM2_SKETCH = ("The result in Theorem 2 follows from a second order Taylor expansion of the non-private and private ERM "
+                "functions L(θ_t − ηg_B; D_a) and L(θ_t − η(ḡ_B + N(0, IC²σ²); D_a), respectively, around θ_t and by "
+                "comparing their differences.")
 register(CLAIMS, "001.thm2", location="§6, Theorem 2, Eq. (4)", quote=_THM2_QUOTE,
          statement="E[L(θ_{t+1}; D_a)] = non-private + R_a^clip + R_a^noise, R_a^noise = (η²/2) Tr(H_ℓᵃ) C²σ²",
          regime="twice-differentiable loss, second-order expansion (exact for a quadratic loss); Algorithm 1",
@@ -458,7 +472,16 @@ register(CLAIMS, "001.thm2", location="§6, Theorem 2, Eq. (4)", quote=_THM2_QUO
                                   "N(0, C²σ²) to the sum and divides by |B| (the printed term is that of §6's "
                                   "prose, 'perturbing the averaged clipped gradients with ... variance σ²C²')"),
          mutant=misprint_check(_theorem2(printed=True), _theorem2(printed=False, noise_scale=5.0), fix="none"),
-         fix="R_a^noise: C²σ² → C²σ²/|B|² (Algorithm 1 divides the noise on the sum by |B|)")
+         fix="R_a^noise: C²σ² → C²σ²/|B|² (Algorithm 1 divides the noise on the sum by |B|)",
+         reading="Algorithm 1: ḡ_B ← (1/|B|)(Σᵢ π_C(gⁱ) + N(0, IC²σ²)), the noise added to the clipped sum and "
+                 "divided by |B|",
+         readings=(Reading("noise on the average",
+                           "§6's prose, 'Perturbing the averaged clipped gradients with 0-mean Gaussian noise with "
+                           "variance σ²C²', and the proof sketch's 'L(θ_t − η(ḡ_B + N(0, IC²σ²)); D_a)': the noise "
+                           "N(0, IC²σ²) added to the average, under which the printed R_a^noise is the noise term",
+                           check=_theorem2(printed=True, noise_on="mean"),
+                           mutant=_theorem2(printed=True, noise_on="mean", noise_scale=1 / _THM2_B ** 2)),),
+         context=(_THM2_PROSE, _THM2_SKETCH))
 register(CLAIMS, "001.thm2.noise-over-b2", kind="corrected", corrects="001.thm2",
          location="Theorem 2 for Algorithm 1", quote=_THM2_QUOTE,
          statement="the same decomposition with R_a^noise = (η²/2) Tr(H_a) C²σ²/b² (H_a of the mean loss)",

@@ -12,6 +12,7 @@ from dpfair_analysis.verify.claims.core import (
     Budget,
     Check,
     Claim,
+    Reading,
     Verdict,
     cached,
     holds,
@@ -315,12 +316,13 @@ def _example2_identity(*, augmented: bool = False) -> Check:
     return check
 
 
-def _example2_sum(*, zero_output: bool = False) -> Check:
+def _example2_sum(*, zero_output: bool = False, within: float | None = None) -> Check:
     """Example 2's "||g_X|| ∝ ||∇_{θ₁} ℓ|| + ||∇_{θ₂} ℓ||" read literally: the ratio ||g_X|| / (a + b), a and b
     the two layers' gradient norms, is the same for every X. It is √(a² + b²)/(a + b) ∈ [1/√2, 1]: it
     varies with X (comparable, not proportional). On seeded one-hidden-layer networks (ReLU and tanh),
     random and searched inputs. ``zero_output`` (the mutant) zeroes the output layer, so b = 0 and the
-    ratio is 1 for every X."""
+    ratio is 1 for every X. ``within`` (the other reading, "∝" as "comparable"): the ratio stays in
+    [within, 1] for every X (1/√2; its mutant falsifies the bound to 0.9)."""
     def check(budget: Budget) -> Verdict:
         import torch
 
@@ -346,6 +348,12 @@ def _example2_sum(*, zero_output: bool = False) -> Check:
                 lo, hi = min(lo, float(ratio.min())), max(hi, float(ratio.max()))
                 cases += 100
         effort = f"{cases} samples (inputs over decades of norm), ReLU and tanh"
+        if within is not None:
+            span = f"||g_X|| / (||∇θ₁ℓ|| + ||∇θ₂ℓ||) ∈ [{lo:.3f}, {hi:.3f}]"
+            if lo >= within * (1 - 1e-12) and hi <= 1 + 1e-12:
+                return holds(f"{span} ⊂ [{within:.3f}, 1]: comparable", effort=effort, worst_ratio=within / lo)
+            return violated(f"{span} ⊄ [{within:.3f}, 1]", counterexample={"min_ratio": lo, "max_ratio": hi,
+                            "within": within}, ratio=max(within / lo, hi), effort=effort)
         if hi / lo > 1 + 1e-9:
             return violated(f"||g_X|| / (||∇θ₁ℓ|| + ||∇θ₂ℓ||) ranges over [{lo:.3f}, {hi:.3f}]: comparable (within √2), "
                             "not proportional", counterexample={"min_ratio": lo, "max_ratio": hi}, ratio=hi / lo,
@@ -372,7 +380,11 @@ register(CLAIMS, "001.ex2.sum", location="§7, Example 2", quote=_EX2_QUOTE,
          regime="one hidden layer (8 units, ReLU and tanh), K = 3, one θ per seed",
          method="per-sample gradients of both layers on inputs over decades of norm; the ratio's range",
          check=_example2_sum(), mutant=_example2_sum(zero_output=True),
-         corrected="||g_X|| = √(a² + b²) ∈ [(a + b)/√2, a + b]: comparable to the sum within √2, not proportional")
+         corrected="||g_X|| = √(a² + b²) ∈ [(a + b)/√2, a + b]: comparable to the sum within √2, not proportional",
+         reading="'∝' literally: ||g_X|| / (||∇_{θ₁} ℓ|| + ||∇_{θ₂} ℓ||) the same constant for every X",
+         readings=(Reading("comparable", "'∝' as 'comparable to' (≍): (a + b)/√2 ≤ ||g_X|| ≤ a + b for every X, a, b "
+                           "the layers' gradient norms", check=_example2_sum(within=1 / math.sqrt(2)),
+                           mutant=_example2_sum(within=0.9)),))
 
 
 # =============================================================================== §8 Theorem 4
@@ -602,13 +614,14 @@ register(CLAIMS, "001.thm5", location="§8, Theorem 5",
          check=_theorem5(), mutant=_theorem5(bound_scale=0.99))
 
 
-def _closer_larger_trace(*, equal_norms: bool = False) -> Check:
+def _closer_larger_trace(*, equal_norms: bool = False, margin: float = 1.0) -> Check:
     """'The closest (farther) is a sample X to the decision boundary the larger (smaller) is the associated
     Hessian trace value' on Example 1's bias-free softmax regression with K = 2 (the toolkit's one-score logistic
     model, the same classifier: the boundary is the line wᵀx = 0, distance |wᵀx| / ||w||): pairs of inputs (one
     label), the closer one must have the larger exact trace. Tr(H_X) = p(1 − p) ||X||²: false as soon as norms
     differ; a directed pair (distance 1/2 and norm 1/2 against distance 1 and norm 10) beside the search.
-    ``equal_norms`` (the mutant) puts both inputs on the unit circle, where p(1 − p) alone decides and it holds."""
+    ``equal_norms`` (the mutant, and the other reading) puts both inputs on the unit circle, where p(1 − p) alone
+    decides and it holds; ``margin`` > 1 (that reading's mutant) asks the closer trace to exceed the farther ×margin."""
     def check(budget: Budget) -> Verdict:
         import torch
         from hypothesis import strategies as st
@@ -622,9 +635,10 @@ def _closer_larger_trace(*, equal_norms: bool = False) -> Check:
         def closeness(x):  # larger = closer to the boundary
             return -abs(float(normal @ x)) / float(np.linalg.norm(normal))
 
-        def values(rows, label):
+        def values(rows, label):  # [closer, farther]; the farther's scaled by the falsified margin
             X = torch.tensor(rows, dtype=torch.float64)
-            return exact_sample_traces(model, X, torch.full((len(rows),), label, dtype=torch.long))
+            return exact_sample_traces(model, X, torch.full((len(rows),), label, dtype=torch.long)) * \
+                torch.tensor([1.0, margin], dtype=torch.float64)[:len(rows)]
 
         def project(x):  # inputs of norm >= 1/2 (at the origin every trace is 0); the mutant: on the unit circle
             norm = np.linalg.norm(x)
@@ -670,4 +684,9 @@ register(CLAIMS, "001.sec8.boundary-trace", location="§8, after Theorem 5",
          method="hypothesis search over pairs of inputs for a closer one with the smaller exact trace (autograd)",
          check=_closer_larger_trace(), mutant=_closer_larger_trace(equal_norms=True),
          corrected="at equal input norms (K = 2) the closer sample has the larger trace; in general Tr(H_X) = "
-                   "p(1 − p)||X||² weighs the distance against the norm")
+                   "p(1 − p)||X||² weighs the distance against the norm",
+         reading="literally, for any two samples (their input norms may differ)",
+         readings=(Reading("equal norms", "the comparison 'the closest (farther) is a sample X to the decision "
+                           "boundary the larger (smaller) is the associated Hessian trace' made between samples of "
+                           "equal input norm", check=_closer_larger_trace(equal_norms=True),
+                           mutant=_closer_larger_trace(equal_norms=True, margin=1.5)),))

@@ -1,7 +1,8 @@
 """Paper 003 (PF-LD, AAAI'21), §4-7: the fairness constraints (Examples 1-3), the sensitivities of the primal
-and dual releases (Theorems 1-2, Eq. 10 and 13) and the missing-values rule (§7).
+and dual releases (Theorems 1-2, Eq. 10 and 13), the missing-values rule (§7) and §4.2's Gaussian mechanism
+(registered last, where the privacy claims begin).
 
-The privacy accounting (§4.2's Gaussian mechanism, §6.1: Theorems 3-5, Lemmas 1-2) is in
+The privacy accounting (§6.1: Theorems 3-5, Lemmas 1-2) is in
 :mod:`.p003_pfld_privacy`, which reuses this file's public searches (:func:`theorem1_searches`,
 :func:`theorem2_search`); the bias-variance bounds (§6.2: Theorems 6-7) in :mod:`.p003_pfld_bounds`.
 Searches that several checks share are cached per budget *and* per parameter, so a mutant never
@@ -15,7 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import FULL, Budget, Check, Claim, Verdict, holds, register, search, violated
+from dpfair_analysis.verify.claims.core import (
+    FULL,
+    Budget,
+    Check,
+    Claim,
+    Verdict,
+    holds,
+    misprint_check,
+    register,
+    search,
+    violated,
+)
+from dpfair_analysis.verify.claims.fixtures import DWORK_ROTH, gaussian_delta_condition, printed_gaussian_checks
 
 __all__ = ["CLAIMS", "RELEASE_FAMILIES", "case_record", "theorem1_searches", "theorem2_search"]
 
@@ -565,3 +578,30 @@ register(CLAIMS, "003.sec7.less-noise", location="§7", quote=_MISSING_QUOTE + "
          check=_missing_noise(), mutant=_missing_noise(rates=(1.0,)),
          corrected="the rule needs 1/r times more noise (Δ' = Δ/r); fewer reporters can still mean less noise in "
                    "absolute terms only if Δ is recomputed on the reporters' sizes, which 003.sec7.missing shows unsafe")
+
+
+# =============================================================================== §4.2 the Gaussian mechanism
+_GAUSS_QUOTE = ("In particular, the Gaussian mechanism, defined by M(D) = f(D) + N(0, Δ_f²σ²), where N(0, Δ_f σ²) is the "
+                "Gaussian distribution with 0 mean and standard deviation Δ_f σ², satisfies (ε, δ)-DP for δ > (4/5) "
+                "exp(−(σε)²/2) and ε < 1 [14].")
+_GAUSS_METHOD = ("the exact δ(ε) of the Gaussian mechanism (Balle & Wang 2018) against the stated δ, searched by "
+                 "hypothesis over ε < 1, σ (and Δ) plus a 1000-point grid; the printed and the fixed form")
+_PRINTED_CHECK, _PRINTED_MUTANT = printed_gaussian_checks(
+    fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1, the cited [14]: c² > 2 ln(1.25/δ))")
+register(CLAIMS, "003.sec4.2.gaussian", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
+         statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (4/5) exp(−(σε)²/2) and ε < 1",
+         regime="ℓ2 sensitivity Δ_f, one release; the noise's variance Δ_f²σ² (its printed 'standard deviation' is "
+                "003.sec4.2.gaussian.std)", method=_GAUSS_METHOD,
+         check=_PRINTED_CHECK, mutant=_PRINTED_MUTANT,
+         fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1)")
+register(CLAIMS, "003.sec4.2.gaussian.std", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
+         statement="noise of standard deviation Δ_f σ² gives (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2), ε < 1",
+         regime="the δ condition corrected (5/4) to isolate the printed 'N(0, Δ_f σ²) ... standard deviation Δ_f σ²'",
+         method=_GAUSS_METHOD,
+         check=misprint_check(gaussian_delta_condition(1.25, std="delta*sigma^2"), DWORK_ROTH,
+                              fix="'standard deviation Δ_f σ²' → Δ_f σ (variance Δ_f²σ², as M(D) = f(D) + N(0, Δ_f²σ²) "
+                                  "says)"),
+         mutant=misprint_check(gaussian_delta_condition(0.8, std="delta*sigma^2"), gaussian_delta_condition(0.8),
+                               fix="none"),
+         fix="'standard deviation Δ_f σ²' → Δ_f σ (harmless: the condition forces σ > 0.67, where σ² noise still "
+             "suffices)")

@@ -1,6 +1,8 @@
-"""Paper 003 (PF-LD, AAAI'21), the privacy accounting: §4.2's Gaussian mechanism and §6.1 -- the RDP definition
-(Theorem 3), the sampled Gaussian's RDP (Theorem 4, Eq. 14), the primal and dual steps (Lemmas 1-2), their
-composition (Theorem 5) and the conversion to (ε, δ).
+"""Paper 003 (PF-LD, AAAI'21), the privacy accounting of §6.1 -- the RDP definition (Theorem 3), the sampled
+Gaussian's RDP (Theorem 4, Eq. 14), the primal and dual steps (Lemmas 1-2; their σ = σΔ read as printed is
+violated, not misprinted: the noise-multiplier form promises a different ε, registered as the corrected twin),
+their composition (Theorem 5, which rests on Lemmas 1-2) and the conversion to (ε, δ). §4.2's Gaussian
+mechanism is at the end of :mod:`.p003_pfld`.
 
 Lemmas 1-2 are checked on the neighbouring pairs Theorems 1-2's searches find (:mod:`.p003_pfld`'s public
 :func:`~.p003_pfld.theorem1_searches` / :func:`~.p003_pfld.theorem2_search`, cached there).
@@ -28,41 +30,13 @@ from dpfair_analysis.verify.claims.core import (
     search,
     violated,
 )
-from dpfair_analysis.verify.claims.fixtures import (DWORK_ROTH, gaussian_delta_condition, pfld_data,
-                                                   printed_gaussian_checks)
+from dpfair_analysis.verify.claims.fixtures import pfld_data
 from dpfair_analysis.verify.claims.p003_pfld import RELEASE_FAMILIES, case_record, theorem1_searches, theorem2_search
 
 __all__ = ["CLAIMS", "gaussian_renyi", "lemma1_shared_batch", "sg_pair_renyi", "sg_rdp", "thm5_ledgers"]
 
 CLAIMS: list[Claim] = []
 _LEDGERS: dict[str, Any] = {}
-
-# =============================================================================== §4.2 the Gaussian mechanism
-_GAUSS_QUOTE = ("In particular, the Gaussian mechanism, defined by M(D) = f(D) + N(0, Δ_f²σ²), where N(0, Δ_f σ²) is the "
-                "Gaussian distribution with 0 mean and standard deviation Δ_f σ², satisfies (ε, δ)-DP for δ > (4/5) "
-                "exp(−(σε)²/2) and ε < 1 [14].")
-_GAUSS_METHOD = ("the exact δ(ε) of the Gaussian mechanism (Balle & Wang 2018) against the stated δ, searched by "
-                 "hypothesis over ε < 1, σ (and Δ) plus a 1000-point grid; the printed and the fixed form")
-_PRINTED_CHECK, _PRINTED_MUTANT = printed_gaussian_checks(
-    fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1, the cited [14]: c² > 2 ln(1.25/δ))")
-register(CLAIMS, "003.sec4.2.gaussian", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
-         statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (4/5) exp(−(σε)²/2) and ε < 1",
-         regime="ℓ2 sensitivity Δ_f, one release; the noise's variance Δ_f²σ² (its printed 'standard deviation' is "
-                "003.sec4.2.gaussian.std)", method=_GAUSS_METHOD,
-         check=_PRINTED_CHECK, mutant=_PRINTED_MUTANT,
-         fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1)")
-register(CLAIMS, "003.sec4.2.gaussian.std", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
-         statement="noise of standard deviation Δ_f σ² gives (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2), ε < 1",
-         regime="the δ condition corrected (5/4) to isolate the printed 'N(0, Δ_f σ²) ... standard deviation Δ_f σ²'",
-         method=_GAUSS_METHOD,
-         check=misprint_check(gaussian_delta_condition(1.25, std="delta*sigma^2"), DWORK_ROTH,
-                              fix="'standard deviation Δ_f σ²' → Δ_f σ (variance Δ_f²σ², as M(D) = f(D) + N(0, Δ_f²σ²) "
-                                  "says)"),
-         mutant=misprint_check(gaussian_delta_condition(0.8, std="delta*sigma^2"), gaussian_delta_condition(0.8),
-                               fix="none"),
-         fix="'standard deviation Δ_f σ²' → Δ_f σ (harmless: the condition forces σ > 0.67, where σ² noise still "
-             "suffices)")
-
 
 # =============================================================================== Rényi divergences
 def _renyi_gaussian_mixture(alpha: float, q: float, sigma: float, *, reverse: bool) -> float:
@@ -374,7 +348,8 @@ def _pfld_lemma(*, dual: bool, reading: str, pair: tuple[float, float, int] | No
     return check
 
 
-def _unit_sensitivity(*, dual: bool, reading: str, claim_scale: float = 1.0) -> Check:
+def _unit_sensitivity(*, dual: bool, reading: str, claim_scale: float = 1.0,
+                      groups: tuple[int, ...] | None = None) -> Check:
     """The Lemmas' "sigma = sigma_p Delta_p" fed to Eq. (14), granting Delta the step's true sensitivity
     (Theorems 1-2 as if they held): a function of sensitivity Delta released with noise std sigma Delta, Poisson
     sampled at q. Its exact RDP (:func:`sg_pair_renyi`, the output mixtures on a grid; q = 1 in closed form)
@@ -382,13 +357,15 @@ def _unit_sensitivity(*, dual: bool, reading: str, claim_scale: float = 1.0) -> 
     unit-sensitivity f) or at sigma (``"fixed"``: sigma the noise multiplier). The Delta the paper's settings
     reach: primal 2 C_p lambda_max / (m - 1) with C_p = 10, lambda_max = 1 and the smallest group in the batch
     m in {3, 11, 21, 41, 201} (q in {1, 0.1}); dual sqrt(2) C_d / (m - 1) with C_d = 5 and the smallest group
-    m in {3, 5, 8, 9, 101, 714} (q = 1; Bank's smallest group has ~714 training rows). The printed reading
-    fails exactly when Delta > 1, by Delta^2 at q = 1."""
+    m in {3, 5, 8, 9, 101, 714} (q = 1; Bank's smallest group has ~714 training rows); ``groups`` replaces
+    these m (the mutants: only groups where Delta <= 1). The printed reading fails exactly when Delta > 1, by
+    Delta^2 at q = 1 and by far more under sampling (x3.41e3 at Delta_p = 10, q = 0.1, alpha = 8): the fix
+    changes the epsilon promised (:func:`_claimed_change`), so the printed Lemma is violated, not misprinted."""
     def check(budget: Budget) -> Verdict:
         if dual:
-            settings = [(m, math.sqrt(2) * 5.0 / (m - 1), 1.0) for m in (3, 5, 8, 9, 101, 714)]
+            settings = [(m, math.sqrt(2) * 5.0 / (m - 1), 1.0) for m in groups or (3, 5, 8, 9, 101, 714)]
         else:
-            settings = [(m, 2 * 10.0 * 1.0 / (m - 1), q) for m in (3, 11, 21, 41, 201) for q in (1.0, 0.1)]
+            settings = [(m, 2 * 10.0 * 1.0 / (m - 1), q) for m in groups or (3, 11, 21, 41, 201) for q in (1.0, 0.1)]
         rows, worst, where = [], 0.0, None
         for m, delta, q in settings:
             for sigma in (1.0, 2.0):
@@ -413,10 +390,29 @@ def _unit_sensitivity(*, dual: bool, reading: str, claim_scale: float = 1.0) -> 
     return check
 
 
+def _claimed_change(printed: Verdict, fixed: Verdict) -> tuple[float, str]:
+    """How far the fix moves what Lemma 1/2 promise, over the settings both checks tabulate: the largest factor by
+    which the ε(α) claimed at the noise multiplier σ (fixed, the true RDP) exceeds the one claimed at σ = σΔ
+    (printed: privacy overstated), or, if it never does, the largest by which it falls short (understated)."""
+    rows = [(f["claimed"] / p["claimed"], p) for p, f in zip(printed.details["table"], fixed.details["table"])]
+    over, at = max(rows, key=lambda r: r[0])
+    factor, word = (over, "overstates") if over > 1 else (1 / min(r for r, _ in rows), "understates")
+    if word == "understates":
+        over, at = min(rows, key=lambda r: r[0])
+    return factor, (f"as printed it {word} privacy: ε(α) {at['claimed']:.3g} promised, {at['claimed'] * over:.3g} "
+                    f"with σ the multiplier, at Δ = {at['Delta']:.3g}, q = {at['q']:g}, σ = {at['sigma']:g}, "
+                    f"α = {at['alpha']:g}")
+
+
 _LEMMA1_QUOTE = ("Lemma 1. The PF-LD primal step satisfies (α, ε_p)-RDP, where ε_p satisfies Equations (14) with q = "
                  "|B|/n and σ = σ_p Δ_p are, respectively, the SG sampling ratio q and standard deviation parameters.")
 _LEMMA2_QUOTE = ("Lemma 2. The PF-LD dual step satisfies (α, ε_d)-RDP, where ε_d satisfies Equations (14) with q = 1 "
                  "and σ = σ_d Δ_d are, respectively, the SG sampling ratio and standard deviation parameters.")
+_LEMMA1_PROOF = ("Proof. The result follows directly by Definition 2 and Theorems 3 and 4 since the primal step of "
+                 "PF-LD uses Gaussian noise with parameter σ_p over a subsample of the dataset of size |B|.")
+_LEMMA2_PROOF = ("Proof. The result follows directly by Definition 2 and Theorem 3 since the dual step of PF-LD uses "
+                 "Gaussian noise with parameter σ_d.")
+_PAPER_CLIPS = "PF-LD uses clipping bound values C_p = 10.0 and C_d = 5.0."
 _LEMMA_METHOD = ("on the neighbouring pairs Theorem 1's release-level searches (Lemma 1) / Theorem 2's search (Lemma 2) "
                  "find, the step's two Gaussians N(f(D), σ²Δ(D)²I), N(f(D'), σ²Δ(D')²I): their exact Rényi divergence "
                  "(closed form, both orders) against Eq. (14) at q = 1, with σ read as printed (σΔ into a "
@@ -430,20 +426,34 @@ register(CLAIMS, "003.lemma1", location="§6.1, Lemma 1", quote=_LEMMA1_QUOTE,
          mutant=misprint_check(_pfld_lemma(dual=False, reading="printed", pair=(1.0, 1.0, 1)),
                                _pfld_lemma(dual=False, reading="multiplier", pair=(1.0, 1.0, 1)), fix="none"),
          fix=_MULTIPLIER_FIX + "; with it the lemma still fails (Theorem 1's Δ_p is not a sensitivity)",
+         context=(_LEMMA1_PROOF,), rests_on=("003.thm1", "003.thm3", "003.thm4"),
          corrected="the primal step with the toolkit's sum release (003.thm1.sum-release) and its ledger "
                    "(003.thm5), the public part noised too (003.lemma1.shared-batch)")
+_LEMMA1_GIVEN = ("granting Δ_p the step's sensitivity, the step with noise std σ_pΔ_p is (α, ε_p)-RDP with ε_p = "
+                 "Eq. (14) at q = |B|/n and σ = ")
+_LEMMA1_FIXED = cached(_unit_sensitivity(dual=False, reading="fixed"))
 register(CLAIMS, "003.lemma1.given-sensitivity", location="§6.1, Lemma 1 (σ = σ_pΔ_p in Eq. 14)",
-         quote=_LEMMA1_QUOTE,
-         statement="granting Δ_p the step's sensitivity, Eq. (14) at σ = σ_pΔ_p bounds the RDP of the step with noise "
-                   "std σ_pΔ_p", regime="Δ_p = 2C_pλ_max/(m − 1) at the paper's C_p = 10, λ_max = 1, smallest group m "
-                   "in the batch from 3 to 201; q ∈ {1, 0.1}; σ_p ∈ {1, 2}, α ∈ {2, 8}",
+         quote=_LEMMA1_QUOTE, context=(_LEMMA1_PROOF, _PAPER_CLIPS), statement=_LEMMA1_GIVEN + "σ_pΔ_p",
+         regime="Δ_p = 2C_pλ_max/(m − 1) at the paper's C_p = 10, λ_max = 1, smallest group m in the batch from 3 to "
+                "201; q ∈ {1, 0.1}; σ_p ∈ {1, 2}, α ∈ {2, 8}",
          method="the exact RDP of the sampled Gaussian with sensitivity Δ and noise σΔ (the output mixtures on a "
-                "grid; q = 1 closed form) against Eq. (14) by quadrature at σΔ (printed) and at σ (fixed)",
-         check=misprint_check(_unit_sensitivity(dual=False, reading="printed"),
-                              _unit_sensitivity(dual=False, reading="fixed"), fix=_MULTIPLIER_FIX),
-         mutant=misprint_check(_unit_sensitivity(dual=False, reading="printed"),
-                               _unit_sensitivity(dual=False, reading="fixed", claim_scale=0.9), fix="none"),
-         fix=_MULTIPLIER_FIX)
+                "grid; q = 1 closed form) against Eq. (14) by quadrature at σΔ (printed) and at σ (fixed); the ε(α) "
+                "each promises compared",
+         check=misprint_check(_unit_sensitivity(dual=False, reading="printed"), _LEMMA1_FIXED, fix=_MULTIPLIER_FIX,
+                              guarantee_change=_claimed_change),
+         mutant=misprint_check(_unit_sensitivity(dual=False, reading="printed", groups=(21, 41, 201)),
+                               _unit_sensitivity(dual=False, reading="fixed", groups=(21, 41, 201)), fix="none",
+                               guarantee_change=_claimed_change),
+         corrected="003.lemma1.given-sensitivity.multiplier: Eq. (14) at the noise multiplier σ_p (as the proof's "
+                   "'Gaussian noise with parameter σ_p' reads); the printed σ_pΔ_p overstates privacy wherever "
+                   "Δ_p > 1, a group of 20 or fewer in the batch at the paper's C_p = 10")
+register(CLAIMS, "003.lemma1.given-sensitivity.multiplier", kind="corrected",
+         corrects="003.lemma1.given-sensitivity", location="Lemma 1 with σ the noise multiplier σ_p (its proof's "
+         "'Gaussian noise with parameter σ_p')", quote=_LEMMA1_QUOTE, context=(_LEMMA1_PROOF,),
+         statement=_LEMMA1_GIVEN + "σ_p (the noise multiplier)",
+         regime="as 003.lemma1.given-sensitivity", method="the exact RDP of the sampled Gaussian with sensitivity Δ and "
+         "noise σΔ against Eq. (14) at σ_p", check=_LEMMA1_FIXED,
+         mutant=_unit_sensitivity(dual=False, reading="fixed", claim_scale=0.9))
 
 
 def _revealed_inclusion_rdp(alpha: float, q: float, sigma: float) -> float:
@@ -514,18 +524,30 @@ register(CLAIMS, "003.lemma2", location="§6.1, Lemma 2", quote=_LEMMA2_QUOTE,
          mutant=misprint_check(_pfld_lemma(dual=True, reading="printed", pair=(1.0, 1.0, 2)),
                                _pfld_lemma(dual=True, reading="multiplier", pair=(1.0, 1.0, 2)), fix="none"),
          fix=_MULTIPLIER_FIX.replace("_p", "_d") + "; with it the lemma still fails (the noise scale depends on A)",
+         context=(_LEMMA2_PROOF,), rests_on=("003.thm2", "003.thm3"),
          corrected="noise calibrated to a sensitivity that does not depend on the attribute (003.thm2.sum-release)")
+_LEMMA2_GIVEN = ("granting Δ_d the step's sensitivity (the same on D and D'), the step with noise std σ_dΔ_d is "
+                 "(α, ε_d)-RDP with ε_d = Eq. (14) at q = 1 and σ = ")
+_LEMMA2_FIXED = cached(_unit_sensitivity(dual=True, reading="fixed"))
 register(CLAIMS, "003.lemma2.given-sensitivity", location="§6.1, Lemma 2 (σ = σ_dΔ_d in Eq. 14)",
-         quote=_LEMMA2_QUOTE,
-         statement="granting Δ_d the step's sensitivity (the same on D and D'), Eq. (14) at σ = σ_dΔ_d and q = 1 bounds "
-                   "the RDP of the step with noise std σ_dΔ_d",
+         quote=_LEMMA2_QUOTE, context=(_LEMMA2_PROOF, _PAPER_CLIPS), statement=_LEMMA2_GIVEN + "σ_dΔ_d",
          regime="Δ_d = √2 C_d/(m − 1) at the paper's C_d = 5, smallest group m from 3 to 714 (Bank's); σ_d ∈ {1, 2}",
-         method="the Gaussian's exact RDP αΔ²/(2σ²Δ²) against Eq. (14) at σΔ (printed) and at σ (fixed)",
-         check=misprint_check(_unit_sensitivity(dual=True, reading="printed"),
-                              _unit_sensitivity(dual=True, reading="fixed"), fix=_MULTIPLIER_FIX.replace("_p", "_d")),
-         mutant=misprint_check(_unit_sensitivity(dual=True, reading="printed"),
-                               _unit_sensitivity(dual=True, reading="fixed", claim_scale=0.9), fix="none"),
-         fix=_MULTIPLIER_FIX.replace("_p", "_d") + " (it bites only when Δ_d > 1: a group of 8 or fewer at C_d = 5)")
+         method="the Gaussian's exact RDP αΔ²/(2σ²Δ²) against Eq. (14) at σΔ (printed) and at σ (fixed); the ε(α) "
+                "each promises compared",
+         check=misprint_check(_unit_sensitivity(dual=True, reading="printed"), _LEMMA2_FIXED,
+                              fix=_MULTIPLIER_FIX.replace("_p", "_d"), guarantee_change=_claimed_change),
+         mutant=misprint_check(_unit_sensitivity(dual=True, reading="printed", groups=(9, 101, 714)),
+                               _unit_sensitivity(dual=True, reading="fixed", groups=(9, 101, 714)), fix="none",
+                               guarantee_change=_claimed_change),
+         corrected="003.lemma2.given-sensitivity.multiplier: Eq. (14) at the noise multiplier σ_d (as the proof's "
+                   "'Gaussian noise with parameter σ_d' reads); it bites only when Δ_d > 1, a group of 8 or fewer at "
+                   "C_d = 5")
+register(CLAIMS, "003.lemma2.given-sensitivity.multiplier", kind="corrected",
+         corrects="003.lemma2.given-sensitivity", location="Lemma 2 with σ the noise multiplier σ_d (its proof's "
+         "'Gaussian noise with parameter σ_d')", quote=_LEMMA2_QUOTE, context=(_LEMMA2_PROOF,),
+         statement=_LEMMA2_GIVEN + "σ_d (the noise multiplier)",
+         regime="as 003.lemma2.given-sensitivity", method="the Gaussian's exact RDP against Eq. (14) at σ_d",
+         check=_LEMMA2_FIXED, mutant=_unit_sensitivity(dual=True, reading="fixed", claim_scale=0.9))
 
 
 # =============================================================================== Theorem 5 and the conversion
@@ -592,9 +614,9 @@ def _pfld_theorem5(*, dual_term: bool = True) -> Check:
     each run's ledger recorded (every primal and dual release it made, with their sampling rates and
     multipliers), computed here (:func:`_event_rdp`), must not exceed the formula, computed here too
     (Eq. 14 by quadrature, the Gaussian in closed form) -- a trainer that released more than T n/|B|
-    primal and T dual steps, or with smaller multipliers, would exceed it. This is the bookkeeping only:
-    Lemmas 1-2, on which it rests, fail (003.lemma1, 003.lemma2). ``dual_term=False`` (the mutant) drops
-    T eps_d from the formula."""
+    primal and T dual steps, or with smaller multipliers, would exceed it. This is the bookkeeping only: the
+    claim rests on Lemmas 1-2 (``rests_on``), whose verdicts set its standing when the registry runs.
+    ``dual_term=False`` (the mutant) drops T eps_d from the formula."""
     def check(budget: Budget) -> Verdict:
         from dp_accounting import dp_event
 
@@ -620,7 +642,7 @@ def _pfld_theorem5(*, dual_term: bool = True) -> Check:
                   + ("" if dual_term else "; formula without T ε_d"))
         if worst <= 1 + 1e-9:
             return holds(f"ledger RDP ≤ T n ε_p/|B| + T ε_d (max ratio {worst:.3f})", effort=effort, worst_ratio=worst,
-                         runs=details, note="holds given Lemmas 1-2, which fail (003.lemma1, 003.lemma2)")
+                         runs=details)
         return violated(f"the ledger's RDP is ×{worst:.3g} the formula", counterexample=where, ratio=worst,
                         effort=effort)
     return check
@@ -629,11 +651,13 @@ def _pfld_theorem5(*, dual_term: bool = True) -> Check:
 register(CLAIMS, "003.thm5", location="§6.1, Theorem 5",
          quote="Theorem 5. PF-LD satisfies (α, Tnε_p/|B| + Tε_d)-RDP.",
          statement="PF-LD is (α, T n ε_p/|B| + T ε_d)-RDP",
-         regime="Lemmas 1-2 granted (they fail: 003.lemma1, 003.lemma2); RDP composition; the releases real "
-                "paper-exact PF-LD runs record",
+         regime="Lemmas 1-2 granted (rests_on: their verdicts set this claim's standing); RDP composition; the "
+                "releases real paper-exact PF-LD runs record",
          method="small real PF-LD runs (training.lagrangian, paper_exact; dp, and ap with 30% missing values): the "
                 "RDP of every release their ledger recorded, computed here (Eq. 14 by quadrature), against the "
-                "formula", check=_pfld_theorem5(), mutant=_pfld_theorem5(dual_term=False))
+                "formula", check=_pfld_theorem5(), mutant=_pfld_theorem5(dual_term=False),
+         context=("Proof. The result follows from Lemmas 1 and 2 and by the composability of RDP [30].",),
+         rests_on=("003.lemma1", "003.lemma2"))
 
 
 def _rdp_conversion(*, term_factor: float = 1.0) -> Check:

@@ -287,8 +287,8 @@ def test_work_beyond_a_day_is_refused_with_its_estimate_and_runs_with_force(caps
     from dpfair_analysis.cli._common import estimated_training_seconds
     assert estimated_training_seconds("cnn", rows=60_000, batch_size=256, epochs=5000, runs=2) > 24 * 3600
     assert estimated_training_seconds("logreg", rows=36_000, batch_size=256, epochs=20, runs=2) < 60
-    # with --force the estimate no longer stops it: the tripwire (data loading) is reached
-    assert main(["compare", "--data", "mnist-full", "--model", "cnn", "--epochs", "5000", "--quiet", "--force"]) == 1
+    # with --force the estimate no longer stops it: the tripwire (data loading) is reached, an internal error (3)
+    assert main(["compare", "--data", "mnist-full", "--model", "cnn", "--epochs", "5000", "--quiet", "--force"]) == 3
     assert "Tripwire" in capsys.readouterr().err
 
 

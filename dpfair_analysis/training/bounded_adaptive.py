@@ -5,15 +5,16 @@ gamma of the per-sample gradient norms. When the majority fits well its norms sh
 and C decays geometrically, clipping the minority's (larger) gradients ever harder. Zhao et al. put a tunable lower
 bound C_LB under the update. Per step t with bound C_t, on the step's Poisson-sampled batch B_t of expected size b::
 
-    b_i  = 1[ ||g_i|| <= kappa C_t ]                                     (unclipped indicator; kappa = 1 in the paper)
+    b_i  = 1[ ||g_i|| <= kappa C_t ]                                     (kappa = 1: Andrew et al.'s indicator)
     b~_t = clamp_[0,1]( (sum_{i in B_t} (b_i - 1/2) + N(0, sigma_b^2)) / b + 1/2 )
     S~_t = sum_{i in B_t} w_t clip(g_i, C_t) + N(0, sigma_z^2 (w_t C_t)^2 I)
     C_{t+1} = max( C_LB, C_t exp(-eta_C (b~_t - gamma)) )                (the bounded geometric update)
 
 with w_t = 1 (clipping as in DP-SGD, the toolkit's default) or w_t = 1 / C_t (``normalize``: the "normalized
 clipping" every script of the authors' code runs, ``--normalize-clipping``; the step is then (1/b) sum clip(g_i,
-C_t) / C_t + N(0, sigma_z^2) / b, so shrinking C does not shrink the step). With C_LB = 0 (and kappa = 1, w_t = 1)
-this is Opt-Q step for step, draw for draw (``tests/training/test_bounded_adaptive.py``).
+C_t) / C_t + N(0, sigma_z^2) / b, so shrinking C does not shrink the step). The first bound is max(C_0, C_LB).
+With C_LB = 0 (and kappa = 1, w_t = 1, the same sigma_b) this is Opt-Q step for step, draw for draw
+(``tests/training/test_bounded_adaptive.py``).
 
 Privacy (as Opt-Q's, Andrew et al. Theorem 1). The lower bound is a public constant applied to a function of the
 earlier steps' releases, so it is post-processing and costs nothing. Each step releases

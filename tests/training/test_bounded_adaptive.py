@@ -6,7 +6,8 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis.models import build_model

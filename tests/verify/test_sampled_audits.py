@@ -60,7 +60,7 @@ def test_only_the_canary_client_moves_its_coordinate_in_dpfedavg():
     assert (contributions.norm(dim=1) <= trainers.FEDAVG_CLIP * (1 + 1e-9)).all()
 
 
-@pytest.mark.parametrize("method", ["optq", "fairdp"])
+@pytest.mark.parametrize("method", ["optq", "boundedadaptive", "fairdp"])
 def test_adaptive_policies_release_the_canary_groups_bound(method):
     """The adversary reads the canary's bound from the step record: for Opt-Q the one bound, for FairDP the
     canary group's C[1]; the canary (norm >> C) is clipped to it and the noise is sigma x the largest bound."""
@@ -132,8 +132,8 @@ def test_sampled_audit_bad_input_is_one_line(capsys, argv, flag):
 
 def test_every_shipped_entry_has_a_twin_and_the_shared_batch_control_is_registered():
     shipped = {name for name, entry in SAMPLED.items() if not entry.control}
-    assert shipped == {"dpsgd", "naive", "dpsgdf", "mitigation", "pfld", "output-perturbation", "optq", "fairdp",
-                       "dpfedavg"}
+    assert shipped == {"dpsgd", "naive", "dpsgdf", "mitigation", "pfld", "output-perturbation", "optq",
+                       "boundedadaptive", "fairdp", "dpfedavg"}
     assert {f"{name}@0.25" for name in shipped} | {"pfld-primal-shared-batch"} == {
         name for name, entry in SAMPLED.items() if entry.control}
 

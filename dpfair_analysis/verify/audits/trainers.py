@@ -42,6 +42,7 @@ docstrings say so) and are not given to the adversary.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -156,8 +157,10 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
     """One run of ``train`` as shipped (noise scaled by ``noise_fraction``); returns
     (result, theta_t of the canary coordinate for t = 0..T, canary gradients at theta_t)."""
     sigma = LOOP_SIGMA * noise_fraction
-    # every noise scales with noise_fraction: the count noises are 10 sigma (Opt-Q's default b/20 would not scale)
-    options = {"count_noise": 10 * sigma} if spec.method == "optq" else {}
+    # every noise scales with noise_fraction: the count noises are 10 sigma (Opt-Q's default b/20 and bounded
+    # adaptive clipping's b/10 would not scale), for every method whose options set an absolute count noise
+    fields = {f.name for f in dataclasses.fields(methods.get(spec.method).options)}
+    options = {"count_noise": 10 * sigma} if "count_noise" in fields else {}
     policy = make_policy(spec.method, clip_bound=LOOP_CLIP, noise_multiplier=sigma,
                          dimension=count_parameters(audit_model()), learning_rate=LOOP_LR, **options)
     objective = None

@@ -3,7 +3,7 @@
 
 One DP-SGD run at ``dpfair compare``'s defaults (Adult, logistic regression, sigma = 1, C = 0.5, b = 256,
 20 epochs, r = 1/sqrt(T), delta = 1e-6, Poisson sampling, seed 0's split) with a
-:class:`~dpfair_analysis.privacy.individual.NormRecorder` recording every training record's gradient norm at
+:class:`~dpfair_analysis.training.norm_recorder.NormRecorder` recording every training record's gradient norm at
 every step's parameters; then :func:`~dpfair_analysis.privacy.individual.individual_privacy` and
 :func:`~dpfair_analysis.privacy.individual.group_privacy`. epsilon_i is an ex-post, data-dependent estimate
 (module docstring), never the run's guarantee, which is the worst case printed beside it.
@@ -34,7 +34,8 @@ import torch
 
 from dpfair_analysis.data.synthetic import synthetic_groups
 from dpfair_analysis.experiments.compare import CompareConfig, _run_spec, load_data, split_for_seed
-from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, NormRecorder, group_privacy, individual_privacy
+from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, group_privacy, individual_privacy
+from dpfair_analysis.training.norm_recorder import NormRecorder
 from dpfair_analysis.training.loop import schedule, train
 
 OUT = Path(__file__).resolve().parent / "results" / "individual_privacy.json"

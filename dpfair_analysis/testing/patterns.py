@@ -84,7 +84,9 @@ def symbols(outputs: np.ndarray, codes: tuple[float, ...]) -> np.ndarray:
     Parameters
     ----------
     outputs : (n, d) array
+        Outputs, one run a row.
     codes : tuple of float
+        The special values (e.g. a sparse vector's below/above codes), in symbol order.
     """
     out = np.full(outputs.shape, VALUE, dtype=np.int64)
     for k, code in enumerate(codes):

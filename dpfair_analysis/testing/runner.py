@@ -133,7 +133,9 @@ def chunk_seeds(seed: int | np.random.SeedSequence, chunks: int) -> list[np.rand
     Parameters
     ----------
     seed : int or SeedSequence
+        The call's seed.
     chunks : int
+        How many chunk seeds.
     """
     base = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     return [np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, i), pool_size=base.pool_size)

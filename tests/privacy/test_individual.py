@@ -18,15 +18,10 @@ from hypothesis import strategies as st
 from dpfair_analysis.data.synthetic import synthetic_groups
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import PAPER_RDP_ORDERS, AccountingSpec, dpsgd_epsilon
-from dpfair_analysis.privacy.individual import (
-    MAX_MULTIPLIER,
-    NormRecorder,
-    all_sample_norms,
-    group_privacy,
-    individual_privacy,
-)
+from dpfair_analysis.privacy.individual import MAX_MULTIPLIER, group_privacy, individual_privacy
 from dpfair_analysis.training.clipping import UniformClipping
 from dpfair_analysis.training.loop import TrainConfig, batch_indices, make_generators, train
+from dpfair_analysis.training.norm_recorder import NormRecorder, all_sample_norms
 
 SHORT = AccountingSpec(orders=(2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0))
 PROPS = settings(max_examples=30, deadline=None)

@@ -63,7 +63,7 @@ def test_the_check_sees_function_level_and_relative_imports(tmp_path, monkeypatc
 #: The package's floors, bottom to top (README's architecture): a module may import its own floor and
 #: the floors below, never one above. Data flows one way: data -> model -> trainer -> analysis -> reports.
 #: A tuple is one floor: catalog.py is the data layer's index, light enough for the command line to read.
-FLOORS = (("errors", "costs"), "validation", "io", ("data", "catalog"), "models", "gradients", "fast_gradients", "fairness", "privacy", "testing", "training",
+FLOORS = (("errors", "costs", "names"), "validation", "io", ("data", "catalog"), "models", "gradients", "fast_gradients", "fairness", "privacy", "testing", "training",
           "theory", "diagnose", "plotting", "experiments", "verify", "cli")
 
 

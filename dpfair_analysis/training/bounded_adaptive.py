@@ -26,7 +26,7 @@ earlier steps' releases, so it is post-processing and costs nothing. Each step r
 jointly (sigma_z^-2 + (2 sigma_b)^-2)^-1/2, which :func:`~.optq.optq_gradient_multiplier` sets to the run's sigma.
 Both are recorded in the ledger at every step (:attr:`~.clipping.StepDecision.noise_multipliers`), so the run is
 accounted exactly as DP-SGD at sigma, with the same sampling rate and number of steps. The count's share of the
-step's privacy (its share of the joint precision sigma^-2) is (sigma / (2 sigma_b))^2 (:attr:`count_share`).
+step's privacy (its share of the joint precision sigma^-2) is (sigma / (2 sigma_b))^2 (:attr:`BoundedAdaptive.count_share`).
 
 Defaults (``methods/bounded_adaptive.py``): gamma = 0.5 and eta_C = 0.2 (the authors' scripts ``0_image.sh`` and
 ``1_tabular.sh``, Andrew et al.'s values); sigma_b = b / 10 (their ``count_noise_denom`` default 10; Andrew et al.

@@ -1,6 +1,7 @@
 """Every training record's gradient norm during a run, for per-record privacy accounting
-(:mod:`dpfair_analysis.privacy.individual`): :func:`all_sample_norms` at the current parameters, by the loop's own
-engine, and :class:`NormRecorder`, a ``train()`` callback that stores them at checkpoints of the run.
+(:mod:`dpfair_analysis.privacy.individual`): :func:`~dpfair_analysis.training.norm_recorder.all_sample_norms` at the
+current parameters, by the loop's own engine, and :class:`~dpfair_analysis.training.norm_recorder.NormRecorder`, a
+``train()`` callback that stores them at checkpoints of the run.
 
 Kept in ``training/`` because it computes with the trainer's objectives; the accounting it feeds sits one floor
 below, in ``privacy/``, and needs only the norms.

@@ -55,10 +55,15 @@ _EXPORTS = {
     "clopper_pearson_upper": "bounds", "epsilon_lower_bound": "bounds", "one_run_epsilon_lower": "bounds",
     "threshold_test": "bounds",
     "AuditTimeout": "runner", "MechanismError": "runner",
+    "Statistic": "scores", "Fitted": "scores", "Skipped": "scores", "STATISTIC_KINDS": "scores",
 }
 
 __all__ = [
     "BUDGETS",
+    "STATISTIC_KINDS",
+    "Fitted",
+    "Skipped",
+    "Statistic",
     "DEFAULT_CONFIDENCE",
     "AddRemove",
     "AttributeChange",

@@ -427,8 +427,10 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
     pairs : None, (D, D'), list of pairs or hypothesis strategy
         Pairs to audit instead of the search: one pair, several, or a strategy of pairs
         (budget.max_pairs drawn). Each is checked against ``relation``.
-    statistics : "auto" or kinds
-        Test statistics to search (:mod:`.scores`): threshold, histogram, learned, likelihood.
+    statistics : "auto", kinds, or Statistic instances
+        Test statistics to search (:mod:`.scores`): the kinds threshold, histogram, learned, pattern, likelihood,
+        and any :class:`~dpfair_analysis.testing.scores.Statistic` of your own (its ``fit`` or ``fit_or_skip``
+        returns a :class:`~dpfair_analysis.testing.scores.Fitted` score), e.g. ``("threshold", MyStatistic())``.
     log_density : callable, optional
         White box: ``log_density(outputs, data) -> (n,)`` log-densities of outputs (stacked along
         axis 0) under the mechanism on ``data``; adds the likelihood-ratio statistic.

@@ -460,8 +460,8 @@ def statistic_family(kinds: tuple[str, ...], out0: np.ndarray, out1: np.ndarray,
 
     Parameters
     ----------
-    kinds : tuple of str
-        Among :data:`STATISTIC_KINDS`.
+    kinds : tuple of str and Statistic
+        Among :data:`STATISTIC_KINDS`; :class:`Statistic` instances (a user's) are included as they are.
     out0, out1 : (n, d) arrays
         Runs on D and D'.
     log_density : callable, optional
@@ -484,7 +484,7 @@ def statistic_family(kinds: tuple[str, ...], out0: np.ndarray, out1: np.ndarray,
         from dpfair_analysis.testing.patterns import pattern_family  # it builds on this module
 
         members += pattern_family(out0, out1)
-    return members
+    return members + [k for k in kinds if isinstance(k, Statistic)]  # a user's own statistics, as given
 
 
 def check_kinds(statistics: Any, *, log_density: Callable | None) -> tuple[str, ...]:
@@ -492,8 +492,9 @@ def check_kinds(statistics: Any, *, log_density: Callable | None) -> tuple[str, 
 
     Parameters
     ----------
-    statistics : str or sequence of str
-        "auto" or kinds among :data:`STATISTIC_KINDS`.
+    statistics : str, Statistic or sequence of them
+        "auto", or kinds among :data:`STATISTIC_KINDS` and :class:`Statistic` instances (a user's own statistic,
+        searched beside the kit's: the selection pays for it as for any other).
     log_density : callable or None
         Whether the white-box statistic is possible.
     """
@@ -501,10 +502,11 @@ def check_kinds(statistics: Any, *, log_density: Callable | None) -> tuple[str, 
         kinds = ("threshold", "histogram", "learned", "pattern") + (("likelihood",) if log_density is not None
                                                                     else ())
         return kinds
-    kinds = (statistics,) if isinstance(statistics, str) else tuple(statistics)
-    unknown = [k for k in kinds if k not in STATISTIC_KINDS]
+    kinds = (statistics,) if isinstance(statistics, (str, Statistic)) else tuple(statistics)
+    unknown = [k for k in kinds if not isinstance(k, Statistic) and k not in STATISTIC_KINDS]
     if unknown or not kinds:
-        raise ValueError(f"statistics must be 'auto' or some of {list(STATISTIC_KINDS)}, got {statistics!r}")
+        raise ValueError(f"statistics must be 'auto', or some of {list(STATISTIC_KINDS)} and Statistic instances "
+                         f"(a user's own statistic), got {statistics!r}")
     if "likelihood" in kinds and log_density is None:
         raise ValueError("statistics='likelihood' needs log_density=(outputs, data) -> log-densities")
     return kinds

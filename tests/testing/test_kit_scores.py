@@ -29,3 +29,30 @@ def test_increments_are_offered_for_vector_outputs_only_and_only_when_asked():
     assert threshold_family(1, increments=True) == threshold_family(1) == [Projection(0, 1.0), Projection(0, -1.0)]
     plain, more = threshold_family(5), threshold_family(5, increments=True)
     assert more[:len(plain)] == plain and len(more) == len(plain) + 4
+
+
+# ---------------------------------------------------------------------------- a user's own statistic (issue 48.5)
+def test_a_users_own_statistic_is_searched_and_can_refute_a_claim():
+    import pytest
+
+    from dpfair_analysis.testing import AddRemove, Fitted, Statistic, audit
+
+    class FirstMinusSecond(Statistic):
+        kind = "user"
+
+        def describe(self) -> str:
+            return "first minus second"
+
+        def fit(self, out0, out1, pair):
+            return Fitted(self.describe(), lambda o: o[:, 0] - o[:, 1], self.kind)
+
+    def mechanism(data, rng):  # Laplace(1) on a sum, released twice with opposite signs: epsilon 2, claimed 0.5
+        noisy = float(np.sum(data)) + rng.laplace()
+        return np.array([noisy, -noisy])
+
+    pair = (np.ones(3), np.ones(4))
+    result = audit(mechanism, 0.5, relation=AddRemove(), pairs=pair, statistics=[FirstMinusSecond()],
+                   budget="smoke", seed=0)
+    assert not result.consistent and "first minus second" in result.witness["event"]
+    with pytest.raises(ValueError, match="Statistic instances"):
+        audit(mechanism, 0.5, relation=AddRemove(), pairs=pair, statistics=[object()], budget="smoke")

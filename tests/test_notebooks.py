@@ -236,3 +236,25 @@ def test_fairdp_mnist_figures_trains_nothing_once_its_runs_are_recorded(tmp_path
     assert ("noise_multiplier", 2.0, "fairdp", 50.0) not in pending
     # 12 runs read (the 11 above and the preset's SGD, DPSGD and FairDP), all but FairDP at lr 0.05 complete
     assert ("lr", 0.05, "fairdp", None) in pending and len(pending) == 64 - 11
+
+
+def test_committed_run_records_are_reached_by_todays_keys():
+    """The full-MNIST tuning runs committed in paper_figs/fairdp are found under the keys today's code computes:
+    every record is a run of the tuning plan. A change to the keys' canonical form (once: the cache's file-layout
+    version inside every key) would silently retrain ~30 CPU-hours of recorded runs; this fails first (the
+    figures' records share :func:`config_key`; the slow twin checks they leave nothing to train)."""
+    tuning = _load_tool("record_runs").tuning
+    base = tuning.mnist_tuning_base("full")
+    plan_keys = {tuning.tuning_key(tuning.tuned_config(base, configuration), method, seed, tuning.VALIDATION_FRACTION)
+                 for method, configuration, seed in tuning.tuning_plan(base)}
+    recorded = json.loads((NOTEBOOK_DIR.parent / "paper_figs/fairdp/mnist_tuning_runs.json").read_text())["records"]
+    assert recorded and set(recorded) <= plan_keys
+
+
+@pytest.mark.slow
+def test_committed_figure_records_leave_nothing_to_train(monkeypatch):
+    """All 64 runs of the MNIST figures are recorded under today's keys (loads full MNIST for its fingerprint)."""
+    record_runs = _load_tool("record_runs")
+    monkeypatch.setenv("DPFAIR_CACHE_ALLOW_STALE", "1")
+    figures = record_runs.RunRecords(NOTEBOOK_DIR.parent / "paper_figs/fairdp/mnist_runs.json")
+    assert record_runs.pending("full", figures) == []

@@ -63,8 +63,12 @@ RESULT_LIBRARIES = ("torch", "numpy", "pandas", "scikit-learn", "scipy", "dp-acc
 
 
 #: Version of the entry layout (3: data files, :mod:`~dpfair_analysis.experiments.cache_format`; 2: pickles of
-#: {"fingerprint", "value"}); part of every key.
+#: {"fingerprint", "value"}): an entry's file carries it (old layouts are never read, :data:`SUFFIX`).
 ENTRY_FORMAT = 3
+#: Version of the keys' canonical form (:func:`config_key`), independent of :data:`ENTRY_FORMAT`: a new file
+#: layout must not re-key the committed run records (it did once, from 2 to 3, and the 68 recorded MNIST runs
+#: would have been retrained); bump it only when the same run would otherwise get another key's text.
+KEY_FORMAT = 2
 #: Entries' file suffix (a zip file of ``.npy`` arrays and a JSON header, as numpy's ``.npz`` is).
 SUFFIX = ".npz"
 #: Seconds a process waits for another's claim on a run before computing it itself (``$DPFAIR_CACHE_CLAIM_TIMEOUT``).
@@ -115,7 +119,7 @@ def config_key(*parts: Any) -> str:
             return "nan"
         return value
 
-    text = json.dumps([ENTRY_FORMAT, plain(list(parts))], sort_keys=True, default=repr)
+    text = json.dumps([KEY_FORMAT, plain(list(parts))], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -200,22 +200,26 @@ def label_encode(frame: pd.DataFrame, columns: Sequence[str]) -> tuple[np.ndarra
     return np.concatenate(blocks, axis=1), list(columns)
 
 
-def scale(X: np.ndarray, how: str, *, arg: str = "scaling") -> np.ndarray:
-    """Column-wise scaling fitted on ``X`` itself.
+def scale(X: np.ndarray, how: str, *, arg: str = "scaling", fitted_on: np.ndarray | None = None) -> np.ndarray:
+    """Column-wise scaling of ``X`` fitted on ``fitted_on`` (default ``X`` itself).
 
-    ``"minmax"``: :math:`(x - \\min) / (\\max - \\min)` into [0, 1];
+    ``"minmax"``: :math:`(x - \\min) / (\\max - \\min)`, into [0, 1] on the fitted rows;
     ``"zscore"``: :math:`(x - \\bar x) / s` with the population standard deviation;
-    ``"none"``: unchanged. Constant columns become 0 (no division by zero).
+    ``"none"``: unchanged. Columns constant on the fitted rows become 0 (no division by zero). Rows other than
+    the fitted ones (a test fold scaled with its training fold's statistics) may leave [0, 1] or the unit scale.
     """
     check_choice(how, arg, SCALINGS)
     X = np.asarray(X, dtype=np.float64)
-    if how == "none" or X.size == 0:
+    reference = X if fitted_on is None else np.asarray(fitted_on, dtype=np.float64)
+    if how == "none" or X.size == 0 or reference.size == 0:
         return X
+    if reference.ndim != 2 or X.ndim != 2 or reference.shape[1] != X.shape[1]:
+        raise ValueError(f"fitted_on must have X's {X.shape[1:]} columns, got shape {reference.shape}")
     if how == "minmax":
-        low, span = X.min(axis=0), np.ptp(X, axis=0)
-        return np.where(span > 0, (X - low) / np.where(span > 0, span, 1.0), 0.0)
-    mean, std = X.mean(axis=0), X.std(axis=0)
-    return np.where(std > 0, (X - mean) / np.where(std > 0, std, 1.0), 0.0)
+        offset, divisor = reference.min(axis=0), np.ptp(reference, axis=0)
+    else:
+        offset, divisor = reference.mean(axis=0), reference.std(axis=0)
+    return np.where(divisor > 0, (X - offset) / np.where(divisor > 0, divisor, 1.0), 0.0)
 
 
 def encode(values: Sequence[object] | pd.Series, mapping: Mapping[object, int], *, what: str) -> np.ndarray:

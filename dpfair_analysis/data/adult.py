@@ -68,8 +68,8 @@ def read_adult_raw(*, root: str | os.PathLike | None = None) -> pd.DataFrame:
     return tab.to_numeric(data, NUMERIC, what="Adult")
 
 
-def adult(*, by: str = "sex", preprocessing: str = "dpsgdf",
-          root: str | os.PathLike | None = None) -> GroupedDataset:
+def adult(*, by: str = "sex", preprocessing: str = "dpsgdf", root: str | os.PathLike | None = None,
+          scaling: str | None = None) -> GroupedDataset:
     """Adult with rows having a missing value dropped (45,222 rows on the real files).
 
     Parameters
@@ -99,6 +99,10 @@ def adult(*, by: str = "sex", preprocessing: str = "dpsgdf",
         exact columns are unknown, so this is a documented choice, not a reproduction.
     root : path, optional
         Directory holding ``adult.data`` and ``adult.test``; default: the cache.
+    scaling : {"minmax", "zscore", "none"}, optional
+        Overrides the preprocessing's scaling (``"dpsgdf"``: min-max of the numeric columns; ``"pfld"``: z-score of
+        every column), fitted on the whole data set; ``"none"`` leaves the columns raw (a caller that fits the
+        scaling on each training split, as :func:`~dpfair_analysis.experiments.pfld.scaled_on_train` does).
 
     Returns
     -------
@@ -107,6 +111,8 @@ def adult(*, by: str = "sex", preprocessing: str = "dpsgdf",
     """
     check_choice(by, "by", GROUPINGS)
     check_choice(preprocessing, "preprocessing", PREPROCESSINGS)
+    if scaling is not None:
+        check_choice(scaling, "scaling", tab.SCALINGS)
     raw = read_adult_raw(root=root)
     # the papers' protocol (documented above), so recorded in info rather than warned about
     data, missing = tab.drop_missing(raw, COLUMNS, what="Adult", warn=False)
@@ -116,17 +122,19 @@ def adult(*, by: str = "sex", preprocessing: str = "dpsgdf",
     numeric = data[list(NUMERIC)].to_numpy(dtype=np.float64)
     cats, cat_names = tab.one_hot(data, CATEGORICAL)
     if preprocessing == "dpsgdf":
-        X = np.concatenate([tab.scale(numeric, "minmax"), cats], axis=1)
-        names, scaling = list(NUMERIC) + cat_names, "minmax on numeric columns"
+        how = scaling or "minmax"
+        X = np.concatenate([tab.scale(numeric, how), cats], axis=1)
+        names, described = list(NUMERIC) + cat_names, f"{how} on numeric columns"
     else:
         other = "race" if by == "sex" else "sex"
         frame = data.assign(**{"native-country": data["native-country"].where(
             data["native-country"].isin(TOP_COUNTRIES), "Other")})
         extra, extra_names = tab.one_hot(frame, (other, "native-country"))
-        X = tab.scale(np.concatenate([numeric, cats, extra], axis=1), "zscore")
-        names, scaling = list(NUMERIC) + cat_names + extra_names, "zscore on all columns"
+        how = scaling or "zscore"
+        X = tab.scale(np.concatenate([numeric, cats, extra], axis=1), how)
+        names, described = list(NUMERIC) + cat_names + extra_names, f"{how} on all columns"
     info = {"source": "UCI Adult (adult.data + adult.test)", **missing, "preprocessing": preprocessing,
-            "scaling": scaling, "scaling_fitted_on": "whole data set", "by": by}
+            "scaling": described, "scaling_fitted_on": "whole data set", "by": by}
     return tab.make_dataset(X, y, group, feature_names=names, group_names=GROUPINGS[by],
                             label_names=LABEL_NAMES, name="adult", info=info)
 
@@ -147,6 +155,7 @@ def balanced_adult(*, per_group: int = 14_000, seed: int = 0, **options) -> Grou
     return tab.renamed(balanced, "adult-balanced", per_group=per_group, seed=seed)
 
 
-def income(*, by: str = "sex", root: str | os.PathLike | None = None) -> GroupedDataset:
-    """Income (paper 003's name for Adult): Adult with PF-LD's preprocessing (50 z-scored features)."""
-    return adult(by=by, preprocessing="pfld", root=root)
+def income(*, by: str = "sex", root: str | os.PathLike | None = None, scaling: str = "zscore") -> GroupedDataset:
+    """Income (paper 003's name for Adult): Adult with PF-LD's preprocessing (50 z-scored features; ``scaling``
+    as for :func:`adult`)."""
+    return adult(by=by, preprocessing="pfld", root=root, scaling=scaling)

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import GroupedDataset
@@ -150,12 +151,17 @@ def with_profile(profile: str, **overrides: Any) -> PfldSettings:
 
 
 # ------------------------------------------------------------------ data
+#: paper 003 Sec. 8: features at "zero mean and unit variance" -- fitted here on the rows each run trains on
+#: (:func:`scaled_on_train`), never on the test fold or the validation rows.
+TABLE_SCALING = "zscore"
+
+
 def load_table_data(dataset: str, *, group_by: str | None = None, subsample: int | None = None,
                     seed: int = 0) -> GroupedDataset:
-    """A Table 2 data set (``income``/``adult``, ``compas``, ...), optionally subsampled
-    (stratified by group x label, seeded)."""
+    """A Table 2 data set (``income``/``adult``, ``compas``, ...) with its columns unscaled (every split of it
+    goes through :func:`scaled_on_train`), optionally subsampled (stratified by group x label, seeded)."""
     check_choice(dataset, "dataset", tuple(DATASETS))
-    data = datasets.load(DATASETS[dataset], **({} if group_by is None else {"by": group_by}))
+    data = datasets.load(DATASETS[dataset], scaling="none", **({} if group_by is None else {"by": group_by}))
     if subsample is not None and check_positive_int(subsample, "subsample") < len(data):
         from sklearn.model_selection import train_test_split
 
@@ -164,6 +170,22 @@ def load_table_data(dataset: str, *, group_by: str | None = None, subsample: int
                                    random_state=check_seed(seed))
         data = data.subset(np.sort(keep))
     return data
+
+
+def scaled_on_train(train: GroupedDataset, held_out: GroupedDataset) -> tuple[GroupedDataset, GroupedDataset]:
+    """``train`` and ``held_out`` (a test fold, or validation rows) with every column scaled by
+    :data:`TABLE_SCALING` fitted on ``train`` alone: :math:`x \\mapsto (x - \\bar x_{train}) / s_{train}`, so no
+    statistic of the held-out rows reaches the model (they were fitted on the whole data set before)."""
+    from dpfair_analysis.data._tabular import scale
+
+    fitted_on = train.X.double().numpy()
+
+    def scaled(part: GroupedDataset) -> GroupedDataset:
+        X = scale(part.X.double().numpy(), TABLE_SCALING, fitted_on=fitted_on)
+        info = {**part.info, "scaling": TABLE_SCALING, "scaling_fitted_on": f"the {len(train)} training rows"}
+        return replace(part, X=torch.from_numpy(X.astype(np.float32)), info=info)
+
+    return scaled(train), scaled(held_out)
 
 
 def cv_folds(data: GroupedDataset, folds: int, *, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -367,7 +389,7 @@ def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, metho
     cells = [(kind, method, f) for kind in constraints for method in methods for f in range(len(splits))]
     runs = []
     for kind, method, f in cells:
-        train, test = data.subset(splits[f][0]), data.subset(splits[f][1])
+        train, test = scaled_on_train(data.subset(splits[f][0]), data.subset(splits[f][1]))
         # CLF does not depend on the constraint: one fit per fold (one key), shared by every constraint
         key_kind = "any" if method == "clf" else kind
         key = config_key("pfld-table2", dataset, group_by, _settings_key(settings), method, key_kind, f,
@@ -505,7 +527,7 @@ def _sweep(dataset: str, name: str, grid: list[dict[str, Any]], *, kind: str, pr
     cells = [(dict(point), s) for point in grid for s in range(n_seeds)]
     runs = []
     for point, s in cells:
-        train, test = data.split(0.2, seed=settings.seed + s, stratify="group_label")
+        train, test = scaled_on_train(*data.split(0.2, seed=settings.seed + s, stratify="group_label"))
         options = {k: v for k, v in point.items() if k not in ("method", "epsilon")}
         method, epsilon = point["method"], point["epsilon"]
         run_settings, base = settings, {}
@@ -618,7 +640,7 @@ def bias_variance_curve(dataset: str = "compas", *, kind: str = "dp",
         from dpfair_analysis.training.lagrangian import train_lagrangian
 
         data = load_table_data(dataset, subsample=settings.subsample, seed=settings.seed)
-        train, test = data.split(0.2, seed=settings.seed, stratify="group_label")
+        train, test = scaled_on_train(*data.split(0.2, seed=settings.seed, stratify="group_label"))
         constraint = make_constraint(kind, n_groups=data.n_groups, n_classes=data.n_classes)
         config = _lagrangian_config("pfld", settings, epsilon=epsilon, seed=settings.seed, n_train=len(train))
         config = replace(config, noise_multiplier=calibrated_sigma(config, n=len(train)))

@@ -27,7 +27,7 @@ from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.pfld import (KINDS, PRIVATE_METHODS, PROFILES,
                                               TABLE_METHODS, PfldSettings, _clf_for_every_constraint, _configured,
                                               _settings_key, _variant, cv_folds, load_table_data, run_method,
-                                              table2, table_name, with_profile)
+                                              scaled_on_train, table2, table_name, with_profile)
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
 from dpfair_analysis.experiments.tuning import TuningGrid
 from dpfair_analysis.validation import check_choice, check_positive
@@ -77,7 +77,8 @@ def sweep_tuning(dataset: str = "bank", *, kind: str = "dp", methods: Sequence[s
     cells, runs = [], []
     for s in range(n_seeds):
         train, _ = data.split(0.2, seed=settings.seed + s, stratify="group_label")
-        fit, held_out = train.split(validation_fraction, seed=settings.seed + s, stratify="group_label")
+        fit, held_out = scaled_on_train(*train.split(validation_fraction, seed=settings.seed + s,
+                                                     stratify="group_label"))
         for method in methods:
             for i, configuration in enumerate(grids[method].configurations()):
                 run_settings, overrides = _configured(configuration, settings)
@@ -223,8 +224,8 @@ def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS,
     def fold_data(f: int, role: str) -> tuple[GroupedDataset, GroupedDataset]:
         train, test = data.subset(splits[f][0]), data.subset(splits[f][1])
         if role == "refit":
-            return train, test
-        return train.split(validation_fraction, seed=settings.seed + f, stratify="group_label")
+            return scaled_on_train(train, test)
+        return scaled_on_train(*train.split(validation_fraction, seed=settings.seed + f, stratify="group_label"))
 
     def make_run(method: str, kind: str, f: int, configuration: dict, role: str) -> Run:
         run_settings, overrides = _configured(configuration, settings)

@@ -45,6 +45,28 @@ def test_subsample_is_stratified_and_seeded():
     assert np.array_equal(part.y.numpy(), P.load_table_data("compas", subsample=400, seed=0).y.numpy())
 
 
+def test_each_split_is_scaled_on_its_training_rows_only():
+    """Table 2's features are z-scored on the rows a run trains on (paper 003: zero mean, unit variance), not on
+    the whole data set: the training part has mean 0 and sd 1 per column, the held-out part is transformed with
+    the training statistics, and changing a held-out row's raw value changes nothing on the training side."""
+    data = P.load_table_data("compas", subsample=400, seed=0)
+    assert data.info["scaling"] == "none"
+    (train_rows, test_rows), _ = P.cv_folds(data, 2, seed=0)
+    train, test = P.scaled_on_train(data.subset(train_rows), data.subset(test_rows))
+    X = train.X.double().numpy()
+    varying = X.std(axis=0) > 0
+    assert np.allclose(X.mean(axis=0), 0, atol=1e-6) and np.allclose(X.std(axis=0)[varying], 1, atol=1e-5)
+    raw_train, raw_test = data.X[train_rows].double().numpy(), data.X[test_rows].double().numpy()
+    mean, sd = raw_train.mean(axis=0), raw_train.std(axis=0)
+    expected = np.where(sd > 0, (raw_test - mean) / np.where(sd > 0, sd, 1), 0)
+    assert np.allclose(test.X.double().numpy(), expected, atol=1e-5)
+    assert test.info["scaling_fitted_on"] == f"the {len(train)} training rows"
+    moved = data.subset(test_rows)
+    moved.X[0] += 1000.0  # an outlier in the held-out rows
+    again, _ = P.scaled_on_train(data.subset(train_rows), moved)
+    assert np.array_equal(again.X.numpy(), train.X.numpy())
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
     cache = RunCache(tmp_path_factory.mktemp("pfld-table"))
@@ -231,6 +253,9 @@ def tuned(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(P, "run_method", spy)
         patch.setattr(PT, "run_method", spy)
+        # rows are told apart by their raw features here; the per-split scaling has its own test above
+        for module in (P, PT):
+            patch.setattr(module, "scaled_on_train", lambda train, held_out: (train, held_out))
         table = PT.tuned_table2("compas", constraints=("dp",), methods=("clf", "pfld"), settings=TINY, grids=TWO,
                                cache=cache)
     return table, seen

@@ -45,7 +45,7 @@ import stat
 import time
 import warnings
 import zipfile
-from dataclasses import asdict, is_dataclass
+from dataclasses import MISSING, Field, fields, is_dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -106,21 +106,38 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+#: Metadata of a configuration field added after its dataclass was first keyed:
+#: ``field(default=..., metadata=KEY_OMITS_DEFAULT)`` leaves the field out of :func:`config_key` while it holds its
+#: default, so a new option keeps every recorded run's key (the runs that never set it are the same runs).
+KEY_OMITS_DEFAULT = {"key": "omit default"}
+
+
 def config_key(*parts: Any) -> str:
-    """SHA-256 of a canonical JSON form of ``parts`` (dataclasses as dicts)."""
-    def plain(value: Any) -> Any:
+    """SHA-256 of a canonical JSON form of ``parts`` (dataclasses as dicts, less the fields marked
+    :data:`KEY_OMITS_DEFAULT` that hold their default)."""
+    def plain(value: Any, within: bool = False) -> Any:  # within a dataclass: nested ones carry no __type__
         if is_dataclass(value) and not isinstance(value, type):
-            return {"__type__": type(value).__name__, **{k: plain(v) for k, v in asdict(value).items()}}
+            named = {} if within else {"__type__": type(value).__name__}
+            return {**named, **{f.name: plain(getattr(value, f.name), True) for f in fields(value)
+                                if not _keeps_default(value, f)}}
         if isinstance(value, dict):
-            return {str(k): plain(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+            return {str(k): plain(v, within) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
         if isinstance(value, (list, tuple)):
-            return [plain(v) for v in value]
+            return [plain(v, within) for v in value]
         if isinstance(value, float) and value != value:
             return "nan"
         return value
 
     text = json.dumps([KEY_FORMAT, plain(list(parts))], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _keeps_default(instance: Any, spec: Field) -> bool:
+    """Whether ``spec`` is a :data:`KEY_OMITS_DEFAULT` field of ``instance`` holding its declared default."""
+    if spec.metadata.get("key") != KEY_OMITS_DEFAULT["key"]:
+        return False
+    default = spec.default_factory() if spec.default is MISSING else spec.default
+    return getattr(instance, spec.name) == default
 
 
 def _served(fingerprint: str, where: Path, *, warn: bool) -> str | None:

@@ -9,6 +9,7 @@ import os
 import pickle
 import stat
 import zipfile
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -64,6 +65,47 @@ def test_an_entry_from_other_code_is_recomputed_unless_stale_entries_are_allowed
     assert (fresh.hits, fresh.misses) == (0, 1)
     assert fresh.get_or_compute("k", lambda: "again") == "new code's result"  # and replaced
     assert config_key("run", {"epochs": 2}) == config_key("run", {"epochs": 2}) != config_key("run", {"epochs": 3})
+
+
+def test_a_new_option_marked_key_omits_default_keeps_every_recorded_key():
+    """Adding a configuration field re-keys every run unless it is marked KEY_OMITS_DEFAULT: then a run that
+    leaves it at its default keeps the key it had before the field existed (also inside a nested dataclass),
+    and a run that sets it gets a key of its own."""
+    from dpfair_analysis.experiments.cache import KEY_OMITS_DEFAULT
+
+    @dataclass(frozen=True)
+    class Spec:
+        sigma: float = 1.0
+
+    @dataclass(frozen=True)
+    class Config:
+        epochs: int = 2
+        spec: Spec = Spec()
+
+    before = config_key("run", Config(), 7)
+
+    @dataclass(frozen=True)
+    class Spec:  # noqa: F811 -- the same class a release later, with a new option
+        sigma: float = 1.0
+        rounds: tuple = field(default=(), metadata=KEY_OMITS_DEFAULT)
+
+    @dataclass(frozen=True)
+    class Config:  # noqa: F811
+        epochs: int = 2
+        spec: Spec = Spec()
+        eval_every: int = field(default=1, metadata=KEY_OMITS_DEFAULT)
+
+    assert config_key("run", Config(), 7) == before
+    assert config_key("run", Config(eval_every=5), 7) != before
+    assert config_key("run", Config(spec=Spec(rounds=(1,))), 7) != before
+
+    @dataclass(frozen=True)
+    class Config:  # noqa: F811 -- an unmarked new field re-keys every run
+        epochs: int = 2
+        spec: Spec = Spec()
+        eval_every: int = 1
+
+    assert config_key("run", Config(), 7) != before
 
 
 def test_the_fingerprint_reads_the_result_code(tmp_path, monkeypatch):

@@ -70,6 +70,14 @@ def check_choice(value: object, name: str, allowed) -> str:
     return value  # type: ignore[return-value]
 
 
+def check_name_free(name: str, registry, kind: str) -> str:
+    """``name`` if no entry of ``registry`` (a dict of a registry: methods, audits, claims) holds it; a taken name is
+    refused (ValueError), whatever entry holds it -- the one rule of every registry in the toolkit."""
+    if name in registry:
+        raise ValueError(f"a {kind} named {name!r} is registered already")
+    return name
+
+
 def check_device(value: object, name: str = "device") -> str:
     """A torch device name the toolkit can train on here: ``"cpu"``, or ``"cuda"`` / ``"cuda:N"`` with CUDA present."""
     import torch  # here, so that the other checks import without torch (dpfair_analysis.testing's core)

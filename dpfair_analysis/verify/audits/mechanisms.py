@@ -70,6 +70,7 @@ from tqdm import tqdm
 
 from dpfair_analysis.privacy.accounting import AccountingSpec
 from dpfair_analysis.training.loop import release_step
+from dpfair_analysis.validation import check_name_free
 from dpfair_analysis.verify.audits.canaries import _flat, _flat_rows, canary_datasets, canary_model, \
     output_perturbation_pair, pfld_pair
 from dpfair_analysis.verify.audits.registry import AuditSpec, MechanismSamples, _generators, register
@@ -196,7 +197,7 @@ STEP_AUDITS: dict[str, StepCanaryAudit] = {}
 
 
 def _step_entry(spec: StepCanaryAudit, default_trials: int) -> AuditSpec:
-    STEP_AUDITS[spec.name] = spec
+    STEP_AUDITS[check_name_free(spec.name, STEP_AUDITS, "step audit")] = spec
 
     def sample(trials: int, *, seed: int, noise_fraction: float, progress: bool = False) -> MechanismSamples:
         return sample_step_canary(spec, trials, seed=seed, noise_fraction=noise_fraction, progress=progress)

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from dpfair_analysis.training.loop import make_generators
-from dpfair_analysis.validation import check_choice, check_fraction, check_seed
+from dpfair_analysis.validation import check_choice, check_fraction, check_name_free, check_seed
 
 from dpfair_analysis.verify.audits.statistics import DEFAULT_CONFIDENCE, threshold_test
 
@@ -59,11 +59,16 @@ MECHANISMS: dict[str, AuditSpec] = {}
 
 
 def register(spec: AuditSpec) -> AuditSpec:
-    """Add ``spec`` to :data:`MECHANISMS` (replacing an entry of the same name)."""
+    """Add ``spec`` to :data:`MECHANISMS` (ValueError if its name is taken)."""
     if not isinstance(spec, AuditSpec):
         raise TypeError(f"spec must be an AuditSpec, got {type(spec).__name__}")
-    MECHANISMS[spec.name] = spec
+    MECHANISMS[check_name_free(spec.name, MECHANISMS, "mechanism audit")] = spec
     return spec
+
+
+def unregister(name: str) -> None:
+    """Remove an entry (for tests that register a toy one); an unknown name is ignored."""
+    MECHANISMS.pop(name, None)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
+from dpfair_analysis.validation import check_name_free
+
 #: Paper id -> (file under the project's papers/, short citation).
 PAPERS: dict[str, tuple[str, str]] = {
     "000": ("000_c5c1f9a3ea01bc79.txt", ("Xu, Du & Wu, Removing Disparate Impact on Model Accuracy in DP-SGD "
@@ -296,14 +298,20 @@ class Claim:
         return PAPERS[self.paper][1]
 
 
-def register(claims: list[Claim], id: str, *, location: str, quote: str, statement: str, regime: str,
-             method: str, check: Check, mutant: Check, **kw: Any) -> Claim:
-    """Build a :class:`Claim` (its check and mutant remembered per budget) and append it to ``claims``
-    -- called right after the check it registers, so each entry sits beside its check."""
+#: The registered claims by id, in the order they were registered: the claims files register into it, and it imports
+#: none of them.
+REGISTRY: dict[str, Claim] = {}
+
+
+def register(id: str, *, location: str, quote: str, statement: str, regime: str, method: str, check: Check,
+             mutant: Check, **kw: Any) -> Claim:
+    """Build a :class:`Claim` (its check and mutant remembered per budget) and add it to :data:`REGISTRY`
+    (ValueError if its id is taken) -- called right after the check it registers, so each entry sits beside its
+    check."""
     readings = tuple(replace(r, check=cached(r.check), mutant=cached(r.mutant)) for r in kw.pop("readings", ()))
     claim = Claim(id=id, location=location, quote=quote, statement=statement, regime=regime, method=method,
                   check=cached(check), mutant=cached(mutant), readings=readings, **kw)
-    claims.append(claim)
+    REGISTRY[check_name_free(id, REGISTRY, "claim")] = claim
     return claim
 
 

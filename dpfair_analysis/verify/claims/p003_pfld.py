@@ -20,7 +20,6 @@ from dpfair_analysis.verify.claims.core import (
     FULL,
     Budget,
     Check,
-    Claim,
     Verdict,
     holds,
     misprint_check,
@@ -30,9 +29,8 @@ from dpfair_analysis.verify.claims.core import (
 )
 from dpfair_analysis.verify.claims.fixtures import DWORK_ROTH, gaussian_delta_condition, printed_gaussian_checks
 
-__all__ = ["CLAIMS", "RELEASE_FAMILIES", "case_record", "theorem1_searches", "theorem2_search"]
+__all__ = ["RELEASE_FAMILIES", "case_record", "theorem1_searches", "theorem2_search"]
 
-CLAIMS: list[Claim] = []
 _CACHE: dict[tuple, Any] = {}
 
 
@@ -108,7 +106,7 @@ def _pfld_examples(kind: str, *, perturb: float = 0.0) -> Check:
 _EX_METHOD = ("random data sets (2-5 groups of skewed, tiny or missing sizes, logits at several scales): the number of "
               "terms of fairness.constraints.make_constraint, its h and term gaps against the Example's subsets "
               "computed with numpy, and its violation against fairlearn's")
-register(CLAIMS, "003.ex1", location="§4.1, Example 1",
+register("003.ex1", location="§4.1, Example 1",
          quote="Example 1 (Demographic parity). Demographic parity can be expressed as a set of |A| constraints, with "
                "h(z) = M_θ(z) and, for each i ∈ A, the subsets indicating population terms are defined as: D_{P_i} = "
                "{(X, Y) | (X, A, Y) ∈ D}, and the subsets indicating the group terms as: D_{G_i} = {(X, Y) | (X, A, Y) "
@@ -116,7 +114,7 @@ register(CLAIMS, "003.ex1", location="§4.1, Example 1",
          statement="demographic parity = |A| constraints E_{D_P}[h] = E_{D_{G_i}}[h], h = M_θ(z)",
          regime="h and gaps from the definitions; hard predictions compared with fairlearn", method=_EX_METHOD,
          check=_pfld_examples("dp"), mutant=_pfld_examples("dp", perturb=1e-3))
-register(CLAIMS, "003.ex2", location="§4.1, Example 2",
+register("003.ex2", location="§4.1, Example 2",
          quote="Example 2 (Equalized odds). Equalized odds can be expressed as a set of 2|A| constraints, with h(z) = "
                "M_θ(z), and for each choice of y ∈ {0, 1}, and i ∈ A, the subsets indicating population terms are "
                "defined as: D_{P_i} = {(X, Y) | (X, A, Y) ∈ D ∧ Y = y}, and the subsets indicating the group terms as: "
@@ -124,7 +122,7 @@ register(CLAIMS, "003.ex2", location="§4.1, Example 2",
          statement="equalized odds = 2|A| constraints within Y = y", regime="h and gaps from the definitions; "
          "compared with fairlearn", method=_EX_METHOD, check=_pfld_examples("eo"),
          mutant=_pfld_examples("eo", perturb=1e-3))
-register(CLAIMS, "003.ex3", location="§4.1, Example 3",
+register("003.ex3", location="§4.1, Example 3",
          quote="Example 3 (Accuracy parity). Accuracy parity can be expressed as a set of |A| constraints, with h(z) = "
                "L_θ(M_θ(z)), where L is the loss function defined in problem (L), and, for each i ∈ A, the subsets "
                "indicating population terms are defined as: D_{P_i} = {(X, Y) | (X, A, Y) ∈ D}, and the subsets "
@@ -277,7 +275,7 @@ _THM1_METHOD = ("directed hypothesis searches over neighbouring batches (one per
                 "groups, vector signed gradients, unclipped population terms, tiny and unequal groups), one per way "
                 "Eq. (7) can fail, the change of Eq. (10)'s release against Δ_p on the larger side "
                 "(verify.sensitivity_search)")
-register(CLAIMS, "003.thm1", location="§6, Theorem 1, Eq. (7)", quote=_THM1_QUOTE,
+register("003.thm1", location="§6, Theorem 1, Eq. (7)", quote=_THM1_QUOTE,
          statement="Δ_p ≤ 2 C_p λ_max / (min_i |B_{G_i}| − 1) for the released gradient of Eq. (10)",
          regime="||∇h(z)|| ≤ C_p on group terms (population terms unclipped, Eq. 10); one person's group changes",
          method=_THM1_METHOD, check=_pfld_theorem1(), mutant=_pfld_theorem1(proof_setting=True))
@@ -308,7 +306,7 @@ def _population_unclipped(*, proof_setting: bool = False) -> Check:
     return check
 
 
-register(CLAIMS, "003.sec6.population-unclipped", location="§6, after Theorem 1's proof (before Eq. 10)",
+register("003.sec6.population-unclipped", location="§6, after Theorem 1's proof (before Eq. 10)",
          quote="Using Theorem 1, the privacy-preserving primal update step for a mini-batch B ⊆ D can be executed by "
                "clipping exclusively the gradients of the functions h(z) associated with the group terms in B_G. It "
                "is not necessary to perform gradient clipping for the functions h(z) associated with the population "
@@ -375,11 +373,11 @@ _THM2_QUOTE = ("Theorem 2. Let |h(z)| ≤ C_d, for all samples z ∈ D_{G_i}, i 
                "Δ_d of the constraint violation |μ(D_P) − μ(D_G)| is Δ_d ≤ √2 C_d / (min_{i∈I} |D_{G_i}| − 1). (11)")
 _THM2_METHOD = ("hypothesis search over neighbouring data sets (one person's group changes) for a change of Eq. (13)'s "
                 "|μ(D_P) − μ̄^{C_d}(D_G)| beyond Δ_d (verify.sensitivity_search.structured_cases and cases)")
-register(CLAIMS, "003.thm2", location="§6, Theorem 2, Eq. (11)", quote=_THM2_QUOTE,
+register("003.thm2", location="§6, Theorem 2, Eq. (11)", quote=_THM2_QUOTE,
          statement="Δ_d ≤ √2 C_d / (min_i |D_{G_i}| − 1)",
          regime="|h(z)| ≤ C_d (signed h allowed by the hypothesis); one person's group changes", method=_THM2_METHOD,
          check=_pfld_theorem2(signed=True), mutant=_pfld_theorem2(signed=False))
-register(CLAIMS, "003.thm2.unsigned", kind="corrected", corrects="003.thm2",
+register("003.thm2.unsigned", kind="corrected", corrects="003.thm2",
          location="Theorem 2 for the h PF-LD uses (h ∈ [0, C_d]: predictions and losses)", quote=_THM2_QUOTE,
          statement="Δ_d ≤ √2 C_d / (min_i |D_{G_i}| − 1) as a bound on the change",
          regime="h ∈ [0, C_d] (the paper's three h); the noise scale still depends on the attribute (003.lemma2)",
@@ -433,14 +431,14 @@ def _pfld_default_dual(*, factor: float = 1.0) -> Check:
     return check
 
 
-register(CLAIMS, "003.thm1.sum-release", kind="corrected", corrects="003.thm1",
+register("003.thm1.sum-release", kind="corrected", corrects="003.thm1",
          location="the toolkit's primal release (privacy/sensitivity.py)", quote=_THM1_QUOTE,
          statement="each person's contribution ≤ Δ₁ = t_max C_p max_i |a_i|, change ≤ 2Δ₁",
          regime="group sums with public coefficients a_i (population terms clipped too); any group sizes, signed h, "
                 "missing values", method="hypothesis search over neighbouring data sets with missing values "
                 "(sensitivity_search.cases), each contribution and the change against the bound",
          check=_pfld_default_primal(), mutant=_pfld_default_primal(factor=0.5))
-register(CLAIMS, "003.thm2.sum-release", kind="corrected", corrects="003.thm2",
+register("003.thm2.sum-release", kind="corrected", corrects="003.thm2",
          location="the toolkit's dual release (privacy/sensitivity.py)", quote=_THM2_QUOTE,
          statement="||S(D) − S(D')|| ≤ √(2 t_max) C_d and counts ≤ √(2 t_max)",
          regime="per-term sums of clip(h), public denominators", method="hypothesis search over neighbouring data "
@@ -535,7 +533,7 @@ _MISSING_QUOTE = ("The paper considers the case where only a fraction r ≤ 1 of
                   "follows from the observation that reducing the number of training samples having sensitive data "
                   "also reduces the components min_{i∈I} |B_{G_i}| (Equation (7)) and min_{i∈I} |D_{G_i}| (Equation "
                   "(11)) by a factor of r.")
-register(CLAIMS, "003.sec7.missing", location="§7", quote=_MISSING_QUOTE,
+register("003.sec7.missing", location="§7", quote=_MISSING_QUOTE,
          statement="with a fraction r reporting A: Δ'_d = Δ_d/r bounds the dual release's change",
          regime="Δ from the full group sizes; reporting may differ across groups (the paper's 'a practical scenario "
                 "may involve ... a choice'); h ∈ [0, C_d], where Theorem 2 itself holds", method="directed "
@@ -569,7 +567,7 @@ def _missing_noise(*, rates: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)) -> C
     return check
 
 
-register(CLAIMS, "003.sec7.less-noise", location="§7", quote=_MISSING_QUOTE + " Consequentially, while on one side, "
+register("003.sec7.less-noise", location="§7", quote=_MISSING_QUOTE + " Consequentially, while on one side, "
          "using less information may affect the model ability to satisfy the fairness constraint, on the other, it "
          "also require smaller amounts of noise to guarantee the same level of privacy.",
          statement="with a fraction r < 1 reporting A, the same privacy needs less noise (σΔ' ≤ σΔ)",
@@ -588,13 +586,13 @@ _GAUSS_METHOD = ("the exact δ(ε) of the Gaussian mechanism (Balle & Wang 2018)
                  "hypothesis over ε < 1, σ (and Δ) plus a 1000-point grid; the printed and the fixed form")
 _PRINTED_CHECK, _PRINTED_MUTANT = printed_gaussian_checks(
     fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1, the cited [14]: c² > 2 ln(1.25/δ))")
-register(CLAIMS, "003.sec4.2.gaussian", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
+register("003.sec4.2.gaussian", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
          statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (4/5) exp(−(σε)²/2) and ε < 1",
          regime="ℓ2 sensitivity Δ_f, one release; the noise's variance Δ_f²σ² (its printed 'standard deviation' is "
                 "003.sec4.2.gaussian.std)", method=_GAUSS_METHOD,
          check=_PRINTED_CHECK, mutant=_PRINTED_MUTANT,
          fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1)")
-register(CLAIMS, "003.sec4.2.gaussian.std", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
+register("003.sec4.2.gaussian.std", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
          statement="noise of standard deviation Δ_f σ² gives (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2), ε < 1",
          regime="the δ condition corrected (5/4) to isolate the printed 'N(0, Δ_f σ²) ... standard deviation Δ_f σ²'",
          method=_GAUSS_METHOD,

@@ -42,15 +42,14 @@ quotes, locations) loads in a fraction of a second; the checks import what they 
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import numpy as np
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
+from dpfair_analysis.testing._json import jsonable
 from dpfair_analysis.validation import check_name_free
 
 #: Paper id -> (file under the project's papers/, short citation).
@@ -318,26 +317,6 @@ def register(id: str, *, location: str, quote: str, statement: str, regime: str,
 # =============================================================================== JSON
 def _f(x: float | None) -> float | None:
     return None if x is None else float(x)
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON values: tensors and arrays as lists, non-finite floats as strings."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "detach") and hasattr(value, "tolist"):  # a torch tensor, without importing torch
-        return jsonable(value.detach().tolist())
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, (np.floating, float)):
-        v = float(value)
-        return v if math.isfinite(v) else str(v)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
 
 
 # =============================================================================== search helpers

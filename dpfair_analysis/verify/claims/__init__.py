@@ -6,7 +6,8 @@ long version, ``001`` the fairness lens on DP (Tran, Dinh & Fioretto, NeurIPS'21
 
 One or more files per paper, named for it (``p003_pfld.py``, ``p003_pfld_privacy.py``, ...), each
 registry entry right after its check; the types, the search helper and the misprint combinator are in
-:mod:`.core`, shared data and the Gaussian-mechanism checks in :mod:`.fixtures`.
+:mod:`.core`, shared data and the Gaussian-mechanism checks in :mod:`.fixtures`, paper 003's neighbouring pairs
+and the searches over them in :mod:`.pfld_cases`.
 
 Verdicts (:mod:`.core`): ``holds``, ``violated`` (false as stated, in the stated regime), ``misprinted``
 (false as printed, true after a named typo fix that does not change what is guaranteed -- both forms tested) and

@@ -256,7 +256,7 @@ def _release_and_delta(c, group, *, dual: bool):
         paper_primal_release,
         paper_primal_sensitivity,
     )
-    from dpfair_analysis.verify.sensitivity_search import group_sizes
+    from dpfair_analysis.verify.claims.pfld_cases import group_sizes
 
     if dual:
         return (paper_dual_release(c.h, c.y, group, constraint=c.constraint, clip=c.clip),
@@ -664,7 +664,7 @@ def _rdp_conversion(*, term_factor: float = 1.0) -> Check:
     def check(budget: Budget) -> Verdict:
         from hypothesis import strategies as st
 
-        from dpfair_analysis.privacy.output_perturbation import gaussian_delta
+        from dpfair_analysis.privacy.gaussian import gaussian_delta
 
         def ratio(x):
             sigma, alpha, log10_delta = x

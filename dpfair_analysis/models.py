@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from dpfair_analysis.catalog import MODEL_NAMES
-from dpfair_analysis.validation import check_choice, check_nonnegative, check_positive_int
+from dpfair_analysis.validation import check_choice, check_int_at_least, check_nonnegative, check_positive_int
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "elu": nn.ELU}
 
@@ -190,6 +190,4 @@ def l2_penalty(model: nn.Module) -> torch.Tensor:
 
 
 def _check_classes(n_classes: int) -> int:
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
-        raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
-    return n_classes
+    return check_int_at_least(n_classes, "n_classes", 2)

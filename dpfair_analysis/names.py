@@ -70,5 +70,8 @@ PFLD_DATASETS = {"income": "income", "adult": "income", "compas": "compas", "ger
 PFLD_METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper", "pfld-shared-batch")
 #: :data:`dpfair_analysis.experiments.pfld_tuned.TABLE2_GRIDS`: what ``dpfair pfld-table --tune`` tunes.
 PFLD_TUNED_METHODS = ("clf", "z", "a", "m", "pfld")
+#: :data:`dpfair_analysis.training.fedavg.PARTITIONS`: ``dpfair compare --partition`` (DP-FedAvg's option, which
+#: the registry of methods reads without importing the trainer's torch).
+FEDAVG_PARTITIONS = ("iid", "group")
 #: :data:`dpfair_analysis.training.lagrangian.METHODS`: ``dpfair train --method``.
 LAGRANGIAN_METHODS = ("fld", "pfld")

@@ -32,9 +32,21 @@ def check_nonnegative(value: object, name: str) -> float:
 
 def check_positive_int(value: object, name: str) -> int:
     """An integer >= 1 (batch sizes, epochs, steps)."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or int(value) < 1:
+    if not _is_int(value) or int(value) < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_int_at_least(value: object, name: str, minimum: int) -> int:
+    """An integer >= ``minimum``: counts with another floor than 1 (classes and groups >= 2, audit trials)."""
+    if not _is_int(value) or int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _is_int(value: object) -> bool:
+    """An integer (Python's or numpy's), and not a bool."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
 
 
 def check_fraction(value: object, name: str, *, open_low: bool = True, open_high: bool = False) -> float:
@@ -68,6 +80,14 @@ def check_choice(value: object, name: str, allowed) -> str:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def check_name_free(name: str, registry, kind: str) -> str:
+    """``name`` if no entry of ``registry`` (a dict of a registry: methods, audits, claims) holds it; a taken name is
+    refused (ValueError), whatever entry holds it -- the one rule of every registry in the toolkit."""
+    if name in registry:
+        raise ValueError(f"a {kind} named {name!r} is registered already")
+    return name
 
 
 def check_device(value: object, name: str = "device") -> str:

@@ -13,7 +13,7 @@
 #
 # Papers 000 and 002 print r = 0.01 for the MNIST CNN and nothing about how batches are drawn; the toolkit's runs at the printed settings (Poisson sampling, which DP-SGD's accountant assumes) lose 1.6-5× the printed accuracy (`dpsgdf.ipynb`), and `fairdp_mnist_figures.ipynb`'s Figure 4 showed the learning rate alone moving DP-SGD's class 8 from 0.002 to 0.618 — read on the test images, so it cannot choose a setting. This notebook gives every method the same fair chance before a verdict (`dpfair_analysis.experiments.tuning`):
 #
-# * **Budget** (`MNIST_GRID`): learning rate ∈ {0.01 (printed), 0.05, 0.1} × batch sampling ∈ {Poisson, shuffled fixed-size batches} = 6 configurations for each of SGD, DPSGD, Naive, DPSGD-F, Opt-Q and FairDP (36 runs of 60 epochs), everything else at paper 000's settings (b = 256, σ = 0.8, C = 1, δ = 1e-6, equal privacy).
+# * **Budget** (`mnist_tuning.MNIST_GRID`): learning rate ∈ {0.01 (printed), 0.05, 0.1} × batch sampling ∈ {Poisson, shuffled fixed-size batches} = 6 configurations for each of SGD, DPSGD, Naive, DPSGD-F, Opt-Q and FairDP (36 runs of 60 epochs), everything else at paper 000's settings (b = 256, σ = 0.8, C = 1, δ = 1e-6, equal privacy).
 # * **Validation rows carved from the training images, never the test images** (`validation_split`): 10% of the official 60,000 training images, stratified by class, held out *before* class 8 is cut (so they have the test set's natural class mix; their 585 images of class 8 are images the cut to 500 discards anyway). Every run trains on the other 49,235 images — class 8 keeps exactly its 500 — and is evaluated on the validation images and on the official 10,000 test images.
 # * **Selection**: each method's configuration with the highest overall validation accuracy (ties to the printed one). The test accuracy of that run is the tuned result; the printed configuration's run (same training images) is the result at the printed settings. No refit: the chosen run is the released model.
 # * **Accounting for the tuning: not private.** The choice reads the validation images' accuracy without noise over a fixed grid; each result states the ε of its own training run only (`SELECTION_PRIVACY`). Shuffled batches are not what the Poisson accountant assumes: their ε (the same number) is not a guarantee (`sampling_matches_accounting = False`).
@@ -25,21 +25,22 @@
 import pandas as pd
 from IPython.display import Image, display
 
-from dpfair_analysis.experiments import tuning
+from dpfair_analysis.experiments import mnist_tuning, tuning
 from dpfair_analysis.verify import reproduction
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, default_cache_dir
 from dpfair_analysis.experiments.dpsgdf import PAPER_TABLE1
 from dpfair_analysis.experiments.notebook import notebook_environment
-from dpfair_analysis.plotting import save_figure, save_table
+from dpfair_analysis.plotting import plot_tuning_grid, save_figure, save_table
 
 ENV = notebook_environment('fairdp')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS; beside the MNIST figures' records
 PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
 CACHE = RunCache(default_cache_dir())
 RECORDS = RunRecords(FIGS / 'mnist_tuning_runs.json')
-BASE = tuning.mnist_tuning_base(PROFILE)
+BASE = mnist_tuning.mnist_tuning_base(PROFILE)
 # quick: four methods on the first two configurations (lr 0.01 with Poisson and with shuffled batches)
-METHODS = ('sgd', 'dpsgd', 'dpsgdf', 'fairdp') if QUICK else tuning.MNIST_TUNING_METHODS
-GRID = tuning.MNIST_GRID.head(2) if QUICK else tuning.MNIST_GRID
+METHODS = ('sgd', 'dpsgd', 'dpsgdf', 'fairdp') if QUICK else mnist_tuning.MNIST_TUNING_METHODS
+GRID = mnist_tuning.MNIST_GRID.head(2) if QUICK else mnist_tuning.MNIST_GRID
+GROUPS = mnist_tuning.MNIST_GROUPS
 pd.set_option('display.width', 220)
 pd.set_option('display.max_columns', 30)
 print(GRID.budget())
@@ -59,14 +60,16 @@ print(f"{len(rows.drop_duplicates(['method', 'configuration_index']))} of {len(G
       f"complete budgets: {', '.join(COMPLETE) or 'none yet'}")
 display(status)
 save_table(rows, FIGS / 'mnist_tuning_runs.csv')
-runs = rows[rows['group'].isin(tuning.MNIST_GROUPS)].pivot_table(
+runs = rows[rows['group'].isin(GROUPS)].pivot_table(
     index=['method', 'configuration'], columns=['split', 'group'], values='accuracy', sort=False)
 runs.round(3)
 
 # %%
 if len(rows):
-    fig = tuning.plot_tuning_grid(rows, chosen=COMPLETE)
-    save_figure(fig, FIGS / 'mnist_tuning_grid.png', data=rows[rows['group'].isin(tuning.MNIST_GROUPS)])
+    complete_rows = rows[rows['method'].isin(COMPLETE)]
+    chosen = tuning.printed_and_tuned(complete_rows, groups=GROUPS).query("which == 'tuned'") if COMPLETE else None
+    fig = plot_tuning_grid(rows, groups=GROUPS, chosen=chosen)
+    save_figure(fig, FIGS / 'mnist_tuning_grid.png', data=rows[rows['group'].isin(GROUPS)])
     display(Image(filename=str(FIGS / 'mnist_tuning_grid.png')))
 
 # %% [markdown]
@@ -75,7 +78,7 @@ if len(rows):
 
 # %%
 complete_rows = rows[rows['method'].isin(COMPLETE)]
-selection = tuning.mnist_selection(complete_rows) if COMPLETE else pd.DataFrame()
+selection = tuning.printed_and_tuned(complete_rows, groups=GROUPS) if COMPLETE else pd.DataFrame()
 save_table(selection, FIGS / 'mnist_tuning_selection.csv')
 selection.round(3)
 
@@ -86,7 +89,7 @@ selection.round(3)
 # %%
 paper_mnist = PAPER_TABLE1[PAPER_TABLE1['dataset'] == 'mnist'].rename(columns={'majority': '2', 'minority': '8'})
 if 'sgd' in COMPLETE:  # every cost is against SGD's run on the same budget
-    costs = tuning.mnist_costs(selection)
+    costs = tuning.costs_of_privacy(selection, groups=GROUPS)
     table1 = reproduction.mnist_table1_verdicts(costs, paper_mnist[['method', 'all', '2', '8']])
 else:
     table1 = pd.DataFrame(columns=['method', 'group', 'printed', 'at_printed', 'tuned', 'margin', 'verdict', 'note'])
@@ -103,7 +106,7 @@ reproduction.row_verdicts(table1, ['method']) if len(table1) else table1
 # The hypothesis written down when the printed-settings runs came out worse than printed: the papers' code drew shuffled fixed-size batches, not the Poisson batches the accountant assumes. Shuffled minus Poisson, per method and learning rate, on the test and the validation images.
 
 # %%
-effect = tuning.sampling_effect(rows)
+effect = tuning.sampling_effect(rows, groups=GROUPS)
 save_table(effect, FIGS / 'mnist_sampling_effect.csv')
 shown = ['method', 'lr', 'split', 'diff_all', 'diff_2', 'diff_8', 'poisson_all', 'shuffle_all']
 effect[shown].round(3) if len(effect) else 'no learning rate has both samplings recorded yet'

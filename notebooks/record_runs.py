@@ -5,10 +5,10 @@
     .venv/bin/python notebooks/record_runs.py --summary [--study ...] [--records PATH]
 
 Two studies: ``figures`` (the default), the runs of ``fairdp_mnist_figures`` (paper 002's MNIST Figures 4-6);
-``mnist-tuning``, the runs of ``fairdp_mnist_tuning`` (issue 36's reproduction protocol: every method of papers
-000 and 002 on the learning rate x batch sampling grid, trained without the validation rows,
-:mod:`dpfair_analysis.experiments.tuning`), recorded in ``paper_figs/fairdp/mnist_tuning_runs.json``, run in
-:func:`~dpfair_analysis.experiments.tuning.tuning_plan`'s order (DPSGD and DPSGD-F first).
+``mnist-tuning``, the runs of ``fairdp_mnist_tuning`` (the reproduction protocol's MNIST study: every method of
+papers 000 and 002 on the learning rate x batch sampling grid, trained without the validation rows,
+:mod:`dpfair_analysis.experiments.mnist_tuning`), recorded in ``paper_figs/fairdp/mnist_tuning_runs.json``, run in
+:func:`~dpfair_analysis.experiments.mnist_tuning.mnist_tuning_plan`'s order (DPSGD and DPSGD-F first).
 
 The full profile is 64 runs of a 60-epoch CNN on full MNIST, ~29 CPU-hours: longer than one of our
 machines lives, and the run cache (``$DPFAIR_CACHE``) goes with the machine. Executing the notebook
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
-from dpfair_analysis.experiments import tuning  # noqa: E402
+from dpfair_analysis.experiments import mnist_tuning, tuning  # noqa: E402
 from dpfair_analysis.experiments.cache import (  # noqa: E402
     RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir)
 from dpfair_analysis.experiments.compare import run_keys  # noqa: E402
@@ -107,8 +107,8 @@ def record(profile: str, parameter: str, value: float, method: str, cap: float |
 
 def pending_tuning(profile: str, records: RunRecords) -> list[tuple[str, dict, int]]:
     """(method, configuration, seed) of every run of the MNIST tuning not yet recorded, in plan order."""
-    base = tuning.mnist_tuning_base(profile)
-    return [(method, configuration, seed) for method, configuration, seed in tuning.tuning_plan(base)
+    base = mnist_tuning.mnist_tuning_base(profile)
+    return [(method, configuration, seed) for method, configuration, seed in mnist_tuning.mnist_tuning_plan(base)
             if tuning.tuning_rows(base, method, configuration, seed, records=records, compute_missing=False,
                                   cache=None) is None]
 
@@ -118,14 +118,14 @@ def compute_tuning(profile: str, method: str, configuration: dict, seed: int) ->
     import torch
 
     torch.set_num_threads(1)
-    tuning.tuning_rows(tuning.mnist_tuning_base(profile), method, configuration, seed,
+    tuning.tuning_rows(mnist_tuning.mnist_tuning_base(profile), method, configuration, seed,
                        cache=RunCache(default_cache_dir()))
     return method, configuration, seed
 
 
 def record_tuning(profile: str, method: str, configuration: dict, seed: int, records: RunRecords) -> dict:
     """Record one cached tuning run; its test-split rows of all, 2 and 8 and its validation accuracy."""
-    rows = tuning.tuning_rows(tuning.mnist_tuning_base(profile), method, configuration, seed,
+    rows = tuning.tuning_rows(mnist_tuning.mnist_tuning_base(profile), method, configuration, seed,
                               cache=RunCache(default_cache_dir()), records=records)
     return {(row["split"], row["group"]): row["accuracy"] for row in rows}
 

@@ -1,5 +1,5 @@
 """Hypothesis settings shared by the PF-LD tests (the strategies they run are library code:
-:mod:`dpfair_analysis.verify.sensitivity_search`).
+:mod:`dpfair_analysis.verify.claims.pfld_cases`).
 
 Budgets: by default every search is bounded (derandomised, a few hundred examples,
 about a second each). ``DPFAIR_HYPOTHESIS_PROFILE=full`` runs 20x more examples with

@@ -33,7 +33,7 @@ def test_data_sets_and_constraints_are_their_registries():
     from dpfair_analysis.catalog import DATASETS
     from dpfair_analysis.experiments import pfld, pfld_tuned
     from dpfair_analysis.fairness.constraints import KINDS
-    from dpfair_analysis.training import lagrangian
+    from dpfair_analysis.training import fedavg, lagrangian
 
     assert names.DATASETS == tuple(DATASETS)
     assert names.CONSTRAINTS == tuple(KINDS)
@@ -41,6 +41,7 @@ def test_data_sets_and_constraints_are_their_registries():
     assert names.PFLD_METHODS == pfld.ALL_METHODS
     assert names.PFLD_TUNED_METHODS == tuple(pfld_tuned.TABLE2_GRIDS)
     assert names.LAGRANGIAN_METHODS == tuple(lagrangian.METHODS)
+    assert names.FEDAVG_PARTITIONS == fedavg.PARTITIONS
 
 
 def test_the_table_imports_nothing():

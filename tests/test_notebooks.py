@@ -243,10 +243,11 @@ def test_committed_run_records_are_reached_by_todays_keys():
     every record is a run of the tuning plan. A change to the keys' canonical form (once: the cache's file-layout
     version inside every key) would silently retrain ~30 CPU-hours of recorded runs; this fails first (the
     figures' records share :func:`config_key`; the slow twin checks they leave nothing to train)."""
-    tuning = _load_tool("record_runs").tuning
-    base = tuning.mnist_tuning_base("full")
+    record_runs = _load_tool("record_runs")
+    tuning, study = record_runs.tuning, record_runs.mnist_tuning
+    base = study.mnist_tuning_base("full")
     plan_keys = {tuning.tuning_key(tuning.tuned_config(base, configuration), method, seed, tuning.VALIDATION_FRACTION)
-                 for method, configuration, seed in tuning.tuning_plan(base)}
+                 for method, configuration, seed in study.mnist_tuning_plan(base)}
     recorded = json.loads((NOTEBOOK_DIR.parent / "paper_figs/fairdp/mnist_tuning_runs.json").read_text())["records"]
     assert recorded and set(recorded) <= plan_keys
 

@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> None:
         raise
     except ValueError as error:
         raise UsageError(f"--methods: {' '.join(str(error).split())}") from None
-    if args.tune:  # the reproduction protocol (issue 36); its flags were checked by _check_tune_flags
+    if args.tune:  # the reproduction protocol (experiments.tuning); its flags were checked by _check_tune_flags
         return _run_tuned(args, config, _tuning_grid(args), cache)
     note = batched_note(config)
     if note and not args.quiet:
@@ -290,8 +290,8 @@ def _run_tuned(args: argparse.Namespace, config, grid, cache) -> None:
                                        progress=show_progress(args))
     groups = [g for g in dict.fromkeys(rows["group"]) if g != "all"]
     focus = ("2", "8") if {"2", "8"} <= set(groups) else tuple(groups[:2])
-    selection = tuning.mnist_selection(rows, groups=("all", *groups))
-    costs = tuning.mnist_costs(selection, groups=("all", *groups))
+    selection = tuning.printed_and_tuned(rows, groups=("all", *groups))
+    costs = tuning.costs_of_privacy(selection, groups=("all", *groups))
     effect = tuning.sampling_effect(rows, groups=("all", *focus)) if len(grid.values["sampling"]) > 1 else None
     claims = reproduction.mnist_claims(rows, focus=focus) if len(focus) == 2 and "sgd" in config.methods else None
     protocol = {**grid.as_dict(), "validation": f"{args.validation_fraction:g} of the training rows, stratified by "

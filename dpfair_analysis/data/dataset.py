@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from dpfair_analysis.errors import ArgumentError
-from dpfair_analysis.validation import check_fraction, check_seed
+from dpfair_analysis.validation import check_fraction, check_positive_int, check_seed
 
 
 @dataclass(frozen=True)
@@ -171,8 +171,7 @@ class GroupedDataset:
             kid = self.group_id(k)
             if kid in by_id:
                 raise ValueError(f"sizes names group {self.group_names[kid]!r} twice (by id and by name)")
-            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-                raise ValueError(f"sizes[{k!r}] must be a positive integer, got {size!r}")
+            check_positive_int(size, f"sizes[{k!r}]")
             if size > available[kid]:
                 raise ValueError(f"sizes[{k!r}]={size} exceeds the {available[kid]} rows of group "
                                  f"{self.group_names[kid]!r}")

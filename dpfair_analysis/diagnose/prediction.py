@@ -32,8 +32,8 @@ from dpfair_analysis.diagnose.problem import Problem
 Z90 = 1.6448536269514722  # two-sided 90% normal quantile
 #: A group with fewer training or evaluation rows than this gets no model-based interval: the spread of its
 #: rows' changes (and of its gradients) cannot be estimated from so few, so its interval is the binomial range
-#: of its rows' changes (module docstring, step 6) and its reasons say "size" (issue 34: 3 rows once got
-#: "+0.0000 [0, 0]").
+#: of its rows' changes (module docstring, step 6) and its reasons say "size" (3 rows once got "+0.0000
+#: [0, 0]").
 MIN_GROUP_ROWS = 30
 
 

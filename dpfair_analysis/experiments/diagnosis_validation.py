@@ -1,6 +1,6 @@
 """Validation of ``dpfair diagnose``: predicted vs actual DP-SGD per-group costs, beside naive predictors.
 
-The study (issue 14, item 6): for every **setting** (a data set, its groups and a model) x
+The study: for every **setting** (a data set, its groups and a model) x
 **regime** (the DP settings: ``defaults`` is ``dpfair compare``'s -- b = 256, r = 1/sqrt(T),
 C = 0.5, where clipping dominates; ``noisy`` has a small batch, a large learning rate, a
 larger C and fewer rows, where the noise dominates) x **noise level** sigma x **seed**:
@@ -112,13 +112,13 @@ SETTINGS: tuple[ValidationSetting, ...] = (
     ValidationSetting("dutch-sex", "dutch", "dutch", {}),
     ValidationSetting("mnist-unbalanced", "mnist", "mnist", {}, train_group_fraction={"8": 500 / 5851}),
     ValidationSetting("synthetic", "synthetic", "synthetic", SYNTHETIC),
-    # added by issue 39 (never used to design or tune the diagnosis): ISLR's Wage by race (a 37-row group) and
-    # the Titanic by gender and by class (seven groups, two of under 70 rows)
+    # added later, as an out-of-sample check (never used to design or tune the diagnosis): ISLR's Wage by race
+    # (a 37-row group) and the Titanic by gender and by class (seven groups, two of under 70 rows)
     ValidationSetting("wage-race", "wage", "wage", {"by": "race"}),
     ValidationSetting("titanic-gender", "titanic", "titanic", {"by": "gender"}),
     ValidationSetting("titanic-class", "titanic", "titanic", {"by": "class"}),
 )
-#: The settings issue 39 added to the study (reported apart as the out-of-sample check).
+#: The settings added to the study after the diagnosis was designed (reported apart as the out-of-sample check).
 NEW_SETTINGS = ("wage-race", "titanic-gender", "titanic-class")
 
 
@@ -547,8 +547,8 @@ def most_hurt_calibration(records: pd.DataFrame, *, column: str = "p_most_hurt",
 def _verdict(call: pd.DataFrame, *, prefix: str = "") -> tuple[str | None, str, float]:
     """(named group or None, what the call says, the top's P(most hurt)) of one call's records: its verdict
     (columns ``named``/``tied``, or ``split_named``/``split_tied`` with ``prefix="split_"``, from
-    :func:`~dpfair_analysis.diagnose.explanation.most_hurt_group`); records without them (before issue 51):
-    the group of the highest P(most hurt), the same rule without its ties."""
+    :func:`~dpfair_analysis.diagnose.explanation.most_hurt_group`); records without them (recorded before the
+    verdict had them): the group of the highest P(most hurt), the same rule without its ties."""
     p = call[f"{prefix}p_most_hurt"]
     top = call.loc[p.idxmax()]
     if f"{prefix}named" not in call.columns:

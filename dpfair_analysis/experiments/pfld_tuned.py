@@ -1,4 +1,4 @@
-"""Paper 003 under the reproduction protocol (issue 36): Table 2 with every method tuned on validation rows, and
+"""Paper 003 under the reproduction protocol (:mod:`.tuning`): Table 2 with every method tuned on validation rows, and
 the sweeps of Figures 1-5 from per-seed tuned configurations.
 
 * :func:`tuned_table2` -- every Table 2 method tuned with the same budget (:data:`TABLE2_GRIDS`, 16

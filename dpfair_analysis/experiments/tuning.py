@@ -26,9 +26,10 @@ Before a printed number is called "not reproduced", every method of the table ge
    most ``margin`` above it (being better than printed is not a failure to reproduce; the signed difference is
    reported beside every verdict). The margin is the larger of the paper's printed sd and a stated floor.
 
-Full-MNIST runs are 25 minutes each: :func:`tuning_plan` lists them in the order that answers the questions
-first, and ``notebooks/record_runs.py --study mnist-tuning`` computes and records them one at a time
-(:class:`~dpfair_analysis.experiments.cache.RunRecords`, ``paper_figs/fairdp/mnist_tuning_runs.json``).
+The protocol's runs of a DP-SGD comparison (:func:`tuning_plan`, :func:`recorded_tuning_runs`) and its tables (the
+printed and the tuned configuration, :func:`printed_and_tuned`; the cost of privacy, :func:`costs_of_privacy`; the
+batch sampling's effect, :func:`sampling_effect`) serve any data set; the MNIST study that applies them is
+:mod:`.mnist_tuning`, its figure :func:`~dpfair_analysis.plotting.fairdp.plot_tuning_grid`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from dpfair_analysis.validation import check_choice, check_fraction
+from dpfair_analysis.validation import check_choice, check_fraction, check_positive_int
 
 
 #: how the tuning is accounted, in every result that carries a tuned number
@@ -93,9 +94,8 @@ class TuningGrid:
                 raise ValueError(f"printed[{name!r}]={value!r} is not one of values[{name!r}]="
                                  f"{list(self.values[name])!r}")
         check_choice(self.design, "design", ("full", "half"))
-        if self.first is not None and (isinstance(self.first, bool) or not isinstance(self.first, int)
-                                       or self.first < 1):
-            raise ValueError(f"first must be a positive integer or None, got {self.first!r}")
+        if self.first is not None:
+            check_positive_int(self.first, "first")
         if self.design == "half" and any(len(v) != 2 for v in self.values.values()):
             raise ValueError("design='half' needs exactly two values of every hyperparameter, got "
                              f"{ {k: len(v) for k, v in self.values.items()} }")
@@ -130,9 +130,7 @@ class TuningGrid:
     def head(self, count: int) -> "TuningGrid":
         """The budget cut to its first ``count`` configurations (the printed one first): the quick profiles'
         smoke runs."""
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"count must be a positive integer, got {count!r}")
-        return replace(self, first=count)
+        return replace(self, first=check_positive_int(count, "count"))
 
     def as_dict(self) -> dict:
         """JSON-ready: values, printed, the design, the count and the budget in words."""
@@ -179,23 +177,7 @@ def select(scores: pd.DataFrame, *, score: str = "score", by: Sequence[str] = ("
     return ranked.groupby(list(by), sort=False).head(1).drop(columns="_nan").reset_index(drop=True)
 
 
-# ----------------------------------------------------------------------------- DP-SGD comparisons (MNIST)
-#: paper 000 §6.1 prints r = 0.01 and nothing about how batches are drawn; DP-SGD's accountant assumes
-#: Poisson sampling, the papers' code most likely drew shuffled fixed-size batches; 0.05 and 0.1 are the
-#: rates of paper 002's Figure 4 (whose MNIST runs were read on the test set, so they cannot serve as tuning)
-MNIST_GRID = TuningGrid({"lr": (0.01, 0.05, 0.1), "sampling": ("poisson", "shuffle")},
-                        printed={"lr": 0.01, "sampling": "poisson"},
-                        note="r printed by paper 000; sampling not printed, Poisson is what the accountant assumes")
-#: the methods of the MNIST tuning, in the order they are run: DPSGD and DPSGD-F answer the questions of
-#: issue 36 (the learning rate; Poisson against shuffled batches); SGD is every cost's reference; then
-#: paper 002's Opt-Q and FairDP, then paper 000's Naive -- every one on the same budget
-MNIST_TUNING_METHODS = ("dpsgd", "dpsgdf", "sgd", "optq", "fairdp", "naive")
-#: the order the recording driver runs them in (a tuple: those methods interleaved configuration by
-#: configuration): at ~25 CPU-minutes a run, DPSGD and DPSGD-F side by side answer the sampling question at the
-#: printed rate after four runs, then SGD (every cost's reference, the cheapest), Opt-Q beside FairDP, Naive
-MNIST_TUNING_ORDER = (("dpsgd", "dpsgdf"), "sgd", ("optq", "fairdp"), "naive")
-
-
+# ----------------------------------------------------------------------------- DP-SGD comparisons
 def tuned_config(base, configuration: Mapping[str, Any]):
     """``base`` (a :class:`~dpfair_analysis.experiments.compare.CompareConfig`) with a configuration of a
     DP-SGD grid applied: ``lr`` and ``sampling`` set the training loop's step size and batch sampling."""
@@ -305,8 +287,8 @@ def tuning_run(config, method: str, *, seed: int, fraction: float = VALIDATION_F
     return {"rows": rows, "history": result.history, "steps": result.steps}
 
 
-def tuning_plan(base, *, methods: Sequence[str | tuple[str, ...]] = MNIST_TUNING_ORDER,
-                grid: TuningGrid = MNIST_GRID, seeds: Sequence[int] = (0,)) -> list[tuple[str, dict[str, Any], int]]:
+def tuning_plan(base, *, methods: Sequence[str | tuple[str, ...]], grid: TuningGrid,
+                seeds: Sequence[int] = (0,)) -> list[tuple[str, dict[str, Any], int]]:
     """(method, configuration, seed) of every tuning run, in the order they should run: method by method in
     ``methods``' order, each through the grid's configurations in its order (the printed one first); an entry
     of ``methods`` that is a tuple of names runs those methods interleaved, configuration by configuration."""
@@ -324,14 +306,6 @@ def tuning_key(config, method: str, seed: int, fraction: float) -> str:
     from dpfair_analysis.experiments.cache import config_key
 
     return config_key("tuning-run", replace(config, methods=(method,), seeds=(seed,)), fraction)
-
-
-def mnist_tuning_base(profile: str = "full"):
-    """The comparison every MNIST tuning run starts from: paper 000's unbalanced full MNIST as paper 002 reuses it
-    (:func:`~dpfair_analysis.experiments.fairdp.preset`; ``"quick"``: the offline 5,000-image smoke setting)."""
-    from dpfair_analysis.experiments import fairdp
-
-    return fairdp.preset("mnist", profile, seeds=1)
 
 
 def tuning_rows(base, method: str, configuration: Mapping[str, Any], seed: int, *,
@@ -360,9 +334,9 @@ def tuning_rows(base, method: str, configuration: Mapping[str, Any], seed: int, 
     return value["rows"]
 
 
-def recorded_tuning_runs(base, *, methods: Sequence[str] = MNIST_TUNING_METHODS, grid: TuningGrid = MNIST_GRID,
-                         seeds: Sequence[int] = (0,), fraction: float = VALIDATION_FRACTION, cache=None,
-                         records=None, compute_missing: bool = True, progress: bool = False) -> pd.DataFrame:
+def recorded_tuning_runs(base, *, methods: Sequence[str], grid: TuningGrid, seeds: Sequence[int] = (0,),
+                         fraction: float = VALIDATION_FRACTION, cache=None, records=None,
+                         compute_missing: bool = True, progress: bool = False) -> pd.DataFrame:
     """The rows of every run of :func:`tuning_plan` (:func:`tuning_rows`), each with its configuration's index
     in the grid (``configuration_index``, 0 = printed), its label and values (``cfg_<name>``). With
     ``compute_missing=False`` a run neither recorded nor cached is left out (a notebook drawing what is done
@@ -396,11 +370,7 @@ def budget_status(rows: pd.DataFrame, grid: TuningGrid, methods: Sequence[str]) 
                           "complete": int(done.get(m, 0)) == len(grid)} for m in methods])
 
 
-# ----------------------------------------------------------------------------- MNIST: selection and costs
-#: the MNIST groups the papers' tables show (paper 000 Table 1: the total, class 2 and class 8)
-MNIST_GROUPS = ("all", "2", "8")
-
-
+# ----------------------------------------------------------------------------- the printed and the tuned configuration
 def _wide(rows: pd.DataFrame, split: str, groups: Sequence[str]) -> pd.DataFrame:
     """One row per (method, configuration) of :func:`recorded_tuning_runs` rows: the accuracy of ``groups`` on
     ``split`` (mean over seeds) and the run's epsilon and sampling."""
@@ -412,7 +382,7 @@ def _wide(rows: pd.DataFrame, split: str, groups: Sequence[str]) -> pd.DataFrame
     return wide.join(info).reset_index()
 
 
-def mnist_selection(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+def printed_and_tuned(rows: pd.DataFrame, *, groups: Sequence[str]) -> pd.DataFrame:
     """Per method, the printed configuration (index 0) and the one chosen by the overall **validation**
     accuracy (:func:`select`), each with its validation and test accuracy of ``groups``, epsilon and whether its
     sampling is what the accountant assumes. Columns ``method, which (printed|tuned), configuration, ...``."""
@@ -430,7 +400,7 @@ def mnist_selection(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS)
                 *groups, "epsilon", "sampling_matches_accounting"]]
 
 
-def mnist_costs(selection: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+def costs_of_privacy(selection: pd.DataFrame, *, groups: Sequence[str]) -> pd.DataFrame:
     """Paper 000's cost of privacy, Delta^k = acc_k(method) - acc_k(SGD), on the test rows: the printed
     configuration of each method against SGD's printed one, the tuned against SGD's tuned (every method on the
     same budget, SGD included). SGD's row keeps its accuracy. Adds ``max_gap`` = max |Delta^i - Delta^j| over
@@ -450,7 +420,7 @@ def mnist_costs(selection: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS
     return pd.DataFrame(out)
 
 
-def sampling_effect(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS) -> pd.DataFrame:
+def sampling_effect(rows: pd.DataFrame, *, groups: Sequence[str]) -> pd.DataFrame:
     """The batch-sampling hypothesis (shuffled fixed-size batches, the papers' likely practice, against the
     Poisson sampling the accountant assumes): per (method, lr) the test and validation accuracy of ``groups``
     under each sampling and the difference shuffle - poisson."""
@@ -474,46 +444,3 @@ def sampling_effect(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS)
     frame["method"] = pd.Categorical(frame["method"], order, ordered=True)
     return frame.sort_values(["split", "method", "lr"], ascending=[False, True, True]).reset_index(drop=True) \
         .assign(method=lambda f: f["method"].astype(str))
-
-
-def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str] = MNIST_GROUPS, split: str = "test",
-                     chosen: Sequence[str] | None = None):
-    """The MNIST tuning runs: accuracy of each of ``groups`` (columns) against the learning rate, one row of
-    panels per method, solid Poisson and dashed shuffled batches; the chosen configuration (by the overall
-    validation accuracy) circled for the methods in ``chosen`` (default all; a method whose budget is not
-    complete has no choice yet). ``split`` is the accuracy drawn (the choice is always the validation one's)."""
-    import matplotlib.pyplot as plt
-
-    methods = list(dict.fromkeys(rows["method"]))
-    circled = [m for m in methods if chosen is None or m in chosen]
-    picks = rows[rows["method"].isin(circled)]
-    chosen = (mnist_selection(picks, groups=groups).query("which == 'tuned'").set_index("method") if len(picks)
-              else pd.DataFrame())
-    fig, axes = plt.subplots(len(methods), len(groups), figsize=(3.2 * len(groups), 2.3 * len(methods)),
-                             sharex=True, sharey=True, squeeze=False)
-    part = rows[rows["split"] == split]
-    for r, method in enumerate(methods):
-        for c, group in enumerate(groups):
-            ax = axes[r, c]
-            for sampling, style in (("poisson", "-"), ("shuffle", "--")):
-                line = part[(part["method"] == method) & (part["group"] == group) & (part["cfg_sampling"] == sampling)]
-                line = line.groupby("cfg_lr")["accuracy"].mean()
-                ax.plot(line.index, line.to_numpy(), style, marker="o", label=sampling)
-            if method in chosen.index:
-                pick = part[(part["method"] == method) & (part["group"] == group)
-                            & (part["configuration_index"] == chosen.loc[method, "configuration_index"])]
-                ax.scatter(pick["cfg_lr"], pick["accuracy"], s=160, facecolors="none", edgecolors="crimson",
-                           label="chosen on validation", zorder=3)
-            ax.set_xscale("log")
-            ax.set_ylim(-0.02, 1.02)
-            ax.set_title(f"{method}: {'total' if group == 'all' else 'class ' + group}", fontsize=9)
-            if r == len(methods) - 1:
-                ax.set_xlabel("learning rate")
-            if c == 0:
-                ax.set_ylabel(f"{split} accuracy")
-    legend = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
-    fig.legend(legend.values(), legend.keys(), loc="upper right", fontsize=8, ncol=3)
-    fig.suptitle(f"MNIST tuning runs ({split} accuracy; the choice is made on the validation rows)", fontsize=10,
-                 x=0.02, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
-    return fig

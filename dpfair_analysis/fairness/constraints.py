@@ -43,12 +43,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
-import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from dpfair_analysis.validation import check_choice
+from dpfair_analysis.validation import check_choice, check_int_at_least
 
 KINDS = ("dp", "eo", "ap")
 KIND_NAMES = {"dp": "demographic parity", "eo": "equalized odds", "ap": "accuracy parity"}
@@ -227,10 +226,8 @@ def make_constraint(kind: str, *, n_groups: int, n_classes: int = 2, positive_cl
         For readable term names.
     """
     kind = check_choice(kind, "constraint", KINDS)
-    if isinstance(n_groups, bool) or not isinstance(n_groups, (int, np.integer)) or n_groups < 2:
-        raise ValueError(f"n_groups must be an integer >= 2, got {n_groups!r}")
-    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
-        raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+    check_int_at_least(n_groups, "n_groups", 2)
+    check_int_at_least(n_classes, "n_classes", 2)
     if kind in ("dp", "eo") and n_classes != 2:
         raise ValueError(f"constraint {kind!r} needs binary labels (n_classes=2), got n_classes={n_classes}")
     if not 0 <= positive_class < n_classes:

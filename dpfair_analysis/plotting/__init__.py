@@ -30,6 +30,7 @@ from dpfair_analysis.plotting.fairdp import (
     plot_group_sweep,
     plot_membership,
     plot_tau_grid,
+    plot_tuning_grid,
     sweep_epsilon,
 )
 from dpfair_analysis.plotting.fairness_lens import (
@@ -65,6 +66,7 @@ __all__ = [
     "plot_group_sweep",
     "plot_membership",
     "plot_tau_grid",
+    "plot_tuning_grid",
     "sweep_epsilon",
     "plot_clipping_and_risk",
     "plot_decomposition",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -157,4 +158,45 @@ def plot_fairdp_bounds(series: pd.DataFrame, *, x_label: str = "epoch", floor: f
         ax.set_ylabel("clipping bound")
     axes[0].legend(title="group", fontsize="small", ncol=2)
     fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------ the MNIST tuning study (papers 000 and 002)
+def plot_tuning_grid(rows: pd.DataFrame, *, groups: Sequence[str], split: str = "test",
+                     chosen: pd.DataFrame | None = None) -> plt.Figure:
+    """A tuning study's runs (:func:`~dpfair_analysis.experiments.tuning.recorded_tuning_runs` rows, e.g. the MNIST
+    study's): accuracy of each of ``groups`` (columns) against the learning rate, one row of panels per method,
+    solid Poisson and dashed shuffled batches; each method's chosen configuration circled, ``chosen`` being the
+    tuned rows of :func:`~dpfair_analysis.experiments.tuning.printed_and_tuned` (by the overall validation
+    accuracy; a method without a row there -- its budget not complete -- has no circle). ``split`` is the accuracy
+    drawn (the choice is always the validation one's)."""
+    methods = list(dict.fromkeys(rows["method"]))
+    chosen = pd.DataFrame(columns=["configuration_index"]) if chosen is None else chosen.set_index("method")
+    fig, axes = plt.subplots(len(methods), len(groups), figsize=(3.2 * len(groups), 2.3 * len(methods)),
+                             sharex=True, sharey=True, squeeze=False)
+    part = rows[rows["split"] == split]
+    for r, method in enumerate(methods):
+        for c, group in enumerate(groups):
+            ax = axes[r, c]
+            for sampling, style in (("poisson", "-"), ("shuffle", "--")):
+                line = part[(part["method"] == method) & (part["group"] == group) & (part["cfg_sampling"] == sampling)]
+                line = line.groupby("cfg_lr")["accuracy"].mean()
+                ax.plot(line.index, line.to_numpy(), style, marker="o", label=sampling)
+            if method in chosen.index:
+                pick = part[(part["method"] == method) & (part["group"] == group)
+                            & (part["configuration_index"] == chosen.loc[method, "configuration_index"])]
+                ax.scatter(pick["cfg_lr"], pick["accuracy"], s=160, facecolors="none", edgecolors="crimson",
+                           label="chosen on validation", zorder=3)
+            ax.set_xscale("log")
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_title(f"{method}: {'total' if group == 'all' else 'class ' + group}", fontsize=9)
+            if r == len(methods) - 1:
+                ax.set_xlabel("learning rate")
+            if c == 0:
+                ax.set_ylabel(f"{split} accuracy")
+    legend = {label: handle for ax in axes.flat for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(legend.values(), legend.keys(), loc="upper right", fontsize=8, ncol=3)
+    fig.suptitle(f"MNIST tuning runs ({split} accuracy; the choice is made on the validation rows)", fontsize=10,
+                 x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     return fig

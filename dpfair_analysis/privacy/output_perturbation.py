@@ -49,18 +49,17 @@ import numpy as np
 import scipy.optimize
 import torch
 import torch.nn.functional as F
-from dp_accounting import gaussian_mechanism
-from scipy.stats import norm as _normal
 from torch import nn
 from torch.func import functional_call, grad_and_value, hessian
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.gradients import parameters_of
 from dpfair_analysis.models import LogisticRegression
-from dpfair_analysis.validation import check_choice, check_delta, check_nonnegative, check_positive, check_positive_int
+from dpfair_analysis.privacy.gaussian import CALIBRATIONS, gaussian_delta, gaussian_sigma, gaussian_sigma_analytic, \
+    gaussian_sigma_classic  # noqa: F401  (the calibration this module's release uses, importable from here too)
+from dpfair_analysis.validation import check_int_at_least, check_nonnegative, check_positive, check_positive_int
 
 Params = dict[str, torch.Tensor]
-CALIBRATIONS = ("analytic", "classic")
 
 
 # ------------------------------------------------------------------ sensitivity
@@ -98,8 +97,7 @@ def logistic_lipschitz(bound: float, *, n_classes: int = 2, intercept: bool = Tr
     growing margin), so these constants cannot be lowered for the Lipschitz argument.
     """
     bound = check_positive(bound, "bound")
-    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
-        raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+    check_int_at_least(n_classes, "n_classes", 2)
     row_norm = math.sqrt(bound ** 2 + (1.0 if intercept else 0.0))
     return row_norm if n_classes == 2 else math.sqrt(2.0) * row_norm
 
@@ -151,72 +149,6 @@ def clip_rows_to_norm(X: torch.Tensor, bound: float) -> torch.Tensor:
             break
         clipped[over] = clipped[over] * shrink
     return clipped.view_as(X)
-
-
-# ------------------------------------------------------------ Gaussian calibration
-def gaussian_sigma_classic(epsilon: float, delta: float, sensitivity: float) -> float:
-    """s = Delta sqrt(2 ln(1.25 / delta)) / epsilon (Dwork & Roth 2014, Thm A.1).
-
-    Valid only for 0 < epsilon < 1 (the theorem's hypothesis; for larger epsilon the
-    formula can under-noise): epsilon >= 1 is refused -- use
-    :func:`gaussian_sigma_analytic`, which is exact for every epsilon.
-    """
-    epsilon = check_positive(epsilon, "epsilon")
-    if epsilon >= 1:
-        raise ValueError(f"epsilon must be < 1 for the classic Gaussian calibration (Dwork & Roth Thm A.1), "
-                         f"got epsilon={epsilon}; use gaussian_sigma_analytic")
-    delta = check_delta(delta)
-    return check_positive(sensitivity, "sensitivity") * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
-
-
-def gaussian_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
-    """Exact delta(epsilon) of the Gaussian mechanism N(0, sigma^2) on an l2-sensitivity Delta query.
-
-    Balle & Wang (2018), Thm 8:
-
-        delta = Phi(Delta / (2 sigma) - epsilon sigma / Delta)
-                - e^epsilon Phi(-Delta / (2 sigma) - epsilon sigma / Delta),
-
-    evaluated in log space (log Phi by ``scipy.stats.norm.logcdf``) so it stays accurate
-    when both terms are tiny.
-    """
-    sigma = check_positive(sigma, "sigma")
-    epsilon = check_nonnegative(epsilon, "epsilon")
-    ratio = sigma / check_positive(sensitivity, "sensitivity")  # only sigma / Delta matters
-    first = _normal.logcdf(0.5 / ratio - epsilon * ratio)
-    second = epsilon + _normal.logcdf(-0.5 / ratio - epsilon * ratio)
-    if second >= first:
-        return 0.0
-    return float(math.exp(first) * -math.expm1(second - first))
-
-
-def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float) -> float:
-    """The smallest s with :func:`gaussian_delta` (s, epsilon, Delta) <= delta (Balle & Wang 2018).
-
-    The analytic Gaussian mechanism, from ``dp_accounting.gaussian_mechanism.get_sigma_gaussian``
-    (root of log delta(s) = log delta by Brent's method, unit sensitivity, then scaled by
-    Delta -- delta depends on s / Delta only). The root is then moved up by relative steps
-    of 1e-13 until delta(s) <= delta holds when re-evaluated (Brent may land on either side
-    of the root), so the returned s is never below the exact calibration. Valid for every
-    epsilon > 0 and never larger than :func:`gaussian_sigma_classic` where that is valid.
-    """
-    epsilon = check_positive(epsilon, "epsilon")
-    delta = check_delta(delta)
-    sensitivity = check_positive(sensitivity, "sensitivity")
-    sigma = float(gaussian_mechanism.get_sigma_gaussian(epsilon, delta)) * sensitivity
-    for _ in range(1000):
-        if gaussian_delta(sigma, epsilon, sensitivity) <= delta:
-            return sigma
-        sigma *= 1 + 1e-13
-    raise RuntimeError(f"analytic calibration did not reach delta={delta} at epsilon={epsilon}")  # pragma: no cover
-
-
-def gaussian_sigma(epsilon: float, delta: float, sensitivity: float, *, calibration: str = "analytic") -> float:
-    """Noise standard deviation s by ``calibration``: "analytic" (exact) or "classic" (epsilon < 1)."""
-    check_choice(calibration, "calibration", CALIBRATIONS)
-    if calibration == "classic":
-        return gaussian_sigma_classic(epsilon, delta, sensitivity)
-    return gaussian_sigma_analytic(epsilon, delta, sensitivity)
 
 
 # ----------------------------------------------------------------- the minimiser

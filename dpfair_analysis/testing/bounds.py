@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from dpfair_analysis.validation import check_fraction
+from dpfair_analysis.validation import check_fraction, check_int_at_least
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -212,8 +212,7 @@ def choose_threshold(scores_without: Any, scores_with: Any, *, delta: float,
     delta = check_delta_or_zero(delta)
     if not (isinstance(min_event, (int, float)) and 0.0 <= min_event < 0.5):
         raise ValueError(f"min_event must be a number in [0, 0.5), got {min_event!r}")
-    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 0:
-        raise ValueError(f"min_count must be an integer >= 0, got {min_count!r}")
+    check_int_at_least(min_count, "min_count", 0)
     return _choose_on_sorted(np.sort(_scores(scores_without, "scores_without", 2)),
                              np.sort(_scores(scores_with, "scores_with", 2)), delta=delta, confidence=confidence,
                              evaluation_trials=evaluation_trials, ranking_level=ranking_level, min_event=min_event,

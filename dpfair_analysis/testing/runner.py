@@ -54,6 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from dpfair_analysis.validation import check_positive_int
+
 Mechanism = Callable[..., Any]
 
 
@@ -227,8 +229,8 @@ class Runner:
                  time_budget: float | TimeBudget | None = None, workers: int | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"mechanism must be callable as fn(data, rng), got {fn!r}")
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise ValueError(f"workers must be None or an integer >= 1, got {workers!r}")
+        if workers is not None:
+            check_positive_int(workers, "workers")
         self.fn = fn
         self.workers = workers
         self._pool: Any = None

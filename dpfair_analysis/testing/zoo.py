@@ -318,24 +318,14 @@ def rappor_epsilon(hashes: int, f: float) -> float:
 
 
 # ============================================================================ Gaussian
-def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
-    """The smallest sigma with Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D) <= delta
-    (Balle & Wang 2018, Thm 8): the exact Gaussian calibration."""
-    from scipy.optimize import brentq
-    from scipy.special import ndtr
-
-    def excess(sigma: float) -> float:
-        a, b = sensitivity / (2 * sigma), epsilon * sigma / sensitivity
-        return float(ndtr(a - b) - math.exp(epsilon) * ndtr(-a - b)) - delta
-
-    return float(brentq(excess, 1e-6 * sensitivity, 1e6 * sensitivity, xtol=1e-12))
-
-
 def gaussian(data: Any, rng: np.random.Generator, n: int, *, epsilon: float = 1.0, delta: float = 1e-5,
              noise_scale: float = 1.0) -> np.ndarray:
-    """x + N(0, sigma^2) per entry, sigma the analytic calibration for l2 sensitivity 1 (one entry moves by 1)."""
+    """x + N(0, sigma^2) per entry, sigma the analytic calibration for l2 sensitivity 1 (one entry moves by 1;
+    :func:`~dpfair_analysis.privacy.gaussian.gaussian_sigma_analytic`)."""
+    from dpfair_analysis.privacy.gaussian import gaussian_sigma_analytic  # dp_accounting: loaded when drawn
+
     x = _vector(data)
-    return x + rng.normal(scale=noise_scale * analytic_gaussian_sigma(epsilon, delta), size=(n, len(x)))
+    return x + rng.normal(scale=noise_scale * gaussian_sigma_analytic(epsilon, delta, 1.0), size=(n, len(x)))
 
 
 def gaussian_l2_mistake(data: Any, rng: np.random.Generator, n: int, *, epsilon: float = 1.0, delta: float = 1e-5,
@@ -422,4 +412,4 @@ def catalogue() -> dict[str, ZooMechanism]:
     return {e.name: e for e in entries}
 
 
-__all__ = ["ZooMechanism", "analytic_gaussian_sigma", "catalogue", "geometric_epsilon", "rappor_epsilon"]
+__all__ = ["ZooMechanism", "catalogue", "geometric_epsilon", "rappor_epsilon"]

@@ -44,7 +44,8 @@ from scipy.optimize import minimize
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import FairnessConstraint
-from dpfair_analysis.validation import check_nonnegative, check_positive, check_positive_int, check_seed
+from dpfair_analysis.validation import check_int_at_least, check_nonnegative, check_positive, check_positive_int, \
+    check_seed
 
 BASELINES = ("clf", "z", "a", "m")
 
@@ -206,8 +207,7 @@ def keep_probability(epsilon: float, n_groups: int) -> float:
     Each other value has probability 1 / (e^eps + K - 1), so the likelihood ratio of any
     report between two true values is at most e^eps. ``epsilon = inf`` keeps every value.
     """
-    if isinstance(n_groups, bool) or not isinstance(n_groups, (int, np.integer)) or n_groups < 2:
-        raise ValueError(f"n_groups must be an integer >= 2, got {n_groups!r}")
+    check_int_at_least(n_groups, "n_groups", 2)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or not epsilon > 0:
         raise ValueError(f"epsilon must be a number > 0 (inf allowed), got {epsilon!r}")
     if math.isinf(epsilon):

@@ -64,8 +64,11 @@ from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger
 from dpfair_analysis.training.clipping import UniformClipping
 from dpfair_analysis.training.loop import EVALUATE_TRAIN, TrainCallback, TrainingResult, apply_update, \
     batch_indices, evaluate_groups, evaluation_splits, make_generators, release_step, run_steps, schedule
-from dpfair_analysis.training.methods.dpfedavg import PARTITIONS
 from dpfair_analysis.validation import check_choice, check_delta, check_positive, check_positive_int, check_seed
+
+#: How the training rows are dealt to clients (:func:`partition_clients`): IID, or non-IID by group (McMahan et
+#: al.'s shards).
+PARTITIONS = ("iid", "group")
 
 
 @dataclass(frozen=True)

@@ -462,10 +462,9 @@ def batch_rows(totals: torch.Tensor, epoch: int, data: GroupedDataset) -> list[d
 @torch.no_grad()
 def predict_logits(model: nn.Module, X: torch.Tensor, *, batch_size: int | None = None) -> torch.Tensor:
     """Model logits for all rows, in chunks of ``batch_size`` rows (default :func:`evaluation_chunk`), under
-    :func:`torch.inference_mode` (no autograd graph is kept for any chunk; issue 49 measured +1.1 GB of resident
-    memory for one full-MNIST evaluation without it) into one preallocated output (no second copy from
-    concatenating chunks). The logits are
-    an ordinary tensor, usable with autograd later."""
+    :func:`torch.inference_mode` (no autograd graph is kept for any chunk; without it one full-MNIST evaluation
+    took +1.1 GB of resident memory) into one preallocated output (no second copy from concatenating
+    chunks). The logits are an ordinary tensor, usable with autograd later."""
     batch_size = evaluation_chunk(model) if batch_size is None else batch_size
     was_training = model.training
     model.eval()

@@ -30,7 +30,8 @@ from dpfair_analysis.experiments.compare import CompareResult
 from dpfair_analysis.experiments.fairdp import FIGURE_GROUPS, sweep_table
 from dpfair_analysis.experiments.pfld import METHOD_LABELS, PAPER_TABLE2, PRIVATE_METHODS, summarize
 from dpfair_analysis.experiments.pfld_tuned import SELECTION_SCORES, TunedTable2
-from dpfair_analysis.experiments.tuning import MNIST_GROUPS, SELECTION_PRIVACY, mnist_costs, mnist_selection
+from dpfair_analysis.experiments.mnist_tuning import MNIST_GROUPS
+from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, costs_of_privacy, printed_and_tuned
 from dpfair_analysis.fairness.inequality import INDICES, inequality_indices
 from dpfair_analysis.validation import check_choice, check_nonnegative
 
@@ -234,10 +235,10 @@ EQUAL_COST_TAU = 0.05
 def mnist_table1_verdicts(costs: pd.DataFrame, printed_table: pd.DataFrame, *,
                           tolerances: Mapping[str, Tolerance] = MNIST_TOLERANCE) -> pd.DataFrame:
     """Paper 000 Table 1's MNIST cells (``printed_table``: rows ``method, all, 2, 8`` with SGD's accuracy and
-    the private methods' costs) against :func:`mnist_costs`: one row per (method, group) with the printed value,
-    the printed and the tuned configuration's measurement, each cell's margin (``tolerances`` by group) and the
-    three-valued verdict (:func:`cell_verdicts`; direction "at_least": a cost no worse than printed by more
-    than the margin)."""
+    the private methods' costs) against :func:`~dpfair_analysis.experiments.tuning.costs_of_privacy`: one row per
+    (method, group) with the printed value, the printed and the tuned configuration's measurement, each cell's
+    margin (``tolerances`` by group) and the three-valued verdict (:func:`cell_verdicts`; direction "at_least": a
+    cost no worse than printed by more than the margin)."""
     cells = []
     wide = costs.set_index(["which", "method"])
     paper = printed_table.set_index("method")
@@ -278,8 +279,8 @@ def mnist_claims(rows: pd.DataFrame, *, focus: tuple[str, str] = ("2", "8"), tau
     ref, low = focus
     if ref not in groups or low not in groups:
         raise ValueError(f"focus must name two groups of the rows ({groups}), got {focus!r}")
-    selection = mnist_selection(rows, groups=("all", *groups))
-    costs = mnist_costs(selection, groups=("all", *groups))
+    selection = printed_and_tuned(rows, groups=("all", *groups))
+    costs = costs_of_privacy(selection, groups=("all", *groups))
     found = {}
     for which, part in costs.groupby("which", sort=False):
         by = part.set_index("method")

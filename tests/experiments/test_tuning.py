@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpfair_analysis.experiments import mnist_tuning as M
 from dpfair_analysis.experiments import tuning as T
 from dpfair_analysis.verify import reproduction as R
 
@@ -77,10 +78,10 @@ def test_selection_reads_the_validation_rows_and_never_the_test_rows():
     rows changes no choice."""
     rows = _mnist_rows({("sgd", 0): (0.90, 0.99), ("sgd", 1): (0.95, 0.50),
                         ("dpsgd", 0): (0.80, 0.95), ("dpsgd", 1): (0.85, 0.10)})
-    chosen = T.mnist_selection(rows).query("which == 'tuned'").set_index("method")
+    chosen = T.printed_and_tuned(rows, groups=M.MNIST_GROUPS).query("which == 'tuned'").set_index("method")
     assert chosen.loc["sgd", "configuration_index"] == 1 and chosen.loc["dpsgd", "configuration_index"] == 1
     flipped = rows.assign(accuracy=np.where(rows["split"] == "test", 1 - rows["accuracy"], rows["accuracy"]))
-    again = T.mnist_selection(flipped).query("which == 'tuned'").set_index("method")
+    again = T.printed_and_tuned(flipped, groups=M.MNIST_GROUPS).query("which == 'tuned'").set_index("method")
     assert (again["configuration_index"] == chosen["configuration_index"]).all()
 
 
@@ -131,7 +132,7 @@ def test_the_validation_rows_come_from_the_training_data_and_the_cut_group_keeps
     natural group mix; class 8 keeps the count the comparison keeps."""
     from dpfair_analysis.experiments.compare import load_data, split_for_seed
 
-    base = T.mnist_tuning_base("quick")
+    base = M.mnist_tuning_base("quick")
     train, validation, test = T.validation_split(base, seed=0)
     full, official = load_data(base)
     paper_train, paper_test = split_for_seed(base, full, official, seed=0)
@@ -152,7 +153,7 @@ def test_the_validation_rows_come_from_the_training_data_and_the_cut_group_keeps
 def test_a_tuning_run_reports_both_splits_every_group_and_whether_its_sampling_is_accounted(tmp_path):
     from dpfair_analysis.experiments.cache import RunCache, RunRecords
 
-    base = T.mnist_tuning_base("quick")
+    base = M.mnist_tuning_base("quick")
     records = RunRecords(tmp_path / "runs.json")
     rows = pd.DataFrame(T.tuning_rows(base, "dpsgd", {"lr": 0.05, "sampling": "shuffle"}, 0,
                                       cache=RunCache(tmp_path / "cache"), records=records))
@@ -168,7 +169,7 @@ def test_a_tuning_run_reports_both_splits_every_group_and_whether_its_sampling_i
     with pytest.raises(ValueError, match="lr and sampling"):
         T.tuned_config(base, {"epochs": 3})
     with pytest.raises(ValueError, match="method must be one of"):
-        T.tuning_plan(base, methods=("dpsgd", "nonsense"))
+        T.tuning_plan(base, methods=("dpsgd", "nonsense"), grid=M.MNIST_GRID)
 
 
 # ----------------------------------------------------------------------------- MNIST analyses on synthetic rows
@@ -192,7 +193,8 @@ def _mnist_rows(accuracy: dict, *, epsilon: float = 5.9) -> pd.DataFrame:
 def test_costs_compare_printed_with_printed_and_tuned_with_tuned():
     rows = _mnist_rows({("sgd", 0): (0.90, 0.90), ("sgd", 1): (0.95, 0.97),
                         ("dpsgd", 0): (0.60, 0.60), ("dpsgd", 1): (0.80, 0.85)})
-    costs = T.mnist_costs(T.mnist_selection(rows)).set_index(["which", "method"])
+    costs = T.costs_of_privacy(T.printed_and_tuned(rows, groups=M.MNIST_GROUPS), groups=M.MNIST_GROUPS) \
+        .set_index(["which", "method"])
     assert costs.loc[("printed", "dpsgd"), "all"] == pytest.approx(-0.30)
     assert costs.loc[("tuned", "dpsgd"), "all"] == pytest.approx(-0.12)
     assert costs.loc[("tuned", "sgd"), "all"] == pytest.approx(0.97) and costs.loc[("tuned", "sgd"),
@@ -211,9 +213,25 @@ def test_the_sampling_effect_is_shuffle_minus_poisson_at_each_learning_rate():
     rows = pd.concat([rows, rows.assign(cfg_sampling=np.where(rows["cfg_sampling"] == "poisson", "shuffle",
                                                               "poisson"),
                                         accuracy=rows["accuracy"] - 0.05)])
-    effect = T.sampling_effect(rows).query("split == 'test'").set_index("lr")
+    effect = T.sampling_effect(rows, groups=M.MNIST_GROUPS).query("split == 'test'").set_index("lr")
     assert effect.loc[0.01, "diff_all"] == pytest.approx(0.61 - 0.05 - 0.61)
     assert effect.loc[0.1, "diff_all"] == pytest.approx(0.85 - (0.85 - 0.05))
+
+
+def test_the_tuning_grid_figure_circles_each_chosen_configuration_only():
+    """The figure (plotting/, beside the other paper 002 figures) circles the configuration the choice on the
+    validation rows made, for the methods given a choice, and nothing for the others."""
+    import matplotlib.pyplot as plt
+
+    from dpfair_analysis.plotting import plot_tuning_grid
+
+    rows = _mnist_rows({("sgd", 0): (0.90, 0.90), ("sgd", 1): (0.95, 0.97),
+                        ("dpsgd", 0): (0.60, 0.60), ("dpsgd", 1): (0.50, 0.85)})
+    chosen = T.printed_and_tuned(rows[rows["method"] == "sgd"], groups=M.MNIST_GROUPS).query("which == 'tuned'")
+    fig = plot_tuning_grid(rows, groups=M.MNIST_GROUPS, chosen=chosen)
+    circled = [[tuple(map(tuple, c.get_offsets())) for c in ax.collections] for ax in fig.axes]
+    assert circled[:3] == [[((0.1, 0.97),)]] * 3 and circled[3:] == [[]] * 3  # sgd row: lr 0.1; dpsgd: none
+    plt.close(fig)
 
 
 def test_mnist_claims_flip_with_the_numbers_they_rest_on():

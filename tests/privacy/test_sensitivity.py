@@ -5,7 +5,7 @@ Every check computes the exact change of the released quantity on one neighbouri
 pair (one person's group changes) and compares it with a bound. Claims that fail carry
 stored counterexamples (found by the searches below, then written down so the verdict
 does not depend on search luck); the searches themselves also run, bounded. The strategies
-and excess functions are library code (``dpfair_analysis.verify.sensitivity_search``),
+and excess functions are library code (``dpfair_analysis.verify.claims.pfld_cases``),
 shared with the claims registry.
 """
 
@@ -24,7 +24,7 @@ from dpfair_analysis.privacy.sensitivity import (
     change_group, count_distance, dual_group_sums, dual_sum_distance, exact_change, paper_dual_release,
     paper_dual_sensitivity, paper_missing_values_sensitivity, paper_primal_group_part, paper_primal_release,
     paper_primal_sensitivity, primal_contribution_bound)
-from dpfair_analysis.verify.sensitivity_search import (
+from dpfair_analysis.verify.claims.pfld_cases import (
     Case, cases, dual_excess, dual_sum_changes, primal_group_part_excess, primal_release_excess, primal_sum_changes,
     signed_coefficients, structured_cases)
 

@@ -14,6 +14,7 @@ import pytest
 
 from dpfair_analysis.experiments import pfld_tuned as PT
 from dpfair_analysis.verify import reproduction as R
+from dpfair_analysis.experiments import mnist_tuning as M
 from dpfair_analysis.experiments import tuning as T
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, default_cache_dir
 
@@ -52,19 +53,20 @@ def test_mnist_tuning_records_choose_on_validation_only():
     """Every recorded MNIST tuning run has its validation and test rows; for each method whose budget is
     complete the choice is the best validation accuracy, and it stays the choice when the test rows change."""
     records = RunRecords(REPO / "paper_figs" / "fairdp" / "mnist_tuning_runs.json")
-    base = T.mnist_tuning_base("full")
-    rows = T.recorded_tuning_runs(base, records=records, compute_missing=False)
+    base = M.mnist_tuning_base("full")
+    rows = T.recorded_tuning_runs(base, methods=M.MNIST_TUNING_METHODS, grid=M.MNIST_GRID, records=records,
+                                  compute_missing=False)
     if rows.empty:
         pytest.fail("no MNIST tuning run is recorded (notebooks/record_runs.py --study mnist-tuning)")
     assert set(rows["split"]) == {"validation", "test"}
     assert set(rows.query("split == 'validation'")["n"].groupby(rows["group"]).first().index) >= {"all", "2", "8"}
-    status = T.budget_status(rows, T.MNIST_GRID, T.MNIST_TUNING_METHODS)
+    status = T.budget_status(rows, M.MNIST_GRID, M.MNIST_TUNING_METHODS)
     complete = list(status.loc[status["complete"], "method"])
     part = rows[rows["method"].isin(complete)]
     if complete:
-        chosen = T.mnist_selection(part).query("which == 'tuned'").set_index("method")
+        chosen = T.printed_and_tuned(part, groups=M.MNIST_GROUPS).query("which == 'tuned'").set_index("method")
         best = part.query("split == 'validation' and group == 'all'").groupby("method")["accuracy"].max()
         assert (chosen.loc[complete, "val_all"] == best.loc[complete]).all()
         shuffled = part.assign(accuracy=part["accuracy"].where(part["split"] == "validation", 1 - part["accuracy"]))
-        again = T.mnist_selection(shuffled).query("which == 'tuned'").set_index("method")
+        again = T.printed_and_tuned(shuffled, groups=M.MNIST_GROUPS).query("which == 'tuned'").set_index("method")
         assert (again.loc[complete, "configuration"] == chosen.loc[complete, "configuration"]).all()

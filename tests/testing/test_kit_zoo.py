@@ -7,8 +7,8 @@ import pytest
 from dp_accounting import dp_event
 
 from dpfair_analysis.privacy.accounting import AccountingSpec, epsilon_from_event
+from dpfair_analysis.privacy.gaussian import gaussian_sigma_analytic
 from dpfair_analysis.testing.zoo import (
-    analytic_gaussian_sigma,
     catalogue,
     geometric_epsilon,
     rappor_epsilon,
@@ -38,7 +38,7 @@ def test_truncated_geometric_samples_the_closed_form_with_the_privacy_of_balcer_
 
 
 def test_analytic_gaussian_calibration_meets_its_target_exactly():
-    sigma = analytic_gaussian_sigma(1.0, 1e-5)
+    sigma = gaussian_sigma_analytic(1.0, 1e-5, 1.0)  # the zoo's Gaussian draws with it
     pld = epsilon_from_event(dp_event.GaussianDpEvent(sigma), 1e-5, accounting=AccountingSpec(accountant="pld"))
     assert pld == pytest.approx(1.0, abs=2e-3)
     assert 3.0 < sigma < 4.5

@@ -102,6 +102,9 @@ def test_policy_shortcut_and_unknown_names(toy):
 def test_registration_refuses_a_taken_name_and_bad_definitions(toy):
     with pytest.raises(ValueError, match="registered already"):
         methods.register(methods.Method(name="toy", label="Other", summary="", policy=_policy))
+    with pytest.raises(ValueError, match="registered already"):  # the one rule: even the same entry again
+        methods.register(TOY)
+    assert methods.get("toy") is TOY
     with pytest.raises(ValueError, match="lowercase letters"):
         methods.Method(name="Toy2", label="", summary="", policy=_policy)
     with pytest.raises(ValueError, match="exactly one of policy and trainer"):

@@ -234,6 +234,21 @@ def test_a_new_mechanism_plugs_in_as_one_registry_entry(monkeypatch):
     assert not audit("toy", noise_fraction=0.2).consistent
 
 
+def test_the_registries_refuse_a_taken_name():
+    """One rule for every registry: a second entry under a registered name is refused and the first stays -- for the
+    mechanisms and for the step audits behind them."""
+    from dpfair_analysis.verify.audits import mechanisms, register
+
+    shipped = MECHANISMS["dpsgd"]
+    with pytest.raises(ValueError, match="registered already"):
+        register(AuditSpec("dpsgd", "another", shipped.sample, default_trials=10))
+    assert MECHANISMS["dpsgd"] is shipped
+    step = next(iter(STEP_AUDITS.values()))
+    with pytest.raises(ValueError, match="registered already"):
+        mechanisms._step_entry(step, 10)
+    assert STEP_AUDITS[step.name] is step
+
+
 def test_an_uncaught_twin_says_so_on_stderr(monkeypatch, capsys):
     """A twin the audit does not catch (here: one that is not under-noised at all) exits 1 with one line on
     stderr naming it; a caught one says nothing there."""

@@ -106,8 +106,9 @@ def test_claims_files_are_named_for_their_paper_and_share_no_private_names():
 
 
 def test_each_registry_entry_sits_beside_its_check():
-    """No CLAIMS list far from the checks: every module builds CLAIMS by top-level register() calls, each at most
-    100 lines after the end of the last definition before it (entries interleave with their checks)."""
+    """No CLAIMS list far from the checks: every module registers its claims by top-level register() calls, each at
+    most 100 lines after the end of the last definition before it (entries interleave with their checks)."""
+    total = 0
     for module in MODULES:
         tree = ast.parse(Path(module.__file__).read_text())
         last_end, registered = None, 0
@@ -118,7 +119,18 @@ def test_each_registry_entry_sits_beside_its_check():
                     getattr(node.value.func, "id", "") == "register":
                 registered += 1
                 assert last_end is None or node.lineno - last_end <= 100, (module.__name__, node.lineno)
-        assert registered == len(module.CLAIMS) > 0, module.__name__
+        assert registered > 0, module.__name__
+        total += registered
+    assert total == len(CLAIMS) == len(core.REGISTRY)
+
+
+def test_the_registry_refuses_a_taken_id():
+    """One rule for every registry: a second claim under a registered id is refused, and the first one stays."""
+    first = CLAIMS[0]
+    with pytest.raises(ValueError, match="registered already"):
+        core.register(first.id, location="", quote="", statement="", regime="", method="", check=first.check,
+                      mutant=first.mutant)
+    assert core.REGISTRY[first.id] is first
 
 
 # ------------------------------------------------------------------ the taxonomy

@@ -17,7 +17,7 @@ from scipy import integrate
 from dpfair_analysis.verify.claims import QUICK, get_claim
 from dpfair_analysis.verify.claims import p003_pfld_bounds as bounds
 from dpfair_analysis.verify.claims import p003_pfld_privacy as privacy
-from dpfair_analysis.verify.sensitivity_search import missing_cases, theorem1_cases
+from dpfair_analysis.verify.claims.pfld_cases import missing_cases, theorem1_cases
 
 IDS = ("003.thm1", "003.lemma1", "003.lemma2", "003.sec7.missing", "003.thm3", "003.thm5", "003.thm6.optimal-Cp")
 

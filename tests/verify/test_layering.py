@@ -105,3 +105,93 @@ def test_the_floor_check_can_fail():
                          ("privacy/_floor_probe.py", "dpfair_analysis.training.loop.train")]
     finally:
         probe.unlink()
+
+
+
+# ----------------------------------------------------------------- no circles
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(("dpfair_analysis", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def loaded_modules(path: Path, known: set[str]) -> set[str]:
+    """The package's modules (``known``) that the import statements in ``path`` load, at any depth: ``from P import
+    N`` loads ``P.N`` where that is a module, else ``P``. The parent packages Python loads on the way are not
+    counted: a package's ``__init__`` importing its own children is no circle."""
+    package = ".".join(("dpfair_analysis", *path.relative_to(PACKAGE).with_suffix("").parts[:-1]))
+    loaded: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            loaded.add(name)
+    return loaded - {"", module_name(path)}
+
+
+def import_circles(paths: list[Path]) -> list[list[str]]:
+    """The circles of the import graph (its strongly connected components of two or more modules, Tarjan), each
+    sorted; imports inside functions count (a lazy import that closes a circle is still one)."""
+    known = {module_name(p) for p in paths}
+    graph = {module_name(p): loaded_modules(p, known) & known for p in paths}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(circles)
+
+
+#: Circles known and left to the work that owns them: the statistic kinds' family (``scores.statistic_family``)
+#: reaches the pattern statistics, which build on ``scores``, by a lazy import.
+KNOWN_CIRCLES = [["dpfair_analysis.testing.patterns", "dpfair_analysis.testing.scores"]]
+
+
+def test_the_import_graph_has_no_circle():
+    """No module imports, directly or through others, one that imports it back: registries are leaves that their
+    entries import (``training/methods/registry.py``, ``verify/audits/registry.py``, ``verify/claims/core.py``),
+    and a trainer never imports the method module that describes it (DP-FedAvg's partitions are ``fedavg.py``'s)."""
+    assert import_circles(list(PACKAGE.rglob("*.py"))) == KNOWN_CIRCLES
+
+
+def test_the_circle_check_can_fail():
+    """A lazy import back is a circle and is found; a package whose ``__init__`` imports its children, which
+    import a leaf beside them, is none."""
+    methods = sorted((PACKAGE / "training" / "methods").glob("*.py"))
+    assert len(methods) > 5 and import_circles(methods) == []
+    there, back = PACKAGE / "training" / "_circle_probe.py", PACKAGE / "training" / "_circle_probe_back.py"
+    there.write_text("from dpfair_analysis.training._circle_probe_back import f\n")
+    back.write_text("def f():\n    from dpfair_analysis.training import _circle_probe\n")
+    try:
+        assert import_circles([*methods, there, back]) == [[module_name(there), module_name(back)]]
+    finally:
+        there.unlink()
+        back.unlink()

@@ -14,7 +14,7 @@ from dpfair_analysis.training import methods
 from dpfair_analysis.verify.audits import MechanismSamples
 from dpfair_analysis.verify.audits import trainers
 from dpfair_analysis.verify.audits.trainers import (SAMPLED, LoopTrainerSpec, SampledAudit, _loop_run, audit_sampled,
-                                                    loop_pair, pfld_pair)
+                                                    loop_pair, pfld_training_pair)
 
 
 def test_only_the_canary_moves_its_coordinate():
@@ -74,7 +74,7 @@ def test_adaptive_policies_release_the_canary_groups_bound(method):
 
 
 def test_pfld_pair_changes_only_the_canary_group():
-    without, with_ = pfld_pair()
+    without, with_ = pfld_training_pair()
     assert torch.equal(without.X, with_.X) and torch.equal(without.y, with_.y)
     changed = (without.group != with_.group).nonzero().flatten().tolist()
     assert changed == [len(without) - 1]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from dpfair_analysis.training.methods import Method, register
+from dpfair_analysis.training.methods.registry import Method, register
 from dpfair_analysis.validation import check_fraction, check_positive
 
 #: C_LB / C_0 when ``min_clip`` is not given: the paper tunes C_LB and prints no default; this is the toolkit's.

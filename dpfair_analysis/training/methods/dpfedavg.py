@@ -6,11 +6,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from dpfair_analysis.training.methods import Method, register
+from dpfair_analysis.names import FEDAVG_PARTITIONS
+from dpfair_analysis.training.methods.registry import Method, register
 from dpfair_analysis.validation import check_choice, check_positive, check_positive_int
-
-#: How the training rows are dealt to clients: IID, or non-IID by group (McMahan et al.'s shards).
-PARTITIONS = ("iid", "group")
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,7 @@ class FedAvgOptions:
         "help": "expected clients per round m, at most --clients (default round(b K / n): the client sampling "
                 "rate equals DP-SGD's)"})
     partition: str = field(default="iid", metadata={
-        "flag": "--partition", "type": str, "choices": PARTITIONS,
+        "flag": "--partition", "type": str, "choices": FEDAVG_PARTITIONS,
         "help": "clients IID or non-IID by group (McMahan et al.'s shards) (default iid)"})
     local_epochs: int = field(default=1, metadata={"flag": "--local-epochs", "type": int,
                                                    "help": "local epochs (default 1)"})
@@ -50,7 +48,7 @@ class FedAvgOptions:
             check_positive_int(self.clients_per_round, "clients_per_round")
             if self.clients_per_round > self.clients:
                 raise ValueError(f"clients_per_round={self.clients_per_round} exceeds clients={self.clients}")
-        check_choice(self.partition, "partition", PARTITIONS)
+        check_choice(self.partition, "partition", FEDAVG_PARTITIONS)
         check_positive_int(self.local_epochs, "local_epochs")
         check_positive_int(self.local_batch, "local_batch")
         check_positive(self.local_lr, "local_lr")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpfair_analysis.training.methods import Method, register
+from dpfair_analysis.training.methods.registry import Method, register
 
 
 def _policy(options, context):

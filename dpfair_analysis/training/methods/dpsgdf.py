@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dpfair_analysis.training.methods import Method, group_bounds_step, register
+from dpfair_analysis.training.methods.registry import DiagnosisView, Method, register
 from dpfair_analysis.training.methods.naive import COUNT_NOISE_RATIO
 from dpfair_analysis.validation import check_positive
 
@@ -22,6 +22,15 @@ class DPSGDFOptions:
     def __post_init__(self) -> None:
         check_positive(self.count_noise_ratio, "count_noise_ratio")
         check_positive(self.max_ratio, "max_ratio")
+
+
+def group_bounds_step(norms, group, group_bounds, view: DiagnosisView):
+    """A per-group-bound method's step as the diagnosis sees it: each row's bound C_{k(i)}, its coefficient
+    c_i = min(1, C_{k(i)} / ||g_i||), and the noise std sigma max_k C_k (the noise covers the largest bound)."""
+    from dpfair_analysis.gradients import clip_factors  # torch: the registry is read without it
+
+    bounds = group_bounds[group]
+    return bounds, clip_factors(norms, bounds), view.noise_multiplier * float(group_bounds.max())
 
 
 def _policy(options: DPSGDFOptions, context):

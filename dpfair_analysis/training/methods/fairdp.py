@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dpfair_analysis.training.methods import Method, group_bounds_step, register
+from dpfair_analysis.training.methods.dpsgdf import group_bounds_step
+from dpfair_analysis.training.methods.registry import Method, register
 from dpfair_analysis.training.methods.naive import COUNT_NOISE_RATIO
 from dpfair_analysis.validation import check_positive
 

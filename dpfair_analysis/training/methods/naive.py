@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dpfair_analysis.training.methods import Method, register
+from dpfair_analysis.training.methods.registry import Method, register
 from dpfair_analysis.validation import check_positive
 
 #: The count noise as a multiple of sigma (paper 000: sigma_1 = 10 sigma_2); a flag shared with DPSGD-F and FairDP.

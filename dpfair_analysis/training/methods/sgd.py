@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpfair_analysis.training.methods import Method, NoOptions, register
+from dpfair_analysis.training.methods.registry import Method, NoOptions, register
 
 
 def _policy(options, context):

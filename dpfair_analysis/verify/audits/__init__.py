@@ -11,10 +11,10 @@
 from dpfair_analysis.verify.audits import mechanisms as _mechanisms  # noqa: F401  (registers the entries)
 from dpfair_analysis.verify.audits.mechanisms import STEP_AUDITS, StepCanaryAudit
 from dpfair_analysis.verify.audits.registry import MECHANISMS, AuditResult, AuditSpec, MechanismSamples, audit, \
-    audit_table, register
+    audit_table, register, unregister
 from dpfair_analysis.verify.audits.statistics import DEFAULT_CONFIDENCE, DEFAULT_DELTA, ThresholdTest, \
     clopper_pearson_upper, epsilon_lower_bound, threshold_test
 
 __all__ = ["AuditResult", "AuditSpec", "DEFAULT_CONFIDENCE", "DEFAULT_DELTA", "MECHANISMS", "MechanismSamples",
            "STEP_AUDITS", "StepCanaryAudit", "ThresholdTest", "audit", "audit_table", "clopper_pearson_upper",
-           "epsilon_lower_bound", "register", "threshold_test"]
+           "epsilon_lower_bound", "register", "threshold_test", "unregister"]

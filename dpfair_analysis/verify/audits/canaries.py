@@ -66,9 +66,10 @@ def output_perturbation_pair():
 
 
 
-def pfld_pair(canary_x: tuple[float, float], canary_y: int):
-    """(D, D') for PF-LD's relation (one person's group changes): the canary is row 0, in
-    group 0 on D and group 1 on D'; three rows x = (0, 1), y = 1 in each group besides."""
+def pfld_step_pair(canary_x: tuple[float, float], canary_y: int):
+    """(D, D') for one PF-LD step's audit under its relation (one person's group changes): seven rows, the canary
+    row 0, in group 0 on D and group 1 on D'; three rows x = (0, 1), y = 1 in each group besides. (The trainer's
+    audit, every step of a run, uses :func:`~dpfair_analysis.verify.audits.trainers.pfld_training_pair`.)"""
     from dpfair_analysis.data.dataset import GroupedDataset
 
     X = torch.tensor([list(canary_x)] + [[0.0, 1.0]] * 6)

@@ -70,8 +70,9 @@ from tqdm import tqdm
 
 from dpfair_analysis.privacy.accounting import AccountingSpec
 from dpfair_analysis.training.loop import release_step
+from dpfair_analysis.validation import check_name_free
 from dpfair_analysis.verify.audits.canaries import _flat, _flat_rows, canary_datasets, canary_model, \
-    output_perturbation_pair, pfld_pair
+    output_perturbation_pair, pfld_step_pair
 from dpfair_analysis.verify.audits.registry import AuditSpec, MechanismSamples, _generators, register
 from dpfair_analysis.verify.audits.statistics import DEFAULT_DELTA
 
@@ -196,7 +197,7 @@ STEP_AUDITS: dict[str, StepCanaryAudit] = {}
 
 
 def _step_entry(spec: StepCanaryAudit, default_trials: int) -> AuditSpec:
-    STEP_AUDITS[spec.name] = spec
+    STEP_AUDITS[check_name_free(spec.name, STEP_AUDITS, "step audit")] = spec
 
     def sample(trials: int, *, seed: int, noise_fraction: float, progress: bool = False) -> MechanismSamples:
         return sample_step_canary(spec, trials, seed=seed, noise_fraction=noise_fraction, progress=progress)
@@ -450,7 +451,7 @@ def sample_pfld_primal(trials: int, *, seed: int, noise_fraction: float, progres
     from dpfair_analysis.training.lagrangian import PrivateState, private_primal_step
 
     constraint = make_constraint("dp", n_groups=2)
-    pair = pfld_pair((8.0, 0.0), 1)
+    pair = pfld_step_pair((8.0, 0.0), 1)
     lambdas, signs, denominators = torch.ones(2), torch.tensor([1.0, -1.0]), torch.full((2,), 4.0)
     start = parameters_of(canary_model())
 
@@ -510,7 +511,7 @@ def sample_pfld_dual(trials: int, *, seed: int, noise_fraction: float, progress:
     from dpfair_analysis.training.lagrangian import PrivateState, private_dual_update
 
     constraint = make_constraint("ap", n_groups=2)
-    pair = pfld_pair((0.0, 1.0), 0)
+    pair = pfld_step_pair((0.0, 1.0), 0)
     model = canary_model()
     denominators = torch.full((2,), 4.0, dtype=torch.float64)
 

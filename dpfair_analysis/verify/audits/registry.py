@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from dpfair_analysis.training.loop import make_generators
-from dpfair_analysis.validation import check_choice, check_fraction, check_seed
+from dpfair_analysis.validation import check_choice, check_fraction, check_int_at_least, check_name_free, check_seed
 
 from dpfair_analysis.verify.audits.statistics import DEFAULT_CONFIDENCE, threshold_test
 
@@ -59,11 +59,16 @@ MECHANISMS: dict[str, AuditSpec] = {}
 
 
 def register(spec: AuditSpec) -> AuditSpec:
-    """Add ``spec`` to :data:`MECHANISMS` (replacing an entry of the same name)."""
+    """Add ``spec`` to :data:`MECHANISMS` (ValueError if its name is taken)."""
     if not isinstance(spec, AuditSpec):
         raise TypeError(f"spec must be an AuditSpec, got {type(spec).__name__}")
-    MECHANISMS[spec.name] = spec
+    MECHANISMS[check_name_free(spec.name, MECHANISMS, "mechanism audit")] = spec
     return spec
+
+
+def unregister(name: str) -> None:
+    """Remove an entry (for tests that register a toy one); an unknown name is ignored."""
+    MECHANISMS.pop(name, None)
 
 
 @dataclass(frozen=True)
@@ -120,8 +125,7 @@ def audit(mechanism: str, *, trials: int | None = None, seed: int = 0, noise_fra
     check_choice(mechanism, "mechanism", MECHANISMS)
     spec = MECHANISMS[mechanism]
     trials = spec.default_trials if trials is None else trials
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 8:
-        raise ValueError(f"trials must be an integer >= 8, got {trials!r}")
+    trials = check_int_at_least(trials, "trials", 8)
     seed = check_seed(seed)
     noise_fraction = check_fraction(noise_fraction, "noise_fraction")
     confidence = check_fraction(confidence, "confidence", open_high=True)

@@ -65,6 +65,7 @@ from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, 
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
 from dpfair_analysis.training.policies import make_policy
+from dpfair_analysis.validation import check_int_at_least
 from dpfair_analysis.verify.audits.registry import MechanismSamples
 
 #: The canary's own feature: every other row has 0 there.
@@ -115,10 +116,11 @@ def loop_pair() -> tuple[GroupedDataset, GroupedDataset]:
     return without, with_
 
 
-def pfld_pair() -> tuple[GroupedDataset, GroupedDataset]:
-    """Replace-one pair for PF-LD: the same rows, the canary's group a = 0 in D, b = 1 in D'.
+def pfld_training_pair() -> tuple[GroupedDataset, GroupedDataset]:
+    """Replace-one pair for PF-LD's training run: the same rows, the canary's group a = 0 in D, b = 1 in D'.
     The groups differ in their positive rate, so the dual multipliers grow and the group
-    terms' signs are opposite (a_0 and a_1 of opposite sign: the largest replace distance)."""
+    terms' signs are opposite (a_0 and a_1 of opposite sign: the largest replace distance).
+    (One step's audit uses seven rows: :func:`~dpfair_analysis.verify.audits.canaries.pfld_step_pair`.)"""
     X, y = _base_rows(PFLD_BASE_ROWS)
     x_c, y_c = canary_row()
     group = torch.from_numpy((X[:, 1].numpy() > np.median(X[:, 1].numpy())).astype(np.int64))  # 1: more positives
@@ -305,10 +307,10 @@ def _pfld_llr(result, seen: list[dict[str, torch.Tensor]], *, shared: bool) -> f
 
 def sample_pfld_trainer(trials: int, *, seed: int, noise_fraction: float, progress: bool = False,
                         public_batch: str = "independent") -> MechanismSamples:
-    """``trials`` runs of ``train_lagrangian`` on each of D and D' (:func:`pfld_pair`), scored.
+    """``trials`` runs of ``train_lagrangian`` on each of D and D' (:func:`pfld_training_pair`), scored.
 
     ``public_batch="shared"`` audits the negative control (its claim is the same ledger's)."""
-    without, with_ = pfld_pair()
+    without, with_ = pfld_training_pair()
     claim_run, _ = _pfld_run(with_, seed=seed, noise_fraction=1.0, public_batch=public_batch)
     seeds = np.random.SeedSequence(seed).generate_state(2 * trials, dtype=np.uint32).reshape(2, trials)
     scores = np.zeros((2, trials))
@@ -486,8 +488,7 @@ def audit_sampled(name: str, *, trials: int | None = None, seed: int = 0, confid
         raise ValueError(f"mechanism must be one of {sorted(entries)}, got {name!r}")
     entry = entries[name]
     trials = entry.default_trials if trials is None else trials
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 8:
-        raise ValueError(f"trials must be an integer >= 8, got {trials!r}")
+    trials = check_int_at_least(trials, "trials", 8)
     samples = entry.sample(trials, seed=seed, noise_fraction=entry.noise_fraction, progress=progress)
     test = threshold_test(samples.scores_without, samples.scores_with, delta=samples.delta, confidence=confidence)
     consistent = bool(test.epsilon_lower <= samples.epsilon_claimed)

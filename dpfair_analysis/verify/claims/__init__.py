@@ -6,7 +6,8 @@ long version, ``001`` the fairness lens on DP (Tran, Dinh & Fioretto, NeurIPS'21
 
 One or more files per paper, named for it (``p003_pfld.py``, ``p003_pfld_privacy.py``, ...), each
 registry entry right after its check; the types, the search helper and the misprint combinator are in
-:mod:`.core`, shared data and the Gaussian-mechanism checks in :mod:`.fixtures`.
+:mod:`.core`, shared data and the Gaussian-mechanism checks in :mod:`.fixtures`, paper 003's neighbouring pairs
+and the searches over them in :mod:`.pfld_cases`.
 
 Verdicts (:mod:`.core`): ``holds``, ``violated`` (false as stated, in the stated regime), ``misprinted``
 (false as printed, true after a named typo fix that does not change what is guaranteed -- both forms tested) and
@@ -28,17 +29,17 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from dpfair_analysis.verify.claims import (
-    p000_dpsgdf,
-    p000_dpsgdf_accounting,
-    p001_fairness_lens,
-    p001_fairness_lens_factors,
-    p002_fairdp,
-    p003_pfld,
-    p003_pfld_bounds,
-    p003_pfld_privacy,
-    p004_dpsgdf_long,
-)
+# the claims files register into core.REGISTRY, in the registry's order (000 and its long version 004, then 001, 003,
+# 002)
+from dpfair_analysis.verify.claims import p000_dpsgdf  # noqa: I001
+from dpfair_analysis.verify.claims import p000_dpsgdf_accounting
+from dpfair_analysis.verify.claims import p004_dpsgdf_long
+from dpfair_analysis.verify.claims import p001_fairness_lens
+from dpfair_analysis.verify.claims import p001_fairness_lens_factors
+from dpfair_analysis.verify.claims import p003_pfld
+from dpfair_analysis.verify.claims import p003_pfld_privacy
+from dpfair_analysis.verify.claims import p003_pfld_bounds
+from dpfair_analysis.verify.claims import p002_fairdp
 from dpfair_analysis.verify.claims.core import (
     BUDGETS,
     FULL,
@@ -46,6 +47,7 @@ from dpfair_analysis.verify.claims.core import (
     KINDS,
     PAPERS,
     QUICK,
+    REGISTRY,
     STANDING_LABELS,
     STANDINGS,
     STATUSES,
@@ -65,6 +67,7 @@ __all__ = [
     "MODULES",
     "PAPERS",
     "QUICK",
+    "REGISTRY",
     "STANDINGS",
     "STANDING_LABELS",
     "STATUSES",
@@ -85,14 +88,12 @@ __all__ = [
     "verdict_table",
 ]
 
-#: The claims files, in the registry's order (000 and its long version 004, then 001, 003, 002).
+#: The claims files, in the registry's order.
 MODULES = (p000_dpsgdf, p000_dpsgdf_accounting, p004_dpsgdf_long, p001_fairness_lens, p001_fairness_lens_factors,
            p003_pfld, p003_pfld_privacy, p003_pfld_bounds, p002_fairdp)
-CLAIMS: list[Claim] = [claim for module in MODULES for claim in module.CLAIMS]
+CLAIMS: list[Claim] = list(REGISTRY.values())
 
 _BY_ID = {c.id: c for c in CLAIMS}
-if len(_BY_ID) != len(CLAIMS):  # pragma: no cover
-    raise RuntimeError("duplicate claim ids")
 for _c in CLAIMS:  # every reference resolves to a printed claim of the same paper
     for _ref in (_c.corrects, _c.extends):
         if _ref is not None and (_ref not in _BY_ID or _BY_ID[_ref].kind != "printed" or _ref[:3] != _c.paper):

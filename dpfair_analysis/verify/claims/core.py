@@ -42,14 +42,15 @@ quotes, locations) loads in a fraction of a second; the checks import what they 
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import numpy as np
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
+
+from dpfair_analysis.testing._json import jsonable
+from dpfair_analysis.validation import check_name_free
 
 #: Paper id -> (file under the project's papers/, short citation).
 PAPERS: dict[str, tuple[str, str]] = {
@@ -296,40 +297,26 @@ class Claim:
         return PAPERS[self.paper][1]
 
 
-def register(claims: list[Claim], id: str, *, location: str, quote: str, statement: str, regime: str,
-             method: str, check: Check, mutant: Check, **kw: Any) -> Claim:
-    """Build a :class:`Claim` (its check and mutant remembered per budget) and append it to ``claims``
-    -- called right after the check it registers, so each entry sits beside its check."""
+#: The registered claims by id, in the order they were registered: the claims files register into it, and it imports
+#: none of them.
+REGISTRY: dict[str, Claim] = {}
+
+
+def register(id: str, *, location: str, quote: str, statement: str, regime: str, method: str, check: Check,
+             mutant: Check, **kw: Any) -> Claim:
+    """Build a :class:`Claim` (its check and mutant remembered per budget) and add it to :data:`REGISTRY`
+    (ValueError if its id is taken) -- called right after the check it registers, so each entry sits beside its
+    check."""
     readings = tuple(replace(r, check=cached(r.check), mutant=cached(r.mutant)) for r in kw.pop("readings", ()))
     claim = Claim(id=id, location=location, quote=quote, statement=statement, regime=regime, method=method,
                   check=cached(check), mutant=cached(mutant), readings=readings, **kw)
-    claims.append(claim)
+    REGISTRY[check_name_free(id, REGISTRY, "claim")] = claim
     return claim
 
 
 # =============================================================================== JSON
 def _f(x: float | None) -> float | None:
     return None if x is None else float(x)
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON values: tensors and arrays as lists, non-finite floats as strings."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "detach") and hasattr(value, "tolist"):  # a torch tensor, without importing torch
-        return jsonable(value.detach().tolist())
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, (np.floating, float)):
-        v = float(value)
-        return v if math.isfinite(v) else str(v)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
 
 
 # =============================================================================== search helpers

@@ -40,7 +40,7 @@ def gaussian_mechanism_classic(*, c_factor: float = 1.0) -> Check:
     def check(budget: Budget) -> Verdict:
         from hypothesis import strategies as st
 
-        from dpfair_analysis.privacy.output_perturbation import gaussian_delta
+        from dpfair_analysis.privacy.gaussian import gaussian_delta
 
         def ratio(x):
             eps, log10_delta = x
@@ -89,7 +89,7 @@ def gaussian_delta_condition(factor: float, *, std: str = "delta*sigma",
     def check(budget: Budget) -> Verdict:
         from hypothesis import strategies as st
 
-        from dpfair_analysis.privacy.output_perturbation import gaussian_delta
+        from dpfair_analysis.privacy.gaussian import gaussian_delta
 
         def ratio(x):
             eps, sigma, log10_sens = x

@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import Budget, Check, Claim, Verdict, holds, register, search, violated
+from dpfair_analysis.verify.claims.core import Budget, Check, Verdict, holds, register, search, violated
 from dpfair_analysis.verify.claims.fixtures import gaussian_mechanism_classic
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "CLAIMS",
     "QUOTE_EQ1",
     "QUOTE_EQ1_LOW",
     "eq1_lower_half",
@@ -29,10 +28,8 @@ __all__ = [
     "naive_weights",
 ]
 
-CLAIMS: list[Claim] = []
-
 # =============================================================================== §3.1 the Gaussian mechanism
-register(CLAIMS, "000.sec3.gaussian", location="§3.1, 'Gaussian mechanism [11]'",
+register("000.sec3.gaussian", location="§3.1, 'Gaussian mechanism [11]'",
          quote="Gaussian mechanism [11]. Let ε ∈ [0, 1] be arbitrary. For c² > 2 log(1.25/δ), the Gaussian "
                "mechanism with parameter σ > cΔ_f/ε satisfies (ε, δ)-differential privacy.",
          statement="ε ∈ (0, 1], c² > 2 ln(1.25/δ), N(0, σ²) with σ > cΔ_f/ε ⇒ (ε, δ)-DP",
@@ -92,7 +89,7 @@ def eq1_upper(*, factor: float = 1.0) -> Check:
 
 _MC_UPPER = ("Monte Carlo of the released estimate's error (bounds.monte_carlo_group_error) on hypothesis-drawn "
              "signed batches (b ≤ 5, d ≤ 3), Laplace and Gaussian noise; the mean minus 4 s.e. against V + B")
-register(CLAIMS, "000.sec4.2.dpsgd-upper", location="§4.2, the bound before Eq. (1)",
+register("000.sec4.2.dpsgd-upper", location="§4.2, the bound before Eq. (1)",
          quote="E|Ĝ_B − G_B| ≤ E|G̃_B − G̃_B| + |G̃_B − G_B| ≤ (1/b)(C/ε) + (1/b) Σ_{i=1}^{b} max(0, |g_i| − C).",
          statement="E|Ĝ_B − G_B| ≤ (1/b)(C/ε) + (1/b) Σᵢ max(0, |gᵢ| − C), Ĝ_B = (1/b)(Σᵢ ḡᵢ + Lap(C/ε))",
          regime="Laplace noise Lap(C/ε) on the clipped sum (as printed; our copy's extraction turns the hat of "
@@ -102,7 +99,7 @@ register(CLAIMS, "000.sec4.2.dpsgd-upper", location="§4.2, the bound before Eq.
 #: Eq. (1) of 000 (= 004 §4.2), as printed in our copy (hats extracted as tildes).
 QUOTE_EQ1 = ("E|G̃_B^k − G_B^k| ≤ E|G̃_B^k − G̃_B^k| + |G̃_B^k − G_B^k| ≤ (1/b^k)(C/ε) + (1/b^k) Σ_i^{b^k} "
              "max(0, |g_i^k| − C) = (1/b^k)(C/ε) + (1/b^k) Σ_i^{m^k} (|g_i^k| − C), (1)")
-register(CLAIMS, "000.eq1.upper", location="§4.2, Eq. (1) (= 004 §4.2)", quote=QUOTE_EQ1,
+register("000.eq1.upper", location="§4.2, Eq. (1) (= 004 §4.2)", quote=QUOTE_EQ1,
          statement="E|G̃ᵏ − Gᵏ| ≤ (1/bᵏ)(C/ε) + (1/bᵏ) Σᵢ max(0, |gᵢᵏ| − C)",
          regime="group k's bᵏ gradients; Laplace noise Lap(C/ε) on the group's clipped sum (as printed), "
                 "extended to Gaussian noise (V = E||Z||/bᵏ)", method=_MC_UPPER, check=eq1_upper(),
@@ -160,7 +157,7 @@ QUOTE_EQ1_LOW = ("The expected error is tight as we have E|G̃_B − G_B| ≥ ½
                  "E|G̃_B^k − G_B^k| ≥ ½[(1/b^k)(C/ε) + (1/b^k) Σ_i^{b^k} max(0, |g_i^k| − C)].")
 _LOWER_METHOD = ("the exact E|error| of scalar batches under Laplace noise (E|a + L| = |a| + s e^{−|a|/s}) against "
                  "½(V + B), searched by hypothesis; the counterexample is confirmed by Monte Carlo")
-register(CLAIMS, "000.eq1.lower-half", location="§4.2, after the population bound and after Eq. (1) (= 004 §4.2)",
+register("000.eq1.lower-half", location="§4.2, after the population bound and after Eq. (1) (= 004 §4.2)",
          quote=QUOTE_EQ1_LOW,
          statement="E|Ĝ − G| ≥ ½[(1/b)(C/ε) + (1/b) Σᵢ max(0, |gᵢ| − C)] (population and each group k)",
          regime="scalar gradients of any sign (the paper's |gᵢ|), Laplace noise Lap(C/ε) on the clipped sum; the left "
@@ -168,7 +165,7 @@ register(CLAIMS, "000.eq1.lower-half", location="§4.2, after the population bou
                 "of 000 loses the hats)",
          method=_LOWER_METHOD, check=eq1_lower_half(nonnegative=False),
          mutant=eq1_lower_half(nonnegative=True))  # Amin et al.'s setting, where it holds
-register(CLAIMS, "000.eq1.lower-half.nonnegative", kind="corrected", corrects="000.eq1.lower-half",
+register("000.eq1.lower-half.nonnegative", kind="corrected", corrects="000.eq1.lower-half",
          location="§4.2's lower bound in the setting of its source (Amin et al. 2019: non-negative contributions)",
          quote=QUOTE_EQ1_LOW, statement="E|Ĝ − G| ≥ ½(V + B) for gᵢ ≥ 0",
          regime="non-negative scalar contributions, Laplace noise", method=_LOWER_METHOD,
@@ -222,14 +219,14 @@ def _optimal_clip(*, rule: str, level_factor: float = 1.0) -> Check:
 
 _OPTIMAL_METHOD = ("the rule's V + B against the exact minimum over C ∈ {0} ∪ {norms} (V + B is piecewise linear "
                    "with kinks at the norms), searched by hypothesis over norms (ties included) and ε")
-register(CLAIMS, "000.sec4.2.optimal-C.rank", location="§4.2, after the population bound",
+register("000.sec4.2.optimal-C.rank", location="§4.2, after the population bound",
          quote="We can find the optimal C by noting that the bound is convex with sub-derivative 1/ε − "
                "|{i : g_i > C}|, thus the minimum is achieved when C is equal to the ⌈1/ε⌉th largest value "
                "in gradients.",
          statement="argmin_C [(C/ε) + Σ max(0, |gᵢ| − C)] = the ⌈1/ε⌉-th largest |gᵢ| (batch, or group k)",
          regime="the bound V + B as a function of C; a batch or one group of bᵏ norms", method=_OPTIMAL_METHOD,
          check=_optimal_clip(rule="rank"), mutant=_optimal_clip(rule="rank", level_factor=2.0))  # ⌈2/ε⌉-th largest
-register(CLAIMS, "000.sec4.2.optimal-C.quantile", location="§4.2, after the lower bound and before §5",
+register("000.sec4.2.optimal-C.quantile", location="§4.2, after the lower bound and before §5",
          quote="In other words, the limit we should choose is just the (1 − 1/bε)-quantile of the gradients "
                "themselves. … For each group, the optimal choice of C^k is (1 − 1/(b^k ε))-quantile for group k.",
          statement="the (1 − 1/(bε))-quantile of the norms minimises V + B (per group: 1 − 1/(bᵏε))",
@@ -282,7 +279,7 @@ def _dpsgdf_count_sensitivity(*, relation: str = "add/remove") -> Check:
     return check
 
 
-register(CLAIMS, "000.sec5.2.count-sensitivity", location="§5.2, on Algorithm 2 lines 5-11",
+register("000.sec5.2.count-sensitivity", location="§5.2, on Algorithm 2 lines 5-11",
          quote="The collection {m^k, o^k}_{k∈[K]} has sensitivity of 1, which is much smaller than the "
                "sensitivity of the actual gradients when we estimate the relative size of the average gradient.",
          statement="||(mᵏ, oᵏ)ₖ(B) − (mᵏ, oᵏ)ₖ(B')||₂ ≤ 1",
@@ -523,13 +520,13 @@ _SUM_STATEMENT = "||Σᵢ clip(gᵢ, C^{k(i)}) − Σ_{i≠x} clip(gᵢ, C^{k(i)
 _SUM_METHOD = ("Monte Carlo over the count noise of line 8 on batches the paper's runs reach (Adult and unbalanced "
                "MNIST, b = 256, σ₁ = 10σ₂): per step, is some |Cᵏ| above max_k Cᵏ (a record of that group then "
                "moves the sum by |Cᵏ|)? Beside it a hypothesis search over small batches and added records")
-register(CLAIMS, "000.sec5.2.sum-sensitivity", location="§5.2, on Algorithm 2 lines 8-16", quote=_SUM_QUOTE,
+register("000.sec5.2.sum-sensitivity", location="§5.2, on Algorithm 2 lines 8-16", quote=_SUM_QUOTE,
          statement=_SUM_STATEMENT,
          regime="Algorithm 2 as printed: Cᵏ from the noisy counts of line 8 with no guards (noisy counts may be "
                 "≤ 0); Cᵏ fixed by the release (post-processing); add/remove", method=_SUM_METHOD,
          check=_dpsgdf_sum_sensitivity(algorithm="printed"),
          mutant=_dpsgdf_sum_sensitivity(algorithm="printed", noise_floor=0.01))  # noisy counts kept positive
-register(CLAIMS, "000.sec5.2.sum-sensitivity.guarded", kind="corrected", corrects="000.sec5.2.sum-sensitivity",
+register("000.sec5.2.sum-sensitivity.guarded", kind="corrected", corrects="000.sec5.2.sum-sensitivity",
          location="§5.2 with the toolkit's guards (training.dpsgdf.dpsgdf_group_bounds)", quote=_SUM_QUOTE,
          statement=_SUM_STATEMENT.split(", Cᵏ =")[0] + " with guarded Cᵏ ∈ [C0, 11 C0]",
          regime="noisy counts raised to 0, C0 for an empty group or when no record is clipped, ratio capped at 10; "
@@ -679,14 +676,14 @@ QUOTE_NAIVE_SUM = ("The sensitivity for group k is C^k = C_0 × θ^k. The sensit
 NAIVE_STATEMENT = "||Σᵢ θ^{k(i)} clip(gᵢ, C0) (D') − Σᵢ θ^{k(i)} clip(gᵢ, C0) (D)|| ≤ C0 max_k θᵏ"
 _NAIVE_METHOD = ("hypothesis search over small batches (K ≤ 3, signed vectors) and an added record, the weighted "
                  "clipped sum of line 9 computed on both sides; a directed two-record group beside it")
-register(CLAIMS, "000.sec5.3.naive-sum-sensitivity", location="§5.3, on Algorithm 3 lines 5-11",
+register("000.sec5.3.naive-sum-sensitivity", location="§5.3, on Algorithm 3 lines 5-11",
          quote=QUOTE_NAIVE_SUM + " [Algorithm 3, line 7: θ^k = 1 × (b/K)/b^k]",
          statement=NAIVE_STATEMENT + ", θᵏ = (b/K)/bᵏ (line 7: the true group sizes)",
          regime="Algorithm 3 as 000 prints it: line 7 uses the true bᵏ (the noisy b̃ᵏ of line 5 is never used; 004's "
                 "line 8 and 000's text use b̃ᵏ: 004.sec5.3.naive-sum-sensitivity); b public; add/remove",
          method=_NAIVE_METHOD, check=naive_sum_sensitivity(algorithm="printed"),
          mutant=naive_sum_sensitivity(algorithm="printed", bound_factor=2.0))  # the change is < 2 C0 max θ
-register(CLAIMS, "000.sec5.3.naive-sum-sensitivity.noisy-sizes", kind="corrected",
+register("000.sec5.3.naive-sum-sensitivity.noisy-sizes", kind="corrected",
          corrects="000.sec5.3.naive-sum-sensitivity",
          location="§5.3 with θᵏ from the released noisy sizes raised to 1 (training.dpsgdf.NaiveReweighting)",
          quote=QUOTE_NAIVE_SUM, statement=NAIVE_STATEMENT + ", θᵏ = (b/K)/max(b̃ᵏ, 1)",

@@ -13,10 +13,9 @@ import warnings
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import Budget, Check, Claim, Reading, Verdict, holds, register, violated
+from dpfair_analysis.verify.claims.core import Budget, Check, Reading, Verdict, holds, register, violated
 
 __all__ = [
-    "CLAIMS",
     "EPSILON_SETTINGS_000",
     "GROUP_PRIVACY_METHOD",
     "classic_spec",
@@ -24,8 +23,6 @@ __all__ = [
     "group_privacy",
     "published_epsilons",
 ]
-
-CLAIMS: list[Claim] = []
 
 # The papers' settings: name, training n, sigma, epochs, printed eps, tol (tests/privacy/test_accounting.py).
 EPSILON_SETTINGS_000 = [("unbalanced MNIST", 54_649, 0.8, 60, 6.55, 0.01),
@@ -181,20 +178,20 @@ _GROUP_QUOTE = ("For the total population, Algorithm 2 still satisfies (ε, δ)-
                 "the worst clipping bound max_k C^k. On the group level, each group achieves different levels of "
                 "privacy depending on their utility-privacy trade-off. Algorithm 2 achieves "
                 "(C^k/max_{k'} C^{k'}, ε, δ)-differential privacy w.r.t. group k.")
-register(CLAIMS, "000.sec5.2.group-privacy", location="§5.2, end of the removal algorithm's privacy discussion",
+register("000.sec5.2.group-privacy", location="§5.2, end of the removal algorithm's privacy discussion",
          quote=_GROUP_QUOTE, statement="a record of group k enjoys (ρ_k ε, δ)-DP, ρ_k = Cᵏ / max_k' Cᵏ'",
          regime="the comma in '(C^k/max C^{k'}, ε, δ)' read as a product (there is no three-parameter DP); "
                 "σ₁ = 10σ₂ count release on the same batch (§6.1.3); Adult schedule (b = 256, 20 epochs, σ₂ = 1, "
                 "δ = 1e-6); ρ over [1/257, 1], where Algorithm 2's Cᵏ ∈ [C0, 257 C0] puts it",
          method=GROUP_PRIVACY_METHOD, check=group_privacy(reachable_from=REACHABLE_RHO["Algorithm 2"]),
          mutant=group_privacy(reachable_from=REACHABLE_RHO["Algorithm 2"], count_multiplier=math.inf))
-register(CLAIMS, "000.sec5.2.group-privacy.guarded", kind="corrected", corrects="000.sec5.2.group-privacy",
+register("000.sec5.2.group-privacy.guarded", kind="corrected", corrects="000.sec5.2.group-privacy",
          location="§5.2's per-group guarantee for the toolkit's guarded DPSGD-F (ratio capped at 10)",
          quote=_GROUP_QUOTE, statement="(ρ_k ε, δ)-DP for group k on the ρ the guarded policy reaches, [1/11, 1]",
          regime="as 000.sec5.2.group-privacy, Cᵏ ∈ [C0, 11 C0] (training.dpsgdf.dpsgdf_group_bounds, max_ratio 10)",
          method=GROUP_PRIVACY_METHOD, check=group_privacy(reachable_from=REACHABLE_RHO["guarded Algorithm 2"]),
          mutant=group_privacy(reachable_from=REACHABLE_RHO["Algorithm 2"]))  # the printed algorithm's range
-register(CLAIMS, "000.sec5.2.two-groups", location="§5.2, the majority/minority discussion after the algorithm",
+register("000.sec5.2.two-groups", location="§5.2, the majority/minority discussion after the algorithm",
          quote="The well-represented group s^+ has a smaller cost of privacy, so we choose a lower clipping bound "
                "C^+. Because the noise scale is C/ε = C^+/ε and the sensitivity of clipped gradients for the "
                "well-represented group is C^+, the noisy gradient w.r.t. the well-represented group then achieves "
@@ -208,7 +205,7 @@ register(CLAIMS, "000.sec5.2.two-groups", location="§5.2, the majority/minority
          fix="(C⁺/ε, δ) → ((C⁺/C⁻) ε, δ), as 004 prints it; that form is 000.sec5.2.group-privacy, which fails for "
              "small ρ",
          corrected="((C⁺/C⁻) ε, δ)-DP for the well-represented group: 000.sec5.2.group-privacy with two groups")
-register(CLAIMS, "000.sec5.3.naive-group-privacy", location="§5.3, after Algorithm 3's sensitivities",
+register("000.sec5.3.naive-group-privacy", location="§5.3, after Algorithm 3's sensitivities",
          quote="As we add noise based on the sensitivity for the total population, Algorithm 3 satisfies (ε, δ)-"
                "differential privacy for the total population and (θ^k/max_{k'} θ^{k'}, ε)-differential privacy "
                "w.r.t. group k.",
@@ -275,7 +272,7 @@ def _count_release_budget(*, claimed: float = 0.01, accounting: str = "joint") -
 _COUNT_QUOTE = ("The accumulated privacy budget ε for each setting is computed using the privacy moments accounting "
                 "method [1]. Because we set σ_1 = 10σ_2, most of ε is spent on gradients from σ_2. Only about 0.01 "
                 "budget is from σ_1.")
-register(CLAIMS, "000.sec6.1.3.count-budget", location="§6.1.3 Baselines", quote=_COUNT_QUOTE,
+register("000.sec6.1.3.count-budget", location="§6.1.3 Baselines", quote=_COUNT_QUOTE,
          statement="ε(DPSGD-F) − ε(DPSGD) ≈ 0.01",
          regime="σ₁ = 10σ₂, the paper's schedules, RDP with the classic conversion; 'about' = within ×2",
          method="the count and gradient releases share one Poisson batch, so a step is one sampled Gaussian with the "
@@ -356,7 +353,7 @@ def fewer_iterations(rows, *, printed_factor: float = 1.0) -> Check:
 _FEWER_METHOD = ("per setting, DPSGD-F's ε after T − ΔT steps (count and gradient releases on one Poisson batch: "
                  "one sampled Gaussian with the joint multiplier per step) against DPSGD's after T, both RDP with "
                  "the classic conversion; the ΔT actually needed, jointly and by separate composition, beside")
-register(CLAIMS, "000.sec6.1.3.fewer-iterations", location="§6.1.3 Baselines",
+register("000.sec6.1.3.fewer-iterations", location="§6.1.3 Baselines",
          quote="To compare DPSGD-F and Naïve with DPSGD under the same privacy budget, the algorithm runs a few less "
                "iterations than DPSGD in the last epoch, where the total number of iterations T = epochs × n/b in "
                "SGD and DPSGD. For DPSGD-F and Naïve, T is 19, 11 and 17 less on the MNIST, Adult and Dutch "
@@ -400,7 +397,7 @@ def published_epsilons(rows, *, printed_shift: float = 0.0) -> Check:
     return check
 
 
-register(CLAIMS, "000.tables.epsilon", location="Tables 1-3, captions",
+register("000.tables.epsilon", location="Tables 1-3, captions",
          quote="Table 1: Model accuracy w.r.t. the total population, the majority group and the minority group on "
                "the MNIST (ε = 6.55, δ = 10^{−6}), Adult (ε = 3.1, δ = 10^{−6}) and Dutch (ε = 2.66, δ = 10^{−6}) "
                "datasets",

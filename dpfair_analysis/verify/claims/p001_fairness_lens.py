@@ -12,7 +12,6 @@ import numpy as np
 from dpfair_analysis.verify.claims.core import (
     Budget,
     Check,
-    Claim,
     Reading,
     Verdict,
     cached,
@@ -31,10 +30,6 @@ from dpfair_analysis.verify.claims.fixtures import (
     tiny_dataset,
 )
 
-__all__ = ["CLAIMS"]
-
-CLAIMS: list[Claim] = []
-
 # =============================================================================== §3 the Gaussian mechanism
 _GAUSS_QUOTE = ("In particular, the Gaussian mechanism, defined by M(D) = ℓ(D) + N(0, Δ_ℓ²σ²), where N(0, Δ_ℓ²σ²) is "
                 "the Gaussian distribution with 0 mean and standard deviation Δ_ℓ²σ², satisfies (ε, δ)-DP for "
@@ -46,18 +41,18 @@ _GAUSS_METHOD = ("the exact δ(ε) of the Gaussian mechanism (Balle & Wang 2018)
 FIGURE1_SETTINGS = tuple((eps, 1e-5, 2 / (11_162 * lam)) for eps in (0.005, 0.05, 0.5) for lam in (1e-3, 1e-2, 1e-1))
 _PRINTED_CHECK, _PRINTED_MUTANT = printed_gaussian_checks(
     fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1, the cited [16]: c² > 2 ln(1.25/δ))")
-register(CLAIMS, "001.sec3.gaussian", location="§3 Preliminaries, after Definition 1", quote=_GAUSS_QUOTE,
+register("001.sec3.gaussian", location="§3 Preliminaries, after Definition 1", quote=_GAUSS_QUOTE,
          statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (4/5) exp(−(σε)²/2) and ε < 1",
          regime="ℓ2 sensitivity Δ, one release; the noise's variance Δ²σ² (its printed 'standard deviation' is "
                 "001.sec3.gaussian.std)", method=_GAUSS_METHOD,
          check=_PRINTED_CHECK, mutant=_PRINTED_MUTANT,
          fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1: c² > 2 ln(1.25/δ))")
-register(CLAIMS, "001.sec3.gaussian.dwork-roth", kind="corrected", corrects="001.sec3.gaussian",
+register("001.sec3.gaussian.dwork-roth", kind="corrected", corrects="001.sec3.gaussian",
          location="§3 with the constant of the cited source (Dwork & Roth 2014, Thm A.1)", quote=_GAUSS_QUOTE,
          statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2) and ε < 1",
          regime="as 001.sec3.gaussian", method=_GAUSS_METHOD, check=DWORK_ROTH,
          mutant=gaussian_delta_condition(0.8))
-register(CLAIMS, "001.sec3.gaussian.std", location="§3 Preliminaries, after Definition 1", quote=_GAUSS_QUOTE,
+register("001.sec3.gaussian.std", location="§3 Preliminaries, after Definition 1", quote=_GAUSS_QUOTE,
          statement="noise of standard deviation Δ²σ² gives (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2), ε < 1",
          regime="the δ condition corrected (5/4) to isolate the printed 'standard deviation Δ_ℓ²σ²'; Δ over "
                 "[1e-3, 10] and 001's Figure 1 settings (ε ∈ {0.005, 0.05, 0.5}, δ = 1e-5, Δ = 2/(nλ) on Bank)",
@@ -146,12 +141,12 @@ _SENS_QUOTE = ("In the context of the regularized ERM problem, adding noise draw
 _SENS_METHOD = ("the regularised optimum on both sides of replace-one pairs (train_regularised_erm, certified by its "
                 "residual gradient), hypothesis-searched (n ≤ 5, d ≤ 2, ||x|| ≤ 1) plus directed label flips and a "
                 "misclassified-row family that approaches the bound")
-register(CLAIMS, "001.sec5.sensitivity", location="§5, output perturbation", quote=_SENS_QUOTE,
+register("001.sec5.sensitivity", location="§5, output perturbation", quote=_SENS_QUOTE,
          statement="||θ*(D) − θ*(D')|| ≤ 2/(nλ) for L2-regularised logistic regression",
          regime="replace-one; ||x|| ≤ 1 (Chaudhuri et al.'s setting); penalised intercept; the toolkit's one-score "
                 "binary model", method=_SENS_METHOD, check=_output_perturbation_sensitivity(lipschitz_factor=1.0),
          mutant=_output_perturbation_sensitivity(lipschitz_factor=0.5))  # 1/(nλ): below the measured 0.94 of 2/(nλ)
-register(CLAIMS, "001.sec5.sensitivity.intercept", kind="extension", extends="001.sec5.sensitivity",
+register("001.sec5.sensitivity.intercept", kind="extension", extends="001.sec5.sensitivity",
          location="§5, the bound proved for a model with an intercept (Chaudhuri et al. Cor. 8, L = √(||x||² + 1))",
          quote=_SENS_QUOTE, statement="||θ*(D) − θ*(D')|| ≤ 2√2/(nλ)", regime="as 001.sec5.sensitivity",
          method=_SENS_METHOD, check=_output_perturbation_sensitivity(lipschitz_factor=math.sqrt(2)),
@@ -212,7 +207,7 @@ _THM1_METHOD = ("output perturbation of a regularised logistic regression (n = 3
                 "norms, ε = 2): each group's excess risk by antithetic Monte Carlo (theory.excess_risk) against "
                 "½ s² Tr(H_a) with H_a of the group's summed loss (printed) and of its mean loss (fixed)")
 _THM1_FIXED = cached(_theorem1(printed=False))
-register(CLAIMS, "001.thm1", location="§5, Theorem 1, Eq. (3)", quote=_THM1_QUOTE,
+register("001.thm1", location="§5, Theorem 1, Eq. (3)", quote=_THM1_QUOTE,
          statement="ξ_a ≈ ½ Δ²σ² |Tr(H_ℓᵃ) − Tr(H_ℓ)|, R_a ≈ ½ Δ²σ² Tr(H_ℓᵃ), H_ℓᵃ = ∇² Σ_{D_a} ℓ (the group SUM)",
          regime="convex twice-differentiable loss; output perturbation θ* + N(0, Δ²σ² I); s = Δσ small against the "
                 "curvature scale (the second-order expansion's regime)", method=_THM1_METHOD,
@@ -220,7 +215,7 @@ register(CLAIMS, "001.thm1", location="§5, Theorem 1, Eq. (3)", quote=_THM1_QUO
                               "= ∇² L(θ*; D_a), the Hessian of the group's mean loss (the paper's own L, Eq. (L))"),
          mutant=misprint_check(_theorem1(printed=True), _theorem1(printed=False, risk_scale=1.5), fix="none"),
          fix="H_ℓᵃ = ∇² Σ_{D_a} ℓ → the Hessian of the group's mean loss L(θ*; D_a)")
-register(CLAIMS, "001.thm1.mean-hessian", kind="corrected", corrects="001.thm1",
+register("001.thm1.mean-hessian", kind="corrected", corrects="001.thm1",
          location="Theorem 1 with the Hessian of the group's mean loss", quote=_THM1_QUOTE,
          statement="R_a ≈ ½ s² Tr(H_a), ξ_a ≈ ½ s² |Tr(H_a) − Tr(H)|, H_a = Hessian of the group MEAN loss",
          regime="as 001.thm1", method=_THM1_METHOD, check=_THM1_FIXED, mutant=_theorem1(printed=False, risk_scale=1.5))
@@ -331,7 +326,7 @@ def _corollary2(*, second_moment: bool, constant_norms: bool = False) -> Check:
     return check
 
 
-register(CLAIMS, "001.cor1", location="§5, Corollary 1",
+register("001.cor1", location="§5, Corollary 1",
          quote="Corollary 1. Consider the ERM problem for a linear model f_θ(X) ≝ θᵀX, with L_2 loss function i.e., "
                "ℓ(f_θ(X), Y) = (f_θ(X) − Y)². Then, output perturbation does not guarantee pure fairness.",
          statement="linear model, L2 loss: output perturbation does not guarantee pure fairness",
@@ -343,14 +338,14 @@ _TRACE_QUOTE = ("It follows from the observation that the Hessian of the L_2 los
                 "E_{X∼D_a} Tr(XXᵀ) = E_{X∼D_a} ||X||², depends solely on the input norms of the elements in D_a.")
 _TRACE_METHOD = "the exact Hessian of the group's mean loss (decomposition.StepMoments) on random groups, against c·E||X||²"
 _TRACE_FIXED = cached(_corollary1_trace(factor=2.0))
-register(CLAIMS, "001.cor1.trace", location="§5, after Corollary 1", quote=_TRACE_QUOTE,
+register("001.cor1.trace", location="§5, after Corollary 1", quote=_TRACE_QUOTE,
          statement="Tr(H_ℓᵃ) = E_{X∼D_a} ||X||² for ℓ = (θᵀX − Y)²", regime="the group's mean loss",
          method=_TRACE_METHOD,
          check=misprint_check(_corollary1_trace(factor=1.0), _TRACE_FIXED,
                               fix="E||X||² → 2 E||X||² (the Hessian of (θᵀX − Y)² is 2XXᵀ; or the loss ½(θᵀX − Y)²)"),
          mutant=misprint_check(_corollary1_trace(factor=1.0), _corollary1_trace(factor=3.0), fix="none"),
          fix="E||X||² → 2 E||X||² (the Hessian of (θᵀX − Y)² is 2XXᵀ)")
-register(CLAIMS, "001.cor1.trace.factor2", kind="corrected", corrects="001.cor1.trace",
+register("001.cor1.trace.factor2", kind="corrected", corrects="001.cor1.trace",
          location="the remark after Corollary 1 with the factor 2", quote=_TRACE_QUOTE,
          statement="Tr(H_ℓᵃ) = 2 E_{X∼D_a} ||X||² for ℓ = (θᵀX − Y)² (= E||X||² for ½(θᵀX − Y)²)",
          regime="the group's mean loss", method=_TRACE_METHOD, check=_TRACE_FIXED,
@@ -360,13 +355,13 @@ _COR2_QUOTE = ("Corollary 2. If for any two groups a, b ∈ A their average grou
                "fairness.")
 _COR2_METHOD = ("hypothesis search over pairs of 1-D groups rescaled to equal E|x| (or E x²), the exact traces of "
                 "their mean-loss Hessians compared (for a quadratic loss R_a = ½ s² Tr(H_a) exactly)")
-register(CLAIMS, "001.cor2", location="§5, Corollary 2", quote=_COR2_QUOTE,
+register("001.cor2", location="§5, Corollary 2", quote=_COR2_QUOTE,
          statement="E||X_a|| = E||X_b|| for all groups ⇒ output perturbation with L2 loss is purely fair "
                    "(equal Tr(H_a))",
          regime="linear model, L2 loss; the words and symbols both say average norms (a different, false "
                 "condition from the second moments Corollary 1's remark derives)", method=_COR2_METHOD,
          check=_corollary2(second_moment=False), mutant=_corollary2(second_moment=False, constant_norms=True))
-register(CLAIMS, "001.cor2.second-moment", kind="corrected", corrects="001.cor2",
+register("001.cor2.second-moment", kind="corrected", corrects="001.cor2",
          location="Corollary 2 with the second moments Corollary 1's remark derives", quote=_COR2_QUOTE,
          statement="E||X_a||² = E||X_b||² for all groups ⇒ equal Tr(H_a) ⇒ pure fairness",
          regime="linear model, L2 loss (quadratic: R_a = ½ s² Tr(H_a) exactly)", method=_COR2_METHOD,
@@ -463,7 +458,7 @@ _THM2_PROSE = ("Two key characteristics of DP-SGD are: (1) Clipping the gradient
 _THM2_SKETCH = ("The result in Theorem 2 follows from a second order Taylor expansion of the non-private and private ERM "
                 "functions L(θ_t − ηg_B; D_a) and L(θ_t − η(ḡ_B + N(0, IC²σ²); D_a), respectively, around θ_t and by "
                 "comparing their differences.")
-register(CLAIMS, "001.thm2", location="§6, Theorem 2, Eq. (4)", quote=_THM2_QUOTE,
+register("001.thm2", location="§6, Theorem 2, Eq. (4)", quote=_THM2_QUOTE,
          statement="E[L(θ_{t+1}; D_a)] = non-private + R_a^clip + R_a^noise, R_a^noise = (η²/2) Tr(H_ℓᵃ) C²σ²",
          regime="twice-differentiable loss, second-order expansion (exact for a quadratic loss); Algorithm 1",
          method=_THM2_METHOD,
@@ -482,7 +477,7 @@ register(CLAIMS, "001.thm2", location="§6, Theorem 2, Eq. (4)", quote=_THM2_QUO
                            check=_theorem2(printed=True, noise_on="mean"),
                            mutant=_theorem2(printed=True, noise_on="mean", noise_scale=1 / _THM2_B ** 2)),),
          context=(_THM2_PROSE, _THM2_SKETCH))
-register(CLAIMS, "001.thm2.noise-over-b2", kind="corrected", corrects="001.thm2",
+register("001.thm2.noise-over-b2", kind="corrected", corrects="001.thm2",
          location="Theorem 2 for Algorithm 1", quote=_THM2_QUOTE,
          statement="the same decomposition with R_a^noise = (η²/2) Tr(H_a) C²σ²/b² (H_a of the mean loss)",
          regime="as 001.thm2; exact for a quadratic loss", method=_THM2_METHOD, check=_THM2_FIXED,
@@ -552,7 +547,7 @@ def _eq6_simplification(*, form: str) -> Check:
 _EQ6_QUOTE = ("where the component multiplied by γ_1 comes for simplifying the expression |⟨g_{D_a}, g_D⟩ − "
               "⟨g_{D_a}, ḡ_D⟩ − ⟨g_D, ḡ_D⟩| associated to the empirical risk gap ξ_a of the main factor affecting "
               "R_a^clip")
-register(CLAIMS, "001.eq6.simplification", location="§9, after Eq. (6)", quote=_EQ6_QUOTE,
+register("001.eq6.simplification", location="§9, after Eq. (6)", quote=_EQ6_QUOTE,
          statement="|⟨g_{D_a}, g_D⟩ − ⟨g_{D_a}, ḡ_D⟩ − ⟨g_D, ḡ_D⟩| is the clipping part of ξ_a, |R_a^clip − R^clip|/η, "
                    "and simplifies to Eq. (6)'s |⟨g_{D_a} − g_D, g_D − ḡ_D⟩|",
          regime="the first-order clipping terms of Theorem 2 (H = 0, exact), any per-sample gradients",

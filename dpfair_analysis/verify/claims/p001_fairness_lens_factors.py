@@ -11,7 +11,6 @@ import numpy as np
 from dpfair_analysis.verify.claims.core import (
     Budget,
     Check,
-    Claim,
     Reading,
     Verdict,
     cached,
@@ -22,10 +21,6 @@ from dpfair_analysis.verify.claims.core import (
     search,
     violated,
 )
-
-__all__ = ["CLAIMS"]
-
-CLAIMS: list[Claim] = []
 
 
 # =============================================================================== §7 Theorem 3
@@ -73,13 +68,13 @@ _THM3_QUOTE = ("The next results assume that the empirical loss function L(θ; D
 _THM3_METHOD = ("random quadratic instances satisfying the assumptions (convex β-smooth group losses, η ≤ 1/max β; "
                 "conditions.search_theorem3), R^clip from Theorem 2's definition, exact; every ordered pair meeting "
                 "Eq. (5) must have R_a^clip > R_b^clip")
-register(CLAIMS, "001.thm3", location="§7, Theorem 3, Eq. (5)", quote=_THM3_QUOTE,
+register("001.thm3", location="§7, Theorem 3, Eq. (5)", quote=_THM3_QUOTE,
          statement="R_a^clip > R_b^clip whenever ||g_{D_a}|| p_a²/2 ≥ (5/2)C + ||g_{D_b}||(1 + p_b + p_b²/2)",
          regime="|A| = 2 (as the paper states it); convex β-smooth quadratic group losses, η ≤ 1/max β; full batch "
                 "(no gradient variance)", method=_THM3_METHOD,
          check=_theorem3(n_groups=2, batch_size=None, stored=None),
          mutant=_theorem3(n_groups=2, batch_size=None, stored=None, clip_coefficient=-2.5))  # −5/2 C
-register(CLAIMS, "001.thm3.wlog", location="§7, before Theorem 3: 'w.l.o.g., the result focus on |A| = 2'",
+register("001.thm3.wlog", location="§7, before Theorem 3: 'w.l.o.g., the result focus on |A| = 2'",
          quote=_THM3_QUOTE,
          statement="restricting Theorem 3 to |A| = 2 loses no generality: Eq. (5) ⇒ R_a^clip > R_b^clip for any "
                    "number of groups",
@@ -89,7 +84,7 @@ register(CLAIMS, "001.thm3.wlog", location="§7, before Theorem 3: 'w.l.o.g., th
          mutant=_theorem3(n_groups=2, batch_size=None, stored=None),
          corrected="Theorem 3 holds with two groups (001.thm3); with more, the other groups' gradients enter g_D "
                    "and ḡ_D and can reverse the order")  # two groups: true
-register(CLAIMS, "001.thm3.minibatch", kind="extension", extends="001.thm3",
+register("001.thm3.minibatch", kind="extension", extends="001.thm3",
          location="Theorem 3 beyond 'small variances' (the paper: 'the conclusions carry on even in cases when the "
                   "above assumptions may not hold', Appendix C)",
          quote="Note that this is not restrictive as the variance decreases as a function of the batch size B. … As "
@@ -176,14 +171,14 @@ _EX1_QUOTE = ("Example 1. Consider the ERM problem (L) for a linear classifier f
               "loss function at a given data point (X, Y) is: g_X = ∇θ ℓ(f_θ(X), Y) = (Y − f) ⊗ X.")
 _EX1_METHOD = "per-sample gradients (gradients.per_sample_gradients, torch.func) of seeded softmax regressions, entry by entry"
 _EX1_FIXED = cached(_example1(bias=False, augmented=False))
-register(CLAIMS, "001.ex1", location="§7, Example 1", quote=_EX1_QUOTE, statement="g_X = (Y − f) ⊗ X",
+register("001.ex1", location="§7, Example 1", quote=_EX1_QUOTE, statement="g_X = (Y − f) ⊗ X",
          regime="softmax regression f = softmax(θᵀX) (no bias), cross-entropy, K = 3", method=_EX1_METHOD,
          check=misprint_check(_example1(bias=False, augmented=False, sign=-1.0), _EX1_FIXED,
                               fix="(Y − f) ⊗ X → (f − Y) ⊗ X (the sign; ||g_X|| = ||Y − f|| ||X|| is unaffected)"),
          mutant=misprint_check(_example1(bias=False, augmented=False, sign=-1.0),
                                _example1(bias=True, augmented=False), fix="none"),
          fix="(Y − f) ⊗ X → (f − Y) ⊗ X")
-register(CLAIMS, "001.ex1.with-bias", kind="extension", extends="001.ex1",
+register("001.ex1.with-bias", kind="extension", extends="001.ex1",
          location="Example 1 for the toolkit's models, which have a bias (gradients.py)", quote=_EX1_QUOTE,
          statement="with a bias: g_X = (f − e_y) ⊗ [X; 1], ||g_X|| = ||f − e_y|| √(||X||² + 1)",
          regime="softmax regression with a bias, K = 3", method=_EX1_METHOD, check=_example1(bias=True, augmented=True),
@@ -279,7 +274,7 @@ def _grows_with_norm(quantity: str, *, theta_scale: float = 1.0) -> Check:
 
 _NORM_METHOD = ("hypothesis search over pairs of signed inputs with one label, at one seeded θ, for a larger input "
                 "with a smaller value (exact per-sample gradients / Hessian traces)")
-register(CLAIMS, "001.ex1.norm", location="§7, after Example 1",
+register("001.ex1.norm", location="§7, after Example 1",
          quote="The result is by [7] and it suggests that the gradient norms are proportional to the input norms: "
                "||g_X|| ∝ ||X||.",
          statement="||g_X|| ∝ ||X||: of two samples (same label), the larger input has the larger gradient norm",
@@ -365,17 +360,17 @@ def _example2_sum(*, zero_output: bool = False, within: float | None = None) -> 
 _EX2_QUOTE = ("Example 2. Next, consider a neural network with single hidden layer, f_θ(X) ≝ softmax(θ_1ᵀ o(θ_2ᵀ X)), "
               "where o(·) is a proper activation function and θ_1, θ_2 are the model parameters. It can be seen that "
               "||g_X|| ∝ ||∇_{θ_1} ℓ(f_θ(X), Y)|| + ||∇_{θ_2} ℓ(f_θ(X), Y)||, where ||∇_{θ_2} ℓ(f_θ(X), Y)|| ∝ ||X||.")
-register(CLAIMS, "001.ex2", location="§7, Example 2", quote=_EX2_QUOTE,
+register("001.ex2", location="§7, Example 2", quote=_EX2_QUOTE,
          statement="||∇_{θ₂} ℓ|| ∝ ||X||: of two samples (same label), the larger input has the larger first-layer "
                    "gradient", regime="one hidden layer (8 tanh units), K = 3, one θ", method=_NORM_METHOD,
          check=_grows_with_norm("first-layer"), mutant=_grows_with_norm("first-layer", theta_scale=0.0))
-register(CLAIMS, "001.ex2.identity", kind="corrected", corrects="001.ex2",
+register("001.ex2.identity", kind="corrected", corrects="001.ex2",
          location="Example 2's first-layer gradient, exactly", quote=_EX2_QUOTE,
          statement="||∇_{θ₂} ℓ|| = ||δ(X)|| ||X||, δ the back-propagated signal at the hidden layer",
          regime="one hidden layer, ReLU and tanh, K = 3",
          method="per-sample gradients of seeded networks: ||∇W₁|| against ||∇b₁|| ||x||",
          check=_example2_identity(), mutant=_example2_identity(augmented=True))
-register(CLAIMS, "001.ex2.sum", location="§7, Example 2", quote=_EX2_QUOTE,
+register("001.ex2.sum", location="§7, Example 2", quote=_EX2_QUOTE,
          statement="||g_X|| ∝ ||∇_{θ₁} ℓ|| + ||∇_{θ₂} ℓ|| (the same ratio for every X)",
          regime="one hidden layer (8 units, ReLU and tanh), K = 3, one θ per seed",
          method="per-sample gradients of both layers on inputs over decades of norm; the ratio's range",
@@ -499,13 +494,13 @@ _THM4_QUOTE = ("Theorem 4. For groups a, b ∈ A, R_a^noise > R_b^noise whenever
 _THM4_METHOD = ("logistic regression; the noise's exact effect on each group's expected loss, E_z L(θ + z; D_a) − "
                 "L(θ; D_a), by Gauss-Hermite quadrature; hypothesis search over pairs of groups (and a directed "
                 "near/far pair) for a larger trace with a smaller noise term")
-register(CLAIMS, "001.thm4", location="§8, Theorem 4", quote=_THM4_QUOTE,
+register("001.thm4", location="§8, Theorem 4", quote=_THM4_QUOTE,
          statement="R_a^noise > R_b^noise whenever Tr(H_ℓᵃ) > Tr(H_ℓᵇ)",
          regime="R^noise is Theorem 2's second-order noise term: tested where it is the noise's effect, per-step "
                 "noise s with s·max||x̃|| = 0.01 (the paper's runs: ηCσ/|B| ~ 1e-5..1e-3); traces apart by > 0.1%",
          method=_THM4_METHOD, check=_theorem4(noise=(0.01,), relative=True),
          mutant=_theorem4(noise=(2.0,), relative=True))  # the spread far outside the expansion's regime
-register(CLAIMS, "001.thm4.exact-noise-effect", kind="extension", extends="001.thm4",
+register("001.thm4.exact-noise-effect", kind="extension", extends="001.thm4",
          location="Theorem 4 beyond its second-order regime", quote=_THM4_QUOTE,
          statement="the noise's exact effect on the group loss orders as Tr(H) at per-step noise s up to 1",
          regime="per-step noise std s ∈ {0.01, 0.1, 0.5, 1} on θ, inputs up to |x| = 10 (s||x̃|| up to ~14)",
@@ -560,15 +555,15 @@ _EX3_QUOTE = ("Example 3. Consider the same setting of Example 1. The Hessian of
               "suggests that the trace of the Hessian for sample X is proportional to its input norm: Tr(H_ℓ^X) ∝ "
               "||X||². Additionally it also shows that: Tr(H_ℓ^X) ∝ (1 − Σ_{k=1}^K f_{θ,k}²(X))")
 _EX3_METHOD = "the full per-sample Hessian's trace (autograd) against the formula, hypothesis-searched and on random inputs"
-register(CLAIMS, "001.ex3", location="§8, Example 3", quote=_EX3_QUOTE,
+register("001.ex3", location="§8, Example 3", quote=_EX3_QUOTE,
          statement="H_X = (diag f − ffᵀ) ⊗ XXᵀ, so Tr(H_X) = (1 − Σf_k²) ||X||²",
          regime="Example 1's setting: softmax regression f = softmax(θᵀX), no bias, cross-entropy, K = 3",
          method=_EX3_METHOD, check=_example3(bias=False, plus_one=False), mutant=_example3(bias=True, plus_one=False))
-register(CLAIMS, "001.ex3.with-bias", kind="extension", extends="001.ex3",
+register("001.ex3.with-bias", kind="extension", extends="001.ex3",
          location="Example 3 for the toolkit's models (theory/hessian.py)", quote=_EX3_QUOTE,
          statement="with a bias: Tr(H_X) = (1 − Σf_k²)(||X||² + 1)", regime="softmax regression with a bias, K = 3",
          method=_EX3_METHOD, check=_example3(bias=True, plus_one=True), mutant=_example3(bias=True, plus_one=False))
-register(CLAIMS, "001.ex3.norm", location="§8, Example 3", quote=_EX3_QUOTE,
+register("001.ex3.norm", location="§8, Example 3", quote=_EX3_QUOTE,
          statement="Tr(H_X) ∝ ||X||²: of two samples (same label), the larger input has the larger Hessian trace",
          regime="Example 1's bias-free softmax regression, K = 3, one θ", method=_NORM_METHOD,
          check=_grows_with_norm("trace"), mutant=_grows_with_norm("trace", theta_scale=0.0),
@@ -604,7 +599,7 @@ def _theorem5(*, bound_scale: float = 1.0) -> Check:
     return check
 
 
-register(CLAIMS, "001.thm5", location="§8, Theorem 5",
+register("001.thm5", location="§8, Theorem 5",
          quote="Theorem 5. Consider a K-class classifier f_{θ,k} (k ∈ [K]). For a given sample X ∼ D, the term "
                "(1 − Σ_{k=1}^K f_{θ,k}²(X)) is maximized when f_{θ,k}(X) = 1/K and minimized when ∃k ∈ [K] s.t. "
                "f_{θ,k}(X) = 1 and f_{θ,k'} = 0 ∀k' ∈ [K], k' ≠ k.",
@@ -674,7 +669,7 @@ def _closer_larger_trace(*, equal_norms: bool = False, margin: float = 1.0) -> C
     return check
 
 
-register(CLAIMS, "001.sec8.boundary-trace", location="§8, after Theorem 5",
+register("001.sec8.boundary-trace", location="§8, after Theorem 5",
          quote="Since, as shown in Example 3 this term can be proportional to the Hessian trace, then the "
                "aforementioned relation also indicates a connection between the Hessian trace value for a sample "
                "and its distance to the decision boundary: The closest (farther) is a sample X to the decision "

@@ -13,7 +13,6 @@ import numpy as np
 from dpfair_analysis.verify.claims.core import (
     Budget,
     Check,
-    Claim,
     Verdict,
     cached,
     holds,
@@ -24,9 +23,7 @@ from dpfair_analysis.verify.claims.core import (
 )
 from dpfair_analysis.verify.claims.fixtures import pfld_data
 
-__all__ = ["CLAIMS", "GROWTH_FAMILY", "quadratic_step"]
-
-CLAIMS: list[Claim] = []
+__all__ = ["GROWTH_FAMILY", "quadratic_step"]
 
 
 # =============================================================================== Eq. (3)-(4)
@@ -175,14 +172,14 @@ _EQ4_QUOTE = ("The term τ(C, σ; θ), which can be called bias-variance term, c
 _DESCENT_METHOD = ("one DP-SGD step (full batch of n rows, noise N(0, σ²C²I) on the clipped sum) on L-smooth quadratics, "
                    "every expectation in closed form; hypothesis search over rows, θ, L, μL ∈ (0, 1], C, σ, "
                    "(an)isotropic H, plus a family that attains the gap's bound at L from 1e-4 to 10")
-register(CLAIMS, "002.eq3", location="Sec. 3, Eq. (3)", quote=_EQ3_QUOTE,
+register("002.eq3", location="Sec. 3, Eq. (3)", quote=_EQ3_QUOTE,
          statement="E f(θ_{t+1}) ≤ f(θ_t) + E⟨∇f(θ_t), θ_{t+1} − θ_t⟩ + (L/2) E||θ_{t+1} − θ_t||² + τ(C, σ; θ_t)",
          regime="L-smooth f (quadratics, exact), DP-SGD step θ_{t+1} = θ_t − μ(mean clip(gᵢ) + N(0, σ²C²I)/n), μ ≤ 1/L; "
                 "our copy prints '2 E[||θt+1 − θt||²]': the fraction L/2 with its numerator lost in extraction",
          method=_DESCENT_METHOD, check=_fairdp_descent(reading="eq3"),
          mutant=_fairdp_descent(reading="eq3", factor=-1.0))
 _GAP_FIXED = cached(_fairdp_descent(reading="gap-scaled"))
-register(CLAIMS, "002.eq4", location="Sec. 3, Eq. (4) and the sentence after Eq. (3) ('τ denotes the gap of loss "
+register("002.eq4", location="Sec. 3, Eq. (4) and the sentence after Eq. (3) ('τ denotes the gap of loss "
          "expectation compared with ideal SGD')", quote=_EQ4_QUOTE,
          statement="E f(θ^DP_{t+1}) − f(θ^SGD_{t+1}) ≤ τ = 2(1 + 1/(μL))||∇f|| η + η² + 3σ²C²|1|/n²",
          regime="L-smooth f (quadratics, exact; 'Lipschitz constant of f' read as of ∇f, the descent lemma's L), "
@@ -193,7 +190,7 @@ register(CLAIMS, "002.eq4", location="Sec. 3, Eq. (4) and the sentence after Eq.
          mutant=misprint_check(_fairdp_descent(reading="gap"), _fairdp_descent(reading="gap-scaled", factor=0.5),
                                fix="none"),
          fix="τ → (Lμ²/2) τ (the factor Lμ²/2 dropped)")
-register(CLAIMS, "002.eq4.scaled", kind="corrected", corrects="002.eq4",
+register("002.eq4.scaled", kind="corrected", corrects="002.eq4",
          location="Eq. (4) with the factor Lμ²/2, against SGD's descent bound (derived in verify/claims/p002_fairdp.py)",
          quote=_EQ4_QUOTE, statement="E f(θ^DP_{t+1}) ≤ f(θ_t) − μ||∇f||² + (Lμ²/2)||∇f||² + (Lμ²/2) τ: τ bounds the "
                                      "gap to SGD's descent bound in units of Lμ²/2",
@@ -297,7 +294,7 @@ def _inequality_indices(budget: Budget, *, gini_factor: float = 1.0) -> Verdict:
     return violated(f"{bad[0]}: {bad[1]:.6g} vs {bad[2]:.6g}", counterexample={"check": bad[0]}, ratio=1 + worst)
 
 
-register(CLAIMS, "002.eq4.bias-variance", kind="corrected", corrects="002.eq4",
+register("002.eq4.bias-variance", kind="corrected", corrects="002.eq4",
          location="Eq. (4)'s two labelled terms, 'Clipping bias' and 'Noise variance'", quote=_EQ4_QUOTE,
          statement="E||(Σᵢ clip(gᵢ, C) + N(0, σ²C²I))/n − ḡ||² = ||clip mean − ḡ||² + |1| σ²C²/n² (≤ the paper's "
                    "3σ²C²|1|/n² noise term)",
@@ -305,12 +302,12 @@ register(CLAIMS, "002.eq4.bias-variance", kind="corrected", corrects="002.eq4",
                 "gradients of a small MLP", method="Monte Carlo of the noisy clipped mean against bias² + variance "
                 "(4.5 s.e.), 6 (C, σ) settings", check=_fairdp_bias_variance,
          mutant=lambda budget: _fairdp_bias_variance(budget, noise_factor=3.0))
-register(CLAIMS, "002.eq4.clipping-bias", location="Sec. 3, the definition of η after Eq. (4)", quote=_EQ4_QUOTE,
+register("002.eq4.clipping-bias", location="Sec. 3, the definition of η after Eq. (4)", quote=_EQ4_QUOTE,
          statement="||(1/n) Σᵢ clip(gᵢ, C) − ḡ|| ≤ η = (1/n) Σ_{||gᵢ|| > C} (||gᵢ|| − C) (the term labelled 'clipping "
                    "bias')", regime="any signed gradients", method="hypothesis search over signed gradient sets "
                                                                    "(gradients.clip_factors)",
          check=_fairdp_clipping_bias, mutant=lambda budget: _fairdp_clipping_bias(budget, eta_factor=0.5))
-register(CLAIMS, "002.appD4.indices", location="Sec. 4.1 (Appendix D.4 is not in our copy)",
+register("002.appD4.indices", location="Sec. 4.1 (Appendix D.4 is not in our copy)",
          quote="Table 2 presents the comparison on four fairness indexes (Bureau, 2016), including Atkinson Index, Gini "
                "Index, MLD and Theil Index (Appendix D.4).",
          statement="Atkinson, Gini, MLD, Theil indices as defined by the US Census Bureau",

@@ -20,7 +20,6 @@ from dpfair_analysis.verify.claims.core import (
     FULL,
     Budget,
     Check,
-    Claim,
     Verdict,
     holds,
     misprint_check,
@@ -30,9 +29,8 @@ from dpfair_analysis.verify.claims.core import (
 )
 from dpfair_analysis.verify.claims.fixtures import DWORK_ROTH, gaussian_delta_condition, printed_gaussian_checks
 
-__all__ = ["CLAIMS", "RELEASE_FAMILIES", "case_record", "theorem1_searches", "theorem2_search"]
+__all__ = ["RELEASE_FAMILIES", "case_record", "theorem1_searches", "theorem2_search"]
 
-CLAIMS: list[Claim] = []
 _CACHE: dict[tuple, Any] = {}
 
 
@@ -108,7 +106,7 @@ def _pfld_examples(kind: str, *, perturb: float = 0.0) -> Check:
 _EX_METHOD = ("random data sets (2-5 groups of skewed, tiny or missing sizes, logits at several scales): the number of "
               "terms of fairness.constraints.make_constraint, its h and term gaps against the Example's subsets "
               "computed with numpy, and its violation against fairlearn's")
-register(CLAIMS, "003.ex1", location="§4.1, Example 1",
+register("003.ex1", location="§4.1, Example 1",
          quote="Example 1 (Demographic parity). Demographic parity can be expressed as a set of |A| constraints, with "
                "h(z) = M_θ(z) and, for each i ∈ A, the subsets indicating population terms are defined as: D_{P_i} = "
                "{(X, Y) | (X, A, Y) ∈ D}, and the subsets indicating the group terms as: D_{G_i} = {(X, Y) | (X, A, Y) "
@@ -116,7 +114,7 @@ register(CLAIMS, "003.ex1", location="§4.1, Example 1",
          statement="demographic parity = |A| constraints E_{D_P}[h] = E_{D_{G_i}}[h], h = M_θ(z)",
          regime="h and gaps from the definitions; hard predictions compared with fairlearn", method=_EX_METHOD,
          check=_pfld_examples("dp"), mutant=_pfld_examples("dp", perturb=1e-3))
-register(CLAIMS, "003.ex2", location="§4.1, Example 2",
+register("003.ex2", location="§4.1, Example 2",
          quote="Example 2 (Equalized odds). Equalized odds can be expressed as a set of 2|A| constraints, with h(z) = "
                "M_θ(z), and for each choice of y ∈ {0, 1}, and i ∈ A, the subsets indicating population terms are "
                "defined as: D_{P_i} = {(X, Y) | (X, A, Y) ∈ D ∧ Y = y}, and the subsets indicating the group terms as: "
@@ -124,7 +122,7 @@ register(CLAIMS, "003.ex2", location="§4.1, Example 2",
          statement="equalized odds = 2|A| constraints within Y = y", regime="h and gaps from the definitions; "
          "compared with fairlearn", method=_EX_METHOD, check=_pfld_examples("eo"),
          mutant=_pfld_examples("eo", perturb=1e-3))
-register(CLAIMS, "003.ex3", location="§4.1, Example 3",
+register("003.ex3", location="§4.1, Example 3",
          quote="Example 3 (Accuracy parity). Accuracy parity can be expressed as a set of |A| constraints, with h(z) = "
                "L_θ(M_θ(z)), where L is the loss function defined in problem (L), and, for each i ∈ A, the subsets "
                "indicating population terms are defined as: D_{P_i} = {(X, Y) | (X, A, Y) ∈ D}, and the subsets "
@@ -155,7 +153,7 @@ def case_record(c) -> dict[str, Any]:
 # ------------------------------------------------------------------ Theorem 1 (Eq. 7)
 def _release_ratio(c) -> float | None:
     """||Eq. (10) release(D) - release(D')|| / (Eq. 7's Delta_p, the larger of the two sides)."""
-    from dpfair_analysis.verify.sensitivity_search import primal_release_bound, primal_release_excess
+    from dpfair_analysis.verify.claims.pfld_cases import primal_release_bound, primal_release_excess
 
     b = primal_release_bound(c)
     if not math.isfinite(b) or b <= 0:
@@ -171,7 +169,7 @@ def _thm1_ratio(family: str, proof_setting: bool) -> Callable[[Any], float | Non
     (sign-flip: only pairs where a sign flips; no-flip-bounded and the proof setting: only pairs
     where none does), or step (8e)'s change / lambda_i C_p / (|B_{G_i}| - 1) for the term the
     person leaves (8e-leave) or joins (8e-join-smallest)."""
-    from dpfair_analysis.verify.sensitivity_search import primal_group_part_term, sign_flips, term_of
+    from dpfair_analysis.verify.claims.pfld_cases import primal_group_part_term, sign_flips, term_of
 
     def ratio(c):
         flips = sign_flips(c)
@@ -192,8 +190,8 @@ def _thm1_ratio(family: str, proof_setting: bool) -> Callable[[Any], float | Non
 
 def theorem1_searches(budget: Budget, proof_setting: bool) -> dict[str, tuple]:
     """{family: (shrunk case or None, its ratio / the worst seen, examples tried)} for the directed
-    families of sensitivity_search.theorem1_cases (+ the unstructured ``cases`` at FULL)."""
-    from dpfair_analysis.verify.sensitivity_search import THEOREM1_FAMILIES, cases, theorem1_cases, to_proof_setting
+    families of pfld_cases.theorem1_cases (+ the unstructured ``cases`` at FULL)."""
+    from dpfair_analysis.verify.claims.pfld_cases import THEOREM1_FAMILIES, cases, theorem1_cases, to_proof_setting
 
     def compute():
         out = {}
@@ -210,7 +208,7 @@ def _stored_sign_flip():
     import torch
 
     from dpfair_analysis.fairness.constraints import make_constraint
-    from dpfair_analysis.verify.sensitivity_search import Case
+    from dpfair_analysis.verify.claims.pfld_cases import Case
 
     t = lambda v: torch.tensor(v, dtype=torch.float64)
     return Case(make_constraint("dp", n_groups=2), y=torch.zeros(6, dtype=torch.long),
@@ -222,7 +220,7 @@ def _pfld_theorem1(*, proof_setting: bool = False) -> Check:
     """Thm 1 (Eq. 7): ||release(B) - release(B')|| <= 2 C_p lambda_max / (min_i |B_{G_i}| - 1) for the
     gradient Eq. (10) releases (population gradients unclipped), one person's group changing.
 
-    Directed hypothesis searches, one per way the printed Delta_p fails (sensitivity_search
+    Directed hypothesis searches, one per way the printed Delta_p fails (pfld_cases
     .theorem1_cases): ``sign-flip`` (the gradient of lambda_i |mu_P - mu_G| carries
     sign(mu_P - mu_G), which one person can flip: the release jumps by 2 lambda_i ||grad mu_P -
     grad-bar mu_G||, unbounded in C_p since grad mu_P is not clipped), ``no-flip-bounded`` (every
@@ -252,7 +250,7 @@ def _pfld_theorem1(*, proof_setting: bool = False) -> Check:
             return holds(f"max change/Δ_p = {worst:.4f}" + (f" (step 8e fails: {', '.join(steps)})" if steps else ""),
                          effort=effort, worst_ratio=worst, families=families)
         family, (case, ratio, _) = max(release.items(), key=lambda kv: kv[1][1])
-        from dpfair_analysis.verify.sensitivity_search import primal_release_bound
+        from dpfair_analysis.verify.claims.pfld_cases import primal_release_bound
         ce = {"family": family, **case_record(case), "claimed_delta_p": primal_release_bound(case),
               "change": ratio * primal_release_bound(case), "families": families}
         ce["cases"] = {f: {**case_record(c), "ratio": r} for f, (c, r, _) in {**release, **steps}.items()}
@@ -276,8 +274,8 @@ _THM1_QUOTE = ("Theorem 1. Let ||∇_θ h(z)|| ≤ C_p, for all z ∈ B_{G_i}, i
 _THM1_METHOD = ("directed hypothesis searches over neighbouring batches (one person's group changes; dp/eo/ap, 2-3 "
                 "groups, vector signed gradients, unclipped population terms, tiny and unequal groups), one per way "
                 "Eq. (7) can fail, the change of Eq. (10)'s release against Δ_p on the larger side "
-                "(verify.sensitivity_search)")
-register(CLAIMS, "003.thm1", location="§6, Theorem 1, Eq. (7)", quote=_THM1_QUOTE,
+                "(verify.claims.pfld_cases)")
+register("003.thm1", location="§6, Theorem 1, Eq. (7)", quote=_THM1_QUOTE,
          statement="Δ_p ≤ 2 C_p λ_max / (min_i |B_{G_i}| − 1) for the released gradient of Eq. (10)",
          regime="||∇h(z)|| ≤ C_p on group terms (population terms unclipped, Eq. 10); one person's group changes",
          method=_THM1_METHOD, check=_pfld_theorem1(), mutant=_pfld_theorem1(proof_setting=True))
@@ -308,7 +306,7 @@ def _population_unclipped(*, proof_setting: bool = False) -> Check:
     return check
 
 
-register(CLAIMS, "003.sec6.population-unclipped", location="§6, after Theorem 1's proof (before Eq. 10)",
+register("003.sec6.population-unclipped", location="§6, after Theorem 1's proof (before Eq. 10)",
          quote="Using Theorem 1, the privacy-preserving primal update step for a mini-batch B ⊆ D can be executed by "
                "clipping exclusively the gradients of the functions h(z) associated with the group terms in B_G. It "
                "is not necessary to perform gradient clipping for the functions h(z) associated with the population "
@@ -325,7 +323,7 @@ def _dual_ratio(factor: float) -> Callable[[Any], float | None]:
     """||Eq. (13) release(D) - release(D')|| / (factor x Eq. 11's Delta_d on D); pairs where either
     side's Delta_d is infinite (a group of <= 1) are skipped."""
     from dpfair_analysis.privacy.sensitivity import paper_dual_sensitivity
-    from dpfair_analysis.verify.sensitivity_search import dual_excess, dual_release_bound, group_sizes
+    from dpfair_analysis.verify.claims.pfld_cases import dual_excess, dual_release_bound, group_sizes
 
     def ratio(c):
         b = dual_release_bound(c)
@@ -337,7 +335,7 @@ def _dual_ratio(factor: float) -> Callable[[Any], float | None]:
 
 
 def theorem2_search(budget: Budget, signed: bool, factor: float) -> tuple:
-    from dpfair_analysis.verify.sensitivity_search import cases, structured_cases
+    from dpfair_analysis.verify.claims.pfld_cases import cases, structured_cases
 
     def compute():
         from hypothesis import strategies as st
@@ -350,11 +348,11 @@ def theorem2_search(budget: Budget, signed: bool, factor: float) -> tuple:
 def _pfld_theorem2(*, signed: bool, factor: float = 1.0) -> Check:
     """Thm 2 (Eq. 11): ||Eq. (13)'s |mu(D_P) - mu-bar(D_G)| on D - on D'|| <= factor x sqrt(2) C_d /
     (min_i |D_{G_i}| - 1) on D's sizes. Signed h (allowed by |h| <= C_d): the directed
-    sensitivity_search.structured_cases (3 groups of 2-12, h at +-C_d: a mean moves by 2 C_d / n >
+    pfld_cases.structured_cases (3 groups of 2-12, h at +-C_d: a mean moves by 2 C_d / n >
     sqrt(2) C_d / (n - 1)). Unsigned h in [0, C_d]: structured_cases(signed=False) (h at 0 or C_d,
     where the bound is nearly attained for large groups) and the unstructured cases(signed=False)."""
     def check(budget: Budget) -> Verdict:
-        from dpfair_analysis.verify.sensitivity_search import dual_excess, dual_release_bound, group_sizes
+        from dpfair_analysis.verify.claims.pfld_cases import dual_excess, dual_release_bound, group_sizes
 
         found, worst, tried = theorem2_search(budget, signed, factor)
         domain = "signed h at ±C_d, 3 groups of 2-12" if signed else \
@@ -374,12 +372,12 @@ def _pfld_theorem2(*, signed: bool, factor: float = 1.0) -> Check:
 _THM2_QUOTE = ("Theorem 2. Let |h(z)| ≤ C_d, for all samples z ∈ D_{G_i}, i ∈ I, and some C_d > 0. The global sensitivity "
                "Δ_d of the constraint violation |μ(D_P) − μ(D_G)| is Δ_d ≤ √2 C_d / (min_{i∈I} |D_{G_i}| − 1). (11)")
 _THM2_METHOD = ("hypothesis search over neighbouring data sets (one person's group changes) for a change of Eq. (13)'s "
-                "|μ(D_P) − μ̄^{C_d}(D_G)| beyond Δ_d (verify.sensitivity_search.structured_cases and cases)")
-register(CLAIMS, "003.thm2", location="§6, Theorem 2, Eq. (11)", quote=_THM2_QUOTE,
+                "|μ(D_P) − μ̄^{C_d}(D_G)| beyond Δ_d (verify.claims.pfld_cases.structured_cases and cases)")
+register("003.thm2", location="§6, Theorem 2, Eq. (11)", quote=_THM2_QUOTE,
          statement="Δ_d ≤ √2 C_d / (min_i |D_{G_i}| − 1)",
          regime="|h(z)| ≤ C_d (signed h allowed by the hypothesis); one person's group changes", method=_THM2_METHOD,
          check=_pfld_theorem2(signed=True), mutant=_pfld_theorem2(signed=False))
-register(CLAIMS, "003.thm2.unsigned", kind="corrected", corrects="003.thm2",
+register("003.thm2.unsigned", kind="corrected", corrects="003.thm2",
          location="Theorem 2 for the h PF-LD uses (h ∈ [0, C_d]: predictions and losses)", quote=_THM2_QUOTE,
          statement="Δ_d ≤ √2 C_d / (min_i |D_{G_i}| − 1) as a bound on the change",
          regime="h ∈ [0, C_d] (the paper's three h); the noise scale still depends on the attribute (003.lemma2)",
@@ -393,7 +391,7 @@ def _pfld_default_primal(*, factor: float = 1.0) -> Check:
     primal_contribution_bound), over pairs with missing values, signed h and gradients, any coefficients."""
     def check(budget: Budget) -> Verdict:
         from dpfair_analysis.privacy.sensitivity import primal_contribution_bound
-        from dpfair_analysis.verify.sensitivity_search import cases, primal_sum_changes, signed_coefficients
+        from dpfair_analysis.verify.claims.pfld_cases import cases, primal_sum_changes, signed_coefficients
 
         def ratio(c):
             a = signed_coefficients(c)
@@ -418,7 +416,7 @@ def _pfld_default_dual(*, factor: float = 1.0) -> Check:
     (dual_sum_distance, count_distance), over pairs with missing values."""
     def check(budget: Budget) -> Verdict:
         from dpfair_analysis.privacy.sensitivity import count_distance, dual_sum_distance
-        from dpfair_analysis.verify.sensitivity_search import cases, dual_sum_changes
+        from dpfair_analysis.verify.claims.pfld_cases import cases, dual_sum_changes
 
         def ratio(c):
             change, counts = dual_sum_changes(c)
@@ -433,14 +431,14 @@ def _pfld_default_dual(*, factor: float = 1.0) -> Check:
     return check
 
 
-register(CLAIMS, "003.thm1.sum-release", kind="corrected", corrects="003.thm1",
+register("003.thm1.sum-release", kind="corrected", corrects="003.thm1",
          location="the toolkit's primal release (privacy/sensitivity.py)", quote=_THM1_QUOTE,
          statement="each person's contribution ≤ Δ₁ = t_max C_p max_i |a_i|, change ≤ 2Δ₁",
          regime="group sums with public coefficients a_i (population terms clipped too); any group sizes, signed h, "
                 "missing values", method="hypothesis search over neighbouring data sets with missing values "
-                "(sensitivity_search.cases), each contribution and the change against the bound",
+                "(pfld_cases.cases), each contribution and the change against the bound",
          check=_pfld_default_primal(), mutant=_pfld_default_primal(factor=0.5))
-register(CLAIMS, "003.thm2.sum-release", kind="corrected", corrects="003.thm2",
+register("003.thm2.sum-release", kind="corrected", corrects="003.thm2",
          location="the toolkit's dual release (privacy/sensitivity.py)", quote=_THM2_QUOTE,
          statement="||S(D) − S(D')|| ≤ √(2 t_max) C_d and counts ≤ √(2 t_max)",
          regime="per-term sums of clip(h), public denominators", method="hypothesis search over neighbouring data "
@@ -455,7 +453,7 @@ def _stored_missing_case():
     import torch
 
     from dpfair_analysis.fairness.constraints import make_constraint
-    from dpfair_analysis.verify.sensitivity_search import Case
+    from dpfair_analysis.verify.claims.pfld_cases import Case
 
     group = torch.tensor([0] * 10 + [1] * 10)
     reported = torch.tensor([True, True] + [False] * 8 + [True] * 8 + [False] * 2)
@@ -471,7 +469,7 @@ def _pfld_missing_rule(*, uneven: bool = True) -> Check:
     """Sec. 7: with a fraction r of the rows reporting A, Delta'_d = Delta_d / r (Delta_d of Eq. 11 on the full
     group sizes), checked on the dual release of Eq. (13) over the reporters, h in [0, C_d] (where Theorem 2
     itself holds: 003.thm2.unsigned), the moving person reporting on both sides; the bound is the larger
-    of the two sides. Directed search (sensitivity_search.missing_cases): the mover is one of 2-3
+    of the two sides. Directed search (pfld_cases.missing_cases): the mover is one of 2-3
     reporters of a group of 4-16 while the other groups report half or more, h at 0 or C_d with
     opposite values across groups. The rule scales by the *overall* rate r, but the smallest reporting
     group can be far below r min|D_G|: the group the mover leaves changes by up to C_d / 2.
@@ -486,7 +484,7 @@ def _pfld_missing_rule(*, uneven: bool = True) -> Check:
             paper_dual_sensitivity,
             paper_missing_values_sensitivity,
         )
-        from dpfair_analysis.verify.sensitivity_search import group_sizes, missing_cases
+        from dpfair_analysis.verify.claims.pfld_cases import group_sizes, missing_cases
 
         def ratio(c):
             if c.reported is None or not bool(c.reported[c.index]) or not bool(c.new_reported[c.index]):
@@ -535,11 +533,11 @@ _MISSING_QUOTE = ("The paper considers the case where only a fraction r ≤ 1 of
                   "follows from the observation that reducing the number of training samples having sensitive data "
                   "also reduces the components min_{i∈I} |B_{G_i}| (Equation (7)) and min_{i∈I} |D_{G_i}| (Equation "
                   "(11)) by a factor of r.")
-register(CLAIMS, "003.sec7.missing", location="§7", quote=_MISSING_QUOTE,
+register("003.sec7.missing", location="§7", quote=_MISSING_QUOTE,
          statement="with a fraction r reporting A: Δ'_d = Δ_d/r bounds the dual release's change",
          regime="Δ from the full group sizes; reporting may differ across groups (the paper's 'a practical scenario "
                 "may involve ... a choice'); h ∈ [0, C_d], where Theorem 2 itself holds", method="directed "
-                "hypothesis search (sensitivity_search.missing_cases): the mover one of 2-3 reporters of a group of "
+                "hypothesis search (pfld_cases.missing_cases): the mover one of 2-3 reporters of a group of "
                 "4-16 while the other groups report half or more; the stored case of tests/pfld beside it",
          check=_pfld_missing_rule(), mutant=_pfld_missing_rule(uneven=False),
          corrected="a sensitivity from the reporters' own group sizes on both sides (the smallest reporting group, "
@@ -569,7 +567,7 @@ def _missing_noise(*, rates: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)) -> C
     return check
 
 
-register(CLAIMS, "003.sec7.less-noise", location="§7", quote=_MISSING_QUOTE + " Consequentially, while on one side, "
+register("003.sec7.less-noise", location="§7", quote=_MISSING_QUOTE + " Consequentially, while on one side, "
          "using less information may affect the model ability to satisfy the fairness constraint, on the other, it "
          "also require smaller amounts of noise to guarantee the same level of privacy.",
          statement="with a fraction r < 1 reporting A, the same privacy needs less noise (σΔ' ≤ σΔ)",
@@ -588,13 +586,13 @@ _GAUSS_METHOD = ("the exact δ(ε) of the Gaussian mechanism (Balle & Wang 2018)
                  "hypothesis over ε < 1, σ (and Δ) plus a 1000-point grid; the printed and the fixed form")
 _PRINTED_CHECK, _PRINTED_MUTANT = printed_gaussian_checks(
     fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1, the cited [14]: c² > 2 ln(1.25/δ))")
-register(CLAIMS, "003.sec4.2.gaussian", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
+register("003.sec4.2.gaussian", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
          statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (4/5) exp(−(σε)²/2) and ε < 1",
          regime="ℓ2 sensitivity Δ_f, one release; the noise's variance Δ_f²σ² (its printed 'standard deviation' is "
                 "003.sec4.2.gaussian.std)", method=_GAUSS_METHOD,
          check=_PRINTED_CHECK, mutant=_PRINTED_MUTANT,
          fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1)")
-register(CLAIMS, "003.sec4.2.gaussian.std", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
+register("003.sec4.2.gaussian.std", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
          statement="noise of standard deviation Δ_f σ² gives (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2), ε < 1",
          regime="the δ condition corrected (5/4) to isolate the printed 'N(0, Δ_f σ²) ... standard deviation Δ_f σ²'",
          method=_GAUSS_METHOD,

@@ -10,7 +10,6 @@ import numpy as np
 from dpfair_analysis.verify.claims.core import (
     Budget,
     Check,
-    Claim,
     Verdict,
     cached,
     holds,
@@ -21,9 +20,7 @@ from dpfair_analysis.verify.claims.core import (
 )
 from dpfair_analysis.verify.claims.fixtures import pfld_data
 
-__all__ = ["CLAIMS", "ExpMixture", "bound_minimisers"]
-
-CLAIMS: list[Claim] = []
+__all__ = ["ExpMixture", "bound_minimisers"]
 
 
 # =============================================================================== Theorem 6
@@ -99,7 +96,7 @@ _THM6_METHOD = ("real per-sample h-gradients of a seeded MLP (demographic parity
                 "as printed (element-wise |·|) and as meant (signs of μ(B_P) − μ(B_G)), E||G − G̃|| by Monte Carlo over "
                 "the noise, against the bound at three C_p and three σ_p > 0")
 _THM6_FIXED = cached(_pfld_theorem6(reading="fixed"))
-register(CLAIMS, "003.thm6", location="§6.2, Theorem 6 (G̃ as Eq. (10) prints it)", quote=_THM6_QUOTE,
+register("003.thm6", location="§6.2, Theorem 6 (G̃ as Eq. (10) prints it)", quote=_THM6_QUOTE,
          statement="E||G − G̃|| ≤ 2√S σ_p λ_max C_p/(min|B_{G_i}| − 1) + Σᵢ λᵢ Ê_{B_{G_i}}[max(0, ||∇h|| − C_p)], "
                    "G̃ = λᵀ|∇μ(B_P) − ∇̄^{C_p}μ(B_G)| + noise",
          regime="noise σ_p Δ_p (σ_p > 0); real per-sample h-gradients of an MLP", method=_THM6_METHOD,
@@ -109,7 +106,7 @@ register(CLAIMS, "003.thm6", location="§6.2, Theorem 6 (G̃ as Eq. (10) prints 
          mutant=misprint_check(_pfld_theorem6(reading="printed"), _pfld_theorem6(reading="fixed", factor=0.5),
                                fix="none"),
          fix="|∇μ(B_P) − ∇̄μ(B_G)| → sign(μ(B_P) − μ(B_G)) ⊙ (∇μ(B_P) − ∇̄μ(B_G)) in G̃ (and Eq. 10)")
-register(CLAIMS, "003.thm6.signed", kind="corrected", corrects="003.thm6",
+register("003.thm6.signed", kind="corrected", corrects="003.thm6",
          location="Theorem 6 with the gradient Eq. (10) means", quote=_THM6_QUOTE,
          statement="the same bound for G̃ = Σᵢ λᵢ sᵢ (∇μ(B_{P_i}) − ∇̄μ(B_{G_i})) + N(0, σ_p²Δ_p² I)",
          regime="as 003.thm6", method=_THM6_METHOD, check=_THM6_FIXED, mutant=_pfld_theorem6(reading="fixed",
@@ -230,7 +227,7 @@ def _pfld_optimal_clip(*, norms: str = "empirical") -> Check:
     return check
 
 
-register(CLAIMS, "003.thm6.optimal-Cp", location="§6.2, after Theorem 6",
+register("003.thm6.optimal-Cp", location="§6.2, after Theorem 6",
          quote="Note that the bound above is a convex function of C_p. Its unique minimizer satisfies: 2√(S_G̃) σ_p "
                "λ^max/(min_{i∈I} |B_{G_i}| − 1) = Σ_{i∈I} λ_i Ê_{z∼B_{G_i}}[1[||∇_θ h(z)|| ≥ C_p]].",
          statement="the bound is convex in C_p with a unique minimiser satisfying 2√S σ_p λ_max/(min|B_G| − 1) = "
@@ -283,7 +280,7 @@ def _pfld_theorem7(*, factor: float = 1.0) -> Check:
     return check
 
 
-register(CLAIMS, "003.thm7", location="§6.2, Theorem 7",
+register("003.thm7", location="§6.2, Theorem 7",
          quote="Theorem 7. The expected absolute error between the real and noisy constraint violations V_i and Ṽ_i, for "
                "i ∈ I, is bounded by the following E[|V_i − Ṽ_i|] ≤ √2 C_d σ_d/(min_{i∈I} |D_{G_i}| − 1) + "
                "Ê_{z∼D_{G_i}}[max(0, |h(z)| − C_d)].",

@@ -20,7 +20,6 @@ from dpfair_analysis.verify.claims.core import (
     FULL,
     Budget,
     Check,
-    Claim,
     Verdict,
     cached,
     holds,
@@ -33,9 +32,8 @@ from dpfair_analysis.verify.claims.core import (
 from dpfair_analysis.verify.claims.fixtures import pfld_data
 from dpfair_analysis.verify.claims.p003_pfld import RELEASE_FAMILIES, case_record, theorem1_searches, theorem2_search
 
-__all__ = ["CLAIMS", "gaussian_renyi", "lemma1_shared_batch", "sg_pair_renyi", "sg_rdp", "thm5_ledgers"]
+__all__ = ["gaussian_renyi", "lemma1_shared_batch", "sg_pair_renyi", "sg_rdp", "thm5_ledgers"]
 
-CLAIMS: list[Claim] = []
 _LEDGERS: dict[str, Any] = {}
 
 # =============================================================================== Rényi divergences
@@ -145,7 +143,7 @@ _THM3_QUOTE = ("Theorem 3. ((α, ε)-RDP) A randomized mechanism f : D → R wit
 _THM3_METHOD = ("E_Q[(P/Q)^α] of the Gaussian pair N(0, σ²), N(1, σ²) by quadrature, the divergence as defined "
                 "against the RDP α/(2σ²) the accountant and Lemma 2 use (dp_accounting beside)")
 _THM3_FIXED = cached(_pfld_theorem3(printed=False))
-register(CLAIMS, "003.thm3", location="§6.1, Theorem 3 (the definition of (α, ε)-RDP)", quote=_THM3_QUOTE,
+register("003.thm3", location="§6.1, Theorem 3 (the definition of (α, ε)-RDP)", quote=_THM3_QUOTE,
          statement="D_α(P ∥ Q) ≜ 1/(1−α) log E_Q[(P/Q)^α] is the Rényi divergence that gives the Gaussian N(0,σ²) vs "
                    "N(1,σ²) its RDP α/(2σ²) (Lemma 2, the accountant)",
          regime="α > 1; the definition as printed", method=_THM3_METHOD,
@@ -154,7 +152,7 @@ register(CLAIMS, "003.thm3", location="§6.1, Theorem 3 (the definition of (α, 
                                   "every mechanism would be (α, 0)-RDP"),
          mutant=misprint_check(_pfld_theorem3(printed=True), _pfld_theorem3(printed=False, scale=0.9), fix="none"),
          fix="1/(1 − α) → 1/(α − 1)")
-register(CLAIMS, "003.thm3.mironov", kind="corrected", corrects="003.thm3",
+register("003.thm3.mironov", kind="corrected", corrects="003.thm3",
          location="Theorem 3 with Mironov's 1/(α − 1) (the paper's [30] and [31])", quote=_THM3_QUOTE,
          statement="D_α(P ∥ Q) = 1/(α−1) log E_Q[(P/Q)^α]; D_α(N(0,σ²) ∥ N(1,σ²)) = α/(2σ²)", regime="α > 1",
          method=_THM3_METHOD, check=_THM3_FIXED, mutant=_pfld_theorem3(printed=False, scale=0.9))
@@ -234,7 +232,7 @@ def _pfld_theorem4(*, scale: float = 1.0) -> Check:
     return check
 
 
-register(CLAIMS, "003.thm4", location="§6.1, Theorem 4, Eq. (14)",
+register("003.thm4", location="§6.1, Theorem 4, Eq. (14)",
          quote="Theorem 4. For a given function f : D → R^d, such that ||f(D) − f(D′)||₂ ≤ 1 for any neighboring "
                "databases D, D′, the SG mechanism SG_{q,σ} with sampling ratio q and standard deviation σ satisfies "
                "(α, ε)-RDP with: ε ≤ D_α[N(0, σ²) ∥ (1 − q)N(0, σ²) + qN(1, σ²)] (14a) ε ≤ D_α[(1 − q)N(0, σ²) + "
@@ -258,7 +256,7 @@ def _release_and_delta(c, group, *, dual: bool):
         paper_primal_release,
         paper_primal_sensitivity,
     )
-    from dpfair_analysis.verify.sensitivity_search import group_sizes
+    from dpfair_analysis.verify.claims.pfld_cases import group_sizes
 
     if dual:
         return (paper_dual_release(c.h, c.y, group, constraint=c.constraint, clip=c.clip),
@@ -418,7 +416,7 @@ _LEMMA_METHOD = ("on the neighbouring pairs Theorem 1's release-level searches (
                  "(closed form, both orders) against Eq. (14) at q = 1, with σ read as printed (σΔ into a "
                  "unit-sensitivity bound) and as a noise multiplier")
 _MULTIPLIER_FIX = "σ = σ_pΔ_p → the noise multiplier σ_p (Eq. (14) bounds a unit-sensitivity f; the std is σ_pΔ_p)"
-register(CLAIMS, "003.lemma1", location="§6.1, Lemma 1", quote=_LEMMA1_QUOTE,
+register("003.lemma1", location="§6.1, Lemma 1", quote=_LEMMA1_QUOTE,
          statement="the primal step is (α, ε_p)-RDP, ε_p = Eq. (14) at q = |B|/n and σ = σ_pΔ_p",
          regime="noise σ_pΔ_p with Δ_p of Theorem 1 on the batch; checked at q = 1 (|B| = n)", method=_LEMMA_METHOD,
          check=misprint_check(_pfld_lemma(dual=False, reading="printed"), _pfld_lemma(dual=False, reading="multiplier"),
@@ -432,7 +430,7 @@ register(CLAIMS, "003.lemma1", location="§6.1, Lemma 1", quote=_LEMMA1_QUOTE,
 _LEMMA1_GIVEN = ("granting Δ_p the step's sensitivity, the step with noise std σ_pΔ_p is (α, ε_p)-RDP with ε_p = "
                  "Eq. (14) at q = |B|/n and σ = ")
 _LEMMA1_FIXED = cached(_unit_sensitivity(dual=False, reading="fixed"))
-register(CLAIMS, "003.lemma1.given-sensitivity", location="§6.1, Lemma 1 (σ = σ_pΔ_p in Eq. 14)",
+register("003.lemma1.given-sensitivity", location="§6.1, Lemma 1 (σ = σ_pΔ_p in Eq. 14)",
          quote=_LEMMA1_QUOTE, context=(_LEMMA1_PROOF, _PAPER_CLIPS), statement=_LEMMA1_GIVEN + "σ_pΔ_p",
          regime="Δ_p = 2C_pλ_max/(m − 1) at the paper's C_p = 10, λ_max = 1, smallest group m in the batch from 3 to "
                 "201; q ∈ {1, 0.1}; σ_p ∈ {1, 2}, α ∈ {2, 8}",
@@ -447,7 +445,7 @@ register(CLAIMS, "003.lemma1.given-sensitivity", location="§6.1, Lemma 1 (σ = 
          corrected="003.lemma1.given-sensitivity.multiplier: Eq. (14) at the noise multiplier σ_p (as the proof's "
                    "'Gaussian noise with parameter σ_p' reads); the printed σ_pΔ_p overstates privacy wherever "
                    "Δ_p > 1, a group of 20 or fewer in the batch at the paper's C_p = 10")
-register(CLAIMS, "003.lemma1.given-sensitivity.multiplier", kind="corrected",
+register("003.lemma1.given-sensitivity.multiplier", kind="corrected",
          corrects="003.lemma1.given-sensitivity", location="Lemma 1 with σ the noise multiplier σ_p (its proof's "
          "'Gaussian noise with parameter σ_p')", quote=_LEMMA1_QUOTE, context=(_LEMMA1_PROOF,),
          statement=_LEMMA1_GIVEN + "σ_p (the noise multiplier)",
@@ -506,7 +504,7 @@ def lemma1_shared_batch(grid: tuple[tuple[float, float], ...] = ((0.01, 1.0), (2
     return check
 
 
-register(CLAIMS, "003.lemma1.shared-batch", location="§6.1, Lemma 1 with Eq. (10) as printed (the public part "
+register("003.lemma1.shared-batch", location="§6.1, Lemma 1 with Eq. (10) as printed (the public part "
          "un-noised, on the same batch B)", quote=_LEMMA1_QUOTE,
          statement="the primal step of Eq. (10) is (α, ε_p)-RDP with ε_p the SG bound of Eq. (14) at q = |B|/n and σ_p",
          regime="granting Δ_p (Theorem 1); features and labels public and arbitrary (§4.2); q < 1",
@@ -515,7 +513,7 @@ register(CLAIMS, "003.lemma1.shared-batch", location="§6.1, Lemma 1 with Eq. (1
          check=lemma1_shared_batch(), mutant=lemma1_shared_batch(grid=((1.0, 1.0), (1.0, 2.0))),
          corrected="noise the public part too, or account the step without amplification (q = 1: the Gaussian at "
                    "multiplier σ_p)")
-register(CLAIMS, "003.lemma2", location="§6.1, Lemma 2", quote=_LEMMA2_QUOTE,
+register("003.lemma2", location="§6.1, Lemma 2", quote=_LEMMA2_QUOTE,
          statement="the dual step is (α, ε_d)-RDP, ε_d = Eq. (14) at q = 1 and σ = σ_dΔ_d",
          regime="noise σ_dΔ_d with Δ_d of Theorem 2 computed on the data (so on D and D' it can differ)",
          method=_LEMMA_METHOD,
@@ -529,7 +527,7 @@ register(CLAIMS, "003.lemma2", location="§6.1, Lemma 2", quote=_LEMMA2_QUOTE,
 _LEMMA2_GIVEN = ("granting Δ_d the step's sensitivity (the same on D and D'), the step with noise std σ_dΔ_d is "
                  "(α, ε_d)-RDP with ε_d = Eq. (14) at q = 1 and σ = ")
 _LEMMA2_FIXED = cached(_unit_sensitivity(dual=True, reading="fixed"))
-register(CLAIMS, "003.lemma2.given-sensitivity", location="§6.1, Lemma 2 (σ = σ_dΔ_d in Eq. 14)",
+register("003.lemma2.given-sensitivity", location="§6.1, Lemma 2 (σ = σ_dΔ_d in Eq. 14)",
          quote=_LEMMA2_QUOTE, context=(_LEMMA2_PROOF, _PAPER_CLIPS), statement=_LEMMA2_GIVEN + "σ_dΔ_d",
          regime="Δ_d = √2 C_d/(m − 1) at the paper's C_d = 5, smallest group m from 3 to 714 (Bank's); σ_d ∈ {1, 2}",
          method="the Gaussian's exact RDP αΔ²/(2σ²Δ²) against Eq. (14) at σΔ (printed) and at σ (fixed); the ε(α) "
@@ -542,7 +540,7 @@ register(CLAIMS, "003.lemma2.given-sensitivity", location="§6.1, Lemma 2 (σ = 
          corrected="003.lemma2.given-sensitivity.multiplier: Eq. (14) at the noise multiplier σ_d (as the proof's "
                    "'Gaussian noise with parameter σ_d' reads); it bites only when Δ_d > 1, a group of 8 or fewer at "
                    "C_d = 5")
-register(CLAIMS, "003.lemma2.given-sensitivity.multiplier", kind="corrected",
+register("003.lemma2.given-sensitivity.multiplier", kind="corrected",
          corrects="003.lemma2.given-sensitivity", location="Lemma 2 with σ the noise multiplier σ_d (its proof's "
          "'Gaussian noise with parameter σ_d')", quote=_LEMMA2_QUOTE, context=(_LEMMA2_PROOF,),
          statement=_LEMMA2_GIVEN + "σ_d (the noise multiplier)",
@@ -648,7 +646,7 @@ def _pfld_theorem5(*, dual_term: bool = True) -> Check:
     return check
 
 
-register(CLAIMS, "003.thm5", location="§6.1, Theorem 5",
+register("003.thm5", location="§6.1, Theorem 5",
          quote="Theorem 5. PF-LD satisfies (α, Tnε_p/|B| + Tε_d)-RDP.",
          statement="PF-LD is (α, T n ε_p/|B| + T ε_d)-RDP",
          regime="Lemmas 1-2 granted (rests_on: their verdicts set this claim's standing); RDP composition; the "
@@ -666,7 +664,7 @@ def _rdp_conversion(*, term_factor: float = 1.0) -> Check:
     def check(budget: Budget) -> Verdict:
         from hypothesis import strategies as st
 
-        from dpfair_analysis.privacy.output_perturbation import gaussian_delta
+        from dpfair_analysis.privacy.gaussian import gaussian_delta
 
         def ratio(x):
             sigma, alpha, log10_delta = x
@@ -684,7 +682,7 @@ def _rdp_conversion(*, term_factor: float = 1.0) -> Check:
     return check
 
 
-register(CLAIMS, "003.sec6.1.rdp-to-dp", location="§6.1, after Theorem 5",
+register("003.sec6.1.rdp-to-dp", location="§6.1, after Theorem 5",
          quote="The final privacy loss in the (ε, δ)-differential privacy model is obtained by observing that a mechanism "
                "satisfying (α, ε)-Rényi differential privacy also satisfies (ε + log(1/δ)/(α − 1), δ)-differential "
                "privacy, for any 0 < δ < 1 [30].",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import Budget, Check, Claim, Verdict, holds, register, search, violated
+from dpfair_analysis.verify.claims.core import Budget, Check, Verdict, holds, register, search, violated
 from dpfair_analysis.verify.claims.fixtures import gaussian_mechanism_classic
 from dpfair_analysis.verify.claims.p000_dpsgdf import NAIVE_STATEMENT, naive_sum_sensitivity
 from dpfair_analysis.verify.claims.p000_dpsgdf_accounting import (
@@ -23,11 +23,9 @@ from dpfair_analysis.verify.claims.p000_dpsgdf_accounting import (
     published_epsilons,
 )
 
-__all__ = ["CLAIMS", "EPSILON_SETTINGS_004"]
+__all__ = ["EPSILON_SETTINGS_004"]
 
-CLAIMS: list[Claim] = []
-
-register(CLAIMS, "004.def3.gaussian", location="§3.1, Definition 3",
+register("004.def3.gaussian", location="§3.1, Definition 3",
          quote="Definition 3. Gaussian mechanism [Dwork et al., 2006]. Let ε ∈ [0, 1] be arbitrary. For "
                "c² > 2 log(1.25/δ), the Gaussian mechanism with parameter σ > c∆f/ε satisfies (ε, δ)-differential "
                "privacy.",
@@ -150,7 +148,7 @@ def _moments_composition(*, bound_factor: float = 1.0) -> Check:
     return check
 
 
-register(CLAIMS, "004.thm1", location="§3.2, Theorem 1 (Abadi et al. 2016)",
+register("004.thm1", location="§3.2, Theorem 1 (Abadi et al. 2016)",
          quote="Theorem 1. Composability of moments [Abadi et al., 2016]. For a given mechanism M, the λth moment "
                "αM(λ) , max_{aux,D,D′} αM(λ; aux,D,D′), where the maximum is taken over all possible auxiliary input "
                "aux and all neighboring datasets D,D′. Suppose that a mechanism M consists of a sequence of adaptive "
@@ -166,7 +164,7 @@ register(CLAIMS, "004.thm1", location="§3.2, Theorem 1 (Abadi et al. 2016)",
 
 
 # =============================================================================== §5.2-5.3 and §6.1
-register(CLAIMS, "004.sec5.3.naive-sum-sensitivity", location="§5.3 and Algorithm 3, lines 6-13",
+register("004.sec5.3.naive-sum-sensitivity", location="§5.3 and Algorithm 3, lines 6-13",
          quote="The sensitivity for group k is Ck = C0× θk. The sensitivity for the total population would be C0 × "
                "maxk θk. [Algorithm 3, line 8: θk = 1× (b/K)/b̃k]",
          statement=NAIVE_STATEMENT + ", θᵏ = (b/K)/b̃ᵏ with the released noisy sizes b̃ᵏ = bᵏ + N(0, σ₁²)",
@@ -179,7 +177,7 @@ register(CLAIMS, "004.sec5.3.naive-sum-sensitivity", location="§5.3 and Algorit
          mutant=naive_sum_sensitivity(algorithm="shipped"),
          corrected="θᵏ from the noisy sizes raised to 1 (000.sec5.3.naive-sum-sensitivity.noisy-sizes): no negative "
                    "weight, sensitivity C0 max θᵏ")  # the sizes raised to 1: never negative
-register(CLAIMS, "004.sec5.2.two-groups", location="§5.2, the majority/minority discussion after Algorithm 2",
+register("004.sec5.2.two-groups", location="§5.2, the majority/minority discussion after Algorithm 2",
          quote="Because the noise scale is C/ε = C−/ε and the sensitivity of clipped gradients for the "
                "underrepresented group is C−, the noisy gradient w.r.t. the underrepresented group achieves "
                "ε-differential privacy. … Because the noise scale is C/ε = C−/ε and the sensitivity of clipped "
@@ -201,7 +199,7 @@ EPSILON_SETTINGS_004 = [("balanced MNIST", 60_000, 0.8, 60, 6.23, 0.015),
 _FEWER_004 = [("balanced MNIST", 60_000, 0.8, 60, 22), ("unbalanced MNIST", 54_649, 0.8, 60, 19),
               ("balanced Adult", int(0.8 * 28_000), 1.0, 20, 5), ("unbalanced Adult", int(0.8 * 45_222), 1.0, 20, 11),
               ("balanced Dutch", int(0.8 * 60_420), 1.0, 20, 17), ("unbalanced Dutch", int(0.8 * 40_000), 1.0, 20, 9)]
-register(CLAIMS, "004.sec6.1.fewer-iterations", location="§6.1, Baseline",
+register("004.sec6.1.fewer-iterations", location="§6.1, Baseline",
          quote="To compare DPSGD-F and Naı̈ve with DPSGD under the same privacy budget, the algorithm runs a few less "
                "iterations than DPSGD in the last epoch, where the total number of iterations T = epochs×n/b in SGD "
                "and DPSGD. For DPSGD-F and Naı̈ve, T is 22 and 19 less on the balanced and unbalanced MNIST datasets, "
@@ -213,7 +211,7 @@ register(CLAIMS, "004.sec6.1.fewer-iterations", location="§6.1, Baseline",
          check=fewer_iterations(_FEWER_004), mutant=fewer_iterations(_FEWER_004, printed_factor=20.0),
          corrected="the same budget needs the jointly accounted number of dropped steps the key gives, or the "
                    "larger ε reported")
-register(CLAIMS, "004.tables.epsilon", location="Tables 1-5, captions",
+register("004.tables.epsilon", location="Tables 1-5, captions",
          quote="Table 3: Model accuracy w.r.t. class 2 and 8 on the MNIST dataset (Balanced: ε = 6.23, δ = 10−6, "
                "Unbalanced: ε = 6.55, δ = 10−6) … Table 5: … (Balanced Adult (sampled): ε = 3.99, δ = 10−6, "
                "Unbalanced Adult (original): ε = 3.1, δ = 10−6, Balanced Dutch (original): ε = 2.66, δ = 10−6, "

@@ -1,4 +1,4 @@
-"""Adversarial searches over neighbouring pairs for PF-LD's sensitivity claims.
+"""Paper 003's neighbouring pairs: the adversarial searches over them for PF-LD's sensitivity claims.
 
 Privacy model (paper 003 Sec. 4.2): two data sets are neighbours when one person's sensitive attribute changes.
 A :class:`Case` is one such pair (the public kit's :class:`~dpfair_analysis.testing.relations.AttributeChange`

@@ -1,0 +1,46 @@
+"""The MNIST tuning study (papers 000 and 002): the reproduction protocol of :mod:`.tuning` applied to paper 000's
+unbalanced full MNIST -- the budget (:data:`MNIST_GRID`), the methods and the order they run in, the comparison
+every run starts from and the groups the papers' tables show.
+
+Full-MNIST runs are 25 minutes each: :func:`mnist_tuning_plan` lists them in the order that answers the questions
+first, and ``notebooks/record_runs.py --study mnist-tuning`` computes and records them one at a time
+(:class:`~dpfair_analysis.experiments.cache.RunRecords`, ``paper_figs/fairdp/mnist_tuning_runs.json``); the
+notebook ``fairdp_mnist_tuning`` reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from dpfair_analysis.experiments.tuning import TuningGrid, tuning_plan
+
+#: paper 000 §6.1 prints r = 0.01 and nothing about how batches are drawn; DP-SGD's accountant assumes
+#: Poisson sampling, the papers' code most likely drew shuffled fixed-size batches; 0.05 and 0.1 are the
+#: rates of paper 002's Figure 4 (whose MNIST runs were read on the test set, so they cannot serve as tuning)
+MNIST_GRID = TuningGrid({"lr": (0.01, 0.05, 0.1), "sampling": ("poisson", "shuffle")},
+                        printed={"lr": 0.01, "sampling": "poisson"},
+                        note="r printed by paper 000; sampling not printed, Poisson is what the accountant assumes")
+#: the methods of the MNIST tuning, in the order they are run: DPSGD and DPSGD-F answer the study's questions
+#: (the learning rate; Poisson against shuffled batches); SGD is every cost's reference; then
+#: paper 002's Opt-Q and FairDP, then paper 000's Naive -- every one on the same budget
+MNIST_TUNING_METHODS = ("dpsgd", "dpsgdf", "sgd", "optq", "fairdp", "naive")
+#: the order the recording driver runs them in (a tuple: those methods interleaved configuration by
+#: configuration): at ~25 CPU-minutes a run, DPSGD and DPSGD-F side by side answer the sampling question at the
+#: printed rate after four runs, then SGD (every cost's reference, the cheapest), Opt-Q beside FairDP, Naive
+MNIST_TUNING_ORDER = (("dpsgd", "dpsgdf"), "sgd", ("optq", "fairdp"), "naive")
+#: the MNIST groups the papers' tables show (paper 000 Table 1: the total, class 2 and class 8)
+MNIST_GROUPS = ("all", "2", "8")
+
+
+def mnist_tuning_base(profile: str = "full"):
+    """The comparison every MNIST tuning run starts from: paper 000's unbalanced full MNIST as paper 002 reuses it
+    (:func:`~dpfair_analysis.experiments.fairdp.preset`; ``"quick"``: the offline 5,000-image smoke setting)."""
+    from dpfair_analysis.experiments import fairdp  # torch: the study's constants load without it
+
+    return fairdp.preset("mnist", profile, seeds=1)
+
+
+def mnist_tuning_plan(base, *, seeds: Sequence[int] = (0,)) -> list[tuple[str, dict[str, Any], int]]:
+    """(method, configuration, seed) of every run of the study, in :data:`MNIST_TUNING_ORDER` over
+    :data:`MNIST_GRID` (:func:`~dpfair_analysis.experiments.tuning.tuning_plan`)."""
+    return tuning_plan(base, methods=MNIST_TUNING_ORDER, grid=MNIST_GRID, seeds=seeds)

@@ -68,7 +68,7 @@ from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, check_delta_or_ze
 from dpfair_analysis.validation import check_fraction, check_positive
 
 #: The grid of k+ / m; k- is 0 or k+ (both tried).
-GUESS_FRACTIONS = (0.02, 0.05, 0.1, 0.2)
+GUESS_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.5)
 #: The largest mu searched (mu-GDP with mu = 50 is no privacy at all).
 MU_MAX = 50.0
 
@@ -200,14 +200,8 @@ def fdp_p_value(canaries: int, guesses: int, correct: int, *, mu: float) -> floa
     """
     if correct == 0 or fdp_least_mass(canaries, guesses, correct, mu=mu, tail=1.0) <= 1.0:
         return 1.0
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        middle = (low + high) / 2
-        if fdp_least_mass(canaries, guesses, correct, mu=mu, tail=middle) <= 1.0:
-            low = middle
-        else:
-            high = middle
-    return high
+    return _bracket(lambda gamma: fdp_least_mass(canaries, guesses, correct, mu=mu, tail=gamma) <= 1.0,
+                    0.0, 1.0, tolerance=1e-15)[1]  # the upper end: a p-value never too small
 
 
 def one_run_mu_lower(canaries: int, guesses: int, correct: int, *, confidence: float = DEFAULT_CONFIDENCE) -> float:
@@ -227,14 +221,20 @@ def one_run_mu_lower(canaries: int, guesses: int, correct: int, *, confidence: f
         return 0.0
     if fdp_refutes(canaries, guesses, correct, mu=MU_MAX, confidence=confidence):
         return MU_MAX
-    low, high = 0.0, MU_MAX
-    while high - low > 1e-6:
+    return _bracket(lambda mu: fdp_refutes(canaries, guesses, correct, mu=mu, confidence=confidence),
+                    0.0, MU_MAX, tolerance=1e-6)[0]  # the lower end: a bound never too large
+
+
+def _bracket(holds, low: float, high: float, *, tolerance: float) -> tuple[float, float]:
+    """Bisection of a monotone predicate with holds(low) and not holds(high): (a, b), b - a <= tolerance, with
+    holds(a) and not holds(b)."""
+    while high - low > tolerance:
         middle = (low + high) / 2
-        if fdp_refutes(canaries, guesses, correct, mu=middle, confidence=confidence):
+        if holds(middle):
             low = middle
         else:
             high = middle
-    return low
+    return low, high
 
 
 # =========================================================================== the guesses

@@ -205,7 +205,7 @@ def fdp_p_value(canaries: int, guesses: int, correct: int, *, mu: float) -> floa
 
 
 def one_run_mu_lower(canaries: int, guesses: int, correct: int, *, confidence: float = DEFAULT_CONFIDENCE) -> float:
-    """The largest mu that v right of k guesses refute (0 when none; :data:`MU_MAX` when every mu searched is).
+    """The largest mu that v right of k guesses refute (0 when none; ``MU_MAX`` when every mu searched is).
 
     Refutation is monotone in mu (a larger mu lowers Phi(Phi^{-1}(y) - mu), so less mass is needed):
     bisection.
@@ -296,7 +296,7 @@ def one_run_bounds(scores: Any, included: Any, *, delta: float, confidence: floa
                    family: int = 1) -> OneRunBound:
     """Both analyses of one canary set's scores (module docstring).
 
-    Every (k+, k-) of :func:`guess_grid` is a test at level 1 - (1 - confidence) / (grid size x ``family``):
+    Every (k+, k-) of ``guess_grid`` is a test at level 1 - (1 - confidence) / (grid size x ``family``):
     the bounds hold jointly over the grid and ``family`` such sets (the groups) at ``confidence``.
 
     Parameters

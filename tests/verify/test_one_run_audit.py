@@ -12,6 +12,7 @@ from dpfair_analysis.verify.audits.one_run import (
     audit_run_by_group,
     draw_canaries,
     run_with_canaries,
+    step_bounds,
     with_canaries,
 )
 
@@ -81,3 +82,21 @@ def test_dpsgd_runs_are_never_refuted_on_20_seeds():
         refuted += [f"seed {seed}: {row['group']}" for row in out["sets"]
                     if row["exceeds_accounted"] or row["exceeds_gaussian_hypothesis"]]
     assert refuted == []
+
+
+def test_dpsgdf_canaries_are_clipped_at_their_groups_released_bounds():
+    train, pool = _data()
+    out = audit_run_by_group(train, pool, per_group=50, noise_multiplier=2.0, families=("gradient",),
+                             method="dpsgdf", seed=1, **SETTING)
+    assert out["method"] == "dpsgdf" and {row["group"] for row in out["sets"]} == {"a/gradient", "b/gradient"}
+    assert not any(row["exceeds_accounted"] for row in out["sets"]), out["summary"]
+    assert all(np.isnan(row["canary_epsilon_i_median"]) for row in out["sets"])  # not DP-SGD's model
+    canaries = draw_canaries(pool, per_group=10, families=("gradient",), value=300.0, seed=1)
+    result, _ = run_with_canaries(train, canaries, clip=1.0, noise_multiplier=2.0, epochs=1, batch_size=40, lr=0.01,
+                                  delta=1e-5, method="dpsgdf")
+    bounds = step_bounds(result, canaries.group.numpy(), clip=1.0)
+    for g in (0, 1):
+        assert np.array_equal(bounds[:, canaries.group.numpy() == g][:, 0], result.steps[f"C[{g}]"].to_numpy())
+    with pytest.raises(ValueError, match="method"):
+        run_with_canaries(train, canaries, clip=1.0, noise_multiplier=2.0, epochs=1, batch_size=40, lr=0.01,
+                          delta=1e-5, method="naive")

@@ -14,8 +14,10 @@ Two families, both in the same run:
 * ``input`` canaries (black box): the group's row as it is; score = the gain of its label's log-likelihood
   from the initial to the final model.
 
-The run is :func:`~dpfair_analysis.training.loop.train` with the DP-SGD policy as shipped (its Poisson
-sampling at q = b / n, all its steps; the claim is the run's own ``result.epsilon``). Each canary's gradient
+The run is :func:`~dpfair_analysis.training.loop.train` with the DP-SGD (or DPSGD-F) policy as shipped (its
+Poisson sampling at q = b / n, all its steps; the claim is the run's own ``result.epsilon``). Under DPSGD-F a
+group-g canary's contribution is clipped at the group's released bound C[g] of the step, so the groups' canaries
+see different signal-to-noise ratios in the same run: the per-group audit is where that shows. Each canary's gradient
 norms are recorded at every step, so its per-record estimate epsilon_i
 (:func:`~dpfair_analysis.privacy.individual.individual_privacy`, an ex-post estimate, not a guarantee) sits
 beside the audit. The bounds are family-wise over every (group, family) canary set (Bonferroni).
@@ -45,6 +47,9 @@ from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.validation import check_fraction, check_positive
 
+#: The trainers audited: DP-SGD (every canary clipped at C) and DPSGD-F (a group-g canary clipped at the step's
+#: released group bound C[g]); both weight every clipped gradient 1 and release noise_std in each step record.
+METHODS = ("dpsgd", "dpsgdf")
 #: The gradient canaries' own feature value (their gradient is clipped, almost all of it on that feature).
 CANARY_VALUE = 1000.0
 FAMILIES = ("gradient", "input")
@@ -164,8 +169,12 @@ def _check_closed_form(model: torch.nn.Module, canaries: Canaries) -> None:
 
 
 def run_with_canaries(train_data: GroupedDataset, canaries: Canaries, *, clip: float, noise_multiplier: float,
-                      epochs: int, batch_size: int, lr: float | None, delta: float, seed: int = 0):
-    """One DP-SGD run of ``train`` as shipped on the data with the included canaries; (result, trace)."""
+                      epochs: int, batch_size: int, lr: float | None, delta: float, method: str = "dpsgd",
+                      seed: int = 0):
+    """One run of ``train`` as shipped (``method`` in :data:`METHODS`) on the data with the included canaries;
+    (result, trace)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     data = with_canaries(train_data, canaries)
     gradient = np.flatnonzero(canaries.own_column >= 0)
     own = canaries.own_column[gradient]
@@ -173,7 +182,7 @@ def run_with_canaries(train_data: GroupedDataset, canaries: Canaries, *, clip: f
     first = next(iter(parameters_of(model)))
     if first != "linear.weight":
         raise RuntimeError(f"the audit model's first parameter is {first!r}, not 'linear.weight'")
-    policy = make_policy("dpsgd", clip_bound=clip, noise_multiplier=noise_multiplier,
+    policy = make_policy(method, clip_bound=clip, noise_multiplier=noise_multiplier,
                          dimension=count_parameters(model), learning_rate=lr or 1.0)
     weights, own_gradient, norms, log_likelihood = [], [], [], []
     X_c = canaries.X.double()
@@ -198,17 +207,29 @@ def run_with_canaries(train_data: GroupedDataset, canaries: Canaries, *, clip: f
     return result, trace
 
 
+def step_bounds(result: Any, groups: np.ndarray, *, clip: float) -> np.ndarray:
+    """(T, m): the bound each canary's gradient is clipped at on each step -- the step's released group bound
+    C[g] (DPSGD-F's record) where the record has one, else the uniform C."""
+    records = result.steps
+    columns = {g: f"C[{g}]" for g in np.unique(groups)}
+    per_group = {g: records[column].to_numpy(dtype=np.float64) if column in records else np.full(len(records), clip)
+                 for g, column in columns.items()}
+    return np.stack([per_group[g] for g in groups], axis=1)
+
+
 def canary_scores(result: Any, trace: CanaryTrace, canaries: Canaries, *, clip: float) -> np.ndarray:
     """Each canary's score (module docstring): the Poisson-Gaussian LLR of a gradient canary's weight (step
-    update z_t = -(w_{t+1} - w_t) b / lr, contribution u_t = its gradient coordinate x min(1, C / ||g_t||), noise
-    s_t the step's released ``noise_std``, q = b / n), the label log-likelihood gain of an input canary."""
+    update z_t = -(w_{t+1} - w_t) b / lr, contribution u_t = its gradient coordinate x min(1, C_t / ||g_t||) with
+    C_t its group's bound of the step (:func:`step_bounds`), noise s_t the step's released ``noise_std``,
+    q = b / n), the label log-likelihood gain of an input canary."""
     steps = len(result.steps)
     b, lr = result.config.batch_size, result.learning_rate
     s = result.steps["noise_std"].to_numpy(dtype=np.float64)
     scores = trace.log_likelihood[-1] - trace.log_likelihood[0]
     gradient = np.flatnonzero(canaries.own_column >= 0)
     z = -np.diff(trace.weights, axis=0)[:steps] * b / lr
-    u = trace.own_gradient[:steps] * np.minimum(1.0, clip / np.maximum(trace.norms[:steps, gradient], 1e-300))
+    bounds = step_bounds(result, canaries.group.numpy()[gradient], clip=clip)
+    u = trace.own_gradient[:steps] * np.minimum(1.0, bounds / np.maximum(trace.norms[:steps, gradient], 1e-300))
     for j, i in enumerate(gradient):
         scores[i] = poisson_gaussian_llr(z[:, j], u[:, j], s, sampling_rate=b / trace.rows)
     return scores
@@ -217,8 +238,12 @@ def canary_scores(result: Any, trace: CanaryTrace, canaries: Canaries, *, clip: 
 def canary_epsilons(result: Any, trace: CanaryTrace, *, clip: float, noise_multiplier: float) -> np.ndarray:
     """Each canary's per-record estimate epsilon_i from its norms at every step (an ex-post estimate, not a
     guarantee: :mod:`dpfair_analysis.privacy.individual`); exact curves when the clipped sensitivities take few
-    values (gradient canaries: all 1), the conservative grid otherwise."""
+    values (gradient canaries: all 1), the conservative grid otherwise. DP-SGD's uniform clipping only (the
+    accountant's model): NaN for a run with group bounds."""
     from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, individual_privacy
+
+    if result.policy != "dpsgd":
+        return np.full(trace.norms.shape[1], np.nan)
 
     norms = trace.norms[:len(result.steps)]
     few = len(np.unique(np.minimum(norms, clip))) <= DEFAULT_RESOLUTION
@@ -231,8 +256,8 @@ def canary_epsilons(result: Any, trace: CanaryTrace, *, clip: float, noise_multi
 def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_group: int, clip: float,
                        noise_multiplier: float, epochs: int, batch_size: int, lr: float | None, delta: float,
                        families: tuple[str, ...] = FAMILIES, value: float = CANARY_VALUE,
-                       noise_fraction: float = 1.0, confidence: float = DEFAULT_CONFIDENCE,
-                       seed: int = 0) -> dict[str, Any]:
+                       noise_fraction: float = 1.0, method: str = "dpsgd",
+                       confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> dict[str, Any]:
     """Draw the canaries, run DP-SGD once, score, and audit each (group, family) canary set (module docstring).
 
     Returns a JSON-ready dict: the run (epsilon, steps, q, sigma), one row per canary set (the bounds of
@@ -254,7 +279,9 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
     noise_fraction : float
         1: the run as shipped, its claim its own ``result.epsilon``. f < 1: the under-noised twin -- it trains
         with noise f sigma and claims the epsilon of sigma (the same accountant, steps and q): a control the
-        audit must refute.
+        audit must refute (DP-SGD only).
+    method : str
+        One of :data:`METHODS`.
     confidence : float
         Joint over every canary set and guess count.
     seed : int
@@ -264,8 +291,11 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
 
     canaries = draw_canaries(pool, per_group=per_group, families=families, value=value, seed=seed)
     fraction = check_fraction(noise_fraction, "noise_fraction")
+    if fraction < 1 and method != "dpsgd":
+        raise ValueError(f"noise_fraction < 1 (the under-noised twin) is DP-SGD's control; method is {method!r}")
     result, trace = run_with_canaries(train_data, canaries, clip=clip, noise_multiplier=noise_multiplier * fraction,
-                                      epochs=epochs, batch_size=batch_size, lr=lr, delta=delta, seed=seed)
+                                      epochs=epochs, batch_size=batch_size, lr=lr, delta=delta, method=method,
+                                      seed=seed)
     claim = float(result.epsilon)
     if fraction < 1:
         claim = dpsgd_epsilon(n=trace.rows, batch_size=batch_size, noise_multiplier=noise_multiplier, delta=delta,
@@ -280,7 +310,8 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
         mine = epsilons[names == audit.group]
         rows.append({**audit.row(), "canary_epsilon_i_median": float(np.median(mine)),
                      "canary_epsilon_i_max": float(np.max(mine))})
-    return {"epsilon": claim, "run_epsilon": float(result.epsilon), "noise_fraction": fraction, "delta": delta,
+    return {"method": method, "epsilon": claim, "run_epsilon": float(result.epsilon), "noise_fraction": fraction,
+            "delta": delta,
             "steps": len(result.steps),
             "sampling_rate": batch_size / trace.rows, "noise_multiplier": noise_multiplier, "clip": clip,
             "rows": trace.rows, "canaries": len(canaries), "sets": rows, "summary": summary(audits)}
@@ -290,9 +321,11 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
 ADULT_SETTINGS = {"batch_size": 256, "epochs": 5, "clip": 0.5, "delta": 1e-5}
 
 
-def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float = 1000.0) -> dict[str, Any]:
-    """The audit of one DP-SGD run on Adult (by sex; 80/20 split, the canaries drawn from the 20%) calibrated to
-    ``epsilon`` at delta = 1e-5.
+def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float = 1000.0,
+                 method: str = "dpsgd") -> dict[str, Any]:
+    """The audit of one run on Adult (by sex; 80/20 split, the canaries drawn from the 20%) with DP-SGD's noise
+    multiplier calibrated to ``epsilon`` at delta = 1e-5 (DPSGD-F at the same noise claims its own, larger,
+    epsilon: its counts are released too).
 
     Parameters
     ----------
@@ -304,6 +337,8 @@ def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float 
         The split is fixed (seed 0); the canaries and the run use ``seed``.
     value : float
         The gradient canaries' own feature value.
+    method : str
+        One of :data:`METHODS`.
     """
     from dpfair_analysis.data.adult import adult
     from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
@@ -315,7 +350,7 @@ def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float 
                                        steps=steps_for_epochs(rows, b, epochs))
     out = audit_run_by_group(train_data, pool, per_group=per_group, clip=ADULT_SETTINGS["clip"],
                              noise_multiplier=sigma, epochs=epochs, batch_size=b, lr=None,
-                             delta=ADULT_SETTINGS["delta"], value=value, seed=seed)
+                             delta=ADULT_SETTINGS["delta"], value=value, method=method, seed=seed)
     return {"target_epsilon": epsilon, "seed": seed, "per_group": per_group, **ADULT_SETTINGS, **out}
 
 
@@ -334,8 +369,8 @@ def _epsilons(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dpfair_analysis.verify.audits.one_run OUT.json [--epsilons 1,2,4] [--per-group 1000]
-    [--seeds 1]``: :func:`adult_by_sex` at each epsilon and seed, the results written to OUT.json after each
-    run."""
+    [--seeds 1] [--method dpsgd]``: :func:`adult_by_sex` at each epsilon and seed, the results written to OUT.json
+    after each run."""
     import argparse
     import json
     import os
@@ -346,11 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epsilons", type=_epsilons, default="1,2,4", help="comma-separated positive epsilons")
     parser.add_argument("--per-group", type=int, default=1000, help="canaries per group and family (>= 10)")
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--method", choices=METHODS, default="dpsgd")
     args = parser.parse_args(argv)
     results = []
     for seed in range(args.seeds):
         for epsilon in args.epsilons:
-            results.append(adult_by_sex(epsilon, per_group=args.per_group, seed=seed))
+            results.append(adult_by_sex(epsilon, per_group=args.per_group, seed=seed, method=args.method))
             print(f"eps {epsilon} seed {seed}: run eps {results[-1]['epsilon']:.3f}\n{results[-1]['summary']}",
                   flush=True)
             folder = os.path.dirname(os.path.abspath(args.out))

@@ -322,7 +322,7 @@ ADULT_SETTINGS = {"batch_size": 256, "epochs": 5, "clip": 0.5, "delta": 1e-5}
 
 
 def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float = 1000.0,
-                 method: str = "dpsgd") -> dict[str, Any]:
+                 method: str = "dpsgd", batch_size: int | None = None) -> dict[str, Any]:
     """The audit of one run on Adult (by sex; 80/20 split, the canaries drawn from the 20%) with DP-SGD's noise
     multiplier calibrated to ``epsilon`` at delta = 1e-5 (DPSGD-F at the same noise claims its own, larger,
     epsilon: its counts are released too).
@@ -339,19 +339,23 @@ def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float 
         The gradient canaries' own feature value.
     method : str
         One of :data:`METHODS`.
+    batch_size : int, optional
+        b (default ``ADULT_SETTINGS["batch_size"]``; larger b: fewer steps at a larger q, a privacy curve closer
+        to Gaussian).
     """
     from dpfair_analysis.data.adult import adult
     from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
 
     train_data, pool = adult(by="sex").split(0.2, seed=0)
     rows = len(train_data) + per_group * len(FAMILIES) * train_data.n_groups // 2  # the canaries expected in
-    b, epochs = ADULT_SETTINGS["batch_size"], ADULT_SETTINGS["epochs"]
+    b, epochs = batch_size or ADULT_SETTINGS["batch_size"], ADULT_SETTINGS["epochs"]
     sigma = calibrate_noise_multiplier(epsilon, ADULT_SETTINGS["delta"], sampling_rate=b / rows,
                                        steps=steps_for_epochs(rows, b, epochs))
     out = audit_run_by_group(train_data, pool, per_group=per_group, clip=ADULT_SETTINGS["clip"],
                              noise_multiplier=sigma, epochs=epochs, batch_size=b, lr=None,
                              delta=ADULT_SETTINGS["delta"], value=value, method=method, seed=seed)
-    return {"target_epsilon": epsilon, "seed": seed, "per_group": per_group, **ADULT_SETTINGS, **out}
+    return {"target_epsilon": epsilon, "seed": seed, "per_group": per_group, **ADULT_SETTINGS, "batch_size": b,
+            **out}
 
 
 def _epsilons(text: str) -> list[float]:
@@ -369,8 +373,8 @@ def _epsilons(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dpfair_analysis.verify.audits.one_run OUT.json [--epsilons 1,2,4] [--per-group 1000]
-    [--seeds 1] [--method dpsgd]``: :func:`adult_by_sex` at each epsilon and seed, the results written to OUT.json
-    after each run."""
+    [--seeds 1] [--method dpsgd] [--batch-size 256]``: :func:`adult_by_sex` at each epsilon and seed, the
+    results written to OUT.json after each run."""
     import argparse
     import json
     import os
@@ -382,11 +386,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-group", type=int, default=1000, help="canaries per group and family (>= 10)")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--method", choices=METHODS, default="dpsgd")
+    parser.add_argument("--batch-size", type=int, default=None)
     args = parser.parse_args(argv)
     results = []
     for seed in range(args.seeds):
         for epsilon in args.epsilons:
-            results.append(adult_by_sex(epsilon, per_group=args.per_group, seed=seed, method=args.method))
+            results.append(adult_by_sex(epsilon, per_group=args.per_group, seed=seed, method=args.method,
+                                        batch_size=args.batch_size))
             print(f"eps {epsilon} seed {seed}: run eps {results[-1]['epsilon']:.3f}\n{results[-1]['summary']}",
                   flush=True)
             folder = os.path.dirname(os.path.abspath(args.out))

@@ -176,10 +176,8 @@ def fdp_refutes(canaries: int, guesses: int, correct: int, *, mu: float,
 
     Parameters
     ----------
-    canaries, guesses, correct : int
-        m, k and v.
-    mu : float
-        The hypothesised mu.
+    canaries, guesses, correct, mu :
+        As in ``fdp_least_mass``.
     confidence : float
         In (0, 1).
     """
@@ -193,10 +191,8 @@ def fdp_p_value(canaries: int, guesses: int, correct: int, *, mu: float) -> floa
 
     Parameters
     ----------
-    canaries, guesses, correct : int
-        m, k and v.
-    mu : float
-        The hypothesised mu.
+    canaries, guesses, correct, mu :
+        As in ``fdp_least_mass``.
     """
     if correct == 0 or fdp_least_mass(canaries, guesses, correct, mu=mu, tail=1.0) <= 1.0:
         return 1.0

@@ -305,11 +305,14 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
     names = np.array([f"{train_data.group_names[g]}/{f}" for g, f in zip(canaries.group.tolist(), canaries.family)])
     audits = audit_groups(scores, canaries.included, names, epsilon_accounted=claim, delta=delta,
                           confidence=confidence)
+    bounds = step_bounds(result, canaries.group.numpy(), clip=clip)
     rows = []
     for audit in audits:
-        mine = epsilons[names == audit.group]
-        rows.append({**audit.row(), "canary_epsilon_i_median": float(np.median(mine)),
-                     "canary_epsilon_i_max": float(np.max(mine))})
+        mine = names == audit.group
+        rows.append({**audit.row(), "canary_epsilon_i_median": float(np.median(epsilons[mine])),
+                     "canary_epsilon_i_max": float(np.max(epsilons[mine])),
+                     "mean_step_bound": float(bounds[:, mine].mean()),
+                     "mean_noise_std": float(result.steps["noise_std"].mean())})
     return {"method": method, "epsilon": claim, "run_epsilon": float(result.epsilon), "noise_fraction": fraction,
             "delta": delta,
             "steps": len(result.steps),

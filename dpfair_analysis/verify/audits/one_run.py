@@ -312,6 +312,8 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
         rows.append({**audit.row(), "canary_epsilon_i_median": float(np.median(epsilons[mine])),
                      "canary_epsilon_i_max": float(np.max(epsilons[mine])),
                      "mean_step_bound": float(bounds[:, mine].mean()),
+                     "clipped_every_step": float((trace.norms[:len(result.steps), mine] >= bounds[:, mine])
+                                                 .all(axis=0).mean()),
                      "mean_noise_std": float(result.steps["noise_std"].mean())})
     return {"method": method, "epsilon": claim, "run_epsilon": float(result.epsilon), "noise_fraction": fraction,
             "delta": delta,

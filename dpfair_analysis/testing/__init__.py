@@ -24,6 +24,8 @@ What the kit holds:
   Poisson / shuffled / fixed-size sampling, the one-training-run audit of Steinke et al.
   2023) and the white-box canary log-likelihood ratios;
 * :mod:`.bounds` -- Clopper-Pearson bounds, the held-out threshold test, the one-run bound;
+* :mod:`.one_run` -- the one-training-run audit per group: Steinke et al.'s epsilon and the f-DP (Gaussian
+  DP) mu from the same canary scores, Bonferroni over the groups, beside each group's accounted epsilon;
 * :mod:`.scores` -- the test statistics (threshold, histogram, learned, white box);
 * :mod:`.runner` -- how a mechanism is called: seeding, output checks, a time budget;
 * :mod:`.zoo` -- reference mechanisms with known privacy (StatDP's and DP-Sniper's
@@ -54,6 +56,8 @@ _EXPORTS = {
     "DEFAULT_CONFIDENCE": "bounds", "ThresholdTest": "bounds", "clopper_pearson_lower": "bounds",
     "clopper_pearson_upper": "bounds", "epsilon_lower_bound": "bounds", "one_run_epsilon_lower": "bounds",
     "threshold_test": "bounds",
+    "GroupAudit": "one_run", "OneRunBound": "one_run", "audit_groups": "one_run", "fdp_p_value": "one_run",
+    "gdp_epsilon": "one_run", "gdp_mu": "one_run", "one_run_bounds": "one_run", "one_run_mu_lower": "one_run",
     "AuditTimeout": "runner", "MechanismError": "runner",
     "Statistic": "scores", "Fitted": "scores", "Skipped": "scores", "STATISTIC_KINDS": "scores",
 }
@@ -68,6 +72,8 @@ __all__ = [
     "AddRemove",
     "AttributeChange",
     "AuditResult",
+    "GroupAudit",
+    "OneRunBound",
     "AuditTimeout",
     "Budget",
     "THOROUGH",
@@ -85,6 +91,7 @@ __all__ = [
     "assert_private",
     "assert_sensitivity",
     "audit",
+    "audit_groups",
     "audit_step",
     "canary_pairs",
     "claimed_epsilon",
@@ -93,15 +100,20 @@ __all__ = [
     "datasets",
     "epsilon_lower_bound",
     "far_point",
+    "fdp_p_value",
     "find_sensitivity",
     "find_violation",
     "gaussian_mixture_llr",
+    "gdp_epsilon",
+    "gdp_mu",
     "gradient_canary",
     "lone_member",
     "make_relation",
     "neighbour_of",
     "neighbours",
+    "one_run_bounds",
     "one_run_epsilon_lower",
+    "one_run_mu_lower",
     "pairs",
     "poisson_gaussian_llr",
     "shuffle_gaussian_llr",

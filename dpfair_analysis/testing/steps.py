@@ -33,10 +33,10 @@ What the adversary scores (``repeated`` mode, many training runs per side):
 
 ``one-run`` mode (Steinke, Nasr & Jagielski 2023): m canaries, each included independently
 with probability 1/2, ONE training run; the adversary ranks the canaries by their scores,
-guesses "in" for the top k and "out" for the bottom k, and the number right bounds epsilon
-(:func:`~dpfair_analysis.testing.bounds.one_run_epsilon_lower`). The guess count k is
-chosen from a small grid after the run; the confidence holds over the grid by a union
-bound (each k is tested at (1 - confidence) / len(grid)).
+guesses "in" for the top k+ and "out" for the bottom k-, and the number right bounds epsilon
+(:func:`~dpfair_analysis.testing.one_run.one_run_bounds`, which also gives the f-DP analysis of the
+same guesses). (k+, k-) is chosen from a small grid after the run; the confidence holds over the
+grid by a union bound.
 """
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dpfair_analysis.testing.auditing import AuditResult, audit
-from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, check_delta_or_zero, one_run_epsilon_lower
+from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, check_delta_or_zero
+from dpfair_analysis.testing.one_run import guess_grid, one_run_bounds
 from dpfair_analysis.testing.relations import as_dataset, insert_row, make_relation, n_rows, replace_row
 from dpfair_analysis.testing.runner import Runner
 from dpfair_analysis.validation import check_fraction, check_seed
@@ -355,14 +355,6 @@ def audit_step(train_fn: Callable[..., Any], *, data: Any, canary: Any, delta: f
     return AuditResult(**{**result.__dict__, "witness": witness})
 
 
-@dataclass(frozen=True)
-class _Guess:
-    guesses: int
-    correct: int
-    epsilon_lower: float
-    k: int
-
-
 def _one_run(train_fn: Callable[..., Any], *, data: Any, canaries: Sequence[Any] | None, canary_score: Callable | None,
              canary_direction: Any, epsilon: float, delta: float, confidence: float, seed: int,
              time_budget: float | None, source: str) -> AuditResult:
@@ -391,26 +383,16 @@ def _one_run(train_fn: Callable[..., Any], *, data: Any, canaries: Sequence[Any]
     runner = Runner(train_fn, name=getattr(train_fn, "__qualname__", "train_fn"), time_budget=time_budget)
     trajectory = runner.sample(training, 1, rng.integers(2 ** 63))[0]
     scores = np.array([canary_score(trajectory, i) for i in range(m)], dtype=np.float64)
-    order = np.argsort(-scores, kind="stable")
-    grid = sorted({max(1, round(m * f)) for f in (0.02, 0.05, 0.1, 0.2, 0.5)} - {0})
-    grid = [k for k in grid if 2 * k <= m]
-    level = 1 - (1 - confidence) / len(grid)  # union bound over the grid of guess counts
-    best: _Guess | None = None
-    for k in grid:
-        guessed_in, guessed_out = order[:k], order[-k:]
-        correct = int(included[guessed_in].sum() + (~included[guessed_out]).sum())
-        bound = one_run_epsilon_lower(m, 2 * k, correct, delta=delta, confidence=level)
-        if best is None or bound > best.epsilon_lower:
-            best = _Guess(2 * k, correct, bound, k)
-    assert best is not None
-    # what the run could show at best: every guess right, at the best guess count of the grid
-    largest = max(one_run_epsilon_lower(m, 2 * k, 2 * k, delta=delta, confidence=level) for k in grid)
-    power = {"largest_certifiable_epsilon": float(largest), "can_refute_claim": bool(largest > epsilon)}
-    witness = {"mode": "one-run", "canaries": m, "included": int(included.sum()), "guesses": best.guesses,
-               "correct": best.correct, "k_each_side": best.k, "grid": grid, "claim": source,
-               "union_bound_level": level}
-    return AuditResult(epsilon_lower=best.epsilon_lower, confidence=confidence,
-                       consistent=bool(best.epsilon_lower <= epsilon), epsilon_claimed=epsilon, delta=delta,
+    bound = one_run_bounds(scores, included, delta=delta, confidence=confidence)
+    power = {"largest_certifiable_epsilon": bound.largest_certifiable_epsilon,
+             "can_refute_claim": bool(bound.largest_certifiable_epsilon > epsilon)}
+    witness = {"mode": "one-run", "canaries": m, "included": bound.included, "guesses": sum(bound.epsilon_guesses),
+               "correct": bound.epsilon_correct, "k_plus_k_minus": list(bound.epsilon_guesses),
+               "grid": guess_grid(m), "claim": source, "test_level": bound.test_level,
+               "f_dp": {"mu_lower": bound.mu_lower, "epsilon_of_mu_lower": bound.mu_epsilon_lower,
+                        "k_plus_k_minus": list(bound.mu_guesses), "correct": bound.mu_correct}}
+    return AuditResult(epsilon_lower=bound.epsilon_lower, confidence=confidence,
+                       consistent=bool(bound.epsilon_lower <= epsilon), epsilon_claimed=epsilon, delta=delta,
                        relation="add-remove (one run, m canaries)", witness=witness, trials=1, evaluation_trials=1,
                        seconds=time.perf_counter() - start, candidates=1, budget="one-run", seed=seed, power=power)
 

@@ -1,0 +1,102 @@
+"""The per-group one-run audit of DP-SGD as it ships: the canaries, the scores the adversary computes, a correct
+run never refuted, an under-noised twin refuted in every group."""
+
+import numpy as np
+import pytest
+import torch
+
+from dpfair_analysis.data.synthetic import synthetic_groups
+from dpfair_analysis.gradients import flatten, per_sample_gradients
+from dpfair_analysis.testing.one_run import guess_grid
+from dpfair_analysis.verify.audits.one_run import (
+    audit_run_by_group,
+    draw_canaries,
+    run_with_canaries,
+    step_bounds,
+    with_canaries,
+)
+
+SETTING = {"clip": 1.0, "epochs": 2, "batch_size": 40, "lr": 0.01, "delta": 1e-5, "value": 300.0}
+
+
+def _data(seed: int = 0):
+    data = synthetic_groups(sizes=(600, 400), dim=5, seed=seed, group_names=("a", "b"))
+    return data.split(0.5, seed=seed)
+
+
+def test_canaries_look_like_their_group_and_own_one_column_each():
+    train, pool = _data()
+    canaries = draw_canaries(pool, per_group=20, value=300.0, seed=1)
+    assert len(canaries) == 2 * 2 * 20
+    gradient = canaries.own_column >= 0
+    assert sorted(canaries.own_column[gradient]) == list(range(5, 5 + int(gradient.sum())))
+    own = canaries.X[:, 5:]
+    assert (own[~torch.from_numpy(gradient)] == 0).all() and (own.abs().sum(dim=1)[gradient] == 300.0).all()
+    data = with_canaries(train, canaries)
+    assert len(data) == len(train) + int(canaries.included.sum())
+    assert (data.X[:len(train), 5:] == 0).all()  # no real row moves a canary's own weight
+    with pytest.raises(ValueError, match="per_group"):
+        draw_canaries(pool, per_group=5)
+    with pytest.raises(ValueError, match="pool has"):
+        draw_canaries(pool, per_group=150)
+
+
+def test_the_trace_is_the_models_own_gradients():
+    train, pool = _data()
+    canaries = draw_canaries(pool, per_group=10, seed=2)
+    result, trace = run_with_canaries(train, canaries, clip=1.0, noise_multiplier=1.0, epochs=1, batch_size=40,
+                                      lr=0.01, delta=1e-5)
+    grads = flatten(per_sample_gradients(result.model, canaries.X, canaries.y)).double()
+    assert np.allclose(trace.norms[-1], grads.norm(dim=1).numpy(), rtol=1e-4)
+    own = canaries.own_column[canaries.own_column >= 0]
+    assert np.allclose(trace.own_gradient[-1], grads[canaries.own_column >= 0][:, own].diagonal().numpy(),
+                       rtol=1e-4)
+    assert len(trace.weights) == len(result.steps) + 1
+
+
+def _audit(seed: int, noise_fraction: float = 1.0, per_group: int = 100) -> dict:
+    train, pool = _data(seed)
+    return audit_run_by_group(train, pool, per_group=per_group, noise_multiplier=2.0, families=("gradient",),
+                              noise_fraction=noise_fraction, seed=seed, **SETTING)
+
+
+def test_a_correct_run_is_consistent_and_its_under_noised_twin_is_refuted_in_every_group():
+    correct = _audit(0)
+    assert not any(row["exceeds_accounted"] or row["exceeds_gaussian_hypothesis"] for row in correct["sets"])
+    assert {row["group"] for row in correct["sets"]} == {"a/gradient", "b/gradient"}
+    row = correct["sets"][0]
+    assert row["canaries"] == 100 and row["family_size"] == 2 * len(guess_grid(100)) and row["largest_certifiable_epsilon"] > 0
+    # gradient canaries are clipped on every step: their per-record estimate is the run's epsilon
+    assert row["canary_epsilon_i_median"] == pytest.approx(correct["epsilon"], rel=1e-6)
+    twin = _audit(0, noise_fraction=0.05)
+    assert twin["epsilon"] == pytest.approx(correct["epsilon"], rel=1e-9)  # the twin claims the correct run's
+    assert all(row["exceeds_accounted"] for row in twin["sets"]), twin["summary"]
+    assert "BUG" in twin["summary"]
+
+
+@pytest.mark.slow
+def test_dpsgd_runs_are_never_refuted_on_20_seeds():
+    refuted = []
+    for seed in range(20):
+        out = _audit(seed, per_group=200)
+        refuted += [f"seed {seed}: {row['group']}" for row in out["sets"]
+                    if row["exceeds_accounted"] or row["exceeds_gaussian_hypothesis"]]
+    assert refuted == []
+
+
+def test_dpsgdf_canaries_are_clipped_at_their_groups_released_bounds():
+    train, pool = _data()
+    out = audit_run_by_group(train, pool, per_group=50, noise_multiplier=2.0, families=("gradient",),
+                             method="dpsgdf", seed=1, **SETTING)
+    assert out["method"] == "dpsgdf" and {row["group"] for row in out["sets"]} == {"a/gradient", "b/gradient"}
+    assert not any(row["exceeds_accounted"] for row in out["sets"]), out["summary"]
+    assert all(np.isnan(row["canary_epsilon_i_median"]) for row in out["sets"])  # not DP-SGD's model
+    canaries = draw_canaries(pool, per_group=10, families=("gradient",), value=300.0, seed=1)
+    result, _ = run_with_canaries(train, canaries, clip=1.0, noise_multiplier=2.0, epochs=1, batch_size=40, lr=0.01,
+                                  delta=1e-5, method="dpsgdf")
+    bounds = step_bounds(result, canaries.group.numpy(), clip=1.0)
+    for g in (0, 1):
+        assert np.array_equal(bounds[:, canaries.group.numpy() == g][:, 0], result.steps[f"C[{g}]"].to_numpy())
+    with pytest.raises(ValueError, match="method"):
+        run_with_canaries(train, canaries, clip=1.0, noise_multiplier=2.0, epochs=1, batch_size=40, lr=0.01,
+                          delta=1e-5, method="naive")

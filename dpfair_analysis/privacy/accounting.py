@@ -541,8 +541,20 @@ def epsilon_from_event(event: dp_event.DpEvent, delta: float, *,
     ------
     ValueError
         On a bad argument, or if the accountant cannot account for the event.
+
+    Notes
+    -----
+    Remembered per (spec, event, delta) for hashable events (every method of an equal-privacy comparison
+    asks for DPSGD's epsilon of the same run): a repeated question gets the first computation's float.
     """
-    return _epsilon_and_order(event, delta, _spec(accounting))[0]
+    spec = _spec(accounting)
+    memo_key = _hashable_or_none(("event", spec, event, delta))
+    if memo_key is not None and memo_key in _EPSILON_MEMO:
+        return _EPSILON_MEMO[memo_key]
+    epsilon = _epsilon_and_order(event, delta, spec)[0]
+    if memo_key is not None:
+        _remember(memo_key, epsilon)
+    return epsilon
 
 
 def epsilons_of_repeats(event: dp_event.DpEvent, counts: Sequence[int], delta: float, *,

@@ -619,3 +619,15 @@ def test_max_steps_within_is_the_last_count_a_fresh_composition_keeps_within_the
     def fresh(count: int) -> float:
         return epsilon_from_event(poisson_gaussian_event(q, sigma, steps=count), 1e-5, accounting=spec)
     assert 0 < steps < cap and fresh(steps) <= target < fresh(steps + 1)
+
+
+def test_a_repeated_epsilon_question_is_answered_without_composing_again(monkeypatch):
+    spec = AccountingSpec(orders=(2.0, 3.5, 8.0))  # orders of no other test: a fresh memo entry
+    event = poisson_gaussian_event(0.013, 1.7, steps=321)
+    first = epsilon_from_event(event, 1e-5, accounting=spec)
+    cls = type(spec.make_accountant())
+    composed, real = [], cls.compose
+    monkeypatch.setattr(cls, "compose", lambda self, event, count=1: (composed.append(event), real(self, event, count))[1])
+    assert epsilon_from_event(poisson_gaussian_event(0.013, 1.7, steps=321), 1e-5, accounting=spec) == first
+    assert composed == []
+    assert epsilon_from_event(event, 2e-5, accounting=spec) < first and composed == [event]  # another question

@@ -26,12 +26,12 @@ from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import plot_validation, plot_validation_metrics, save_figure, save_table
 
 ENV = notebook_environment('diagnose')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
-PROFILE, FIGS = ENV.profile, ENV.figs
+PROFILE, FIGS = ENV.settings, ENV.figs
 warnings.simplefilter('ignore', category=UserWarning)  # data-set notes (e.g. Adult's documented row removal)
 pd.set_option('display.width', 220)
 pd.set_option('display.max_columns', 30)
 prof = study.profile_settings(PROFILE)
-PROFILE, prof.seeds, [(r.name, r.batch_size, r.lr, r.clip_bound, r.epochs, r.sigmas, r.max_train_rows) for r in prof.regimes]
+ENV.profile, prof.seeds, [(r.name, r.batch_size, r.lr, r.clip_bound, r.epochs, r.sigmas, r.max_train_rows) for r in prof.regimes]
 
 # %% [markdown]
 # ## One diagnosis: Adult by sex at `dpfair compare`'s defaults

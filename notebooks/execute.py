@@ -1,6 +1,6 @@
 """Execute notebooks from their sources; by default into a build directory, not the repository.
 
-    .venv/bin/python notebooks/execute.py [NAME ...] [--profile quick|full] [--out DIR | --in-place]
+    .venv/bin/python notebooks/execute.py [NAME ...] [--profile smoke|quick|full] [--out DIR | --in-place]
 
 NAME is a notebook's name (``dpsgdf``) or the path of its source ``notebooks/<name>.py``
 or executed copy ``notebooks/<name>.ipynb``; no NAME means every notebook. The source
@@ -9,6 +9,8 @@ or executed copy ``notebooks/<name>.ipynb``; no NAME means every notebook. The s
 * Default: the ``quick`` profile; the executed copy goes to ``<out>/<name>.ipynb`` and the
   figures to ``<out>/paper_figs/`` (``--out``, default ``build/notebooks/<profile>``); the
   repository is left as it is.
+* ``--profile smoke``: the quick profile's settings on the fewest runs that still draw every
+  figure and table (the test suite's default run of each notebook).
 * ``--in-place``: update the repository's copies, ``notebooks/<name>.ipynb`` and
   ``paper_figs/``. They hold the full profile, so ``--in-place`` needs ``--profile full``
   (``make figures`` runs exactly that).
@@ -42,6 +44,8 @@ TOOLS = {"execute.py", "record_runs.py"}  # the .py files in notebooks/ that are
 #:
 #: * quick: measured -- the notebook's test (tests/test_notebooks.py, one process, empty run
 #:   cache, load ~2), rounded up.
+#: * smoke: the CPU seconds of ``execute.py NAME --profile smoke`` with an empty run cache
+#:   (2026-12-06), rounded up; the quick profile's where the smoke profile runs the same.
 #: * full, with an empty run cache: quickstart (46 s), fairness_lens (26 min) and verify_claims
 #:   (6 min) cache nothing, so their committed copies' own cell timings are the cold times.
 #:   dpsgdf and pfld were executed with their runs already cached (61 s and 13 s), so their
@@ -60,27 +64,28 @@ TOOLS = {"execute.py", "record_runs.py"}  # the .py files in notebooks/ that are
 #: (:mod:`dpfair_analysis.costs`), which the commands' own estimates use too.
 CNN_RUN = estimated_training_seconds("cnn", rows=54_649, batch_size=256, epochs=60)
 ESTIMATES: dict[str, dict[str, float]] = {
-    "quickstart": {"quick": 12, "full": 50},
-    "dpsgdf": {"quick": 50, "full": 21 * CNN_RUN + 0.5 * 3600},
-    "fairness_lens": {"quick": 20, "full": 6 * 60},  # full: 4 min measured (2026-11-26, beside two other jobs)
-    "pfld": {"quick": 20, "full": 3 * 3600},
-    "verify_claims": {"quick": 40, "full": 6.5 * 60},
+    "quickstart": {"smoke": 12, "quick": 12, "full": 50},
+    "dpsgdf": {"smoke": 30, "quick": 50, "full": 21 * CNN_RUN + 0.5 * 3600},
+    # fairness_lens full: 4 min measured (2026-11-26, beside two other jobs)
+    "fairness_lens": {"smoke": 20, "quick": 20, "full": 6 * 60},
+    "pfld": {"smoke": 20, "quick": 20, "full": 3 * 3600},
+    "verify_claims": {"smoke": 15, "quick": 40, "full": 6.5 * 60},
     # quick: measured by its notebook test (66 s at load ~9); full: timed cells x cells
     # (experiments.diagnosis_validation.time_cell)
-    "diagnose": {"quick": 70, "full": 2.5 * 3600},
+    "diagnose": {"smoke": 70, "quick": 70, "full": 2.5 * 3600},
     # fairdp quick: measured (52 s cold, 110 s at load ~9). Full: Table 1 on full MNIST is 18 CNN runs of 60 epochs
     # measured at 1,370-1,600 s each on one core (2026-11-26, FairDP, Opt-Q, DP-FedAvg, DP-SGD, DPSGD-F alike)
     # ~ 7.5 h; Adult (Table 1, the Adult sweeps of Figures 4-6 and Figure 3's 54 MLP runs for the attack, ~12 s
     # per run) ~ 30 min; Figure 1's (C, sigma) grid, 8 new DP-SGD runs at ~25 min each, ~3.5 h
-    "fairdp": {"quick": 60, "full": (18 + 8) * CNN_RUN + 0.5 * 3600},
+    "fairdp": {"smoke": 30, "quick": 60, "full": (18 + 8) * CNN_RUN + 0.5 * 3600},
     # fairdp_mnist_figures quick: measured by its notebook test. Full: Figures 4-6 on MNIST and the R = 50
     # diagnostic, 64 runs at 24-32 min each two at a time (DP-FedAvg's up to 42 min), with an empty cache and no
     # runs recorded in paper_figs/fairdp/mnist_runs.json (a recorded run is not trained again)
-    "fairdp_mnist_figures": {"quick": 40, "full": 64 * CNN_RUN / 2},
+    "fairdp_mnist_figures": {"smoke": 40, "quick": 40, "full": 64 * CNN_RUN / 2},
     # fairdp_mnist_tuning quick: measured by its notebook test (8 one-epoch runs on 5k images, ~40 s at load ~5).
     # Full: issue 36's 36 tuning runs (6 methods x 6 configurations, 60 epochs on 49,235 images) one at a time,
     # with an empty cache and nothing recorded in paper_figs/fairdp/mnist_tuning_runs.json
-    "fairdp_mnist_tuning": {"quick": 45, "full": 36 * CNN_RUN},
+    "fairdp_mnist_tuning": {"smoke": 45, "quick": 45, "full": 36 * CNN_RUN},
 }
 
 
@@ -172,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n".join(__doc__.splitlines()[2:]))
     parser.add_argument("notebooks", nargs="*", metavar="NAME", help="notebooks to run (default: all)")
-    parser.add_argument("--profile", default="quick", choices=["quick", "full"],
-                        help="quick (default): small data, every figure; full: the papers' settings (hours)")
+    parser.add_argument("--profile", default="quick", choices=["smoke", "quick", "full"],
+                        help="quick (default): small data, every figure; smoke: quick on the fewest runs "
+                             "(the tests'); full: the papers' settings (hours)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--out", type=Path, default=None,
                        help="directory for the executed copies and their paper_figs/ "

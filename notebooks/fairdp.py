@@ -26,7 +26,7 @@
 #
 # **Equal privacy.** Every private method stops at DPSGD's ε for the full run (paper 000's protocol). Opt-Q's joint multiplier is σ, so it runs all of DPSGD's steps; DPSGD-F and FairDP pay for their extra releases with a few steps. DP-FedAvg's ε is *user-level* (one client's whole data is the neighbour); it runs the most rounds whose user-level ε is at most DPSGD's record-level ε — a guarantee at least as strong per record, since a record belongs to one client.
 #
-# **This committed copy is the full profile** (the paper's settings above, on full MNIST and Adult; seeds as each table states). The MNIST panels of Figures 4-6 are in `fairdp_mnist_figures.ipynb` (~50 more 60-epoch CNN runs). `DPFAIR_PROFILE=quick` (the tests) runs 1 epoch on 10% of the rows, one seed and MNIST from the offline 5,000-image subset: a smoke run whose numbers say nothing about the paper's claims.
+# **This committed copy is the full profile** (the paper's settings above, on full MNIST and Adult; seeds as each table states). The MNIST panels of Figures 4-6 are in `fairdp_mnist_figures.ipynb` (~50 more 60-epoch CNN runs). `DPFAIR_PROFILE=quick` runs 1 epoch on 10% of the rows, one seed and MNIST from the offline 5,000-image subset, and `smoke` (the tests) the same on one value per sweep, one noise level and two attacked methods: smoke runs whose numbers say nothing about the paper's claims.
 
 # %%
 import pandas as pd
@@ -42,11 +42,11 @@ from dpfair_analysis.plotting import save_figure, save_table
 from dpfair_analysis.verify.opacus_optq import opacus_count_accounting, optq_vs_opacus
 
 ENV = notebook_environment('fairdp')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
-PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
+PROFILE, FIGS, QUICK, SMOKE = ENV.settings, ENV.figs, ENV.quick, ENV.smoke
 CACHE = RunCache(default_cache_dir())
 pd.set_option('display.width', 220)
 pd.set_option('display.max_columns', 30)
-PROFILE
+ENV.profile
 
 # %% [markdown]
 # ## Table 1 — accuracy loss w.r.t. SGD, per group and overall, at the same ε
@@ -143,8 +143,8 @@ for name, result, groups in (('adult', adult, None), ('mnist', mnist, ('2', '8')
 
 # %%
 tau = paper.tau_analysis(profile=PROFILE, clips=(0.1, 0.3, 1.0, 3.0, 10.0),
-                         sigmas=(0.5, 0.8, 2.0) if QUICK else (0.5, 0.8, 1.0, 2.0))
-grid = paper.clip_noise_accuracy(profile=PROFILE, clips=(0.3, 3.0) if QUICK else (0.3, 1.0, 3.0),
+                         sigmas=(0.8,) if SMOKE else (0.5, 0.8, 2.0) if QUICK else (0.5, 0.8, 1.0, 2.0))
+grid = paper.clip_noise_accuracy(profile=PROFILE, clips=(3.0,) if SMOKE else (0.3, 3.0) if QUICK else (0.3, 1.0, 3.0),
                                  sigmas=(0.8,) if QUICK else (0.5, 0.8, 2.0), seeds=1, cache=CACHE)
 fig = plotting.plot_tau_grid(tau, grid.query("group in ['2', '8']"))
 save_figure(fig, FIGS / 'figure1_tau.png', data=tau)
@@ -160,6 +160,8 @@ tau.query('sigma == 0.8')
 # %%
 SWEEP_METHODS = ('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS  # quick: three of the six
 QUICK_VALUES = {'lr': (0.01, 0.1), 'batch_size': (64, 256), 'noise_multiplier': (1.0, 2.0)}
+if SMOKE:  # one value each: b = 256 and sigma = 1 are the preset's (Table 1's runs), lr = 0.1 three new runs
+    QUICK_VALUES = {'lr': (0.1,), 'batch_size': (256,), 'noise_multiplier': (1.0,)}
 sweeps = paper.save_sweep_figures('adult', FIGS, profile=PROFILE, values=QUICK_VALUES if QUICK else None,
                                  methods=SWEEP_METHODS, cache=CACHE)
 Image(filename=str(FIGS / 'figure4_lr_adult.png'))
@@ -187,7 +189,8 @@ adult_sweep_verdicts
 
 # %%
 mia = paper.membership_inference('adult', profile=PROFILE, cache=CACHE,
-                                 methods=('sgd', 'dpsgd', 'fairdp') if QUICK else paper.PAPER002_METHODS)
+                                 methods=('sgd', 'fairdp') if SMOKE else ('sgd', 'dpsgd', 'fairdp') if QUICK
+                                 else paper.PAPER002_METHODS)
 fig = plotting.plot_membership(mia)
 save_figure(fig, FIGS / 'figure3_membership.png', data=mia)
 mia.assign(z=(mia['auc'] - 0.5) / mia['auc_se']).pivot_table(index=['attack', 'method'], columns='group',

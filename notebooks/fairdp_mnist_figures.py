@@ -32,13 +32,13 @@ from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.plotting import save_figure, save_table
 
 ENV = notebook_environment('fairdp')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS; beside fairdp.ipynb's Adult panels
-PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
+PROFILE, FIGS, QUICK = ENV.settings, ENV.figs, ENV.quick
 CACHE = RunCache(default_cache_dir())
 # what the figures and tables below read of each run (its per-group accuracy and epsilon, FairDP's bounds), kept
 # beside them with the fingerprint of the code that computed it: a recorded run is not trained again on any machine
 RECORDS = RunRecords(FIGS / 'mnist_runs.json')
 pd.set_option('display.width', 220)
-PROFILE
+ENV.profile
 
 # %% [markdown]
 # ## Figures 4-6 — classes 2 and 8 against the learning rate, the batch size (64-512) and the noise multiplier

@@ -33,7 +33,7 @@ from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import plot_tuning_grid, save_figure, save_table
 
 ENV = notebook_environment('fairdp')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS; beside the MNIST figures' records
-PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
+PROFILE, FIGS, QUICK = ENV.settings, ENV.figs, ENV.quick
 CACHE = RunCache(default_cache_dir())
 RECORDS = RunRecords(FIGS / 'mnist_tuning_runs.json')
 BASE = mnist_tuning.mnist_tuning_base(PROFILE)
@@ -45,7 +45,7 @@ pd.set_option('display.width', 220)
 pd.set_option('display.max_columns', 30)
 print(GRID.budget())
 print(tuning.SELECTION_PRIVACY)
-PROFILE
+ENV.profile
 
 # %% [markdown]
 # ## The runs

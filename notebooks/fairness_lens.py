@@ -29,7 +29,7 @@ from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import save_figure
 
 ENV = notebook_environment('fairness_lens')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
-PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
+PROFILE, FIGS, QUICK = ENV.settings, ENV.figs, ENV.quick
 ROWS = 3000 if QUICK else None          # a stratified subsample in CI (all rows: full)
 SEEDS = (0, 1) if QUICK else (0, 1, 2)
 DRAWS = 50 if QUICK else 1000            # antithetic output-perturbation draws per ε
@@ -37,7 +37,7 @@ SETTING = lens.profile_setting(lens.DPSGDSetting(), PROFILE)
 HAVE_BANK = datasets.DATASETS['bank'].available_offline()
 PAPER_DATA = 'bank' if HAVE_BANK else 'adult'   # Figures 3 and 7 as printed (Bank), else the fallback
 pd.set_option('display.width', 200)
-PROFILE, SETTING
+ENV.profile, SETTING
 
 # %% [markdown]
 # ## Figure 1 / Theorem 1 — output perturbation: excess risk vs Hessian trace

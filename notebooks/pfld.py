@@ -17,7 +17,7 @@
 #
 # **Baselines.** CLF: the same MLP, accuracy only. A: fairlearn's `ExponentiatedGradient` over logistic regression (dp → DemographicParity, eo → EqualizedOdds, ap → ErrorRateParity), non-private. M: k-ary randomized response on the group (ε-local DP), then A on the noisy groups with the bound corrected for the flip rates. Z: Zafar et al.'s covariance-constrained logistic regression (SLSQP), non-private.
 #
-# `DPFAIR_PROFILE=quick` (CI) subsamples 300 rows, 2 folds, 2 epochs, DP only, short sweeps; `full` is 5-fold CV on all rows. Bank (the 11,162-row Kaggle file the paper uses, `dpfair data fetch bank --from PATH`) carries Table 2's Bank, M-Bank³ and M-Bank⁵ rows and, as printed, the sweeps of Figures 1-5; where its file is not installed the sweeps fall back to COMPAS (said below). Runs are cached by configuration.
+# `DPFAIR_PROFILE=quick` subsamples 300 rows, 2 folds, 2 epochs, DP only, short sweeps; `smoke` (the tests) the same without Income's reductions baselines and with one ε of Figure 1 on Income; `full` is 5-fold CV on all rows. Bank (the 11,162-row Kaggle file the paper uses, `dpfair data fetch bank --from PATH`) carries Table 2's Bank, M-Bank³ and M-Bank⁵ rows and, as printed, the sweeps of Figures 1-5; where its file is not installed the sweeps fall back to COMPAS (said below). Runs are cached by configuration.
 
 # %%
 import pandas as pd
@@ -34,7 +34,7 @@ from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.plotting import save_figure, save_table
 
 ENV = notebook_environment('pfld')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
-PROFILE, FIGS, QUICK = ENV.profile, ENV.figs, ENV.quick
+PROFILE, FIGS, QUICK = ENV.settings, ENV.figs, ENV.quick
 CACHE = RunCache(default_cache_dir())
 CONSTRAINTS = ('dp',) if QUICK else ('dp', 'eo', 'ap')
 # F-LD (non-private Lagrangian) separates the cost of privacy from that of the method; the paper-exact
@@ -45,14 +45,16 @@ BANK = paper.DATASETS['bank']
 HAVE_BANK = datasets.DATASETS[BANK].available_offline()
 SWEEP_DATA = 'bank' if HAVE_BANK else 'compas'
 pd.set_option('display.width', 200)
-PROFILE
+ENV.profile
 
 # %% [markdown]
 # ## Table 2 — Income (Adult, 45,222 rows, 50 features, groups by sex)
 # Paper (mean (sd) of 5 folds), e.g. demographic parity: CLF 0.848 / 0.181, Z 0.827 / 0.039, A 0.789 / 0.044, M 0.792 / 0.063, PF-LD 0.799 / 0.019 (accuracy / violation).
 
 # %%
-income = paper.table2('income', constraints=CONSTRAINTS, methods=METHODS, profile=PROFILE, cache=CACHE,
+# smoke: Income without the reductions baselines (Z, A), which COMPAS's table below runs
+INCOME_METHODS = tuple(m for m in METHODS if m not in ('z', 'a')) if ENV.smoke else METHODS
+income = paper.table2('income', constraints=CONSTRAINTS, methods=INCOME_METHODS, profile=PROFILE, cache=CACHE,
                       progress=True)
 print(paper.format_table(income))
 
@@ -180,7 +182,8 @@ paper.sweep_summary(fig1, ['method', 'requested_epsilon'])
 # ### Figure 1 on Income (full profile: 20 runs on 36k rows)
 
 # %%
-fig1_income = paper.epsilon_sweep('income', epsilons=EPS, profile=PROFILE, cache=CACHE, progress=True)
+fig1_income = paper.epsilon_sweep('income', epsilons=EPS[-1:] if ENV.smoke else EPS, profile=PROFILE, cache=CACHE,
+                                  progress=True)
 fig = plotting.plot_sweep(fig1_income, hue='method', log_x=True, title='Figure 1 on income (demographic parity)')
 save_figure(fig, FIGS / 'fig1_epsilon_income.png', data=fig1_income)
 display(paper.sweep_summary(fig1_income, ['method', 'requested_epsilon']))

@@ -19,9 +19,9 @@
 from dpfair_analysis.experiments.notebook import notebook_environment
 
 ENV = notebook_environment('quickstart')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS
-PROFILE, FIGS = ENV.profile, ENV.figs
+PROFILE, FIGS = ENV.settings, ENV.figs
 EPOCHS, SEEDS = (2, (0,)) if PROFILE == 'quick' else (20, (0, 1, 2))
-PROFILE, EPOCHS, SEEDS
+ENV.profile, EPOCHS, SEEDS
 
 # %% [markdown]
 # ## The data

@@ -6,9 +6,12 @@ the source's cells, so the two cannot drift: after editing a source, update the 
 inputs with ``jupytext --update --to ipynb notebooks/<name>.py`` (keeps the outputs) or
 re-execute it with ``notebooks/execute.py --in-place``.
 
-Each notebook runs as ``notebooks/execute.py NAME --out TMP`` would run it: the quick
-profile (``DPFAIR_PROFILE``), figures redirected through ``DPFAIR_FIGS`` into TMP, the
-executed copy written there, and the repository's copy and ``paper_figs/`` left unchanged.
+Each notebook runs as ``notebooks/execute.py NAME --profile smoke --out TMP`` would run it: the
+smoke profile (``DPFAIR_PROFILE``; the quick profile's settings on fewer runs), figures redirected
+through ``DPFAIR_FIGS`` into TMP, the executed copy written there, and the repository's copy and
+``paper_figs/`` left unchanged; where a smoke run's numbers are the full run's (a claim's verdict,
+a mechanism's claimed privacy), they are checked against the committed copy's. The same at the
+quick profile (execute.py's default) is a slow test.
 """
 
 import importlib.util
@@ -80,20 +83,61 @@ def _errors(executed) -> list:
             for out in cell.get("outputs", []) if out.get("output_type") == "error"]
 
 
-@pytest.mark.parametrize("source", QUICK_SOURCES, ids=[p.stem for p in QUICK_SOURCES])
-def test_notebook_runs_with_the_quick_profile(source, tmp_path, monkeypatch, capsys):
-    """execute.py's default: the quick profile, executed copy and figures under --out only."""
+def _executes_under_out_only(source: Path, profile: str, out: Path, monkeypatch, capsys) -> None:
+    """``execute.py NAME --profile PROFILE --out OUT``: no error, the source's cells, a figure under OUT, and the
+    repository's copy and paper_figs/ unchanged."""
     for name in ("DPFAIR_PROFILE", "DPFAIR_FIGS", "PYTHONPATH"):  # execute.py sets them for the kernel
         monkeypatch.setenv(name, os.environ.get(name, ""))
     repo = NOTEBOOK_DIR.parent
     before = _snapshot(repo / "paper_figs"), source.with_suffix(".ipynb").read_bytes()
-    assert execute.main([source.stem, "--out", str(tmp_path)]) == 0
+    assert execute.main([source.stem, "--profile", profile, "--out", str(out)]) == 0
     assert f"{source.stem}" in capsys.readouterr().out.split("Estimated time:")[1]
-    executed = nbformat.read(tmp_path / f"{source.stem}.ipynb", as_version=4)
+    executed = nbformat.read(out / f"{source.stem}.ipynb", as_version=4)
     assert not _errors(executed)
     assert _cells(executed) == _cells(jupytext.read(source))
-    assert any((tmp_path / "paper_figs").rglob("*.png")), "the notebook wrote no figure"
+    assert any((out / "paper_figs").rglob("*.png")), "the notebook wrote no figure"
     assert (_snapshot(repo / "paper_figs"), source.with_suffix(".ipynb").read_bytes()) == before
+
+
+def _verdicts_are_the_full_runs(figs: Path) -> None:
+    """verify_claims: each claim the smoke run checks has the committed (full budget) verdict and standing, and
+    a violated or misprinted one the same counterexample factor; each audited mechanism the same claimed epsilon,
+    and as shipped, consistent with it as in the full run (its 100 trials are too few to catch the under-noised
+    twins, which tests/verify/test_audit.py catches at its trial counts)."""
+    import pandas as pd
+
+    committed = NOTEBOOK_DIR.parent / "paper_figs" / "verify"
+    claims = pd.read_csv(figs / "verify" / "verdicts.csv").merge(
+        pd.read_csv(committed / "verdicts.csv"), on="id", how="left", suffixes=("", "_full"))
+    assert len(claims) and claims["verdict_full"].notna().all()
+    for column in ("verdict", "standing"):
+        assert (claims[column] == claims[f"{column}_full"]).all(), claims[["id", column, f"{column}_full"]]
+    refuted = claims[claims["verdict"] != "holds"]
+    assert len(refuted) and (refuted["key_number"] == refuted["key_number_full"]).all()
+    audits = pd.read_csv(figs / "verify" / "audit_epsilon.csv").merge(
+        pd.read_csv(committed / "audit_epsilon.csv"), on=["mechanism", "noise_fraction"], suffixes=("", "_full"))
+    shipped = audits[audits["noise_fraction"] == 1.0]
+    assert len(shipped) and shipped["consistent"].all() and shipped["consistent_full"].all()
+    assert audits["epsilon_claimed"].to_numpy() == pytest.approx(audits["epsilon_claimed_full"].to_numpy(), rel=1e-9)
+
+
+#: Per notebook, what its smoke run must share with the committed full run (its paper_figs/ folder given).
+SMOKE_MATCHES_FULL = {"verify_claims": _verdicts_are_the_full_runs}
+
+
+@pytest.mark.parametrize("source", QUICK_SOURCES, ids=[p.stem for p in QUICK_SOURCES])
+def test_notebook_runs_with_the_smoke_profile(source, tmp_path, monkeypatch, capsys):
+    """The test suite's run of each notebook: executed copy and figures under --out only; where its numbers
+    are the full run's, the committed ones."""
+    _executes_under_out_only(source, "smoke", tmp_path, monkeypatch, capsys)
+    SMOKE_MATCHES_FULL.get(source.stem, lambda figs: None)(tmp_path / "paper_figs")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", QUICK_SOURCES, ids=[p.stem for p in QUICK_SOURCES])
+def test_notebook_runs_with_the_quick_profile(source, tmp_path, monkeypatch, capsys):
+    """execute.py's default: the quick profile, executed copy and figures under --out only."""
+    _executes_under_out_only(source, "quick", tmp_path, monkeypatch, capsys)
 
 
 def test_execute_refuses_to_write_quick_outputs_into_the_repository(capsys):
@@ -111,7 +155,7 @@ def test_execute_names_an_unknown_notebook(capsys):
 
 
 def test_execute_prints_an_estimate_for_every_notebook_and_profile(capsys):
-    for profile in ("quick", "full"):
+    for profile in ("smoke", "quick", "full"):
         assert execute.main(["--estimate", "--profile", profile]) == 0
         out = capsys.readouterr().out
         for source in SOURCES:
@@ -198,7 +242,7 @@ def test_fairdp_mnist_figures_trains_nothing_once_its_runs_are_recorded(tmp_path
     executed with a run cache that has none of them, trains nothing. At the quick profile: executed once, the
     notebook records each run it reads under the keys record_runs.py looks for (none of its runs is pending);
     executed again from those records alone with an empty cache, it trains nothing and shows the same tables.
-    Each execution also passes test_notebook_runs_with_the_quick_profile's checks (this notebook's only run)."""
+    Each execution also passes the other notebooks' smoke-run checks (this notebook's only run in the default suite)."""
     record_runs = _load_tool("record_runs")
     for name in ("DPFAIR_PROFILE", "DPFAIR_FIGS", "PYTHONPATH"):
         monkeypatch.setenv(name, os.environ.get(name, ""))

@@ -1,7 +1,9 @@
 """What every notebook in ``notebooks/`` reads from its environment, in one place.
 
-* ``DPFAIR_PROFILE``: ``full`` (default, what ``paper_figs/`` holds) or ``quick`` (CI and
-  ``notebooks/execute.py``'s default: small data, few epochs, every figure still drawn);
+* ``DPFAIR_PROFILE``: ``full`` (default, what ``paper_figs/`` holds), ``quick``
+  (``notebooks/execute.py``'s default: small data, few epochs, every figure still drawn) or
+  ``smoke`` (the test suite's: the quick profile's settings on the fewest runs, claims and
+  sweep values that still draw every figure and table);
 * ``DPFAIR_FIGS``: the directory the figures go to (default ``../paper_figs``, relative to
   the notebook's working directory, ``notebooks/``); each notebook writes below
   ``<DPFAIR_FIGS>/<its folder>``;
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from dpfair_analysis.validation import check_choice
 
-PROFILES = ("quick", "full")
+PROFILES = ("smoke", "quick", "full")
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,19 @@ class NotebookEnvironment:
 
     @property
     def quick(self) -> bool:
-        return self.profile == "quick"
+        """Small data and few epochs: the quick profile's settings (the smoke profile's too)."""
+        return self.profile in ("smoke", "quick")
+
+    @property
+    def smoke(self) -> bool:
+        """The quick profile's settings on fewer runs, claims and sweep values."""
+        return self.profile == "smoke"
+
+    @property
+    def settings(self) -> str:
+        """The experiment presets' profile (``quick`` or ``full``) the notebook passes to the toolkit: the
+        smoke profile runs the quick profile's settings."""
+        return "quick" if self.quick else self.profile
 
 
 def notebook_environment(folder: str, *, set_threads: bool = True) -> NotebookEnvironment:
@@ -39,7 +53,7 @@ def notebook_environment(folder: str, *, set_threads: bool = True) -> NotebookEn
     the notebook whose figures go to ``<DPFAIR_FIGS>/<folder>``; with ``set_threads`` also
     apply the thread count to torch.
 
-    Raises ValueError naming the variable if the profile is not ``quick`` or ``full`` or
+    Raises ValueError naming the variable if the profile is not one of :data:`PROFILES` or
     the thread count is not a positive integer.
     """
     profile = os.environ.get("DPFAIR_PROFILE", "full")

@@ -541,8 +541,20 @@ def epsilon_from_event(event: dp_event.DpEvent, delta: float, *,
     ------
     ValueError
         On a bad argument, or if the accountant cannot account for the event.
+
+    Notes
+    -----
+    Remembered per (spec, event, delta) for hashable events (every method of an equal-privacy comparison
+    asks for DPSGD's epsilon of the same run): a repeated question gets the first computation's float.
     """
-    return _epsilon_and_order(event, delta, _spec(accounting))[0]
+    spec = _spec(accounting)
+    memo_key = _hashable_or_none(("event", spec, event, delta))
+    if memo_key is not None and memo_key in _EPSILON_MEMO:
+        return _EPSILON_MEMO[memo_key]
+    epsilon = _epsilon_and_order(event, delta, spec)[0]
+    if memo_key is not None:
+        _remember(memo_key, epsilon)
+    return epsilon
 
 
 def epsilons_of_repeats(event: dp_event.DpEvent, counts: Sequence[int], delta: float, *,
@@ -805,15 +817,17 @@ def max_steps_within(target_epsilon: float, delta: float, *, sampling_rate: floa
 
     Used to run a method "at equal privacy" with another (paper 000 §6.1.3: DPSGD-F and
     Naive stop when their epsilon reaches DPSGD's). Epsilon is increasing in T, so this
-    is a bisection; 0 if even one step exceeds the target.
+    is a bisection; 0 if even one step exceeds the target. Under RDP every probe reads one
+    memoised curve of the step (:func:`epsilons_of_repeats`: :math:`\mathrm{RDP}_T = T\,\mathrm{RDP}_1`),
+    not a fresh composition per probe.
     """
     check_positive(target_epsilon, "target_epsilon")
     max_steps = check_positive_int(max_steps, "max_steps")
     spec = _spec(accounting)
+    step = poisson_gaussian_event(sampling_rate, noise_multiplier)
 
     def spent(steps: int) -> float:
-        event = poisson_gaussian_event(sampling_rate, noise_multiplier, steps=steps)
-        return epsilon_from_event(event, delta, accounting=spec)
+        return float(epsilons_of_repeats(step, [steps], delta, accounting=spec)[0])
 
     if spent(max_steps) <= target_epsilon:
         return max_steps

@@ -42,6 +42,15 @@ def test_the_environment_reads_its_variables(monkeypatch, tmp_path):
     assert (env.profile, env.quick, env.figs, env.threads) == ("quick", True, tmp_path / "verify", 2)
 
 
+@pytest.mark.parametrize("profile, quick, smoke, settings", [("smoke", True, True, "quick"),
+                                                             ("quick", True, False, "quick"),
+                                                             ("full", False, False, "full")])
+def test_the_smoke_profile_runs_the_quick_settings(monkeypatch, profile, quick, smoke, settings):
+    monkeypatch.setenv("DPFAIR_PROFILE", profile)
+    env = notebook_environment("x", set_threads=False)
+    assert (env.profile, env.quick, env.smoke, env.settings) == (profile, quick, smoke, settings)
+
+
 @pytest.mark.parametrize("variable, value", [("DPFAIR_PROFILE", "quik"), ("DPFAIR_THREADS", "0"),
                                              ("DPFAIR_THREADS", "two")])
 def test_a_bad_environment_variable_is_named(monkeypatch, variable, value):

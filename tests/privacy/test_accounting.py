@@ -602,3 +602,32 @@ def test_epsilons_of_repeats_equal_a_fresh_composition_for_every_count(q, sigma,
         parts = [*once, dp_event.SelfComposedDpEvent(event, count)] if count else once
         want = epsilon_from_event(compose_events(parts), 1e-5, accounting=spec) if parts else 0.0
         assert value == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("spec, q, sigma, target, cap", [
+    (AccountingSpec(), 0.02, 1.1, 1.5, 5000), (AccountingSpec(conversion="classic"), 0.02, 1.1, 1.5, 5000),
+    (AccountingSpec(neighboring="replace_one"), 0.02, 8.0, 1.5, 5000),
+    (AccountingSpec(accountant="pld"), 0.2, 1.1, 5.0, 40),
+], ids=["improved", "classic", "replace_one", "pld"])
+def test_max_steps_within_is_the_last_count_a_fresh_composition_keeps_within_the_target(spec, q, sigma, target, cap):
+    """The bisection reads one memoised curve per step event; its answer T is still the fresh accountant's:
+    T steps spend at most the target and T + 1 more."""
+    from dpfair_analysis.privacy.accounting import max_steps_within
+
+    steps = max_steps_within(target, 1e-5, sampling_rate=q, noise_multiplier=sigma, max_steps=cap, accounting=spec)
+
+    def fresh(count: int) -> float:
+        return epsilon_from_event(poisson_gaussian_event(q, sigma, steps=count), 1e-5, accounting=spec)
+    assert 0 < steps < cap and fresh(steps) <= target < fresh(steps + 1)
+
+
+def test_a_repeated_epsilon_question_is_answered_without_composing_again(monkeypatch):
+    spec = AccountingSpec(orders=(2.0, 3.5, 8.0))  # orders of no other test: a fresh memo entry
+    event = poisson_gaussian_event(0.013, 1.7, steps=321)
+    first = epsilon_from_event(event, 1e-5, accounting=spec)
+    cls = type(spec.make_accountant())
+    composed, real = [], cls.compose
+    monkeypatch.setattr(cls, "compose", lambda self, event, count=1: (composed.append(event), real(self, event, count))[1])
+    assert epsilon_from_event(poisson_gaussian_event(0.013, 1.7, steps=321), 1e-5, accounting=spec) == first
+    assert composed == []
+    assert epsilon_from_event(event, 2e-5, accounting=spec) < first and composed == [event]  # another question

@@ -152,8 +152,8 @@ def _run_privacy_groups(args: argparse.Namespace) -> None:
     for line in describe_group_privacy(result):
         print(f"- {line}")
     seconds = result.cpu_seconds
-    print(f"CPU: run {seconds['run']:.1f} s, norm recorder {seconds['recorder']:.1f} s, accounting "
-          f"{seconds['accounting']:.1f} s (when computed)")
+    print(f"CPU time when computed: the run in {seconds['run']:.1f} s, the norm recorder in {seconds['recorder']:.1f} "
+          f"s, the accounting in {seconds['accounting']:.1f} s")
     if cache.summary():
         print(f"({cache.summary()}; --no-cache retrains)")
     for flag, path in (("--out", args.out), ("--plot", args.plot)):

@@ -41,12 +41,13 @@ from dpfair_analysis.experiments.compare import CompareConfig, _run_key, _run_sp
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_UNBALANCED, with_profile
 from dpfair_analysis.fairness.metrics import cost_of_privacy
 from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, WHAT_EPSILON_I_IS, group_privacy, \
-    individual_privacy
+    grid_curves, individual_privacy_from_histogram
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.validation import check_positive_int
 
 __all__ = ["GROUP_PRIVACY_METHODS", "PAPER_SETTINGS", "GroupPrivacyResult", "describe_group_privacy",
-           "group_privacy_frames", "group_privacy_run", "paper_group_privacy", "record_sensitivities"]
+           "group_privacy_frames", "group_privacy_run", "paper_group_privacy", "record_sensitivities",
+           "sensitivity_histogram"]
 
 #: The methods whose per-record sensitivity the accounting models: clipping to per-group bounds (no weights)
 #: with the sum's noise scaled to the largest bound. Naive (weights) and DP-FedAvg (users) are not covered.
@@ -198,14 +199,14 @@ def group_privacy_run(config: CompareConfig, method: str = "dpsgd", *, seed: int
     key = config_key("group_privacy", _FORMAT, _run_key(config, method, seed, train_data), every, resolution)
     record = cache.get_or_compute(key, lambda: _recorded_run(config, method, train_data, test_data, seed=seed,
                                                              every=every, resolution=resolution,
-                                                             progress=progress))
+                                                             progress=progress, cache=cache))
     baseline = run_compare(replace(config, methods=("sgd",)), cache=cache, progress=progress)
     sgd = baseline.per_seed.query("method == 'sgd' and group != 'max_gap'").set_index("group")["accuracy"]
     return _result(config, method, seed, record, sgd, group_names=full.group_names, every=every)
 
 
 def _recorded_run(config: CompareConfig, method: str, train_data, test_data, *, seed: int, every: int,
-                  resolution: int, progress: bool) -> dict:
+                  resolution: int, progress: bool, cache: RunCache | None = None) -> dict:
     """The private run with a norm recorder, its per-record :math:`\\varepsilon_i` and CPU times (what is
     cached)."""
     from dpfair_analysis.training.loop import schedule, train
@@ -219,7 +220,8 @@ def _recorded_run(config: CompareConfig, method: str, train_data, test_data, *, 
     run_seconds = time.process_time() - start - recorder.seconds
     start = time.process_time()
     estimate = _account(recorder, result.steps, spec.policy, sampling_rate=spec.config.batch_size / len(train_data),
-                        delta=spec.config.delta, accounting=spec.config.accounting, resolution=resolution)
+                        delta=spec.config.delta, accounting=spec.config.accounting, resolution=resolution,
+                        cache=cache)
     accounting_seconds = time.process_time() - start
     return {"summary": _summary(method, result, test_data, batched=1), "epsilons": estimate.epsilons.astype(np.float32),
             "worst_case": estimate.worst_case, "groups": recorder.groups, "run_epsilon": float(result.epsilon),
@@ -246,10 +248,10 @@ class _TimedRecorder:
 
 
 def _account(recorder: Any, steps: pd.DataFrame, policy: Any, *, sampling_rate: float, delta: float,
-             accounting: Any, resolution: int):
-    """:func:`~dpfair_analysis.privacy.individual.individual_privacy` of the recorded norms under each step's
-    released group bounds (module docstring). Consecutive steps with the same checkpoint and bounds are one
-    row with a repeat count."""
+             accounting: Any, resolution: int, cache: RunCache | None = None):
+    """Per-record :math:`\\varepsilon_i` of the recorded norms under each step's released group bounds (module
+    docstring), from :func:`sensitivity_histogram`; the grid's RDP curves (the part every run at the same q and
+    joint multiplier shares) looked up in ``cache``."""
     sigma = float(policy.noise_multiplier)
     planned = list(policy.planned_noise_multipliers())
     planned.remove(sigma)  # the sum's; the rest are the step's other releases
@@ -263,25 +265,85 @@ def _account(recorder: Any, steps: pd.DataFrame, policy: Any, *, sampling_rate: 
     else:  # one bound for every group: the noise's
         reference = steps["noise_std"].to_numpy(dtype=float) / sigma
         bounds = np.repeat(reference[:, None], n_groups, axis=1)
-    checkpoint = np.minimum(np.arange(len(steps)) // recorder.every, len(recorder.repeats) - 1)
-    segments: list[tuple[int, int]] = []  # (first step, steps)
-    for t in range(len(steps)):
-        same = segments and checkpoint[t] == checkpoint[t - 1] and reference[t] == reference[t - 1] \
-            and np.array_equal(bounds[t], bounds[t - 1])
-        if same:
-            segments[-1] = (segments[-1][0], segments[-1][1] + 1)
-        else:
-            segments.append((t, 1))
-    norms = recorder.norms
+    counts, at_worst_case = sensitivity_histogram(recorder.norms, recorder.repeats, groups, bounds, reference,
+                                                  noise_multiplier=sigma, other_multipliers=others,
+                                                  resolution=resolution)
+    joint = joint_noise_multiplier((sigma, *others))
+    key = config_key("group_privacy_curves", sampling_rate, joint, accounting, resolution)
+    curves = (cache if cache is not None else RunCache(None)).get_or_compute(
+        key, lambda: grid_curves(sampling_rate, joint, accounting, resolution))
+    return individual_privacy_from_histogram(counts, at_worst_case=at_worst_case, noise_multiplier=joint,
+                                             sampling_rate=sampling_rate, delta=delta, accounting=accounting,
+                                             curves=curves)
 
-    def rows():
-        for t, _ in segments:
-            yield record_sensitivities(norms[checkpoint[t]], bounds[t][groups], reference=reference[t],
-                                       noise_multiplier=sigma, other_multipliers=others)
 
-    return individual_privacy(rows(), repeats=[count for _, count in segments], clip=1.0,
-                              noise_multiplier=joint_noise_multiplier((sigma, *others)),
-                              sampling_rate=sampling_rate, delta=delta, accounting=accounting, resolution=resolution)
+def sensitivity_histogram(norms: np.ndarray, repeats: np.ndarray, groups: np.ndarray, bounds: np.ndarray,
+                          reference: np.ndarray, *, noise_multiplier: float, other_multipliers: tuple[float, ...],
+                          resolution: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's steps per grid bin of :func:`record_sensitivities` (rounded up to
+    :math:`\\{\\sqrt{b/K}\\}`), and its steps at the worst case, without a pass over the records per step.
+
+    Record i's bin at step t is :math:`\\lceil K s'^2_{i,t} \\rceil`, and :math:`s'` is non-decreasing in the
+    norm :math:`v_i` (held between checkpoints): :math:`s'^2 > (b-1)/K` iff
+    :math:`\\min(v_i, C_{k,t}) > R_t s_b`, :math:`s_b^2 = \\sigma^2((b-1)/(K\\sigma_J^2) - \\sum_a \\sigma_a^{-2})`
+    (every record when negative). So within a checkpoint and group, with the records sorted by norm, each step's
+    bins are K + 1 contiguous ranges found by binary search, added to a difference array: O(K log n) per step
+    and group, and O(n K) per checkpoint and group. A record within a relative 1e-9 of a threshold goes to the
+    higher bin (conservative); the worst case is :math:`\\min(v_i, C_{k,t}) \\ge R_t`.
+
+    Parameters
+    ----------
+    norms : numpy.ndarray
+        (m, n): every record's gradient norm at each checkpoint.
+    repeats : numpy.ndarray
+        (m,): steps each checkpoint covers (T is their sum).
+    groups : numpy.ndarray
+        (n,) group codes 0..G-1.
+    bounds : numpy.ndarray
+        (T, G): each step's group bounds :math:`C_{k,t}`.
+    reference : numpy.ndarray
+        (T,): each step's :math:`R_t` (the sum's noise is :math:`\\sigma R_t`).
+    noise_multiplier, other_multipliers
+        As :func:`record_sensitivities`.
+    resolution : int
+        K.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        Counts (n, K+1) and steps at the worst case (n,).
+    """
+    n, K = norms.shape[1], resolution
+    others = sum(m ** -2.0 for m in other_multipliers)
+    joint = joint_noise_multiplier((noise_multiplier, *other_multipliers))
+    squared = noise_multiplier ** 2 * (np.arange(K) / K / joint ** 2 - others)  # s_b^2 for b = 1..K
+    unit = np.where(squared >= 0, np.sqrt(np.maximum(squared, 0.0)), -np.inf)
+    counts = np.zeros((n, K + 1), dtype=np.int64)
+    at_worst = np.zeros(n, dtype=np.int64)
+    ends = np.cumsum(repeats)
+    for j, end in enumerate(ends):
+        window = slice(end - repeats[j], end)
+        R = reference[window]
+        for k in np.unique(groups):
+            members = np.flatnonzero(groups == k)
+            order = members[np.argsort(norms[j, members], kind="stable")]
+            v = norms[j, order]
+            C = bounds[window, k]
+            thresholds = R[:, None] * unit[None, :] * (1 - 1e-9)  # (S, K): min(v, C) > this for bin >= b
+            first = np.searchsorted(v, thresholds, side="right")
+            first[thresholds < 0] = 0
+            first[~(C[:, None] * (1 + 1e-9) > thresholds)] = len(v)  # the bound itself is below the threshold
+            edges = np.concatenate([np.zeros((len(C), 1), dtype=np.int64), first,
+                                    np.full((len(C), 1), len(v), dtype=np.int64)], axis=1)
+            columns = np.broadcast_to(np.arange(K + 1), (len(C), K + 1))
+            diff = np.zeros((len(v) + 1, K + 1), dtype=np.int64)
+            np.add.at(diff, (edges[:, :-1], columns), 1)
+            np.add.at(diff, (edges[:, 1:], columns), -1)
+            counts[order] += np.cumsum(diff, axis=0)[:-1]
+            worst = np.where(C >= R, np.searchsorted(v, R, side="left"), len(v))
+            worst_diff = np.bincount(worst, minlength=len(v) + 1)
+            at_worst[order] += np.cumsum(worst_diff)[:-1]
+    return counts, at_worst
 
 
 def _result(config: CompareConfig, method: str, seed: int, record: dict, sgd: pd.Series, *,

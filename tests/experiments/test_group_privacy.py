@@ -140,3 +140,47 @@ def test_the_description_follows_the_numbers():
 def test_methods_without_group_bounds_are_refused():
     with pytest.raises(ValueError, match="method must be one of"):
         group_privacy_run(tiny("naive"), "naive")
+
+
+@pytest.mark.parametrize("others", [(), (10.0,), (5.0, 2.0)])
+def test_the_range_histogram_is_the_step_by_step_histogram_of_the_sensitivities(others):
+    """sensitivity_histogram (binary searches per step, difference arrays per checkpoint) bins every record at every
+    step exactly as rounding record_sensitivities up to the grid step by step does (individual_privacy's own
+    binning), with held norms, group bounds that move each step, zero norms, and norms at the bounds."""
+    from dpfair_analysis.experiments.group_privacy import sensitivity_histogram
+    from dpfair_analysis.privacy.individual import _grid_histogram
+
+    rng = np.random.default_rng(len(others))
+    n, repeats, groups = 200, np.array([3, 1, 4]), rng.integers(0, 3, 200)
+    norms = rng.exponential(0.6, (3, n))
+    norms[:, :5] = 0.0
+    T = int(repeats.sum())
+    bounds = rng.uniform(0.2, 1.0, (T, 3))
+    bounds[2] = 0.5  # a step with one bound for every group
+    reference = bounds.max(axis=1)
+    norms[0, 5:10] = bounds[0, groups[5:10]]  # at their bound on the first step
+    checkpoint = np.repeat(np.arange(3), repeats)
+    rows = ((record_sensitivities(norms[checkpoint[t]], bounds[t][groups], reference=reference[t],
+                                  noise_multiplier=1.1, other_multipliers=others), 1) for t in range(T))
+    expected, expected_worst, _, _ = _grid_histogram(rows, 1.0, 32)
+    counts, worst = sensitivity_histogram(norms, repeats, groups, bounds, reference, noise_multiplier=1.1,
+                                          other_multipliers=others, resolution=32)
+    np.testing.assert_array_equal(worst, expected_worst)
+    np.testing.assert_array_equal(counts, expected)
+    if not others:
+        assert (counts[:5, 0] == T).all()  # a zero gradient spends nothing
+
+
+def test_the_grid_curves_come_from_the_cache_when_kept(tmp_path):
+    """A second run at the same q and joint multiplier reads the grid's RDP curves from the run cache; the same
+    epsilons either way."""
+    from dpfair_analysis.experiments.cache import RunCache
+
+    cache = RunCache(tmp_path)
+    first = group_privacy_run(tiny("dpsgd"), "dpsgd", resolution=8, cache=cache)
+    stored = cache.misses
+    again = group_privacy_run(replace(tiny("dpsgd"), l2=0.02), "dpsgd", resolution=8, cache=cache)
+    assert cache.hits >= 1 and cache.misses < 2 * stored
+    fresh = group_privacy_run(replace(tiny("dpsgd"), l2=0.02), "dpsgd", resolution=8)
+    np.testing.assert_allclose(again.epsilons["epsilon"], fresh.epsilons["epsilon"])
+    assert first.run_epsilon == again.run_epsilon

@@ -48,8 +48,7 @@ GROUP_METHODS = ("dpsgd", "dpsgdf", "fairdp")
 
 def register_groups(psub: argparse._SubParsersAction) -> None:
     """``dpfair privacy groups``: each group's per-record ε_i beside its accuracy cost."""
-    from dpfair_analysis.cli._common import add_data_flags, int_in, nonnegative_float, positive_float_upto, \
-        seed_value, writable_file
+    from dpfair_analysis.cli._common import add_data_flags, add_private_run_flags, int_in, seed_value, writable_file
     from dpfair_analysis.cli.compare import add_method_flags
 
     g = psub.add_parser("groups", help="who gets less privacy: each group's per-record ε_i beside its accuracy cost",
@@ -67,14 +66,7 @@ def register_groups(psub: argparse._SubParsersAction) -> None:
     g.add_argument("--no-equal-privacy", action="store_true",
                    help="let DPSGD-F/FairDP run all steps instead of stopping at DPSGD's epsilon")
     g.add_argument("--epochs", type=int_in(1, 100_000), default=20, help="passes over the data (default 20)")
-    g.add_argument("--batch-size", type=int_in(1, 1_000_000), default=256, help="expected batch size (default 256)")
-    g.add_argument("--sigma", type=positive_float_upto(1e6), default=1.0, help="noise multiplier (default 1)")
-    g.add_argument("--clip", type=positive_float, default=0.5, help="clipping bound C (default 0.5)")
-    g.add_argument("--delta", type=unit_open, default=1e-6, help="delta of every ε (default 1e-6)")
-    g.add_argument("--lr", type=positive_float, default=None, help="learning rate (default 1/sqrt(T))")
-    g.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
-    g.add_argument("--sampling", default="poisson", choices=("poisson", "shuffle"),
-                   help="poisson (default; what the accounting assumes) or shuffle")
+    add_private_run_flags(g)
     g.add_argument("--test-split", default="random", choices=("random", "official"),
                    help="random (default) or official (as `dpfair compare`)")
     add_accounting_flags(g, accountants=("rdp",))

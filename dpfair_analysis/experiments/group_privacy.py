@@ -310,7 +310,7 @@ def sensitivity_histogram(norms: np.ndarray, repeats: np.ndarray, groups: np.nda
 
     Returns
     -------
-    (numpy.ndarray, numpy.ndarray)
+    tuple of numpy.ndarray
         Counts (n, K+1) and steps at the worst case (n,).
     """
     n, K = norms.shape[1], resolution

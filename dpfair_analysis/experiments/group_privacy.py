@@ -69,6 +69,9 @@ NOT_GUARANTEES = "epsilon_i are ex-post estimates from the run's gradient norms,
 #: Bumped when what a cached entry holds changes.
 _FORMAT = 1
 
+#: Below this many distinct step settings per grid point (S * share <= K) a checkpoint bins each record directly.
+_DIRECT_SHARE = 4
+
 #: The per-group quantities of the table, in its column order.
 _EPSILON_COLUMNS = ("mean", "q10", "q50", "q90", "max", "worst_case_share")
 
@@ -288,7 +291,8 @@ def sensitivity_histogram(norms: np.ndarray, repeats: np.ndarray, groups: np.nda
     :math:`\\min(v_i, C_{k,t}) > R_t s_b`, :math:`s_b^2 = \\sigma^2((b-1)/(K\\sigma_J^2) - \\sum_a \\sigma_a^{-2})`
     (every record when negative). So within a checkpoint and group, with the records sorted by norm, each step's
     bins are K + 1 contiguous ranges found by binary search, added to a difference array: O(K log n) per step
-    and group, and O(n K) per checkpoint and group. A record within a relative 1e-9 of a threshold goes to the
+    and group, and O(n K) per checkpoint and group (with few distinct steps in a checkpoint, as under one uniform
+    bound, each record's bin is found directly instead: O(n log K) per distinct step). A record within a relative 1e-9 of a threshold goes to the
     higher bin (conservative); the worst case is :math:`\\min(v_i, C_{k,t}) \\ge R_t`.
 
     Parameters
@@ -323,25 +327,31 @@ def sensitivity_histogram(norms: np.ndarray, repeats: np.ndarray, groups: np.nda
     ends = np.cumsum(repeats)
     for j, end in enumerate(ends):
         window = slice(end - repeats[j], end)
-        R = reference[window]
         for k in np.unique(groups):
             members = np.flatnonzero(groups == k)
             order = members[np.argsort(norms[j, members], kind="stable")]
             v = norms[j, order]
-            C = bounds[window, k]
+            settings, weights = np.unique(np.stack([bounds[window, k], reference[window]], axis=1), axis=0,
+                                          return_counts=True)
+            C, R = settings[:, 0], settings[:, 1]
             thresholds = R[:, None] * unit[None, :] * (1 - 1e-9)  # (S, K): min(v, C) > this for bin >= b
-            first = np.searchsorted(v, thresholds, side="right")
-            first[thresholds < 0] = 0
-            first[~(C[:, None] * (1 + 1e-9) > thresholds)] = len(v)  # the bound itself is below the threshold
-            edges = np.concatenate([np.zeros((len(C), 1), dtype=np.int64), first,
-                                    np.full((len(C), 1), len(v), dtype=np.int64)], axis=1)
-            columns = np.broadcast_to(np.arange(K + 1), (len(C), K + 1))
-            diff = np.zeros((len(v) + 1, K + 1), dtype=np.int64)
-            np.add.at(diff, (edges[:, :-1], columns), 1)
-            np.add.at(diff, (edges[:, 1:], columns), -1)
-            counts[order] += np.cumsum(diff, axis=0)[:-1]
+            thresholds[thresholds < 0] = -np.inf
+            thresholds[~(C[:, None] * (1 + 1e-9) > thresholds)] = np.inf  # the bound itself is below it
+            if len(settings) * _DIRECT_SHARE <= K:  # few distinct steps: each record's bin directly, O(n log K)
+                for row, weight in zip(thresholds, weights):
+                    np.add.at(counts, (order, np.searchsorted(row, v, side="left")), weight)
+            else:  # many: ranges of the sorted records per step, summed in a difference array, O(n K)
+                first = np.searchsorted(v, thresholds, side="right")
+                edges = np.concatenate([np.zeros((len(C), 1), dtype=np.int64), first,
+                                        np.full((len(C), 1), len(v), dtype=np.int64)], axis=1)
+                columns = np.broadcast_to(np.arange(K + 1), (len(C), K + 1))
+                step_weights = np.broadcast_to(weights[:, None], columns.shape)
+                diff = np.zeros((len(v) + 1, K + 1), dtype=np.int64)
+                np.add.at(diff, (edges[:, :-1], columns), step_weights)
+                np.add.at(diff, (edges[:, 1:], columns), -step_weights)
+                counts[order] += np.cumsum(diff, axis=0)[:-1]
             worst = np.where(C >= R, np.searchsorted(v, R, side="left"), len(v))
-            worst_diff = np.bincount(worst, minlength=len(v) + 1)
+            worst_diff = np.bincount(worst, weights=weights, minlength=len(v) + 1).astype(np.int64)
             at_worst[order] += np.cumsum(worst_diff)[:-1]
     return counts, at_worst
 

@@ -184,3 +184,27 @@ def test_the_grid_curves_come_from_the_cache_when_kept(tmp_path):
     fresh = group_privacy_run(replace(tiny("dpsgd"), l2=0.02), "dpsgd", resolution=8)
     np.testing.assert_allclose(again.epsilons["epsilon"], fresh.epsilons["epsilon"])
     assert first.run_epsilon == again.run_epsilon
+
+
+def test_the_direct_binning_of_few_distinct_steps_is_the_step_by_step_histogram():
+    """A checkpoint whose steps share one bound (plain DP-SGD) is binned record by record: the same counts."""
+    from dpfair_analysis.experiments.group_privacy import sensitivity_histogram
+    from dpfair_analysis.privacy.individual import _grid_histogram
+
+    rng = np.random.default_rng(7)
+    n, repeats, groups = 150, np.array([5, 2]), rng.integers(0, 2, 150)
+    norms = rng.exponential(0.5, (2, n))
+    norms[:, :3] = 0.0
+    norms[0, 3:6] = 0.5
+    bounds = np.full((7, 2), 0.5)
+    bounds[5:] = [[0.3, 0.61]]  # 0.3 / 0.6 would put s = 1/2 on a grid point, which is binned one bin up
+    reference = bounds.max(axis=1)
+    checkpoint = np.repeat(np.arange(2), repeats)
+    for others in [(), (4.0,)]:
+        rows = ((record_sensitivities(norms[checkpoint[t]], bounds[t][groups], reference=reference[t],
+                                      noise_multiplier=0.9, other_multipliers=others), 1) for t in range(7))
+        expected, expected_worst, _, _ = _grid_histogram(rows, 1.0, 64)
+        counts, worst = sensitivity_histogram(norms, repeats, groups, bounds, reference, noise_multiplier=0.9,
+                                              other_multipliers=others, resolution=64)
+        np.testing.assert_array_equal(counts, expected)
+        np.testing.assert_array_equal(worst, expected_worst)

@@ -292,8 +292,8 @@ def sensitivity_histogram(norms: np.ndarray, repeats: np.ndarray, groups: np.nda
     (every record when negative). So within a checkpoint and group, with the records sorted by norm, each step's
     bins are K + 1 contiguous ranges found by binary search, added to a difference array: O(K log n) per step
     and group, and O(n K) per checkpoint and group (with few distinct steps in a checkpoint, as under one uniform
-    bound, each record's bin is found directly instead: O(n log K) per distinct step). A record within a relative 1e-9 of a threshold goes to the
-    higher bin (conservative); the worst case is :math:`\\min(v_i, C_{k,t}) \\ge R_t`.
+    bound, each record's bin is found directly instead: O(n log K) per distinct step). A record within a relative
+    1e-9 of a threshold goes to the higher bin (conservative); the worst case is :math:`\\min(v_i, C_{k,t}) \\ge R_t`.
 
     Parameters
     ----------

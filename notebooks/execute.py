@@ -86,6 +86,9 @@ ESTIMATES: dict[str, dict[str, float]] = {
     # Full: issue 36's 36 tuning runs (6 methods x 6 configurations, 60 epochs on 49,235 images) one at a time,
     # with an empty cache and nothing recorded in paper_figs/fairdp/mnist_tuning_runs.json
     "fairdp_mnist_tuning": {"smoke": 45, "quick": 45, "full": 36 * CNN_RUN},
+    # group_privacy smoke (Adult by sex only) and quick: measured by its notebook test. Full: 3 census settings x
+    # (SGD + 3 methods) with the norms recorded (~4 min each setting here) and the 5k-MNIST CNN at 60 epochs (4 runs)
+    "group_privacy": {"smoke": 20, "quick": 75, "full": 45 * 60},
 }
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: The pages whose blocks are checked.
 PAGES = ("README.md", "docs/guide/diagnose.md", "docs/guide/compare.md", "docs/guide/python_api.md",
-         "docs/guide/verify.md", "docs/guide/privacy_testing.md", "docs/guide/data.md", "docs/index.md")
+         "docs/guide/verify.md", "docs/guide/privacy_testing.md",
+         "docs/guide/group_privacy.md", "docs/guide/data.md", "docs/index.md")
 BLOCK = re.compile(r"^```[a-z]*\n(\$ dpfair [^\n]*)\n(.*?)^```$", re.M | re.S)
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 #: ``|page - fresh| <= absolute + relative * |page|`` for a number of the page; integers (no decimal point) exactly.

@@ -160,6 +160,21 @@ def accounting_from_args(args: argparse.Namespace, *, neighboring: str = "add_re
     return AccountingSpec(accountant=args.accountant, conversion=conversion, neighboring=neighboring, **fixed)
 
 
+def add_private_run_flags(parser: argparse.ArgumentParser) -> None:
+    """The settings of a loop run, as ``dpfair compare`` takes them: ``--batch-size``, ``--sigma``, ``--clip``,
+    ``--delta``, ``--lr``, ``--l2``, ``--sampling``."""
+    parser.add_argument("--batch-size", type=int_in(1, 1_000_000), default=256,
+                        help="expected (Poisson) batch size (default 256)")
+    parser.add_argument("--sigma", type=positive_float_upto(1e6), default=1.0, help="noise multiplier (default 1)")
+    parser.add_argument("--clip", type=positive_float, default=0.5, help="clipping bound C (default 0.5)")
+    parser.add_argument("--delta", type=unit_open, default=1e-6,
+                        help="delta at which epsilon is reported (default 1e-6)")
+    parser.add_argument("--lr", type=positive_float, default=None, help="learning rate (default 1/sqrt(T))")
+    parser.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
+    parser.add_argument("--sampling", default="poisson", choices=("poisson", "shuffle"),
+                        help="poisson (default; what the accountant assumes) or shuffle")
+
+
 def add_sweep_flags(parser: argparse.ArgumentParser) -> None:
     """``--jobs``, ``--backend`` and ``--address``: where a sweep's runs are computed (see
     :mod:`dpfair_analysis.experiments.sweep`), turned into a Backend by :func:`backend_from_args`."""

@@ -8,11 +8,11 @@ import warnings
 from pathlib import Path
 
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
-                                         add_sweep_flags, backend_from_args, check_workload, comma_items,
-                                         data_from_args, device, estimated_training_seconds, int_in,
-                                         nonnegative_float, Outputs, positive_float, positive_float_upto, print_json,
-                                         run_cache_from_args, seed_value, show_progress, train_fractions_from_args,
-                                         unit_open, writable_directory, writable_file)
+                                         add_private_run_flags, add_sweep_flags, backend_from_args, check_workload,
+                                         comma_items, data_from_args, device, estimated_training_seconds, int_in,
+                                         Outputs, positive_float, print_json, run_cache_from_args, seed_value,
+                                         show_progress, train_fractions_from_args, unit_open, writable_directory,
+                                         writable_file)
 from dpfair_analysis.catalog import DATASETS
 from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.training import methods
@@ -36,15 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-equal-privacy", action="store_true",
                    help="let Naive/DPSGD-F run all steps instead of stopping at DPSGD's epsilon")
     p.add_argument("--epochs", type=int_in(1, 100_000), default=20, help="passes over the data (default 20)")
-    p.add_argument("--batch-size", type=int_in(1, 1_000_000), default=256,
-                   help="expected (Poisson) batch size (default 256)")
-    p.add_argument("--sigma", type=positive_float_upto(1e6), default=1.0, help="noise multiplier (default 1)")
-    p.add_argument("--clip", type=positive_float, default=0.5, help="clipping bound C (default 0.5)")
-    p.add_argument("--delta", type=unit_open, default=1e-6, help="delta at which epsilon is reported (default 1e-6)")
-    p.add_argument("--lr", type=positive_float, default=None, help="learning rate (default 1/sqrt(T))")
-    p.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
-    p.add_argument("--sampling", default="poisson", choices=("poisson", "shuffle"),
-                   help="poisson (default; what the accountant assumes) or shuffle")
+    add_private_run_flags(p)
     p.add_argument("--test-split", default="random", choices=("random", "official"),
                    help="random (default: a seeded split of 20%%, stratified by group) or official (the data "
                         "set's published test set, e.g. mnist-full's 10,000 images; --train-fraction then cuts "

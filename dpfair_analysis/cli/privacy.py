@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_accounting_flags(e)
     e.add_argument("--json", action="store_true")
     e.set_defaults(handler=_run_privacy_epsilon)
+    register_groups(psub)
 
 
 def _run_privacy_epsilon(args: argparse.Namespace) -> None:
@@ -38,3 +39,131 @@ def _run_privacy_epsilon(args: argparse.Namespace) -> None:
         print(f"ε = {summary['epsilon']:.4f} at δ = {summary['delta']:g} "
               f"({accounting.describe()}; {summary['steps']} steps, "
               f"q = {summary['sampling_rate']:.6f}, σ = {summary['noise_multiplier']:g})")
+
+
+#: The methods ``privacy groups`` accounts per record (``experiments.group_privacy.GROUP_PRIVACY_METHODS``, kept
+#: here as names so that a bad --method is refused before torch is imported; a test holds the two equal).
+GROUP_METHODS = ("dpsgd", "dpsgdf", "fairdp")
+
+
+def register_groups(psub: argparse._SubParsersAction) -> None:
+    """``dpfair privacy groups``: each group's per-record ε_i beside its accuracy cost."""
+    from dpfair_analysis.cli._common import add_data_flags, add_private_run_flags, int_in, seed_value, writable_file
+    from dpfair_analysis.cli.compare import add_method_flags
+
+    g = psub.add_parser("groups", help="who gets less privacy: each group's per-record ε_i beside its accuracy cost",
+                        description="Train one private run of --method on the setting (as `dpfair compare` does, "
+                                    "with the run cache) recording every training record's gradient norm, and "
+                                    "print each group's per-record ε_i (mean, quantiles, max, share at the worst "
+                                    "case) beside its test accuracy cost against SGD. ε_i is an ex-post estimate "
+                                    "from the run's gradient norms, not a guarantee: the run's ε is.")
+    add_data_flags(g)
+    g.add_argument("--method", default="dpsgd", choices=GROUP_METHODS, help="the private method (default dpsgd)")
+    g.add_argument("--model", default="logreg", choices=("logreg", "mlp", "cnn"), help="default logreg")
+    add_method_flags(g)
+    g.add_argument("--train-fraction", action="append", default=[], metavar="GROUP=FRACTION",
+                   help="keep this fraction of a group's training rows (as `dpfair compare`); repeatable")
+    g.add_argument("--no-equal-privacy", action="store_true",
+                   help="let DPSGD-F/FairDP run all steps instead of stopping at DPSGD's epsilon")
+    g.add_argument("--epochs", type=int_in(1, 100_000), default=20, help="passes over the data (default 20)")
+    add_private_run_flags(g)
+    g.add_argument("--test-split", default="random", choices=("random", "official"),
+                   help="random (default) or official (as `dpfair compare`)")
+    add_accounting_flags(g, accountants=("rdp",))
+    g.add_argument("--seed", type=seed_value, default=0, help="split and run seed (default 0)")
+    g.add_argument("--every", type=positive_int, default=None,
+                   help="steps between the gradient-norm checkpoints (default: once an epoch, ceil(n/b); norms "
+                        "are held in between; 1 is exact and costs n/b steps of per-sample work per step)")
+    g.add_argument("--resolution", type=int_in(1, 100_000), default=128,
+                   help="sensitivity grid points K (default 128; each ε_i is rounded up by at most about one "
+                        "grid step per step)")
+    g.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    g.add_argument("--plot", type=writable_file, default=None, metavar="FILE.png",
+                   help="write the figure (per-group ε_i beside per-group accuracy cost; its CSV beside it)")
+    g.add_argument("--out", type=writable_file, default=None, metavar="FILE.csv", help="write the per-group table")
+    g.add_argument("--quiet", action="store_true", help="no progress bars")
+    g.add_argument("--no-cache", action="store_true", help="retrain even if this run is in the run cache")
+    g.add_argument("--force", action="store_true", help="run even if the estimate is over a day")
+    g.set_defaults(handler=_run_privacy_groups)
+
+
+def _run_privacy_groups(args: argparse.Namespace) -> None:
+    from dpfair_analysis.catalog import DATASETS
+    from dpfair_analysis.cli._common import Outputs, check_distinct_outputs, check_workload, data_from_args, \
+        estimated_training_seconds, run_cache_from_args, show_progress, train_fractions_from_args
+    from dpfair_analysis.cli.compare import method_options_from_args
+
+    check_distinct_outputs(args, {"plot": "--plot", "out": "--out"})
+    method_options = method_options_from_args(args)
+    fractions = train_fractions_from_args(args)
+    dataset, data_options, preprocessing = data_from_args(args)
+    rows = DATASETS[dataset].rows
+    if rows is not None:
+        if args.batch_size > rows:
+            raise UsageError(f"--batch-size {args.batch_size} is more than the {rows:,} rows of {dataset}")
+        check_workload(2 * estimated_training_seconds(args.model, rows=rows, batch_size=args.batch_size,
+                                                      epochs=args.epochs, runs=2),
+                       what=f"{args.method} and SGD x {args.epochs} epochs with the norms recorded",
+                       flags="--epochs", force=args.force, quiet=args.quiet or args.json)
+    accounting = accounting_from_args(args)
+    cache = run_cache_from_args(args)
+
+    from dpfair_analysis.experiments.compare import CompareConfig
+    from dpfair_analysis.experiments.group_privacy import describe_group_privacy, group_privacy_frames, \
+        group_privacy_run
+    from dpfair_analysis.training.loop import TrainConfig
+
+    config = CompareConfig(
+        dataset=dataset, data_options=data_options, model=args.model, methods=("sgd", args.method),
+        train_group_fraction=fractions, test_split=args.test_split, noise_multiplier=args.sigma,
+        clip_bound=args.clip, l2=args.l2, method_options=method_options, equal_privacy=not args.no_equal_privacy,
+        train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
+                          delta=args.delta, accounting=accounting),
+        seeds=(args.seed,))
+    result = group_privacy_run(config, args.method, seed=args.seed, every=args.every, resolution=args.resolution,
+                               cache=cache, progress=show_progress(args))
+    outputs = Outputs()
+    table = result.table.reset_index()
+    if args.out is not None:
+        outputs.file("--out", args.out, lambda tmp: table.to_csv(tmp, index=False), what="table")
+    if args.plot is not None:
+        outputs.file("--plot", args.plot, lambda tmp: _save_group_plot(result, group_privacy_frames, tmp,
+                                                                       suffix=args.plot.suffix),
+                     what="figure")
+    if args.json:
+        print_json({**result.to_json(), "cache": {"hits": cache.hits, "misses": cache.misses}})
+        outputs.finish()
+        return
+    for line in preprocessing:
+        print(line)
+    print(f"{dataset}: {args.method}, {args.model}, b={args.batch_size}, {args.epochs} epochs, σ={args.sigma}, "
+          f"C={args.clip}, seed {args.seed}: {result.steps} steps, run ε = {result.run_epsilon:.3f} at "
+          f"δ={args.delta:g} ({accounting.describe()})")
+    print(f"per-record ε_i (norms recorded every {result.every} steps) beside the test accuracy cost vs SGD:")
+    print(table.to_string(index=False, float_format="{:.4f}".format))
+    for line in describe_group_privacy(result):
+        print(f"- {line}")
+    seconds = result.cpu_seconds
+    print(f"CPU time when computed: the run in {seconds['run']:.1f} s, the norm recorder in {seconds['recorder']:.1f} "
+          f"s, the accounting in {seconds['accounting']:.1f} s")
+    if cache.summary():
+        print(f"({cache.summary()}; --no-cache retrains)")
+    for flag, path in (("--out", args.out), ("--plot", args.plot)):
+        if path is not None and flag not in outputs.failed:
+            print(f"{'table' if flag == '--out' else 'figure'} written to {path}")
+    outputs.finish()
+
+
+def _save_group_plot(result, frames, path, *, suffix: str) -> None:
+    """The figure of ``result`` written to ``path`` (format from the target's ``suffix``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpfair_analysis.plotting import plot_group_privacy
+
+    epsilons, table = frames([result])
+    fig = plot_group_privacy(epsilons, table, title=f"{result.config.dataset}: who gets less privacy")
+    fig.savefig(path, dpi=150, format=suffix.lstrip(".") or "png")
+    plt.close(fig)

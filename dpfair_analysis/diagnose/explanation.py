@@ -343,6 +343,7 @@ def explain(diagnosis) -> list[str]:
                      f"for every row): each group's cost is then its non-private accuracy above its share of "
                      f"that label.")
     lines.append(most_hurt_sentence(diagnosis.most_hurt))
+    lines.append(privacy_spend_sentence(privacy_spend_prediction(diagnosis.groups), method=plan.plan.method))
     if diagnosis.split_mode == "expectation":
         lines.append(f"Predicted as the expectation over {len(diagnosis.split_seeds)} random train/test splits "
                      f"(seeds {', '.join(map(str, diagnosis.split_seeds))}, as dpfair compare draws them); the "
@@ -363,6 +364,58 @@ def explain(diagnosis) -> list[str]:
                          f"Tr(H) {row.trace:.3g}, 1 - sum f^2 = {row.boundary:.3f}, n = {row.n:,}.")
     lines += diagnosis.notes
     return lines
+
+
+#: Clipped fractions closer than this are "about the same": no group is predicted to spend more privacy.
+SPEND_MARGIN = 0.05
+
+
+def privacy_spend_prediction(groups: pd.DataFrame) -> dict:
+    """Which group is predicted to spend the most privacy per record, from the fractions clipped at C.
+
+    A record's per-step sensitivity under DP-SGD is :math:`\\min(\\|g_i\\|, C)/C`: at 1 (the run's worst case)
+    exactly when it is clipped, below 1 otherwise, and its ex-post :math:`\\varepsilon_i` grows with it
+    (:mod:`dpfair_analysis.privacy.individual`). So the group with the larger share of rows clipped at C along
+    the (non-private) trajectory, ``clip_fraction``, is predicted to have the larger mean :math:`\\varepsilon_i`
+    -- a prediction of the order only, called when the two shares differ by more than :data:`SPEND_MARGIN`.
+    ``dpfair privacy groups`` measures it.
+
+    Parameters
+    ----------
+    groups : pandas.DataFrame
+        The diagnosis's groups (``group``, ``clip_fraction``).
+
+    Returns
+    -------
+    dict
+        ``most`` and ``least`` (group names; ``most`` None when the shares are within the margin), and
+        ``most_fraction``, ``least_fraction``.
+    """
+    fractions = groups.set_index("group")["clip_fraction"].astype(float).dropna()
+    if len(fractions) < 2:
+        return {"most": None, "least": None, "most_fraction": None, "least_fraction": None}
+    most, least = str(fractions.idxmax()), str(fractions.idxmin())
+    called = fractions[most] - fractions[least] > SPEND_MARGIN
+    return {"most": most if called else None, "least": least, "most_fraction": float(fractions[most]),
+            "least_fraction": float(fractions[least])}
+
+
+def privacy_spend_sentence(prediction: dict, *, method: str = "dpsgd") -> str:
+    """The sentence of a :func:`privacy_spend_prediction` (DPSGD-F and FairDP move the group bounds, so for
+    them it is said of the uniform bound C the fractions are taken at)."""
+    caveat = "" if method == "dpsgd" else f" (at the uniform C; {method} moves the group bounds, which changes it)"
+    if prediction.get("least") is None:
+        return "Privacy spent per record: one group, nothing to compare."
+    if prediction["most"] is None:
+        return (f"Privacy spent per record: the groups' shares of rows clipped at C are within {SPEND_MARGIN:.0%} "
+                f"({prediction['least_fraction']:.0%} to {prediction['most_fraction']:.0%}), so no group is "
+                f"predicted to spend noticeably more of the budget{caveat}; the run's guarantee is the same "
+                f"epsilon for every record (measure with dpfair privacy groups).")
+    return (f"Privacy spent per record: {prediction['most']} is predicted to spend more of the budget than "
+            f"{prediction['least']} ({prediction['most_fraction']:.0%} of its rows clipped at C, where a record "
+            f"spends the run's worst case, against {prediction['least_fraction']:.0%}){caveat}; the run's "
+            f"guarantee is the same epsilon for every record, and what each record spends is an ex-post estimate "
+            f"(measure it with dpfair privacy groups).")
 
 
 def most_hurt_sentence(verdict: dict) -> str:

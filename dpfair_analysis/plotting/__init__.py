@@ -6,7 +6,8 @@ groups and the population are drawn in colour, the others as thin grey lines), a
 axis label says what a band or whisker is.
 
 One module per subject, re-exported here (``plotting.plot_costs``): :mod:`.common` (limits, saving),
-:mod:`.groups` (a comparison's per-group curves and costs), and one per paper or command --
+:mod:`.groups` (a comparison's per-group curves and costs), :mod:`.group_privacy` (per-group epsilon_i),
+and one per paper or command --
 :mod:`.dpsgdf` (paper 000), :mod:`.fairness_lens` (paper 001), :mod:`.fairdp` (paper 002), :mod:`.pfld`
 (paper 003), :mod:`.verify` (audits and verdicts), :mod:`.diagnose` (the diagnosis and its validation).
 """
@@ -41,6 +42,7 @@ from dpfair_analysis.plotting.fairness_lens import (
     plot_input_norm_vs_risk,
     plot_trace_vs_risk,
 )
+from dpfair_analysis.plotting.group_privacy import plot_group_privacy
 from dpfair_analysis.plotting.groups import plot_costs, plot_group_accuracy, plot_group_history
 from dpfair_analysis.plotting.pfld import plot_fraction_above, plot_sweep, plot_table2, plot_theorem6_bound
 from dpfair_analysis.plotting.verify import plot_audit_epsilon, plot_verdicts_by_paper
@@ -74,6 +76,7 @@ __all__ = [
     "plot_gap_vs_epsilon",
     "plot_input_norm_vs_risk",
     "plot_trace_vs_risk",
+    "plot_group_privacy",
     "plot_costs",
     "plot_group_accuracy",
     "plot_group_history",

@@ -67,8 +67,10 @@ __all__ = [
     "MAX_MULTIPLIER",
     "WHAT_EPSILON_I_IS",
     "IndividualPrivacy",
+    "grid_curves",
     "group_privacy",
     "individual_privacy",
+    "individual_privacy_from_histogram",
 ]
 
 #: Grid points K of the sensitivity grid s_k = sqrt(k / K) (uniform in s^2, where the sampled Gaussian's RDP
@@ -211,6 +213,93 @@ def individual_privacy(norms_per_step: np.ndarray | Iterable[Any], *, clip: floa
     else:
         counts, at_clip, total_s, steps = _grid_histogram(rows, clip, resolution)
         curves = _grid_curves(q, sigma, orders, resolution)
+    return _from_histogram(counts, curves, at_clip=at_clip, total_s=total_s, steps=steps, q=q, sigma=sigma,
+                           delta=delta, spec=spec, clip=clip, resolution=resolution)
+
+
+def individual_privacy_from_histogram(counts: np.ndarray, *, at_worst_case: np.ndarray, noise_multiplier: float,
+                                      sampling_rate: float, delta: float, accounting: AccountingSpec | None = None,
+                                      curves: np.ndarray | None = None) -> IndividualPrivacy:
+    """:func:`individual_privacy` from each record's histogram of grid sensitivities, for callers that bin the
+    steps themselves (e.g. many steps at once):
+
+    .. math:: \\mathrm{RDP}_i(\\alpha) = \\sum_{k=0}^{K} n_{ik}\\, \\rho(\\alpha; q, \\sigma / \\sqrt{k/K}),
+
+    :math:`n_{ik}` the steps at which record i's sensitivity rounded up to the grid :math:`\\{\\sqrt{k/K}\\}` is
+    :math:`\\sqrt{k/K}` (a sensitivity :math:`s` goes to bin :math:`\\lceil K s^2 \\rceil`, a positive one to at least
+    bin 1). T is each row's sum (the same for every record).
+
+    Parameters
+    ----------
+    counts : numpy.ndarray
+        Integers :math:`n_{ik} \\ge 0`, shape (n, K+1), K >= 1; every row sums to T >= 1.
+    at_worst_case : numpy.ndarray
+        Steps at which record i's sensitivity was 1 (shape (n,)): ``worst_case`` is ``at_worst_case == T``.
+    noise_multiplier, sampling_rate, delta, accounting
+        As :func:`individual_privacy`.
+    curves : numpy.ndarray, optional
+        :func:`grid_curves` of these settings, if kept from an earlier call (e.g. in a run cache): the part of
+        the work that does not depend on the run (default: computed, memoised in the process).
+
+    Returns
+    -------
+    IndividualPrivacy
+        With ``mean_sensitivity`` NaN (the histogram does not keep it) and ``clip`` 1.
+    """
+    sigma = check_positive(noise_multiplier, "noise_multiplier")
+    q = check_fraction(sampling_rate, "sampling_rate")
+    delta = check_delta(delta)
+    spec = _check_spec(accounting)
+    counts = np.asarray(counts)
+    if counts.ndim != 2 or counts.shape[1] < 2 or not np.issubdtype(counts.dtype, np.integer) or (counts < 0).any():
+        raise ValueError(f"counts must be non-negative integers of shape (n, K+1) with K >= 1, got {counts.shape}")
+    totals = counts.sum(axis=1)
+    steps = int(totals[0]) if len(totals) else 0
+    if steps < 1 or (totals != steps).any():
+        raise ValueError("every row of counts must sum to the same number of steps T >= 1")
+    at_clip = np.asarray(at_worst_case, dtype=np.int64)
+    if at_clip.shape != totals.shape or (at_clip < 0).any() or (at_clip > steps).any():
+        raise ValueError(f"at_worst_case must be (n,) step counts in 0..{steps}")
+    resolution = counts.shape[1] - 1
+    expected = grid_curves(q, sigma, spec, resolution) if curves is None else np.asarray(curves, dtype=float)
+    if expected.shape != (resolution + 1, len(spec.resolved_orders)):
+        raise ValueError(f"curves must have shape {(resolution + 1, len(spec.resolved_orders))} (grid points x "
+                         f"orders), got {expected.shape}")
+    curves = expected
+    return _from_histogram(counts, curves, at_clip=at_clip, total_s=np.full(len(counts), np.nan), steps=steps, q=q,
+                           sigma=sigma, delta=delta, spec=spec, clip=1.0, resolution=resolution)
+
+
+def grid_curves(sampling_rate: float, noise_multiplier: float, accounting: AccountingSpec | None = None,
+                resolution: int = DEFAULT_RESOLUTION) -> np.ndarray:
+    """dp_accounting's RDP of the Poisson-sampled Gaussian at each grid sensitivity :math:`\\sqrt{k/K}`,
+    :math:`\\rho(\\alpha; q, \\sigma / \\sqrt{k/K})` (0 at k = 0), shape (K+1, orders): what every run at these
+    settings shares (one dp_accounting call per grid point; memoised in the process).
+
+    Parameters
+    ----------
+    sampling_rate, noise_multiplier : float
+        q and :math:`\\sigma`.
+    accounting : AccountingSpec, optional
+        Its orders (RDP with add/remove neighbours).
+    resolution : int
+        K.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (K+1, len(orders)).
+    """
+    spec = _check_spec(accounting)
+    return _grid_curves(check_fraction(sampling_rate, "sampling_rate"),
+                        check_positive(noise_multiplier, "noise_multiplier"), tuple(spec.resolved_orders),
+                        check_positive_int(resolution, "resolution"))
+
+
+def _from_histogram(counts, curves, *, at_clip, total_s, steps, q, sigma, delta, spec, clip, resolution
+                    ) -> IndividualPrivacy:
+    """Compose each record's histogram of curves and convert (the end of :func:`individual_privacy`)."""
+    orders = tuple(spec.resolved_orders)
     worst_curve = _curves(q, sigma, orders, np.array([1.0]))[0]
     # numerical guard: the true curve is non-decreasing in s and at most its value at s = 1
     curves = np.minimum(np.maximum.accumulate(curves, axis=0), worst_curve)

@@ -91,6 +91,18 @@ BAD = [
     (["compare", "--backend", "serial", "--jobs", "2"], "--backend"),
     # privacy
     (epsilon_argv(n="0"), "--n"),
+    # privacy groups
+    (["privacy", "groups", "--method", "naive"], "--method"),
+    (["privacy", "groups", "--data", "nope"], "--data"),
+    (["privacy", "groups", "--every", "0"], "--every"),
+    (["privacy", "groups", "--resolution", "0"], "--resolution"),
+    (["privacy", "groups", "--accountant", "pld"], "--accountant"),
+    (["privacy", "groups", "--epochs", "0"], "--epochs"),
+    (["privacy", "groups", "--batch-size", "100000"], "--batch-size"),
+    (["privacy", "groups", "--plot", "/nonexistent/x.png"], "--plot"),
+    (["privacy", "groups", "--out", EXISTING_DIR], "--out"),
+    (["privacy", "groups", "--out", "{tmp}/same.csv", "--plot", "{tmp}/same.csv"], "--plot"),
+    (["privacy", "groups", "--train-fraction", "Male=2"], "--train-fraction"),
     (epsilon_argv(batch_size="200"), "--batch-size"),
     (epsilon_argv(sigma="0"), "--sigma"),
     (epsilon_argv(delta="0"), "--delta"),

@@ -178,6 +178,51 @@ def test_a_group_with_ten_times_the_input_norms_is_flagged_clipping():
     g0 = d.groups.set_index("group").loc["g0"]
     assert g1["clip_fraction"] > g0["clip_fraction"] and g1["clip_bias"] > 5 * g0["clip_bias"]
     assert d.mechanism == "clipping"
+    assert any(line.startswith("Privacy spent per record: g1 is predicted to spend more of the budget than g0")
+               for line in d.explanation())
+
+
+def test_the_privacy_spend_line_is_generated_from_the_clipped_fractions():
+    """The group with the larger share clipped at C is named; shares within SPEND_MARGIN name none; the other
+    methods get the caveat that they move the bounds."""
+    from dpfair_analysis.diagnose.explanation import SPEND_MARGIN, privacy_spend_prediction, privacy_spend_sentence
+
+    groups = pd.DataFrame({"group": ["Male", "Female"], "clip_fraction": [0.64, 0.23]})
+    prediction = privacy_spend_prediction(groups)
+    assert prediction == {"most": "Male", "least": "Female", "most_fraction": 0.64, "least_fraction": 0.23}
+    sentence = privacy_spend_sentence(prediction)
+    assert "Male is predicted to spend more of the budget than Female (64% of its rows clipped at C" in sentence
+    assert "against 23%" in sentence and "moves the group bounds" not in sentence
+    assert "dpsgdf moves the group bounds" in privacy_spend_sentence(prediction, method="dpsgdf")
+    swapped = privacy_spend_prediction(groups.assign(clip_fraction=[0.23, 0.64]))
+    assert swapped["most"] == "Female"
+    close = privacy_spend_prediction(groups.assign(clip_fraction=[0.30, 0.30 + SPEND_MARGIN / 2]))
+    assert close["most"] is None and "no group is predicted to spend noticeably more" in \
+        privacy_spend_sentence(close)
+    assert "one group" in privacy_spend_sentence(privacy_spend_prediction(groups.iloc[:1]))
+
+
+def test_the_group_predicted_to_spend_more_privacy_does_in_a_real_run():
+    """The diagnosis's prediction (g1, ten times g0's input norms, clipped far more) against the measured
+    per-record epsilon_i of a DP-SGD run on the same data (dpfair privacy groups' computation)."""
+    from dpfair_analysis.experiments.compare import CompareConfig
+    from dpfair_analysis.experiments.group_privacy import group_privacy_run
+    from dpfair_analysis.training.loop import TrainConfig
+
+    options = {"sizes": (600, 600), "input_scale": (0.3, 3.0), "margin": (0.1, 0.5), "offset": (0.0, 1.0),
+               "temperature": 0.05, "seed": 0}
+    data = synthetic_groups(**options)
+    train, test = data.split(0.2, seed=0)
+    model = build_model("logreg", input_shape=(data.n_features,), n_classes=2, seed=0, l2=0.01)
+    d = diagnose(train, test, model, PrivacyPlan(noise_multiplier=1.0, clip_bound=0.5, batch_size=64, epochs=3,
+                                                 lr=0.2), options=FAST)
+    from dpfair_analysis.diagnose.explanation import privacy_spend_prediction
+
+    predicted = privacy_spend_prediction(d.groups)
+    config = CompareConfig(dataset="synthetic", data_options=options, methods=("sgd", "dpsgd"), clip_bound=0.5,
+                           noise_multiplier=1.0, train=TrainConfig(epochs=3, batch_size=64, lr=0.2))
+    measured = group_privacy_run(config, "dpsgd", resolution=8).table.drop(index="all")["mean"]
+    assert predicted["most"] == measured.idxmax() == "g1"
 
 
 def test_a_tiny_group_at_the_boundary_is_flagged_noise_and_size():

@@ -276,3 +276,30 @@ def test_all_sample_norms_in_chunks_and_a_subset():
     np.testing.assert_array_equal(recorder.groups, data.group.numpy()[[3, 60]])
     with pytest.raises(ValueError, match="records"):
         NormRecorder(data, records=[80])
+
+
+def test_the_histogram_entry_point_is_individual_privacy_on_the_same_bins():
+    """individual_privacy_from_histogram on the grid histogram of some norms gives individual_privacy's epsilons
+    and worst cases; kept curves of another shape, rows of different T, negative counts are refused."""
+    from dpfair_analysis.privacy.individual import _grid_histogram, grid_curves, individual_privacy_from_histogram
+
+    rng = np.random.default_rng(3)
+    norms = rng.exponential(1.0, (6, 40))
+    direct = _estimate(norms, 0.1, 1.0, 1.0, 16)
+    counts, at_clip, _, _ = _grid_histogram(((row / 1.0, 1) for row in norms), 1.0, 16)
+    kwargs = {"at_worst_case": at_clip, "noise_multiplier": 1.0, "sampling_rate": 0.1, "delta": 1e-5,
+              "accounting": SHORT}
+    via = individual_privacy_from_histogram(counts, **kwargs)
+    np.testing.assert_allclose(via.epsilons, direct.epsilons, rtol=1e-12)
+    np.testing.assert_array_equal(via.worst_case, direct.worst_case)
+    assert via.run_epsilon == direct.run_epsilon
+    kept = individual_privacy_from_histogram(counts, curves=grid_curves(0.1, 1.0, SHORT, 16), **kwargs)
+    np.testing.assert_array_equal(kept.epsilons, via.epsilons)
+    with pytest.raises(ValueError, match="curves must have shape"):
+        individual_privacy_from_histogram(counts, curves=grid_curves(0.1, 1.0, SHORT, 8), **kwargs)
+    uneven = counts.copy()
+    uneven[0, 0] += 1
+    with pytest.raises(ValueError, match="same number of steps"):
+        individual_privacy_from_histogram(uneven, **kwargs)
+    with pytest.raises(ValueError, match="non-negative integers"):
+        individual_privacy_from_histogram(-counts, **kwargs)

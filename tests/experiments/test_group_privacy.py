@@ -1,0 +1,210 @@
+"""Tests of dpfair_analysis.experiments.group_privacy: each group's per-record epsilon_i beside its accuracy cost,
+for DP-SGD and the group-bound methods (DPSGD-F, FairDP) -- issue 52.3."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from dpfair_analysis.experiments.compare import CompareConfig, _run_spec, load_data, split_for_seed
+from dpfair_analysis.experiments.group_privacy import GROUP_PRIVACY_METHODS, GroupPrivacyResult, _account, \
+    describe_group_privacy, group_privacy_frames, group_privacy_run, record_sensitivities
+from dpfair_analysis.training.loop import schedule, train
+from dpfair_analysis.training.norm_recorder import NormRecorder
+
+
+#: integer Renyi orders only: dp_accounting's fractional orders cost ~0.1 s per curve at these sampling rates
+ORDERS = tuple(float(a) for a in range(2, 65))
+
+
+def tiny(method: str = "dpsgdf") -> CompareConfig:
+    """Synthetic groups of 90 and 30 rows, logistic regression, b = 16, 1 epoch (seconds)."""
+    from dpfair_analysis.privacy.accounting import AccountingSpec
+    from dpfair_analysis.training.loop import TrainConfig
+
+    return CompareConfig(dataset="synthetic", data_options={"sizes": (90, 30), "dim": 4, "seed": 0},
+                         methods=("sgd", method), clip_bound=0.3, seeds=(0,),
+                         train=TrainConfig(epochs=1, batch_size=16, accounting=AccountingSpec(orders=ORDERS)))
+
+
+def test_sensitivity_of_plain_dpsgd_is_the_clipped_norm_over_c():
+    norms = np.array([0.0, 0.1, 0.5, 0.7])
+    s = record_sensitivities(norms, np.full(4, 0.5), reference=0.5, noise_multiplier=1.3)
+    np.testing.assert_allclose(s, [0.0, 0.2, 1.0, 1.0])
+    assert s[2] == 1.0 and s[3] == 1.0  # exactly: these records are at the worst case
+
+
+def test_sensitivity_gives_each_records_step_multiplier():
+    """sigma_J / s' is the multiplier of the record's step: 1/m^2 = sum_a sigma_a^-2 + (min(g, C_k)/R)^2 sigma^-2."""
+    rng = np.random.default_rng(0)
+    norms, bounds = rng.uniform(0, 2, 50), rng.choice([0.4, 0.9, 1.2], 50)
+    sigma, others = 0.8, (8.0, 3.0)
+    s = record_sensitivities(norms, bounds, reference=1.2, noise_multiplier=sigma, other_multipliers=others)
+    joint = (sigma ** -2 + sum(o ** -2 for o in others)) ** -0.5
+    expected = sum(o ** -2 for o in others) + (np.minimum(norms, bounds) / 1.2) ** 2 / sigma ** 2
+    np.testing.assert_allclose((s / joint) ** 2, expected, rtol=1e-12)
+    assert np.all(s <= 1.0) and np.all(s > 0)  # a count is charged whatever the gradient
+    at_largest = (bounds == 1.2) & (norms >= 1.2)
+    assert at_largest.any() and np.all(s[at_largest] == 1.0) and np.all(s[~at_largest] < 1.0)
+
+
+def test_sensitivity_is_monotone_in_the_norm_and_the_bound():
+    norms = np.linspace(0, 2, 41)
+    s = record_sensitivities(norms, np.full(41, 0.7), reference=1.0, noise_multiplier=1.0, other_multipliers=(10.0,))
+    assert np.all(np.diff(s) >= 0)
+    higher = record_sensitivities(norms, np.full(41, 0.9), reference=1.0, noise_multiplier=1.0,
+                                  other_multipliers=(10.0,))
+    assert np.all(higher >= s)
+
+
+def _recorded(method: str):
+    config = tiny(method)
+    full, official = load_data(config)
+    train_data, test_data = split_for_seed(config, full, official, seed=0)
+    spec = _run_spec(config, method, train_data, test_data, seed=0)
+    steps, _ = schedule(len(train_data), spec.config)
+    recorder = NormRecorder(train_data, every=1, total_steps=steps)
+    result = train(spec.model, spec.train_data, spec.policy, spec.config, progress=False, callbacks=[recorder])
+    return spec, recorder, result, len(train_data)
+
+
+@pytest.mark.parametrize("method", GROUP_PRIVACY_METHODS)
+def test_each_records_epsilon_agrees_with_an_independent_composition_of_its_steps(method):
+    """epsilon_i (grid K = 64, rounded up) is at least, and within 5% of, dp_accounting's RDP composition of the
+    record's own steps, each a sampled Gaussian of multiplier (sum_a sigma_a^-2 + (min(g, C_k)/max_j C_j)^2
+    sigma^-2)^(-1/2) from the step's released bounds; the worst case is the run's ledger epsilon."""
+    spec, recorder, result, n = _recorded(method)
+    q, delta = spec.config.batch_size / n, spec.config.delta
+    estimate = _account(recorder, result.steps, spec.policy, sampling_rate=q, delta=delta,
+                        accounting=spec.config.accounting, resolution=64)
+    assert estimate.run_epsilon == pytest.approx(result.epsilon, rel=1e-9)
+    assert np.all(estimate.epsilons <= result.epsilon * (1 + 1e-9))
+    sigma = spec.policy.noise_multiplier
+    others = [m for m in spec.policy.planned_noise_multipliers()]
+    others.remove(sigma)
+    groups = recorder.groups
+    columns = [f"C[{k}]" for k in range(2)]
+    bounds = result.steps[columns].to_numpy() if columns[0] in result.steps else \
+        np.full((len(result.steps), 2), spec.policy.clip_bound)
+    orders = spec.config.accounting.resolved_orders
+    for i in (0, 5, n - 1):
+        accountant = rdp_privacy_accountant.RdpAccountant(list(orders))
+        for t in range(len(result.steps)):
+            clipped = min(recorder.norms[t, i], bounds[t, groups[i]]) / bounds[t].max()
+            precision = sum(o ** -2 for o in others) + clipped ** 2 / sigma ** 2
+            if precision > 0:
+                accountant.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(precision ** -0.5)))
+        independent = accountant.get_epsilon(delta)
+        assert independent <= estimate.epsilons[i] * (1 + 1e-9) + 1e-12
+        assert estimate.epsilons[i] <= 1.05 * independent + 1e-9
+
+
+def test_group_privacy_run_sets_each_groups_epsilon_beside_its_cost():
+    result = group_privacy_run(tiny("dpsgdf"), "dpsgdf", resolution=16)
+    assert isinstance(result, GroupPrivacyResult)
+    table = result.table
+    assert list(table.index) == ["all", "0", "1"] or table.index[0] == "all"
+    np.testing.assert_allclose(table["cost"], table["accuracy"] - table["accuracy_sgd"])
+    assert (table["max"] <= result.run_epsilon * (1 + 1e-6)).all()
+    assert (table["q10"] <= table["q50"]).all() and (table["q50"] <= table["q90"]).all()
+    assert table.loc["all", "n_train"] == table.drop(index="all")["n_train"].sum() == len(result.epsilons)
+    lines = describe_group_privacy(result)
+    spends = table.drop(index="all")["mean"].idxmax()
+    assert lines[0].startswith(f"{spends} spends the most privacy") or lines[0].startswith("every group")
+    assert "not guarantees" in lines[-1]
+    payload = result.to_json()
+    assert payload["summary"] == lines and len(payload["groups"]) == 3
+    epsilons, frame = group_privacy_frames([result])
+    assert set(epsilons["method"]) == {"dpsgdf"} and "run_epsilon" in frame
+
+
+def test_the_description_follows_the_numbers():
+    """The sentence relating accuracy and privacy is chosen by the table, not written beforehand."""
+    result = group_privacy_run(tiny("dpsgd"), "dpsgd", resolution=8)
+    table = result.table.copy()
+    table["mean"] = [2.0, 3.0, 1.0]
+    table["cost"] = [-0.1, -0.2, -0.05]
+    same = describe_group_privacy(replace(result, table=table))
+    assert "also spends the most privacy" in same[1]
+    table["cost"] = [-0.1, -0.05, -0.2]
+    other = describe_group_privacy(replace(result, table=table))
+    assert "spends the least privacy" in other[1]
+    table["mean"] = [2.0, 2.0, 2.0]
+    assert "every group spends the same" in describe_group_privacy(replace(result, table=table))[0]
+
+
+def test_methods_without_group_bounds_are_refused():
+    with pytest.raises(ValueError, match="method must be one of"):
+        group_privacy_run(tiny("naive"), "naive")
+
+
+@pytest.mark.parametrize("others", [(), (10.0,), (5.0, 2.0)])
+def test_the_range_histogram_is_the_step_by_step_histogram_of_the_sensitivities(others):
+    """sensitivity_histogram (binary searches per step, difference arrays per checkpoint) bins every record at every
+    step exactly as rounding record_sensitivities up to the grid step by step does (individual_privacy's own
+    binning), with held norms, group bounds that move each step, zero norms, and norms at the bounds."""
+    from dpfair_analysis.experiments.group_privacy import sensitivity_histogram
+    from dpfair_analysis.privacy.individual import _grid_histogram
+
+    rng = np.random.default_rng(len(others))
+    n, repeats, groups = 200, np.array([3, 1, 4]), rng.integers(0, 3, 200)
+    norms = rng.exponential(0.6, (3, n))
+    norms[:, :5] = 0.0
+    T = int(repeats.sum())
+    bounds = rng.uniform(0.2, 1.0, (T, 3))
+    bounds[2] = 0.5  # a step with one bound for every group
+    reference = bounds.max(axis=1)
+    norms[0, 5:10] = bounds[0, groups[5:10]]  # at their bound on the first step
+    checkpoint = np.repeat(np.arange(3), repeats)
+    rows = ((record_sensitivities(norms[checkpoint[t]], bounds[t][groups], reference=reference[t],
+                                  noise_multiplier=1.1, other_multipliers=others), 1) for t in range(T))
+    expected, expected_worst, _, _ = _grid_histogram(rows, 1.0, 32)
+    counts, worst = sensitivity_histogram(norms, repeats, groups, bounds, reference, noise_multiplier=1.1,
+                                          other_multipliers=others, resolution=32)
+    np.testing.assert_array_equal(worst, expected_worst)
+    np.testing.assert_array_equal(counts, expected)
+    if not others:
+        assert (counts[:5, 0] == T).all()  # a zero gradient spends nothing
+
+
+def test_the_grid_curves_come_from_the_cache_when_kept(tmp_path):
+    """A second run at the same q and joint multiplier reads the grid's RDP curves from the run cache; the same
+    epsilons either way."""
+    from dpfair_analysis.experiments.cache import RunCache
+
+    cache = RunCache(tmp_path)
+    first = group_privacy_run(tiny("dpsgd"), "dpsgd", resolution=8, cache=cache)
+    stored = cache.misses
+    again = group_privacy_run(replace(tiny("dpsgd"), l2=0.02), "dpsgd", resolution=8, cache=cache)
+    assert cache.hits >= 1 and cache.misses < 2 * stored
+    fresh = group_privacy_run(replace(tiny("dpsgd"), l2=0.02), "dpsgd", resolution=8)
+    np.testing.assert_allclose(again.epsilons["epsilon"], fresh.epsilons["epsilon"])
+    assert first.run_epsilon == again.run_epsilon
+
+
+def test_the_direct_binning_of_few_distinct_steps_is_the_step_by_step_histogram():
+    """A checkpoint whose steps share one bound (plain DP-SGD) is binned record by record: the same counts."""
+    from dpfair_analysis.experiments.group_privacy import sensitivity_histogram
+    from dpfair_analysis.privacy.individual import _grid_histogram
+
+    rng = np.random.default_rng(7)
+    n, repeats, groups = 150, np.array([5, 2]), rng.integers(0, 2, 150)
+    norms = rng.exponential(0.5, (2, n))
+    norms[:, :3] = 0.0
+    norms[0, 3:6] = 0.5
+    bounds = np.full((7, 2), 0.5)
+    bounds[5:] = [[0.3, 0.61]]  # 0.3 / 0.6 would put s = 1/2 on a grid point, which is binned one bin up
+    reference = bounds.max(axis=1)
+    checkpoint = np.repeat(np.arange(2), repeats)
+    for others in [(), (4.0,)]:
+        rows = ((record_sensitivities(norms[checkpoint[t]], bounds[t][groups], reference=reference[t],
+                                      noise_multiplier=0.9, other_multipliers=others), 1) for t in range(7))
+        expected, expected_worst, _, _ = _grid_histogram(rows, 1.0, 64)
+        counts, worst = sensitivity_histogram(norms, repeats, groups, bounds, reference, noise_multiplier=0.9,
+                                              other_multipliers=others, resolution=64)
+        np.testing.assert_array_equal(counts, expected)
+        np.testing.assert_array_equal(worst, expected_worst)

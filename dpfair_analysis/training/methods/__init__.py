@@ -8,8 +8,8 @@ this registry and nothing method-specific of their own. Adding a method is one m
 :class:`Method` and registers it (see ``tests/training/test_methods.py``, which does so from a test file).
 
 The shipped methods, one module each: :mod:`.sgd`, :mod:`.dpsgd`, :mod:`.naive` and :mod:`.dpsgdf` (paper 000),
-:mod:`.optq` (Andrew et al. 2021), :mod:`.bounded_adaptive` (Zhao et al. 2025, later work), :mod:`.fairdp`
-(paper 002) -- clipping policies of the one training loop --
+:mod:`.optq` (Andrew et al. 2021), :mod:`.bounded_adaptive` (Zhao et al. 2025, later work),
+:mod:`.global_adapt` (Esipova et al. 2023, later work), :mod:`.fairdp` (paper 002) -- clipping policies of the one training loop --
 and :mod:`.dpfedavg` (McMahan et al. 2018), a trainer of its own. PF-LD (paper 003) trains a different
 objective (fairness constraints by Lagrangian duality) with its own configuration and command
 (``dpfair train``, :mod:`dpfair_analysis.training.lagrangian`); it is not a method of the comparison.
@@ -111,6 +111,11 @@ class Method:
     canary : callable or None
         ``canary(record, clip_bound) -> (bound, weight)``: the audit's canary group's clipping bound and weight
         at one step, read from the step's released record (None: not audited by the trainer audits' loop).
+    audit_options : callable or None
+        ``audit_options(sigma) -> dict``: options the sampled audit trains it with at the audit's noise multiplier
+        sigma, beside its count-noise rule (None: none) -- for a method whose adaptive state would otherwise often
+        leave the canary's contribution far below its bound in the audit's two-row batches (the audit would then
+        lack power; the method's claim is unchanged).
     """
 
     name: str
@@ -126,6 +131,7 @@ class Method:
     equal_privacy: bool = False
     diagnosis: Callable[..., Any] | None = field(default=None, repr=False)
     canary: Callable[[dict, float], tuple[float, float]] | None = field(default=None, repr=False)
+    audit_options: Callable[[float], dict] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name.isalpha() or not self.name.islower():
@@ -341,5 +347,6 @@ from dpfair_analysis.training.methods import naive  # noqa: E402,F401
 from dpfair_analysis.training.methods import dpsgdf  # noqa: E402,F401
 from dpfair_analysis.training.methods import optq  # noqa: E402,F401
 from dpfair_analysis.training.methods import bounded_adaptive  # noqa: E402,F401
+from dpfair_analysis.training.methods import global_adapt  # noqa: E402,F401
 from dpfair_analysis.training.methods import fairdp  # noqa: E402,F401
 from dpfair_analysis.training.methods import dpfedavg  # noqa: E402,F401

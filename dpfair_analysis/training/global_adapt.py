@@ -14,7 +14,9 @@ Z privately. Per step t with bound Z_t, on the step's Poisson-sampled batch B_t 
     S~_t  = sum_{i in B_t} g^_i + N(0, sigma^2 C^2 I)
     Z_{t+1} = Z_t exp(b~_t - eta_Z)                                  (the geometric update of Z)
 
-so Z settles where a fraction eta_Z of the norms lies above tau Z (eta_Z is the target fraction *and* the step
+(kept in [C / Z_RANGE, C Z_RANGE], Z_RANGE = 1e12: public bounds, post-processing; the paper's Z is unbounded, and
+beyond them the weight C / Z leaves float32's range) so Z settles where a fraction eta_Z of the norms lies above
+tau Z (eta_Z is the target fraction *and* the step
 size of log Z: the update has no separate learning rate). In the loop's terms the step clips to the uniform bound
 Z_t with weight w_t = C / Z_t: w_t min(1, Z_t / ||g_i||) g_i is g^_i exactly.
 
@@ -64,6 +66,10 @@ import torch
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import StepDecision
 from dpfair_analysis.validation import check_fraction, check_positive
+
+
+#: Z is kept within a factor Z_RANGE of C either way (module docstring).
+Z_RANGE = 1e12
 
 
 def next_upper_bound(bound: float, fraction_above: float, *, target_fraction: float) -> float:
@@ -150,7 +156,8 @@ class GlobalAdapt:
         bound = self._bound
         fraction, noisy = self.noisy_fraction_above(norms, bound, expected_batch_size=expected_batch_size,
                                                     generator=generator)
-        following = next_upper_bound(bound, fraction, target_fraction=self.target_fraction)
+        following = min(max(next_upper_bound(bound, fraction, target_fraction=self.target_fraction),
+                            self.clip_bound / Z_RANGE), self.clip_bound * Z_RANGE)
         object.__setattr__(self, "_bound", following)
         weight = self.clip_bound / bound
         return StepDecision(bounds=torch.full_like(norms, bound), noise_std=self.noise_multiplier * self.clip_bound,

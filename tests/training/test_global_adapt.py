@@ -60,6 +60,21 @@ def test_the_update_is_z_times_exp_of_fraction_minus_target(bound, fraction, tar
     assert next_upper_bound(bound, fraction, target_fraction=target) == bound * math.exp(fraction - target)
 
 
+def test_z_stays_within_its_public_range_where_the_weight_fits_float32():
+    """Norms far below Z (then far above) at every step: Z stops at C / Z_RANGE (C Z_RANGE), C / Z stays finite."""
+    from dpfair_analysis.training.global_adapt import Z_RANGE
+
+    policy = GlobalAdapt(0.5, 1.0, 1e-3, initial_bound=1.0, target_fraction=0.5)
+    g = torch.Generator().manual_seed(0)
+    for scale, end in ((1e-30, 0.5 / Z_RANGE), (1e30, 0.5 * Z_RANGE)):
+        for _ in range(200):
+            norms = torch.full((4,), scale)
+            decision = policy.decide(norms, torch.zeros(4, dtype=torch.long), n_groups=1, expected_batch_size=4,
+                                     generator=g)
+            assert torch.isfinite(decision.weights).all()
+        assert policy.current_bound == pytest.approx(end)
+
+
 def test_z_settles_where_the_target_fraction_of_norms_lies_above_it():
     """Fixed norms 1..100, eta_Z = 0.1, little count noise: Z ends near the 90th percentile (90)."""
     policy = GlobalAdapt(1.0, 1.0, 1e-3, initial_bound=1.0, target_fraction=0.1)

@@ -13,7 +13,7 @@ a new method, audit, claim or data set is added to its registry *and* here. A na
 from __future__ import annotations
 
 #: :data:`dpfair_analysis.training.methods.REGISTRY`: ``dpfair compare --methods`` (and ``dpsgd(C=<bound>)``).
-METHODS = ("sgd", "dpsgd", "naive", "dpsgdf", "optq", "boundedadaptive", "fairdp", "dpfedavg")
+METHODS = ("sgd", "dpsgd", "naive", "dpsgdf", "optq", "boundedadaptive", "globaladapt", "fairdp", "dpfedavg")
 
 #: :data:`dpfair_analysis.verify.audits.MECHANISMS`: ``dpfair audit --mechanism`` (one release each).
 AUDIT_MECHANISMS = ("dpsgd", "naive", "dpsgdf", "output-perturbation", "mitigation", "pfld-primal", "pfld-dual",
@@ -21,8 +21,8 @@ AUDIT_MECHANISMS = ("dpsgd", "naive", "dpsgdf", "output-perturbation", "mitigati
 
 #: The trainers audited as they run, as shipped (:func:`dpfair_analysis.verify.audits.trainers.sampled_audits`):
 #: each has an under-noised twin ``NAME@0.25``; ``pfld-primal-shared-batch`` is a known-broken control.
-SAMPLED_SHIPPED = ("output-perturbation", "dpsgd", "naive", "dpsgdf", "optq", "boundedadaptive", "fairdp", "mitigation",
-                   "pfld", "dpfedavg")
+SAMPLED_SHIPPED = ("output-perturbation", "dpsgd", "naive", "dpsgdf", "optq", "boundedadaptive", "globaladapt",
+                   "fairdp", "mitigation", "pfld", "dpfedavg")
 #: ``dpfair audit --sampled --mechanism``.
 SAMPLED_AUDITS = (*SAMPLED_SHIPPED, "pfld-primal-shared-batch", *(f"{name}@0.25" for name in SAMPLED_SHIPPED))
 

@@ -141,8 +141,8 @@ def run(args: argparse.Namespace) -> None:
     cache = run_cache_from_args(args)
 
     from dpfair_analysis.data.sources import MissingValuesWarning
-    from dpfair_analysis.experiments.compare import CompareConfig, batched_note, format_inequality, format_table, \
-        run_compare, save_compare_figures
+    from dpfair_analysis.experiments.compare import CompareConfig, batched_note, format_clip_parts, format_inequality, \
+        format_table, run_compare, save_compare_figures
     from dpfair_analysis.training.loop import TrainConfig
 
     try:
@@ -188,6 +188,9 @@ def run(args: argparse.Namespace) -> None:
     if result.inequality_per_seed is not None and not result.inequality_per_seed.empty:
         print()
         print(format_inequality(result))
+    if format_clip_parts(result):
+        print()
+        print(format_clip_parts(result))
     for method, eps in result.epsilon.items():
         unit = " (user-level: one client = one neighbour)" if method == "dpfedavg" else ""
         print(f"ε({method}) = {eps:.3f} at δ={config.train.delta} ({config.train.accounting.describe()}){unit}")

@@ -202,11 +202,19 @@ class CompareResult:
         order = list(dict.fromkeys(self.inequality_per_seed["method"]))
         return mean.join(sd).reindex(order)[[*INDICES, *(f"{i}_sd" for i in INDICES)]].reset_index()
 
+    @property
+    def clip_parts(self) -> pd.DataFrame:
+        """Per private method and group (in run order): the clipping's first-order direction and magnitude errors
+        (Esipova et al. 2023; the histories' ``batches`` rows ``clip_direction``, ``clip_magnitude``), averaged
+        over epochs and seeds; empty when no run logged them (e.g. runs cached before they were)."""
+        return clip_parts_table(self.histories)
+
     def to_json(self) -> dict:
         """``{"dataset", "epsilon": {method: eps}, "delta", "settings", "rows": [...], "inequality": [...],
-        "seeds", "runs"}`` (rows: method, group, n_test, accuracy, cost, and their sd and seed count;
-        inequality: per method the mean and sd over seeds of Atkinson (epsilon = 0.5), Gini, MLD and Theil
-        over the per-group test accuracies -- non-finite values as null; settings: everything that
+        "clip_parts": [...], "seeds", "runs"}`` (rows: method, group, n_test, accuracy, cost, and their sd and
+        seed count; inequality: per method the mean and sd over seeds of Atkinson (epsilon = 0.5), Gini, MLD and
+        Theil over the per-group test accuracies -- non-finite values as null; clip_parts: :attr:`clip_parts`;
+        settings: everything that
         determined the runs -- model, sigma, C, epochs, batch size, learning rate, sampling, the accounting
         spec, ...)."""
         def clean(record: dict) -> dict:
@@ -214,8 +222,9 @@ class CompareResult:
 
         rows = [clean(record) for record in self.table.to_dict("records")]
         inequality = [clean(record) for record in self.inequality.to_dict("records")]
+        clip_parts = [clean(record) for record in self.clip_parts.to_dict("records")]
         return {"dataset": self.config.dataset, "epsilon": self.epsilon, "delta": self.config.train.delta,
-                "settings": self.config.settings(), "rows": rows, "inequality": inequality,
+                "settings": self.config.settings(), "rows": rows, "inequality": inequality, "clip_parts": clip_parts,
                 "atkinson_epsilon": DEFAULT_ATKINSON_EPSILON, "seeds": list(self.config.seeds), "runs": self.runs}
 
 
@@ -540,6 +549,40 @@ def format_table(result: CompareResult) -> str:
     widths = [max(len(r[i]) for r in body) for i in range(len(header))]
     for r in body:
         lines.append("  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))))
+    return "\n".join(lines)
+
+
+CLIP_PARTS = ("clip_direction", "clip_magnitude")
+
+
+def clip_parts_table(histories: pd.DataFrame) -> pd.DataFrame:
+    """Method, group, clip_direction, clip_magnitude: the histories' per-epoch ``batches`` rows of the clipping's
+    direction and magnitude errors, mean over epochs and seeds (groups as they appear, ``all`` last)."""
+    if histories.empty or "metric" not in histories:
+        return pd.DataFrame()
+    rows = histories[(histories["split"] == "batches") & histories["metric"].isin(CLIP_PARTS)]
+    if rows.empty:
+        return pd.DataFrame()
+    table = rows.pivot_table(index=["method", "group"], columns="metric", values="value", aggfunc="mean",
+                             sort=False).reset_index()
+    table.columns.name = None
+    return table[["method", "group", *CLIP_PARTS]]
+
+
+def format_clip_parts(result: CompareResult) -> str:
+    """The clipping's direction and magnitude errors per method and group, one line per method ("" if none)."""
+    table = result.clip_parts
+    if table.empty:
+        return ""
+    groups = list(dict.fromkeys(table["group"]))
+    lines = ["clipping's first-order loss change per step, direction | magnitude (Esipova et al. 2023; "
+             "mean over epochs" + (" and seeds)" if len(result.config.seeds) > 1 else ")"),
+             f"{'':<28}" + "".join(f"{('Total' if g == 'all' else g):>26}" for g in groups)]
+    for method, rows in table.groupby("method", sort=False):
+        rows = rows.set_index("group")
+        cells = [f"{rows.loc[g, 'clip_direction']:+.2e} | {rows.loc[g, 'clip_magnitude']:+.2e}" if g in rows.index
+                 else "-" for g in groups]
+        lines.append(f"{method_label(method):<28}" + "".join(f"{c:>26}" for c in cells))
     return "\n".join(lines)
 
 

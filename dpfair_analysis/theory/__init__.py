@@ -3,7 +3,8 @@
 * :mod:`.bounds` -- paper 000's per-group bias-variance bound (Eq. 1) and its optimal clipping bound;
 * :mod:`.hessian` -- per-group Hessian traces Tr(H_a): closed form, exact, GGN, Hutchinson, Hutch++ (paper 001);
 * :mod:`.excess_risk` -- excessive risk R_a and its gap by Monte Carlo, beside Theorem 1 (paper 001);
-* :mod:`.decomposition` -- Theorem 2's non-private, clipping and noise terms of one DP-SGD step (paper 001);
+* :mod:`.decomposition` -- Theorem 2's non-private, clipping and noise terms of one DP-SGD step (paper 001), the
+  clipping term's direction and magnitude errors (Esipova et al. 2023);
 * :mod:`.conditions`, :mod:`.latent_factors` -- Theorems 3-5 as checks and Figures 3-6's correlations (paper 001);
 * :mod:`.pfld_bounds` -- PF-LD's bias-variance bounds (Theorems 6-7, paper 003).
 
@@ -27,6 +28,7 @@ _HOMES = {
     "theorem1_prediction": ".excess_risk",
     "one_step_decomposition": ".decomposition",
     "DecompositionTracker": ".decomposition",
+    "direction_magnitude": ".decomposition",
     "theorem3_condition": ".conditions",
     "search_theorem3": ".conditions",
     "per_sample_factors": ".latent_factors",

@@ -33,6 +33,23 @@ to the *sum* and then divides by |B|, so the noise in the step has covariance
 Monte-Carlo check (:func:`simulate_one_step`) agrees with the corrected term, not the
 printed one. (With the paper's sum-Hessian H_a of Theorem 1 it would be off by a further
 factor |D_a|.) Both are reported: ``noise`` (corrected) and ``noise_printed``.
+
+**Direction and magnitude** (Esipova, Ghomi, Luo & Cresswell, ICLR 2023, §4; later work). Clipping
+changes the step in two ways: it shortens it, and it turns it (*gradient misalignment*: large
+per-sample gradients are cut by their own factors, so the aggregate turns towards the groups with
+small gradients). With g the unclipped step, gbar the clipped one and s = ||gbar|| / ||g||, the
+step s g has the clipped step's length and the unclipped one's direction, and R_a^clip splits
+exactly into (:func:`direction_magnitude`)
+
+    R_a^dir = eta <g_a, s g - gbar> + (eta^2/2) (gbar^T H_a gbar - s^2 g^T H_a g)
+    R_a^mag = eta (1 - s) <g_a, g>  + (eta^2/2) (s^2 - 1) g^T H_a g
+
+(R_a^dir + R_a^mag = R_a^clip). The paper evaluates them on one sampled batch (g = g_B, gbar =
+gbar_B, and g_a the group's gradient on its whole data); :func:`one_step_decomposition` takes
+them in expectation over Poisson batches as it does R_a^clip: g, gbar the expected steps (the
+model's penalty gradient r included: the step's own direction), the quadratic forms E[u^T H_a u]
+with their covariance traces. A pure rescaling of the step (gbar = s g) has no direction error;
+no clipping has neither.
 """
 
 from __future__ import annotations
@@ -55,6 +72,8 @@ from dpfair_analysis.validation import check_nonnegative, check_positive, check_
 Params = Mapping[str, torch.Tensor]
 DEFAULT_MAX_PARAMS = 5_000
 TERMS = ("nonprivate", "clip", "noise")
+#: R_a^clip's two parts (Esipova et al. 2023): :func:`direction_magnitude`.
+CLIP_PARTS = ("clip_direction", "clip_magnitude")
 
 
 class StepMoments:
@@ -130,6 +149,102 @@ def _expected_quadratic(H: torch.Tensor, mean: torch.Tensor, covariance_trace: t
     return torch.einsum("p,apq,q->a", mean, H, mean) + covariance_trace
 
 
+def direction_magnitude(group_gradients: torch.Tensor, step: torch.Tensor, clipped_step: torch.Tensor, *,
+                        lr: float, quadratic: torch.Tensor | None = None,
+                        clipped_quadratic: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """R_a^clip split into its direction and magnitude errors (Esipova et al. 2023 §4; module docstring).
+
+    With s = ||gbar|| / ||g|| (1 when g = 0)::
+
+        R_a^dir = eta <g_a, s g - gbar> + (eta^2/2) (Q~_a - s^2 Q_a)
+        R_a^mag = eta (1 - s) <g_a, g>  + (eta^2/2) (s^2 - 1) Q_a
+
+    with Q_a = g^T H_a g and Q~_a = gbar^T H_a gbar (or their expectations over batches); without them, the
+    first-order terms (the authors' ``R_clip_dir_inner_prod_term`` and ``R_clip_mag_inner_prod_term``).
+
+    Parameters
+    ----------
+    group_gradients : torch.Tensor
+        (K, P): g_a, each group's gradient of its mean loss.
+    step, clipped_step : torch.Tensor
+        (P,): the unclipped step g and the clipped step gbar (the same normalisation).
+    lr : float
+        eta.
+    quadratic, clipped_quadratic : torch.Tensor, optional
+        (K,): Q_a and Q~_a (both or neither).
+
+    Returns
+    -------
+    (direction, magnitude) : tuple of torch.Tensor
+        (K,) each; they sum to R_a^clip.
+    """
+    eta = check_positive(lr, "lr")
+    if (quadratic is None) != (clipped_quadratic is None):
+        raise ValueError("quadratic and clipped_quadratic must be given together")
+    length = step.norm()
+    s = clipped_step.norm() / length if float(length) > 0 else torch.ones((), dtype=step.dtype)
+    direction = eta * group_gradients @ (s * step - clipped_step)
+    magnitude = eta * (1.0 - s) * (group_gradients @ step)
+    if quadratic is not None:
+        direction = direction + 0.5 * eta ** 2 * (clipped_quadratic - s ** 2 * quadratic)
+        magnitude = magnitude + 0.5 * eta ** 2 * (s ** 2 - 1.0) * quadratic
+    return direction, magnitude
+
+
+def batch_direction_magnitude(group_sums: torch.Tensor, clipped_sum: torch.Tensor, self_products: torch.Tensor,
+                              clipped_self_products: torch.Tensor, counts: torch.Tensor, *, lr: float,
+                              expected_batch_size: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first-order R_a^dir and R_a^mag of one sampled batch, per group and for all (what the training
+    history logs; :func:`direction_magnitude` with the group gradients estimated on the same batch).
+
+    With S_a = sum_{i in B, a} g_i, S = sum_a S_a, Sbar = sum_i c_i g_i (c_i the step's clipping coefficient,
+    weights included), b the expected batch size, g = S / b, gbar = Sbar / b and s = ||Sbar|| / ||S|| (the
+    paper's per-batch step and its clipped twin), the group's gradient enters only through inner products,
+    estimated without each row's product with itself (which would bias them by ||g_i||^2 / (n_a b))::
+
+        <g_a, g>    ~ (<S_a, S>    - sum_{i in a} ||g_i||^2)     / (n_a b)
+        <g_a, gbar> ~ (<S_a, Sbar> - sum_{i in a} c_i ||g_i||^2) / (n_a b)
+        R_a^dir = eta (s <g_a, g> - <g_a, gbar>),   R_a^mag = eta (1 - s) <g_a, g>
+
+    Parameters
+    ----------
+    group_sums : torch.Tensor
+        (K, P): S_a for each group.
+    clipped_sum : torch.Tensor
+        (P,): Sbar, before noise.
+    self_products, clipped_self_products : torch.Tensor
+        (K,): sum_{i in a} ||g_i||^2 and sum_{i in a} c_i ||g_i||^2.
+    counts : torch.Tensor
+        (K,): n_a, the group's rows in the batch.
+    lr, expected_batch_size : float
+        eta and b.
+
+    Returns
+    -------
+    (direction, magnitude) : tuple of torch.Tensor
+        (K + 1,) each, float64: the groups, then all; NaN for a group absent from the batch.
+    """
+    eta = check_positive(lr, "lr")
+    b = check_positive(expected_batch_size, "expected_batch_size")
+    sums = torch.cat([group_sums, group_sums.sum(0, keepdim=True)]).double()
+    selves = torch.cat([self_products, self_products.sum().reshape(1)]).double()
+    clipped_selves = torch.cat([clipped_self_products, clipped_self_products.sum().reshape(1)]).double()
+    rows = torch.cat([counts, counts.sum().reshape(1)]).double()
+    total, clipped = sums[-1], clipped_sum.double()
+    length = float(total.norm())
+    s = float(clipped.norm()) / length if length > 0 else 1.0
+    scale = torch.where(rows > 0, 1.0 / (rows.clamp(min=1) * b), torch.nan)
+    plain = (sums @ total - selves) * scale
+    turned = (sums @ clipped - clipped_selves) * scale
+    return eta * (s * plain - turned), eta * (1.0 - s) * plain
+
+
+def misalignment(step: torch.Tensor, clipped_step: torch.Tensor) -> float:
+    """1 - cos(g, gbar): how far clipping turned the step (0: not at all; the paper's Fig. 2 plots the cosine)."""
+    lengths = float(step.norm()) * float(clipped_step.norm())
+    return 1.0 - float(step @ clipped_step) / lengths if lengths > 0 else 0.0
+
+
 def one_step_decomposition(moments: StepMoments, *, lr: float, noise_multiplier: float,
                            batch_size: float) -> pd.DataFrame:
     """Theorem 2's terms per group at theta, corrected noise term beside the printed one (Eq. 4).
@@ -149,7 +264,9 @@ def one_step_decomposition(moments: StepMoments, *, lr: float, noise_multiplier:
     -------
     pandas.DataFrame
         One row per group (``all`` first): group, n, loss (L_a at theta), nonprivate,
-        clip, noise, noise_printed, expected_loss = nonprivate + clip + noise (the
+        clip, its parts clip_direction + clip_magnitude (:func:`direction_magnitude`) and the
+        step's misalignment 1 - cos(E[u_np], E[u_clip]), noise, noise_printed,
+        expected_loss = nonprivate + clip + noise (the
         prediction of E[L(theta'; D_a)]), and the per-group mean gradient norm ||g_a||.
     """
     eta = check_positive(lr, "lr")
@@ -171,9 +288,13 @@ def one_step_decomposition(moments: StepMoments, *, lr: float, noise_multiplier:
     clip = eta * g @ (mean_plain - mean_clipped) + 0.5 * eta ** 2 * (quad_clipped - quad_plain)
     noise = 0.5 * eta ** 2 * traces * (sigma * C / b) ** 2
     noise_printed = 0.5 * eta ** 2 * traces * (sigma * C) ** 2
+    direction, magnitude = direction_magnitude(g, mean_plain, mean_clipped, lr=eta, quadratic=quad_plain,
+                                               clipped_quadratic=quad_clipped)
     return pd.DataFrame({
         "group": ["all", *moments.group_names], "n": [n, *moments.group_sizes],
         "loss": moments.losses.numpy(), "nonprivate": nonprivate.numpy(), "clip": clip.numpy(),
+        "clip_direction": direction.numpy(), "clip_magnitude": magnitude.numpy(),
+        "misalignment": misalignment(mean_plain, mean_clipped),
         "noise": noise.numpy(), "noise_printed": noise_printed.numpy(),
         "expected_loss": (nonprivate + clip + noise).numpy(), "grad_norm": g.norm(dim=1).numpy(),
         "hessian_trace": traces.numpy()})

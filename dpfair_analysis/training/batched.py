@@ -39,8 +39,9 @@ from dpfair_analysis.gradients import clip_factors
 from dpfair_analysis.models import MLP, LogisticRegression
 from dpfair_analysis.privacy.accounting import PrivacyLedger
 from dpfair_analysis.training.clipping import ClippingPolicy, NonPrivate, StepDecision, UniformClipping, fresh_policy
-from dpfair_analysis.training.loop import TrainConfig, TrainingResult, _check_labels_fit, all_finite, batch_indices, \
-    batch_rows, epsilon_row, evaluate_groups, evaluation_splits, make_generators, schedule, step_event
+from dpfair_analysis.training.loop import ClipParts, TrainConfig, TrainingResult, _check_labels_fit, all_finite, \
+    batch_indices, batch_rows, clip_parts_inputs, epsilon_row, evaluate_groups, evaluation_splits, flat_sum, \
+    make_generators, schedule, step_event
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,9 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
     G = torch.cat([r.train_data.group for r in runs])
     row_norms = torch.einsum("nd,nd->n", X, X)   # ||x_i||^2, once: every step's per-sample norms need it
     stats = _RunStats(K, runs[0].train_data.n_groups)
+    n_groups = runs[0].train_data.n_groups
+    parts = [ClipParts(n_groups, lr=lrs[k], expected_batch_size=r.config.batch_size) if policies[k].private else None
+             for k, r in enumerate(runs)]
     splits = [evaluation_splits(r.train_data, r.test_data, evaluate_train=r.config.evaluate_train,
                                 final_epoch=max(epoch_ends.values())) for r in runs]
     engine = _engine(runs[0].model)
@@ -151,6 +155,7 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
             decisions, bounds, coefficients = _decide_each(runs, policies, generators, norms, groups, sizes)
         stats.add(groups, losses, norms, norms > bounds, mask)
         totals = weighted_sum(coefficients)
+        _measure_clip_parts(parts, weighted_sum, totals, norms, coefficients, groups, sizes, n_groups=n_groups)
         noise = _noise(totals, decisions, generators)   # each run's own generator, in the serial order
         denominators = torch.where(private, planned, sizes.clamp(min=1).to(torch.float64))
         _update(stacked, totals, noise, lrs=lr_tensor, denominators=denominators,
@@ -169,11 +174,32 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
             sums = stats.take_totals()
             for k, r in enumerate(runs):
                 rows_k = [*evaluate_groups(r.model, splits[k](epoch), epoch=epoch),
-                          *batch_rows(sums[k], epoch, r.train_data), epsilon_row(epoch, _epsilon_of(k))]
+                          *batch_rows(sums[k], epoch, r.train_data),
+                          *([] if parts[k] is None else parts[k].take_rows(epoch, r.train_data)),
+                          epsilon_row(epoch, _epsilon_of(k))]
                 for row in rows_k:
                     row["step"] = t
                 histories[k] += rows_k
     return [_result(r, policies[k], lrs[k], ledgers[k], histories[k], records[k]) for k, r in enumerate(runs)]
+
+
+def _measure_clip_parts(parts: Sequence[ClipParts | None], weighted_sum, totals: dict[str, torch.Tensor],
+                        norms: torch.Tensor, coefficients: torch.Tensor, groups: torch.Tensor, sizes: torch.Tensor, *,
+                        n_groups: int) -> None:
+    """Each private run's clipping direction and magnitude errors on its own batch, at the steps the serial loop
+    measures (:class:`~.loop.ClipParts`; every run's counter moves together): one batched weighted sum per group
+    (``totals``, the step's clipped sums, are the clipped ones)."""
+    due = [p is not None and p.due() for p in parts]
+    if not any(due):
+        return
+    real = torch.arange(norms.shape[1]) < sizes.unsqueeze(1)
+    by_group = [weighted_sum(((groups == k) & real).to(norms.dtype)) for k in range(n_groups)]
+    for k, part in enumerate(parts):
+        b_k = int(sizes[k])
+        if due[k] and b_k:
+            group_sums = torch.stack([flat_sum({name: t[k] for name, t in s.items()}) for s in by_group])
+            part.add(*clip_parts_inputs(group_sums, flat_sum({name: t[k] for name, t in totals.items()}),
+                                        norms[k, :b_k], coefficients[k, :b_k], groups[k, :b_k], n_groups=n_groups))
 
 
 class _RunStats:

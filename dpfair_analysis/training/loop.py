@@ -50,7 +50,7 @@ from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.errors import TrainingDiverged  # noqa: F401  (raised here, re-exported)
 from dpfair_analysis.fairness.metrics import per_group_accuracy
 from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGradients, add_gaussian_noise, \
-    clipped_sum, parameters_of
+    clip_factors, clipped_sum, parameters_of
 from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision, fresh_policy
@@ -228,13 +228,15 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
     splits = evaluation_splits(train_data, test_data, evaluate_train=config.evaluate_train,
                                final_epoch=max(epoch_ends.values()))
     accumulator = _BatchStats(train_data.n_groups)
+    parts = ClipParts(train_data.n_groups, lr=lr, expected_batch_size=config.batch_size) if policy.private else None
     params = parameters_of(model)  # detached views: an update of them is an update of the model
 
     def step(t: int) -> dict:
         index = next(batches)
         index = index if device.type == "cpu" else index.to(device)
         decision, released = _step(model, train_data, index, policy, objective, lr=lr, generator=noise_gen,
-                                   expected_batch_size=config.batch_size, accumulator=accumulator, params=params)
+                                   expected_batch_size=config.batch_size, accumulator=accumulator, params=params,
+                                   parts=parts)
         check_finite(model, step=t, total_steps=total_steps, lr=lr)
         event = step_event(policy, decision, q, also=objective.planned_noise_multipliers())
         if event is not None:
@@ -243,7 +245,10 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
 
     def evaluate(epoch: int) -> list[dict]:
         rows = evaluate_groups(model, splits(epoch), epoch=epoch)
-        return rows if epoch == 0 else rows + accumulator.take_rows(epoch, train_data)
+        if epoch == 0:
+            return rows
+        return rows + accumulator.take_rows(epoch, train_data) + ([] if parts is None else
+                                                                   parts.take_rows(epoch, train_data))
 
     def epsilon() -> float | None:
         return ledger.epsilon(config.delta, accounting=config.accounting) if policy.private else None
@@ -262,9 +267,11 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
 
 def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: ClippingPolicy,
           objective: Objective, *, lr: float, generator: torch.Generator, expected_batch_size: int,
-          accumulator: "_BatchStats", params: dict[str, torch.Tensor] | None = None):
+          accumulator: "_BatchStats", params: dict[str, torch.Tensor] | None = None,
+          parts: ClipParts | None = None):
     """One update of ``model``'s parameters in place; returns the policy's decision and the objective's record.
-    ``params``: the model's :func:`~dpfair_analysis.gradients.parameters_of` (taken here if not given)."""
+    ``params``: the model's :func:`~dpfair_analysis.gradients.parameters_of` (taken here if not given);
+    ``parts``: where the clipping's direction and magnitude errors are measured (None: not measured)."""
     X, y, group = data.X[index], data.y[index], data.group[index]
     params = parameters_of(model) if params is None else params
     if len(index) == 0:
@@ -286,6 +293,14 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
     denominator = expected_batch_size if policy.private else max(len(index), 1)
     apply_update(params, total, lr=lr, denominator=denominator, penalty=_penalty_gradient(model, params))
     accumulator.add(group, losses, norms, norms > _on(decision.bounds, norms.device))
+    if parts is not None and parts.due() and len(index):
+        coefficients = clip_factors(norms, _on(decision.bounds, norms.device))
+        if decision.weights is not None:
+            coefficients = coefficients * _on(decision.weights, norms.device)
+        group_sums = torch.stack([flat_sum(batch.weighted_sum((group == k).to(norms.dtype)))
+                                  for k in range(data.n_groups)])
+        parts.add(*clip_parts_inputs(group_sums, flat_sum(batch.weighted_sum(coefficients)), norms, coefficients,
+                                     group, n_groups=data.n_groups))
     return decision, released
 
 
@@ -433,6 +448,66 @@ class _BatchStats:
 
     def rows(self, epoch: int, data: GroupedDataset) -> list[dict]:
         return batch_rows(self.totals(), epoch, data)
+
+
+def clip_parts_inputs(group_sums: torch.Tensor, clipped_sum: torch.Tensor, norms: torch.Tensor,
+                      coefficients: torch.Tensor, group: torch.Tensor, *, n_groups: int) -> tuple[torch.Tensor, ...]:
+    """What :func:`~dpfair_analysis.theory.decomposition.batch_direction_magnitude` needs of one batch, on the CPU
+    in float64: the groups' unclipped sums S_a (K, P) and the clipped sum Sbar (P,) as given (flattened), and
+    sum_{i in a} ||g_i||^2, sum_{i in a} c_i ||g_i||^2 and n_a from the norms, coefficients c_i and groups."""
+    squares = norms.to(torch.float64).cpu() ** 2
+    group, c = group.cpu(), coefficients.to(torch.float64).cpu()
+    return (group_sums.to(torch.float64).cpu(), clipped_sum.to(torch.float64).cpu(),
+            torch.bincount(group, weights=squares, minlength=n_groups),
+            torch.bincount(group, weights=c * squares, minlength=n_groups),
+            torch.bincount(group, minlength=n_groups).to(torch.float64))
+
+
+def flat_sum(total: Grads) -> torch.Tensor:
+    """A weighted sum ``{name: tensor}`` as one vector (parameters in order)."""
+    return torch.cat([t.reshape(-1) for t in total.values()])
+
+
+class ClipParts:
+    """The clipping's first-order direction and magnitude errors per group, averaged over an epoch's measured
+    steps (:func:`~dpfair_analysis.theory.decomposition.batch_direction_magnitude`; the history's ``batches`` rows
+    ``clip_direction`` and ``clip_magnitude``). A measurement costs K + 1 weighted sums of the batch's per-sample
+    gradients, so one step in K + 1 is measured (the first, then every (K + 1)-th): about one weighted sum per
+    step. Like the other ``batches`` rows, a diagnostic of the private data, not covered by the guarantee."""
+
+    def __init__(self, n_groups: int, *, lr: float, expected_batch_size: float) -> None:
+        self.n_groups, self.lr, self.expected_batch_size = n_groups, lr, expected_batch_size
+        self.stride, self.calls = n_groups + 1, 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.sums = torch.zeros(self.n_groups + 1, 2, dtype=torch.float64)
+        self.counts = torch.zeros(self.n_groups + 1, dtype=torch.float64)
+
+    def due(self) -> bool:
+        """Whether this step is measured (call once per step)."""
+        self.calls += 1
+        return (self.calls - 1) % self.stride == 0
+
+    def add(self, *inputs: torch.Tensor) -> None:
+        """One measured batch, from :func:`clip_parts_inputs`'s tuple."""
+        from dpfair_analysis.theory.decomposition import batch_direction_magnitude
+
+        direction, magnitude = batch_direction_magnitude(*inputs, lr=self.lr,
+                                                         expected_batch_size=self.expected_batch_size)
+        present = torch.isfinite(direction) & torch.isfinite(magnitude)
+        self.sums[present] += torch.stack([direction, magnitude], dim=1)[present]
+        self.counts += present.to(torch.float64)
+
+    def take_rows(self, epoch: int, data: GroupedDataset) -> list[dict]:
+        """The epoch's means (split ``batches``; NaN where no measured batch had the group); then start again."""
+        rows = []
+        means = self.sums / self.counts.unsqueeze(1)   # 0 / 0 is NaN: never measured
+        for name, (direction, magnitude) in zip([*data.group_names, "all"], means.tolist()):
+            for metric, value in (("clip_direction", direction), ("clip_magnitude", magnitude)):
+                rows.append({"epoch": epoch, "split": "batches", "group": name, "metric": metric, "value": value})
+        self._reset()
+        return rows
 
 
 def batch_rows(totals: torch.Tensor, epoch: int, data: GroupedDataset) -> list[dict]:

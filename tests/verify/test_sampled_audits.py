@@ -133,7 +133,7 @@ def test_sampled_audit_bad_input_is_one_line(capsys, argv, flag):
 def test_every_shipped_entry_has_a_twin_and_the_shared_batch_control_is_registered():
     shipped = {name for name, entry in SAMPLED.items() if not entry.control}
     assert shipped == {"dpsgd", "naive", "dpsgdf", "mitigation", "pfld", "output-perturbation", "optq",
-                       "boundedadaptive", "fairdp", "dpfedavg"}
+                       "boundedadaptive", "globaladapt", "fairdp", "dpfedavg"}
     assert {f"{name}@0.25" for name in shipped} | {"pfld-primal-shared-batch"} == {
         name for name, entry in SAMPLED.items() if entry.control}
 

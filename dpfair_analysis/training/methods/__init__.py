@@ -9,8 +9,9 @@ this registry and nothing method-specific of their own. Adding a method is one m
 :class:`Method` and registers it (see ``tests/training/test_methods.py``, which does so from a test file).
 
 The shipped methods, one module each: :mod:`.sgd`, :mod:`.dpsgd`, :mod:`.naive` and :mod:`.dpsgdf` (paper 000),
-:mod:`.optq` (Andrew et al. 2021), :mod:`.bounded_adaptive` (Zhao et al. 2025, later work), :mod:`.fairdp`
-(paper 002) -- clipping policies of the one training loop --
+:mod:`.optq` (Andrew et al. 2021), :mod:`.bounded_adaptive` (Zhao et al. 2025, later work),
+:mod:`.global_adapt` (Esipova et al. 2023, later work), :mod:`.fairdp` (paper 002) -- clipping policies of the one
+training loop --
 and :mod:`.dpfedavg` (McMahan et al. 2018), a trainer of its own. PF-LD (paper 003) trains a different
 objective (fairness constraints by Lagrangian duality) with its own configuration and command
 (``dpfair train``, :mod:`dpfair_analysis.training.lagrangian`); it is not a method of the comparison.
@@ -28,6 +29,7 @@ from dpfair_analysis.training.methods import naive  # noqa: F401
 from dpfair_analysis.training.methods import dpsgdf  # noqa: F401
 from dpfair_analysis.training.methods import optq  # noqa: F401
 from dpfair_analysis.training.methods import bounded_adaptive  # noqa: F401
+from dpfair_analysis.training.methods import global_adapt  # noqa: F401
 from dpfair_analysis.training.methods import fairdp  # noqa: F401
 from dpfair_analysis.training.methods import dpfedavg  # noqa: F401
 

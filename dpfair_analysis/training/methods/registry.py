@@ -90,6 +90,11 @@ class Method:
     canary : callable or None
         ``canary(record, clip_bound) -> (bound, weight)``: the audit's canary group's clipping bound and weight
         at one step, read from the step's released record (None: not audited by the trainer audits' loop).
+    audit_options : callable or None
+        ``audit_options(sigma) -> dict``: options the sampled audit trains it with at the audit's noise multiplier
+        sigma, beside its count-noise rule (None: none) -- for a method whose adaptive state would otherwise often
+        leave the canary's contribution far below its bound in the audit's two-row batches (the audit would then
+        lack power; the method's claim is unchanged).
     """
 
     name: str
@@ -105,6 +110,7 @@ class Method:
     equal_privacy: bool = False
     diagnosis: Callable[..., Any] | None = field(default=None, repr=False)
     canary: Callable[[dict, float], tuple[float, float]] | None = field(default=None, repr=False)
+    audit_options: Callable[[float], dict] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.name.isalpha() or not self.name.islower():

@@ -161,8 +161,10 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
     sigma = LOOP_SIGMA * noise_fraction
     # every noise scales with noise_fraction: the count noises are 10 sigma (Opt-Q's default b/20 and bounded
     # adaptive clipping's b/10 would not scale), for every method whose options set an absolute count noise
-    fields = {f.name for f in dataclasses.fields(methods.get(spec.method).options)}
+    entry = methods.get(spec.method)
+    fields = {f.name for f in dataclasses.fields(entry.options)}
     options = {"count_noise": 10 * sigma} if "count_noise" in fields else {}
+    options.update(entry.audit_options(sigma) if entry.audit_options is not None else {})
     policy = make_policy(spec.method, clip_bound=LOOP_CLIP, noise_multiplier=sigma,
                          dimension=count_parameters(audit_model()), learning_rate=LOOP_LR, **options)
     objective = None

@@ -119,14 +119,14 @@ class Budget:
     ``evaluate`` runs give a bound above the claim -- the evaluation runs k x ``evaluate`` per side
     (:func:`_evaluation_size`). The size is a function of the selection runs only, so the evaluation stays one
     test of a fixed size on fresh runs and its confidence holds as before. The selection ranks tests and chooses
-    thresholds for that size (:attr:`Budget.ranked_for`): a rare event, strong at k x ``evaluate`` runs and weak at
+    thresholds for that size (``ranked_for``): a rare event, strong at k x ``evaluate`` runs and weak at
     ``evaluate``, is what the larger evaluation is for (where the forecast stays below the claim, no size of
     this budget would refute it).
 
     ``pool_screen`` (an unbatched mechanism only): when the audit has fewer candidate pairs than ``max_pairs``
     (pairs given), the screening runs the missing candidates would have had go to the selection of the given
     ones: ``select`` + ``screen`` x (``max_pairs`` - m) / m runs per side for each of the m pairs
-    (:meth:`Budget.selection_runs`). A plain function's rare strong events (SVT3's, ~0.3% of runs) need the runs to be
+    (``selection_runs``). A plain function's rare strong events (SVT3's, ~0.3% of runs) need the runs to be
     ranked; the runs are selection runs, so the confidence is untouched. On in :data:`FULL`."""
 
     name: str
@@ -360,7 +360,7 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     The runs are split in three: a statistic that needs fitting is fitted on the first third;
     its threshold is chosen on the second (on the first two if nothing is fitted); its
     criterion -- the bound projected to the evaluation's number of runs if it forecasts a refutation
-    (:attr:`Budget.ranked_for`, :func:`~dpfair_analysis.testing.bounds.projected_epsilon`) -- is computed on
+    (``Budget.ranked_for``, :func:`~dpfair_analysis.testing.bounds.projected_epsilon`) -- is computed on
     the last third, at the fixed threshold, with the error rates at their 1 - 0.2 / sqrt(number of statistics)
     Clopper-Pearson upper limits. The threshold search over thousands of candidates therefore
     does not inflate the criterion, and the choice among the statistics is paid for by the

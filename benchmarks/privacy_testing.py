@@ -15,6 +15,12 @@ benchmarks, correct and incorrect, plus Gaussian and DP-Auditorium mean mechanis
   (default 200 M, DP-Sniper's n_final) evaluation runs per side and 90% confidence;
 * **consistency** -- for the correct mechanisms, ``--seeds`` quick audits with different seeds and
   the pair search on: how many are consistent with the claim (target: >= 19 of 20).
+* **plain** (not in the default ``--parts``: hours) -- every mechanism as a user writes it, one output per call
+  (:meth:`~dpfair_analysis.testing.zoo.ZooMechanism.single`: no batching, so none of the batched audit's 10-40x
+  more runs), audited at the full budget with the pair search on, ``--plain-seeds`` seeds (default 20) and
+  ``--workers`` worker processes: every incorrect one flagged (on how many seeds), every correct one consistent
+  on >= 19 of 20 seeds and, for every correct sparse-vector mechanism, epsilon_lower > 0 with a named event;
+  CPU seconds per audit (this process and its workers); the bounds beside the anchors' published ones.
 
 Anchors (published lower bounds on the same instances, epsilon = 0.1 claims): DP-Sniper's
 ``eps_lcb`` with its logistic-regression and neural-network classifiers, and StatDP's events
@@ -29,6 +35,7 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/privacy_testing.py                 # all three parts, ~1-2 h on 2 cores
     .venv/bin/python benchmarks/privacy_testing.py --parts quick   # verdicts and seconds only
     .venv/bin/python benchmarks/privacy_testing.py --smoke         # seconds: the smoke test's run
+    .venv/bin/python benchmarks/privacy_testing.py --parts plain --plain-seeds 20   # plain functions, ~8 h
     .venv/bin/python benchmarks/privacy_testing.py --table benchmarks/results/privacy_testing.json
     .venv/bin/python benchmarks/privacy_testing.py --parts bound --bound-trials 50000000 \
         --update benchmarks/results/privacy_testing.json --out benchmarks/results/privacy_testing.json
@@ -201,7 +208,9 @@ def anchor_event_spread(trials: int = 200_000_000, confidence: float = 0.9, repl
     return out
 #: The anchors' confidence (DP-Sniper's DDConfig: confidence=0.9), used by the matched part.
 ANCHOR_CONFIDENCE = 0.9
-PARTS = ("quick", "bound", "matched", "consistency")
+PARTS = ("quick", "bound", "matched", "consistency", "plain")
+#: The correct sparse-vector mechanisms: the plain part wants epsilon_lower > 0 with a named event on each.
+SPARSE_VECTORS = ("svt1", "svt2", "numerical_svt")
 
 
 def best_anchor(name: str) -> float | None:
@@ -210,17 +219,44 @@ def best_anchor(name: str) -> float | None:
     return max(values) if values else None
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have ended (the workers, once closed)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def run_audit(z, *, budget, seed: int, trials: int | None = None, single: bool = False,
-              confidence: float = 0.95) -> dict:
+              confidence: float = 0.95, workers: int | None = None) -> dict:
     """One audit of a zoo entry; the JSON row."""
     fn = z.single() if single else z.batched()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     result = audit(fn, z.epsilon, z.delta, relation=z.relation, data=z.data, batched=not single, budget=budget,
-                   trials=trials, seed=seed, time_budget=3600.0, name=z.name, confidence=confidence)
+                   trials=trials, seed=seed, time_budget=3600.0, name=z.name, confidence=confidence,
+                   workers=workers)
     return {"epsilon_lower": result.epsilon_lower, "consistent": result.consistent,
             "caught": not result.consistent, "seconds": time.perf_counter() - start,
-            "evaluation_trials": result.evaluation_trials, "runs": result.trials, "statistic": result.witness[
-                "statistic"], "pair": result.witness["pair"], "change": result.witness["change"]}
+            "cpu_seconds": _cpu_seconds() - cpu, "evaluation_trials": result.evaluation_trials,
+            "runs": result.trials, "statistic": result.witness["statistic"], "event": result.witness["event"],
+            "no_power": result.no_power, "pair": result.witness["pair"], "change": result.witness["change"]}
+
+
+def plain_part(z, *, budget, seeds: int, confidence: float, workers: int | None) -> dict:
+    """The zoo entry as a plain function (one output per call) at ``budget`` on seeds 0..seeds-1: the verdicts
+    against the part's targets (module docstring) and the CPU seconds."""
+    runs = [run_audit(z, budget=budget, seed=s, single=True, confidence=confidence, workers=workers)
+            for s in range(seeds)]
+    out = {"budget": budget.name, "seeds": seeds, "caught": sum(r["caught"] for r in runs),
+           "consistent": sum(r["consistent"] for r in runs),
+           "epsilon_lower": [r["epsilon_lower"] for r in runs], "events": [r["event"] for r in runs],
+           "no_power": [r["no_power"] for r in runs], "cpu_seconds": [r["cpu_seconds"] for r in runs],
+           "evaluation_trials": [r["evaluation_trials"] for r in runs], "runs": [r["runs"] for r in runs]}
+    if z.correct:
+        out["target_met"] = out["consistent"] >= math.ceil(0.95 * seeds)
+        if z.name in SPARSE_VECTORS:  # a bound above 0 on every seed, from a named (non-degenerate) event
+            out["target_met"] &= all(r["epsilon_lower"] > 0 and r["no_power"] is None for r in runs)
+    else:
+        out["target_met"] = out["caught"] == seeds
+    return out
 
 
 def main(argv=None) -> int:
@@ -237,7 +273,11 @@ def main(argv=None) -> int:
                    help="confidence of every bound (default 0.95; the anchors' is 0.9)")
     p.add_argument("--single", action="store_true",
                    help="call the one-output form fn(data, rng) instead of the batched one (much slower)")
-    p.add_argument("--smoke", action="store_true", help="the smoke test's run: smoke budget, 3 mechanisms, 2 seeds")
+    p.add_argument("--plain-seeds", type=int, default=20, help="seeds of the plain part (default 20)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker processes drawing the plain part's runs (default: none, one process)")
+    p.add_argument("--smoke", action="store_true",
+                   help="the smoke test's run: smoke budget, 3 mechanisms, 2 seeds (1 in the plain part)")
     p.add_argument("--out", type=Path, default=None, help=f"JSON output (default {DEFAULT_OUT}; _smoke with --smoke)")
     p.add_argument("--spread", action="store_true",
                    help="also replay the anchors' own events where the matched bound is below them (seconds)")
@@ -258,11 +298,16 @@ def main(argv=None) -> int:
     bad = [n for n in names if n not in zoo]
     if bad:
         p.error(f"--mechanisms: unknown {bad}; choose from {sorted(zoo)}")
+    if args.plain_seeds < 1 or args.seeds < 1:
+        p.error("--seeds and --plain-seeds must be >= 1")
+    if args.workers is not None and args.workers < 1:
+        p.error(f"--workers must be >= 1, got {args.workers}")
     quick, full, seeds, bound_trials = QUICK, FULL, args.seeds, args.bound_trials
+    plain_seeds = args.plain_seeds
     thorough, matched_trials = THOROUGH, args.matched_trials
     if args.smoke:
         names = names if args.mechanisms else ["laplace", "noisy_hist2", "noisy_max1"]
-        quick, full, seeds, bound_trials = SMOKE, SMOKE, 2, 20_000
+        quick, full, seeds, bound_trials, plain_seeds = SMOKE, SMOKE, 2, 20_000, 1
         thorough, matched_trials = replace(SMOKE, min_event=THOROUGH.min_event), 20_000
     out = args.out or (DEFAULT_OUT.with_name("privacy_testing_smoke.json") if args.smoke else DEFAULT_OUT)
     if not out.parent.is_dir():
@@ -290,13 +335,17 @@ def main(argv=None) -> int:
             row["consistency"] = {"seeds": seeds, "consistent": sum(r["consistent"] for r in runs),
                                   "epsilon_lower": [r["epsilon_lower"] for r in runs],
                                   "seconds": sum(r["seconds"] for r in runs)}
+        if "plain" in parts:
+            row["plain"] = plain_part(z, budget=full, seeds=plain_seeds, confidence=args.confidence,
+                                      workers=args.workers)
         rows.append(row)
         print(summary_line(row), flush=True)
     settings = {"parts": parts, "seeds": seeds, "bound_trials": bound_trials, "smoke": args.smoke,
                 "matched_trials": matched_trials, "matched_budget": asdict(thorough),
                 "matched_confidence": ANCHOR_CONFIDENCE,
                 "interface": "single" if args.single else "batched", "confidence": args.confidence,
-                "quick_budget": asdict(quick), "full_budget": asdict(full),
+                "quick_budget": asdict(quick), "full_budget": asdict(full), "plain_seeds": plain_seeds,
+                "workers": args.workers,
                 "python": sys.version.split()[0], "machine": platform.machine(),
                 "cpus": os.cpu_count(), "anchor_source": SOURCE}
     payload = {"settings": settings, "rows": rows}
@@ -352,6 +401,10 @@ def summary_line(row: dict) -> str:
     if "consistency" in row:
         c = row["consistency"]
         parts.append(f"consistent {c['consistent']}/{c['seeds']}")
+    if "plain" in row:
+        c = row["plain"]
+        parts.append(f"plain ε≥{min(c['epsilon_lower']):.4f}..{max(c['epsilon_lower']):.4f} caught {c['caught']}/"
+                     f"{c['seeds']} {np.mean(c['cpu_seconds']):.0f} CPU-s {'met' if c['target_met'] else 'MISSED'}")
     return "  ".join(parts)
 
 
@@ -361,13 +414,15 @@ def print_table(payload: dict) -> None:
     for r in payload["rows"]:
         a = r.get("anchors", {})
         q, b, c, m = r.get("quick"), r.get("bound"), r.get("consistency"), r.get("matched")
-        sniper = max([v for v in (a.get("dpsniper_reg"), a.get("dpsniper_mlp")) if v is not None], default=None)
-        statdp = max([v for v in (a.get("statdp_1"), a.get("statdp_2")) if v is not None], default=None)
+        sniper, statdp = _published(a, ("dpsniper_reg", "dpsniper_mlp")), _published(a, ("statdp_1", "statdp_2"))
         print(f"{r['mechanism']:<20} {r['epsilon_claimed']:>6.3f} {'yes' if r['correct'] else 'NO':>4} "
               f"{_f(q and q['epsilon_lower']):>9} {('yes' if q['caught'] else 'no') if q else '-':>6} "
               f"{_f(q and q['seconds'], 1):>6} {_f(b and b['epsilon_lower']):>9} {_f(m and m['epsilon_lower']):>9} "
               f"{_f(sniper):>9} {_f(statdp):>7} {_at_least(m or b):>7} "
               f"{(str(c['consistent']) + '/' + str(c['seeds'])) if c else '-':>10}")
+    plain = [r for r in payload["rows"] if "plain" in r]
+    if plain:
+        print_plain_table(plain)
     if payload.get("anchor_spread"):
         print("\nthe anchors' own events, the best ones and the kit's replayed "
               "(bound at the matched part's runs and confidence):")
@@ -375,6 +430,27 @@ def print_table(payload: dict) -> None:
         for label, e in payload["anchor_spread"].items():
             print(f"{label:<30} {e['published']:>10.6f} {e['median']:>9.6f} "
                   f"{e['p5']:>9.6f}-{e['p95']:<9.6f} {e['published_quantile']:>8.2f}")
+
+
+def _published(anchors: dict, names: tuple[str, str]) -> float | None:
+    return max([v for v in (anchors.get(names[0]), anchors.get(names[1])) if v is not None], default=None)
+
+
+def print_plain_table(rows: list[dict]) -> None:
+    """The plain part: per mechanism the median bound over the seeds, the verdicts, CPU seconds per audit, the
+    anchors' published bounds and the first seed's event."""
+    print(f"\nplain functions (one output per call), {rows[0]['plain'].get('budget', 'full')} budget:")
+    print(f"{'mechanism':<20} {'claim':>6} {'ok?':>4} {'median ε≥':>9} {'min ε≥':>7} {'verdicts':>16} "
+          f"{'CPU-s':>6} {'DP-Sniper':>9} {'StatDP':>7} {'target':>6}  event (seed 0)")
+    for r in rows:
+        c, a = r["plain"], r.get("anchors", {})
+        verdict = (f"{c['consistent']}/{c['seeds']} consistent" if r["correct"]
+                   else f"{c['caught']}/{c['seeds']} caught")
+        print(f"{r['mechanism']:<20} {r['epsilon_claimed']:>6.3f} {'yes' if r['correct'] else 'NO':>4} "
+              f"{float(np.median(c['epsilon_lower'])):>9.4f} {min(c['epsilon_lower']):>7.4f} {verdict:>16} "
+              f"{float(np.mean(c['cpu_seconds'])):>6.0f} {_f(_published(a, ('dpsniper_reg', 'dpsniper_mlp'))):>9} "
+              f"{_f(_published(a, ('statdp_1', 'statdp_2'))):>7} {'met' if c['target_met'] else 'MISSED':>6}  "
+              f"{c['events'][0]}")
 
 
 def _at_least(part: dict | None) -> str:

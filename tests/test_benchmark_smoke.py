@@ -138,11 +138,13 @@ def test_startup_benchmark_quick_times_every_command_in_a_fresh_process(tmp_path
 
 def test_privacy_testing_benchmark_smoke(tmp_path):
     """benchmarks/privacy_testing.py --smoke: every part runs and writes a row per mechanism (no number asserted
-    beyond the verdicts the smoke budget is sure of: the incorrect NoisyHist2, true epsilon 10, is caught)."""
+    beyond the verdicts the smoke budget is sure of: the incorrect NoisyHist2, true epsilon 10, is caught, batched
+    and as a plain function)."""
     script = ROOT / "benchmarks" / "privacy_testing.py"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = tmp_path / "privacy.json"
-    res = subprocess.run([sys.executable, str(script), "--smoke", "--spread", "--out", str(out)], check=False,
+    res = subprocess.run([sys.executable, str(script), "--smoke", "--spread", "--out", str(out),
+                          "--parts", "quick,bound,matched,consistency,plain"], check=False,
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     payload = json.loads(out.read_text())
@@ -154,6 +156,11 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
         assert row["matched"]["at_least_best_anchor"] == (row["matched"]["epsilon_lower"] >= row["best_anchor"])
     assert payload["settings"]["matched_confidence"] == 0.9 and payload["settings"]["matched_budget"]["min_event"] > 0
     assert rows["noisy_hist2"]["quick"]["caught"] and rows["laplace"]["consistency"]["seeds"] == 2
+    plain = {name: row["plain"] for name, row in rows.items()}  # one output per call, one seed at the smoke budget
+    assert all(p["seeds"] == 1 and p["budget"] == "smoke" and len(p["events"]) == 1 and p["cpu_seconds"][0] > 0
+               for p in plain.values())
+    assert plain["noisy_hist2"]["caught"] == 1 and plain["noisy_hist2"]["target_met"]
+    assert "plain functions (one output per call), smoke budget" in res.stdout
     spread = payload["anchor_spread"]
     assert {e["mechanism"] for e in spread.values()} == {"laplace", "noisy_hist2", "noisy_max2", "svt1", "svt4"}
     assert all(e["p5"] <= e["median"] <= e["p95"] and 0 <= e["published_quantile"] <= 1 for e in spread.values())

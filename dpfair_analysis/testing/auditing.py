@@ -15,8 +15,9 @@ and the bound on disjoint runs:
 1. *selection* -- every candidate pair is run ``screen`` times per side; each statistic is
    fitted on a third of those runs (if it needs fitting), its threshold chosen on the second
    and the test ranked on the last; when there are more than ``top`` candidates, the best ``top`` are run again
-   (``select`` fresh runs per side) and re-scored. The (pair, statistic, threshold) with the
-   largest selection bound wins (ties at a forecast of 0 go to the largest forecast with the
+   (``select`` fresh runs per side) and re-scored; with ``top`` or fewer (pairs given), each is run ``select``
+   times per side, plus the missing pairs' screening runs under ``Budget.pool_screen``. The (pair, statistic,
+   threshold) with the largest selection bound wins (ties at a forecast of 0 go to the largest forecast with the
    held-out rates as counted). None of these runs is counted in the bound. Only *non-degenerate*
    thresholds are candidates: the event "score > t" and its complement must each hold on at least
    :data:`MIN_SEPARATING` of the pooled selection runs -- an event that every run satisfies (a threshold
@@ -117,7 +118,16 @@ class Budget:
     selection forecasts a refutation -- the winner's held-out error rates, as counted, projected to k x
     ``evaluate`` runs give a bound above the claim -- the evaluation runs k x ``evaluate`` per side
     (:func:`_evaluation_size`). The size is a function of the selection runs only, so the evaluation stays one
-    test of a fixed size on fresh runs and its confidence holds as before."""
+    test of a fixed size on fresh runs and its confidence holds as before. The selection ranks tests and chooses
+    thresholds for that size (``ranked_for``): a rare event, strong at k x ``evaluate`` runs and weak at
+    ``evaluate``, is what the larger evaluation is for (where the forecast stays below the claim, no size of
+    this budget would refute it).
+
+    ``pool_screen`` (an unbatched mechanism only): when the audit has fewer candidate pairs than ``max_pairs``
+    (pairs given), the screening runs the missing candidates would have had go to the selection of the given
+    ones: ``select`` + ``screen`` x (``max_pairs`` - m) / m runs per side for each of the m pairs
+    (``selection_runs``). A plain function's rare strong events (SVT3's, ~0.3% of runs) need the runs to be
+    ranked; the runs are selection runs, so the confidence is untouched. On in :data:`FULL`."""
 
     name: str
     screen: int
@@ -130,16 +140,29 @@ class Budget:
     event_level: float = 0.5
     increments: bool = False
     escalate: int = 1
+    pool_screen: bool = False
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
         return replace(self, screen=self.screen * f[0], select=self.select * f[1], evaluate=self.evaluate * f[2],
-                       batch_factors=(1, 1, 1), escalate=1 if batched else self.escalate)
+                       batch_factors=(1, 1, 1), escalate=1 if batched else self.escalate,
+                       pool_screen=self.pool_screen and not batched)
+
+    @property
+    def ranked_for(self) -> int:
+        """Evaluation runs per side the selection ranks tests for: ``escalate`` x ``evaluate``."""
+        return max(1, self.escalate) * self.evaluate
+
+    def selection_runs(self, pairs: int) -> int:
+        """Selection runs per side for each of ``pairs`` (<= ``top``) candidates, the pooled screening included."""
+        if not self.pool_screen or pairs >= self.max_pairs:
+            return self.select
+        return self.select + self.screen * (self.max_pairs - pairs) // pairs
 
 
 QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16, escalate=2)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40),
-              escalate=4)
+              escalate=4, pool_screen=True)
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
@@ -336,9 +359,9 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
 
     The runs are split in three: a statistic that needs fitting is fitted on the first third;
     its threshold is chosen on the second (on the first two if nothing is fitted); its
-    criterion -- the bound projected to the evaluation's number of runs
-    (:func:`~dpfair_analysis.testing.bounds.projected_epsilon`) -- is computed on the last third,
-    at the fixed threshold, with the error rates at their 1 - 0.2 / sqrt(number of statistics)
+    criterion -- the bound projected to the evaluation's number of runs if it forecasts a refutation
+    (``Budget.ranked_for``, :func:`~dpfair_analysis.testing.bounds.projected_epsilon`) -- is computed on
+    the last third, at the fixed threshold, with the error rates at their 1 - 0.2 / sqrt(number of statistics)
     Clopper-Pearson upper limits. The threshold search over thousands of candidates therefore
     does not inflate the criterion, and the choice among the statistics is paid for by the
     pessimism of the rates. With ``plan.min_event`` = c > 0 (:class:`Budget`) each statistic gets a
@@ -376,15 +399,15 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
         found = False
         for threshold_level, min_event in rules:
             threshold, _ = choose_threshold(picked0, picked1, delta=delta, confidence=confidence,
-                                            evaluation_trials=plan.evaluate, ranking_level=threshold_level,
+                                            evaluation_trials=plan.ranked_for, ranking_level=threshold_level,
                                             min_event=min_event, min_count=MIN_SEPARATING)
             if math.isnan(threshold):
                 continue
             found = True
             fp, fn = int(np.count_nonzero(held0 > threshold)), int(np.count_nonzero(held1 <= threshold))
-            criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.evaluate,
+            criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.ranked_for,
                                                 delta=delta, confidence=confidence, level=level))
-            counted = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.evaluate,
+            counted = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.ranked_for,
                                               delta=delta, confidence=confidence, level=0.5))
             scored.append(_Choice(index, statistic, fitted, threshold, criterion, counted,
                                   (fp, len(valid0), fn, len(valid1))))
@@ -548,7 +571,8 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
     stage_seeds = screen_seeds.spawn(2)
     if len(candidates) <= plan.top:
         seeds = stage_seeds[0].spawn(len(candidates))
-        choices = [c for i in range(len(candidates)) for c in score(i, plan.select, seeds[i], every(kinds))]
+        runs_each = plan.selection_runs(len(candidates))
+        choices = [c for i in range(len(candidates)) for c in score(i, runs_each, seeds[i], every(kinds))]
     else:
         # 1. screen every pair with every statistic (the learned one included: on SVT34Parallel only it ranks
         #    DP-Sniper's witness pair among the kept); keep the best pairs and, for each, its best few statistics;

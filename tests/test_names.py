@@ -19,7 +19,9 @@ def test_mechanisms_are_the_audit_registries():
     from dpfair_analysis.verify.audits import MECHANISMS, trainers
 
     assert names.AUDIT_MECHANISMS == tuple(MECHANISMS)
-    assert names.SAMPLED_AUDITS == tuple(trainers.sampled_audits()) == tuple(trainers.SAMPLED)
+    assert names.SAMPLED_AUDITS == tuple(trainers.sampled_audits())
+    # SAMPLED is read when the module is first imported: a test's toy method registered then stays in it
+    assert set(names.SAMPLED_AUDITS) <= set(trainers.SAMPLED)
 
 
 def test_claims_papers_and_budgets_are_the_claims_registry():

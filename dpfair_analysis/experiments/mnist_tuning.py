@@ -1,6 +1,6 @@
 """The MNIST tuning study (papers 000 and 002): the reproduction protocol of :mod:`.tuning` applied to paper 000's
-unbalanced full MNIST -- the budget (:data:`MNIST_GRID`), the methods and the order they run in, the comparison
-every run starts from and the groups the papers' tables show.
+unbalanced full MNIST -- the budget (:data:`~dpfair_analysis.experiments.mnist_tuning.MNIST_GRID`), the methods
+and the order they run in, the comparison every run starts from and the groups the papers' tables show.
 
 Full-MNIST runs are 25 minutes each: :func:`mnist_tuning_plan` lists them in the order that answers the questions
 first, and ``notebooks/record_runs.py --study mnist-tuning`` computes and records them one at a time

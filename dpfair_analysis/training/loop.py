@@ -452,7 +452,7 @@ class _BatchStats:
 
 def clip_parts_inputs(group_sums: torch.Tensor, clipped_sum: torch.Tensor, norms: torch.Tensor,
                       coefficients: torch.Tensor, group: torch.Tensor, *, n_groups: int) -> tuple[torch.Tensor, ...]:
-    """What :func:`~dpfair_analysis.theory.decomposition.batch_direction_magnitude` needs of one batch, on the CPU
+    """What :func:`~dpfair_analysis.training.batch_terms.batch_direction_magnitude` needs of one batch, on the CPU
     in float64: the groups' unclipped sums S_a (K, P) and the clipped sum Sbar (P,) as given (flattened), and
     sum_{i in a} ||g_i||^2, sum_{i in a} c_i ||g_i||^2 and n_a from the norms, coefficients c_i and groups."""
     squares = norms.to(torch.float64).cpu() ** 2
@@ -470,7 +470,7 @@ def flat_sum(total: Grads) -> torch.Tensor:
 
 class ClipParts:
     """The clipping's first-order direction and magnitude errors per group, averaged over an epoch's measured
-    steps (:func:`~dpfair_analysis.theory.decomposition.batch_direction_magnitude`; the history's ``batches`` rows
+    steps (:func:`~dpfair_analysis.training.batch_terms.batch_direction_magnitude`; the history's ``batches`` rows
     ``clip_direction`` and ``clip_magnitude``). A measurement costs K + 1 weighted sums of the batch's per-sample
     gradients, so one step in K + 1 is measured (the first, then every (K + 1)-th): about one weighted sum per
     step. Like the other ``batches`` rows, a diagnostic of the private data, not covered by the guarantee."""
@@ -491,7 +491,7 @@ class ClipParts:
 
     def add(self, *inputs: torch.Tensor) -> None:
         """One measured batch, from :func:`clip_parts_inputs`'s tuple."""
-        from dpfair_analysis.theory.decomposition import batch_direction_magnitude
+        from dpfair_analysis.training.batch_terms import batch_direction_magnitude
 
         direction, magnitude = batch_direction_magnitude(*inputs, lr=self.lr,
                                                          expected_batch_size=self.expected_batch_size)

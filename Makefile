@@ -37,8 +37,10 @@ run: setup
 	$(VENV)/bin/dpfair diagnose --data adult
 	$(VENV)/bin/dpfair compare --data adult
 
+# worksteal: an idle worker takes queued tests from the busy one, so the suite does not end on one worker
+# running the notebooks' queue alone (seen with the default --dist load)
 test: setup
-	$(PY) -m pytest -q -n 2 --durations=25
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=25
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow

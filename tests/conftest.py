@@ -51,7 +51,17 @@ def _isolated_result_cache(tmp_path_factory, monkeypatch):
 
 
 # The suite runs two workers on two cores: one intra-op thread each avoids oversubscription,
-# which made small-model steps up to 100x slower in the benchmark (benchmarks/README.md).
+# which made small-model steps up to 100x slower in the benchmark (benchmarks/README.md). The same for
+# BLAS and OpenMP (numpy, scipy, scikit-learn, and the notebook kernels and CLI subprocesses, which inherit
+# the environment): with a thread per core per worker, scipy's L-BFGS-B under fairlearn took 30 s of a
+# 4.6 s test on a loaded machine.
+import os  # noqa: E402
+
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
 import torch  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 torch.set_num_threads(1)
+threadpool_limits(1)  # the BLAS and OpenMP pools already loaded before this file was read

@@ -813,7 +813,7 @@ def calibrate_noise_multiplier(
 
 def max_steps_within(target_epsilon: float, delta: float, *, sampling_rate: float, noise_multiplier: float,
                      max_steps: int, accounting: AccountingSpec | None = None) -> int:
-    """Largest T <= ``max_steps`` whose T Poisson-sampled Gaussian steps spend <= target epsilon.
+    r"""Largest T <= ``max_steps`` whose T Poisson-sampled Gaussian steps spend <= target epsilon.
 
     Used to run a method "at equal privacy" with another (paper 000 §6.1.3: DPSGD-F and
     Naive stop when their epsilon reaches DPSGD's). Epsilon is increasing in T, so this

@@ -72,8 +72,10 @@ def register_groups(psub: argparse._SubParsersAction) -> None:
     add_accounting_flags(g, accountants=("rdp",))
     g.add_argument("--seed", type=seed_value, default=0, help="split and run seed (default 0)")
     g.add_argument("--every", type=positive_int, default=None,
-                   help="steps between the gradient-norm checkpoints (default: once an epoch, ceil(n/b); norms "
-                        "are held in between; 1 is exact and costs n/b steps of per-sample work per step)")
+                   help="take every record's gradient norm every N steps (a pass over the data each; norms held "
+                        "in between; 1 is exact and costs n/b steps of per-sample work per step). Default: no "
+                        "passes but one -- each record's norm as the DP step computed it at its own batches, held "
+                        "in between")
     g.add_argument("--resolution", type=int_in(1, 100_000), default=128,
                    help="sensitivity grid points K (default 128; each ε_i is rounded up by at most about one "
                         "grid step per step)")
@@ -139,7 +141,8 @@ def _run_privacy_groups(args: argparse.Namespace) -> None:
     print(f"{dataset}: {args.method}, {args.model}, b={args.batch_size}, {args.epochs} epochs, σ={args.sigma}, "
           f"C={args.clip}, seed {args.seed}: {result.steps} steps, run ε = {result.run_epsilon:.3f} at "
           f"δ={args.delta:g} ({accounting.describe()})")
-    print(f"per-record ε_i (norms recorded every {result.every} steps) beside the test accuracy cost vs SGD:")
+    recorded = "at each record's own batches" if result.every is None else f"every {result.every} steps"
+    print(f"per-record ε_i (norms recorded {recorded}) beside the test accuracy cost vs SGD:")
     print(table.to_string(index=False, float_format="{:.4f}".format))
     for line in describe_group_privacy(result):
         print(f"- {line}")

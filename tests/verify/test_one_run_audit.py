@@ -37,7 +37,7 @@ def test_canaries_look_like_their_group_and_own_one_column_each():
     assert (data.X[:len(train), 5:] == 0).all()  # no real row moves a canary's own weight
     with pytest.raises(ValueError, match="per_group"):
         draw_canaries(pool, per_group=5)
-    with pytest.raises(ValueError, match="pool has"):
+    with pytest.raises(ValueError, match="held-out pool has"):
         draw_canaries(pool, per_group=150)
 
 

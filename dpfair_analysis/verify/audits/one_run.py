@@ -22,14 +22,14 @@ norms are recorded at every step, so its per-record estimate epsilon_i
 (:func:`~dpfair_analysis.privacy.individual.individual_privacy`, an ex-post estimate, not a guarantee) sits
 beside the audit. The bounds are family-wise over every (group, family) canary set (Bonferroni).
 
-:func:`adult_by_sex` runs it on Adult by sex at a target epsilon (the issue's numbers)::
+:func:`adult_by_sex` runs it on Adult by sex at a target epsilon (the issue's numbers), and
+``dpfair privacy one-run`` (:func:`adult_by_sex_grid`) at several::
 
-    python -m dpfair_analysis.verify.audits.one_run OUT.json --epsilons 1,2,4 --per-group 1000
+    dpfair privacy one-run --epsilons 1,2,4 --per-group 1000 --seeds 3 --json
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.gradients import flatten, parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.accounting import dpsgd_epsilon
@@ -101,8 +102,9 @@ def draw_canaries(pool: GroupedDataset, *, per_group: int, families: tuple[str, 
     for g in range(pool.n_groups):
         members = np.flatnonzero(pool.group.numpy() == g)
         if len(members) < per_group * len(families):
-            raise ValueError(f"pool has {len(members)} rows of group {pool.group_names[g]!r}, need "
-                             f"{per_group * len(families)}")
+            raise ArgumentError("per_group", f"the held-out pool has {len(members)} rows of group "
+                                             f"{pool.group_names[g]!r}, so at most {len(members) // len(families)} "
+                                             f"canaries per group and family; got {per_group}")
         chosen = rng.choice(members, size=per_group * len(families), replace=False)
         for i, name in enumerate(families):
             rows.append(chosen[i * per_group:(i + 1) * per_group])
@@ -363,49 +365,36 @@ def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float 
             **out}
 
 
-def _epsilons(text: str) -> list[float]:
-    """``--epsilons``: comma-separated positive numbers (argparse refuses anything else with exit 2)."""
-    try:
-        values = [float(item) for item in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        import argparse
+def adult_by_sex_grid(epsilons: tuple[float, ...], *, seeds: int, per_group: int, method: str = "dpsgd",
+                      batch_size: int | None = None, done: Any = None) -> dict[str, Any]:
+    """:func:`adult_by_sex` at each epsilon for seeds 0..``seeds`` - 1 (``dpfair privacy one-run``).
 
-        raise argparse.ArgumentTypeError(f"must be comma-separated positive numbers, got {text!r}")
-    return values
+    Parameters
+    ----------
+    epsilons : tuple of float
+        The target epsilons.
+    seeds : int
+        How many seeds (0, 1, ...).
+    per_group, method, batch_size
+        As :func:`adult_by_sex`.
+    done : callable, optional
+        ``done(run)`` after each run (progress).
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dpfair_analysis.verify.audits.one_run OUT.json [--epsilons 1,2,4] [--per-group 1000]
-    [--seeds 1] [--method dpsgd] [--batch-size 256]``: :func:`adult_by_sex` at each epsilon and seed, the
-    results written to OUT.json after each run."""
-    import argparse
-    import json
-    import os
-    import tempfile
-
-    parser = argparse.ArgumentParser(description="the one-run audit per group on Adult by sex (DP-SGD)")
-    parser.add_argument("out")
-    parser.add_argument("--epsilons", type=_epsilons, default="1,2,4", help="comma-separated positive epsilons")
-    parser.add_argument("--per-group", type=int, default=1000, help="canaries per group and family (>= 10)")
-    parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--method", choices=METHODS, default="dpsgd")
-    parser.add_argument("--batch-size", type=int, default=None)
-    args = parser.parse_args(argv)
-    results = []
-    for seed in range(args.seeds):
-        for epsilon in args.epsilons:
-            results.append(adult_by_sex(epsilon, per_group=args.per_group, seed=seed, method=args.method,
-                                        batch_size=args.batch_size))
-            print(f"eps {epsilon} seed {seed}: run eps {results[-1]['epsilon']:.3f}\n{results[-1]['summary']}",
-                  flush=True)
-            folder = os.path.dirname(os.path.abspath(args.out))
-            with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as handle:
-                json.dump(results, handle, indent=1)
-            os.replace(handle.name, args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    Returns
+    -------
+    dict
+        ``setting``, ``method``, ``per_group``, ``epsilons``, ``seeds``, ``runs`` (one :func:`adult_by_sex`
+        dict each) and ``refuted`` (True when a canary set's audited epsilon exceeds its run's accounted one: a
+        bug in the trainer or its accounting).
+    """
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    runs = []
+    for seed in range(seeds):
+        for epsilon in epsilons:
+            runs.append(adult_by_sex(epsilon, per_group=per_group, seed=seed, method=method, batch_size=batch_size))
+            if done is not None:
+                done(runs[-1])
+    return {"setting": "adult by sex (80/20 split, canaries from the 20%)", "method": method,
+            "per_group": per_group, "epsilons": list(epsilons), "seeds": list(range(seeds)), "runs": runs,
+            "refuted": any(row["exceeds_accounted"] for run in runs for row in run["sets"])}

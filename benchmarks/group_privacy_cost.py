@@ -34,6 +34,7 @@ import torch
 from dpfair_analysis.experiments.compare import CompareConfig, _run_spec, load_data, split_for_seed
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_UNBALANCED
 from dpfair_analysis.experiments.group_privacy import _recorded_run
+from dpfair_analysis.io import write_atomically
 from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, grid_curves
 from dpfair_analysis.training.loop import train
 
@@ -119,9 +120,7 @@ def main(argv=None) -> int:
         payload = {"settings": {"resolution": resolution, "quick": args.quick, "method": "dpsgd", "seed": 0,
                                 "threads": 1, "mnist_epochs": args.mnist_epochs}, "results": results}
         if out is not None:  # after each setting: a long run keeps what it measured
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text(json.dumps(payload, indent=1))
-            tmp.replace(out)
+            write_atomically(out, lambda tmp: tmp.write_text(json.dumps(payload, indent=1)))
             print(f"wrote {out}")
     return 0
 

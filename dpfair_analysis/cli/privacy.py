@@ -173,9 +173,9 @@ def _save_group_plot(result, frames, path, *, suffix: str) -> None:
     plt.close(fig)
 
 
-#: The trainers the one-run audit runs (``verify.audits.one_run.METHODS``, kept here as names so that a bad --method is
-#: refused before torch is imported; a test holds the two equal).
-ONE_RUN_METHODS = ("dpsgd", "dpsgdf")
+#: The trainers the one-run audit runs (``verify.audits.one_run.METHODS``: those with a per-record accountant, as
+#: ``privacy groups``; a test holds the two equal).
+ONE_RUN_METHODS = GROUP_METHODS
 
 
 def register_one_run(psub: argparse._SubParsersAction) -> None:
@@ -183,9 +183,9 @@ def register_one_run(psub: argparse._SubParsersAction) -> None:
     from dpfair_analysis.cli._common import int_in, positive_numbers, writable_file
 
     o = psub.add_parser("one-run", help="audit what each group's canaries got: the one-run audit per group on Adult",
-                        description="Train DP-SGD (or DPSGD-F) once on Adult by sex with canaries drawn from each "
-                                    "group's held-out rows (gradient canaries, white box; input canaries, black "
-                                    "box), each included with probability 1/2, and bound each group's epsilon from "
+                        description="Train DP-SGD (or DPSGD-F, FairDP) once on Adult by sex with canaries drawn "
+                                    "from each group's held-out rows (gradient canaries, white box; input "
+                                    "canaries, black box), each included with probability 1/2, and bound each group's epsilon from "
                                     "the guesses (Steinke, Nasr & Jagielski 2023) and the Gaussian-DP mu from the "
                                     "same guesses (Mahloujifar, Melis & Chaudhuri 2025), family-wise over the "
                                     "canary sets, beside the run's accounted epsilon. One run per --epsilons value "

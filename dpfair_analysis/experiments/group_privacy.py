@@ -48,7 +48,7 @@ from dpfair_analysis.validation import check_positive_int
 
 __all__ = ["GROUP_PRIVACY_METHODS", "PAPER_SETTINGS", "GroupPrivacyResult", "describe_group_privacy",
            "group_privacy_frames", "group_privacy_run", "paper_group_privacy", "record_sensitivities",
-           "sampled_sensitivity_histogram", "sensitivity_histogram"]
+           "nearest_sample_steps", "sampled_sensitivity_histogram", "sensitivity_histogram"]
 
 #: The methods whose per-record sensitivity the accounting models: clipping to per-group bounds (no weights)
 #: with the sum's noise scaled to the largest bound. Naive (weights) and DP-FedAvg (users) are not covered.
@@ -143,11 +143,11 @@ def record_sensitivities(norms: np.ndarray, bounds: np.ndarray, *, reference: fl
     Parameters
     ----------
     norms : numpy.ndarray
-        :math:`\\|g_i\\|`, shape (n,).
+        :math:`\\|g_i\\|`, shape (n,) (or any shape: the arguments broadcast, e.g. (T, n) steps by records).
     bounds : numpy.ndarray
         Each record's clipping bound :math:`C_{k_i}`, shape (n,).
-    reference : float
-        :math:`R > 0`: the sum's noise is :math:`\\sigma R`.
+    reference : float or numpy.ndarray
+        :math:`R > 0`: the sum's noise is :math:`\\sigma R` (an array: one per step, e.g. shape (T, 1)).
     noise_multiplier : float
         :math:`\\sigma`, the sum's multiplier.
     other_multipliers : tuple of float
@@ -385,8 +385,9 @@ def sampled_sensitivity_histogram(initial: np.ndarray, updates: tuple[np.ndarray
                                   noise_multiplier: float, other_multipliers: tuple[float, ...],
                                   resolution: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`sensitivity_histogram` of the norms a :class:`~dpfair_analysis.training.norm_recorder.SampledNorms`
-    kept: record i's norm :math:`v_{i,t}` is its norm at its last batch :math:`s \\le t` (at :math:`\\theta_0`
-    before its first), so it changes only at i's own batches. Record i's bin at step t,
+    kept: record i's norm :math:`v_{i,t}` is its norm at the step nearest t among its own batches and step 1
+    (:math:`\\theta_0`'s pass; ties to the later: :func:`nearest_sample_steps`), so it changes only midway between
+    two of i's batches. Record i's bin at step t,
     :math:`\\#\\{b : R_t s_b (1 - 10^{-9}) < \\min(v_{i,t}, C_{k_i,t}(1 + 10^{-9}))\\}` (the same bins, ties and
     worst case, :math:`\\min(v, C_{k,t}) \\ge R_t`, as :func:`sensitivity_histogram`), changes only where
     :math:`v_{i,t}` or the step's setting :math:`(C_{\\cdot,t}, R_t)` does. So each record's current bin is held
@@ -399,7 +400,7 @@ def sampled_sensitivity_histogram(initial: np.ndarray, updates: tuple[np.ndarray
     initial : numpy.ndarray
         (n,): every record's norm at :math:`\\theta_0`.
     updates : tuple of numpy.ndarray
-        (steps, records, norms) of every sampled row, steps 1-based and non-decreasing.
+        (steps, records, norms) of every sampled row, steps 1-based (a record at most once a step).
     groups, bounds, reference, noise_multiplier, other_multipliers, resolution
         As :func:`sensitivity_histogram` (``bounds`` (T, G), ``reference`` (T,)).
 
@@ -409,7 +410,7 @@ def sampled_sensitivity_histogram(initial: np.ndarray, updates: tuple[np.ndarray
         Counts (n, K+1) and steps at the worst case (n,).
     """
     floors = _bin_floors(noise_multiplier, other_multipliers, resolution) * (1 - 1e-9)
-    steps_of, records, values = updates
+    steps_of, records, values = nearest_sample_steps(*updates)
     n, T = len(initial), len(reference)
     counts = np.zeros((n, resolution + 1), dtype=np.int64)
     at_worst = np.zeros(n, dtype=np.int64)
@@ -439,6 +440,34 @@ def sampled_sensitivity_histogram(initial: np.ndarray, updates: tuple[np.ndarray
         settle(everyone if changed[t] else rows, int(t))
     settle(everyone, T)
     return counts, at_worst
+
+
+def nearest_sample_steps(steps: np.ndarray, records: np.ndarray, norms: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The sampled norms of :func:`sampled_sensitivity_histogram` with the step each takes effect from, sorted by it:
+    a record's norm at step :math:`s_j` (its j-th batch) is the nearest one for steps
+    :math:`\\lceil (s_{j-1} + s_j) / 2 \\rceil, \\dots` up to the next one's, with :math:`s_0 = 1` (the pass at
+    :math:`\\theta_0`, step 1's parameters). Nearest, not last: a norm held only forward is on average 1/q steps old
+    (memoryless sampling), held both ways half that, and on a trajectory whose norms drift it errs less.
+
+    Parameters
+    ----------
+    steps, records, norms : numpy.ndarray
+        Every sampled row: its 1-based step, its record and its norm.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (first steps, records, norms), sorted by first step (a record at most once a step).
+    """
+    steps, records = np.asarray(steps, dtype=np.int64), np.asarray(records, dtype=np.int64)
+    order = np.lexsort((steps, records))
+    by_record, at = records[order], steps[order]
+    first_of_record = np.ones(len(at), dtype=bool)
+    first_of_record[1:] = by_record[1:] != by_record[:-1]
+    previous = np.where(first_of_record, 1, np.concatenate([[1], at[:-1]]))
+    starts = (previous + at + 1) // 2
+    resorted = np.argsort(starts, kind="stable")
+    return starts[resorted], by_record[resorted], np.asarray(norms)[order][resorted]
 
 
 def _result(config: CompareConfig, method: str, seed: int, record: dict, sgd: pd.Series, *,

@@ -145,12 +145,13 @@ class SampledNorms:
     observer hands it the norms :math:`\\|g_i(\\theta_{t-1})\\|` of the rows of :math:`B_t` -- the numbers the step
     clips, so recording them costs no gradient work. Record i's norm at step t is then
 
-    .. math:: v_{i,t} = \\|g_i(\\theta_{s-1})\\|, \\qquad s = \\max\\{s \\le t : i \\in B_s\\} \\text{ (or } s = 1
-              \\text{ if none)},
+    .. math:: v_{i,t} = \\|g_i(\\theta_{s-1})\\|, \\qquad s = \\arg\\min\\{|s - t| : s = 1 \\text{ or } i \\in B_s\\}
+              \\text{ (ties to the later)},
 
-    exact on the steps whose batch holds i and held from its last batch otherwise (under Poisson sampling at
-    q = b/n a record is refreshed every 1/q steps on average, about once an epoch: the same holding as a
-    :class:`NormRecorder` at ``every = n/b``, whose pass over every record each epoch it replaces).
+    exact on the steps whose batch holds i and the nearest such norm otherwise (under Poisson sampling at q = b/n
+    a record is in a batch every 1/q steps on average, about once an epoch: a holding like a :class:`NormRecorder`'s
+    at ``every = n/b``, whose pass over every record each epoch it replaces; measured against every step in
+    benchmarks/group_privacy_cost.py).
     :func:`~dpfair_analysis.experiments.group_privacy.sampled_sensitivity_histogram` composes them.
 
     Cost: one per-sample-norm pass over the data at :math:`\\theta_0` (the per-sample work of n/b steps) and

@@ -109,7 +109,7 @@ BAD = [
     (["privacy", "one-run", "--epsilons", "nan"], "--epsilons"),
     (["privacy", "one-run", "--per-group", "5"], "--per-group"),
     (["privacy", "one-run", "--seeds", "0"], "--seeds"),
-    (["privacy", "one-run", "--method", "fairdp"], "--method"),
+    (["privacy", "one-run", "--method", "naive"], "--method"),
     (["privacy", "one-run", "--batch-size", "0"], "--batch-size"),
     (["privacy", "one-run", "--out", EXISTING_DIR], "--out"),
     (epsilon_argv(batch_size="200"), "--batch-size"),

@@ -185,11 +185,11 @@ def register_one_run(psub: argparse._SubParsersAction) -> None:
     o = psub.add_parser("one-run", help="audit what each group's canaries got: the one-run audit per group on Adult",
                         description="Train DP-SGD (or DPSGD-F, FairDP) once on Adult by sex with canaries drawn "
                                     "from each group's held-out rows (gradient canaries, white box; input "
-                                    "canaries, black box), each included with probability 1/2, and bound each group's epsilon from "
-                                    "the guesses (Steinke, Nasr & Jagielski 2023) and the Gaussian-DP mu from the "
-                                    "same guesses (Mahloujifar, Melis & Chaudhuri 2025), family-wise over the "
-                                    "canary sets, beside the run's accounted epsilon. One run per --epsilons value "
-                                    "and seed; about a minute each at 1000 canaries per group.",
+                                    "canaries, black box), each included with probability 1/2, and bound each "
+                                    "group's epsilon from the guesses (Steinke, Nasr & Jagielski 2023) and the "
+                                    "Gaussian-DP mu from the same guesses (Mahloujifar, Melis & Chaudhuri 2025), "
+                                    "family-wise over the canary sets, beside the run's accounted epsilon. One run "
+                                    "per --epsilons value and seed; about a minute each at 1000 canaries per group.",
                         epilog="exit status: 0 every set consistent with its run's epsilon; 1 a set's audited "
                                "epsilon exceeds the accounted one (a bug in the trainer or its accounting); 2 bad "
                                "input")

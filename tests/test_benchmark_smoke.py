@@ -212,3 +212,18 @@ def test_individual_privacy_benchmark_runs_quick(tmp_path):
     assert all(row["value"] <= payload["run_epsilon"] * (1 + 1e-12) for row in payload["groups"]
                if row["metric"] in ("mean", "max"))
     assert "not guarantees" in res.stdout
+
+
+def test_group_privacy_cost_benchmark_runs_quick(tmp_path):
+    """benchmarks/group_privacy_cost.py --quick: the run alone, each recorder's and the accounting's CPU time, the
+    recorders' epsilon_i compared (synthetic data)."""
+    out = tmp_path / "cost.json"
+    script = ROOT / "benchmarks" / "group_privacy_cost.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)], check=False,
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = json.loads(out.read_text())["results"]["synthetic"]
+    assert set(row["recorders"]) == {"per_epoch", "sampled", "every_step"}
+    assert all(r["same_run"] and r["recorder"] >= 0 and r["accounting"] >= 0 for r in row["recorders"].values())
+    assert row["sampled_vs_every_step"]["max_relative"] >= 0

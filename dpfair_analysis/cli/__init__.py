@@ -37,7 +37,8 @@ from dpfair_analysis.errors import ArgumentError, TrainingDiverged  # noqa: E402
 #: Library arguments whose bad values show only once data or accounting are at hand (``ArgumentError``),
 #: and the flag that sets each: the one-line message names the flag.
 FLAGS_OF_ARGUMENTS = {"train_group_fraction": "--train-fraction", "target_epsilon": "--epsilon",
-                      "target": "--target", "pair": "--pair", "data": "--data"}
+                      "target": "--target", "pair": "--pair", "data": "--data",
+                      "per_group": "--per-group"}
 
 #: The exit statuses, shown in ``dpfair --help``. ``audit`` exits 1 for a refuted claim; only 0 reads as a pass,
 #: and 2 and 3 are never a verdict (``docs/guide/privacy_testing.md``, "Exit statuses").

@@ -40,6 +40,20 @@ def comma_items(text: str, what: str) -> list[str]:
     return items
 
 
+def positive_numbers(text: str) -> list[float]:
+    """A comma-separated list of positive finite numbers (argparse type: ``--epsilons 1,2,4``)."""
+    values = []
+    for item in comma_items(text, "positive numbers"):
+        try:
+            value = float(item)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}")
+        values.append(value)
+    return values
+
+
 def _number(check: Callable[[float], bool], allowed: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
@@ -126,7 +140,12 @@ def show_progress(args: argparse.Namespace) -> bool:
 
 
 def print_json(payload: object) -> None:
-    print(json.dumps(payload, indent=2, default=_json_default))
+    print(json_text(payload))
+
+
+def json_text(payload: object) -> str:
+    """``payload`` as the commands print and write JSON (numpy scalars as numbers, paths as strings)."""
+    return json.dumps(payload, indent=2, default=_json_default)
 
 
 def _json_default(value: object) -> object:

@@ -11,10 +11,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 
-from dpfair_analysis.cli._common import UsageError, check_dataset_options, check_workload, comma_items, \
-    estimated_training_seconds, int_in, positive_float, positive_int, print_json, seed_value, show_progress, unit_open
+from dpfair_analysis.cli._common import UsageError, check_dataset_options, check_workload, \
+    estimated_training_seconds, int_in, positive_float, positive_int, positive_numbers, print_json, seed_value, \
+    show_progress, unit_open
 from dpfair_analysis.catalog import DATASETS
 
 MECHANISMS = ("output", "dpsgd")
@@ -28,19 +28,6 @@ DESCRIPTION = """Per-group excessive risk R_a (private minus non-private loss) a
                       paired by seed with non-private SGD"""
 
 
-def _epsilons(text: str) -> list[float]:
-    values = []
-    for item in comma_items(text, "positive numbers"):
-        try:
-            value = float(item)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}") from None
-        if not math.isfinite(value) or value <= 0:
-            raise argparse.ArgumentTypeError(f"expected comma-separated positive numbers, got {text!r}")
-        values.append(value)
-    return values
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("excess-risk", help="per-group excessive risk and gap under a private mechanism (paper 001)",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -48,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="data set name (see `dpfair data list`)")
     p.add_argument("--group-by", default=None, help="group attribute, if the data set has several")
     p.add_argument("--mechanism", choices=MECHANISMS, required=True)
-    p.add_argument("--epsilons", type=_epsilons, default=[0.005, 0.05, 0.5],
+    p.add_argument("--epsilons", type=positive_numbers, default=[0.005, 0.05, 0.5],
                    help="comma-separated epsilons (default 0.005,0.05,0.5)")
     p.add_argument("--delta", type=unit_open, default=1e-5)
     p.add_argument("--l2", type=positive_float, default=1e-3, help="output: ERM regulariser lambda (default 1e-3)")

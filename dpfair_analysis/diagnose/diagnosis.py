@@ -47,6 +47,7 @@ from dpfair_analysis.diagnose.explanation import (
     most_hurt_group,
     most_hurt_probabilities,
     number_or_none,
+    privacy_spend_prediction,
     reasons_for,
     theory_quantities,
 )
@@ -71,7 +72,7 @@ SPLITS = 3
 #: Keys of each group in the JSON (the issue's schema, exactly).
 GROUP_KEYS = ("group", "n", "predicted_cost", "predicted_cost_low", "predicted_cost_high", "p_most_hurt", "rank",
               "reasons", "clip_fraction", "clip_bias", "noise_term", "trace", "boundary")
-JSON_KEYS = ("groups", "most_hurt", "split", "settings", "epsilon", "delta", "recommendations")
+JSON_KEYS = ("groups", "most_hurt", "privacy_spend", "split", "settings", "epsilon", "delta", "recommendations")
 
 
 @dataclass
@@ -107,7 +108,8 @@ class Diagnosis:
                 "calibration": asdict(self.calibration), "seconds": self.seconds, "data": dict(self.data_info)}
 
     def to_json(self) -> dict:
-        """The issue's schema: groups (exactly :data:`GROUP_KEYS` each), most_hurt, settings, epsilon, delta,
+        """The issue's schema: groups (exactly :data:`GROUP_KEYS` each), most_hurt, privacy_spend (which group is
+        predicted to spend more privacy per record: :attr:`privacy_spend`), settings, epsilon, delta,
         recommendations."""
         columns = {"predicted_cost": "cost", "predicted_cost_low": "low", "predicted_cost_high": "high",
                    "clip_fraction": "clip_fraction", "clip_bias": "clip_bias", "noise_term": "noise_term",
@@ -118,9 +120,16 @@ class Diagnosis:
             groups.append({key: numbers[key] if key in numbers else None for key in GROUP_KEYS}
                           | {"group": str(row["group"]), "n": int(row["n"]), "rank": int(row["rank"]),
                              "reasons": list(row["reasons"])})
-        return {"groups": groups, "most_hurt": self.most_hurt, "split": self.split_json(), "settings": self.settings(),
+        return {"groups": groups, "most_hurt": self.most_hurt, "privacy_spend": self.privacy_spend,
+                "split": self.split_json(), "settings": self.settings(),
                 "epsilon": number_or_none(self.plan.epsilon), "delta": self.plan.plan.delta,
                 "recommendations": self.recommendations}
+
+    @property
+    def privacy_spend(self) -> dict:
+        """Which group is predicted to spend more privacy per record, from the shares clipped at C
+        (:func:`.explanation.privacy_spend_prediction`; the explanation's line is its sentence)."""
+        return privacy_spend_prediction(self.groups, method=self.plan.plan.method)
 
     def split_json(self) -> dict:
         """Which split the costs are for: ``mode`` (expectation | per-split), ``splits``, ``seeds``, and in

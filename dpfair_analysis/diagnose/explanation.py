@@ -343,7 +343,7 @@ def explain(diagnosis) -> list[str]:
                      f"for every row): each group's cost is then its non-private accuracy above its share of "
                      f"that label.")
     lines.append(most_hurt_sentence(diagnosis.most_hurt))
-    lines.append(privacy_spend_sentence(privacy_spend_prediction(diagnosis.groups), method=plan.plan.method))
+    lines.append(privacy_spend_sentence(diagnosis.privacy_spend))
     if diagnosis.split_mode == "expectation":
         lines.append(f"Predicted as the expectation over {len(diagnosis.split_seeds)} random train/test splits "
                      f"(seeds {', '.join(map(str, diagnosis.split_seeds))}, as dpfair compare draws them); the "
@@ -370,7 +370,7 @@ def explain(diagnosis) -> list[str]:
 SPEND_MARGIN = 0.05
 
 
-def privacy_spend_prediction(groups: pd.DataFrame) -> dict:
+def privacy_spend_prediction(groups: pd.DataFrame, *, method: str = "dpsgd") -> dict:
     """Which group is predicted to spend the most privacy per record, from the fractions clipped at C.
 
     A record's per-step sensitivity under DP-SGD is :math:`\\min(\\|g_i\\|, C)/C`: at 1 (the run's worst case)
@@ -384,25 +384,31 @@ def privacy_spend_prediction(groups: pd.DataFrame) -> dict:
     ----------
     groups : pandas.DataFrame
         The diagnosis's groups (``group``, ``clip_fraction``).
+    method : str
+        The planned method (its fractions are taken at the uniform C; DPSGD-F and FairDP move the group bounds).
 
     Returns
     -------
     dict
-        ``most`` and ``least`` (group names; ``most`` None when the shares are within the margin), and
-        ``most_fraction``, ``least_fraction``.
+        The verdict (``dpfair diagnose --json``'s ``privacy_spend``; :func:`privacy_spend_sentence` says it):
+        ``most`` and ``least`` (group names; ``most`` None when the shares are within the margin),
+        ``most_fraction``, ``least_fraction``, ``margin`` (:data:`SPEND_MARGIN`) and ``method``.
     """
     fractions = groups.set_index("group")["clip_fraction"].astype(float).dropna()
+    verdict = {"most": None, "least": None, "most_fraction": None, "least_fraction": None, "margin": SPEND_MARGIN,
+               "method": method}
     if len(fractions) < 2:
-        return {"most": None, "least": None, "most_fraction": None, "least_fraction": None}
+        return verdict
     most, least = str(fractions.idxmax()), str(fractions.idxmin())
     called = fractions[most] - fractions[least] > SPEND_MARGIN
-    return {"most": most if called else None, "least": least, "most_fraction": float(fractions[most]),
-            "least_fraction": float(fractions[least])}
+    return verdict | {"most": most if called else None, "least": least, "most_fraction": float(fractions[most]),
+                      "least_fraction": float(fractions[least])}
 
 
-def privacy_spend_sentence(prediction: dict, *, method: str = "dpsgd") -> str:
+def privacy_spend_sentence(prediction: dict, *, method: str | None = None) -> str:
     """The sentence of a :func:`privacy_spend_prediction` (DPSGD-F and FairDP move the group bounds, so for
-    them it is said of the uniform bound C the fractions are taken at)."""
+    them it is said of the uniform bound C the fractions are taken at); ``method`` (default the verdict's)."""
+    method = prediction.get("method", "dpsgd") if method is None else method
     caveat = "" if method == "dpsgd" else f" (at the uniform C; {method} moves the group bounds, which changes it)"
     if prediction.get("least") is None:
         return "Privacy spent per record: one group, nothing to compare."

@@ -43,11 +43,12 @@ from dpfair_analysis.fairness.metrics import cost_of_privacy
 from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, WHAT_EPSILON_I_IS, group_privacy, \
     grid_curves, individual_privacy_from_histogram
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
+from dpfair_analysis.training.norm_recorder import SampledNorms
 from dpfair_analysis.validation import check_positive_int
 
 __all__ = ["GROUP_PRIVACY_METHODS", "PAPER_SETTINGS", "GroupPrivacyResult", "describe_group_privacy",
            "group_privacy_frames", "group_privacy_run", "paper_group_privacy", "record_sensitivities",
-           "sensitivity_histogram"]
+           "nearest_sample_steps", "sampled_sensitivity_histogram", "sensitivity_histogram"]
 
 #: The methods whose per-record sensitivity the accounting models: clipping to per-group bounds (no weights)
 #: with the sum's noise scaled to the largest bound. Naive (weights) and DP-FedAvg (users) are not covered.
@@ -94,8 +95,11 @@ class GroupPrivacyResult:
     run_epsilon : float
         The run's guarantee (the ledger's epsilon; every :math:`\\varepsilon_i` is at most it).
     delta : float
-    steps, every : int
-        The run's steps; steps between the recorder's checkpoints (norms held in between).
+    steps : int
+        The run's steps.
+    every : int or None
+        Steps between the recorder's checkpoints (norms held in between); None: each record's norm as the DP step
+        computed it at its own batches (:class:`~dpfair_analysis.training.norm_recorder.SampledNorms`).
     cpu_seconds : dict
         Process CPU time when computed: ``run`` (training without the recorder's passes), ``recorder``,
         ``accounting``.
@@ -111,7 +115,7 @@ class GroupPrivacyResult:
     run_epsilon: float
     delta: float
     steps: int
-    every: int
+    every: int | None
     cpu_seconds: dict
     what: str = WHAT_EPSILON_I_IS
 
@@ -139,11 +143,11 @@ def record_sensitivities(norms: np.ndarray, bounds: np.ndarray, *, reference: fl
     Parameters
     ----------
     norms : numpy.ndarray
-        :math:`\\|g_i\\|`, shape (n,).
+        :math:`\\|g_i\\|`, shape (n,) (or any shape: the arguments broadcast, e.g. (T, n) steps by records).
     bounds : numpy.ndarray
         Each record's clipping bound :math:`C_{k_i}`, shape (n,).
-    reference : float
-        :math:`R > 0`: the sum's noise is :math:`\\sigma R`.
+    reference : float or numpy.ndarray
+        :math:`R > 0`: the sum's noise is :math:`\\sigma R` (an array: one per step, e.g. shape (T, 1)).
     noise_multiplier : float
         :math:`\\sigma`, the sum's multiplier.
     other_multipliers : tuple of float
@@ -176,8 +180,10 @@ def group_privacy_run(config: CompareConfig, method: str = "dpsgd", *, seed: int
     seed : int
         The split and run seed.
     every : int, optional
-        Steps between norm checkpoints (default: once an epoch, :math:`\\lceil n/b \\rceil`: about one run's
-        per-sample work over the whole run; 1 is exact and costs n/b steps of per-sample work per step).
+        Steps between norm checkpoints of a :class:`~dpfair_analysis.training.norm_recorder.NormRecorder` (a pass
+        over every record each: 1 is exact and costs n/b steps of per-sample work per step). Default None: no
+        checkpoints -- the norms the DP step computes for its batch, each record's held from its last batch
+        (:class:`~dpfair_analysis.training.norm_recorder.SampledNorms`: one pass, at :math:`\\theta_0`).
     resolution : int
         The sensitivity grid's K (:func:`~dpfair_analysis.privacy.individual.individual_privacy`).
     cache : RunCache, optional
@@ -197,8 +203,7 @@ def group_privacy_run(config: CompareConfig, method: str = "dpsgd", *, seed: int
     config = replace(config, methods=("sgd", method), seeds=(seed,))
     full, official = load_data(config)
     train_data, test_data = split_for_seed(config, full, official, seed=seed)
-    every = math.ceil(len(train_data) / config.train.batch_size) if every is None else \
-        check_positive_int(every, "every")
+    every = None if every is None else check_positive_int(every, "every")
     key = config_key("group_privacy", _FORMAT, _run_key(config, method, seed, train_data), every, resolution)
     record = cache.get_or_compute(key, lambda: _recorded_run(config, method, train_data, test_data, seed=seed,
                                                              every=every, resolution=resolution,
@@ -219,7 +224,7 @@ def _recorded_run(config: CompareConfig, method: str, train_data, test_data, *, 
     recorder = _TimedRecorder(train_data, every=every, total_steps=steps)
     start = time.process_time()
     result = train(spec.model, spec.train_data, spec.policy, spec.config, test_data=test_data, progress=progress,
-                   callbacks=[recorder])
+                   callbacks=[recorder], batch_observers=[recorder.observe] if every is None else [])
     run_seconds = time.process_time() - start - recorder.seconds
     start = time.process_time()
     estimate = _account(recorder, result.steps, spec.policy, sampling_rate=spec.config.batch_size / len(train_data),
@@ -233,17 +238,24 @@ def _recorded_run(config: CompareConfig, method: str, train_data, test_data, *, 
 
 
 class _TimedRecorder:
-    """A :class:`~dpfair_analysis.training.norm_recorder.NormRecorder` that adds up its own CPU time."""
+    """A :class:`~dpfair_analysis.training.norm_recorder.NormRecorder` (checkpoints every ``every`` steps) or, for
+    ``every=None``, a :class:`~dpfair_analysis.training.norm_recorder.SampledNorms`, adding up its own CPU time."""
 
-    def __init__(self, data: Any, **options: Any) -> None:
+    def __init__(self, data: Any, *, every: int | None, total_steps: int) -> None:
         from dpfair_analysis.training.norm_recorder import NormRecorder
 
-        self.recorder = NormRecorder(data, **options)
+        self.recorder = SampledNorms(data) if every is None else NormRecorder(data, every=every,
+                                                                                total_steps=total_steps)
         self.seconds = 0.0
 
     def __call__(self, t: int, model: Any, state: Any) -> None:
         start = time.process_time()
         self.recorder(t, model, state)
+        self.seconds += time.process_time() - start
+
+    def observe(self, t: int, index: Any, norms: Any) -> None:
+        start = time.process_time()
+        self.recorder.observe(t, index, norms)
         self.seconds += time.process_time() - start
 
     def __getattr__(self, name: str) -> Any:
@@ -268,9 +280,14 @@ def _account(recorder: Any, steps: pd.DataFrame, policy: Any, *, sampling_rate: 
     else:  # one bound for every group: the noise's
         reference = steps["noise_std"].to_numpy(dtype=float) / sigma
         bounds = np.repeat(reference[:, None], n_groups, axis=1)
-    counts, at_worst_case = sensitivity_histogram(recorder.norms, recorder.repeats, groups, bounds, reference,
-                                                  noise_multiplier=sigma, other_multipliers=others,
-                                                  resolution=resolution)
+    options = {"noise_multiplier": sigma, "other_multipliers": others, "resolution": resolution}
+    source = getattr(recorder, "recorder", recorder)  # a _TimedRecorder's, or the recorder itself
+    if isinstance(source, SampledNorms):  # the DP step's own norms
+        counts, at_worst_case = sampled_sensitivity_histogram(source.initial, source.updates, groups, bounds,
+                                                              reference, **options)
+    else:
+        counts, at_worst_case = sensitivity_histogram(recorder.norms, recorder.repeats, groups, bounds, reference,
+                                                      **options)
     joint = joint_noise_multiplier((sigma, *others))
     key = config_key("group_privacy_curves", sampling_rate, joint, accounting, resolution)
     curves = (cache if cache is not None else RunCache(None)).get_or_compute(
@@ -318,10 +335,7 @@ def sensitivity_histogram(norms: np.ndarray, repeats: np.ndarray, groups: np.nda
         Counts (n, K+1) and steps at the worst case (n,).
     """
     n, K = norms.shape[1], resolution
-    others = sum(m ** -2.0 for m in other_multipliers)
-    joint = joint_noise_multiplier((noise_multiplier, *other_multipliers))
-    squared = noise_multiplier ** 2 * (np.arange(K) / K / joint ** 2 - others)  # s_b^2 for b = 1..K
-    unit = np.where(squared >= 0, np.sqrt(np.maximum(squared, 0.0)), -np.inf)
+    unit = _bin_floors(noise_multiplier, other_multipliers, resolution)
     counts = np.zeros((n, K + 1), dtype=np.int64)
     at_worst = np.zeros(n, dtype=np.int64)
     ends = np.cumsum(repeats)
@@ -354,6 +368,106 @@ def sensitivity_histogram(norms: np.ndarray, repeats: np.ndarray, groups: np.nda
             worst_diff = np.bincount(worst, weights=weights, minlength=len(v) + 1).astype(np.int64)
             at_worst[order] += np.cumsum(worst_diff)[:-1]
     return counts, at_worst
+
+
+def _bin_floors(noise_multiplier: float, other_multipliers: tuple[float, ...], resolution: int) -> np.ndarray:
+    """:math:`s_b` for b = 1..K (:func:`sensitivity_histogram`): a record's bin at a step is at least b iff
+    :math:`\\min(v, C_{k,t}) > R_t s_b`, where :math:`s_b^2 = \\sigma^2((b-1)/(K\\sigma_J^2) - \\sum_a \\sigma_a^{-2})`
+    (:math:`-\\infty` where negative: every record is past it)."""
+    others = sum(m ** -2.0 for m in other_multipliers)
+    joint = joint_noise_multiplier((noise_multiplier, *other_multipliers))
+    squared = noise_multiplier ** 2 * (np.arange(resolution) / resolution / joint ** 2 - others)
+    return np.where(squared >= 0, np.sqrt(np.maximum(squared, 0.0)), -np.inf)
+
+
+def sampled_sensitivity_histogram(initial: np.ndarray, updates: tuple[np.ndarray, np.ndarray, np.ndarray],
+                                  groups: np.ndarray, bounds: np.ndarray, reference: np.ndarray, *,
+                                  noise_multiplier: float, other_multipliers: tuple[float, ...],
+                                  resolution: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sensitivity_histogram` of the norms a :class:`~dpfair_analysis.training.norm_recorder.SampledNorms`
+    kept: record i's norm :math:`v_{i,t}` is its norm at the step nearest t among its own batches and step 1
+    (:math:`\\theta_0`'s pass; ties to the later: :func:`nearest_sample_steps`), so it changes only midway between
+    two of i's batches. Record i's bin at step t,
+    :math:`\\#\\{b : R_t s_b (1 - 10^{-9}) < \\min(v_{i,t}, C_{k_i,t}(1 + 10^{-9}))\\}` (the same bins, ties and
+    worst case, :math:`\\min(v, C_{k,t}) \\ge R_t`, as :func:`sensitivity_histogram`), changes only where
+    :math:`v_{i,t}` or the step's setting :math:`(C_{\\cdot,t}, R_t)` does. So each record's current bin is held
+    and charged for the steps it lasted when it changes: :math:`O(\\log K)` per sampled row, and :math:`O(n \\log K)`
+    per step whose setting differs from the previous one's (every step of DPSGD-F's noisy bounds; none of
+    DP-SGD's), instead of :math:`O(n \\log K)` per step.
+
+    Parameters
+    ----------
+    initial : numpy.ndarray
+        (n,): every record's norm at :math:`\\theta_0`.
+    updates : tuple of numpy.ndarray
+        (steps, records, norms) of every sampled row, steps 1-based (a record at most once a step).
+    groups, bounds, reference, noise_multiplier, other_multipliers, resolution
+        As :func:`sensitivity_histogram` (``bounds`` (T, G), ``reference`` (T,)).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        Counts (n, K+1) and steps at the worst case (n,).
+    """
+    floors = _bin_floors(noise_multiplier, other_multipliers, resolution) * (1 - 1e-9)
+    steps_of, records, values = nearest_sample_steps(*updates)
+    n, T = len(initial), len(reference)
+    counts = np.zeros((n, resolution + 1), dtype=np.int64)
+    at_worst = np.zeros(n, dtype=np.int64)
+    norm = np.asarray(initial, dtype=np.float64).copy()
+    current = np.zeros(n, dtype=np.int64)
+    worst = np.zeros(n, dtype=bool)
+    since = np.zeros(n, dtype=np.int64)
+
+    def settle(rows: np.ndarray, t: int) -> None:  # charge rows' held bins for steps since..t-1, rebin at step t
+        held = t - since[rows]
+        counts[rows, current[rows]] += held
+        at_worst[rows] += held * worst[rows]
+        since[rows] = t
+        if t < T:
+            C, R = bounds[t, groups[rows]], reference[t]
+            current[rows] = np.searchsorted(R * floors, np.minimum(norm[rows], C * (1 + 1e-9)), side="left")
+            worst[rows] = (C >= R) & (norm[rows] >= R)
+
+    everyone = np.arange(n)
+    settle(everyone, 0)
+    changed = np.zeros(T, dtype=bool)
+    changed[1:] = (np.diff(bounds, axis=0) != 0).any(axis=1) | (np.diff(reference) != 0)
+    first = np.searchsorted(steps_of, np.arange(1, T + 2), side="left")  # step t+1's rows: first[t]..first[t+1]
+    for t in np.union1d(np.flatnonzero(changed), np.unique(steps_of - 1)):
+        rows = records[first[t]:first[t + 1]]
+        norm[rows] = values[first[t]:first[t + 1]]
+        settle(everyone if changed[t] else rows, int(t))
+    settle(everyone, T)
+    return counts, at_worst
+
+
+def nearest_sample_steps(steps: np.ndarray, records: np.ndarray, norms: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The sampled norms of :func:`sampled_sensitivity_histogram` with the step each takes effect from, sorted by it:
+    a record's norm at step :math:`s_j` (its j-th batch) is the nearest one for steps
+    :math:`\\lceil (s_{j-1} + s_j) / 2 \\rceil, \\dots` up to the next one's, with :math:`s_0 = 1` (the pass at
+    :math:`\\theta_0`, step 1's parameters). Nearest, not last: a norm held only forward is on average 1/q steps old
+    (memoryless sampling), held both ways half that, and on a trajectory whose norms drift it errs less.
+
+    Parameters
+    ----------
+    steps, records, norms : numpy.ndarray
+        Every sampled row: its 1-based step, its record and its norm.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (first steps, records, norms), sorted by first step (a record at most once a step).
+    """
+    steps, records = np.asarray(steps, dtype=np.int64), np.asarray(records, dtype=np.int64)
+    order = np.lexsort((steps, records))
+    by_record, at = records[order], steps[order]
+    first_of_record = np.ones(len(at), dtype=bool)
+    first_of_record[1:] = by_record[1:] != by_record[:-1]
+    previous = np.where(first_of_record, 1, np.concatenate([[1], at[:-1]]))
+    starts = (previous + at + 1) // 2
+    resorted = np.argsort(starts, kind="stable")
+    return starts[resorted], by_record[resorted], np.asarray(norms)[order][resorted]
 
 
 def _result(config: CompareConfig, method: str, seed: int, record: dict, sgd: pd.Series, *,

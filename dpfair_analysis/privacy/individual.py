@@ -34,8 +34,11 @@ the sampled ones the loop computes. :class:`~dpfair_analysis.training.norm_recor
 :func:`~dpfair_analysis.training.loop.train` that computes them at :math:`\\theta_t`, with the
 loop's own per-sample engine and objective, every ``every`` steps; between checkpoints each record's norm is
 *held* (steps :math:`t+1, \\dots, t+k` use the norms at :math:`\\theta_t`), which is an approximation (not
-a bound) when ``every > 1``. :func:`individual_privacy` turns the norms into :math:`\\varepsilon_i`;
-:func:`group_privacy` into each group's distribution.
+a bound) when ``every > 1``. :class:`~dpfair_analysis.training.norm_recorder.SampledNorms` needs no pass but one:
+it keeps the norms the DP step computes for its batch (exact on the steps whose batch holds the record) and holds
+each record's from its last batch (``dpfair privacy groups``' default; its histogram is
+:func:`~dpfair_analysis.experiments.group_privacy.sampled_sensitivity_histogram`). :func:`individual_privacy` turns
+the norms into :math:`\\varepsilon_i`; :func:`group_privacy` into each group's distribution.
 
 **Cost.** A checkpoint is one per-sample-norm pass over the recorded rows: ``every=1`` does the per-sample
 work of :math:`n / b` steps per step. Measured on Adult at ``dpfair compare``'s defaults (logistic regression,

@@ -66,6 +66,10 @@ EVALUATE_TRAIN = ("every_epoch", "last_epoch")
 #: trainer; ``state`` is the trainer's public state step t+1 will use (PF-LD's multipliers and signs; None for
 #: the DP-SGD loop and DP-FedAvg). Callbacks must not change the model, the state or the trainer's generators.
 TrainCallback = Callable[[int, nn.Module, Any], None]
+#: ``observer(t, index, norms)`` after step t's per-sample gradients: the rows of B_t (CPU) and their norms
+#: ||g_i(theta_{t-1})||, the very numbers the step clips (e.g. a per-record privacy accountant's, with no pass of its
+#: own: :class:`~dpfair_analysis.training.norm_recorder.SampledNorms`). Observers must not change either tensor.
+BatchObserver = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class TrainingResult:
 
 def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, config: TrainConfig, *,
           test_data: GroupedDataset | None = None, progress: bool = True, objective: Objective | None = None,
-          callbacks: Sequence[TrainCallback] = ()) -> TrainingResult:
+          callbacks: Sequence[TrainCallback] = (), batch_observers: Sequence[BatchObserver] = ()) -> TrainingResult:
     """Train ``model`` in place with ``policy`` and return the result with its history.
 
     On ``config.device`` (see :class:`TrainConfig`); the model is back on its own device
@@ -168,6 +172,8 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
         The per-sample loss (default cross-entropy with the model's L2 weight).
     callbacks : sequence of TrainCallback
         Called after each step and epoch (e.g. the decomposition terms of paper 001's Theorem 2).
+    batch_observers : sequence of BatchObserver
+        Called with each step's batch rows and the per-sample norms it clips (:data:`BatchObserver`).
 
     Returns
     -------
@@ -189,7 +195,8 @@ def train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, 
         model.to(memory_format=layout)
         return _train(model, _in_layout(train_data.to(device), layout), policy, config, device=device,
                       test_data=None if test_data is None else _in_layout(test_data.to(device), layout),
-                      progress=progress, objective=objective, callbacks=callbacks)
+                      progress=progress, objective=objective, callbacks=callbacks,
+                      batch_observers=batch_observers)
     finally:
         model.to(home)
         model.to(memory_format=torch.contiguous_format)
@@ -211,7 +218,7 @@ def _in_layout(data: GroupedDataset, layout: torch.memory_format) -> GroupedData
 
 def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy, config: TrainConfig, *,
            device: torch.device, test_data: GroupedDataset | None, progress: bool, objective: Objective,
-           callbacks: Sequence[TrainCallback]) -> TrainingResult:
+           callbacks: Sequence[TrainCallback], batch_observers: Sequence[BatchObserver] = ()) -> TrainingResult:
     n = len(train_data)
     if config.batch_size > n:
         raise ValueError(f"batch_size={config.batch_size} exceeds the {n} training rows")
@@ -232,11 +239,12 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
     params = parameters_of(model)  # detached views: an update of them is an update of the model
 
     def step(t: int) -> dict:
-        index = next(batches)
-        index = index if device.type == "cpu" else index.to(device)
+        rows = next(batches)
+        index = rows if device.type == "cpu" else rows.to(device)
         decision, released = _step(model, train_data, index, policy, objective, lr=lr, generator=noise_gen,
                                    expected_batch_size=config.batch_size, accumulator=accumulator, params=params,
-                                   parts=parts)
+                                   parts=parts, observe=[lambda norms, o=o: o(t, rows, norms)
+                                                        for o in batch_observers])
         check_finite(model, step=t, total_steps=total_steps, lr=lr)
         event = step_event(policy, decision, q, also=objective.planned_noise_multipliers())
         if event is not None:
@@ -268,10 +276,11 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
 def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: ClippingPolicy,
           objective: Objective, *, lr: float, generator: torch.Generator, expected_batch_size: int,
           accumulator: "_BatchStats", params: dict[str, torch.Tensor] | None = None,
-          parts: ClipParts | None = None):
+          parts: ClipParts | None = None, observe: Sequence[Callable[[torch.Tensor], None]] = ()):
     """One update of ``model``'s parameters in place; returns the policy's decision and the objective's record.
     ``params``: the model's :func:`~dpfair_analysis.gradients.parameters_of` (taken here if not given);
-    ``parts``: where the clipping's direction and magnitude errors are measured (None: not measured)."""
+    ``parts``: where the clipping's direction and magnitude errors are measured (None: not measured);
+    ``observe``: each called with the batch's per-sample norms, before the release."""
     X, y, group = data.X[index], data.y[index], data.group[index]
     params = parameters_of(model) if params is None else params
     if len(index) == 0:
@@ -282,6 +291,8 @@ def _step(model: nn.Module, data: GroupedDataset, index: torch.Tensor, policy: C
     else:
         batch, losses = batch_gradients(objective, model, X, y, group, params=params)
     norms = batch.norms
+    for observer in observe:
+        observer(norms.detach())
 
     def objective_release(bounds: torch.Tensor) -> dict[str, float]:
         return objective.release(model, X, y, group, params=params, bounds=bounds,

@@ -1,7 +1,8 @@
 """Every training record's gradient norm during a run, for per-record privacy accounting
 (:mod:`dpfair_analysis.privacy.individual`): :func:`~dpfair_analysis.training.norm_recorder.all_sample_norms` at the
 current parameters, by the loop's own engine, and :class:`~dpfair_analysis.training.norm_recorder.NormRecorder`, a
-``train()`` callback that stores them at checkpoints of the run.
+``train()`` callback that stores them at checkpoints of the run, and
+:class:`~dpfair_analysis.training.norm_recorder.SampledNorms`, which keeps the norms the DP step computes anyway.
 
 Kept in ``training/`` because it computes with the trainer's objectives; the accounting it feeds sits one floor
 below, in ``privacy/``, and needs only the norms.
@@ -134,3 +135,63 @@ class NormRecorder:
         """Steps each checkpoint in :attr:`norms` covers: up to the next checkpoint, or to T."""
         times = [t for t, _ in self._checkpoints if t < self.steps]
         return np.diff(np.asarray([*times, self.steps], dtype=np.int64))
+
+
+class SampledNorms:
+    """Every record's gradient norm as the DP step itself computed it: no pass over the data but one.
+
+    Pass it twice, ``train(..., callbacks=[recorder], batch_observers=[recorder.observe])``. At :math:`\\theta_0` (the
+    callback at t = 0) it takes :func:`all_sample_norms` of every record, once; after that, step t's batch
+    observer hands it the norms :math:`\\|g_i(\\theta_{t-1})\\|` of the rows of :math:`B_t` -- the numbers the step
+    clips, so recording them costs no gradient work. Record i's norm at step t is then
+
+    .. math:: v_{i,t} = \\|g_i(\\theta_{s-1})\\|, \\qquad s = \\arg\\min\\{|s - t| : s = 1 \\text{ or } i \\in B_s\\}
+              \\text{ (ties to the later)},
+
+    exact on the steps whose batch holds i and the nearest such norm otherwise (under Poisson sampling at q = b/n
+    a record is in a batch every 1/q steps on average, about once an epoch: a holding like a :class:`NormRecorder`'s
+    at ``every = n/b``, whose pass over every record each epoch it replaces; measured against every step in
+    benchmarks/group_privacy_cost.py).
+    :func:`~dpfair_analysis.experiments.group_privacy.sampled_sensitivity_histogram` composes them.
+
+    Cost: one per-sample-norm pass over the data at :math:`\\theta_0` (the per-sample work of n/b steps) and
+    12 bytes per sampled row (b T in all).
+
+    Parameters
+    ----------
+    data : GroupedDataset
+        The run's training rows (the same object passed to ``train``).
+    objective : Objective, optional
+        The run's objective (default cross-entropy, as the loop's): the first pass's.
+    """
+
+    def __init__(self, data: Any, *, objective: Any = None) -> None:
+        self.data = data
+        self.objective = objective
+        self.initial: np.ndarray | None = None
+        self._updates: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    def __call__(self, t: int, model: Any, state: Any) -> None:
+        if t == 0:
+            self.initial = all_sample_norms(model, self.data, objective=self.objective)
+
+    def observe(self, t: int, index: Any, norms: Any) -> None:
+        """Step t's batch rows and their norms (a :data:`~dpfair_analysis.training.loop.BatchObserver`)."""
+        self._updates.append((int(t), index.numpy().astype(np.int64, copy=False),
+                              norms.cpu().numpy().astype(np.float32)))
+
+    @property
+    def groups(self) -> np.ndarray:
+        """Each record's group code."""
+        return self.data.group.cpu().numpy()
+
+    @property
+    def updates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, records, norms): one entry per sampled row, in step order (steps 1-based)."""
+        if self.initial is None:
+            raise ValueError("the recorder has no norms yet: pass it to train(..., callbacks=[recorder], "
+                             "batch_observers=[recorder.observe])")
+        if not self._updates:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        steps = np.concatenate([np.full(len(index), t, dtype=np.int64) for t, index, _ in self._updates])
+        return steps, np.concatenate([u[1] for u in self._updates]), np.concatenate([u[2] for u in self._updates])

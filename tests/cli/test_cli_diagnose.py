@@ -37,6 +37,9 @@ def test_diagnose_a_csv_prints_json_with_the_issue_schema(cli, csv_file):
     assert code == 0, err
     payload = json.loads(out)
     assert tuple(payload) == JSON_KEYS
+    spend = payload["privacy_spend"]  # the verdict behind the text's "Privacy spent per record" line
+    assert {"most", "least", "most_fraction", "least_fraction", "margin", "method"} == set(spend)
+    assert spend["least"] in {"a", "b", "c"} and spend["method"] == "dpsgd"
     assert [tuple(g) for g in payload["groups"]] == [GROUP_KEYS] * 3
     assert {g["group"] for g in payload["groups"]} == {"a", "b", "c"}
     data = payload["settings"]["data"]

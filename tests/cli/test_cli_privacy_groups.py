@@ -14,6 +14,7 @@ def test_groups_prints_each_groups_epsilon_beside_its_cost_and_writes_the_table_
     code, out, err = cli(*ARGV, "--method", "dpsgdf", "--out", tmp_path / "t.csv", "--plot", tmp_path / "f.png")
     assert code == 0, err
     assert "run ε =" in out and "worst_case_share" in out and "cost" in out
+    assert "norms recorded at each record's own batches" in out
     assert "spends the most privacy" in out or "every group spends the same" in out
     assert "not guarantees" in out and "CPU time when computed: the run in" in out
     table = pd.read_csv(tmp_path / "t.csv")

@@ -189,11 +189,13 @@ def test_the_privacy_spend_line_is_generated_from_the_clipped_fractions():
 
     groups = pd.DataFrame({"group": ["Male", "Female"], "clip_fraction": [0.64, 0.23]})
     prediction = privacy_spend_prediction(groups)
-    assert prediction == {"most": "Male", "least": "Female", "most_fraction": 0.64, "least_fraction": 0.23}
+    assert prediction == {"most": "Male", "least": "Female", "most_fraction": 0.64, "least_fraction": 0.23,
+                          "margin": SPEND_MARGIN, "method": "dpsgd"}
     sentence = privacy_spend_sentence(prediction)
     assert "Male is predicted to spend more of the budget than Female (64% of its rows clipped at C" in sentence
     assert "against 23%" in sentence and "moves the group bounds" not in sentence
-    assert "dpsgdf moves the group bounds" in privacy_spend_sentence(prediction, method="dpsgdf")
+    assert "dpsgdf moves the group bounds" in privacy_spend_sentence(prediction, method="dpsgdf") == \
+        privacy_spend_sentence(privacy_spend_prediction(groups, method="dpsgdf"))
     swapped = privacy_spend_prediction(groups.assign(clip_fraction=[0.23, 0.64]))
     assert swapped["most"] == "Female"
     close = privacy_spend_prediction(groups.assign(clip_fraction=[0.30, 0.30 + SPEND_MARGIN / 2]))
@@ -218,7 +220,8 @@ def test_the_group_predicted_to_spend_more_privacy_does_in_a_real_run():
                                                  lr=0.2), options=FAST)
     from dpfair_analysis.diagnose.explanation import privacy_spend_prediction
 
-    predicted = privacy_spend_prediction(d.groups)
+    predicted = d.privacy_spend
+    assert predicted == privacy_spend_prediction(d.groups) and d.to_json()["privacy_spend"] == predicted
     config = CompareConfig(dataset="synthetic", data_options=options, methods=("sgd", "dpsgd"), clip_bound=0.5,
                            noise_multiplier=1.0, train=TrainConfig(epochs=3, batch_size=64, lr=0.2))
     measured = group_privacy_run(config, "dpsgd", resolution=8).table.drop(index="all")["mean"]

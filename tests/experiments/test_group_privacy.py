@@ -208,3 +208,38 @@ def test_the_direct_binning_of_few_distinct_steps_is_the_step_by_step_histogram(
                                               other_multipliers=others, resolution=64)
         np.testing.assert_array_equal(counts, expected)
         np.testing.assert_array_equal(worst, expected_worst)
+
+
+@pytest.mark.parametrize("others", [(), (5.0, 2.0)])
+@pytest.mark.parametrize("moving", [False, True])
+def test_the_sampled_histogram_is_the_step_by_step_histogram_of_the_held_norms(others, moving):
+    """sampled_sensitivity_histogram (each record's bin held between its own batches and the steps whose bounds
+    move) gives the counts of sensitivity_histogram with one checkpoint per step, each record's norm its norm at the
+    nearest of its batches and step 1 (theta_0's pass), ties to the later: bounds fixed (DP-SGD) or moving each step
+    (DPSGD-F)."""
+    from dpfair_analysis.experiments.group_privacy import sampled_sensitivity_histogram, sensitivity_histogram
+
+    rng = np.random.default_rng(3)
+    n, T = 150, 30
+    groups, initial = rng.integers(0, 2, n), rng.exponential(0.6, n)
+    initial[:4] = 0.0
+    sampled = [np.flatnonzero(rng.random(n) < 0.1) for _ in range(T)]
+    steps = np.concatenate([np.full(len(rows), t + 1) for t, rows in enumerate(sampled)])
+    records = np.concatenate(sampled)
+    values = rng.exponential(0.6, len(records)).astype(np.float32)
+    bounds = rng.uniform(0.2, 1.0, (T, 2)) if moving else np.full((T, 2), 0.5)
+    reference = bounds.max(axis=1)
+    held = np.empty((T, n))
+    for i in range(n):  # each record's samples (step 1: theta_0's pass); every step takes the nearest, ties later
+        at = np.concatenate([[1], steps[records == i]])
+        seen = np.concatenate([[initial[i]], values[records == i]])
+        for t in range(1, T + 1):
+            distance = np.abs(at - t)
+            held[t - 1, i] = seen[np.flatnonzero(distance == distance.min())[-1]]
+    options = {"noise_multiplier": 1.1, "other_multipliers": others, "resolution": 32}
+    expected = sensitivity_histogram(held, np.ones(T, dtype=np.int64), groups, bounds, reference, **options)
+    counts, worst = sampled_sensitivity_histogram(initial, (steps, records, values), groups, bounds, reference,
+                                                  **options)
+    np.testing.assert_array_equal(counts, expected[0])
+    np.testing.assert_array_equal(worst, expected[1])
+    assert (counts.sum(axis=1) == T).all()

@@ -21,7 +21,7 @@ from dpfair_analysis.privacy.accounting import PAPER_RDP_ORDERS, AccountingSpec,
 from dpfair_analysis.privacy.individual import MAX_MULTIPLIER, group_privacy, individual_privacy
 from dpfair_analysis.training.clipping import UniformClipping
 from dpfair_analysis.training.loop import TrainConfig, batch_indices, make_generators, train
-from dpfair_analysis.training.norm_recorder import NormRecorder, all_sample_norms
+from dpfair_analysis.training.norm_recorder import NormRecorder, SampledNorms, all_sample_norms
 
 SHORT = AccountingSpec(orders=(2.0, 3.0, 4.0, 8.0, 16.0, 32.0, 64.0))
 PROPS = settings(max_examples=30, deadline=None)
@@ -210,6 +210,29 @@ def test_the_recorder_changes_nothing_in_the_run_and_records_what_each_step_saw(
     for t in range(12):
         index = next(batches).numpy()
         np.testing.assert_allclose(recorder.norms[t][index], seen[t], rtol=1e-5, atol=1e-7)
+
+
+def test_the_sampled_norms_change_nothing_and_are_what_each_step_clipped():
+    """SampledNorms: one pass at theta_0 (all_sample_norms) and, after that, the norms the policy itself saw for
+    each step's batch -- no other gradient work; the run is unchanged."""
+    data, plain_model, _ = _run()
+    recorder = SampledNorms(data)
+    model = build_model("logreg", input_shape=(4,), n_classes=2, seed=0, l2=0.01, hidden=(8,))
+    train(model, data, UniformClipping(clip_bound=0.5, noise_multiplier=1.0),
+          TrainConfig(epochs=100, batch_size=16, lr=0.5, seed=3, max_steps=12), progress=False,
+          callbacks=[recorder], batch_observers=[recorder.observe])
+    for p, r in zip(plain_model.parameters(), model.parameters()):
+        assert torch.equal(p, r)
+    first = build_model("logreg", input_shape=(4,), n_classes=2, seed=0, l2=0.01, hidden=(8,))
+    np.testing.assert_array_equal(recorder.initial, all_sample_norms(first, data))
+    steps, records, norms = recorder.updates
+    sampler, _ = make_generators(3, 2)
+    batches = batch_indices(len(data), 16, sampler)
+    for t, seen in enumerate(_norms_the_policy_saw("logreg"), start=1):
+        np.testing.assert_array_equal(records[steps == t], next(batches).numpy())
+        np.testing.assert_array_equal(norms[steps == t], seen)
+    with pytest.raises(ValueError, match="no norms yet"):
+        _ = SampledNorms(data).updates
 
 
 def _norms_the_policy_saw(name):

@@ -148,7 +148,8 @@ def test_defaults_and_flags():
     assert options.count_noise_std(batch_size=256, noise_multiplier=1.0) == 25.6
     assert options.count_noise_std(batch_size=4, noise_multiplier=1.0) == 1.0
     method = methods.get("boundedadaptive")
-    assert method.equal_privacy and method.private and method.canary({"C": 0.3, "weight": 1.0}, 0.5) == (0.3, 1.0)
+    assert method.equal_privacy and method.private
+    assert method.canary({"C": 0.3, "weight": 1.0}, 0.5, group=1) == (0.3, 1.0)
     flags = {flag.flag: flag for flag in methods.option_flags()}
     assert {m for m, _ in flags["--target-quantile"].targets} == {"optq", "boundedadaptive"}
     parsed = methods.options_from_flags({"--min-clip": 0.0, "--bounded-clipping": "normalized"})

@@ -160,7 +160,7 @@ def test_defaults_flags_and_canary_rule():
         50.0, 0.1, 10.0, 1.0)
     method = methods.get("globaladapt")
     assert method.equal_privacy and method.private
-    assert method.canary({"Z": 4.0, "weight": 0.125}, 0.5) == (4.0, 0.125)
+    assert method.canary({"Z": 4.0, "weight": 0.125}, 0.5, group=0) == (4.0, 0.125)
     parsed = methods.options_from_flags({"--upper-bound-target": 0.2, "--initial-upper-bound": 5.0})
     assert parsed["globaladapt"] == GlobalAdaptOptions(target_fraction=0.2, initial_bound=5.0)
 

@@ -45,7 +45,7 @@ def _diagnosis(options: ShrinkOptions, norms, group, view):
 
 TOY = methods.Method(name="toy", label="Toy", summary="DP-SGD at the bound C * shrink (a test's method)",
                      options=ShrinkOptions, policy=_policy, diagnosis=_diagnosis,
-                     canary=lambda record, clip: (clip * ShrinkOptions().shrink, 1.0))
+                     canary=lambda record, clip, *, group: (clip * ShrinkOptions().shrink, 1.0))
 
 
 @pytest.fixture

@@ -10,9 +10,10 @@ from dpfair_analysis.gradients import flatten, per_sample_gradients
 from dpfair_analysis.testing.one_run import guess_grid
 from dpfair_analysis.verify.audits.one_run import (
     audit_run_by_group,
+    canary_clipping,
+    canary_epsilons,
     draw_canaries,
     run_with_canaries,
-    step_bounds,
     with_canaries,
 )
 
@@ -37,7 +38,7 @@ def test_canaries_look_like_their_group_and_own_one_column_each():
     assert (data.X[:len(train), 5:] == 0).all()  # no real row moves a canary's own weight
     with pytest.raises(ValueError, match="per_group"):
         draw_canaries(pool, per_group=5)
-    with pytest.raises(ValueError, match="pool has"):
+    with pytest.raises(ValueError, match="held-out pool has"):
         draw_canaries(pool, per_group=150)
 
 
@@ -90,13 +91,30 @@ def test_dpsgdf_canaries_are_clipped_at_their_groups_released_bounds():
                              method="dpsgdf", seed=1, **SETTING)
     assert out["method"] == "dpsgdf" and {row["group"] for row in out["sets"]} == {"a/gradient", "b/gradient"}
     assert not any(row["exceeds_accounted"] for row in out["sets"]), out["summary"]
-    assert all(np.isnan(row["canary_epsilon_i_median"]) for row in out["sets"])  # not DP-SGD's model
+    for row in out["sets"]:  # group-bound accounting: at most the run's epsilon, below it off the largest bound
+        assert 0 < row["canary_epsilon_i_median"] <= row["canary_epsilon_i_max"] <= out["epsilon"] * (1 + 1e-9)
     canaries = draw_canaries(pool, per_group=10, families=("gradient",), value=300.0, seed=1)
-    result, _ = run_with_canaries(train, canaries, clip=1.0, noise_multiplier=2.0, epochs=1, batch_size=40, lr=0.01,
-                                  delta=1e-5, method="dpsgdf")
-    bounds = step_bounds(result, canaries.group.numpy(), clip=1.0)
+    result, trace = run_with_canaries(train, canaries, clip=1.0, noise_multiplier=2.0, epochs=1, batch_size=40,
+                                      lr=0.01, delta=1e-5, method="dpsgdf")
+    bounds, weights = canary_clipping(result, canaries.group.numpy(), clip=1.0)
+    assert (weights == 1.0).all() and trace.noise_multipliers[0] == 2.0 and len(trace.noise_multipliers) == 2
     for g in (0, 1):
         assert np.array_equal(bounds[:, canaries.group.numpy() == g][:, 0], result.steps[f"C[{g}]"].to_numpy())
+    epsilons = canary_epsilons(result, trace, canaries, clip=1.0)
+    largest = np.array([bounds[t] == bounds[t].max() for t in range(len(bounds))])  # clipped at the largest bound
+    always = largest.all(axis=0) & (trace.norms[:len(bounds)] >= bounds).all(axis=0)
+    np.testing.assert_allclose(epsilons[always], result.epsilon, rtol=1e-6)  # the ledger's step, every step
+    assert (epsilons[~always] < result.epsilon).all()
     with pytest.raises(ValueError, match="method"):
         run_with_canaries(train, canaries, clip=1.0, noise_multiplier=2.0, epochs=1, batch_size=40, lr=0.01,
                           delta=1e-5, method="naive")
+
+
+def test_fairdp_is_audited_at_its_released_group_bounds_with_its_releases_charged():
+    """FairDP: each group's canaries clipped at its C[g], the counts and capped excess charged to every canary's
+    epsilon_i (all below the run's epsilon, which charges the largest bound); consistent with the claim."""
+    train, pool = _data()
+    out = audit_run_by_group(train, pool, per_group=50, noise_multiplier=2.0, families=("gradient",),
+                             method="fairdp", seed=1, **SETTING)
+    assert out["method"] == "fairdp" and not any(row["exceeds_accounted"] for row in out["sets"]), out["summary"]
+    assert all(0 < row["canary_epsilon_i_max"] <= out["epsilon"] * (1 + 1e-9) for row in out["sets"])

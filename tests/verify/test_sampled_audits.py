@@ -68,7 +68,7 @@ def test_adaptive_policies_release_the_canary_groups_bound(method):
     result, _, grads = _loop_run(LoopTrainerSpec(method), with_, seed=0, noise_fraction=1.0)
     records = result.steps.to_dict("records")
     for record, g in zip(records, grads):
-        bound, weight = methods.get(method).canary(record, trainers.LOOP_CLIP)  # the method's own rule
+        bound, weight = methods.get(method).canary(record, trainers.LOOP_CLIP, group=1)  # the canary group's
         assert weight == 1.0 and float(g.norm()) > bound
         assert record["noise_std"] >= trainers.LOOP_SIGMA * bound * (1 - 1e-9)
 

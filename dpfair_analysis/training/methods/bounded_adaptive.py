@@ -105,4 +105,4 @@ METHOD = register(Method(
     name="boundedadaptive", label="Bounded adaptive",
     summary="adaptive quantile clipping with a lower bound on C (Zhao et al. 2025; later work)",
     options=BoundedAdaptiveOptions, policy=_policy, equal_privacy=True, diagnosis=_diagnosis,
-    canary=lambda record, clip: (record["C"], record["weight"])))
+    canary=lambda record, clip, *, group: (record["C"], record["weight"])))

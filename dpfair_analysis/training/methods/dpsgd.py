@@ -23,4 +23,4 @@ def _diagnosis(options, norms, group, view):
 METHOD = register(Method(
     name="dpsgd", label="DP-SGD", summary="DP-SGD: uniform clipping bound C, Gaussian noise sigma C",
     policy=_policy,
-    diagnosis=_diagnosis, canary=lambda record, clip: (clip, 1.0)))
+    diagnosis=_diagnosis, canary=lambda record, clip, *, group: (clip, 1.0)))

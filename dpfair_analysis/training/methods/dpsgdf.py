@@ -59,4 +59,4 @@ def _diagnosis(options, norms, group, view):
 METHOD = register(Method(
     name="dpsgdf", label="DPSGD-F", summary="paper 000's DPSGD-F: group bounds from privately counted clipping rates",
     options=DPSGDFOptions, policy=_policy, equal_privacy=True, diagnosis=_diagnosis,
-    canary=lambda record, clip: (record["C[1]"], 1.0)))
+    canary=lambda record, clip, *, group: (record[f"C[{group}]"], 1.0)))

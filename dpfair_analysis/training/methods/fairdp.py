@@ -56,4 +56,4 @@ def _diagnosis(options, norms, group, view):
 METHOD = register(Method(
     name="fairdp", label="FairDP", summary="paper 002's FairDP: per-group bounds from Eq. (4)'s bias-variance term",
     options=FairDPOptions, policy=_policy, equal_privacy=True, diagnosis=_diagnosis,
-    canary=lambda record, clip: (record["C[1]"], 1.0)))
+    canary=lambda record, clip, *, group: (record[f"C[{group}]"], 1.0)))

@@ -70,4 +70,4 @@ METHOD = register(Method(
     name="globaladapt", label="Global-Adapt",
     summary="DPSGD-Global-Adapt: one scale C/Z under a private upper bound Z (Esipova et al. 2023; later work)",
     options=GlobalAdaptOptions, policy=_policy, equal_privacy=True, diagnosis=_diagnosis,
-    canary=lambda record, clip: (record["Z"], record["weight"]), audit_options=_audit_options))
+    canary=lambda record, clip, *, group: (record["Z"], record["weight"]), audit_options=_audit_options))

@@ -47,4 +47,4 @@ def _diagnosis(options, norms, group, view):
 METHOD = register(Method(
     name="naive", label="Naive", summary="paper 000's Naive reweighting: group weights from private counts",
     options=NaiveOptions, policy=_policy, equal_privacy=True, diagnosis=_diagnosis,
-    canary=lambda record, clip: (clip, record["theta[1]"])))
+    canary=lambda record, clip, *, group: (clip, record[f"theta[{group}]"])))

@@ -50,4 +50,4 @@ def _policy(options: OptQOptions, context):
 METHOD = register(Method(
     name="optq", label="Opt-Q", summary="adaptive quantile clipping (Andrew et al. 2021)",
     options=OptQOptions, policy=_policy, equal_privacy=True,
-    canary=lambda record, clip: (record["C"], 1.0)))
+    canary=lambda record, clip, *, group: (record["C"], 1.0)))

@@ -88,8 +88,9 @@ class Method:
         ``diagnosis(options, norms, group, view: DiagnosisView) -> (bounds C_i, coefficients c_i, noise std s)``:
         its step as the diagnosis predicts it, on a batch's expected, noise-free statistics (None: not diagnosed).
     canary : callable or None
-        ``canary(record, clip_bound) -> (bound, weight)``: the audit's canary group's clipping bound and weight
-        at one step, read from the step's released record (None: not audited by the trainer audits' loop).
+        ``canary(record, clip_bound, *, group) -> (bound, weight)``: the clipping bound and weight of a canary of
+        group ``group`` (a code) at one step, read from the step's released record (None: not audited by the
+        trainer audits' loop; the sampled audits' canary is group 1, the one-run audit's canaries every group).
     audit_options : callable or None
         ``audit_options(sigma) -> dict``: options the sampled audit trains it with at the audit's noise multiplier
         sigma, beside its count-noise rule (None: none) -- for a method whose adaptive state would otherwise often
@@ -109,7 +110,7 @@ class Method:
     privacy_unit: str = "record"
     equal_privacy: bool = False
     diagnosis: Callable[..., Any] | None = field(default=None, repr=False)
-    canary: Callable[[dict, float], tuple[float, float]] | None = field(default=None, repr=False)
+    canary: Callable[..., tuple[float, float]] | None = field(default=None, repr=False)
     audit_options: Callable[[float], dict] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:

@@ -14,22 +14,26 @@ Two families, both in the same run:
 * ``input`` canaries (black box): the group's row as it is; score = the gain of its label's log-likelihood
   from the initial to the final model.
 
-The run is :func:`~dpfair_analysis.training.loop.train` with the DP-SGD (or DPSGD-F) policy as shipped (its
-Poisson sampling at q = b / n, all its steps; the claim is the run's own ``result.epsilon``). Under DPSGD-F a
-group-g canary's contribution is clipped at the group's released bound C[g] of the step, so the groups' canaries
-see different signal-to-noise ratios in the same run: the per-group audit is where that shows. Each canary's gradient
-norms are recorded at every step, so its per-record estimate epsilon_i
-(:func:`~dpfair_analysis.privacy.individual.individual_privacy`, an ex-post estimate, not a guarantee) sits
-beside the audit. The bounds are family-wise over every (group, family) canary set (Bonferroni).
+The run is :func:`~dpfair_analysis.training.loop.train` with the DP-SGD, DPSGD-F or FairDP policy as shipped (its
+Poisson sampling at q = b / n, all its steps; the claim is the run's own ``result.epsilon``). A group-g canary's
+contribution is clipped at the bound and weighted by the weight the method's registered rule reads from the step's
+released record for group g (``Method.canary(record, C, group=g)``): under DPSGD-F and FairDP the group's released
+bound C[g], so the groups' canaries see different signal-to-noise ratios in the same run -- the per-group audit is
+where that shows. Each canary's gradient norms are recorded at every step, so its per-record estimate epsilon_i
+(an ex-post estimate, not a guarantee) sits beside the audit: DP-SGD's
+(:func:`~dpfair_analysis.privacy.individual.individual_privacy`), and under the group bounds each step's
+sensitivity relative to the joint noise, the counts (and FairDP's capped excess) charged in full
+(:func:`~dpfair_analysis.experiments.group_privacy.record_sensitivities`). The bounds are family-wise over every
+(group, family) canary set (Bonferroni).
 
-:func:`adult_by_sex` runs it on Adult by sex at a target epsilon (the issue's numbers)::
+:func:`adult_by_sex` runs it on Adult by sex at a target epsilon (the issue's numbers), and
+``dpfair privacy one-run`` (:func:`adult_by_sex_grid`) at several::
 
-    python -m dpfair_analysis.verify.audits.one_run OUT.json --epsilons 1,2,4 --per-group 1000
+    dpfair privacy one-run --epsilons 1,2,4 --per-group 1000 --seeds 3 --json
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +41,7 @@ import numpy as np
 import torch
 
 from dpfair_analysis.data.dataset import GroupedDataset
+from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.gradients import flatten, parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.accounting import dpsgd_epsilon
@@ -47,9 +52,10 @@ from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.validation import check_fraction, check_positive
 
-#: The trainers audited: DP-SGD (every canary clipped at C) and DPSGD-F (a group-g canary clipped at the step's
-#: released group bound C[g]); both weight every clipped gradient 1 and release noise_std in each step record.
-METHODS = ("dpsgd", "dpsgdf")
+#: The trainers audited: DP-SGD (every canary clipped at C), DPSGD-F and FairDP (a group-g canary clipped at the
+#: step's released group bound C[g]); each weights every clipped gradient 1 and releases noise_std in each step
+#: record, and each has a per-record accountant (``experiments.group_privacy.GROUP_PRIVACY_METHODS``).
+METHODS = ("dpsgd", "dpsgdf", "fairdp")
 #: The gradient canaries' own feature value (their gradient is clipped, almost all of it on that feature).
 CANARY_VALUE = 1000.0
 FAMILIES = ("gradient", "input")
@@ -101,8 +107,9 @@ def draw_canaries(pool: GroupedDataset, *, per_group: int, families: tuple[str, 
     for g in range(pool.n_groups):
         members = np.flatnonzero(pool.group.numpy() == g)
         if len(members) < per_group * len(families):
-            raise ValueError(f"pool has {len(members)} rows of group {pool.group_names[g]!r}, need "
-                             f"{per_group * len(families)}")
+            raise ArgumentError("per_group", f"the held-out pool has {len(members)} rows of group "
+                                             f"{pool.group_names[g]!r}, so at most {len(members) // len(families)} "
+                                             f"canaries per group and family; got {per_group}")
         chosen = rng.choice(members, size=per_group * len(families), replace=False)
         for i, name in enumerate(families):
             rows.append(chosen[i * per_group:(i + 1) * per_group])
@@ -137,13 +144,15 @@ def with_canaries(train_data: GroupedDataset, canaries: Canaries) -> GroupedData
 @dataclass(frozen=True)
 class CanaryTrace:
     """What the adversary computes at every theta_t, t = 0..T: the gradient canaries' own weights, their own
-    gradient coordinate and every canary's gradient norm and label log-likelihood; ``rows``: n of the run."""
+    gradient coordinate and every canary's gradient norm and label log-likelihood; ``rows``: n of the run;
+    ``noise_multipliers``: the policy's planned multipliers, the clipped sum's first (public: the algorithm's)."""
 
     rows: int
     weights: np.ndarray
     own_gradient: np.ndarray
     norms: np.ndarray
     log_likelihood: np.ndarray
+    noise_multipliers: tuple[float, ...] = ()
 
 
 def _model(width: int, own_columns: np.ndarray, seed: int) -> torch.nn.Module:
@@ -182,8 +191,10 @@ def run_with_canaries(train_data: GroupedDataset, canaries: Canaries, *, clip: f
     first = next(iter(parameters_of(model)))
     if first != "linear.weight":
         raise RuntimeError(f"the audit model's first parameter is {first!r}, not 'linear.weight'")
+    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, delta=delta, seed=seed)
     policy = make_policy(method, clip_bound=clip, noise_multiplier=noise_multiplier,
-                         dimension=count_parameters(model), learning_rate=lr or 1.0)
+                         dimension=count_parameters(model), learning_rate=config.learning_rate(len(data)),
+                         batch_size=batch_size)
     weights, own_gradient, norms, log_likelihood = [], [], [], []
     X_c = canaries.X.double()
     sign = canaries.y.double()
@@ -201,53 +212,72 @@ def run_with_canaries(train_data: GroupedDataset, canaries: Canaries, *, clip: f
         norms.append((residual.abs() * scale).numpy().copy())
         log_likelihood.append((-torch.nn.functional.softplus(-(2 * sign - 1) * z)).numpy().copy())
 
-    config = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, delta=delta, seed=seed)
     result = train(model, data, policy, config, progress=False, callbacks=[watch])
-    trace = CanaryTrace(len(data), np.stack(weights), np.stack(own_gradient), np.stack(norms), np.stack(log_likelihood))
+    planned = list(policy.planned_noise_multipliers())
+    planned.remove(policy.noise_multiplier)
+    trace = CanaryTrace(len(data), np.stack(weights), np.stack(own_gradient), np.stack(norms), np.stack(log_likelihood),
+                        noise_multipliers=(float(policy.noise_multiplier), *map(float, planned)))
     return result, trace
 
 
-def step_bounds(result: Any, groups: np.ndarray, *, clip: float) -> np.ndarray:
-    """(T, m): the bound each canary's gradient is clipped at on each step -- the step's released group bound
-    C[g] (DPSGD-F's record) where the record has one, else the uniform C."""
-    records = result.steps
-    columns = {g: f"C[{g}]" for g in np.unique(groups)}
-    per_group = {g: records[column].to_numpy(dtype=np.float64) if column in records else np.full(len(records), clip)
-                 for g, column in columns.items()}
-    return np.stack([per_group[g] for g in groups], axis=1)
+def canary_clipping(result: Any, groups: np.ndarray, *, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """(T, m) each: the bound each canary's gradient is clipped at on each step and its weight, by the method's
+    registered rule for the canary's group, ``Method.canary(record, C, group=g)``, read from the step's released
+    record (DPSGD-F's and FairDP's group bound C[g]; DP-SGD's uniform C)."""
+    from dpfair_analysis.training import methods
+
+    rule = methods.get(result.policy).canary
+    per_group = {}
+    for g in np.unique(groups):
+        pairs = [rule(record, clip, group=int(g)) for record in result.steps.to_dict("records")]
+        per_group[g] = np.asarray(pairs, dtype=np.float64).reshape(len(pairs), 2)
+    bounds = np.stack([per_group[g][:, 0] for g in groups], axis=1)
+    return bounds, np.stack([per_group[g][:, 1] for g in groups], axis=1)
 
 
 def canary_scores(result: Any, trace: CanaryTrace, canaries: Canaries, *, clip: float) -> np.ndarray:
     """Each canary's score (module docstring): the Poisson-Gaussian LLR of a gradient canary's weight (step
-    update z_t = -(w_{t+1} - w_t) b / lr, contribution u_t = its gradient coordinate x min(1, C_t / ||g_t||) with
-    C_t its group's bound of the step (:func:`step_bounds`), noise s_t the step's released ``noise_std``,
-    q = b / n), the label log-likelihood gain of an input canary."""
+    update z_t = -(w_{t+1} - w_t) b / lr, contribution u_t = its gradient coordinate x w_t min(1, C_t / ||g_t||)
+    with C_t and w_t its group's bound and weight of the step (:func:`canary_clipping`), noise s_t the step's
+    released ``noise_std``, q = b / n), the label log-likelihood gain of an input canary."""
     steps = len(result.steps)
     b, lr = result.config.batch_size, result.learning_rate
     s = result.steps["noise_std"].to_numpy(dtype=np.float64)
     scores = trace.log_likelihood[-1] - trace.log_likelihood[0]
     gradient = np.flatnonzero(canaries.own_column >= 0)
     z = -np.diff(trace.weights, axis=0)[:steps] * b / lr
-    bounds = step_bounds(result, canaries.group.numpy()[gradient], clip=clip)
-    u = trace.own_gradient[:steps] * np.minimum(1.0, bounds / np.maximum(trace.norms[:steps, gradient], 1e-300))
+    bounds, weights = canary_clipping(result, canaries.group.numpy()[gradient], clip=clip)
+    u = trace.own_gradient[:steps] * weights * np.minimum(1.0, bounds / np.maximum(trace.norms[:steps, gradient],
+                                                                                   1e-300))
     for j, i in enumerate(gradient):
         scores[i] = poisson_gaussian_llr(z[:, j], u[:, j], s, sampling_rate=b / trace.rows)
     return scores
 
 
-def canary_epsilons(result: Any, trace: CanaryTrace, *, clip: float, noise_multiplier: float) -> np.ndarray:
+def canary_epsilons(result: Any, trace: CanaryTrace, canaries: Canaries, *, clip: float) -> np.ndarray:
     """Each canary's per-record estimate epsilon_i from its norms at every step (an ex-post estimate, not a
-    guarantee: :mod:`dpfair_analysis.privacy.individual`); exact curves when the clipped sensitivities take few
-    values (gradient canaries: all 1), the conservative grid otherwise. DP-SGD's uniform clipping only (the
-    accountant's model): NaN for a run with group bounds."""
+    guarantee: :mod:`dpfair_analysis.privacy.individual`). Step t charges canary i of group g the sampled
+    Gaussian of multiplier :math:`\\sigma_J / s'_{i,t}`, with :math:`s'` of
+    :func:`~dpfair_analysis.experiments.group_privacy.record_sensitivities` at the step's bound
+    :math:`C_{g,t}` (:func:`canary_clipping`), the largest bound :math:`R_t = \\max_k C_{k,t}` the sum's noise is
+    scaled to, and the step's other releases charged in full (DP-SGD: :math:`s' = \\min(\\|g\\|, C)/C`); exact
+    curves when the :math:`s'` take few values (DP-SGD's gradient canaries: all 1), the conservative grid
+    otherwise. NaN for a method the accountant does not model."""
+    from dpfair_analysis.experiments.group_privacy import GROUP_PRIVACY_METHODS, record_sensitivities
     from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, individual_privacy
+    from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 
-    if result.policy != "dpsgd":
+    if result.policy not in GROUP_PRIVACY_METHODS:
         return np.full(trace.norms.shape[1], np.nan)
-
-    norms = trace.norms[:len(result.steps)]
-    few = len(np.unique(np.minimum(norms, clip))) <= DEFAULT_RESOLUTION
-    return individual_privacy(norms, clip=clip, noise_multiplier=noise_multiplier,
+    steps = len(result.steps)
+    bounds, _ = canary_clipping(result, canaries.group.numpy(), clip=clip)
+    columns = [c for c in result.steps.columns if c.startswith("C[")]
+    reference = result.steps[columns].to_numpy(dtype=np.float64).max(axis=1) if columns else np.full(steps, clip)
+    sigma, *others = trace.noise_multipliers
+    sensitivities = record_sensitivities(trace.norms[:steps], bounds, reference=reference[:, None],
+                                         noise_multiplier=sigma, other_multipliers=tuple(others))
+    few = len(np.unique(sensitivities)) <= DEFAULT_RESOLUTION
+    return individual_privacy(sensitivities, clip=1.0, noise_multiplier=joint_noise_multiplier(trace.noise_multipliers),
                               sampling_rate=result.config.batch_size / trace.rows, delta=result.config.delta,
                               accounting=result.config.accounting,
                               resolution=None if few else DEFAULT_RESOLUTION).epsilons
@@ -301,11 +331,11 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
         claim = dpsgd_epsilon(n=trace.rows, batch_size=batch_size, noise_multiplier=noise_multiplier, delta=delta,
                               steps=len(result.steps), accounting=result.config.accounting)
     scores = canary_scores(result, trace, canaries, clip=clip)
-    epsilons = canary_epsilons(result, trace, clip=clip, noise_multiplier=noise_multiplier * fraction)
+    epsilons = canary_epsilons(result, trace, canaries, clip=clip)
     names = np.array([f"{train_data.group_names[g]}/{f}" for g, f in zip(canaries.group.tolist(), canaries.family)])
     audits = audit_groups(scores, canaries.included, names, epsilon_accounted=claim, delta=delta,
                           confidence=confidence)
-    bounds = step_bounds(result, canaries.group.numpy(), clip=clip)
+    bounds, _ = canary_clipping(result, canaries.group.numpy(), clip=clip)
     rows = []
     for audit in audits:
         mine = names == audit.group
@@ -363,49 +393,36 @@ def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float 
             **out}
 
 
-def _epsilons(text: str) -> list[float]:
-    """``--epsilons``: comma-separated positive numbers (argparse refuses anything else with exit 2)."""
-    try:
-        values = [float(item) for item in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or not all(math.isfinite(v) and v > 0 for v in values):
-        import argparse
+def adult_by_sex_grid(epsilons: tuple[float, ...], *, seeds: int, per_group: int, method: str = "dpsgd",
+                      batch_size: int | None = None, done: Any = None) -> dict[str, Any]:
+    """:func:`adult_by_sex` at each epsilon for seeds 0..``seeds`` - 1 (``dpfair privacy one-run``).
 
-        raise argparse.ArgumentTypeError(f"must be comma-separated positive numbers, got {text!r}")
-    return values
+    Parameters
+    ----------
+    epsilons : tuple of float
+        The target epsilons.
+    seeds : int
+        How many seeds (0, 1, ...).
+    per_group, method, batch_size
+        As :func:`adult_by_sex`.
+    done : callable, optional
+        ``done(run)`` after each run (progress).
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dpfair_analysis.verify.audits.one_run OUT.json [--epsilons 1,2,4] [--per-group 1000]
-    [--seeds 1] [--method dpsgd] [--batch-size 256]``: :func:`adult_by_sex` at each epsilon and seed, the
-    results written to OUT.json after each run."""
-    import argparse
-    import json
-    import os
-    import tempfile
-
-    parser = argparse.ArgumentParser(description="the one-run audit per group on Adult by sex (DP-SGD)")
-    parser.add_argument("out")
-    parser.add_argument("--epsilons", type=_epsilons, default="1,2,4", help="comma-separated positive epsilons")
-    parser.add_argument("--per-group", type=int, default=1000, help="canaries per group and family (>= 10)")
-    parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--method", choices=METHODS, default="dpsgd")
-    parser.add_argument("--batch-size", type=int, default=None)
-    args = parser.parse_args(argv)
-    results = []
-    for seed in range(args.seeds):
-        for epsilon in args.epsilons:
-            results.append(adult_by_sex(epsilon, per_group=args.per_group, seed=seed, method=args.method,
-                                        batch_size=args.batch_size))
-            print(f"eps {epsilon} seed {seed}: run eps {results[-1]['epsilon']:.3f}\n{results[-1]['summary']}",
-                  flush=True)
-            folder = os.path.dirname(os.path.abspath(args.out))
-            with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as handle:
-                json.dump(results, handle, indent=1)
-            os.replace(handle.name, args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    Returns
+    -------
+    dict
+        ``setting``, ``method``, ``per_group``, ``epsilons``, ``seeds``, ``runs`` (one :func:`adult_by_sex`
+        dict each) and ``refuted`` (True when a canary set's audited epsilon exceeds its run's accounted one: a
+        bug in the trainer or its accounting).
+    """
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
+    runs = []
+    for seed in range(seeds):
+        for epsilon in epsilons:
+            runs.append(adult_by_sex(epsilon, per_group=per_group, seed=seed, method=method, batch_size=batch_size))
+            if done is not None:
+                done(runs[-1])
+    return {"setting": "adult by sex (80/20 split, canaries from the 20%)", "method": method,
+            "per_group": per_group, "epsilons": list(epsilons), "seeds": list(range(seeds)), "runs": runs,
+            "refuted": any(row["exceeds_accounted"] for run in runs for row in run["sets"])}

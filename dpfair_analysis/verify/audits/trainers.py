@@ -197,7 +197,7 @@ def _loop_llr(spec: LoopTrainerSpec, result, coordinates: torch.Tensor, canary_g
     records = result.steps.to_dict("records")
     u, s = [], []
     for t, record in enumerate(records):
-        bound, weight = methods.get(spec.method).canary(record, LOOP_CLIP)  # the method's own rule
+        bound, weight = methods.get(spec.method).canary(record, LOOP_CLIP, group=1)  # the canary group's rule
         g = canary_grads[t].double()
         factor = weight * min(1.0, bound / max(float(g.norm()), 1e-300))
         u.append(canary_coordinate_of_flat(g, result.model) * factor)

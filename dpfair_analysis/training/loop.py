@@ -35,7 +35,7 @@ epsilon spent so far. Everything random draws from generators seeded by ``seed``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -51,6 +51,7 @@ from dpfair_analysis.errors import TrainingDiverged  # noqa: F401  (raised here,
 from dpfair_analysis.fairness.metrics import per_group_accuracy
 from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGradients, add_gaussian_noise, \
     clip_factors, clipped_sum, parameters_of
+from dpfair_analysis.io import KEY_OMITS_DEFAULT
 from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision, fresh_policy
@@ -79,7 +80,11 @@ class TrainConfig:
     (``"cpu"``, or ``"cuda"``/``"cuda:N"`` where CUDA is available) is where the model
     and the data live during training; the random draws (batches, noise) are made on
     the CPU generators and moved, so they are the same on every device, and the model
-    is moved back to its own device when training ends.
+    is moved back to its own device when training ends. ``eval_every`` = k evaluates the
+    splits (loss and accuracy per group) after every k-th epoch only, and always before the
+    first step and after the last epoch (the batch statistics and epsilon are reported every
+    epoch): on full MNIST the test set's evaluation after each of 60 epochs is a cost a run
+    that reports only its end need not pay. Left at 1 it is not part of a run's key.
     """
 
     epochs: int = 20
@@ -92,6 +97,7 @@ class TrainConfig:
     max_steps: int | None = None
     device: str = "cpu"
     evaluate_train: str = "every_epoch"
+    eval_every: int = field(default=1, metadata=KEY_OMITS_DEFAULT)
 
     def __post_init__(self) -> None:
         check_positive_int(self.epochs, "epochs")
@@ -107,6 +113,7 @@ class TrainConfig:
             check_positive_int(self.max_steps, "max_steps")
         check_device(self.device)
         check_choice(self.evaluate_train, "evaluate_train", EVALUATE_TRAIN)
+        check_positive_int(self.eval_every, "eval_every")
 
     def learning_rate(self, n: int) -> float:
         return self.lr if self.lr is not None else 1.0 / math.sqrt(steps_for_epochs(n, self.batch_size, self.epochs))
@@ -226,7 +233,7 @@ def _train(model: nn.Module, train_data: GroupedDataset, policy: ClippingPolicy,
     batches = batch_indices(n, config.batch_size, sampler_gen, sampling=config.sampling)
 
     splits = evaluation_splits(train_data, test_data, evaluate_train=config.evaluate_train,
-                               final_epoch=max(epoch_ends.values()))
+                               final_epoch=max(epoch_ends.values()), eval_every=config.eval_every)
     accumulator = _BatchStats(train_data.n_groups)
     parts = ClipParts(train_data.n_groups, lr=lr, expected_batch_size=config.batch_size) if policy.private else None
     params = parameters_of(model)  # detached views: an update of them is an update of the model
@@ -597,11 +604,15 @@ def evaluate_groups(model: nn.Module, splits: dict[str, GroupedDataset | None], 
 
 
 def evaluation_splits(train_data: GroupedDataset, test_data: GroupedDataset | None, *, evaluate_train: str,
-                      final_epoch: int) -> Callable[[int], dict[str, GroupedDataset | None]]:
-    """The splits evaluated after epoch e: the test set always, the training set every epoch or (``evaluate_train``
-    ``"last_epoch"``) only before the first step and after the last epoch."""
+                      final_epoch: int, eval_every: int = 1) -> Callable[[int], dict[str, GroupedDataset | None]]:
+    """The splits evaluated after epoch e: none unless e is 0, a multiple of ``eval_every`` or ``final_epoch``; then
+    the test set, and the training set too (``evaluate_train`` ``"every_epoch"``) or only at e = 0 and the final
+    epoch (``"last_epoch"``)."""
     def splits(epoch: int) -> dict[str, GroupedDataset | None]:
-        train_now = evaluate_train == "every_epoch" or epoch in (0, final_epoch)
+        ends = epoch in (0, final_epoch)
+        if not (ends or epoch % eval_every == 0):
+            return {}
+        train_now = evaluate_train == "every_epoch" or ends
         return {"train": train_data if train_now else None, "test": test_data}
     return splits
 

@@ -34,6 +34,8 @@ epsilon spent so far. Everything random draws from generators seeded by ``seed``
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
@@ -633,7 +635,8 @@ def run_steps(model: nn.Module, *, total_steps: int, epoch_ends: Mapping[int, in
     For t = 1..T: every ``callback(t - 1, model, state)``, then ``step(t)`` (the trainer's update and
     releases; returns the step's record). After step t = the last of epoch e (``epoch_ends[t] == e``):
     ``evaluate(e)`` (the trainer's tidy rows: its evaluation and whatever else it does between epochs, e.g.
-    PF-LD's dual update) and the epsilon row. Finally every ``callback(T, model, state)``.
+    PF-LD's dual update) and the epsilon row. After every :data:`HEAP_TRIM_STEPS`-th step and every
+    evaluation, :func:`release_free_heap`. Finally every ``callback(T, model, state)``.
 
     Returns the history (rows of ``evaluate`` and the epsilon rows, each with the ``step`` it was taken at,
     0 before training) and the steps (one row per step: ``step`` and the record).
@@ -651,9 +654,40 @@ def run_steps(model: nn.Module, *, total_steps: int, epoch_ends: Mapping[int, in
             for row in rows:
                 row["step"] = t
             history += rows
+        if t % HEAP_TRIM_STEPS == 0 or t in epoch_ends:
+            release_free_heap()
     for callback in callbacks:
         callback(total_steps, model, state)
     return pd.DataFrame(history), pd.DataFrame(records)
+
+
+#: Steps between two :func:`release_free_heap` calls of :func:`run_steps` (and after every evaluation)
+HEAP_TRIM_STEPS = 32
+
+
+def release_free_heap() -> bool:
+    """Give the C heap's free pages back to the operating system (glibc's ``malloc_trim(0)``); False where there is
+    no such call (another C library or system), and nothing is done.
+
+    A step allocates tensors of a few hundred kB to 25 MB whose sizes move with the Poisson batch size; glibc
+    serves them from its heap once they are below its (adaptive) mmap threshold, and the holes they leave are not
+    returned: a full-MNIST CNN run's resident set grew by ~2 MB a step (from 653 MB to 865 MB over 80 steps, 338
+    MB of it free heap; 1.1 GB after 250 steps). Trimming changes no number; it costs page faults when the pages
+    are used again, which every :data:`HEAP_TRIM_STEPS` steps is a small share of the steps' time.
+    """
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+@functools.cache
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def schedule(n: int, config) -> tuple[int, dict[int, int]]:

@@ -32,7 +32,9 @@ Every method gets its own copy of the model (same seed) and the same batches. Ti
 batch, in an order rotated from round to round, so machine load (the machine is shared)
 hits all methods alike. Reported: median and IQR of the per-step wall time over the
 timed rounds, ratios of medians, and *paired* ratios (the median over rounds of the
-per-round ratio of two methods' times on the same batch).
+per-round ratio of two methods' times on the same batch); also each step's CPU time
+(``time.thread_time``: the work, without the waits a machine shared with other jobs adds to the
+wall time), its median and paired ratios (``cpu_*``).
 
 Peak memory (``peak_mb``): for each (model, method) a fresh subprocess loads the data
 and the model, resets the kernel's peak-RSS counter (Linux ``/proc/self/clear_refs``,
@@ -441,6 +443,7 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
     rounds = schedule(n_rounds, plan)
     gen = torch.Generator().manual_seed(seed + 2)
     by_round: dict[str, dict[int, float]] = {m: {} for m in methods}
+    cpu_by_round: dict[str, dict[int, float]] = {m: {} for m in methods}
     started = time.perf_counter()
     for r in range(n_rounds):
         index = torch.randperm(len(data), generator=gen)[:b]
@@ -449,9 +452,9 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
         order = active[shift:] + active[:shift]
         gc.collect()
         for m in order:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             runners[m].step(index)
-            by_round[m][r] = time.perf_counter() - t0
+            by_round[m][r], cpu_by_round[m][r] = time.perf_counter() - t0, time.thread_time() - c0
     elapsed = time.perf_counter() - started
     out = {}
     timed_rounds = {}
@@ -463,7 +466,8 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
         q25, q50, q75 = np.percentile(timed, [25, 50, 75])
         out[m] = {"median_ms": float(q50), "iqr_ms": float(q75 - q25), "q25_ms": float(q25), "q75_ms": float(q75),
                   "min_ms": float(timed.min()), "mean_ms": float(timed.mean()), "repeats": int(len(timed)),
-                  "warmup": int(w), "times_ms": [round(float(t), 4) for t in timed]}
+                  "warmup": int(w), "times_ms": [round(float(t), 4) for t in timed],
+                  "cpu_median_ms": float(np.median([cpu_by_round[m][r] * 1e3 for r in kept]))}
         if plan[m] != (warmup, repeats):
             out[m]["note"] = (f"slow method: {len(timed)} timed repeats (after {w} warm-up) spread evenly over "
                               f"the {n_rounds} rounds instead of {repeats}")
@@ -476,6 +480,8 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
             if common:
                 out[m][f"paired_ratio_to_{ref}"] = float(np.median(
                     [timed_rounds[m][r] / timed_rounds[ref][r] for r in common]))
+                out[m][f"cpu_paired_ratio_to_{ref}"] = float(np.median(
+                    [cpu_by_round[m][r] / cpu_by_round[ref][r] for r in common]))
     return {"methods": out, "wall_seconds": elapsed, "rounds": n_rounds}
 
 
@@ -699,7 +705,8 @@ def summary_ratios(models: dict) -> dict:
                     r[f"{method}_full_run_step_minutes"] = t[method]["median_ms"] * PROJECT_STEPS / 60e3
         if "dpfair" in t:
             d = t["dpfair"]
-            for key in ("ratio_to_plain", "paired_ratio_to_plain", "ratio_to_opacus", "paired_ratio_to_opacus",
+            for key in ("ratio_to_plain", "paired_ratio_to_plain", "cpu_paired_ratio_to_plain", "ratio_to_opacus",
+                        "paired_ratio_to_opacus",
                         "ratio_to_opacus_ghost", "paired_ratio_to_opacus_ghost"):
                 if key in d:
                     r[f"dpfair_{key}"] = d[key]
@@ -753,10 +760,13 @@ def table(results: dict) -> str:
                          f"{r.get('dpfair_paired_ratio_to_best_opacus', math.nan):.2f}); dpfair / plain in "
                          f"{results['models'][model_name].get('layout', 'contiguous')} = "
                          f"{r.get('dpfair_ratio_to_plain', math.nan):.2f} (paired "
-                         f"{r.get('dpfair_paired_ratio_to_plain', math.nan):.2f})"
+                         f"{r.get('dpfair_paired_ratio_to_plain', math.nan):.2f}; in CPU time, paired "
+                         f"{r.get('dpfair_cpu_paired_ratio_to_plain', math.nan):.2f})"
                          + ("" if peak is None else f"; peak MB dpfair / ghost = {peak:.2f}"))
         if "dpfair_full_run_step_minutes" in r:
-            lines.append(f"{model_name} in {r['layout']}: a full-MNIST run's {PROJECT_STEPS:,} steps at the median step "
+            lines.append(f"{model_name} in {r['layout']}: DP / plain paired {r.get('dpfair_paired_ratio_to_plain', math.nan):.2f}"
+                         f" (CPU time {r.get('dpfair_cpu_paired_ratio_to_plain', math.nan):.2f}); a full-MNIST run's "
+                         f"{PROJECT_STEPS:,} steps at the median step "
                          f"take {r['dpfair_full_run_step_minutes']:.1f} min DP (plain "
                          f"{r.get('plain_full_run_step_minutes', math.nan):.1f} min); --project adds the "
                          f"evaluation and the accountant")

@@ -22,12 +22,19 @@ Methods (one optimisation step on a batch of b rows each):
 ``microbatch``       naive microbatching: one forward/backward per sample, clip, sum, noise (optional;
                      on the CNN it runs in a few rounds only).
 
+Layout (``--layout``): every method's images and weights are stored in the layout ``train()`` uses for
+the model on the CPU (the default, ``train``: channels_last for the CNN, contiguous for the others), or in
+the one named (``contiguous``, ``channels_last``); each model's rows, ratios and projection name it, so
+"DP / plain" is always a ratio within one layout.
+
 Every method gets its own copy of the model (same seed) and the same batches. Timing:
 ``warmup`` + ``repeats`` rounds; in each round every method runs one step on the round's
 batch, in an order rotated from round to round, so machine load (the machine is shared)
 hits all methods alike. Reported: median and IQR of the per-step wall time over the
 timed rounds, ratios of medians, and *paired* ratios (the median over rounds of the
-per-round ratio of two methods' times on the same batch).
+per-round ratio of two methods' times on the same batch); also each step's CPU time
+(``time.thread_time``: the work, without the waits a machine shared with other jobs adds to the
+wall time), its median and paired ratios (``cpu_*``).
 
 Peak memory (``peak_mb``): for each (model, method) a fresh subprocess loads the data
 and the model, resets the kernel's peak-RSS counter (Linux ``/proc/self/clear_refs``,
@@ -38,7 +45,9 @@ CPU allocator statistics, so resident memory is what is measured.)
 
 ``--project``: >= 200 steps of the toolkit's CNN DP step through the loop's own Poisson
 sampler at b = 256, timed one by one, plus the evaluation the run does and the accountant,
-projected to a full-MNIST run (54,649 rows, 60 epochs = 12,809 steps).
+projected to a full-MNIST run (54,649 rows, 60 epochs = 12,809 steps), in the layout ``train()`` uses.
+Without ``--project`` the CNN's ratios still give the steps' share of such a run: 12,809 x the median step
+of ``dpfair`` and of ``plain`` (``*_full_run_step_minutes``).
 
 Also recorded: a correctness check that the noiseless (sigma = 0) clipped sums of the
 methods agree on one batch.
@@ -78,8 +87,8 @@ from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, per_sampl
     per_sample_norms, weighted_sum
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.training.clipping import UniformClipping
-from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _step, batch_indices, evaluate_groups, \
-    make_generators
+from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _in_layout, _memory_format, _step, \
+    batch_indices, evaluate_groups, make_generators
 from dpfair_analysis.training.loop import schedule as loop_schedule
 from dpfair_analysis.training.objectives import CrossEntropy
 
@@ -95,6 +104,7 @@ DEFAULT_OUT = HERE / "results" / "per_sample_step.json"
 QUICK_OUT = HERE / "results" / "per_sample_step_quick.json"
 #: The full-MNIST run of paper 000 (unbalanced MNIST: class 8 cut to 500 of 5,851 training images).
 PROJECT_ROWS, PROJECT_TEST_ROWS, PROJECT_EPOCHS, PROJECT_BATCH = 54_649, 10_000, 60, 256
+PROJECT_STEPS = math.ceil(PROJECT_EPOCHS * PROJECT_ROWS / PROJECT_BATCH)  # 12,809 Poisson steps
 
 
 # ----------------------------------------------------------------------------- data
@@ -161,8 +171,29 @@ def _random_mnist_shaped(n: int, seed: int) -> GroupedDataset:
                           name="random-mnist-shaped")
 
 
-def load_data(model: str, *, seed: int = 0) -> tuple[GroupedDataset, dict]:
-    """The data a model is benchmarked on, and a description of where it came from."""
+def load_data(model: str, *, seed: int = 0, layout: str = "train") -> tuple[GroupedDataset, dict]:
+    """The data a model is benchmarked on, stored in ``layout`` (:func:`memory_layout`), and a description of where
+    it came from (``info["layout"]`` names the layout)."""
+    ds, info = _load_rows(model, seed=seed)
+    name = layout_name(model, layout) if ds.X.dim() == 4 else "contiguous"  # a layout orders images only
+    return _in_layout(ds, LAYOUTS[name]), {**info, "layout": name}
+
+
+#: The memory layouts a model can be benchmarked in (``--layout``; "train" is the one ``train()`` uses)
+LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+
+
+def layout_name(model: str, layout: str) -> str:
+    """``layout`` by name, with "train" resolved to what ``train()`` uses for ``model`` on the CPU (the loop's
+    ``_memory_format``: channels_last for the convolutional CNN, contiguous for the others)."""
+    if layout != "train":
+        return layout
+    probe = build_model(model, input_shape=(1, 28, 28) if model == "cnn" else (40,), n_classes=2)
+    chosen = _memory_format(probe, torch.device("cpu"))
+    return next(name for name, fmt in LAYOUTS.items() if fmt == chosen)
+
+
+def _load_rows(model: str, *, seed: int) -> tuple[GroupedDataset, dict]:
     if model in ("logreg", "mlp"):
         ds, why = _real_adult()
         if ds is not None:
@@ -178,10 +209,12 @@ def load_data(model: str, *, seed: int = 0) -> tuple[GroupedDataset, dict]:
                                               "note": f"random uniform [0,1) images; {why}"}
 
 
-def make_model(name: str, data: GroupedDataset, seed: int = 0) -> nn.Module:
-    """logreg / mlp (d-64-64-2) on the tabular data; the MNIST CNN. Same seed, same weights."""
+def make_model(name: str, data: GroupedDataset, seed: int = 0, *, layout: str = "contiguous") -> nn.Module:
+    """logreg / mlp (d-64-64-2) on the tabular data; the MNIST CNN, its weights stored in ``layout`` (a name of
+    :data:`LAYOUTS`, as ``train()`` stores them). Same seed, same weights."""
     if name == "cnn":
-        return build_model("cnn", input_shape=(1, 28, 28), n_classes=10, seed=seed)
+        model = build_model("cnn", input_shape=(1, 28, 28), n_classes=10, seed=seed)
+        return model.to(memory_format=LAYOUTS[layout])
     return build_model(name, input_shape=tuple(data.X.shape[1:]), n_classes=2, hidden=(64, 64), seed=seed)
 
 
@@ -319,7 +352,8 @@ RUNNERS = {"plain": Plain, "dpfair": DpFair, "dpfair_backward": DpFairBackward, 
 
 
 # ------------------------------------------------------------------ agreement check
-def agreement_check(model_name: str, data: GroupedDataset, index: torch.Tensor, b: int) -> dict:
+def agreement_check(model_name: str, data: GroupedDataset, index: torch.Tensor, b: int, *,
+                    layout: str = "contiguous") -> dict:
     """Noiseless (sigma = 0) clipped sums on one batch: the toolkit's engines vs Opacus (hooks, ghost) vs microbatching.
 
     Reference: ``clipped_sum`` of the materialised ``vmap`` gradients (``add_gaussian_noise`` with std 0).
@@ -330,7 +364,7 @@ def agreement_check(model_name: str, data: GroupedDataset, index: torch.Tensor, 
     ~1e-6 relative.
     """
     X, y = data.X[index], data.y[index]
-    base = make_model(model_name, data)
+    base = make_model(model_name, data, layout=layout)
     names = [n for n, p in base.named_parameters() if p.requires_grad]
 
     def flat(sums) -> torch.Tensor:
@@ -400,14 +434,16 @@ def schedule(n_rounds: int, plan: dict[str, tuple[int, int]]) -> dict[str, set[i
 
 
 def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: int, warmup: int, repeats: int,
-               slow_plan: dict[str, tuple[int, int]], seed: int) -> dict:
-    """Interleaved timing; per method the timed per-step times by round (see the module docstring)."""
-    runners = {m: RUNNERS[m](make_model(model_name, data, seed), data, b, seed + 1) for m in methods}
+               slow_plan: dict[str, tuple[int, int]], seed: int, layout: str = "contiguous") -> dict:
+    """Interleaved timing; per method the timed per-step times by round (see the module docstring), every method's
+    model and images in ``layout``."""
+    runners = {m: RUNNERS[m](make_model(model_name, data, seed, layout=layout), data, b, seed + 1) for m in methods}
     plan = {m: slow_plan.get(m, (warmup, repeats)) for m in methods}
     n_rounds = warmup + repeats
     rounds = schedule(n_rounds, plan)
     gen = torch.Generator().manual_seed(seed + 2)
     by_round: dict[str, dict[int, float]] = {m: {} for m in methods}
+    cpu_by_round: dict[str, dict[int, float]] = {m: {} for m in methods}
     started = time.perf_counter()
     for r in range(n_rounds):
         index = torch.randperm(len(data), generator=gen)[:b]
@@ -416,9 +452,9 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
         order = active[shift:] + active[:shift]
         gc.collect()
         for m in order:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             runners[m].step(index)
-            by_round[m][r] = time.perf_counter() - t0
+            by_round[m][r], cpu_by_round[m][r] = time.perf_counter() - t0, time.thread_time() - c0
     elapsed = time.perf_counter() - started
     out = {}
     timed_rounds = {}
@@ -430,7 +466,8 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
         q25, q50, q75 = np.percentile(timed, [25, 50, 75])
         out[m] = {"median_ms": float(q50), "iqr_ms": float(q75 - q25), "q25_ms": float(q25), "q75_ms": float(q75),
                   "min_ms": float(timed.min()), "mean_ms": float(timed.mean()), "repeats": int(len(timed)),
-                  "warmup": int(w), "times_ms": [round(float(t), 4) for t in timed]}
+                  "warmup": int(w), "times_ms": [round(float(t), 4) for t in timed],
+                  "cpu_median_ms": float(np.median([cpu_by_round[m][r] * 1e3 for r in kept]))}
         if plan[m] != (warmup, repeats):
             out[m]["note"] = (f"slow method: {len(timed)} timed repeats (after {w} warm-up) spread evenly over "
                               f"the {n_rounds} rounds instead of {repeats}")
@@ -443,6 +480,8 @@ def time_model(model_name: str, data: GroupedDataset, methods: list[str], *, b: 
             if common:
                 out[m][f"paired_ratio_to_{ref}"] = float(np.median(
                     [timed_rounds[m][r] / timed_rounds[ref][r] for r in common]))
+                out[m][f"cpu_paired_ratio_to_{ref}"] = float(np.median(
+                    [cpu_by_round[m][r] / cpu_by_round[ref][r] for r in common]))
     return {"methods": out, "wall_seconds": elapsed, "rounds": n_rounds}
 
 
@@ -469,7 +508,7 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def probe(model_name: str, method: str, b: int, steps: int, seed: int) -> None:
+def probe(model_name: str, method: str, b: int, steps: int, seed: int, layout: str) -> None:
     """(In a subprocess) resident memory around one warm-up step and ``steps`` more steps, JSON on stdout.
 
     Uses /proc/self/status VmHWM (the kernel's peak RSS of this process), reset to the
@@ -483,8 +522,8 @@ def probe(model_name: str, method: str, b: int, steps: int, seed: int) -> None:
     from opacus.grad_sample import GradSampleModuleFastGradientClipping  # noqa: F401
     from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping  # noqa: F401
 
-    data, _ = load_data(model_name, seed=seed)
-    runner = RUNNERS[method](make_model(model_name, data, seed), data, b, seed + 1)
+    data, _ = load_data(model_name, seed=seed, layout=layout)
+    runner = RUNNERS[method](make_model(model_name, data, seed, layout=layout), data, b, seed + 1)
     gen = torch.Generator().manual_seed(seed + 2)
     indices = [torch.randperm(len(data), generator=gen)[:b] for _ in range(steps + 1)]
     gc.collect()
@@ -509,10 +548,11 @@ def probe(model_name: str, method: str, b: int, steps: int, seed: int) -> None:
         "steps": steps + 1, "peak_reset_supported": reset}))
 
 
-def measure_memory(model_name: str, method: str, b: int, seed: int, threads: int) -> dict:
+def measure_memory(model_name: str, method: str, b: int, seed: int, threads: int, layout: str) -> dict:
     steps = 1 if (model_name == "cnn" and method == "microbatch") else 3  # plus one warm-up step
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_probe", model_name, method,
-           "--batch-size", str(b), "--seed", str(seed), "--threads", str(threads), "--_probe-steps", str(steps)]
+           "--batch-size", str(b), "--seed", str(seed), "--threads", str(threads), "--_probe-steps", str(steps),
+           "--layout", layout]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
         return json.loads(res.stdout.strip().splitlines()[-1])
@@ -543,12 +583,13 @@ def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
     from dpfair_analysis.privacy.accounting import PrivacyLedger
 
     load_before = list(os.getloadavg())
-    base, info = load_data("cnn", seed=seed)
-    data = _tiled(base, PROJECT_ROWS)
-    test = _tiled(base, PROJECT_TEST_ROWS)
+    base, info = load_data("cnn", seed=seed)  # in the layout train() uses
+    layout = info["layout"]
+    data = _in_layout(_tiled(base, PROJECT_ROWS), LAYOUTS[layout])
+    test = _in_layout(_tiled(base, PROJECT_TEST_ROWS), LAYOUTS[layout])
     config = TrainConfig(epochs=PROJECT_EPOCHS, batch_size=PROJECT_BATCH, seed=seed)
     total_steps, _ = loop_schedule(PROJECT_ROWS, config)
-    model = make_model("cnn", data, seed)
+    model = make_model("cnn", data, seed, layout=layout)
     policy, objective = UniformClipping(CLIP, SIGMA), CrossEntropy()
     sampler, noise = make_generators(seed, 2)
     batches = batch_indices(PROJECT_ROWS, config.batch_size, sampler, sampling=config.sampling)
@@ -589,7 +630,7 @@ def project_cnn_run(*, steps: int, seed: int, progress: bool = True) -> dict:
     accounting_seconds = per_epsilon * PROJECT_EPOCHS + trajectory  # an upper bound: epsilon at full length
     total = steps_seconds + evaluation_seconds + accounting_seconds
     return {
-        "model": "cnn", "n_params": count_parameters(model), "data": info["data"],
+        "model": "cnn", "n_params": count_parameters(model), "data": info["data"], "layout": info["layout"],
         "rows": PROJECT_ROWS, "test_rows": PROJECT_TEST_ROWS, "epochs": PROJECT_EPOCHS, "batch_size": PROJECT_BATCH,
         "projected_steps": total_steps, "measured_steps": len(times), "warmup_steps": 1,
         "mean_batch_size": float(np.mean(sizes)),
@@ -644,7 +685,8 @@ def summary_rows(models: dict) -> list[dict]:
     for model_name, entry in models.items():
         for method, timing in entry["timing"]["methods"].items():
             memory = entry.get("memory", {}).get(method, {})
-            rows.append({"model": model_name, "method": method, "median_ms": timing["median_ms"],
+            rows.append({"model": model_name, "layout": entry["layout"], "method": method,
+                         "median_ms": timing["median_ms"],
                          "iqr_ms": timing["iqr_ms"], "repeats": timing["repeats"],
                          "peak_mb": memory.get("peak_increase_mb")})
     return rows
@@ -656,10 +698,15 @@ def summary_ratios(models: dict) -> dict:
     for model_name, entry in models.items():
         t = entry["timing"]["methods"]
         memory = entry.get("memory", {})
-        r: dict = {}
+        r: dict = {"layout": entry.get("layout", "contiguous")}
+        if model_name == "cnn":
+            for method in ("plain", "dpfair"):
+                if method in t:
+                    r[f"{method}_full_run_step_minutes"] = t[method]["median_ms"] * PROJECT_STEPS / 60e3
         if "dpfair" in t:
             d = t["dpfair"]
-            for key in ("ratio_to_plain", "paired_ratio_to_plain", "ratio_to_opacus", "paired_ratio_to_opacus",
+            for key in ("ratio_to_plain", "paired_ratio_to_plain", "cpu_paired_ratio_to_plain", "ratio_to_opacus",
+                        "paired_ratio_to_opacus",
                         "ratio_to_opacus_ghost", "paired_ratio_to_opacus_ghost"):
                 if key in d:
                     r[f"dpfair_{key}"] = d[key]
@@ -684,7 +731,7 @@ def summary_ratios(models: dict) -> dict:
 
 
 def table(results: dict) -> str:
-    head = (f"{'model':<7} {'method':<16} {'median ms':>10} {'IQR ms':>9} {'n':>3} "
+    head = (f"{'model':<7} {'layout':<13} {'method':<16} {'median ms':>10} {'IQR ms':>9} {'n':>3} "
             f"{'x plain':>8} {'paired':>7} {'x dpfair':>9} {'peak MB':>8}")
     lines = [head, "-" * len(head)]
     for model_name, res in results["models"].items():
@@ -692,13 +739,13 @@ def table(results: dict) -> str:
             mem = res.get("memory", {}).get(m, {})
             peak = f"{mem['peak_increase_mb']:8.0f}" if mem.get("peak_increase_mb") is not None else f"{'-':>8}"
             ratio_dp = r.get("ratio_to_dpfair", 1.0 if m == "dpfair" else math.nan)
-            lines.append(f"{model_name:<7} {m:<16} {r['median_ms']:10.2f} {r['iqr_ms']:9.2f} {r['repeats']:3d} "
+            lines.append(f"{model_name:<7} {res.get('layout', 'contiguous'):<13} {m:<16} {r['median_ms']:10.2f} {r['iqr_ms']:9.2f} {r['repeats']:3d} "
                          f"{r.get('ratio_to_plain', 1.0 if m == 'plain' else math.nan):8.2f} "
                          f"{r.get('paired_ratio_to_plain', 1.0 if m == 'plain' else math.nan):7.2f} "
                          f"{ratio_dp:9.2f} {peak}")
         a = res.get("agreement")
         if a:
-            lines.append(f"{'':<7} agreement (sigma=0 clipped sums vs vmap, {a['fraction_clipped']:.0%} clipped, "
+            lines.append(f"{'':<21} agreement (sigma=0 clipped sums vs vmap, {a['fraction_clipped']:.0%} clipped, "
                          f"max|S|={a['max_abs_clipped_sum']:.2e}): dpfair {a['dpfair_vs_vmap']['max_abs_diff']:.1e}, "
                          f"backward {a['dpfair_backward_vs_vmap']['max_abs_diff']:.1e}, "
                          f"opacus {a['opacus_vs_vmap']['max_abs_diff']:.1e}, "
@@ -710,13 +757,22 @@ def table(results: dict) -> str:
             peak = r.get("dpfair_peak_mb_ratio_to_opacus_ghost")
             lines.append(f"{model_name}: dpfair / best Opacus ({r['best_opacus']}) = "
                          f"{r['dpfair_ratio_to_best_opacus']:.2f} (paired "
-                         f"{r.get('dpfair_paired_ratio_to_best_opacus', math.nan):.2f}); dpfair / plain = "
+                         f"{r.get('dpfair_paired_ratio_to_best_opacus', math.nan):.2f}); dpfair / plain in "
+                         f"{results['models'][model_name].get('layout', 'contiguous')} = "
                          f"{r.get('dpfair_ratio_to_plain', math.nan):.2f} (paired "
-                         f"{r.get('dpfair_paired_ratio_to_plain', math.nan):.2f})"
+                         f"{r.get('dpfair_paired_ratio_to_plain', math.nan):.2f}; in CPU time, paired "
+                         f"{r.get('dpfair_cpu_paired_ratio_to_plain', math.nan):.2f})"
                          + ("" if peak is None else f"; peak MB dpfair / ghost = {peak:.2f}"))
+        if "dpfair_full_run_step_minutes" in r:
+            lines.append(f"{model_name} in {r['layout']}: DP / plain paired {r.get('dpfair_paired_ratio_to_plain', math.nan):.2f}"
+                         f" (CPU time {r.get('dpfair_cpu_paired_ratio_to_plain', math.nan):.2f}); a full-MNIST run's "
+                         f"{PROJECT_STEPS:,} steps at the median step "
+                         f"take {r['dpfair_full_run_step_minutes']:.1f} min DP (plain "
+                         f"{r.get('plain_full_run_step_minutes', math.nan):.1f} min); --project adds the "
+                         f"evaluation and the accountant")
     p = results.get("projection")
     if p:
-        lines.append(f"projection (CNN, {p['rows']:,} rows, {p['epochs']} epochs = {p['projected_steps']:,} steps, "
+        lines.append(f"projection (CNN in {p.get('layout', 'contiguous')}, {p['rows']:,} rows, {p['epochs']} epochs = {p['projected_steps']:,} steps, "
                      f"b={p['batch_size']}): {p['measured_steps']} steps measured, {p['step_mean_ms']:.1f} ms/step mean "
                      f"({p['step_median_ms']:.1f} median) -> steps {p['projected_steps_minutes']:.1f} min + "
                      f"evaluation {p['projected_evaluation_minutes']:.1f} min + accounting "
@@ -735,6 +791,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of logreg,mlp,cnn")
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--layout", default="train", choices=("train", *LAYOUTS),
+                   help="memory layout of every method's images and weights: train (default: the one train() uses, "
+                        "channels_last for the CNN, contiguous for the others), contiguous or channels_last")
     p.add_argument("--cnn-microbatch-repeats", type=int, default=4,
                    help="timed repeats of microbatching on the CNN (it is ~b times slower; default 4)")
     p.add_argument("--threads", type=int, default=1,
@@ -806,7 +865,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     if args._probe:
-        probe(args._probe[0], args._probe[1], args.batch_size, args._probe_steps, args.seed)
+        probe(args._probe[0], args._probe[1], args.batch_size, args._probe_steps, args.seed, args.layout)
         return 0
 
     started = time.time()
@@ -817,7 +876,8 @@ def main(argv=None) -> int:
         "settings": {"batch_size": args.batch_size, "repeats": args.repeats, "warmup": args.warmup,
                      "cnn_microbatch_repeats": args.cnn_microbatch_repeats,
                      "cnn_microbatch_warmup": 1, "clip_bound": CLIP, "noise_multiplier": SIGMA,
-                     "learning_rate": LR, "seed": args.seed, "quick": args.quick, "dtype": "float32",
+                     "learning_rate": LR, "seed": args.seed, "layout": args.layout, "quick": args.quick,
+                     "dtype": "float32",
                      "threads": torch.get_num_threads(), "torch_default_threads": default_threads,
                      "models": args.models, "methods": args.methods,
                      "interleaving": "each round runs every active method once on the same batch, order "
@@ -839,22 +899,24 @@ def main(argv=None) -> int:
         "models": {},
     }
     for model_name in args.models:
-        data, data_info = load_data(model_name, seed=args.seed)
+        data, data_info = load_data(model_name, seed=args.seed, layout=args.layout)
         b = min(args.batch_size, len(data))
-        model = make_model(model_name, data, args.seed)
+        layout = data_info["layout"]
+        model = make_model(model_name, data, args.seed, layout=layout)
         print(f"[{model_name}] {count_parameters(model):,} parameters, data: {data_info['data']} "
-              f"({len(data)} rows, {tuple(data.X.shape[1:])}), batch {b}", flush=True)
+              f"({len(data)} rows, {tuple(data.X.shape[1:])}, {data_info['layout']}), batch {b}", flush=True)
         entry = {"n_params": count_parameters(model), "input_shape": list(data.X.shape[1:]), "rows": len(data),
                  "batch_size": b, **data_info}
         if not args.no_agreement:
             index0 = torch.randperm(len(data), generator=torch.Generator().manual_seed(args.seed + 3))[:b]
-            entry["agreement"] = agreement_check(model_name, data, index0, b)
+            entry["agreement"] = agreement_check(model_name, data, index0, b, layout=layout)
         slow = {"microbatch": (1, args.cnn_microbatch_repeats)} if model_name == "cnn" else {}
         entry["timing"] = time_model(model_name, data, args.methods, b=b, warmup=args.warmup, repeats=args.repeats,
-                                     slow_plan=slow, seed=args.seed)
+                                     slow_plan=slow, seed=args.seed, layout=layout)
         if not args.no_memory:
             threads = torch.get_num_threads()
-            entry["memory"] = {m: measure_memory(model_name, m, b, args.seed, threads) for m in args.methods}
+            entry["memory"] = {m: measure_memory(model_name, m, b, args.seed, threads, layout)
+                               for m in args.methods}
         results["models"][model_name] = entry
         results["rows"] = summary_rows(results["models"])
         results["ratios"] = summary_ratios(results["models"])

@@ -410,8 +410,12 @@ def _patches(x: torch.Tensor, conv: nn.Conv2d, out_size: torch.Size) -> torch.Te
     """The (n, C_in k_h k_w, L) input patches of a Conv2d (what ``F.unfold`` gives, in its order).
 
     Built from a strided view (``Tensor.unfold``) and one copy, which is several times
-    faster than ``F.unfold`` (im2col) on the CPU.
+    faster than ``F.unfold`` (im2col) on the CPU. The view is taken of ``x`` in the contiguous (NCHW)
+    layout: from a channels_last ``x`` (what ``train()`` gives a convolutional model on the CPU) the copy
+    gathers every number at a stride of C_in and took 3x as long (the MNIST CNN's second convolution: 6.7
+    against 2.1 ms per 65 samples, the layout change itself 0.13 ms). The patches are the same numbers.
     """
+    x = x.contiguous()
     padding = (0, 0) if conv.padding == "valid" else conv.padding
     if any(padding):
         x = F.pad(x, (padding[1], padding[1], padding[0], padding[0]))

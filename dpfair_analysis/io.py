@@ -84,3 +84,10 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], None], *, 
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+#: Metadata of a configuration field added after its dataclass was first keyed:
+#: ``field(default=..., metadata=KEY_OMITS_DEFAULT)`` leaves the field out of the run records' and the cache's key
+#: (:func:`~dpfair_analysis.experiments.cache.config_key`) while it holds its default, so a new option keeps every
+#: recorded run's key (the runs that never set it are the same runs). Here, below every configuration that uses it.
+KEY_OMITS_DEFAULT = {"key": "omit default"}

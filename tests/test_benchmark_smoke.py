@@ -48,6 +48,23 @@ def test_quick_benchmark_writes_a_row_for_every_method(tmp_path):
     for key in ("dpfair_vs_vmap", "dpfair_backward_vs_vmap", "microbatch_vs_vmap"):
         assert agreement[key]["max_abs_diff_relative_to_max_abs_sum"] < 1e-5
     assert "logreg" in res.stdout and "wrote" in res.stdout
+    assert {row["layout"] for row in rows} == {"contiguous"} and ratios["layout"] == "contiguous"
+
+
+def test_the_cnn_is_timed_in_the_layout_train_uses_with_its_ratio_and_full_run_time(tmp_path, capsys):
+    """Issue 49.2: the CNN's rows say their layout (channels_last, as train() stores it on the CPU), the DP / plain
+    ratio is taken in it, and a full-MNIST run's step time is projected from the median step."""
+    out = tmp_path / "cnn.json"
+    module = benchmark("per_sample_step")  # in-process: no second interpreter to start
+    assert module.main(["--quick", "--models", "cnn", "--methods", "plain,dpfair", "--no-agreement",
+                        "--out", str(out)]) == 0
+    payload = json.loads(out.read_text())
+    assert {row["layout"] for row in payload["rows"]} == {"channels_last"}
+    ratios = payload["ratios"]["cnn"]
+    assert ratios["layout"] == "channels_last" and ratios["dpfair_ratio_to_plain"] > 0
+    assert ratios["dpfair_full_run_step_minutes"] > 0 and ratios["plain_full_run_step_minutes"] > 0
+    printed = capsys.readouterr().out
+    assert "cnn     channels_last" in printed and "12,809 steps" in printed
 
 
 def test_quick_and_project_are_refused_together(tmp_path):

@@ -369,3 +369,19 @@ def test_fast_path_on_an_empty_batch():
     assert all(float(v.abs().sum()) == 0 for v in total.values())
     with pytest.raises(ValueError, match="coefficients"):
         fast.weighted_sum(torch.zeros(2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last])
+@pytest.mark.parametrize("options", [{}, {"stride": 2}, {"dilation": 2}, {"padding": 2},
+                                     {"stride": (2, 1), "dilation": (1, 2), "padding": (1, 3)}])
+def test_conv_patches_are_unfolds_numbers_exactly_in_either_layout(layout, options):
+    """The patches are copied from the NCHW layout whatever x's layout (channels_last is what train() gives a CNN):
+    the same numbers as F.unfold, bit for bit."""
+    import torch.nn.functional as F
+
+    from dpfair_analysis.fast_gradients import _patches
+
+    conv = nn.Conv2d(3, 4, (3, 5), **options)
+    x = torch.randn(7, 3, 17, 19, generator=torch.Generator().manual_seed(0)).contiguous(memory_format=layout)
+    expected = F.unfold(x, conv.kernel_size, dilation=conv.dilation, padding=conv.padding, stride=conv.stride)
+    assert torch.equal(_patches(x, conv, conv(x).shape[2:]), expected)

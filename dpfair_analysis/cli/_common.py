@@ -181,7 +181,7 @@ def accounting_from_args(args: argparse.Namespace, *, neighboring: str = "add_re
 
 def add_private_run_flags(parser: argparse.ArgumentParser) -> None:
     """The settings of a loop run, as ``dpfair compare`` takes them: ``--batch-size``, ``--sigma``, ``--clip``,
-    ``--delta``, ``--lr``, ``--l2``, ``--sampling``."""
+    ``--delta``, ``--lr``, ``--l2``, ``--sampling``, ``--eval-every``."""
     parser.add_argument("--batch-size", type=int_in(1, 1_000_000), default=256,
                         help="expected (Poisson) batch size (default 256)")
     parser.add_argument("--sigma", type=positive_float_upto(1e6), default=1.0, help="noise multiplier (default 1)")
@@ -192,6 +192,9 @@ def add_private_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--l2", type=nonnegative_float, default=0.01, help="L2 weight (default 0.01)")
     parser.add_argument("--sampling", default="poisson", choices=("poisson", "shuffle"),
                         help="poisson (default; what the accountant assumes) or shuffle")
+    parser.add_argument("--eval-every", type=int_in(1, 100_000), default=1, metavar="K",
+                        help="evaluate the test (and training) set after every K-th epoch only, and after the last "
+                             "(default 1: every epoch); the batch statistics and epsilon are reported every epoch")
 
 
 def add_sweep_flags(parser: argparse.ArgumentParser) -> None:

@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> None:
             noise_multiplier=args.sigma, clip_bound=args.clip, l2=args.l2, method_options=method_options,
             equal_privacy=not args.no_equal_privacy,
             train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
-                              delta=args.delta, accounting=accounting, device=args.device),
+                              delta=args.delta, accounting=accounting, device=args.device,
+                              eval_every=args.eval_every),
             seeds=tuple(range(args.seed, args.seed + args.seeds)))
     except ArgumentError:
         raise

@@ -121,7 +121,7 @@ def _run_privacy_groups(args: argparse.Namespace) -> None:
         train_group_fraction=fractions, test_split=args.test_split, noise_multiplier=args.sigma,
         clip_bound=args.clip, l2=args.l2, method_options=method_options, equal_privacy=not args.no_equal_privacy,
         train=TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, sampling=args.sampling,
-                          delta=args.delta, accounting=accounting),
+                          delta=args.delta, accounting=accounting, eval_every=args.eval_every),
         seeds=(args.seed,))
     result = group_privacy_run(config, args.method, seed=args.seed, every=args.every, resolution=args.resolution,
                                cache=cache, progress=show_progress(args))

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from dpfair_analysis.experiments import cache_format
-from dpfair_analysis.io import write_atomically
+from dpfair_analysis.io import KEY_OMITS_DEFAULT, write_atomically  # noqa: F401  (KEY_OMITS_DEFAULT re-exported)
 
 PACKAGE = Path(__file__).resolve().parents[1]
 #: Package parts whose code determines a result (the CLI, plotting and verification do not).
@@ -106,15 +106,11 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-#: Metadata of a configuration field added after its dataclass was first keyed:
-#: ``field(default=..., metadata=KEY_OMITS_DEFAULT)`` leaves the field out of :func:`config_key` while it holds its
-#: default, so a new option keeps every recorded run's key (the runs that never set it are the same runs).
-KEY_OMITS_DEFAULT = {"key": "omit default"}
 
 
 def config_key(*parts: Any) -> str:
     """SHA-256 of a canonical JSON form of ``parts`` (dataclasses as dicts, less the fields marked
-    :data:`KEY_OMITS_DEFAULT` that hold their default)."""
+    :data:`~dpfair_analysis.io.KEY_OMITS_DEFAULT` that hold their default)."""
     def plain(value: Any, within: bool = False) -> Any:  # within a dataclass: nested ones carry no __type__
         if is_dataclass(value) and not isinstance(value, type):
             named = {} if within else {"__type__": type(value).__name__}
@@ -133,7 +129,8 @@ def config_key(*parts: Any) -> str:
 
 
 def _keeps_default(instance: Any, spec: Field) -> bool:
-    """Whether ``spec`` is a :data:`KEY_OMITS_DEFAULT` field of ``instance`` holding its declared default."""
+    """Whether ``spec`` is a :data:`~dpfair_analysis.io.KEY_OMITS_DEFAULT` field of ``instance`` holding its declared
+    default."""
     if spec.metadata.get("key") != KEY_OMITS_DEFAULT["key"]:
         return False
     default = spec.default_factory() if spec.default is MISSING else spec.default

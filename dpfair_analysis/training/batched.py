@@ -117,7 +117,7 @@ def train_many(runs: Sequence[RunSpec], *, progress: bool = True) -> list[Traini
     parts = [ClipParts(n_groups, lr=lrs[k], expected_batch_size=r.config.batch_size) if policies[k].private else None
              for k, r in enumerate(runs)]
     splits = [evaluation_splits(r.train_data, r.test_data, evaluate_train=r.config.evaluate_train,
-                                final_epoch=max(epoch_ends.values())) for r in runs]
+                                final_epoch=max(epoch_ends.values()), eval_every=r.config.eval_every) for r in runs]
     engine = _engine(runs[0].model)
     fixed = _fixed_decisions(policies)
     events = _step_events(policies, fixed, q)

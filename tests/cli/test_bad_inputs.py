@@ -43,6 +43,7 @@ BAD = [
     (["compare", "--methods", "dpsgd,nope"], "--methods"),
     (["compare", "--methods", ""], "--methods"),
     (["compare", "--sampling", "nope"], "--sampling"),
+    (["compare", "--eval-every", "0"], "--eval-every"),
     (["compare", "--test-split", "nope"], "--test-split"),
     (["compare", "--data", "adult", "--test-split", "official"], "--test-split"),
     (["compare", "--epochs", "0"], "--epochs"),

@@ -35,6 +35,21 @@ def test_nan_features_rejected():
                        group_names=("a",), label_names=("0", "1"))
 
 
+@pytest.mark.parametrize("row", [0, 4095, 4096, 9999])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_non_finite_entry_in_any_chunk_of_the_finiteness_check_is_rejected(row, bad):
+    """The check runs FINITE_CHECK_ROWS rows at a time (bounded temporaries): an entry on either side of a chunk's
+    edge, or in the last, short chunk, is found and counted."""
+    from dpfair_analysis.data.dataset import FINITE_CHECK_ROWS
+
+    assert FINITE_CHECK_ROWS == 4096
+    X = torch.zeros(10_000, 3)
+    X[row, 2] = bad
+    with pytest.raises(ValueError, match="in 1 rows"):
+        GroupedDataset(X=X, y=torch.zeros(10_000, dtype=torch.int64), group=torch.zeros(10_000, dtype=torch.int64),
+                       group_names=("a",), label_names=("0", "1"))
+
+
 def test_labels_out_of_range_rejected():
     with pytest.raises(ValueError, match=r"y has values in \[0, 2\]"):
         GroupedDataset(X=torch.zeros(3, 1), y=torch.tensor([0, 1, 2]), group=torch.zeros(3, dtype=torch.int64),

@@ -15,16 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import (
-    Check,
-    CheckBudget,
-    Verdict,
-    cached,
-    holds,
-    misprint_check,
-    search,
-    violated,
-)
+from dpfair_analysis.verify.claims.core import (Check, CheckBudget, Verdict, cached, holds, misprint_check, search,
+                                                violated)
 
 __all__ = [
     "STD_READINGS",

@@ -56,6 +56,6 @@ def test_the_table_imports_nothing():
 def test_kit_budgets_are_the_kits_budget_table():
     from dpfair_analysis.testing.auditing import BUDGETS
 
-    from dpfair_analysis.testing.plugin import SENSITIVITY_EXAMPLES
-
-    assert names.KIT_BUDGETS == tuple(BUDGETS) == tuple(SENSITIVITY_EXAMPLES)  # every budget, in the plugin too
+    # one table: the plugin's sensitivity searches read their examples from the same Budget entries
+    assert names.KIT_BUDGETS == tuple(BUDGETS)
+    assert all(budget.sensitivity_examples > 0 for budget in BUDGETS.values())

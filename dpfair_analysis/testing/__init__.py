@@ -20,6 +20,8 @@ What the kit holds:
 * :mod:`.auditing` -- :func:`audit` / :func:`assert_private`: an epsilon lower bound whose
   confidence holds over the whole search of pairs, statistics and thresholds (held-out
   split), pure or approximate DP, under-noised twins and a power report;
+* :mod:`.specs` -- :func:`audit_spec`: an audit as data (:class:`AuditSpec`: the code, its pair, claim and white-box
+  score) -- how the toolkit's own mechanisms and trainers are audited;
 * :mod:`.steps` -- :func:`audit_step` for DP-SGD-like training (gradient canaries,
   Poisson / shuffled / fixed-size sampling, the one-training-run audit of Steinke et al.
   2023) and the white-box canary log-likelihood ratios;
@@ -51,6 +53,7 @@ _EXPORTS = {
     "find_sensitivity": "sensitivity", "find_violation": "sensitivity",
     "AuditResult": "auditing", "BUDGETS": "auditing", "Budget": "auditing", "THOROUGH": "auditing", "InsufficientPower": "auditing",
     "PrivacyViolation": "auditing", "assert_private": "auditing", "audit": "auditing",
+    "AuditSpec": "specs", "MechanismSamples": "specs", "audit_spec": "specs",
     "audit_step": "steps", "claimed_epsilon": "steps", "gaussian_mixture_llr": "steps",
     "poisson_gaussian_llr": "steps", "shuffle_gaussian_llr": "steps",
     "DEFAULT_CONFIDENCE": "bounds", "ThresholdTest": "bounds", "clopper_pearson_lower": "bounds",
@@ -72,6 +75,7 @@ __all__ = [
     "AddRemove",
     "AttributeChange",
     "AuditResult",
+    "AuditSpec",
     "GroupAudit",
     "OneRunBound",
     "AuditTimeout",
@@ -79,6 +83,7 @@ __all__ = [
     "THOROUGH",
     "Change",
     "InsufficientPower",
+    "MechanismSamples",
     "MechanismError",
     "NotNeighbours",
     "PrivacyViolation",
@@ -92,6 +97,7 @@ __all__ = [
     "assert_sensitivity",
     "audit",
     "audit_groups",
+    "audit_spec",
     "audit_step",
     "canary_pairs",
     "claimed_epsilon",

@@ -127,7 +127,10 @@ class Budget:
     (pairs given), the screening runs the missing candidates would have had go to the selection of the given
     ones: ``select`` + ``screen`` x (``max_pairs`` - m) / m runs per side for each of the m pairs
     (``selection_runs``). A plain function's rare strong events (SVT3's, ~0.3% of runs) need the runs to be
-    ranked; the runs are selection runs, so the confidence is untouched. On in :data:`FULL`."""
+    ranked; the runs are selection runs, so the confidence is untouched. On in :data:`FULL`.
+
+    ``sensitivity_examples``: the examples (hypothesis' ``max_examples``) a sensitivity search draws at this budget
+    (the pytest plugin's ``dp.assert_sensitivity``): one table of budgets for every check the kit runs."""
 
     name: str
     screen: int
@@ -141,6 +144,7 @@ class Budget:
     increments: bool = False
     escalate: int = 1
     pool_screen: bool = False
+    sensitivity_examples: int = 300
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
@@ -160,15 +164,18 @@ class Budget:
         return self.select + self.screen * (self.max_pairs - pairs) // pairs
 
 
-QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16, escalate=2)
+QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16, escalate=2,
+               sensitivity_examples=300)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40),
-              escalate=4, pool_screen=True)
+              escalate=4, pool_screen=True, sensitivity_examples=3_000)
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
-                  batch_factors=(100, 100, 100), min_event=0.01, event_level=0.5, increments=True)
+                  batch_factors=(100, 100, 100), min_event=0.01, event_level=0.5, increments=True,
+                  sensitivity_examples=10_000)
 #: For smoke-running a suite of privacy tests (CI): a pass at this budget proves little.
-SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pairs=6, batch_factors=(5, 5, 5))
+SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pairs=6, batch_factors=(5, 5, 5),
+               sensitivity_examples=60)
 BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL, "thorough": THOROUGH}
 #: Statistics per pair carried from screening into selection.
 KEPT_STATISTICS = 6
@@ -193,6 +200,10 @@ class AuditResult:
     coordinate, a continuous output for the discrete histogram, ...); when every statistic was skipped
     there is no test: ``epsilon_lower`` = 0, ``evaluation_trials`` = 0 and no power.
 
+    An audit of a spec (:func:`~dpfair_analysis.testing.specs.audit_spec`: a shipped mechanism on its known pair
+    with its white-box score) fills in ``mechanism`` (the spec's name), ``noise_fraction`` (< 1: an under-noised
+    twin) and ``setting`` (what was run); ``seconds`` is left out of equality (same seed, equal results).
+
     ``certifiable_epsilon``: the largest epsilon_lower these evaluation runs could give at this confidence,
     the bound at zero false positives and zero false negatives (Clopper-Pearson upper limits
     p_u = 1 - (alpha/4)^(1/N) of both error rates at N runs per side, alpha = 1 - confidence:
@@ -212,7 +223,7 @@ class AuditResult:
     witness: dict[str, Any]
     trials: int
     evaluation_trials: int
-    seconds: float
+    seconds: float = field(compare=False)
     candidates: int
     budget: str
     seed: int
@@ -220,6 +231,9 @@ class AuditResult:
     skipped: dict[str, str] = field(default_factory=dict)
     certifiable_epsilon: float = 0.0
     no_power: str | None = None
+    mechanism: str | None = None
+    noise_fraction: float = 1.0
+    setting: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return jsonable(asdict(self))

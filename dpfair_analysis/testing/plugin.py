@@ -49,8 +49,6 @@ from dpfair_analysis.names import KIT_BUDGETS
 from dpfair_analysis.testing._json import jsonable
 
 _PROPERTY = "dpfair.audit"
-#: Examples a sensitivity search draws at each ``--dp-budget`` (hypothesis' ``max_examples``).
-SENSITIVITY_EXAMPLES = {"smoke": 60, "quick": 300, "full": 3000, "thorough": 10_000}
 
 #: The status of each check in the summary, as ``dpfair audit`` exits: (status, word) by outcome.
 STATUSES = {"consistent": (0, "consistent"), "passed": (0, "consistent"), "refuted": (1, "REFUTED"),
@@ -246,9 +244,10 @@ class DPCheck:
             Any argument of :func:`~dpfair_analysis.testing.assert_sensitivity` (relation, norm, data, ...).
         """
         __tracebackhide__ = True
+        from dpfair_analysis.testing.auditing import BUDGETS
         from dpfair_analysis.testing.sensitivity import SensitivityViolation, assert_sensitivity
 
-        examples = SENSITIVITY_EXAMPLES[self.budget]
+        examples = BUDGETS[self.budget].sensitivity_examples  # the kit's one budget table
         options = {"seed": self.seed, "examples": examples, **overrides}
         options.setdefault("relation", self.claim.get("relation"))
         if options["relation"] is None:

@@ -11,9 +11,8 @@ import torch
 
 from dpfair_analysis.cli import main
 from dpfair_analysis.training import methods
-from dpfair_analysis.verify.audits import MechanismSamples
-from dpfair_analysis.verify.audits import trainers
-from dpfair_analysis.verify.audits.trainers import (SAMPLED, LoopTrainerSpec, SampledAudit, _loop_run, audit_sampled,
+from dpfair_analysis.verify.audits import AuditSpec, MechanismSamples, trainers
+from dpfair_analysis.verify.audits.trainers import (SAMPLED, LoopTrainerSpec, _loop_run, audit_sampled,
                                                     loop_pair, pfld_training_pair)
 
 
@@ -105,7 +104,7 @@ def _fake(separated: bool):
     (True, False, 1),   # control not caught: the audit has no power
 ])
 def test_sampled_audit_exit_status(monkeypatch, capsys, control, separated, status):
-    fake = {"fake": SampledAudit("fake", _fake(separated), 400, control=control)}
+    fake = {"fake": AuditSpec("fake", "a fake", _fake(separated), 400, expected_consistent=not control)}
     monkeypatch.setattr(trainers, "sampled_audits", lambda: fake)
     assert main(["audit", "--mechanism", "all", "--sampled", "--json", "--quiet"]) == status
     captured = capsys.readouterr()

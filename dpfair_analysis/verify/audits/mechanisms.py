@@ -73,8 +73,7 @@ from dpfair_analysis.training.loop import release_step
 from dpfair_analysis.validation import check_name_free
 from dpfair_analysis.verify.audits.canaries import _flat, _flat_rows, canary_datasets, canary_model, \
     output_perturbation_pair, pfld_step_pair
-from dpfair_analysis.verify.audits.registry import AuditSpec, MechanismSamples, _generators, register
-from dpfair_analysis.verify.audits.statistics import DEFAULT_DELTA
+from dpfair_analysis.verify.audits.registry import DEFAULT_DELTA, AuditSpec, MechanismSamples, _generators, register
 
 #: PF-LD steps' claims: PLD, replace-one, dp_accounting's default grid.
 _PLD_REPLACE_ONE = AccountingSpec(accountant="pld", neighboring="replace_one")

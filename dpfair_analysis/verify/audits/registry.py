@@ -1,59 +1,35 @@
-"""The audit registry: what a mechanism's audit returns, the entries, and :func:`audit`."""
+"""The shipped audits' registry: every entry is a kit spec (:class:`~dpfair_analysis.testing.specs.AuditSpec`), run by
+the kit's :func:`~dpfair_analysis.testing.specs.audit_spec` into its one
+:class:`~dpfair_analysis.testing.auditing.AuditResult`.
+
+An (epsilon, delta)-DP mechanism M bounds every test that tries to tell M(D) from M(D'):
+FPR + e^epsilon FNR >= 1 - delta and FNR + e^epsilon FPR >= 1 - delta (Kairouz, Oh & Viswanath 2015; Nasr et al.
+2021, Eq. 1). Each shipped audit scores every run with the white-box log-likelihood ratio on its worst-case pair;
+the kit picks the threshold on the first half of the runs and bounds epsilon from the errors on the rest
+(:func:`~dpfair_analysis.testing.bounds.threshold_test`), valid with probability ``confidence``. A correct mechanism
+must give epsilon_lower <= epsilon_claimed; every mechanism is also audited with an under-noised twin (its noise
+scales multiplied by ``noise_fraction``, the claim unchanged), which the audit must catch.
+
+:data:`MECHANISMS` holds the one-release audits (:mod:`.mechanisms`); the trainers audited as they run are the specs
+of :func:`~dpfair_analysis.verify.audits.trainers.sampled_audits`. :func:`mechanism_row` and :func:`sampled_row` are
+the rows ``dpfair audit --json`` prints for each.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
 
+from dpfair_analysis.testing.auditing import AuditResult
+from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE
+from dpfair_analysis.testing.specs import AuditSpec, MechanismSamples, audit_spec
 from dpfair_analysis.training.loop import make_generators
-from dpfair_analysis.validation import check_choice, check_fraction, check_int_at_least, check_name_free, check_seed
+from dpfair_analysis.validation import check_choice, check_name_free
 
-from dpfair_analysis.verify.audits.statistics import DEFAULT_CONFIDENCE, threshold_test
-
-
-@dataclass(frozen=True)
-class MechanismSamples:
-    """What one audit run of a mechanism produced.
-
-    ``scores_without`` / ``scores_with``: the test statistic of each of the ``trials``
-    outputs on D and on D' (larger = more like D'), in the order drawn.
-    ``epsilon_claimed`` at ``delta`` is what the toolkit claims for the *correctly*
-    noised mechanism under ``neighbouring``; ``setting`` describes what was run.
-    """
-
-    scores_without: np.ndarray
-    scores_with: np.ndarray
-    epsilon_claimed: float
-    delta: float
-    neighbouring: str
-    setting: dict[str, Any] = field(default_factory=dict)
-
-
-SampleFn = Callable[..., MechanismSamples]
-
-
-@dataclass(frozen=True)
-class AuditSpec:
-    """A registered mechanism.
-
-    ``sample(trials, *, seed, noise_fraction, progress)`` runs the mechanism ``trials``
-    times on each of D and D' (every noise scale multiplied by ``noise_fraction``, the
-    claim unchanged) and returns :class:`MechanismSamples`. ``default_trials`` is the
-    number that catches the 0.25 twin; ``description`` is one line for the CLI.
-    ``expected_consistent`` is False for a mechanism audited to show that a published
-    claim fails (its correctly noised version is expected to exceed the claim).
-    """
-
-    name: str
-    description: str
-    sample: SampleFn
-    default_trials: int
-    expected_consistent: bool = True
-
+#: The delta of every shipped audit's claim.
+DEFAULT_DELTA = 1e-5
 
 MECHANISMS: dict[str, AuditSpec] = {}
 
@@ -71,38 +47,10 @@ def unregister(name: str) -> None:
     MECHANISMS.pop(name, None)
 
 
-@dataclass(frozen=True)
-class AuditResult:
-    """One audit: the claim, the empirical lower bound and whether they agree.
-
-    ``consistent`` = epsilon_lower <= epsilon_claimed. ``trials`` runs on each of D and
-    D' (``evaluation_trials`` of them after the threshold was chosen).
-    """
-
-    mechanism: str
-    epsilon_claimed: float
-    delta: float
-    epsilon_lower: float
-    confidence: float
-    trials: int
-    consistent: bool
-    noise_fraction: float
-    neighbouring: str
-    seed: int
-    threshold: float
-    false_positives: int
-    false_negatives: int
-    evaluation_trials: int
-    setting: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def audit(mechanism: str, *, trials: int | None = None, seed: int = 0, noise_fraction: float = 1.0,
           confidence: float = DEFAULT_CONFIDENCE, selection_fraction: float = 0.5,
           progress: bool = False) -> AuditResult:
-    """Audit a registered mechanism: epsilon lower bound vs the toolkit's claim.
+    """Audit a registered mechanism: :func:`~dpfair_analysis.testing.specs.audit_spec` of its entry.
 
     Parameters
     ----------
@@ -118,37 +66,52 @@ def audit(mechanism: str, *, trials: int | None = None, seed: int = 0, noise_fra
     confidence : float
         Confidence of the lower bound (default 0.95).
     selection_fraction : float
-        Share of the trials used to choose the threshold (see :func:`threshold_test`).
+        Share of the trials used to choose the threshold (see :func:`~dpfair_analysis.testing.bounds.threshold_test`).
     progress : bool
         Show a tqdm bar over the trials.
     """
     check_choice(mechanism, "mechanism", MECHANISMS)
-    spec = MECHANISMS[mechanism]
-    trials = spec.default_trials if trials is None else trials
-    trials = check_int_at_least(trials, "trials", 8)
-    seed = check_seed(seed)
-    noise_fraction = check_fraction(noise_fraction, "noise_fraction")
-    confidence = check_fraction(confidence, "confidence", open_high=True)
-    samples = spec.sample(trials, seed=seed, noise_fraction=noise_fraction, progress=progress)
-    test = threshold_test(samples.scores_without, samples.scores_with, delta=samples.delta, confidence=confidence,
-                          selection_fraction=selection_fraction)
-    return AuditResult(mechanism=mechanism, epsilon_claimed=float(samples.epsilon_claimed), delta=samples.delta,
-                       epsilon_lower=test.epsilon_lower, confidence=confidence, trials=trials,
-                       consistent=bool(test.epsilon_lower <= samples.epsilon_claimed),
-                       noise_fraction=noise_fraction, neighbouring=samples.neighbouring, seed=seed,
-                       threshold=test.threshold, false_positives=test.false_positives,
-                       false_negatives=test.false_negatives, evaluation_trials=test.negatives,
-                       setting=dict(samples.setting))
+    return audit_spec(MECHANISMS[mechanism], trials=trials, seed=seed, noise_fraction=noise_fraction,
+                      confidence=confidence, selection_fraction=selection_fraction, progress=progress)
+
+
+def mechanism_row(result: AuditResult) -> dict[str, Any]:
+    """A one-release audit as ``dpfair audit --mechanism ... --json`` prints it: ``trials`` runs per side, the
+    held-out test's threshold and error counts, ``neighbouring`` the claim's relation."""
+    witness = result.witness
+    return {"mechanism": result.mechanism, "epsilon_claimed": result.epsilon_claimed, "delta": result.delta,
+            "epsilon_lower": result.epsilon_lower, "confidence": result.confidence, "trials": result.trials // 2,
+            "consistent": result.consistent, "noise_fraction": result.noise_fraction,
+            "neighbouring": result.relation, "seed": result.seed, "threshold": witness["threshold"],
+            "false_positives": witness["false_positives"], "false_negatives": witness["false_negatives"],
+            "evaluation_trials": result.evaluation_trials, "setting": dict(result.setting)}
+
+
+def sampled_row(result: AuditResult, spec: AuditSpec) -> dict[str, Any]:
+    """A trainer's audit as it runs, as ``dpfair audit --sampled --json`` prints it: whether ``spec`` is a control
+    and whether the verdict is the one it must be (``as_expected``), the run's sampling rate and steps."""
+    witness = result.witness
+    return {"mechanism": result.mechanism, "control": spec.control, "epsilon_claimed": result.epsilon_claimed,
+            "epsilon_lower": float(result.epsilon_lower), "delta": result.delta, "confidence": result.confidence,
+            "consistent": result.consistent, "as_expected": spec.as_expected(result),
+            "sampling_rate": float(result.setting["sampling_rate"]), "steps": int(result.setting["steps"]),
+            "trials": result.trials // 2, "evaluation_trials": result.evaluation_trials,
+            "false_positives": witness["false_positives"], "false_negatives": witness["false_negatives"],
+            "noise_fraction": result.noise_fraction, "neighbouring": result.relation, "seed": result.seed,
+            "setting": result.setting}
 
 
 def audit_table(results: list[AuditResult]) -> pd.DataFrame:
     """One row per audit: mechanism, noise_fraction, claimed and audited epsilon, trials, consistent."""
     columns = ["mechanism", "noise_fraction", "epsilon_claimed", "epsilon_lower", "delta", "confidence", "trials",
                "evaluation_trials", "false_positives", "false_negatives", "threshold", "neighbouring", "consistent"]
-    return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in results], columns=columns)
+    return pd.DataFrame([{c: mechanism_row(r)[c] for c in columns} for r in results], columns=columns)
 
 
 def _generators(seed: int, count: int) -> tuple[torch.Generator, ...]:
     """The trainers' own seeding (:func:`~dpfair_analysis.training.loop.make_generators`)."""
     return make_generators(seed, count)
 
+
+__all__ = ["DEFAULT_DELTA", "MECHANISMS", "AuditResult", "AuditSpec", "MechanismSamples", "audit", "audit_table",
+           "mechanism_row", "register", "sampled_row", "unregister"]

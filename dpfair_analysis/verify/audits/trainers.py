@@ -28,7 +28,7 @@ At step t, with theta_t known, it computes the canary's would-be contribution an
   independently of B in the shipped design (four-way mixture) and equals B in the
   shared-batch control (two-way); the score is the log-ratio of the two mixtures.
 
-Any score gives a valid lower bound (:mod:`.statistics`); this one is the
+Any score gives a valid lower bound (:func:`~dpfair_analysis.testing.specs.audit_spec`); this one is the
 Neyman-Pearson statistic of the canary coordinate's trajectory given everything public,
 so a mechanism whose released trajectory depends on the canary more than its claim
 allows is caught. The dual and count releases of PF-LD and the counts of DPSGD-F are
@@ -57,7 +57,7 @@ from dpfair_analysis.fairness.constraints import make_constraint
 from dpfair_analysis.gradients import flatten, parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.sensitivity import PrivacyNotEstablishedWarning
-from dpfair_analysis.testing.bounds import threshold_test
+from dpfair_analysis.testing.specs import AuditSpec, MechanismSamples, audit_spec
 from dpfair_analysis.testing.steps import mixture_log_likelihood, poisson_gaussian_llr
 from dpfair_analysis.training import methods
 from dpfair_analysis.training.fedavg import FedAvgConfig, local_update, train_dpfedavg
@@ -65,13 +65,11 @@ from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, 
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
 from dpfair_analysis.training.policies import make_policy
-from dpfair_analysis.validation import check_int_at_least
-from dpfair_analysis.verify.audits.registry import MechanismSamples
+from dpfair_analysis.verify.audits.registry import DEFAULT_DELTA, sampled_row
 
 #: The canary's own feature: every other row has 0 there.
 CANARY_FEATURE = 0
 CANARY_VALUE = 100.0
-AUDIT_DELTA = 1e-5
 BASE_ROWS = 39
 PFLD_BASE_ROWS = 49
 LOOP_BATCH = 2
@@ -183,7 +181,7 @@ def _loop_run(spec: LoopTrainerSpec, data: GroupedDataset, *, seed: int, noise_f
             grads, _ = objective.per_sample_gradients(model, x_c, y_c, torch.tensor([1]), params=params)
         canary_grads.append(flatten(grads)[0].detach().clone())
 
-    config = TrainConfig(epochs=LOOP_EPOCHS, batch_size=LOOP_BATCH, lr=LOOP_LR, delta=AUDIT_DELTA, seed=seed)
+    config = TrainConfig(epochs=LOOP_EPOCHS, batch_size=LOOP_BATCH, lr=LOOP_LR, delta=DEFAULT_DELTA, seed=seed)
     result = train(audit_model(), data, policy, config, progress=False, objective=objective, callbacks=[watch])
     return result, torch.stack(coordinates), torch.stack(canary_grads)
 
@@ -229,7 +227,7 @@ def sample_loop_trainer(spec: LoopTrainerSpec, trials: int, *, seed: int, noise_
             result, coordinates, grads = _loop_run(spec, data, seed=int(seeds[side, i]), noise_fraction=noise_fraction)
             scores[side, i] = _loop_llr(spec, result, coordinates, grads, sampling_rate=LOOP_BATCH / len(with_))
     return MechanismSamples(
-        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=AUDIT_DELTA,
+        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=DEFAULT_DELTA,
         neighbouring="add_remove",
         setting={"trainer": "training.loop.train", "policy": spec.method, "mitigation": spec.mitigation,
                  "sampling_rate": LOOP_BATCH / len(with_), "steps": int(len(claim_run.steps)),
@@ -244,7 +242,7 @@ DP = make_constraint("dp", n_groups=2, group_names=("a", "b"))
 
 def _pfld_config(*, seed: int, noise_fraction: float, public_batch: str) -> LagrangianConfig:
     return LagrangianConfig(method="pfld", epochs=PFLD_EPOCHS, batch_size=PFLD_BATCH, lr=1e-5, dual_lr=20.0,
-                            lambda_max=2.0, clip_primal=PFLD_CLIP, clip_dual=5.0, delta=AUDIT_DELTA,
+                            lambda_max=2.0, clip_primal=PFLD_CLIP, clip_dual=5.0, delta=DEFAULT_DELTA,
                             noise_multiplier=PFLD_SIGMA * noise_fraction, public_batch=public_batch, seed=seed)
 
 
@@ -324,7 +322,7 @@ def sample_pfld_trainer(trials: int, *, seed: int, noise_fraction: float, progre
                                      public_batch=public_batch)
             scores[side, i] = _pfld_llr(result, seen, shared=shared)
     return MechanismSamples(
-        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=AUDIT_DELTA,
+        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=DEFAULT_DELTA,
         neighbouring="replace_one (sensitive attribute)",
         setting={"trainer": "training.lagrangian.train_lagrangian", "public_batch": public_batch,
                  "sampling_rate": claim_run.info["sampling_rate"], "steps": int(claim_run.info["steps"]),
@@ -355,7 +353,7 @@ def fedavg_pair() -> tuple[tuple[GroupedDataset, list[torch.Tensor]], tuple[Grou
 def _fedavg_config(n_clients: int, *, seed: int, noise_fraction: float) -> FedAvgConfig:
     return FedAvgConfig(n_clients=n_clients, clients_per_round=FEDAVG_CLIENTS_PER_ROUND, local_epochs=FEDAVG_LOCAL_EPOCHS,
                         local_batch_size=FEDAVG_ROWS_PER_CLIENT, local_lr=FEDAVG_LOCAL_LR, update_clip=FEDAVG_CLIP,
-                        noise_multiplier=LOOP_SIGMA * noise_fraction, epochs=FEDAVG_EPOCHS, delta=AUDIT_DELTA,
+                        noise_multiplier=LOOP_SIGMA * noise_fraction, epochs=FEDAVG_EPOCHS, delta=DEFAULT_DELTA,
                         seed=seed)
 
 
@@ -403,7 +401,7 @@ def sample_fedavg_trainer(trials: int, *, seed: int, noise_fraction: float, prog
                                                              noise_fraction=noise_fraction)
             scores[side, i] = _fedavg_llr(result, coordinates, contributions, sampling_rate=q)
     return MechanismSamples(
-        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=AUDIT_DELTA,
+        scores_without=scores[0], scores_with=scores[1], epsilon_claimed=float(claim_run.epsilon), delta=DEFAULT_DELTA,
         neighbouring="add_remove (one client: user level)",
         setting={"trainer": "training.fedavg.train_dpfedavg", "sampling_rate": q, "steps": int(len(claim_run.steps)),
                  "clients": len(clients), "rows_per_client": FEDAVG_ROWS_PER_CLIENT, "epochs": FEDAVG_EPOCHS,
@@ -413,19 +411,6 @@ def sample_fedavg_trainer(trials: int, *, seed: int, noise_fraction: float, prog
 
 
 # ------------------------------------------------------------------ the sampled registry
-@dataclass(frozen=True)
-class SampledAudit:
-    """A trainer audited as it runs. ``control``: a negative control the audit must catch
-    (its lower bound must exceed its claim); ``base``: the shipped entry a twin under-noises."""
-
-    name: str
-    sample: Callable[..., MechanismSamples]
-    default_trials: int
-    control: bool = False
-    noise_fraction: float = 1.0
-    base: str | None = None
-
-
 def _loop(method: str, mitigation: bool = False) -> Callable[..., MechanismSamples]:
     spec = LoopTrainerSpec(method, mitigation=mitigation)
     return lambda trials, **kw: sample_loop_trainer(spec, trials, **kw)
@@ -451,53 +436,50 @@ TWIN_FRACTION = 0.25
 LOOP_TRIALS = 500
 
 
-def _registered_loop_methods() -> dict[str, tuple[Callable[..., MechanismSamples], int]]:
+def _registered_loop_methods() -> dict[str, tuple[Callable[..., MechanismSamples], int, str]]:
     """Every registered method that trains in ``train`` and states its canary rule (``Method.canary``): a new
     method module is audited as it runs with no line here."""
     registered = (methods.get(name) for name in methods.names())
-    return {m.name: (_loop(m.name), LOOP_TRIALS) for m in registered if m.policy is not None and m.canary is not None}
+    return {m.name: (_loop(m.name), LOOP_TRIALS, f"train with the {m.name} policy, canary pair of loop_pair")
+            for m in registered if m.policy is not None and m.canary is not None}
 
 
-def sampled_audits() -> dict[str, SampledAudit]:
-    """Every trainer audited as it runs, read from the registry at the call (a method registered since import
-    is there), each with its under-noised twin (``name@0.25``, a control the audit must catch), and PF-LD's
-    shared-batch design (a known-broken control)."""
-    shipped = {"output-perturbation": (_output_perturbation, 400_000), **_registered_loop_methods(),
-               "mitigation": (_loop("dpsgd", mitigation=True), LOOP_TRIALS),
-               "pfld": (_pfld("independent"), LOOP_TRIALS),
-               "dpfedavg": (lambda trials, **kw: sample_fedavg_trainer(trials, **kw), LOOP_TRIALS)}
-    entries = {name: SampledAudit(name, fn, trials) for name, (fn, trials) in shipped.items()}
-    entries["pfld-primal-shared-batch"] = SampledAudit("pfld-primal-shared-batch", _pfld("shared"), 2000,
-                                                       control=True)
-    for name, (fn, trials) in shipped.items():
+def sampled_audits() -> dict[str, AuditSpec]:
+    """Every trainer audited as it runs, as kit specs read from the registry at the call (a method registered since
+    import is there), each with its under-noised twin (``name@0.25``, a control the audit must catch), and PF-LD's
+    shared-batch design (a known-broken control: ``expected_consistent=False``)."""
+    shipped = {"output-perturbation": (_output_perturbation, 400_000, "output perturbation (one release)"),
+               **_registered_loop_methods(),
+               "mitigation": (_loop("dpsgd", mitigation=True), LOOP_TRIALS,
+                              "train with DP-SGD and paper 001's mitigation objective"),
+               "pfld": (_pfld("independent"), LOOP_TRIALS, "train_lagrangian (PF-LD, independent public batch)"),
+               "dpfedavg": (lambda trials, **kw: sample_fedavg_trainer(trials, **kw), LOOP_TRIALS,
+                            "train_dpfedavg, one client more (user level)")}
+    entries = {name: AuditSpec(name, description, fn, trials)
+               for name, (fn, trials, description) in shipped.items()}
+    entries["pfld-primal-shared-batch"] = AuditSpec(
+        "pfld-primal-shared-batch", "PF-LD with the public batch the private one (known broken: reveals who was "
+                                    "sampled)", _pfld("shared"), 2000, expected_consistent=False)
+    for name, (fn, trials, description) in shipped.items():
         twin = f"{name}@{TWIN_FRACTION:g}"
-        entries[twin] = SampledAudit(twin, fn, trials, control=True, noise_fraction=TWIN_FRACTION, base=name)
+        entries[twin] = AuditSpec(twin, f"{description}, at {TWIN_FRACTION:g} of its noise", fn, trials,
+                                  noise_fraction=TWIN_FRACTION, base=name)
     return entries
 
 
 #: The entries at import (the shipped methods).
-SAMPLED: dict[str, SampledAudit] = sampled_audits()
+SAMPLED: dict[str, AuditSpec] = sampled_audits()
 
 
 def audit_sampled(name: str, *, trials: int | None = None, seed: int = 0, confidence: float = 0.95,
                   progress: bool = False) -> dict[str, Any]:
-    """Run one sampled audit; the JSON-ready result (see ``dpfair audit --sampled``).
+    """Run one sampled audit (the kit's :func:`~dpfair_analysis.testing.specs.audit_spec` of its spec); its JSON row
+    (:func:`~dpfair_analysis.verify.audits.registry.sampled_row`, see ``dpfair audit --sampled``).
 
     ``consistent`` = epsilon_lower <= epsilon_claimed; a shipped entry must be consistent,
     a control must not (``as_expected``)."""
     entries = sampled_audits()
     if name not in entries:
         raise ValueError(f"mechanism must be one of {sorted(entries)}, got {name!r}")
-    entry = entries[name]
-    trials = entry.default_trials if trials is None else trials
-    trials = check_int_at_least(trials, "trials", 8)
-    samples = entry.sample(trials, seed=seed, noise_fraction=entry.noise_fraction, progress=progress)
-    test = threshold_test(samples.scores_without, samples.scores_with, delta=samples.delta, confidence=confidence)
-    consistent = bool(test.epsilon_lower <= samples.epsilon_claimed)
-    return {"mechanism": name, "control": entry.control, "epsilon_claimed": float(samples.epsilon_claimed),
-            "epsilon_lower": float(test.epsilon_lower), "delta": samples.delta, "confidence": confidence,
-            "consistent": consistent, "as_expected": consistent != entry.control,
-            "sampling_rate": float(samples.setting["sampling_rate"]), "steps": int(samples.setting["steps"]),
-            "trials": trials, "evaluation_trials": test.negatives, "false_positives": test.false_positives,
-            "false_negatives": test.false_negatives, "noise_fraction": entry.noise_fraction,
-            "neighbouring": samples.neighbouring, "seed": seed, "setting": samples.setting}
+    result = audit_spec(entries[name], trials=trials, seed=seed, confidence=confidence, progress=progress)
+    return sampled_row(result, entries[name])

@@ -51,12 +51,13 @@ from dpfair_analysis.verify.claims.core import (
     STANDING_LABELS,
     STANDINGS,
     STATUSES,
-    Budget,
+    CheckBudget,
     Claim,
     Reading,
     Verdict,
     inconclusive,
 )
+from dpfair_analysis.verify.claims.core import Budget  # noqa: F401  (CheckBudget's former name)
 
 __all__ = [
     "BUDGETS",
@@ -71,7 +72,7 @@ __all__ = [
     "STANDINGS",
     "STANDING_LABELS",
     "STATUSES",
-    "Budget",
+    "CheckBudget",
     "Claim",
     "Reading",
     "Verdict",
@@ -135,14 +136,14 @@ def corrections_of(claim: Claim) -> list[Claim]:
     return [c for c in CLAIMS if claim.id in (c.corrects, c.extends)]
 
 
-def _run_check(check, budget: Budget) -> Verdict:
+def _run_check(check, budget: CheckBudget) -> Verdict:
     try:
         return check(budget)
     except Exception as error:  # noqa: BLE001 -- a check must never take the registry down
         return inconclusive("check raised", reason=f"{type(error).__name__}: {error}")
 
 
-def _standing(claim: Claim, budget: Budget, memo: dict[str, str]) -> str:
+def _standing(claim: Claim, budget: CheckBudget, memo: dict[str, str]) -> str:
     """A claim's standing (:attr:`Verdict.standing`) from its own check and, when that holds, its premises'
     (recursively: a premise that holds on violated premises passes that on)."""
     if claim.id not in memo:
@@ -153,7 +154,7 @@ def _standing(claim: Claim, budget: Budget, memo: dict[str, str]) -> str:
     return memo[claim.id]
 
 
-def _derived(claim: Claim, verdict: Verdict, budget: Budget) -> Verdict:
+def _derived(claim: Claim, verdict: Verdict, budget: CheckBudget) -> Verdict:
     """The verdict with what the registry derives beside it: each premise's standing (``premises``) and each
     alternative reading's verdict and number (``alternatives``)."""
     memo: dict[str, str] = {}
@@ -166,7 +167,7 @@ def _derived(claim: Claim, verdict: Verdict, budget: Budget) -> Verdict:
     return replace(verdict, premises=premises, alternatives=tuple(alternatives))
 
 
-def run_claims(claims: Iterable[Claim], budget: Budget | str = QUICK, *,
+def run_claims(claims: Iterable[Claim], budget: CheckBudget | str = QUICK, *,
                progress: bool = True) -> list[tuple[Claim, Verdict, float]]:
     """Run each claim's check; returns (claim, verdict, seconds). A check that raises is inconclusive.
 
@@ -178,7 +179,7 @@ def run_claims(claims: Iterable[Claim], budget: Budget | str = QUICK, *,
     ----------
     claims : iterable of Claim
         The claims to check (e.g. ``claims_for("003")`` or ``CLAIMS``).
-    budget : Budget or str
+    budget : CheckBudget or str
         How hard each check searches: ``"quick"`` (the default, the test suite's) or ``"full"``.
     progress : bool
         Show a progress bar.
@@ -242,7 +243,7 @@ def verdict_table(results: list[tuple[Claim, Verdict, float]]):
                          for c, v, s in results])
 
 
-def explain(claim_id: str, budget: Budget | str = QUICK) -> dict[str, Any]:
+def explain(claim_id: str, budget: CheckBudget | str = QUICK) -> dict[str, Any]:
     """Everything about one claim: the statement as printed (quote) and the paper's further words the verdict
     reads (context), where it is (paper, section, equation), what is tested and how, the verdict with its
     counterexample or worst ratio and its standing (the premises it rests on, with theirs), the reading it takes

@@ -75,8 +75,11 @@ FAILED_PREMISE = ("violated", HOLDS_ON_VIOLATED)
 
 # =============================================================================== budgets and verdicts
 @dataclass(frozen=True)
-class Budget:
-    """How hard the checks try: hypothesis examples per search, Monte-Carlo draws, random trials."""
+class CheckBudget:
+    """How hard a claim's numerical check tries: hypothesis examples per search, Monte-Carlo draws, random trials.
+
+    Not an audit's budget (:class:`dpfair_analysis.testing.Budget`, runs per phase of a privacy audit): a check
+    tests a paper's theorem on its own quantities, an audit bounds a mechanism's epsilon from its outputs."""
 
     name: str
     examples: int
@@ -84,9 +87,11 @@ class Budget:
     trials: int
 
 
-QUICK = Budget("quick", examples=120, draws=400, trials=300)
-FULL = Budget("full", examples=2000, draws=6000, trials=20_000)
+QUICK = CheckBudget("quick", examples=120, draws=400, trials=300)
+FULL = CheckBudget("full", examples=2000, draws=6000, trials=20_000)
 BUDGETS = {"quick": QUICK, "full": FULL}
+#: The name :class:`CheckBudget` had before it was named for what it is (modules written before still import it).
+Budget = CheckBudget
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,7 @@ def inconclusive(key: str, *, reason: str, **details: Any) -> Verdict:
     return Verdict("inconclusive", key, reason=reason, details=details)
 
 
-Check = Callable[[Budget], Verdict]
+Check = Callable[[CheckBudget], Verdict]
 
 
 def cached(check: Check) -> Check:
@@ -169,9 +174,9 @@ def cached(check: Check) -> Check:
     process, is computed once."""
     if getattr(check, "_cached", False):
         return check
-    results: dict[Budget, Verdict] = {}
+    results: dict[CheckBudget, Verdict] = {}
 
-    def run(budget: Budget) -> Verdict:
+    def run(budget: CheckBudget) -> Verdict:
         if budget not in results:
             results[budget] = check(budget)
         return results[budget]
@@ -198,7 +203,7 @@ def misprint_check(printed: Check, fixed: Check, *, fix: str, guarantee_change: 
     * printed holds: ``holds`` (the typo does not bite where it was tested);
     * anything inconclusive: ``inconclusive``.
     """
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         p, f = printed(budget), fixed(budget)
         both = {"printed": {"status": p.status, **p.evidence()}, "fixed": {"status": f.status, **f.evidence()}}
         if "inconclusive" in (p.status, f.status):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import (Budget, Check, Verdict, cached, holds, misprint_check, search,
+from dpfair_analysis.verify.claims.core import (Check, CheckBudget, Verdict, cached, holds, misprint_check, search,
                                                 violated)
 
 __all__ = [
@@ -37,7 +37,7 @@ def gaussian_mechanism_classic(*, c_factor: float = 1.0) -> Check:
     sigma = c Delta / eps, c = c_factor sqrt(2 log(1.25/delta)) (the statement: c_factor = 1),
     searched over (eps, delta); eps = 0 (printed "eps in [0, 1]") makes sigma infinite, so the
     search starts at 1e-3."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         from dpfair_analysis.privacy.gaussian import gaussian_delta
@@ -86,7 +86,7 @@ def gaussian_delta_condition(factor: float, *, std: str = "delta*sigma",
     delta)) / eps of the condition; a violation among them is the headline counterexample."""
     scale = STD_READINGS[std]
 
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         from dpfair_analysis.privacy.gaussian import gaussian_delta

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import Budget, Check, Verdict, holds, register, search, violated
+from dpfair_analysis.verify.claims.core import Check, CheckBudget, Verdict, holds, register, search, violated
 from dpfair_analysis.verify.claims.fixtures import gaussian_mechanism_classic
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def eq1_upper(*, factor: float = 1.0) -> Check:
     """Eq. (1) upper bound factor x (V + B) (the statement: factor = 1) by Monte Carlo
     (bounds.monte_carlo_group_error) on signed vectors; the MC mean minus 4 standard errors
     must not exceed it."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 
@@ -110,7 +110,7 @@ def eq1_lower_half(*, nonnegative: bool, factor: float = 0.5) -> Check:
     """E|G^ - G| >= factor (V + B) (the statement: factor = 1/2), exact E|error| for scalar
     batches under Laplace noise; signed contributions (the paper's gradients) or non-negative
     ones (Amin et al.'s setting, where it holds)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 
@@ -181,7 +181,7 @@ def _optimal_clip(*, rule: str, level_factor: float = 1.0) -> Check:
     (1 - level_factor/(b eps))-quantile, empirical (inverse-CDF) convention
     (bounds.quantile_rule_clip). The statement: level_factor = 1. Compared with the exact
     minimum over C in {0} u {norms} (V + B is piecewise linear with kinks at the norms)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 
@@ -241,7 +241,7 @@ def _dpsgdf_count_sensitivity(*, relation: str = "add/remove") -> Check:
     """The released count vector (m^k, o^k)_k (DPSGDF.decide with negligible count noise) moves
     by <= 1 between neighbouring batches: ``relation`` "add/remove" (the accountant's relation,
     where the statement holds) or "replace-one" (one record moved between two cells: sqrt 2)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 
@@ -404,7 +404,7 @@ def _dpsgdf_sum_sensitivity(*, algorithm: str, noise_floor: float | None = None,
     def noise_of(u):
         return np.asarray(u, dtype=np.float64) if noise_floor is None else np.maximum(u, noise_floor)
 
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 
@@ -476,7 +476,7 @@ def _dpsgdf_sum_sensitivity(*, algorithm: str, noise_floor: float | None = None,
     return check
 
 
-def _reachable_failures(budget: Budget, setting: dict, bounds_for, noise_of, bound_factor: float) -> dict:
+def _reachable_failures(budget: CheckBudget, setting: dict, bounds_for, noise_of, bound_factor: float) -> dict:
     """Monte Carlo over the count noise of one reachable batch: the fraction of steps whose bounds are
     non-finite, have max_k C^k <= 0, let a record of some group move the sum by more than bound_factor x
     max_k C^k (|C^k| > max C, a record of any non-zero gradient then moves it by |C^k|), or exceed 11 C0
@@ -554,7 +554,7 @@ def naive_sum_sensitivity(*, algorithm: str, bound_factor: float = 1.0) -> Check
       (gradients.clipped_sum) and its own noise scale / sigma_2 as the claimed sensitivity.
 
     Add/remove, b the public batch size; the statement is change <= bound_factor x C0 max theta."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 
@@ -644,7 +644,7 @@ def naive_sum_sensitivity(*, algorithm: str, bound_factor: float = 1.0) -> Check
     return check
 
 
-def _naive_reachable(budget: Budget, bound_factor: float) -> dict:
+def _naive_reachable(budget: CheckBudget, bound_factor: float) -> dict:
     """Monte Carlo of 004's Algorithm 3 (theta^k = (b/K)/b~^k) on unbalanced MNIST's batch: b = 256, ten
     classes of 28.1 expected records and class 8 with 2.34, sigma_1 = 10 sigma_2 = 8. A step fails when some
     |theta^k| > bound_factor x max_k theta^k (then a record of group k moves the sum by |theta^k| C0)."""

@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import Budget, Check, Reading, Verdict, holds, register, violated
+from dpfair_analysis.verify.claims.core import Check, CheckBudget, Reading, Verdict, holds, register, violated
 
 __all__ = [
     "EPSILON_SETTINGS_000",
@@ -112,7 +112,7 @@ def group_privacy(*, reachable_from: float, count_multiplier: float = 10.0, clai
       the claimed epsilon does not scale with rho at all.
 
     ``count_multiplier = inf`` removes the count release (the setting in which "rho-eps" holds)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.privacy.accounting import dpsgd_epsilon
         from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 
@@ -236,7 +236,7 @@ def _count_release_budget(*, claimed: float = 0.01, accounting: str = "joint") -
         raise ValueError(f"accounting must be 'joint' or 'separate', got {accounting!r}")
     cost = f"count_cost_{accounting}"
     other = "separate" if accounting == "joint" else "joint"
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.privacy.accounting import (
             compose_events,
             dpsgd_epsilon,
@@ -303,7 +303,7 @@ def fewer_iterations(rows, *, printed_factor: float = 1.0) -> Check:
     the steps that must be dropped for the same budget, jointly and under the (invalid) separate
     composition of two independently sampled releases. ``printed_factor`` scales the dropped
     iterations (the mutant: the jointly needed number, by a factor large enough)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dp_accounting import dp_event
         from dp_accounting.rdp import rdp_privacy_accountant
 
@@ -376,7 +376,7 @@ def published_epsilons(rows, *, printed_shift: float = 0.0) -> Check:
     delta = 1e-6) against each printed value (+ ``printed_shift``; the statement: 0) within the
     row's tolerance ``tol``. Not every tol is half a unit of the printed last digit: 004's balanced
     MNIST (6.220 vs 6.23, n not stated) and unbalanced Dutch (3.284 vs 3.29) need 0.01 or more."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.privacy.accounting import dpsgd_epsilon
 
         table, worst = [], 0.0

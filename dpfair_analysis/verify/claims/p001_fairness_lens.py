@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from dpfair_analysis.verify.claims.core import (
-    Budget,
     Check,
+    CheckBudget,
     Reading,
     Verdict,
     cached,
@@ -89,7 +89,7 @@ def _origin_family_ratio(n: int, l2: float, lipschitz_factor: float) -> float:
 
 def _output_perturbation_sensitivity(*, lipschitz_factor: float) -> Check:
     """||theta*(D) - theta*(D')|| over replace-one pairs vs 2 L / (n lambda) (L = 1: paper; sqrt 2: proved)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         def unit(v):
@@ -161,7 +161,7 @@ def _theorem1(*, printed: bool, hessian: str | None = None, risk_scale: float = 
     printed; the mutant feeds the mean); ``risk_scale`` multiplies the corrected prediction (mutant: 1.5)."""
     column = {"sum": "predicted_risk_sum_hessian", "mean": "predicted_risk"}[hessian or "sum"]
 
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.models import build_model
         from dpfair_analysis.theory.excess_risk import output_perturbation_excess_risk
 
@@ -242,7 +242,7 @@ def _l2_traces(values_a, values_b, *, loss_scale: float) -> tuple[float, float]:
 
 def _corollary1_trace(*, factor: float) -> Check:
     """Tr(H_a) of the mean L2 loss (theta^T X - Y)^2 (StepMoments' exact Hessian) vs factor * E_a ||X||^2."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         rng = np.random.default_rng(0)
         worst_hi, worst_lo, cases = 0.0, math.inf, 0
         for _ in range(10 if budget.name == "quick" else 200):
@@ -268,7 +268,7 @@ def _corollary1(*, matched_second_moments: bool = False) -> Check:
     quadratic loss). The statement is existential: it holds when a witness is found; it is false on a class of
     data sets where every group has the same trace. ``matched_second_moments`` (the mutant) rescales the second
     group to the first's E||X||^2 -- Corollary 2's corrected condition -- where no witness exists."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         def ratio(x):
@@ -297,7 +297,7 @@ def _corollary2(*, second_moment: bool, constant_norms: bool = False) -> Check:
     """Equal E||X_a|| (printed) or equal E||X_a||^2 (corrected) => equal Tr(H_a) (hence pure fairness).
     ``constant_norms`` (the printed claim's mutant) draws groups whose rows share one norm, where equal
     E||X|| implies equal E||X||^2 and the printed statement is true."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         def ratio(x):
@@ -387,7 +387,7 @@ def _theorem2(*, printed: bool, noise_scale: float = 1.0, noise_on: str = "sum")
     -- the other reading (the prose's "perturbing the averaged clipped gradients with ... variance sigma^2 C^2"
     and the proof sketch's L(theta_t - eta(g_B + N(0, I C^2 sigma^2)); D_a)): the noise on the average, simulated
     exactly as Algorithm 1 with the multiplier sigma b. Only the printed check reads it."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from torch import nn
 
@@ -494,7 +494,7 @@ def _eq6_simplification(*, form: str) -> Check:
     "fixed" (<g_Da, g_D> - <g_Da, gbar_D> - (<g_D, g_D> - <g_D, gbar_D>)) or "gamma1" (the simplified
     term itself). Each is compared with |R_a^clip - R^clip| / eta on hypothesis-drawn per-sample
     gradients (2-3 groups of 1-4 signed vectors, C over decades): exact to rounding or violated."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         from dpfair_analysis.theory.conditions import clip_terms_quadratic, clip_vectors

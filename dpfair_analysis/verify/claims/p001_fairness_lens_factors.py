@@ -9,8 +9,8 @@ import math
 import numpy as np
 
 from dpfair_analysis.verify.claims.core import (
-    Budget,
     Check,
+    CheckBudget,
     Reading,
     Verdict,
     cached,
@@ -29,7 +29,7 @@ def _theorem3(*, n_groups: int, batch_size: int | None, stored: str | None, clip
     hand-shrunk counterexample (conditions.THREE_GROUP_COUNTEREXAMPLE / MINIBATCH_COUNTEREXAMPLE) is
     recomputed when the search budget does not find one. ``clip_coefficient`` replaces Eq. (5)'s 5/2
     (the mutant of the two-group claim: −5/2, a condition weakened until the search breaks it)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.theory import conditions
 
         result = conditions.search_theorem3(n_groups=n_groups, dim=2, max_rows=4, batch_size=batch_size,
@@ -115,7 +115,7 @@ def _softmax_model(*, bias: bool, theta_scale: float = 1.0, n_features: int = 2,
     return model
 
 
-def _seeded_inputs(budget: Budget, *, n: int, d: int, scale: float):
+def _seeded_inputs(budget: CheckBudget, *, n: int, d: int, scale: float):
     """(seed, X, y): ``n`` seeded Gaussian inputs in R^d times ``scale`` and labels in {0, 1, 2}, for 3 seeds
     (quick) or 20 -- the samples Examples 1-2's identities are checked on."""
     import torch
@@ -133,7 +133,7 @@ def _example1(*, bias: bool, augmented: bool, sign: float = 1.0) -> Check:
     Example 1's own setting is f = softmax(θᵀX), no bias; the paper prints (Y − f) ⊗ X, i.e. ``sign=-1``;
     the gradient of the cross-entropy is (f − Y) ⊗ X (``sign=+1``). The toolkit's models have a bias, for
     which x̃ = [x; 1] (``bias=True, augmented=True``)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
 
         from dpfair_analysis.gradients import flatten, per_sample_gradients
@@ -185,7 +185,7 @@ register("001.ex1.with-bias", kind="extension", extends="001.ex1",
          mutant=_example1(bias=True, augmented=False))
 
 
-def _pair_search(budget: Budget, value, *, key, points, n_labels: int = 3, project=None):
+def _pair_search(budget: CheckBudget, value, *, key, points, n_labels: int = 3, project=None):
     """Hypothesis search over pairs of inputs (same label) for one whose ``key`` is larger but whose ``value``
     is smaller; ``project`` maps each input before use (the mutants' restricted settings; None: skip the
     pair). Returns (pair
@@ -229,7 +229,7 @@ def _grows_with_norm(quantity: str, *, theta_scale: float = 1.0) -> Check:
     the boundary, so a larger, well-classified input has the smaller value. ``theta_scale=0`` (the mutant)
     makes f the same for every X (a zero weight matrix; for the network the first layer, whose tanh'(0) = 1
     then leaves δ constant), where each value is exactly proportional to ||X|| (||X||²)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 
@@ -286,7 +286,7 @@ register("001.ex1.norm", location="§7, after Example 1",
 def _example2_identity(*, augmented: bool = False) -> Check:
     """One hidden layer: the first-layer weight gradient is δ xᵀ, so ||∇W₁|| = ||∇b₁|| ||x|| exactly.
     ``augmented=True`` predicts ||∇b₁|| ||[x; 1]|| (the mutant)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
 
         from dpfair_analysis.gradients import per_sample_gradients
@@ -318,7 +318,7 @@ def _example2_sum(*, zero_output: bool = False, within: float | None = None) -> 
     random and searched inputs. ``zero_output`` (the mutant) zeroes the output layer, so b = 0 and the
     ratio is 1 for every X. ``within`` (the other reading, "∝" as "comparable"): the ratio stays in
     [within, 1] for every X (1/√2; its mutant falsifies the bound to 0.9)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
 
         from dpfair_analysis.gradients import per_sample_gradients
@@ -419,7 +419,7 @@ def _theorem4(*, noise: tuple[float, ...], relative: bool, min_gap: float = 1e-3
     on it). ``relative``: the noise std is s = n / max_i ||x~_i|| for n in ``noise`` (the spread s||x~|| it
     puts on the margins -- n = 0.01 is Theorem 2's second-order regime, where the expansion's next term is
     (s||x~||)²/4 of the noise term or less); otherwise s = n. The ratio reported is R_b / R_a."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         def terms(x):
@@ -517,7 +517,7 @@ def _example3(*, bias: bool, plus_one: bool) -> Check:
     Example 3's own setting is Example 1's bias-free model, where the printed (1 - sum f^2) ||X||^2 is exact;
     with a bias the Kronecker factor is x~ x~^T, x~ = [x; 1], hence the + 1. The search is adversarial over
     signed inputs from tiny to large norms (|x| ≤ 50), where any missing term shows."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 
@@ -573,7 +573,7 @@ register("001.ex3.norm", location="§8, Example 3", quote=_EX3_QUOTE,
 def _theorem5(*, bound_scale: float = 1.0) -> Check:
     """1 - sum f_k^2 in [0, 1 - 1/K], extremes at one-hot / uniform (conditions.theorem5_extremes + search).
     ``bound_scale`` multiplies the maximum 1 - 1/K (the mutant: 0.99, which the uniform vector exceeds)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         from dpfair_analysis.fairness.metrics import boundary_proxy
@@ -617,7 +617,7 @@ def _closer_larger_trace(*, equal_norms: bool = False, margin: float = 1.0) -> C
     differ; a directed pair (distance 1/2 and norm 1/2 against distance 1 and norm 10) beside the search.
     ``equal_norms`` (the mutant, and the other reading) puts both inputs on the unit circle, where p(1 − p) alone
     decides and it holds; ``margin`` > 1 (that reading's mutant) asks the closer trace to exceed the farther ×margin."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from hypothesis import strategies as st
 

@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from dpfair_analysis.verify.claims.core import (
-    Budget,
     Check,
+    CheckBudget,
     Verdict,
     cached,
     holds,
@@ -98,7 +98,7 @@ def _fairdp_descent(*, reading: str, factor: float = 1.0, min_log_smoothness: fl
     ``factor`` multiplies the stated bound (mutants: -1 for "eq3", 0.5 for the scaled readings)."""
     scaled = reading in ("scaled", "gap-scaled")
 
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         def ratio(x):
@@ -199,7 +199,7 @@ register("002.eq4.scaled", kind="corrected", corrects="002.eq4",
 
 
 # =============================================================================== Eq. (4)'s two terms
-def _fairdp_bias_variance(budget: Budget, *, noise_factor: float = 1.0) -> Verdict:
+def _fairdp_bias_variance(budget: CheckBudget, *, noise_factor: float = 1.0) -> Verdict:
     """E||(sum_i clip(g_i) + N(0, s^2 C^2 I))/n - mean g||^2 = ||clip mean - mean||^2 + d s^2 C^2 / n^2 on real
     per-sample gradients (gradients.per_sample_gradients, noisy_clipped_sum-style release), by Monte Carlo.
     ``noise_factor`` multiplies the predicted noise term (the mutant: 3, the paper's constant as an equality)."""
@@ -236,7 +236,7 @@ def _fairdp_bias_variance(budget: Budget, *, noise_factor: float = 1.0) -> Verdi
     return violated(f"off by {worst_z:.1f} s.e.", counterexample={}, ratio=worst_z / 4.5)
 
 
-def _fairdp_clipping_bias(budget: Budget, *, eta_factor: float = 1.0) -> Verdict:
+def _fairdp_clipping_bias(budget: CheckBudget, *, eta_factor: float = 1.0) -> Verdict:
     """Eq. (4)'s clipping bias: ||mean clip(g_i) - mean g_i|| <= eta = (1/n) sum_{||g||>C} (||g|| - C), searched over
     signed gradient sets (clip factors from gradients.clip_factors). ``eta_factor`` scales the bound (the
     mutant: 0.5; the bound is attained by one clipped gradient)."""
@@ -264,7 +264,7 @@ def _fairdp_clipping_bias(budget: Budget, *, eta_factor: float = 1.0) -> Verdict
     return violated(f"×{worst:.3g}", counterexample={"grads": found[0], "C": found[1]}, ratio=worst)
 
 
-def _inequality_indices(budget: Budget, *, gini_factor: float = 1.0) -> Verdict:
+def _inequality_indices(budget: CheckBudget, *, gini_factor: float = 1.0) -> Verdict:
     """Atkinson, Gini, MLD, Theil (fairness.inequality) against closed-form values and identities.
     ``gini_factor`` scales the Gini index under test (the mutant: 1.001)."""
     from dpfair_analysis.fairness import inequality

@@ -18,8 +18,8 @@ import numpy as np
 
 from dpfair_analysis.verify.claims.core import (
     FULL,
-    Budget,
     Check,
+    CheckBudget,
     Verdict,
     holds,
     misprint_check,
@@ -42,7 +42,7 @@ def _pfld_examples(kind: str, *, perturb: float = 0.0) -> Check:
     Example's subsets computed here with numpy (P = D, G = {A = i}; eo: P = {Y = y}, G = {Y = y, A = i});
     (iii) its violation (hard predictions) equals fairlearn's demographic_parity_difference /
     equalized_odds_difference / accuracy difference. ``perturb`` is added to the references (the mutant)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
         from fairlearn.metrics import MetricFrame, demographic_parity_difference, equalized_odds_difference
         from sklearn.metrics import accuracy_score
@@ -188,7 +188,7 @@ def _thm1_ratio(family: str, proof_setting: bool) -> Callable[[Any], float | Non
     return ratio
 
 
-def theorem1_searches(budget: Budget, proof_setting: bool) -> dict[str, tuple]:
+def theorem1_searches(budget: CheckBudget, proof_setting: bool) -> dict[str, tuple]:
     """{family: (shrunk case or None, its ratio / the worst seen, examples tried)} for the directed
     families of pfld_cases.theorem1_cases (+ the unstructured ``cases`` at FULL)."""
     from dpfair_analysis.verify.claims.pfld_cases import THEOREM1_FAMILIES, cases, theorem1_cases, to_proof_setting
@@ -236,7 +236,7 @@ def _pfld_theorem1(*, proof_setting: bool = False) -> Check:
 
     ``proof_setting=True`` (the mutant) quantifies over the setting Theorem 1's proof implicitly
     assumes -- every gradient a scalar in [0, C_p] and no sign flips -- where Eq. (7) holds."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         results = theorem1_searches(budget, proof_setting)
         tried = sum(r[2] for r in results.values())
         families = {f: {"found": r[0] is not None, "ratio": r[1], "tried": r[2]} for f, r in results.items()}
@@ -288,7 +288,7 @@ def _population_unclipped(*, proof_setting: bool = False) -> Check:
     sign-flip family of Theorem 1's search (shared, cached), and the stored sign-flip case with its population
     gradients scaled up (the change grows linearly with them, Delta_p does not). ``proof_setting`` (the mutant):
     every gradient a scalar in [0, C_p] and no sign flips, where the population terms need no clipping."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dataclasses import replace
 
         found, worst, tried = theorem1_searches(budget, proof_setting)["sign-flip"]
@@ -334,7 +334,7 @@ def _dual_ratio(factor: float) -> Callable[[Any], float | None]:
     return ratio
 
 
-def theorem2_search(budget: Budget, signed: bool, factor: float) -> tuple:
+def theorem2_search(budget: CheckBudget, signed: bool, factor: float) -> tuple:
     from dpfair_analysis.verify.claims.pfld_cases import cases, structured_cases
 
     def compute():
@@ -351,7 +351,7 @@ def _pfld_theorem2(*, signed: bool, factor: float = 1.0) -> Check:
     pfld_cases.structured_cases (3 groups of 2-12, h at +-C_d: a mean moves by 2 C_d / n >
     sqrt(2) C_d / (n - 1)). Unsigned h in [0, C_d]: structured_cases(signed=False) (h at 0 or C_d,
     where the bound is nearly attained for large groups) and the unstructured cases(signed=False)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.verify.claims.pfld_cases import dual_excess, dual_release_bound, group_sizes
 
         found, worst, tried = theorem2_search(budget, signed, factor)
@@ -389,7 +389,7 @@ def _pfld_default_primal(*, factor: float = 1.0) -> Check:
     """The toolkit's primal release (sums with public denominators): each person's contribution <= factor x
     Delta_1 on both sides and the change <= 2 factor Delta_1 (sensitivity.primal_group_sum,
     primal_contribution_bound), over pairs with missing values, signed h and gradients, any coefficients."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.privacy.sensitivity import primal_contribution_bound
         from dpfair_analysis.verify.claims.pfld_cases import cases, primal_sum_changes, signed_coefficients
 
@@ -414,7 +414,7 @@ def _pfld_default_primal(*, factor: float = 1.0) -> Check:
 def _pfld_default_dual(*, factor: float = 1.0) -> Check:
     """The toolkit's dual sums and counts: change <= factor x sqrt(2 t_max) C_d and factor x sqrt(2 t_max)
     (dual_sum_distance, count_distance), over pairs with missing values."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.privacy.sensitivity import count_distance, dual_sum_distance
         from dpfair_analysis.verify.claims.pfld_cases import cases, dual_sum_changes
 
@@ -477,7 +477,7 @@ def _pfld_missing_rule(*, uneven: bool = True) -> Check:
 
     ``uneven=False`` (the mutant): every group reports at the same rate r (r n_i reporters), where
     C_d / (r n_i) <= C_d / (r (min n - 1)) and the rule holds."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.privacy.sensitivity import (
             exact_change,
             paper_dual_release,
@@ -551,7 +551,7 @@ def _missing_noise(*, rates: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)) -> C
     .paper_missing_values_sensitivity), against sigma Delta at full reporting, for the reported fractions
     ``rates`` (the paper's experiments: 60%, 40%, 20% and no missing values). The rule's own Delta' is
     1/r times larger: more noise, not less. ``rates=(1.0,)`` (the mutant): nothing missing, equal noise."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dpfair_analysis.privacy.sensitivity import paper_dual_sensitivity, paper_missing_values_sensitivity
 
         delta = paper_dual_sensitivity([500, 4000], clip=5.0)  # Bank-like groups, the paper's C_d = 5

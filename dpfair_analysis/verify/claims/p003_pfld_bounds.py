@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from dpfair_analysis.verify.claims.core import (
-    Budget,
     Check,
+    CheckBudget,
     Verdict,
     cached,
     holds,
@@ -34,7 +34,7 @@ def _pfld_theorem6(*, reading: str, factor: float = 1.0) -> Check:
     + N(0, sigma_p^2 Delta_p^2 I) with |.| element-wise (§5 defines |.| so), as Theorem 6 and Eq. (10) print
     it; "fixed" -- G~ = sum_i lambda_i s_i (grad mu(B_P_i) - clipped grad mu(B_G_i)) + noise, the gradient the
     update means. Every expectation but the noise's is exact; the noise's by Monte Carlo (3 s.e.)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
 
         from dpfair_analysis.fairness.constraints import make_constraint
@@ -187,7 +187,7 @@ def _pfld_optimal_clip(*, norms: str = "empirical") -> Check:
     is C_p = 0 with no solution. ``norms="continuous"`` (the mutant): a continuous distribution with
     positive density on [0, inf) (mixtures of exponentials) and a < sum lambda, where the condition has
     the unique solution the paper states."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         if norms == "empirical":
@@ -246,7 +246,7 @@ register("003.thm6.optimal-Cp", location="§6.2, after Theorem 6",
 def _pfld_theorem7(*, factor: float = 1.0) -> Check:
     """Thm 7: Monte-Carlo E|V_i - V~_i| (dual_error_monte_carlo, real h of an MLP) <= factor x
     paper_dual_error_bound."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         import torch
 
         from dpfair_analysis.fairness.constraints import make_constraint

@@ -18,8 +18,8 @@ import numpy as np
 
 from dpfair_analysis.verify.claims.core import (
     FULL,
-    Budget,
     Check,
+    CheckBudget,
     Verdict,
     cached,
     holds,
@@ -106,7 +106,7 @@ def _pfld_theorem3(*, printed: bool = True, scale: float = 1.0) -> Check:
     (alpha, 0)-RDP. The check evaluates E_Q[(P/Q)^alpha] by quadrature and compares the defined divergence
     with ``scale`` x alpha / (2 s^2). ``printed=False`` uses Mironov's 1/(alpha - 1) (003.thm3.mironov); its
     mutant scales the closed form by 0.9."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dp_accounting import dp_event
 
         orders = [1.5, 2.0, 3.0, 8.0]
@@ -204,7 +204,7 @@ def _pfld_theorem4(*, scale: float = 1.0) -> Check:
     of the two output distributions (both orders, :func:`_sg_pair_renyi`) against ``scale`` x Eq. (14) by
     quadrature (:func:`_sg_rdp`). The worst case (others at 0, |f(x)| = 1) attains the bound, so the
     mutant (scale 0.9) fails there."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         strategy = st.tuples(
@@ -265,7 +265,7 @@ def _release_and_delta(c, group, *, dual: bool):
             paper_primal_sensitivity(group_sizes(c, group), clip=c.clip, lambda_max=float(c.lambdas.max())))
 
 
-def _lemma_pairs(budget: Budget, dual: bool) -> list[tuple[dict, float, float, float, int]]:
+def _lemma_pairs(budget: CheckBudget, dual: bool) -> list[tuple[dict, float, float, float, int]]:
     """(evidence, ||release(D) - release(D')||^2, Delta(D), Delta(D'), dimension) for the pairs the
     Theorem 1 (release families) / Theorem 2 searches found; pairs with an infinite Delta skipped."""
     import torch
@@ -304,7 +304,7 @@ def _pfld_lemma(*, dual: bool, reading: str, pair: tuple[float, float, int] | No
 
     ``pair=(rho, noise_ratio, d)`` feeds a pair instead (the mutant: rho = 1, equal noise, Delta = 1 -- a
     release that moves by exactly Delta, which the Lemma's bound covers under both readings)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         sigma, orders = 1.0, (1.5, 2.0, 4.0, 8.0, 16.0)
         if pair is None:
             pairs = _lemma_pairs(budget, dual)
@@ -359,7 +359,7 @@ def _unit_sensitivity(*, dual: bool, reading: str, claim_scale: float = 1.0,
     these m (the mutants: only groups where Delta <= 1). The printed reading fails exactly when Delta > 1, by
     Delta^2 at q = 1 and by far more under sampling (x3.41e3 at Delta_p = 10, q = 0.1, alpha = 8): the fix
     changes the epsilon promised (:func:`_claimed_change`), so the printed Lemma is violated, not misprinted."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         if dual:
             settings = [(m, math.sqrt(2) * 5.0 / (m - 1), 1.0) for m in groups or (3, 5, 8, 9, 101, 714)]
         else:
@@ -470,7 +470,7 @@ def lemma1_shared_batch(grid: tuple[tuple[float, float], ...] = ((0.01, 1.0), (2
     is then the sampled Gaussian with its inclusion revealed, whose Renyi divergence
     (:func:`_revealed_inclusion_rdp`) exceeds the claimed SG bound of Eq. (14) at every alpha when q < 1
     (at q = 1 they coincide: the check holds there)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dp_accounting import dp_event
         from dp_accounting.pld import pld_privacy_accountant
         from dp_accounting.privacy_accountant import NeighboringRelation
@@ -615,7 +615,7 @@ def _pfld_theorem5(*, dual_term: bool = True) -> Check:
     primal and T dual steps, or with smaller multipliers, would exceed it. This is the bookkeeping only: the
     claim rests on Lemmas 1-2 (``rests_on``), whose verdicts set its standing when the registry runs.
     ``dual_term=False`` (the mutant) drops T eps_d from the formula."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from dp_accounting import dp_event
 
         orders = [1.5, 2.0, 4.0, 8.0, 16.0, 32.0]
@@ -661,7 +661,7 @@ register("003.thm5", location="§6.1, Theorem 5",
 def _rdp_conversion(*, term_factor: float = 1.0) -> Check:
     """(alpha, eps)-RDP => (eps + term_factor log(1/delta)/(alpha-1), delta)-DP (printed: term_factor = 1), on the
     Gaussian mechanism (RDP alpha / (2 sigma^2)) with its exact delta(eps) (Balle & Wang 2018)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         from dpfair_analysis.privacy.gaussian import gaussian_delta

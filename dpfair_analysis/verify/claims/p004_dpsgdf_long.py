@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dpfair_analysis.verify.claims.core import Budget, Check, Verdict, holds, register, search, violated
+from dpfair_analysis.verify.claims.core import Check, CheckBudget, Verdict, holds, register, search, violated
 from dpfair_analysis.verify.claims.fixtures import gaussian_mechanism_classic
 from dpfair_analysis.verify.claims.p000_dpsgdf import NAIVE_STATEMENT, naive_sum_sensitivity
 from dpfair_analysis.verify.claims.p000_dpsgdf_accounting import (
@@ -99,7 +99,7 @@ def _moments_composition(*, bound_factor: float = 1.0) -> Check:
     max over the two orders (quadrature) and alpha_M2 = lam(lam+1) Delta2^2 / (2 s2^2) (sup h = 1).
     Independent of dp_accounting. The non-adaptive case (h = 1) is an equality, so a bound
     scaled below 1 must fail there. Searched by hypothesis over (lam, q, s1, s2, Delta2, h)."""
-    def check(budget: Budget) -> Verdict:
+    def check(budget: CheckBudget) -> Verdict:
         from hypothesis import strategies as st
 
         def parts(x):

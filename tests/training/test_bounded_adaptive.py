@@ -171,6 +171,7 @@ def test_the_diagnosis_step_is_dpsgd_at_the_bounded_quantile():
     assert bounds[0] == pytest.approx(0.025)
 
 
+@pytest.mark.slow  # the default suite's cheaper check: tests/verify/test_sampled_audits.py (a tenth of the noise)
 def test_the_audit_catches_the_under_noised_twin():
     from dpfair_analysis.verify.audits.trainers import audit_sampled
 

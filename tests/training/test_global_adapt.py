@@ -179,6 +179,7 @@ def test_the_diagnosis_step_is_at_the_fixed_point_of_z():
     assert coefficients[0] == pytest.approx(0.5 / z)
 
 
+@pytest.mark.slow  # the default suite's cheaper check: tests/verify/test_sampled_audits.py (a tenth of the noise)
 def test_the_audit_catches_the_under_noised_twin():
     from dpfair_analysis.verify.audits.trainers import audit_sampled
 

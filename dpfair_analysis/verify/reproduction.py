@@ -163,12 +163,16 @@ CLAIM_MARGIN = 0.02
 NO_MATCHING_SETTING = "no matching setting: measured, not judged"
 
 
-def later_claim_verdicts(robustness: Mapping[str, pd.DataFrame], *, matching: Sequence[str] = (),
-                   margin: float = CLAIM_MARGIN) -> pd.DataFrame:
+def later_claim_verdicts(robustness: Mapping[str, pd.DataFrame], *, judged: Mapping[str, str] | None = None,
+                         margin: float = CLAIM_MARGIN) -> pd.DataFrame:
     """One row per (claim of :data:`LATER_CLAIMS`, setting): the gain of the claim's method over the other in test
-    worst-group accuracy at the defaults and after tuning (:func:`~dpfair_analysis.experiments.method_grid.robustness_table`), and the three-valued verdict
-    (:func:`three_valued`: the gain at least ``printed - margin``) where the
-    setting is in ``matching`` -- one the paper ran -- else :data:`NO_MATCHING_SETTING`."""
+    worst-group accuracy at the defaults and after tuning (the method grid's robustness tables,
+    :func:`~dpfair_analysis.experiments.method_grid.robustness_table`).
+
+    The three-valued verdict (:func:`three_valued`: the gain at least ``printed - margin``) is drawn on the settings
+    of ``judged`` (setting -> how it relates to the paper's, e.g. the nearest setting to it, shown as
+    ``setting_note``); on the others the gain is reported and the verdict is :data:`NO_MATCHING_SETTING`."""
+    judged = dict(judged or {})
     out = []
     for setting, table in robustness.items():
         table = table.set_index("method")
@@ -177,13 +181,12 @@ def later_claim_verdicts(robustness: Mapping[str, pd.DataFrame], *, matching: Se
                 continue
             at_default = float(table.loc[claim.method, "default_worst"] - table.loc[claim.against, "default_worst"])
             tuned = float(table.loc[claim.method, "chosen_worst"] - table.loc[claim.against, "chosen_worst"])
-            ok_default = within(at_default, claim.printed, margin=margin)
-            ok_tuned = within(tuned, claim.printed, margin=margin)
-            verdict = three_valued(ok_default, ok_tuned) if setting in matching else NO_MATCHING_SETTING
+            verdict = three_valued(within(at_default, claim.printed, margin=margin),
+                                   within(tuned, claim.printed, margin=margin))
             out.append({"claim": claim.id, "setting": setting, "paper": claim.paper, "statement": claim.statement,
-                        "paper_settings": claim.settings, "printed_gain": claim.printed, "margin": margin,
-                        "gain_at_defaults": at_default, "gain_after_tuning": tuned,
-                        "would_reproduce": three_valued(ok_default, ok_tuned), "verdict": verdict})
+                        "paper_settings": claim.settings, "setting_note": judged.get(setting, "not the paper's"),
+                        "printed_gain": claim.printed, "margin": margin, "gain_at_defaults": at_default,
+                        "gain_after_tuning": tuned, "verdict": verdict if setting in judged else NO_MATCHING_SETTING})
     return pd.DataFrame(out)
 
 

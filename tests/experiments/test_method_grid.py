@@ -85,7 +85,7 @@ def test_a_claims_verdict_flips_across_the_printed_gain_minus_the_margin(gain, v
     rows = _rows({("dpsgd", 0): (0.6, 0.6), ("boundedadaptive", 0): (0.6, 0.6 + gain),
                   ("optq", 0): (0.6, 0.6)})
     robustness = {"skewed": G.robustness_table(rows)}
-    table = R.later_claim_verdicts(robustness, matching=("skewed",)).set_index("claim")
+    table = R.later_claim_verdicts(robustness, judged={"skewed": "nearest"}).set_index("claim")
     assert table.loc["zhao-vs-constant", "verdict"] == verdict
     assert table.loc["zhao-vs-unbounded", "verdict"] == "does not reproduce within the budget"
     elsewhere = R.later_claim_verdicts(robustness).set_index("claim")

@@ -5,9 +5,9 @@
     .venv/bin/python notebooks/record_issue51.py --study recommendations [--out PATH]
 
 ``method-grid`` (51.3): every registered method on each setting over its grid
-(:mod:`dpfair_analysis.experiments.method_grid`), seeds 0..N-1; the JSON (default
-``paper_figs/equal_eps/method_grid.json``) is rewritten atomically after every (setting, seed), and a (setting, seed)
-already in it is not run again, so an interrupted study resumes.
+(:mod:`dpfair_analysis.experiments.method_grid`), seeds 0..N-1, one method's grid at a time (the claims' methods
+first); the JSON (default ``paper_figs/equal_eps/method_grid.json``) is rewritten atomically after every (setting,
+seed, method), and one already in it is not run again, so an interrupted study resumes.
 
 ``recommendations`` (51.5): every recommendation of the diagnosis validation study's ``recommendations`` profile
 beside its real runs (:func:`~dpfair_analysis.experiments.diagnosis_validation.run_recommendation_check`), cell by
@@ -75,7 +75,7 @@ def method_grid(args: argparse.Namespace) -> int:
     from dpfair_analysis.experiments import method_grid as study
     from dpfair_analysis.verify.reproduction import CLAIM_MARGIN, later_claim_verdicts
 
-    methods = tuple(args.methods.split(",")) if args.methods else tuple(study.METHOD_GRIDS)
+    methods = tuple(args.methods.split(",")) if args.methods else study.RECORDING_ORDER
     try:
         study.study_plan(methods)
     except ValueError as error:
@@ -95,16 +95,16 @@ def method_grid(args: argparse.Namespace) -> int:
 
     for name in args.settings:
         for seed in range(args.seeds):
-            done = rows.get(name)
-            if done is not None and len(done) and seed in set(done["seed"]) and set(methods) <= set(done["method"]):
-                continue
-            start = time.perf_counter()
-            new = study.run_study(configs[name], methods=methods, seeds=(seed,))
-            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
-            rows[name] = new if done is None or not len(done) else pd.concat(
-                [done[done["seed"] != seed], new], ignore_index=True)
-            save()
-            print(f"{name} seed {seed}: {time.perf_counter() - start:.0f} s", flush=True)
+            for method in methods:  # one method's grid at a time: each is recorded the moment it is done
+                done = rows.get(name)
+                if done is not None and len(done) and ((done["seed"] == seed) & (done["method"] == method)).any():
+                    continue
+                start = time.perf_counter()
+                new = study.run_study(configs[name], methods=(method,), seeds=(seed,))
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start
+                rows[name] = new if done is None or not len(done) else pd.concat([done, new], ignore_index=True)
+                save()
+                print(f"{name} seed {seed} {method}: {time.perf_counter() - start:.0f} s", flush=True)
     if rows:
         save()  # today's tables and verdicts of the rows recorded
     return 0

@@ -83,6 +83,11 @@ METHOD_GRIDS: dict[str, TuningGrid] = {
 }
 
 
+#: the order the recorder runs the methods in: the later papers' claims first (bounded adaptive clipping against
+#: constant and unbounded adaptive clipping), Global-Adapt, then the others, DP-FedAvg (trained alone) last
+RECORDING_ORDER = ("dpsgd", "optq", "boundedadaptive", "globaladapt", "sgd", "naive", "dpsgdf", "fairdp", "dpfedavg")
+
+
 def setting_configs() -> dict[str, object]:
     """The comparisons the study runs on, by name: Adult by sex and Dutch by sex at paper 000's census settings
     (logistic regression, b = 256, 20 epochs, sigma = 1, C = 0.5, delta = 1e-6); and a skewed MNIST cheap enough

@@ -118,3 +118,7 @@ def test_the_recorder_refuses_bad_arguments_in_one_line(capsys):
         err = capsys.readouterr().err.strip()
         assert stop.value.code == 2 and len(err.splitlines()) == 1 and flag in err
     assert tool.main(["--study", "method-grid", "--methods", "dpsgd,nonsense", "--out", "/nonexistent/x.json"]) == 2
+
+
+def test_the_recording_order_is_every_method_once():
+    assert sorted(G.RECORDING_ORDER) == sorted(G.METHOD_GRIDS)

@@ -13,6 +13,9 @@ seed, method), and one already in it is not run again, so an interrupted study r
 beside its real runs (:func:`~dpfair_analysis.experiments.diagnosis_validation.run_recommendation_check`), cell by
 cell through the run cache (``$DPFAIR_CACHE``: resumable); the JSON (default
 ``paper_figs/diagnose/recommendation_check.json``) is rewritten after every cell.
+
+``--merge A.json,B.json`` joins the rows of method-grid runs recorded by other processes (e.g. one per method, each
+with its own ``--out``) to ``--out``'s and rewrites it with today's tables and verdicts.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--methods", default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--merge", default="", help="method-grid JSON files (comma-separated) whose rows join --out's")
     args = parser.parse_args(argv)
     if args.study not in STUDIES:
         parser.error(f"--study must be one of {', '.join(STUDIES)}, got {args.study!r}")
@@ -56,6 +60,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if not 1 <= args.seeds <= 20:
         parser.error(f"--seeds must be an integer from 1 to 20, got {args.seeds}")
     args.out = args.out or DEFAULT_OUT[args.study]
+    args.merge = tuple(Path(p) for p in args.merge.split(",") if p)
+    missing = [str(p) for p in args.merge if not p.is_file()]
+    if missing:
+        parser.error(f"--merge must name existing method-grid JSON files, got missing {missing}")
     return args
 
 
@@ -81,9 +89,14 @@ def method_grid(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"record_issue51: --methods: {error}", file=sys.stderr)
         return 2
-    previous = json.loads(args.out.read_text()) if args.out.exists() else {"settings": {}}
-    rows = {name: pd.DataFrame(part["rows"]) for name, part in previous["settings"].items()}
-    seconds = {name: part.get("seconds") or 0.0 for name, part in previous["settings"].items()}
+    rows, seconds = {}, {}
+    for path in (args.out, *args.merge):  # the rows recorded so far, here and by other processes
+        if not path.exists():
+            continue
+        for name, part in json.loads(path.read_text())["settings"].items():
+            frame = pd.concat([rows.get(name, pd.DataFrame()), pd.DataFrame(part["rows"])], ignore_index=True)
+            rows[name] = frame.drop_duplicates(["seed", "method", "configuration_index", "split", "group"])
+            seconds[name] = seconds.get(name, 0.0) + (part.get("seconds") or 0.0)
     configs = study.setting_configs()
 
     def save() -> None:

@@ -344,7 +344,8 @@ def run_recommendation_cell(cell: Cell, *, profile: str = "recommendations", cac
     Predicted (the diagnosis' expectation over its splits): the change of the worst group's cost against the plan,
     :math:`\delta_w = \min_k \Delta^k_{opt} - \min_k \Delta^k_{plan}`, and of the gap. Measured: the same two
     changes on the seed's real runs -- the option run by ``dpfair compare`` (:func:`option_config`) and the planned
-    DP-SGD, each against the same SGD run. Records of an option no registered method runs have NaN measurements."""
+    DP-SGD, each against the plan's SGD run (the diagnosis' non-private reference for every option). Records of an
+    option no registered method runs have NaN measurements."""
     cache = cache or RunCache(None)
     prof = profile_settings(profile)
     full = load_setting(cell.setting)
@@ -354,15 +355,18 @@ def run_recommendation_cell(cell: Cell, *, profile: str = "recommendations", cac
     rows = []
     for seed in prof.seeds:
         diagnosis = cell_diagnosis(cell, seed, profile=profile, cache=cache, split_runs=split_runs)
-        plan = planned[(planned["seed"] == seed) & (planned["method"] == "dpsgd")].set_index("group")["cost"]
-        plan_worst, plan_gap = _worst_and_gap(plan)
+        runs = planned[planned["seed"] == seed]
+        sgd = runs[runs["method"] == "sgd"].set_index("group")["accuracy"]
+        plan_worst, plan_gap = _worst_and_gap(runs[runs["method"] == "dpsgd"].set_index("group")["accuracy"] - sgd)
         for rec in diagnosis.get("recommendations") or []:
             run = option_config(config, rec)
             measured_worst = measured_gap = math.nan
             if run is not None:
                 option, method = run
                 per_seed = run_compare(replace(option, seeds=(seed,)), progress=False, cache=cache).per_seed
-                worst, gap = _worst_and_gap(per_seed[per_seed["method"] == method].set_index("group")["cost"])
+                # against the plan's SGD run, as the diagnosis predicts every option (a larger batch's own SGD differs)
+                accuracy = per_seed[per_seed["method"] == method].set_index("group")["accuracy"]
+                worst, gap = _worst_and_gap(accuracy - sgd)
                 measured_worst, measured_gap = worst - plan_worst, gap - plan_gap
             rows.append({"setting": cell.setting.name, "source": cell.setting.source, "regime": cell.regime.name,
                          "sigma": cell.sigma, "seed": seed, "action": rec["action"], "verdict": rec["verdict"],

@@ -103,7 +103,7 @@ def test_the_study_json_is_plain_json_with_its_grids_and_selection_privacy():
     assert payload["settings"]["adult-sex"]["seeds"] == [0, 1]
 
 
-def test_the_recorder_refuses_bad_arguments_in_one_line(capsys):
+def _recorder():
     import importlib.util
     from pathlib import Path
 
@@ -111,6 +111,11 @@ def test_the_recorder_refuses_bad_arguments_in_one_line(capsys):
     spec = importlib.util.spec_from_file_location("record_issue51", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    return tool
+
+
+def test_the_recorder_refuses_bad_arguments_in_one_line(capsys):
+    tool = _recorder()
     for argv, flag in ((["--study", "nonsense"], "--study"), (["--study", "method-grid", "--seeds", "0"], "--seeds"),
                        (["--study", "method-grid", "--settings", "mnist"], "--settings")):
         with pytest.raises(SystemExit) as stop:
@@ -122,3 +127,24 @@ def test_the_recorder_refuses_bad_arguments_in_one_line(capsys):
 
 def test_the_recording_order_is_every_method_once():
     assert sorted(G.RECORDING_ORDER) == sorted(G.METHOD_GRIDS)
+
+
+def test_the_recorder_merges_the_rows_other_processes_recorded(tmp_path):
+    """Two method-grid files, one method each, merged into --out: nothing is trained (every (seed, method) is
+    there), both methods' tables are written, a row recorded twice is kept once."""
+    import json
+
+    tool = _recorder()
+    parts = []
+    for method in ("dpsgd", "optq"):
+        rows = _rows({(method, 0): (0.6, 0.62), (method, 1): (0.7, 0.65)}, seeds=(0,))
+        path = tmp_path / f"{method}.json"
+        tool.write_json(path, G.study_json({"adult-sex": rows}, seeds=(0,), methods=(method,)))
+        parts.append(str(path))
+    out = tmp_path / "out.json"
+    argv = ["--study", "method-grid", "--settings", "adult-sex", "--seeds", "1", "--methods", "dpsgd,optq",
+            "--out", str(out), "--merge", ",".join(parts + parts[:1])]
+    assert tool.main(argv) == 0
+    merged = json.loads(out.read_text())["settings"]["adult-sex"]
+    assert {r["method"] for r in merged["robustness"]} == {"dpsgd", "optq"}
+    assert len(merged["rows"]) == 2 * 2 * 2 * 3  # methods x configurations x splits x groups, no duplicate

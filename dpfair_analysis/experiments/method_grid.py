@@ -235,7 +235,8 @@ def json_records(frame: pd.DataFrame) -> list[dict]:
 
 def study_json(rows: Mapping[str, pd.DataFrame], *, seeds: Sequence[int], methods: Sequence[str],
                grids: Mapping[str, TuningGrid] = METHOD_GRIDS, seconds: Mapping[str, float] | None = None) -> dict:
-    """The study as a notebook reads it: per setting its rows, configuration and robustness tables; the grids and
+    """The study as a notebook reads it: per setting its rows, configuration and robustness tables, its seeds and the
+    methods of ``methods`` not recorded there yet (``methods_missing``: a study stopped part-way); the grids and
     budget, the seeds and how the selection is accounted (the verdicts are judged above, in
     :func:`dpfair_analysis.verify.reproduction.later_claim_verdicts`)."""
 
@@ -244,6 +245,8 @@ def study_json(rows: Mapping[str, pd.DataFrame], *, seeds: Sequence[int], method
                                                   "configurations": json_records(configuration_table(frame)),
                                                   "robustness": json_records(robustness[name]),
                                                   "seeds": sorted(int(s) for s in frame["seed"].unique()),
+                                                  "methods_missing": [m for m in methods
+                                                                      if m not in set(frame["method"])],
                                                   "seconds": (seconds or {}).get(name)}
                                            for name, frame in rows.items()},
             "methods": list(methods), "seeds": list(seeds), "validation_fraction": VALIDATION_FRACTION,

@@ -101,6 +101,9 @@ def test_the_study_json_is_plain_json_with_its_grids_and_selection_privacy():
     text = json.dumps(payload, allow_nan=False)
     assert "selection not private" in text and payload["grids"]["dpsgd"]["configurations"] == G.GRID_SIZE
     assert payload["settings"]["adult-sex"]["seeds"] == [0, 1]
+    assert payload["settings"]["adult-sex"]["methods_missing"] == []
+    assert G.study_json({"adult-sex": rows}, seeds=(0,), methods=("dpsgd", "optq"))["settings"]["adult-sex"][
+        "methods_missing"] == ["optq"]
 
 
 def _recorder():

@@ -73,6 +73,7 @@ def write_json(path: Path, payload: dict) -> None:
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
         json.dump(payload, handle, indent=1, default=str)
         handle.write("\n")
+    os.chmod(handle.name, 0o644)  # a temporary file is private; the JSON is committed
     os.replace(handle.name, path)
 
 

@@ -160,6 +160,41 @@ costs[['setting', 'regime', 'sigma', 'n_train', 'steps', 'diagnosis', 'diagnosis
        'dp_training', 'ratio', 'ratio_with_recommendations']].round(3)
 
 # %% [markdown]
+# ## The recommendations against real runs (issue 51.5)
+# Every recommendation of every cell of the study's `recommendations` profile (six small settings × the quick profile's two regimes × 2 seeds, each diagnosis with its recommendations) beside its real runs: the option run by `dpfair compare` at the cell's settings (a method at DP-SGD's epsilon, the quantile rule's C, a 4× batch or a 2× epsilon with σ recalibrated) and the planned DP-SGD, each against the plan's SGD run. Predicted and measured: the change of the worst group's cost against the plan (positive: the worst-off group loses less), per cell the mean over seeds. Paper 001's mitigation is not a method of `dpfair compare` and is not measured. Computed by `notebooks/record_issue51.py --study recommendations` (resumable through the run cache) and read here from its committed JSON, whatever the profile.
+
+# %%
+import json
+from pathlib import Path
+
+from IPython.display import display
+
+check_path = Path(study.__file__).resolve().parents[2] / 'paper_figs' / 'diagnose' / 'recommendation_check.json'
+check = json.loads(check_path.read_text()) if check_path.exists() else None
+if check is None:
+    print(f'{check_path.name} is not recorded yet: notebooks/record_issue51.py --study recommendations')
+else:
+    recommendation_records = pd.DataFrame(check['records'])
+    print(f"{len(recommendation_records)} recommendations in {recommendation_records.groupby(study.CELL).ngroups} "
+          f"of {2 * len(check['settings'])} cells ({', '.join(check['settings'])}; seeds {check['seeds']}); "
+          "target: sign agreement >= 80%")
+    display(pd.DataFrame(check['agreement']).round(3))
+    print(f"changes under negligible = {check['negligible']} counted as none:")
+    display(pd.DataFrame(check['agreement_negligible']).round(3))
+
+# %% [markdown]
+# Per cell, where the advice was right (the measured worst-group change has the predicted sign):
+
+# %%
+if check is not None:
+    per_cell = (recommendation_records[recommendation_records['measured'].astype(bool)]
+                .groupby(['action', *study.CELL], sort=False)[['predicted_worst_change', 'measured_worst_change']]
+                .mean().reset_index())
+    per_cell['right'] = (per_cell['predicted_worst_change'] > 0) == (per_cell['measured_worst_change'] > 0)
+    save_table(per_cell, FIGS / 'recommendation_check.csv')
+    display(per_cell.round(3))
+
+# %% [markdown]
 # ## The full study
 # Everything above at the full profile (5 seeds, full data sets, 20 epochs at the defaults). Resumable: every run and diagnosis is cached by configuration.
 

@@ -38,7 +38,7 @@ from dpfair_analysis.costs import estimated_training_seconds, format_duration
 
 NOTEBOOKS = Path(__file__).resolve().parent
 REPO = NOTEBOOKS.parent
-TOOLS = {"execute.py", "record_runs.py"}  # the .py files in notebooks/ that are not notebook sources
+TOOLS = {"execute.py", "record_runs.py", "record_issue51.py"}  # the .py files in notebooks/ that are not notebook sources
 
 #: Seconds per notebook and profile on this project's 2-core machine (shared with other work).
 #:

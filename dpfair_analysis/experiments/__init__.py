@@ -5,7 +5,8 @@
   :mod:`.cache` -- results cached by a hash of their configuration, so an interrupted sweep resumes;
 * one module per paper, called by the notebooks: :mod:`.dpsgdf` (papers 000/004), :mod:`.fairness_lens`
   (001), :mod:`.fairdp` (002), ``pfld`` (003), ``tuning`` (the tuned reproductions), :mod:`.diagnosis_validation`
-  (the diagnosis against real runs); :mod:`.notebook` the notebooks' profiles.
+  (the diagnosis against real runs), ``method_grid`` (every method at equal epsilon over a grid of its own
+  hyperparameters); :mod:`.notebook` the notebooks' profiles.
 
 The entry points below are imported on first use.
 """

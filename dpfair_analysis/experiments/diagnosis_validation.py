@@ -54,7 +54,7 @@ from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.validation import check_choice
 
-PROFILES = ("quick", "full")
+PROFILES = ("quick", "full", "recommendations")
 #: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
 PREDICTOR_VERSION = "issue-51-naming"  # the most-hurt verdict by P(most hurt), per split too
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
@@ -140,6 +140,14 @@ PROFILE_SETTINGS: dict[str, Profile] = {
         Regime("defaults", 256, None, 0.5, 2, (1.0,), max_train_rows=1500),
         Regime("noisy", 32, 0.5, 2.0, 1, (2.0,), max_train_rows=400)),
         settings=("adult-sex", "compas-race", "synthetic")),
+    # the recommendations checked against real runs (issue 51.5): the quick profile's regimes with the
+    # recommendations predicted, on six small settings (every option's real runs fit the machine; the full
+    # profile's 78 cells with seven option runs each do not)
+    "recommendations": Profile("recommendations", (0, 1), (
+        Regime("defaults", 256, None, 0.5, 2, (1.0,), max_train_rows=1500),
+        Regime("noisy", 32, 0.5, 2.0, 1, (2.0,), max_train_rows=400)),
+        options=DiagnosisOptions(recommendations=True),
+        settings=("adult-sex", "compas-race", "german-age", "synthetic", "titanic-gender", "wage-race")),
     "full": Profile("full", (0, 1, 2, 3, 4), (
         Regime("defaults", 256, None, 0.5, 20, (0.5, 1.0, 2.0)),
         Regime("noisy", 32, 0.5, 2.0, 5, (1.0, 2.0, 4.0), max_train_rows=4000))),
@@ -216,6 +224,41 @@ def _collapsed(accuracy: pd.Series, test) -> bool:
     return False
 
 
+def cell_diagnosis(cell: Cell, seed: int, *, profile: str, cache: RunCache, split_runs: SplitRuns) -> dict:
+    """The cached diagnosis of one cell's seed (the expectation over the splits s, s + 1, s + 2 of
+    :func:`~dpfair_analysis.diagnose.diagnose_splits`, as ``dpfair diagnose`` computes it): its per-group table
+    (with the per-split prediction), mechanism, collapse, verdicts and, where the profile's options ask for them,
+    its recommendations."""
+    prof = profile_settings(profile)
+    setting = cell.setting
+    full = load_setting(setting)
+    config = compare_config(cell, profile, len(full))
+    options = prof.options          # split s is predicted with seed options.seed + s (diagnose_splits)
+    key = config_key("diagnose-validation", PREDICTOR_VERSION, setting.name, setting.dataset,
+                     setting.data_options, setting.model, setting.train_group_fraction, asdict(cell.regime),
+                     cell.sigma, seed, asdict(options), prof.l2, SPLITS)
+
+    def model(s: int):
+        return build_model(setting.model, input_shape=tuple(full.X.shape[1:]), n_classes=full.n_classes, seed=s,
+                           l2=prof.l2)
+
+    def compute() -> dict:
+        d = diagnose_splits(full, model, plan_for(cell), splits=SPLITS, seed=seed,
+                            test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
+                            train_subsample=config.train_subsample, options=options, dataset=setting.source,
+                            model_name=setting.model, split_runs=split_runs)
+        split = d.split_json()["per_split"]
+        per_split = pd.DataFrame(split).set_index("group").add_prefix("split_").reset_index()
+        groups = d.groups.drop(columns=["reasons"]).assign(reasons=[", ".join(r) for r in d.groups["reasons"]])
+        return {"groups": groups.merge(per_split, on="group"),
+                "mechanism": d.mechanism, "collapsed": d.prediction.collapsed, "seconds": d.seconds,
+                "noise_per_weight": d.prediction.noise_per_weight, "epsilon": d.plan.epsilon,
+                "most_hurt": d.most_hurt, "split_most_hurt": d.split_most_hurt,
+                "recommendations": d.recommendations}
+
+    return cache.get_or_compute(key, compute)
+
+
 def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progress: bool = False,
              split_runs: SplitRuns | None = None) -> pd.DataFrame:
     """Records of one cell: per seed and group, the prediction beside the actual cost (module docstring).
@@ -229,34 +272,12 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
     per_seed = result.per_seed
     rows = []
     split_runs = split_runs if split_runs is not None else SplitRuns()  # seed s's splits: s, s + 1, s + 2
-    options = prof.options          # split s is predicted with seed options.seed + s (diagnose_splits)
-
-    def model(s: int):
-        return build_model(setting.model, input_shape=tuple(full.X.shape[1:]), n_classes=full.n_classes, seed=s,
-                           l2=prof.l2)
 
     for seed in prof.seeds:
-        train_data, test_data = comparison_split(full, seed=seed, test_fraction=config.test_fraction,
-                                                 train_group_fraction=config.train_group_fraction,
-                                                 train_subsample=config.train_subsample)
-        key = config_key("diagnose-validation", PREDICTOR_VERSION, setting.name, setting.dataset,
-                         setting.data_options, setting.model, setting.train_group_fraction, asdict(cell.regime),
-                         cell.sigma, seed, asdict(options), prof.l2, SPLITS)
-
-        def compute(seed=seed) -> dict:
-            d = diagnose_splits(full, model, plan_for(cell), splits=SPLITS, seed=seed,
-                                test_fraction=config.test_fraction, train_group_fraction=config.train_group_fraction,
-                                train_subsample=config.train_subsample, options=options, dataset=setting.source,
-                                model_name=setting.model, split_runs=split_runs)
-            split = d.split_json()["per_split"]
-            per_split = pd.DataFrame(split).set_index("group").add_prefix("split_").reset_index()
-            groups = d.groups.drop(columns=["reasons"]).assign(reasons=[", ".join(r) for r in d.groups["reasons"]])
-            return {"groups": groups.merge(per_split, on="group"),
-                    "mechanism": d.mechanism, "collapsed": d.prediction.collapsed, "seconds": d.seconds,
-                    "noise_per_weight": d.prediction.noise_per_weight, "epsilon": d.plan.epsilon,
-                    "most_hurt": d.most_hurt, "split_most_hurt": d.split_most_hurt}
-
-        diagnosis = cache.get_or_compute(key, compute)
+        _, test_data = comparison_split(full, seed=seed, test_fraction=config.test_fraction,
+                                        train_group_fraction=config.train_group_fraction,
+                                        train_subsample=config.train_subsample)
+        diagnosis = cell_diagnosis(cell, seed, profile=profile, cache=cache, split_runs=split_runs)
         seed_rows = per_seed[per_seed["seed"] == seed]
         dp = seed_rows[seed_rows["method"] == "dpsgd"].set_index("group")
         sgd = seed_rows[seed_rows["method"] == "sgd"].set_index("group")
@@ -285,6 +306,132 @@ def run_cell(cell: Cell, *, profile: str, cache: RunCache | None = None, progres
                 "noise_per_weight": diagnosis["noise_per_weight"], "epsilon": diagnosis["epsilon"],
                 "diagnosis_seconds": diagnosis["seconds"]})
     return pd.DataFrame(rows)
+
+
+# ============================================================================ the recommendations against real runs
+def option_config(config: CompareConfig, recommendation: dict) -> tuple[CompareConfig, str] | None:
+    """The ``dpfair compare`` configuration and method that run one recommendation for real, at the cell's
+    settings (``config``): its ``changes`` -- a method (at DP-SGD's epsilon, equal privacy), a clipping bound, a
+    batch size with its noise multiplier, a noise multiplier. ``None`` where no registered method runs it (paper
+    001's mitigation is an objective of the loop, not a method of ``dpfair compare``)."""
+    from dpfair_analysis.training import methods as registry
+
+    changes = recommendation["changes"]
+    if "method" in changes:
+        if changes["method"] not in registry.names():
+            return None
+        return replace(config, methods=("sgd", changes["method"]), equal_privacy=True), changes["method"]
+    option = config
+    if "clip_bound" in changes:
+        option = replace(option, clip_bound=float(changes["clip_bound"]))
+    if "noise_multiplier" in changes:
+        option = replace(option, noise_multiplier=float(changes["noise_multiplier"]))
+    if "batch_size" in changes:
+        option = replace(option, train=replace(option.train, batch_size=int(changes["batch_size"])))
+    return option, "dpsgd"
+
+
+def _worst_and_gap(costs: pd.Series) -> tuple[float, float]:
+    """min_k Delta^k and max_k Delta^k - min_k Delta^k of per-group costs (the population row left out)."""
+    groups = costs.drop(index=["all", "max_gap"], errors="ignore")
+    return float(groups.min()), float(groups.max() - groups.min())
+
+
+def run_recommendation_cell(cell: Cell, *, profile: str = "recommendations", cache: RunCache | None = None,
+                            split_runs: SplitRuns | None = None) -> pd.DataFrame:
+    r"""Every recommendation of one cell's diagnoses beside its real runs: one record per (seed, recommendation).
+
+    Predicted (the diagnosis' expectation over its splits): the change of the worst group's cost against the plan,
+    :math:`\delta_w = \min_k \Delta^k_{opt} - \min_k \Delta^k_{plan}`, and of the gap. Measured: the same two
+    changes on the seed's real runs -- the option run by ``dpfair compare`` (:func:`option_config`) and the planned
+    DP-SGD, each against the plan's SGD run (the diagnosis' non-private reference for every option). Records of an
+    option no registered method runs have NaN measurements."""
+    cache = cache or RunCache(None)
+    prof = profile_settings(profile)
+    full = load_setting(cell.setting)
+    config = compare_config(cell, profile, len(full))
+    planned = run_compare(config, progress=False, cache=cache).per_seed
+    split_runs = split_runs if split_runs is not None else SplitRuns()
+    rows = []
+    for seed in prof.seeds:
+        diagnosis = cell_diagnosis(cell, seed, profile=profile, cache=cache, split_runs=split_runs)
+        runs = planned[planned["seed"] == seed]
+        sgd = runs[runs["method"] == "sgd"].set_index("group")["accuracy"]
+        plan_worst, plan_gap = _worst_and_gap(runs[runs["method"] == "dpsgd"].set_index("group")["accuracy"] - sgd)
+        for rec in diagnosis.get("recommendations") or []:
+            run = option_config(config, rec)
+            measured_worst = measured_gap = math.nan
+            if run is not None:
+                option, method = run
+                per_seed = run_compare(replace(option, seeds=(seed,)), progress=False, cache=cache).per_seed
+                # against the plan's SGD run, as the diagnosis predicts every option (a larger batch's own SGD differs)
+                accuracy = per_seed[per_seed["method"] == method].set_index("group")["accuracy"]
+                worst, gap = _worst_and_gap(accuracy - sgd)
+                measured_worst, measured_gap = worst - plan_worst, gap - plan_gap
+            rows.append({"setting": cell.setting.name, "source": cell.setting.source, "regime": cell.regime.name,
+                         "sigma": cell.sigma, "seed": seed, "action": rec["action"], "verdict": rec["verdict"],
+                         "predicted_worst_change": rec["worst_change"], "predicted_gap_change": rec["gap_change"],
+                         "measured_worst_change": measured_worst, "measured_gap_change": measured_gap,
+                         "measured": run is not None})
+    return pd.DataFrame(rows)
+
+
+def run_recommendation_check(profile: str = "recommendations", *, cache: RunCache | None = None,
+                             progress: bool = True) -> pd.DataFrame:
+    """:func:`run_recommendation_cell` over every cell of ``profile`` on its available settings."""
+    names = profile_settings(profile).settings
+    settings = [s for s in SETTINGS if (names is None or s.name in names) and s.available()]
+    frames, stores = [], {}
+    for c in tqdm(cells(profile, settings), desc=f"recommendations ({profile})", disable=not progress):
+        store = stores.get(c.setting.name) or SplitRuns()
+        stores = {c.setting.name: store}
+        frames.append(run_recommendation_cell(c, profile=profile, cache=cache, split_runs=store))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _sign(values: pd.Series, tolerance: float) -> pd.Series:
+    """+1 / -1 beyond ``tolerance``, 0 within it."""
+    return np.sign(values).where(values.abs() >= tolerance, 0.0)
+
+
+def recommendation_agreement(records: pd.DataFrame, *, tolerance: float = 0.0) -> pd.DataFrame:
+    """Per recommendation kind (``action``) and over all: how the predicted worst-group change agrees with the
+    measured one, per cell (the changes averaged over seeds).
+
+    Columns: action, cells, sign_agreement (share of cells where the two changes have the same sign, each taken
+    as 0 within ``tolerance``), spearman (rank correlation of the two over cells; NaN under 3 cells or a constant
+    side), predicted and measured (their means), helped (cells where the real worst group lost less).
+    Unmeasured options (:func:`option_config` is None) are left out."""
+    measured = records[records["measured"].astype(bool)]
+    per_cell = measured.groupby(["action", *CELL], sort=False)[
+        ["predicted_worst_change", "measured_worst_change"]].mean().reset_index()
+
+    def summary(part: pd.DataFrame, action: str) -> dict:
+        p, m = part["predicted_worst_change"], part["measured_worst_change"]
+        same = _sign(p, tolerance) == _sign(m, tolerance)
+        rho = float(stats.spearmanr(p, m).statistic) if len(part) >= 3 and np.ptp(p) > 0 and np.ptp(m) > 0 \
+            else math.nan
+        return {"action": action, "cells": len(part), "sign_agreement": float(same.mean()), "spearman": rho,
+                "predicted": float(p.mean()), "measured": float(m.mean()), "helped": int((m > 0).sum())}
+
+    rows = [summary(part, action) for action, part in per_cell.groupby("action", sort=False)]
+    rows.append(summary(per_cell, "all"))
+    return pd.DataFrame(rows)
+
+
+def recommendation_check_json(records: pd.DataFrame, *, profile: str = "recommendations") -> dict:
+    """The recommendation check as a notebook reads it: the profile, the records, and the agreement per kind with
+    plain signs and with changes under the diagnosis' :data:`~dpfair_analysis.diagnose.explanation.NEGLIGIBLE`
+    taken as none."""
+    from dpfair_analysis.diagnose.explanation import NEGLIGIBLE
+
+    prof = profile_settings(profile)
+    clean = records.astype(object).where(records.notna(), None)
+    return {"issue": "51.5", "profile": profile, "seeds": list(prof.seeds), "settings": list(prof.settings or ()),
+            "regimes": [asdict(r) for r in prof.regimes], "negligible": NEGLIGIBLE,
+            "agreement": recommendation_agreement(records).to_dict("records"),
+            "agreement_negligible": recommendation_agreement(records, tolerance=NEGLIGIBLE).to_dict("records"),
+            "records": clean.to_dict("records")}
 
 
 @dataclass

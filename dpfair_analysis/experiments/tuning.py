@@ -34,6 +34,7 @@ batch sampling's effect, :func:`sampling_effect`) serve any data set; the MNIST 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, replace
@@ -178,13 +179,25 @@ def select(scores: pd.DataFrame, *, score: str = "score", by: Sequence[str] = ("
 
 
 # ----------------------------------------------------------------------------- DP-SGD comparisons
-def tuned_config(base, configuration: Mapping[str, Any]):
+def tuned_config(base, configuration: Mapping[str, Any], *, method: str | None = None):
     """``base`` (a :class:`~dpfair_analysis.experiments.compare.CompareConfig`) with a configuration of a
-    DP-SGD grid applied: ``lr`` and ``sampling`` set the training loop's step size and batch sampling."""
-    unknown = set(configuration) - {"lr", "sampling"}
-    if unknown:
-        raise ValueError(f"a comparison's configuration sets lr and sampling only, got {sorted(unknown)}")
-    return replace(base, train=replace(base.train, **dict(configuration)))
+    grid applied: ``lr`` and ``sampling`` set the training loop's step size and batch sampling, ``clip_bound`` the
+    run's uniform bound C, and any other name an option of ``method``'s own (its registered options dataclass,
+    :meth:`~dpfair_analysis.experiments.compare.CompareConfig.with_options`)."""
+    from dpfair_analysis.training import methods as registry
+
+    loop = {k: v for k, v in configuration.items() if k in ("lr", "sampling")}
+    own = {k: v for k, v in configuration.items() if k not in ("lr", "sampling", "clip_bound")}
+    if own:
+        allowed = () if method is None else tuple(f.name for f in dataclasses.fields(registry.get(method).options))
+        unknown = sorted(set(own) - set(allowed))
+        if unknown:
+            raise ValueError(f"a configuration sets lr, sampling, clip_bound and {method or 'no method'}'s options "
+                             f"{list(allowed)}, got {unknown}")
+    config = replace(base, train=replace(base.train, **loop))
+    if "clip_bound" in configuration:
+        config = replace(config, clip_bound=configuration["clip_bound"])
+    return config.with_options(method, **own) if own else config
 
 
 def validation_split(config, *, seed: int, fraction: float = VALIDATION_FRACTION):
@@ -261,19 +274,31 @@ def tuning_run(config, method: str, *, seed: int, fraction: float = VALIDATION_F
         ``sampling_matches_accounting`` (False for shuffled batches: the epsilon is then the Poisson
         accountant's, not a guarantee of what ran) and the split sizes, and ``constant_prediction``.
     """
-    import torch
-
     from dpfair_analysis.experiments.compare import train_method
-    from dpfair_analysis.fairness.metrics import group_accuracy
-    from dpfair_analysis.training.loop import predict_logits
 
     train_data, validation, test = validation_split(config, seed=seed, fraction=fraction)
     result = train_method(config, method, train_data, None, seed=seed, progress=progress)
-    info = {"method": method, "seed": seed, "lr": result.learning_rate, "sampling": config.train.sampling,
-            "epsilon": math.nan if result.epsilon is None else float(result.epsilon),
-            "steps": int(result.steps["step"].max()) if len(result.steps) else 0,
-            "sampling_matches_accounting": bool(result.sampling_matches_accounting),
-            "n_train": len(train_data), "n_validation": len(validation), "n_test": len(test)}
+    rows = evaluation_rows(result, method=method, seed=seed, sampling=config.train.sampling,
+                           n_train=len(train_data), validation=validation, test=test)
+    return {"rows": rows, "history": result.history, "steps": result.steps}
+
+
+def evaluation_rows(result, *, method: str, seed: int, sampling: str, n_train: int, validation, test) -> list[dict]:
+    """One row per (split, group incl. ``all``) of a finished run (a
+    :class:`~dpfair_analysis.training.loop.TrainingResult`) on the ``validation`` and ``test`` rows: ``n`` and
+    ``accuracy``, and ``constant_prediction`` (the label, when the model predicts one label for every row of the
+    split), each with the run's ``method``, ``seed``, ``lr``, ``sampling``, ``epsilon``, ``steps``,
+    ``sampling_matches_accounting`` and the split sizes ``n_train``, ``n_validation``, ``n_test``."""
+    import torch
+
+    from dpfair_analysis.fairness.metrics import group_accuracy
+    from dpfair_analysis.training.loop import predict_logits
+
+    run = {"method": method, "seed": seed, "lr": result.learning_rate, "sampling": sampling,
+           "epsilon": math.nan if result.epsilon is None else float(result.epsilon),
+           "steps": int(result.steps["step"].max()) if len(result.steps) else 0,
+           "sampling_matches_accounting": bool(result.sampling_matches_accounting),
+           "n_train": n_train, "n_validation": len(validation), "n_test": len(test)}
     rows = []
     for split, data in (("validation", validation), ("test", test)):
         with torch.no_grad():
@@ -282,9 +307,9 @@ def tuning_run(config, method: str, *, seed: int, fraction: float = VALIDATION_F
                                   group_names=data.group_names)
         labels = predicted.unique()
         constant = data.label_names[int(labels[0])] if len(labels) == 1 else None
-        rows += [{**info, "split": split, "group": str(r.group), "n": int(r.n), "accuracy": float(r.accuracy),
+        rows += [{**run, "split": split, "group": str(r.group), "n": int(r.n), "accuracy": float(r.accuracy),
                   "constant_prediction": constant} for r in accuracy.itertuples()]
-    return {"rows": rows, "history": result.history, "steps": result.steps}
+    return rows
 
 
 def tuning_plan(base, *, methods: Sequence[str | tuple[str, ...]], grid: TuningGrid,
@@ -317,7 +342,7 @@ def tuning_rows(base, method: str, configuration: Mapping[str, Any], seed: int, 
     from dpfair_analysis.experiments.cache import RunCache
 
     cache = cache or RunCache(None)
-    config = tuned_config(base, configuration)
+    config = tuned_config(base, configuration, method=method)
     key = tuning_key(config, method, seed, fraction)
     rows = records.get(key) if records is not None else None
     if rows is not None:

@@ -11,6 +11,7 @@ reproduction in the toolkit, as :mod:`dpfair_analysis.verify.claims` judges the 
   Figures 4-6 (:func:`sweep_verdicts`);
 * papers 000 and 002 on MNIST under the reproduction protocol (:func:`mnist_table1_verdicts`,
   :func:`mnist_claims`);
+* the later papers' printed gains on the equal-epsilon method grid (:func:`later_claim_verdicts`);
 * paper 003's Table 2 under the protocol (:func:`tuned_side_by_side`, :func:`tuning_protocol`,
   :func:`format_tuned_table`) and Figures 1-5's statements (:func:`figure_claims`, :func:`figure_verdicts`).
 
@@ -130,6 +131,63 @@ def verdict_counts(verdicts: pd.Series) -> dict[str, int]:
     """How many of each of :data:`VERDICTS` (every kind listed, zeros included)."""
     counts = verdicts.value_counts()
     return {v: int(counts.get(v, 0)) for v in VERDICTS}
+
+
+# ----------------------------------------------------------------------------- the later papers' printed gains (issue 51.3)
+@dataclass(frozen=True)
+class LaterClaim:
+    """A printed number of a later paper: ``method``'s worst-group accuracy exceeds ``against``'s by at least
+    ``printed`` (a fraction), on the paper's ``settings``."""
+
+    id: str
+    paper: str
+    statement: str
+    method: str
+    against: str
+    printed: float
+    settings: str
+
+
+#: what the two later papers print that this study can measure (only their abstracts were reachable here)
+LATER_CLAIMS = (
+    LaterClaim("zhao-vs-constant", "Zhao et al. 2025 (arXiv:2506.01396v2), abstract",
+               "bounded adaptive clipping improves worst-class accuracy by 5 points compared to constant clipping",
+               "boundedadaptive", "dpsgd", 0.05, "skewed MNIST and Fashion MNIST, CNNs"),
+    LaterClaim("zhao-vs-unbounded", "Zhao et al. 2025 (arXiv:2506.01396v2), abstract",
+               "bounded adaptive clipping improves worst-class accuracy by over 10 percentage points compared to "
+               "unbounded adaptive clipping", "boundedadaptive", "optq", 0.10, "skewed MNIST and Fashion MNIST, CNNs"),
+)
+#: what "reproduces" means for a printed gain: at most this far below it (the paper prints no sd here)
+CLAIM_MARGIN = 0.02
+#: the verdict where the study's setting is not the paper's: the measured gain is reported, not judged
+NO_MATCHING_SETTING = "no matching setting: measured, not judged"
+
+
+def later_claim_verdicts(robustness: Mapping[str, pd.DataFrame], *, judged: Mapping[str, str] | None = None,
+                         margin: float = CLAIM_MARGIN) -> pd.DataFrame:
+    """One row per (claim of :data:`LATER_CLAIMS`, setting): the gain of the claim's method over the other in test
+    worst-group accuracy at the defaults and after tuning (the method grid's robustness tables,
+    :func:`~dpfair_analysis.experiments.method_grid.robustness_table`).
+
+    The three-valued verdict (:func:`three_valued`: the gain at least ``printed - margin``) is drawn on the settings
+    of ``judged`` (setting -> how it relates to the paper's, e.g. the nearest setting to it, shown as
+    ``setting_note``); on the others the gain is reported and the verdict is :data:`NO_MATCHING_SETTING`."""
+    judged = dict(judged or {})
+    out = []
+    for setting, table in robustness.items():
+        table = table.set_index("method")
+        for claim in LATER_CLAIMS:
+            if claim.method not in table.index or claim.against not in table.index:
+                continue
+            at_default = float(table.loc[claim.method, "default_worst"] - table.loc[claim.against, "default_worst"])
+            tuned = float(table.loc[claim.method, "chosen_worst"] - table.loc[claim.against, "chosen_worst"])
+            verdict = three_valued(within(at_default, claim.printed, margin=margin),
+                                   within(tuned, claim.printed, margin=margin))
+            out.append({"claim": claim.id, "setting": setting, "paper": claim.paper, "statement": claim.statement,
+                        "paper_settings": claim.settings, "setting_note": judged.get(setting, "not the paper's"),
+                        "printed_gain": claim.printed, "margin": margin, "gain_at_defaults": at_default,
+                        "gain_after_tuning": tuned, "verdict": verdict if setting in judged else NO_MATCHING_SETTING})
+    return pd.DataFrame(out)
 
 
 # ----------------------------------------------------------------------------- paper 002 §4.1 on the measured tables

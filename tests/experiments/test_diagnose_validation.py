@@ -170,3 +170,52 @@ def test_the_study_reads_each_calls_verdict_and_a_tie_is_never_right():
     assert out.loc["diagnosis", "most_hurt_named"] == pytest.approx((4 * 1 + 2 * (2 / 3)) / 6)
     assert out.loc["diagnosis", "named_share"] == pytest.approx((4 * 1 + 2 * (2 / 3)) / 6)
     assert np.isnan(out.loc["size", "most_hurt_named"])
+
+
+# ----------------------------------------------------------------------------- the recommendations against real runs
+def test_each_recommendation_runs_as_the_comparison_it_names():
+    from dpfair_analysis.experiments.compare import CompareConfig
+
+    config = CompareConfig(methods=("sgd", "dpsgd"), clip_bound=0.5, noise_multiplier=1.0)
+    method, _ = V.option_config(config, {"changes": {"method": "dpsgdf"}})
+    assert method.methods == ("sgd", "dpsgdf") and method.equal_privacy
+    bound, name = V.option_config(config, {"changes": {"clip_bound": 1.7}})
+    assert bound.clip_bound == 1.7 and name == "dpsgd" and bound.noise_multiplier == 1.0
+    batch, _ = V.option_config(config, {"changes": {"batch_size": 1024, "noise_multiplier": 2.5}})
+    assert batch.train.batch_size == 1024 and batch.noise_multiplier == 2.5 and batch.clip_bound == 0.5
+    assert V.option_config(config, {"changes": {"method": "mitigation"}}) is None  # not a method of compare
+
+
+def recommendation_records(measured) -> pd.DataFrame:
+    """Four cells x two seeds of one kind; the measured change per cell from ``measured(predicted)``."""
+    rows = []
+    for cell, predicted in enumerate((-0.04, -0.01, 0.02, 0.05)):
+        for seed in (0, 1):
+            rows.append({"setting": f"s{cell}", "regime": "defaults", "sigma": 1.0, "seed": seed,
+                         "action": "dpsgdf", "predicted_worst_change": predicted,
+                         "measured_worst_change": measured(predicted) + (0.001 if seed else -0.001),
+                         "measured": True})
+    rows.append({**rows[0], "action": "mitigation", "measured_worst_change": np.nan, "measured": False})
+    return pd.DataFrame(rows)
+
+
+def test_recommendation_agreement_counts_signs_and_ranks_per_kind():
+    right = V.recommendation_agreement(recommendation_records(lambda p: 2 * p)).set_index("action")
+    assert right.loc["dpsgdf", "sign_agreement"] == 1 and right.loc["dpsgdf", "spearman"] == pytest.approx(1)
+    assert right.loc["dpsgdf", "cells"] == 4 and "mitigation" not in right.index  # unmeasured: left out
+    assert right.loc["dpsgdf", "helped"] == 2
+    wrong = V.recommendation_agreement(recommendation_records(lambda p: -p)).set_index("action")
+    assert wrong.loc["dpsgdf", "sign_agreement"] == 0 and wrong.loc["dpsgdf", "spearman"] == pytest.approx(-1)
+    # within the tolerance a change counts as none: -0.01 predicted against -0.01 measured agree, 0.02 against 0
+    tolerant = V.recommendation_agreement(recommendation_records(lambda p: p if abs(p) > 0.015 else 0.0),
+                                          tolerance=0.015).set_index("action")
+    assert tolerant.loc["all", "sign_agreement"] == 1
+
+
+def test_the_recommendation_check_json_is_plain_json():
+    import json
+
+    payload = V.recommendation_check_json(recommendation_records(lambda p: p))
+    text = json.dumps(payload, allow_nan=False)
+    assert payload["profile"] == "recommendations" and "agreement_negligible" in text
+    assert V.profile_settings("recommendations").options.recommendations

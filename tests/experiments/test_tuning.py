@@ -166,7 +166,7 @@ def test_a_tuning_run_reports_both_splits_every_group_and_whether_its_sampling_i
     assert again == rows.to_dict("records")
     assert T.tuning_rows(base, "dpsgd", {"lr": 0.1, "sampling": "shuffle"}, 0, records=records,
                          compute_missing=False) is None
-    with pytest.raises(ValueError, match="lr and sampling"):
+    with pytest.raises(ValueError, match="sets lr, sampling"):
         T.tuned_config(base, {"epochs": 3})
     with pytest.raises(ValueError, match="method must be one of"):
         T.tuning_plan(base, methods=("dpsgd", "nonsense"), grid=M.MNIST_GRID)

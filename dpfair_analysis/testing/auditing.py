@@ -127,7 +127,15 @@ class Budget:
     (pairs given), the screening runs the missing candidates would have had go to the selection of the given
     ones: ``select`` + ``screen`` x (``max_pairs`` - m) / m runs per side for each of the m pairs
     (``selection_runs``). A plain function's rare strong events (SVT3's, ~0.3% of runs) need the runs to be
-    ranked; the runs are selection runs, so the confidence is untouched. On in :data:`FULL`."""
+    ranked; the runs are selection runs, so the confidence is untouched. On in :data:`FULL`.
+
+    ``halving`` = n0 > 0 (an unbatched mechanism only): with more than ``top`` candidate pairs, the screening and
+    selection are one successive halving over the pairs (:func:`_successive_halving`) instead of a screen of
+    ``screen`` runs each and a selection of the best ``top``: round r gives each surviving pair n0 x 2^r fresh
+    runs per side, scores it on all its runs so far, and keeps the better half, down to one pair. About
+    m x n0 runs per side a round, ceil(log2 m) + 1 rounds; the last pair has ~2 x n0 x 2^ceil(log2 m) runs --
+    what ranks a rare event (SVT3's, SVT4's) on a plain function. On in :data:`FULL` (n0 = 5,000: 32 pairs,
+    six rounds, ~960,000 selection runs per side, 315,000 of them on the winner's pair)."""
 
     name: str
     screen: int
@@ -141,12 +149,13 @@ class Budget:
     increments: bool = False
     escalate: int = 1
     pool_screen: bool = False
+    halving: int = 0
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else (1, 1, 1)
         return replace(self, screen=self.screen * f[0], select=self.select * f[1], evaluate=self.evaluate * f[2],
                        batch_factors=(1, 1, 1), escalate=1 if batched else self.escalate,
-                       pool_screen=self.pool_screen and not batched)
+                       pool_screen=self.pool_screen and not batched, halving=0 if batched else self.halving)
 
     @property
     def ranked_for(self) -> int:
@@ -162,7 +171,7 @@ class Budget:
 
 QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16, escalate=2)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40),
-              escalate=4, pool_screen=True)
+              escalate=4, pool_screen=True, halving=5_000)
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
@@ -573,6 +582,12 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         seeds = stage_seeds[0].spawn(len(candidates))
         runs_each = plan.selection_runs(len(candidates))
         choices = [c for i in range(len(candidates)) for c in score(i, runs_each, seeds[i], every(kinds))]
+    elif plan.halving:
+        def rescore(i: int, out0: np.ndarray, out1: np.ndarray) -> list[_Choice]:
+            return _score_tests(out0, out1, candidates[i], i, every(kinds)(out0, out1), delta=delta,
+                                confidence=confidence, plan=plan, skipped=skipped)
+
+        choices = _successive_halving(sample, rescore, len(candidates), first=plan.halving, seeds=stage_seeds[0])
     else:
         # 1. screen every pair with every statistic (the learned one included: on SVT34Parallel only it ranks
         #    DP-Sniper's witness pair among the kept); keep the best pairs and, for each, its best few statistics;
@@ -606,6 +621,45 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         power=_power(evaluate, epsilon=epsilon, delta=delta, confidence=confidence), skipped=dict(skipped),
         certifiable_epsilon=certifiable, no_power=_no_power(best, test, epsilon=epsilon, certifiable=certifiable,
                                                             tests=len(choices)))
+
+
+def _successive_halving(sample: Callable[[int, int, np.random.SeedSequence], tuple[np.ndarray, np.ndarray]],
+                        score: Callable[[int, np.ndarray, np.ndarray], list[_Choice]], pairs: int, *, first: int,
+                        seeds: np.random.SeedSequence) -> list[_Choice]:
+    """The tests of the pair that survives successive halving over ``pairs`` candidates (``Budget.halving``).
+
+    Round r = 0, 1, ...: each of the m_r surviving pairs (m_0 = ``pairs``) is run ``first`` x 2^r fresh times per
+    side (``sample(i, n, seed)``), its tests are scored on all its runs so far (``score(i, out0, out1)``, best
+    first) and the ceil(m_r / 2) pairs whose best test ranks highest (:attr:`_Choice.rank`; a pair without a
+    test last; ties keep the order before, the relation's strongest patterns first) survive; the round with one
+    pair left returns its tests. Pair i's runs in round r come from the seed indexed (r, i): the same seed, the
+    same rounds.
+
+    Family-wise confidence: every run here is a selection run. The surviving pair, its test and, from the test's
+    rates, the evaluation's size are functions of these runs alone, and the evaluation draws fresh runs from
+    seeds of its own; conditionally on the selection it is one test of fixed size, so P[epsilon_lower > true
+    epsilon] <= 1 - confidence however many rounds, pairs and tests were compared. The halving only decides
+    where the selection runs go: many on the pair where a refutation is forecast, few on the others."""
+    alive = list(range(pairs))
+    rounds = math.ceil(math.log2(pairs)) + 1 if pairs > 1 else 1
+    runs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    n = first
+    for round_seed in seeds.spawn(rounds):
+        pair_seeds = round_seed.spawn(pairs)
+        tests = {}
+        for i in alive:
+            out0, out1 = sample(i, n, pair_seeds[i])
+            if i in runs:
+                out0, out1 = np.concatenate([runs[i][0], out0]), np.concatenate([runs[i][1], out1])
+            runs[i] = (out0, out1)
+            tests[i] = score(i, out0, out1)
+        if len(alive) == 1:
+            return tests[alive[0]]
+        best = {i: max((c.selection_epsilon for c in tests[i]), default=-math.inf) for i in alive}
+        alive = sorted(alive, key=best.__getitem__, reverse=True)[:math.ceil(len(alive) / 2)]
+        runs = {i: runs[i] for i in alive}
+        n *= 2
+    return tests[alive[0]]
 
 
 def _evaluation_size(best: _Choice, plan: Budget, *, epsilon: float, delta: float, confidence: float) -> int:

@@ -16,7 +16,10 @@ and the bound on disjoint runs:
    fitted on a third of those runs (if it needs fitting), its threshold chosen on the second
    and the test ranked on the last; when there are more than ``top`` candidates, the best ``top`` are run again
    (``select`` fresh runs per side) and re-scored; with ``top`` or fewer (pairs given), each is run ``select``
-   times per side, plus the missing pairs' screening runs under ``Budget.pool_screen``. The (pair, statistic,
+   times per side, plus the missing pairs' screening runs under ``Budget.pool_screen``; an unbatched mechanism
+   with more than ``top`` candidates at a budget with ``Budget.halving`` instead gets successive halving over the
+   pairs (:func:`_successive_halving`: the better half of the pairs gets twice the fresh runs, round by round,
+   down to one pair scored on all its runs). The (pair, statistic,
    threshold) with the largest selection bound wins (ties at a forecast of 0 go to the largest forecast with the
    held-out rates as counted). None of these runs is counted in the bound. Only *non-degenerate*
    thresholds are candidates: the event "score > t" and its complement must each hold on at least
@@ -28,7 +31,8 @@ and the bound on disjoint runs:
    unbatched mechanism when the winner's held-out rates forecast a bound above the claim at that size
    (:func:`_evaluation_size`): runs are spent where the selection forecasts a refutation.
 
-The winner and N are functions of the selection runs only, which are independent of the
+The winner and N are functions of the selection runs only (the halving's rounds included: which pairs
+survive and how many runs each gets), which are independent of the
 evaluation runs, so conditionally on them the evaluation is a single test of a fixed size on fresh
 data: P[epsilon_lower > true epsilon] <= 1 - confidence however many pairs, statistics and
 thresholds were searched. No union bound is needed (and none is paid for).
@@ -630,9 +634,11 @@ def _successive_halving(sample: Callable[[int, int, np.random.SeedSequence], tup
 
     Round r = 0, 1, ...: each of the m_r surviving pairs (m_0 = ``pairs``) is run ``first`` x 2^r fresh times per
     side (``sample(i, n, seed)``), its tests are scored on all its runs so far (``score(i, out0, out1)``, best
-    first) and the ceil(m_r / 2) pairs whose best test ranks highest (:attr:`_Choice.rank`; a pair without a
-    test last; ties keep the order before, the relation's strongest patterns first) survive; the round with one
-    pair left returns its tests. Pair i's runs in round r come from the seed indexed (r, i): the same seed, the
+    first) and the ceil(m_r / 2) pairs whose best test has the largest pessimistic forecast
+    (:attr:`_Choice.selection_epsilon`; a pair without a test last) survive; ties -- on a few thousand runs
+    every pair of a sparse vector forecasts 0 -- keep the order before, the relation's strongest patterns first.
+    Not the as-counted forecast: on a few thousand runs it ranks an event seen on 4 runs of one side and none of
+    the other (noise) above every real one. The round with one pair left returns its tests. Pair i's runs in round r come from the seed indexed (r, i): the same seed, the
     same rounds.
 
     Family-wise confidence: every run here is a selection run. The surviving pair, its test and, from the test's

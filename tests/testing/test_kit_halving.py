@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -45,9 +47,9 @@ def test_halving_over_one_pair_or_an_odd_number_ends_with_one_pair():
         assert tests[0].index == pairs - 1 and len({n for _, n in calls}) == rounds
 
 
-def test_halving_is_for_plain_functions_of_the_full_budget():
-    assert FULL.halving > 0 and FULL.scaled(batched=True).halving == 0
-    assert FULL.scaled(batched=False).halving == FULL.halving
+def test_halving_is_for_plain_functions_and_off_in_the_full_budget():
+    assert FULL.halving == 0  # measured: no refutation gained, SVT1 left with no power (docs/benchmarks.md)
+    assert HALVING.scaled(batched=True).halving == 0 and HALVING.scaled(batched=False).halving == 400
 
 
 def leaky_count(queries, rng):
@@ -72,7 +74,7 @@ def test_halving_raises_no_false_alarm_on_the_correct_twin():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="unfinished (issue 48.1): seed 0 measured 0.049 (SVT3) and 0.095 (SVT4)")
+@pytest.mark.xfail(strict=True, reason="unfinished (issue 48.1): with halving, seed 0 measured 0.049 (SVT3) and 0.095 (SVT4)")
 @pytest.mark.parametrize("name", ["svt3", "svt4"])
 def test_full_budget_refutes_plain_svt3_and_svt4_by_searching_the_pairs(name):
     """Lyu et al.'s incorrect Alg. 3 and Alg. 4 as the benchmark's plain part audits them (one output per call,
@@ -83,8 +85,10 @@ def test_full_budget_refutes_plain_svt3_and_svt4_by_searching_the_pairs(name):
     the claim, so 250,000 evaluation runs) and 0.095 (SVT4, pair 11, a random one; 1,000,000 runs). The early
     rounds (5,000-35,000 runs per pair) rank nothing of a sparse vector above noise: random pairs whose noise
     gives a positive pessimistic forecast displace StatDP's patterns (pairs 4 and 7), where the published
-    testers find 0.17-0.18. Strict: a change that refutes them shows here."""
+    testers find 0.17-0.18. The full budget ships without the halving (the same misses before it: 0.018, 0.089
+    with ``workers=1``); this test audits with it."""
     z = catalogue()[name]
-    result = audit(z.single(), z.epsilon, z.delta, relation=z.relation, data=z.data, budget="full", seed=0,
+    with_halving = replace(FULL, halving=5_000)
+    result = audit(z.single(), z.epsilon, z.delta, relation=z.relation, data=z.data, budget=with_halving, seed=0,
                    time_budget=3_600, name=name)
     assert not result.consistent, result.witness

@@ -18,7 +18,8 @@ benchmarks, correct and incorrect, plus Gaussian and DP-Auditorium mean mechanis
 * **plain** (not in the default ``--parts``: hours) -- every mechanism as a user writes it, one output per call
   (:meth:`~dpfair_analysis.testing.zoo.ZooMechanism.single`: no batching, so none of the batched audit's 10-40x
   more runs), audited at the full budget with the pair search on, ``--plain-seeds`` seeds (default 20) and
-  ``--workers`` worker processes: every incorrect one flagged (on how many seeds), every correct one consistent
+  ``--workers`` worker processes (run from a git worktree: ``PYTHONPATH=.``, or the editable install's checkout is
+  imported): every incorrect one flagged (on how many seeds), every correct one consistent
   on >= 19 of 20 seeds and, for every correct sparse-vector mechanism, epsilon_lower > 0 with a named event;
   CPU seconds per audit (this process and its workers); the bounds beside the anchors' published ones.
 

@@ -9,7 +9,8 @@ A function-level import in ``dpfair_analysis`` is justified, and only then, when
   through the package's modules it imports (measured on the dev box, numpy included: torch 3.5 s, sklearn 3.2 s,
   dp_accounting 2.8 s, matplotlib.pyplot 1.4 s, pandas 0.9 s, hypothesis 0.4 s, numpy and scipy 0.3 s);
 - ``heavy-via``: the package module it imports would load such a library;
-- ``circle``: the module it imports loads this one back at import time;
+- ``circle``: the module it imports (or a package above it that this module is not in) loads this one back at
+  import time;
 - ``optional``: it sits in a ``try`` whose handler catches ``ImportError`` (a platform or version fallback);
 - or it is in :data:`ALLOWED` with a one-line reason.
 
@@ -129,9 +130,11 @@ def reason(lazy: Lazy, optional: bool, top: dict[str, set[str]], memo: dict) -> 
             if parts[0] in HEAVY - external:
                 return f"heavy:{parts[0]}"
             continue
-        loads = [loaded_on_import(".".join(parts[:i]), top, memo) for i in range(1, len(parts) + 1)]  # parents too
-        target_modules, target_external = set().union(*(m for m, _ in loads)), set().union(*(e for _, e in loads))
-        if module in target_modules:
+        prefixes = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]  # importing a.b.c loads a and a.b too
+        loads = {prefix: loaded_on_import(prefix, top, memo) for prefix in prefixes}
+        target_external = set().union(*(external for _, external in loads.values()))
+        # a package this module sits in is already loading when its import runs: no circle through it
+        if any(module in loads[prefix][0] for prefix in prefixes if not module.startswith(f"{prefix}.")):
             return "circle"
         if (target_external & HEAVY) - external:
             return "heavy-via:" + ",".join(sorted((target_external & HEAVY) - external))

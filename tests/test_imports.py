@@ -6,8 +6,8 @@ A function-level import in ``dpfair_analysis`` is justified, and only then, when
   input before heavy imports, ``tests/cli/test_bad_inputs.py``; the kit imports without torch,
   ``tests/testing/test_kit_import.py``);
 - ``heavy``: it imports a library of :data:`HEAVY` that the module does not already load at its top, itself or
-  through the package's modules it imports (measured on the dev box, numpy included: torch 3.5 s, sklearn 3.2 s,
-  dp_accounting 2.8 s, matplotlib.pyplot 1.4 s, pandas 0.9 s, hypothesis 0.4 s, numpy and scipy 0.3 s);
+  through the package's modules it imports (import times on the shared dev machine, numpy included: torch 3.5 s,
+  sklearn 3.2 s, dp_accounting 2.8 s, matplotlib.pyplot 1.4 s, pandas 0.9 s, hypothesis 0.4 s, numpy and scipy 0.3 s);
 - ``heavy-via``: the package module it imports would load such a library;
 - ``circle``: the module it imports (or a package above it that this module is not in) loads this one back at
   import time;

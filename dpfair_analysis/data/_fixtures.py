@@ -30,8 +30,10 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
 import struct
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -294,8 +296,6 @@ def fixture_contents() -> dict[str, bytes]:
 
 def write_fixtures(dest: str | Path = FIXTURES_DIR) -> list[Path]:
     """Write all fixtures into ``dest`` (each via a temp file and ``os.replace``)."""
-    import os
-    import tempfile
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     written = []

@@ -29,6 +29,7 @@ its flag names (``argument_names``) so the message names ``--label``, ``--group`
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -224,8 +225,6 @@ def _check_shape_before_parsing(path: Path, *, names: Mapping[str, str]) -> None
     name -- from the file's size and first line, before pandas reads the file (a 40-row CSV with a million
     columns once took 280 s and 4.4 GB; pandas renames a repeated column silently, so a repeated label name
     could pick the wrong one)."""
-    import csv
-
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise ValueError(f"{names['path']} {str(path)!r} is {size / 1024 ** 3:.1f} GiB; at most "

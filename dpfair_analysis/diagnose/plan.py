@@ -22,6 +22,7 @@ from dpfair_analysis.privacy.accounting import (
     poisson_gaussian_event,
     steps_for_epochs,
 )
+from dpfair_analysis.training import methods
 from dpfair_analysis.validation import (
     check_choice,
     check_delta,
@@ -39,8 +40,6 @@ def diagnosable_methods() -> tuple[str, ...]:
     """Every private method of the registry (:mod:`dpfair_analysis.training.methods`) that trains in the loop
     and states how the diagnosis sees its step (``Method.diagnosis``), and paper 001's mitigation (DP-SGD's
     step on another objective)."""
-    from dpfair_analysis.training import methods
-
     registered = (methods.get(name) for name in methods.names())
     return tuple(dict.fromkeys([*MECHANISMS, *(m.name for m in registered
                                                 if m.private and m.policy is not None and m.diagnosis is not None)]))

@@ -33,7 +33,9 @@ Profiles: ``quick`` (3 seeds, small training sets, few epochs; minutes) and ``fu
 
 from __future__ import annotations
 
+import json
 import math
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Sequence
@@ -181,8 +183,6 @@ _LOADED: dict[str, object] = {}
 
 def load_setting(setting: ValidationSetting):
     """The setting's full data set (loaded once per process: every cell of a setting reads the same rows)."""
-    import json
-
     key = json.dumps([setting.dataset, setting.data_options], sort_keys=True, default=str)
     if key not in _LOADED:
         _LOADED[key] = datasets.load(setting.dataset, **setting.data_options)
@@ -837,8 +837,6 @@ def full_study_command() -> str:
 def time_cell(cell: Cell, *, profile: str = "full", cache_dir=None) -> dict:
     """Wall time of one cell (its SGD and DP-SGD runs for every seed and its diagnoses) with an empty cache
     (a temporary directory unless ``cache_dir``): the unit the full study is made of."""
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         cache = RunCache(cache_dir or tmp)
         start = time.perf_counter()

@@ -25,6 +25,7 @@ not the paper's setting, only enough to draw every figure.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -36,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, config_key
 from dpfair_analysis.experiments.compare import CompareConfig, CompareResult, dpsgd_epsilon_target, load_data, \
     model_dimension, run_compare, run_keys, split_for_seed, train_method
@@ -415,8 +417,6 @@ def membership_inference(dataset: str = "adult", *, profile: str = "full", model
 
 
 def _concat(a, b):
-    from dpfair_analysis.data.dataset import GroupedDataset
-
     return GroupedDataset(X=torch.cat([a.X, b.X]), y=torch.cat([a.y, b.y]), group=torch.cat([a.group, b.group]),
                           group_names=a.group_names, label_names=a.label_names, feature_names=a.feature_names,
                           name=f"{a.name}+{b.name}")
@@ -425,8 +425,6 @@ def _concat(a, b):
 def timed_unit(dataset: str = "mnist", method: str = "fairdp", *, epochs: int = 1, seed: int = 0) -> dict:
     """Time one full-profile unit: ``method`` on ``dataset``'s full preset for ``epochs`` epoch(s) (the full
     run is the preset's epochs; the time scales linearly). Returns seconds and the extrapolation."""
-    import time
-
     config = preset(dataset, "full", seeds=1, methods=(method,))
     full, official = load_data(config)
     train_data, test_data = split_for_seed(config, full, official, seed=seed)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 from dp_accounting import dp_event
+from torch import nn
 from tqdm import tqdm
 
 from dpfair_analysis import data as datasets
@@ -33,8 +34,9 @@ from dpfair_analysis.gradients import per_sample_losses
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
 from dpfair_analysis.privacy.output_perturbation import clip_rows_to_norm, train_regularised_erm
-from dpfair_analysis.theory.conditions import group_gradient_norms, theorem3_agreement, theorem3_condition, \
-    theorem4_agreement
+from dpfair_analysis.theory import decomposition as thm2
+from dpfair_analysis.theory.conditions import (group_gradient_norms, margin_proxy_correlation, theorem3_agreement,
+                                               theorem3_condition, theorem4_agreement)
 from dpfair_analysis.theory.decomposition import DecompositionTracker
 from dpfair_analysis.theory.hessian import group_hessian_traces
 from dpfair_analysis.theory.excess_risk import dpsgd_excess_risk, output_perturbation_excess_risk, \
@@ -381,10 +383,6 @@ def theorem2_check(*, draws: int = 20_000, data: GroupedDataset | None = None) -
     regression (lr 0.05, C = 0.5, sigma = 4, b = 20). One row per (model, group) of
     :func:`~dpfair_analysis.theory.decomposition.compare_with_simulation`.
     """
-    from torch import nn
-
-    from dpfair_analysis.theory import decomposition as thm2
-
     toy = theorem2_toy_data() if data is None else data
     with torch.random.fork_rng():  # nn.Linear draws its initial weights from the global generator
         torch.manual_seed(0)
@@ -409,8 +407,6 @@ def theorem5_margin_check(data: GroupedDataset, *, name: str, l2: float = 1e-3, 
     """Theorem 5 (paper 001) on a trained model: the correlation between each row's distance
     to the decision boundary and the proxy 1 − Σ f_k², for the regularised logistic
     regression of Figure 1 (rows in the unit ball, ``l2``), on the first ``rows`` rows."""
-    from dpfair_analysis.theory.conditions import margin_proxy_correlation
-
     unit = in_unit_ball(data, name=name)
     model = build_model("logreg", input_shape=(unit.n_features,), n_classes=2)
     params = train_regularised_erm(model, unit, l2=l2).params

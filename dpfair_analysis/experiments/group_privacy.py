@@ -40,10 +40,11 @@ from dpfair_analysis.experiments.compare import CompareConfig, _run_key, _run_sp
     run_compare, split_for_seed
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_UNBALANCED, with_profile
 from dpfair_analysis.fairness.metrics import cost_of_privacy
-from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, WHAT_EPSILON_I_IS, group_privacy, \
-    grid_curves, individual_privacy_from_histogram
+from dpfair_analysis.privacy.individual import (DEFAULT_RESOLUTION, WHAT_EPSILON_I_IS, IndividualPrivacy, grid_curves,
+                                                group_privacy, individual_privacy_from_histogram)
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-from dpfair_analysis.training.norm_recorder import SampledNorms
+from dpfair_analysis.training.loop import schedule, train
+from dpfair_analysis.training.norm_recorder import NormRecorder, SampledNorms
 from dpfair_analysis.validation import check_positive_int
 
 __all__ = ["GROUP_PRIVACY_METHODS", "PAPER_SETTINGS", "GroupPrivacyResult", "describe_group_privacy",
@@ -217,8 +218,6 @@ def _recorded_run(config: CompareConfig, method: str, train_data, test_data, *, 
                   resolution: int, progress: bool, cache: RunCache | None = None) -> dict:
     """The private run with a norm recorder, its per-record :math:`\\varepsilon_i` and CPU times (what is
     cached)."""
-    from dpfair_analysis.training.loop import schedule, train
-
     spec = _run_spec(config, method, train_data, test_data, seed=seed)
     steps, _ = schedule(len(train_data), spec.config)
     recorder = _TimedRecorder(train_data, every=every, total_steps=steps)
@@ -242,8 +241,6 @@ class _TimedRecorder:
     ``every=None``, a :class:`~dpfair_analysis.training.norm_recorder.SampledNorms`, adding up its own CPU time."""
 
     def __init__(self, data: Any, *, every: int | None, total_steps: int) -> None:
-        from dpfair_analysis.training.norm_recorder import NormRecorder
-
         self.recorder = SampledNorms(data) if every is None else NormRecorder(data, every=every,
                                                                                 total_steps=total_steps)
         self.seconds = 0.0
@@ -473,8 +470,6 @@ def nearest_sample_steps(steps: np.ndarray, records: np.ndarray, norms: np.ndarr
 def _result(config: CompareConfig, method: str, seed: int, record: dict, sgd: pd.Series, *,
             group_names: tuple[str, ...], every: int) -> GroupPrivacyResult:
     """The per-group table from a cached record and the SGD accuracies."""
-    from dpfair_analysis.privacy.individual import IndividualPrivacy
-
     estimate = IndividualPrivacy(epsilons=np.asarray(record["epsilons"], dtype=float),
                                  worst_case=np.asarray(record["worst_case"]), mean_sensitivity=np.zeros(0),
                                  run_epsilon=record["estimate_worst_case"], delta=record["delta"],

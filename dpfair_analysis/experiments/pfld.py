@@ -43,11 +43,14 @@ import pandas as pd
 import torch
 
 from dpfair_analysis import data as datasets
+from dpfair_analysis.data._tabular import scale
+from dpfair_analysis.data.bank import NAMES
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.experiments.cache import RunCache, config_key
+from dpfair_analysis.experiments.cache import RunCache, config_key, default_cache_dir
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
 from dpfair_analysis.experiments.tuning import describe_configuration
 from dpfair_analysis.fairness.constraints import KINDS, make_constraint
+from dpfair_analysis.models import build_model
 from dpfair_analysis.validation import check_choice, check_positive, check_positive_int, check_seed
 
 PROFILES = ("quick", "full")
@@ -176,8 +179,6 @@ def scaled_on_train(train: GroupedDataset, held_out: GroupedDataset) -> tuple[Gr
     """``train`` and ``held_out`` (a test fold, or validation rows) with every column scaled by
     :data:`TABLE_SCALING` fitted on ``train`` alone: :math:`x \\mapsto (x - \\bar x_{train}) / s_{train}`, so no
     statistic of the held-out rows reaches the model (they were fitted on the whole data set before)."""
-    from dpfair_analysis.data._tabular import scale
-
     fitted_on = train.X.double().numpy()
 
     def scaled(part: GroupedDataset) -> GroupedDataset:
@@ -223,7 +224,6 @@ def run_pfld(train: GroupedDataset, kind: str, config, *, test: GroupedDataset |
     without a fixed ``noise_multiplier`` -- the calibrated sigma_p of this run shape from the
     cache (:func:`calibrated_sigma`; the same sigma ``train_lagrangian`` would calibrate).
     Warnings (a design whose privacy is not established) pass through to the caller."""
-    from dpfair_analysis.models import build_model
     from dpfair_analysis.training.lagrangian import train_lagrangian
 
     constraint = make_constraint(kind, n_groups=train.n_groups, n_classes=train.n_classes,
@@ -319,8 +319,6 @@ def calibrated_sigma(config, *, n: int) -> float:
     in memory and in the run cache: the PLD calibration takes about a minute and is the
     same for every fold and constraint. Passing it as ``noise_multiplier`` with the same
     ratios gives exactly the calibrated run; epsilon is still computed from the ledger."""
-    from dpfair_analysis.experiments.cache import default_cache_dir
-
     args = (n, config.batch_size, config.epochs, config.epsilon, config.delta, config.dual_noise_ratio,
             config.count_noise_ratio, config.accounting, config.paper_exact)
     if args not in _SIGMAS:
@@ -361,8 +359,6 @@ def _cached(cache: RunCache | None, key: str, compute):
 def table_name(dataset: str, group_by: str | None) -> str:
     """The paper's name of a Table 2 row set: Bank grouped by ``age3`` / ``age5`` is "m-bank3" / "m-bank5"."""
     if dataset == "bank" and group_by is not None:
-        from dpfair_analysis.data.bank import NAMES
-
         return NAMES[group_by]
     return dataset
 
@@ -636,7 +632,6 @@ def bias_variance_curve(dataset: str = "compas", *, kind: str = "dp",
     key = config_key("pfld-bias-variance", dataset, _settings_key(settings), kind, list(clips), epsilon, draws)
 
     def compute() -> pd.DataFrame:
-        from dpfair_analysis.models import build_model
         from dpfair_analysis.training.lagrangian import train_lagrangian
 
         data = load_table_data(dataset, subsample=settings.subsample, seed=settings.seed)

@@ -29,7 +29,7 @@ from dpfair_analysis.experiments.pfld import (KINDS, PRIVATE_METHODS, PROFILES,
                                               _settings_key, _variant, cv_folds, load_table_data, run_method,
                                               scaled_on_train, table2, table_name, with_profile)
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
-from dpfair_analysis.experiments.tuning import TuningGrid
+from dpfair_analysis.experiments.tuning import TuningGrid, describe_configuration, select
 from dpfair_analysis.validation import check_choice, check_positive
 
 def sweep_tuning(dataset: str = "bank", *, kind: str = "dp", methods: Sequence[str] = ("pfld",),
@@ -67,8 +67,6 @@ def sweep_tuning(dataset: str = "bank", *, kind: str = "dp", methods: Sequence[s
         One row per (method, seed, configuration) with the validation accuracy, violation, score and
         ``chosen`` (:func:`tuned_bases` turns the chosen ones into the sweeps' ``bases``).
     """
-    from dpfair_analysis.experiments.tuning import describe_configuration, select
-
     settings = settings or with_profile(profile)
     grids = grids or table2_grids(profile)
     validation_fraction = TABLE2_VALIDATION_FRACTION if validation_fraction is None else validation_fraction
@@ -204,8 +202,6 @@ def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS,
     TunedTable2
         Every tuning run, the refitted choices, the printed configuration's table and the budgets.
     """
-    from dpfair_analysis.experiments.tuning import describe_configuration, select
-
     settings = settings or with_profile(profile)
     if folds is not None:
         settings = replace(settings, folds=folds)

@@ -3,6 +3,7 @@ with the CSV behind it."""
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -51,8 +52,6 @@ def save_table(table: pd.DataFrame, path: str | os.PathLike) -> Path:
 
 def figure_png(fig: plt.Figure, *, dpi: int = 120) -> bytes:
     """The figure as PNG bytes (for a self-contained HTML report)."""
-    import io
-
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi)
     return buffer.getvalue()

@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from dpfair_analysis.errors import ArgumentError
+from dpfair_analysis.testing._json import jsonable
+from dpfair_analysis.testing.auditing import AuditResult, audit
 from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, TimeBudget, _Expired
 
 #: Seconds a span of the code under test may outlive the time budget before the parent kills the child (the
@@ -151,8 +153,6 @@ def audit_file(target: str, epsilon: float, delta: float = 0.0, *, pair: str | N
     AuditResult
         As :func:`~dpfair_analysis.testing.auditing.audit` returns it, rebuilt from its JSON form.
     """
-    from dpfair_analysis.testing.auditing import AuditResult
-
     parse_spec(target, "target")
     if pair is not None:
         parse_spec(pair, "pair")
@@ -258,8 +258,6 @@ def _child(fd: int) -> None:
     channel = os.fdopen(fd, "w", buffering=1)
 
     def send(kind: str, **fields: Any) -> None:
-        from dpfair_analysis.testing._json import jsonable
-
         channel.write(json.dumps(jsonable({"kind": kind, **fields})) + "\n")
         channel.flush()
 
@@ -298,8 +296,6 @@ def _child(fd: int) -> None:
 
 
 def _run_job(job: dict, budget: TimeBudget, spans: dict) -> dict:
-    from dpfair_analysis.testing.auditing import audit
-
     mechanism = load_function(job["target"], "target", budget=budget)
     pairs = None
     if job["pair"] is not None:

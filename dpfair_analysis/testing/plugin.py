@@ -35,6 +35,8 @@ test uses the fixture.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import json
 import math
 import os
@@ -45,6 +47,7 @@ from typing import Any
 
 import pytest
 
+from dpfair_analysis.io import output_target, write_atomically
 from dpfair_analysis.names import KIT_BUDGETS
 from dpfair_analysis.testing._json import jsonable
 
@@ -82,7 +85,6 @@ def _check_report_path(path: str | None) -> None:
     error, one line) rather than after the whole session has run."""
     if path is None:
         return
-    from dpfair_analysis.io import output_target
 
     try:
         target = output_target(path)
@@ -119,9 +121,6 @@ def marker_problem(args: tuple, kwargs: dict[str, Any]) -> str | None:
         The claim: ``epsilon``, ``delta``, ``relation``, ``require_power`` and any argument of
         :func:`~dpfair_analysis.testing.auditing.audit`.
     """
-    import difflib
-    import inspect
-
     from dpfair_analysis.testing.auditing import BUDGETS, Budget, audit
     from dpfair_analysis.testing.relations import make_relation
 
@@ -324,7 +323,6 @@ class _Reporter:
             path = str(cache.mkdir("dpfair") / "dp-report.json")
         if path is None:
             return
-        from dpfair_analysis.io import write_atomically
 
         payload = {"budget": self.config.getoption("--dp-budget"), "seed_offset": self.config.getoption("--dp-seed"),
                    "audits": self.results}

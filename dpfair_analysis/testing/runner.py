@@ -49,6 +49,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -421,8 +422,6 @@ class Runner:
 
     def _workers_pool(self) -> Any:
         if self._pool is None:
-            from concurrent.futures import ProcessPoolExecutor
-
             global _WORKER_RUNNER
             _WORKER_RUNNER = self
             self._pool = ProcessPoolExecutor(max_workers=self.workers,

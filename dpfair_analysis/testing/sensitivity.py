@@ -26,6 +26,7 @@ import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from random import Random
 from typing import Any
 
 import numpy as np
@@ -111,8 +112,6 @@ def find_violation(strategy, ratio: Callable[[Any], float | None], *, examples: 
         Let hypothesis mix constants of the loaded modules into the search (its default; the claims
         registry keeps it). False makes the search a function of its seed alone (:func:`seed_only`).
     """
-    from random import Random
-
     from hypothesis import find
     from hypothesis.errors import NoSuchExample, Unsatisfiable
 

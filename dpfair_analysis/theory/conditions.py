@@ -58,6 +58,7 @@ import pandas as pd
 import torch
 from scipy import stats
 from torch import nn
+from torch.func import functional_call, jacrev, vmap
 from tqdm import tqdm
 
 from dpfair_analysis.data.dataset import GroupedDataset
@@ -494,7 +495,6 @@ def margin_and_proxy(model: nn.Module, X: torch.Tensor, *,
         p = torch.sigmoid(z)
         return pd.DataFrame({"margin": (z.abs() / torch.linalg.vector_norm(w)).detach().numpy(),
                              "proxy": (2 * p * (1 - p)).detach().numpy(), "margin_kind": "exact"})
-    from torch.func import functional_call, jacrev, vmap
 
     def gap(x: torch.Tensor) -> torch.Tensor:
         logits = functional_call(model, params, (x.unsqueeze(0),)).squeeze(0)

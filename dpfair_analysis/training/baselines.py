@@ -44,6 +44,8 @@ from scipy.optimize import minimize
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.constraints import FairnessConstraint
+from dpfair_analysis.models import build_model
+from dpfair_analysis.training.clipping import NonPrivate
 from dpfair_analysis.validation import check_int_at_least, check_nonnegative, check_positive, check_positive_int, \
     check_seed
 
@@ -124,8 +126,6 @@ def fit_clf(train: GroupedDataset, constraint: FairnessConstraint, *, test: Grou
     (:class:`~dpfair_analysis.training.lagrangian.LagrangianConfig`). ``constraint`` is
     used only to report the violation.
     """
-    from dpfair_analysis.models import build_model
-    from dpfair_analysis.training.clipping import NonPrivate
     from dpfair_analysis.training.loop import TrainConfig, predict_logits
     from dpfair_analysis.training.loop import train as train_loop
 

@@ -26,6 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from dp_accounting import dp_event
@@ -290,8 +291,6 @@ def _step_events(policies: Sequence[ClippingPolicy], fixed: Sequence[StepDecisio
 
 def _result(run: RunSpec, policy: ClippingPolicy, lr: float, ledger: PrivacyLedger, history: list[dict],
             records: list[dict]) -> TrainingResult:
-    import pandas as pd
-
     config = run.config
     history_frame = pd.DataFrame(history)
     steps_frame = pd.DataFrame(records)

@@ -56,6 +56,7 @@ from dpfair_analysis.gradients import Grads, MaterialisedGradients, PerSampleGra
 from dpfair_analysis.io import KEY_OMITS_DEFAULT
 from dpfair_analysis.privacy.accounting import AccountingSpec, PrivacyLedger, steps_for_epochs
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
+from dpfair_analysis.training.batch_terms import batch_direction_magnitude
 from dpfair_analysis.training.clipping import ClippingPolicy, StepDecision, fresh_policy
 from dpfair_analysis.training.objectives import CrossEntropy, Objective, batch_gradients
 from dpfair_analysis.validation import check_choice, check_delta, check_device, check_positive, \
@@ -511,8 +512,6 @@ class ClipParts:
 
     def add(self, *inputs: torch.Tensor) -> None:
         """One measured batch, from :func:`clip_parts_inputs`'s tuple."""
-        from dpfair_analysis.training.batch_terms import batch_direction_magnitude
-
         direction, magnitude = batch_direction_magnitude(*inputs, lr=self.lr,
                                                          expected_batch_size=self.expected_batch_size)
         present = torch.isfinite(direction) & torch.isfinite(magnitude)

@@ -19,10 +19,13 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from dpfair_analysis import data as datasets
 from dpfair_analysis.gradients import MaterialisedGradients, parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model
+from dpfair_analysis.privacy.accounting import epsilon_from_event, poisson_gaussian_event
+from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.loop import apply_update, release_step
-from dpfair_analysis.training.optq import OptQ
+from dpfair_analysis.training.optq import OptQ, optq_gradient_multiplier
 from dpfair_analysis.validation import check_choice
 
 
@@ -49,8 +52,6 @@ def optq_vs_opacus(*, steps: int = 60, sampling: str = "shuffle", seed: int = 0,
     from opacus import GradSampleModule
     from opacus.optimizers import AdaClipDPOptimizer
     from opacus.optimizers import adaclipoptimizer as adaclip
-
-    from dpfair_analysis import data as datasets
 
     check_choice(sampling, "sampling", ("shuffle", "poisson"))
     count_noise = count_noise if count_noise is not None else batch_size / 20
@@ -128,10 +129,6 @@ def opacus_count_accounting(settings: Sequence[tuple[int, float, int, int]] = ((
     sigma_b), so what it releases has the joint multiplier (sigma_z^-2 + sigma_b^-2)^-1/2 < sigma.
     sigma_b = b/20 (Andrew et al.); epsilon under add/remove at ``delta``, RDP (this toolkit's accountant).
     Not counted: Opacus's division by the batch's actual (private) size."""
-    from dpfair_analysis.privacy.accounting import epsilon_from_event, poisson_gaussian_event
-    from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
-    from dpfair_analysis.training.optq import optq_gradient_multiplier
-
     rows = []
     for b, sigma, n, steps in settings:
         sigma_b = b / 20

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from dpfair_analysis.gradients import flatten
+from dpfair_analysis.models import LogisticRegression
 
 
 #: Rows of D in the step audits (group 0, ~zero gradient at the starting point).
@@ -33,8 +35,6 @@ def canary_datasets():
 
 def canary_model():
     """Logistic regression with the public starting point w = (0, 20), b = 0 (no L2 penalty)."""
-    from dpfair_analysis.models import LogisticRegression
-
     model = LogisticRegression(2, 2)
     with torch.no_grad():
         model.linear.weight.copy_(torch.tensor([[0.0, 20.0]]))
@@ -48,8 +48,6 @@ def _flat(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
 
 def _flat_rows(grads: dict[str, torch.Tensor]) -> torch.Tensor:
     """Per-sample gradients as an (n, P) float64 matrix (:func:`~dpfair_analysis.gradients.flatten`)."""
-    from dpfair_analysis.gradients import flatten
-
     return flatten(grads).to(torch.float64)
 
 

@@ -61,15 +61,26 @@ modest, so that a 0.25 twin (sensitivity/noise 8/3) is caught with a few thousan
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace as _replace
 from typing import Any, Callable
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from dpfair_analysis.fairness.constraints import make_constraint
+from dpfair_analysis.gradients import (clip_factors, parameters_of, per_sample_gradients,
+                                       per_sample_gradients_and_losses, per_sample_norms)
+from dpfair_analysis.models import LogisticRegression
 from dpfair_analysis.privacy.accounting import AccountingSpec
-from dpfair_analysis.training.loop import release_step
+from dpfair_analysis.privacy.pfld_accounting import pfld_epsilon
+from dpfair_analysis.privacy.sensitivity import dual_group_sums, primal_group_sum
+from dpfair_analysis.training.clipping import UniformClipping
+from dpfair_analysis.training.dpsgdf import DPSGDF, NaiveReweighting
+from dpfair_analysis.training.lagrangian import PrivateState, private_dual_update, private_primal_step
+from dpfair_analysis.training.loop import TrainConfig, release_step, train
+from dpfair_analysis.training.mitigation import FairnessLensMitigation, statistics_sensitivity
 from dpfair_analysis.validation import check_name_free
 from dpfair_analysis.verify.audits.canaries import _flat, _flat_rows, canary_datasets, canary_model, \
     output_perturbation_pair, pfld_step_pair
@@ -124,10 +135,6 @@ def sample_step_canary(spec: StepCanaryAudit, trials: int, *, seed: int, noise_f
     The claimed epsilon is the one ``training.loop.train`` reports for this one-step run of
     the correctly noised policy on D' (its own privacy ledger, accountant ``spec.accountant``).
     """
-    from dpfair_analysis.gradients import clip_factors, parameters_of, per_sample_gradients_and_losses, \
-        per_sample_norms
-    from dpfair_analysis.training.loop import TrainConfig, train
-
     without, with_ = canary_datasets()
     n, b = len(without), len(with_)
     policy = spec.make_policy(noise_fraction)
@@ -213,20 +220,14 @@ DPSGDF_AUDIT_MAX_RATIO = 10.0
 
 
 def _dpsgd_policy(fraction: float):
-    from dpfair_analysis.training.clipping import UniformClipping
-
     return UniformClipping(1.0, DPSGD_AUDIT_SIGMA * fraction)
 
 
 def _naive_policy(fraction: float):
-    from dpfair_analysis.training.dpsgdf import NaiveReweighting
-
     return NaiveReweighting(1.0, TWO_RELEASE_AUDIT_SIGMA * fraction, TWO_RELEASE_AUDIT_SIGMA * fraction)
 
 
 def _dpsgdf_policy(fraction: float):
-    from dpfair_analysis.training.dpsgdf import DPSGDF
-
     return DPSGDF(DPSGDF_AUDIT_BASE_CLIP, TWO_RELEASE_AUDIT_SIGMA * fraction, TWO_RELEASE_AUDIT_SIGMA * fraction,
                   max_ratio=DPSGDF_AUDIT_MAX_RATIO)
 
@@ -283,7 +284,6 @@ def sample_output_perturbation(trials: int, *, seed: int, noise_fraction: float,
     log-likelihood ratio (<theta~ - theta*_D, u> - ||u||^2 / 2) / s'^2 with
     u = theta*_D' - theta*_D.
     """
-    from dpfair_analysis.models import LogisticRegression
     from dpfair_analysis.privacy.output_perturbation import output_perturbation, perturb
 
     generators = _generators(seed, 2)
@@ -338,13 +338,6 @@ def sample_mitigation_canary(trials: int, *, seed: int, noise_fraction: float,
     canary's block row, sigma_s Delta_s). The claim is what ``train`` reports for the same
     one-step run with the objective (its ledger: the count event and the joint step event).
     """
-    from dataclasses import replace as _replace
-
-    from dpfair_analysis.gradients import parameters_of, per_sample_norms
-    from dpfair_analysis.training.clipping import UniformClipping
-    from dpfair_analysis.training.loop import TrainConfig, train
-    from dpfair_analysis.training.mitigation import FairnessLensMitigation, statistics_sensitivity
-
     sigma, C = MITIGATION_AUDIT_SIGMA, MITIGATION_AUDIT_CLIP
 
     def objective(fraction: float) -> FairnessLensMitigation:
@@ -443,12 +436,6 @@ def sample_pfld_primal(trials: int, *, seed: int, noise_fraction: float, progres
     :func:`~dpfair_analysis.privacy.sensitivity.primal_group_sum` on each data set).
     Claim: :func:`~dpfair_analysis.privacy.pfld_accounting.pfld_epsilon` of the step's event.
     """
-    from dpfair_analysis.fairness.constraints import make_constraint
-    from dpfair_analysis.gradients import parameters_of, per_sample_gradients
-    from dpfair_analysis.privacy.sensitivity import primal_group_sum
-    from dpfair_analysis.privacy.pfld_accounting import pfld_epsilon
-    from dpfair_analysis.training.lagrangian import PrivateState, private_primal_step
-
     constraint = make_constraint("dp", n_groups=2)
     pair = pfld_step_pair((8.0, 0.0), 1)
     lambdas, signs, denominators = torch.ones(2), torch.tensor([1.0, -1.0]), torch.full((2,), 4.0)
@@ -504,11 +491,6 @@ def sample_pfld_dual(trials: int, *, seed: int, noise_fraction: float, progress:
     :func:`~dpfair_analysis.privacy.sensitivity.dual_group_sums`). Claim:
     :func:`~dpfair_analysis.privacy.pfld_accounting.pfld_epsilon` of the step's event.
     """
-    from dpfair_analysis.fairness.constraints import make_constraint
-    from dpfair_analysis.privacy.sensitivity import dual_group_sums
-    from dpfair_analysis.privacy.pfld_accounting import pfld_epsilon
-    from dpfair_analysis.training.lagrangian import PrivateState, private_dual_update
-
     constraint = make_constraint("ap", n_groups=2)
     pair = pfld_step_pair((0.0, 1.0), 0)
     model = canary_model()
@@ -579,13 +561,6 @@ def sample_pfld_primal_paper(trials: int, *, seed: int, noise_fraction: float, p
     add/remove; :func:`~dpfair_analysis.privacy.pfld_accounting.pfld_epsilon` with
     ``paper_exact=True``). Expected to be caught at full noise.
     """
-    import warnings
-
-    from dpfair_analysis.fairness.constraints import make_constraint
-    from dpfair_analysis.gradients import parameters_of
-    from dpfair_analysis.privacy.pfld_accounting import pfld_epsilon
-    from dpfair_analysis.training.lagrangian import PrivateState, private_primal_step
-
     constraint = make_constraint("dp", n_groups=2)
     X = torch.tensor([[100.0, 0.0], [0, 1.0], [0, -1.0], [0, -1.0], [0, 1.0], [0, -1.0], [0, 1.0]])
     y = torch.tensor([1, 1, 0, 0, 1, 0, 1])

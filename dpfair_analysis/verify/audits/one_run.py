@@ -40,14 +40,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from dpfair_analysis.data.adult import adult
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.gradients import flatten, parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model, count_parameters
-from dpfair_analysis.privacy.accounting import dpsgd_epsilon
+from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, dpsgd_epsilon, steps_for_epochs
+from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, individual_privacy
+from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE
-from dpfair_analysis.testing.one_run import audit_groups
+from dpfair_analysis.testing.one_run import audit_groups, summary
 from dpfair_analysis.testing.steps import poisson_gaussian_llr
+from dpfair_analysis.training import methods
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.validation import check_fraction, check_positive
@@ -224,8 +228,6 @@ def canary_clipping(result: Any, groups: np.ndarray, *, clip: float) -> tuple[np
     """(T, m) each: the bound each canary's gradient is clipped at on each step and its weight, by the method's
     registered rule for the canary's group, ``Method.canary(record, C, group=g)``, read from the step's released
     record (DPSGD-F's and FairDP's group bound C[g]; DP-SGD's uniform C)."""
-    from dpfair_analysis.training import methods
-
     rule = methods.get(result.policy).canary
     per_group = {}
     for g in np.unique(groups):
@@ -264,8 +266,6 @@ def canary_epsilons(result: Any, trace: CanaryTrace, canaries: Canaries, *, clip
     curves when the :math:`s'` take few values (DP-SGD's gradient canaries: all 1), the conservative grid
     otherwise. NaN for a method the accountant does not model."""
     from dpfair_analysis.experiments.group_privacy import GROUP_PRIVACY_METHODS, record_sensitivities
-    from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, individual_privacy
-    from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 
     if result.policy not in GROUP_PRIVACY_METHODS:
         return np.full(trace.norms.shape[1], np.nan)
@@ -317,8 +317,6 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
     seed : int
         The canaries' draws and the run's.
     """
-    from dpfair_analysis.testing.one_run import summary
-
     canaries = draw_canaries(pool, per_group=per_group, families=families, value=value, seed=seed)
     fraction = check_fraction(noise_fraction, "noise_fraction")
     if fraction < 1 and method != "dpsgd":
@@ -378,9 +376,6 @@ def adult_by_sex(epsilon: float, *, per_group: int, seed: int = 0, value: float 
         b (default ``ADULT_SETTINGS["batch_size"]``; larger b: fewer steps at a larger q, a privacy curve closer
         to Gaussian).
     """
-    from dpfair_analysis.data.adult import adult
-    from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, steps_for_epochs
-
     train_data, pool = adult(by="sex").split(0.2, seed=0)
     rows = len(train_data) + per_group * len(FAMILIES) * train_data.n_groups // 2  # the canaries expected in
     b, epochs = batch_size or ADULT_SETTINGS["batch_size"], ADULT_SETTINGS["epochs"]

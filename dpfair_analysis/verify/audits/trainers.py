@@ -65,6 +65,7 @@ from dpfair_analysis.training.lagrangian import LagrangianConfig, PrivateState, 
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.mitigation import FairnessLensMitigation
 from dpfair_analysis.training.policies import make_policy
+from dpfair_analysis.verify.audits.mechanisms import sample_output_perturbation
 from dpfair_analysis.verify.audits.registry import DEFAULT_DELTA, sampled_row
 
 #: The canary's own feature: every other row has 0 there.
@@ -423,8 +424,6 @@ def _pfld(public_batch: str) -> Callable[..., MechanismSamples]:
 def _output_perturbation(trials: int, **kw: Any) -> MechanismSamples:
     """Output perturbation releases once (no sampling, one step): its audit as it ships is
     the one-release audit of :mod:`.mechanisms`."""
-    from dpfair_analysis.verify.audits.mechanisms import sample_output_perturbation
-
     samples = sample_output_perturbation(trials, **kw)
     setting = {**samples.setting, "trainer": "privacy.output_perturbation.output_perturbation", "sampling_rate": 1.0,
                "steps": 1}

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from hypothesis import strategies as st
 
 from dpfair_analysis.verify.claims.core import (Check, CheckBudget, Verdict, cached, holds, misprint_check, search,
                                                 violated)
@@ -38,8 +39,6 @@ def gaussian_mechanism_classic(*, c_factor: float = 1.0) -> Check:
     searched over (eps, delta); eps = 0 (printed "eps in [0, 1]") makes sigma infinite, so the
     search starts at 1e-3."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         from dpfair_analysis.privacy.gaussian import gaussian_delta
 
         def ratio(x):
@@ -87,8 +86,6 @@ def gaussian_delta_condition(factor: float, *, std: str = "delta*sigma",
     scale = STD_READINGS[std]
 
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         from dpfair_analysis.privacy.gaussian import gaussian_delta
 
         def ratio(x):

@@ -12,6 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 import numpy as np
+from hypothesis import strategies as st
 
 from dpfair_analysis.verify.claims.core import Check, CheckBudget, Verdict, holds, register, search, violated
 from dpfair_analysis.verify.claims.fixtures import gaussian_mechanism_classic
@@ -52,7 +53,6 @@ def eq1_upper(*, factor: float = 1.0) -> Check:
     must not exceed it."""
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         from dpfair_analysis.theory.bounds import bias_variance_bound, expected_gaussian_norm, monte_carlo_group_error
 
@@ -112,7 +112,6 @@ def eq1_lower_half(*, nonnegative: bool, factor: float = 0.5) -> Check:
     ones (Amin et al.'s setting, where it holds)."""
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         from dpfair_analysis.theory.bounds import bias_variance_bound, monte_carlo_group_error
 
@@ -183,7 +182,6 @@ def _optimal_clip(*, rule: str, level_factor: float = 1.0) -> Check:
     minimum over C in {0} u {norms} (V + B is piecewise linear with kinks at the norms)."""
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         from dpfair_analysis.theory.bounds import bound_curve, bound_minimising_clip, quantile_rule_clip
 
@@ -243,7 +241,6 @@ def _dpsgdf_count_sensitivity(*, relation: str = "add/remove") -> Check:
     where the statement holds) or "replace-one" (one record moved between two cells: sqrt 2)."""
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         from dpfair_analysis.training.dpsgdf import DPSGDF
 
@@ -323,15 +320,11 @@ def naive_weights(group_sizes: np.ndarray, *, batch_size: float) -> np.ndarray:
 
 def _vector_rows(d: int, max_size: int):
     """(group, signed gradient vector) rows: tiny, moderate and extreme components."""
-    from hypothesis import strategies as st
-
     comp = st.one_of(st.floats(-50, 50), st.sampled_from([0.0, 1e-3, -1e-3, 3.0, -3.0, 1e4, -1e4]))
     return st.lists(st.tuples(st.integers(0, 3), st.lists(comp, min_size=d, max_size=d)), max_size=max_size)
 
 
 def _added_record(d: int):
-    from hypothesis import strategies as st
-
     return st.tuples(st.integers(0, 3), st.lists(st.one_of(st.floats(-50, 50), st.sampled_from([1e-3, 3.0, -3.0, 1e4])),
                                                  min_size=d, max_size=d))
 
@@ -406,7 +399,6 @@ def _dpsgdf_sum_sensitivity(*, algorithm: str, noise_floor: float | None = None,
 
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         degenerate = {"non_finite": 0, "max_not_positive": 0}
 
@@ -556,7 +548,6 @@ def naive_sum_sensitivity(*, algorithm: str, bound_factor: float = 1.0) -> Check
     Add/remove, b the public batch size; the statement is change <= bound_factor x C0 max theta."""
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         from dpfair_analysis.training.dpsgdf import NaiveReweighting
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from hypothesis import strategies as st
 
 from dpfair_analysis.verify.claims.core import (
     Check,
@@ -90,8 +91,6 @@ def _origin_family_ratio(n: int, l2: float, lipschitz_factor: float) -> float:
 def _output_perturbation_sensitivity(*, lipschitz_factor: float) -> Check:
     """||theta*(D) - theta*(D')|| over replace-one pairs vs 2 L / (n lambda) (L = 1: paper; sqrt 2: proved)."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         def unit(v):
             v = np.asarray(v, dtype=float)
             n = np.linalg.norm(v)
@@ -269,8 +268,6 @@ def _corollary1(*, matched_second_moments: bool = False) -> Check:
     data sets where every group has the same trace. ``matched_second_moments`` (the mutant) rescales the second
     group to the first's E||X||^2 -- Corollary 2's corrected condition -- where no witness exists."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         def ratio(x):
             a, b = (np.asarray(v, float) for v in x)
             if matched_second_moments:
@@ -298,8 +295,6 @@ def _corollary2(*, second_moment: bool, constant_norms: bool = False) -> Check:
     ``constant_norms`` (the printed claim's mutant) draws groups whose rows share one norm, where equal
     E||X|| implies equal E||X||^2 and the printed statement is true."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         def ratio(x):
             a, b = x
             a, b = np.asarray(a, float), np.asarray(b, float)
@@ -495,8 +490,6 @@ def _eq6_simplification(*, form: str) -> Check:
     term itself). Each is compared with |R_a^clip - R^clip| / eta on hypothesis-drawn per-sample
     gradients (2-3 groups of 1-4 signed vectors, C over decades): exact to rounding or violated."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         from dpfair_analysis.theory.conditions import clip_terms_quadratic, clip_vectors
 
         def parts(x):

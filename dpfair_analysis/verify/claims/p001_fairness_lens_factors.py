@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from hypothesis import strategies as st
 
 from dpfair_analysis.verify.claims.core import (
     Check,
@@ -190,8 +191,6 @@ def _pair_search(budget: CheckBudget, value, *, key, points, n_labels: int = 3, 
     is smaller; ``project`` maps each input before use (the mutants' restricted settings; None: skip the
     pair). Returns (pair
     or None, worst ratio value(smaller key) / value(larger key), tried)."""
-    from hypothesis import strategies as st
-
     def ordered(x):
         a, b, label = x
         a, b = (np.asarray(v, float) for v in (a, b))
@@ -231,7 +230,6 @@ def _grows_with_norm(quantity: str, *, theta_scale: float = 1.0) -> Check:
     then leaves δ constant), where each value is exactly proportional to ||X|| (||X||²)."""
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         from dpfair_analysis.gradients import flatten, per_sample_gradients
         from dpfair_analysis.models import build_model
@@ -420,8 +418,6 @@ def _theorem4(*, noise: tuple[float, ...], relative: bool, min_gap: float = 1e-3
     puts on the margins -- n = 0.01 is Theorem 2's second-order regime, where the expansion's next term is
     (s||x~||)²/4 of the noise term or less); otherwise s = n. The ratio reported is R_b / R_a."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         def terms(x):
             rows_a, rows_b, labels, theta, n = x
             d = len(theta) - 1
@@ -519,7 +515,6 @@ def _example3(*, bias: bool, plus_one: bool) -> Check:
     signed inputs from tiny to large norms (|x| ≤ 50), where any missing term shows."""
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         from dpfair_analysis.theory.hessian import boundary_proxy, exact_sample_traces
 
@@ -574,8 +569,6 @@ def _theorem5(*, bound_scale: float = 1.0) -> Check:
     """1 - sum f_k^2 in [0, 1 - 1/K], extremes at one-hot / uniform (conditions.theorem5_extremes + search).
     ``bound_scale`` multiplies the maximum 1 - 1/K (the mutant: 0.99, which the uniform vector exceeds)."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         from dpfair_analysis.fairness.metrics import boundary_proxy
         from dpfair_analysis.theory.conditions import theorem5_extremes
 
@@ -619,7 +612,6 @@ def _closer_larger_trace(*, equal_norms: bool = False, margin: float = 1.0) -> C
     decides and it holds; ``margin`` > 1 (that reading's mutant) asks the closer trace to exceed the farther ×margin."""
     def check(budget: CheckBudget) -> Verdict:
         import torch
-        from hypothesis import strategies as st
 
         from dpfair_analysis.theory.hessian import exact_sample_traces
 

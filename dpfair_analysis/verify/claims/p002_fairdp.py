@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from hypothesis import strategies as st
 
+from dpfair_analysis.fairness import inequality
+from dpfair_analysis.fairness.inequality import atkinson, mean_log_deviation, theil
 from dpfair_analysis.verify.claims.core import (
     Check,
     CheckBudget,
@@ -99,8 +102,6 @@ def _fairdp_descent(*, reading: str, factor: float = 1.0, min_log_smoothness: fl
     scaled = reading in ("scaled", "gap-scaled")
 
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         def ratio(x):
             r = quadratic_step(x)
             if r is None:
@@ -241,7 +242,6 @@ def _fairdp_clipping_bias(budget: CheckBudget, *, eta_factor: float = 1.0) -> Ve
     signed gradient sets (clip factors from gradients.clip_factors). ``eta_factor`` scales the bound (the
     mutant: 0.5; the bound is attained by one clipped gradient)."""
     import torch
-    from hypothesis import strategies as st
 
     from dpfair_analysis.gradients import clip_factors
 
@@ -267,9 +267,6 @@ def _fairdp_clipping_bias(budget: CheckBudget, *, eta_factor: float = 1.0) -> Ve
 def _inequality_indices(budget: CheckBudget, *, gini_factor: float = 1.0) -> Verdict:
     """Atkinson, Gini, MLD, Theil (fairness.inequality) against closed-form values and identities.
     ``gini_factor`` scales the Gini index under test (the mutant: 1.001)."""
-    from dpfair_analysis.fairness import inequality
-    from dpfair_analysis.fairness.inequality import atkinson, mean_log_deviation, theil
-
     def gini(values):
         return gini_factor * inequality.gini(values)
 

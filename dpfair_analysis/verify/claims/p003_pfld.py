@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 from dpfair_analysis.verify.claims.core import (
     FULL,
@@ -289,8 +291,6 @@ def _population_unclipped(*, proof_setting: bool = False) -> Check:
     gradients scaled up (the change grows linearly with them, Delta_p does not). ``proof_setting`` (the mutant):
     every gradient a scalar in [0, C_p] and no sign flips, where the population terms need no clipping."""
     def check(budget: CheckBudget) -> Verdict:
-        from dataclasses import replace
-
         found, worst, tried = theorem1_searches(budget, proof_setting)["sign-flip"]
         effort = f"{tried} neighbouring pairs where a sign can flip (Theorem 1's sign-flip family)"
         if found is None:
@@ -338,8 +338,6 @@ def theorem2_search(budget: CheckBudget, signed: bool, factor: float) -> tuple:
     from dpfair_analysis.verify.claims.pfld_cases import cases, structured_cases
 
     def compute():
-        from hypothesis import strategies as st
-
         strategy = structured_cases() if signed else st.one_of(structured_cases(signed=False), cases(signed=False))
         return search(strategy, _dual_ratio(factor), examples=budget.examples * 2)
     return _cached(("thm2", budget.name, signed, factor), compute)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from hypothesis import strategies as st
 
 from dpfair_analysis.verify.claims.core import (
     Check,
@@ -188,8 +189,6 @@ def _pfld_optimal_clip(*, norms: str = "empirical") -> Check:
     positive density on [0, inf) (mixtures of exponentials) and a < sum lambda, where the condition has
     the unique solution the paper states."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         if norms == "empirical":
             dist = st.lists(st.integers(1, 5).map(float), min_size=1, max_size=4).map(_Atoms)
             slope = st.sampled_from([0.1, 0.3, 0.5, 1.0, 2.0])

@@ -12,9 +12,11 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from itertools import combinations
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 from dpfair_analysis.verify.claims.core import (
     FULL,
@@ -163,8 +165,6 @@ def sg_pair_renyi(alpha: float, q: float, sigma: float, others: tuple[float, ...
     """(D_alpha(SG(D') || SG(D)), D_alpha(SG(D) || SG(D'))) for f = sum of scalar contributions, D = ``others``,
     D' = D + one person contributing ``added``: the exact output densities (mixtures over the Poisson
     subsets) on a fine grid (log-space Riemann sum)."""
-    from itertools import combinations
-
     from scipy.special import logsumexp
     from scipy.stats import norm
 
@@ -205,8 +205,6 @@ def _pfld_theorem4(*, scale: float = 1.0) -> Check:
     quadrature (:func:`_sg_rdp`). The worst case (others at 0, |f(x)| = 1) attains the bound, so the
     mutant (scale 0.9) fails there."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         strategy = st.tuples(
             st.sampled_from([0.01, 0.1, 0.3, 0.6, 0.9]), st.sampled_from([0.8, 1.0, 1.5, 3.0]),
             st.sampled_from([1.5, 2.0, 3.0, 5.0, 8.0]),
@@ -662,8 +660,6 @@ def _rdp_conversion(*, term_factor: float = 1.0) -> Check:
     """(alpha, eps)-RDP => (eps + term_factor log(1/delta)/(alpha-1), delta)-DP (printed: term_factor = 1), on the
     Gaussian mechanism (RDP alpha / (2 sigma^2)) with its exact delta(eps) (Balle & Wang 2018)."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         from dpfair_analysis.privacy.gaussian import gaussian_delta
 
         def ratio(x):

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from hypothesis import strategies as st
 
 from dpfair_analysis.verify.claims.core import Check, CheckBudget, Verdict, holds, register, search, violated
 from dpfair_analysis.verify.claims.fixtures import gaussian_mechanism_classic
@@ -100,8 +101,6 @@ def _moments_composition(*, bound_factor: float = 1.0) -> Check:
     Independent of dp_accounting. The non-adaptive case (h = 1) is an equality, so a bound
     scaled below 1 must fail there. Searched by hypothesis over (lam, q, s1, s2, Delta2, h)."""
     def check(budget: CheckBudget) -> Verdict:
-        from hypothesis import strategies as st
-
         def parts(x):
             lam, q, s1, s2, delta2, family, a, c, sign = x
             h = _shift_profile(family, a, c, sign)

@@ -34,10 +34,7 @@ HEAVY = frozenset({"torch", "pandas", "matplotlib", "scipy", "sklearn", "dp_acco
                    "pyarrow", "pytest"})
 
 #: Hoistable imports left where they are, ``(module path, imported name): reason``.
-ALLOWED = {
-    ("verify/reproduction.py", "types"): "other branch; hoist after merge",
-    ("verify/reproduction.py", "scipy.stats"): "other branch; hoist after merge",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 Lazy = collections.namedtuple("Lazy", "path module line names")  # path: relative to the package
 
@@ -164,8 +161,7 @@ def test_every_function_level_import_says_why():
     assert hoistable(classified) == []
     allowed = {(entry.path, name) for entry, why in classified
                if why and why.startswith("allowed") for name in entry.names}
-    settled = {key for key, why in ALLOWED.items() if not why.startswith("other branch")}  # those may go at merge
-    assert settled <= allowed, f"ALLOWED entries that no longer name a hoistable import: {settled - allowed}"
+    assert set(ALLOWED) <= allowed, f"ALLOWED entries that no longer name a hoistable import: {set(ALLOWED) - allowed}"
 
 
 def test_the_check_can_fail(tmp_path):

@@ -49,9 +49,11 @@ from dpfair_analysis import data as datasets
 from dpfair_analysis.data.dataset import comparison_split
 from dpfair_analysis.diagnose import SPLITS, DiagnosisOptions, PrivacyPlan, SplitRuns, diagnose, diagnose_splits, \
     fit_calibration
+from dpfair_analysis.diagnose.explanation import NEGLIGIBLE
 from dpfair_analysis.experiments.cache import RunCache, config_key
 from dpfair_analysis.experiments.compare import CompareConfig, run_compare
 from dpfair_analysis.models import build_model
+from dpfair_analysis.training import methods as registry
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.policies import make_policy
 from dpfair_analysis.validation import check_choice
@@ -314,8 +316,6 @@ def option_config(config: CompareConfig, recommendation: dict) -> tuple[CompareC
     settings (``config``): its ``changes`` -- a method (at DP-SGD's epsilon, equal privacy), a clipping bound, a
     batch size with its noise multiplier, a noise multiplier. ``None`` where no registered method runs it (paper
     001's mitigation is an objective of the loop, not a method of ``dpfair compare``)."""
-    from dpfair_analysis.training import methods as registry
-
     changes = recommendation["changes"]
     if "method" in changes:
         if changes["method"] not in registry.names():
@@ -423,8 +423,6 @@ def recommendation_check_json(records: pd.DataFrame, *, profile: str = "recommen
     """The recommendation check as a notebook reads it: the profile, the records, and the agreement per kind with
     plain signs and with changes under the diagnosis' :data:`~dpfair_analysis.diagnose.explanation.NEGLIGIBLE`
     taken as none."""
-    from dpfair_analysis.diagnose.explanation import NEGLIGIBLE
-
     prof = profile_settings(profile)
     clean = records.astype(object).where(records.notna(), None)
     return {"issue": "51.5", "profile": profile, "seeds": list(prof.seeds), "settings": list(prof.settings or ()),

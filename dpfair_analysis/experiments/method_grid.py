@@ -53,6 +53,7 @@ from dpfair_analysis.experiments.tuning import (
     tuned_config,
     validation_split,
 )
+from dpfair_analysis.training import methods as registry
 
 #: configurations per method: every method gets the same budget
 GRID_SIZE = 4
@@ -138,7 +139,6 @@ def run_study(base, *, methods: Sequence[str], seeds: Sequence[int], grids: Mapp
         :func:`~.tuning.evaluation_rows`' rows with ``configuration``, ``configuration_index`` and ``cfg_<name>``.
     """
     from dpfair_analysis.experiments.compare import _run_spec, train_method
-    from dpfair_analysis.training import methods as registry
     from dpfair_analysis.training.batched import batchable, train_many
 
     plan = study_plan(methods, grids)

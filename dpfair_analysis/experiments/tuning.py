@@ -42,6 +42,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from dpfair_analysis.training import methods as registry
 from dpfair_analysis.validation import check_choice, check_fraction, check_positive_int
 
 
@@ -184,8 +185,6 @@ def tuned_config(base, configuration: Mapping[str, Any], *, method: str | None =
     grid applied: ``lr`` and ``sampling`` set the training loop's step size and batch sampling, ``clip_bound`` the
     run's uniform bound C, and any other name an option of ``method``'s own (its registered options dataclass,
     :meth:`~dpfair_analysis.experiments.compare.CompareConfig.with_options`)."""
-    from dpfair_analysis.training import methods as registry
-
     loop = {k: v for k, v in configuration.items() if k in ("lr", "sampling")}
     own = {k: v for k, v in configuration.items() if k not in ("lr", "sampling", "clip_bound")}
     if own:

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.stats import spearmanr
 
 from dpfair_analysis.experiments.compare import CompareResult
 from dpfair_analysis.experiments.fairdp import FIGURE_GROUPS, sweep_table
@@ -330,8 +332,6 @@ def mnist_claims(rows: pd.DataFrame, *, focus: tuple[str, str] = ("2", "8"), tau
     (:func:`claim_verdicts`, on one seed): ``least_loss``,
     ``sgd_like_inequality`` and ``fairest_private`` for FairDP among DPSGD, Opt-Q, DPSGD-F and FairDP. Methods
     not run are skipped."""
-    from types import SimpleNamespace
-
 
     groups = [g for g in dict.fromkeys(rows["group"]) if g != "all"]
     ref, low = focus
@@ -486,8 +486,6 @@ def _per_value(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 
 def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    from scipy.stats import spearmanr
-
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(x) & np.isfinite(y)
     return float(spearmanr(x[keep], y[keep]).statistic) if keep.sum() >= 3 else math.nan

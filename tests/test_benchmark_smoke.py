@@ -19,9 +19,10 @@ SCRIPT = ROOT / "benchmarks" / "per_sample_step.py"
 METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacus_ghost", "microbatch")
 
 
-def run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def run(*args: str, tmp_path: Path, script: Path = SCRIPT) -> subprocess.CompletedProcess:
+    """``python benchmarks/SCRIPT ARGS`` in a fresh process from ``tmp_path``, importing this checkout's package."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], check=False, capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, str(script), *args], check=False, capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=600)
 
 
@@ -218,10 +219,7 @@ def test_diagnose_cost_benchmark_quick_times_the_diagnosis_against_a_run(tmp_pat
 def test_individual_privacy_benchmark_runs_quick(tmp_path):
     """benchmarks/individual_privacy.py --quick: synthetic data, every group's row and the timings written."""
     out = tmp_path / "individual.json"
-    script = ROOT / "benchmarks" / "individual_privacy.py"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)], check=False,
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    res = run("--quick", "--out", str(out), tmp_path=tmp_path, script=ROOT / "benchmarks" / "individual_privacy.py")
     assert res.returncode == 0, res.stderr[-3000:]
     payload = json.loads(out.read_text())
     assert {row["group"] for row in payload["groups"]} == {"all", "a", "b"}
@@ -235,10 +233,7 @@ def test_group_privacy_cost_benchmark_runs_quick(tmp_path):
     """benchmarks/group_privacy_cost.py --quick: the run alone, each recorder's and the accounting's CPU time, the
     recorders' epsilon_i compared (synthetic data)."""
     out = tmp_path / "cost.json"
-    script = ROOT / "benchmarks" / "group_privacy_cost.py"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    res = subprocess.run([sys.executable, str(script), "--quick", "--out", str(out)], check=False,
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    res = run("--quick", "--out", str(out), tmp_path=tmp_path, script=ROOT / "benchmarks" / "group_privacy_cost.py")
     assert res.returncode == 0, res.stderr[-3000:]
     row = json.loads(out.read_text())["results"]["synthetic"]
     assert set(row["recorders"]) == {"per_epoch", "sampled", "every_step"}

@@ -237,38 +237,46 @@ def test_record_runs_tuning_study_records_the_plan_in_order_and_resumes(tmp_path
     assert "val 8" in out and "tes all" in out
 
 
-def test_fairdp_mnist_figures_trains_nothing_once_its_runs_are_recorded(tmp_path, monkeypatch):
-    """The route to the full profile's MNIST figures (README): record_runs.py records every run, then the notebook,
-    executed with a run cache that has none of them, trains nothing. At the quick profile: executed once, the
-    notebook records each run it reads under the keys record_runs.py looks for (none of its runs is pending);
-    executed again from those records alone with an empty cache, it trains nothing and shows the same tables.
-    Each execution also passes the other notebooks' smoke-run checks (this notebook's only run in the default suite)."""
-    record_runs = _load_tool("record_runs")
-    for name in ("DPFAIR_PROFILE", "DPFAIR_FIGS", "PYTHONPATH"):
+def _execute_fairdp_mnist_figures(tmp_path: Path, execution: str, records: bytes | None) -> tuple[list, bool]:
+    """Execute fairdp_mnist_figures at the quick profile under ``tmp_path/execution`` with an empty run cache,
+    its records file given (``records``) or empty; its tables and whether it trained anything. Checks it ran
+    without errors, as committed, and drew a figure."""
+    cache = tmp_path / f"cache-{execution}"
+    cache.mkdir()
+    os.environ["DPFAIR_CACHE"] = str(cache)
+    path = tmp_path / execution / "paper_figs" / "fairdp" / "mnist_runs.json"
+    if records is not None:
+        path.parent.mkdir(parents=True)
+        path.write_bytes(records)
+    assert execute.main(["fairdp_mnist_figures", "--out", str(tmp_path / execution)]) == 0
+    executed = nbformat.read(tmp_path / execution / "fairdp_mnist_figures.ipynb", as_version=4)
+    assert not _errors(executed)
+    assert _cells(executed) == _cells(jupytext.read(NOTEBOOK_DIR / "fairdp_mnist_figures.py"))
+    assert any((tmp_path / execution / "paper_figs").rglob("*.png")), "the notebook wrote no figure"
+    tables = [out.get("data", {}).get("text/plain") for cell in executed.cells if cell.cell_type == "code"
+              for out in cell.get("outputs", []) if out.get("output_type") == "execute_result"]
+    return tables, bool(list(cache.iterdir()))
+
+
+@pytest.fixture
+def _figures_env(monkeypatch):
+    for name in ("DPFAIR_PROFILE", "DPFAIR_FIGS", "PYTHONPATH", "DPFAIR_CACHE"):
         monkeypatch.setenv(name, os.environ.get(name, ""))
-    tables = {}
     repo = NOTEBOOK_DIR.parent
     before = _snapshot(repo / "paper_figs"), (NOTEBOOK_DIR / "fairdp_mnist_figures.ipynb").read_bytes()
-    for execution in ("first", "second"):
-        cache = tmp_path / f"cache-{execution}"
-        cache.mkdir()
-        monkeypatch.setenv("DPFAIR_CACHE", str(cache))
-        records = tmp_path / execution / "paper_figs" / "fairdp" / "mnist_runs.json"
-        if execution == "second":
-            records.parent.mkdir(parents=True)
-            records.write_bytes((tmp_path / "first" / "paper_figs" / "fairdp" / "mnist_runs.json").read_bytes())
-        assert execute.main(["fairdp_mnist_figures", "--out", str(tmp_path / execution)]) == 0
-        trained = list(cache.iterdir())
-        assert bool(trained) == (execution == "first"), f"{execution} execution trained {len(trained)} runs"
-        executed = nbformat.read(tmp_path / execution / "fairdp_mnist_figures.ipynb", as_version=4)
-        assert not _errors(executed)
-        assert _cells(executed) == _cells(jupytext.read(NOTEBOOK_DIR / "fairdp_mnist_figures.py"))
-        assert any((tmp_path / execution / "paper_figs").rglob("*.png")), "the notebook wrote no figure"
-        tables[execution] = [out.get("data", {}).get("text/plain") for cell in executed.cells
-                             if cell.cell_type == "code" for out in cell.get("outputs", [])
-                             if out.get("output_type") == "execute_result"]
-    assert tables["second"] == tables["first"] and len(tables["first"]) >= 4
+    yield
     assert (_snapshot(repo / "paper_figs"), (NOTEBOOK_DIR / "fairdp_mnist_figures.ipynb").read_bytes()) == before
+
+
+def test_fairdp_mnist_figures_records_every_run_it_reads(tmp_path, _figures_env):
+    """The notebook's one run in the default suite (it also passes the other notebooks' smoke-run checks):
+    executed at the quick profile with an empty cache, it records each run it reads under the keys
+    record_runs.py looks for, so none of its runs is pending (the slow test below executes it again from
+    those records alone and checks it trains nothing)."""
+    record_runs = _load_tool("record_runs")
+    tables, trained = _execute_fairdp_mnist_figures(tmp_path, "first", None)
+    assert trained and len(tables) >= 4
+    records = tmp_path / "first" / "paper_figs" / "fairdp" / "mnist_runs.json"
     # the runs the quick notebook reads beyond the preset's (lr 0.01 = b 256 = sigma 0.8): lr 0.05, b 64 and
     # sigma 2 (SGD has no sigma) of SGD, DPSGD and FairDP, and FairDP at sigma 2 with R = 50; FairDP at lr 0.05
     # stays pending for its bound summary, which record_runs.py records of every FairDP run and no figure draws
@@ -280,6 +288,20 @@ def test_fairdp_mnist_figures_trains_nothing_once_its_runs_are_recorded(tmp_path
     assert ("noise_multiplier", 2.0, "fairdp", 50.0) not in pending
     # 12 runs read (the 11 above and the preset's SGD, DPSGD and FairDP), all but FairDP at lr 0.05 complete
     assert ("lr", 0.05, "fairdp", None) in pending and len(pending) == 64 - 11
+
+
+@pytest.mark.slow
+def test_fairdp_mnist_figures_trains_nothing_once_its_runs_are_recorded(tmp_path, _figures_env):
+    """The route to the full profile's MNIST figures (README): record_runs.py records every run, then the notebook,
+    executed with a run cache that has none of them, trains nothing. At the quick profile: executed once, the
+    notebook records each run it reads; executed again from those records alone with an empty cache, it trains
+    nothing and shows the same tables."""
+    first, trained = _execute_fairdp_mnist_figures(tmp_path, "first", None)
+    assert trained
+    records = (tmp_path / "first" / "paper_figs" / "fairdp" / "mnist_runs.json").read_bytes()
+    second, trained = _execute_fairdp_mnist_figures(tmp_path, "second", records)
+    assert not trained, "the second execution trained runs"
+    assert second == first and len(first) >= 4
 
 
 def test_committed_run_records_are_reached_by_todays_keys():

@@ -206,8 +206,10 @@ def choose_threshold(scores_without: Any, scores_with: Any, *, delta: float,
         least m of the pooled runs of both sides (k0 + k1 >= m and (n0 - k0) + (n1 - k1) >= m, k the runs
         above t). An event that (almost) every run of both sides satisfies, or none does -- a threshold
         below the smallest score -- separates nothing: its bound is 0 whatever the mechanism, and choosing
-        it only hides that no test has power. When no threshold qualifies (a score that is constant on
-        these runs), (nan, -inf).
+        it only hides that no test has power. When no candidate qualifies, (nan, -inf): a score that is
+        constant on these runs, or one whose every D' score lies at or below every D score (the candidates
+        are D's scores and points just below D''s, and there the only separating cut guesses D' on the
+        smaller scores: "score > t" has no positive bound, the reversed statistic does).
     """
     delta = check_delta_or_zero(delta)
     if not (isinstance(min_event, (int, float)) and 0.0 <= min_event < 0.5):

@@ -30,7 +30,7 @@ SAMPLED_AUDITS = (*SAMPLED_SHIPPED, "pfld-primal-shared-batch", *(f"{name}@0.25"
 #: --budget``, the pytest plugin's ``--dp-budget``), weakest first.
 KIT_BUDGETS = ("smoke", "quick", "full", "thorough")
 #: :data:`dpfair_analysis.verify.claims.PAPERS` and ``BUDGETS``: ``dpfair verify --paper`` / ``--budget``.
-CLAIM_PAPERS = ("000", "001", "002", "003", "004")
+CLAIM_PAPERS = ("000", "001", "002", "003", "004", "005", "006")
 VERIFY_BUDGETS = ("quick", "full")
 #: :data:`dpfair_analysis.verify.claims.CLAIMS`' ids, in order: ``dpfair verify --claim`` / ``--explain``.
 CLAIMS = (
@@ -54,7 +54,9 @@ CLAIMS = (
     '003.lemma1.shared-batch', '003.lemma2', '003.lemma2.given-sensitivity', '003.lemma2.given-sensitivity.multiplier',
     '003.thm5', '003.sec6.1.rdp-to-dp', '003.thm6', '003.thm6.signed',
     '003.thm6.optimal-Cp', '003.thm7', '002.eq3', '002.eq4', '002.eq4.scaled', '002.eq4.bias-variance',
-    '002.eq4.clipping-bias', '002.appD4.indices',
+    '002.eq4.clipping-bias', '002.appD4.indices', '005.code.direction-magnitude',
+    '005.code.global-condition', '005.code.accounting', '006.abs.vanishing-bound', '006.fig1.lower-bound',
+    '006.code.count-noise',
 )
 
 #: :data:`dpfair_analysis.catalog.DATASETS` (the catalog itself imports nothing heavy either).

@@ -9,7 +9,8 @@ from dpfair_analysis.cli._common import UsageError, print_json, show_progress
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check the papers' theorems, bounds and privacy statements",
-                       description="Run the check of every registered claim of the five papers (searches, Monte "
+                       description="Run the check of every registered claim of the five papers, and of two later ones "
+                                   "(005 Global-Adapt, 006 bounded adaptive clipping; marked ‡) (searches, Monte "
                                    "Carlo, exact comparisons on the toolkit's own code) and print its verdict: "
                                    "holds (with the worst ratio seen), violated (false as stated, with the factor by "
                                    "which a counterexample at reachable parameters breaks it), misprinted (false as "
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "premise its proof uses is violated is counted apart: 'holds, but rests on "
                                    "violated premises' (marked †); where the paper's words admit another reading, "
                                    "that reading's verdict is printed beside (↔).")
-    p.add_argument("--paper", default=None, help="only this paper's claims: 000, 001, 002, 003 or 004")
+    p.add_argument("--paper", default=None, help="only this paper's claims: 000, 001, 002, 003, 004, or the later 005, 006")
     p.add_argument("--claim", default=None, help="only this claim id (e.g. 001.thm1)")
     p.add_argument("--explain", default=None, metavar="CLAIM",
                    help="one claim in full: the statement as printed (quote), where, what the check does, the verdict "
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _claim_row(c) -> dict:
-    return {"id": c.id, "paper": c.paper, "kind": c.kind, "location": c.location, "quote": c.quote,
+    return {"id": c.id, "paper": c.paper, "later_work": c.later_work, "kind": c.kind, "location": c.location, "quote": c.quote,
             "statement": c.statement, "regime": c.regime, "fix": c.fix, "corrects": c.corrects, "extends": c.extends,
             "rests_on": list(c.rests_on), "reading": c.reading, "readings": [r.name for r in c.readings]}
 
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> None:
         CLAIMS,
         PAPERS,
         claims_for,
+        count_later_work,
         count_verdicts,
         explain,
         format_alternatives,
@@ -111,17 +113,20 @@ def run(args: argparse.Namespace) -> None:
     if args.json:
         print_json({"claims": [{**_claim_row(c), "verdict": v.status, "standing": v.standing,
                                 "evidence": v.evidence(), "seconds": round(s, 3)} for c, v, s in results],
-                    "counts": counts})
+                    "counts": counts, "counts_later_work": count_later_work(results)})
         return
     print(f"{'id':<38} {'kind':<10} {'verdict':<12} {'key number':<14} statement / evidence")
     for c, v, _ in results:
         statement = c.statement if len(c.statement) <= 80 else c.statement[:77] + "..."
         verdict = v.status + ("†" if v.standing != v.status else "")
-        print(f"{c.id:<38} {c.kind:<10} {verdict:<12} {v.key_number:<14} {statement}")
+        print(f"{c.id + ('‡' if c.later_work else ''):<38} {c.kind:<10} {verdict:<12} {v.key_number:<14} {statement}")
         print(f"{'':<76}  → {v.key if v.status != 'inconclusive' else v.reason}")
         if v.standing != v.status:
             print(f"{'':<76}  † {v.standing_label}: {format_premises(v)}")
         if v.alternatives:
             print(f"{'':<76}  ↔ read as {c.reading}; other reading {format_alternatives(v)}")
+    later = [c for c, _, _ in results if c.later_work]
+    later_note = (f"; ‡ later work ({len(later)} claims of {', '.join(sorted({c.paper for c in later}))}: "
+                  f"{format_counts(count_later_work(results))})") if later else ""
     print(f"({len(results)} claims, budget {args.budget}: {format_counts(counts)}"
-          "; † holds, but rests on violated premises; dpfair verify --explain ID for one in full)")
+          f"; † holds, but rests on violated premises{later_note}; dpfair verify --explain ID for one in full)")

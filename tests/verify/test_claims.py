@@ -45,7 +45,8 @@ def test_registry_entries_are_complete():
         assert c.kind in KINDS
         for text in (c.quote, c.statement, c.location, c.regime, c.method):
             assert text.strip(), c.id
-        assert c.paper in ("000", "001", "002", "003", "004") and c.id.startswith(c.paper + ".")
+        assert c.paper in ("000", "001", "002", "003", "004", "005", "006") and c.id.startswith(c.paper + ".")
+        assert c.later_work == (c.paper in ("005", "006")) and (c.paper_file is None) == c.later_work
         if c.kind == "corrected":
             assert get_claim(c.corrects).kind == "printed" and EXPECTED[c.corrects] in ("violated", "misprinted")
         if c.kind == "extension":
@@ -96,7 +97,7 @@ def test_claims_files_are_named_for_their_paper_and_share_no_private_names():
     files = sorted(p for p in CLAIMS_DIR.glob("p0*.py"))
     assert {m.__name__.rsplit(".", 1)[1] for m in MODULES} == {p.stem for p in files}
     for path in files:
-        assert re.fullmatch(r"p00[0-4]_[a-z0-9_]+", path.stem), path.name
+        assert re.fullmatch(r"p00[0-6]_[a-z0-9_]+", path.stem), path.name
         lines = path.read_text().count("\n")
         assert lines <= 700 or "700 lines" in path.read_text()[:2000], (path.name, lines)
         for module, names in _imports(path):

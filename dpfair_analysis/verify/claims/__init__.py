@@ -1,8 +1,12 @@
-"""The claims registry: the checkable statements of the five papers, each with a check that runs.
+"""The claims registry: the checkable statements of the five papers, and of two later ones, each with a check that
+runs.
 
 Papers (ids resolved in README's References): ``000`` DPSGD-F (Xu, Du & Wu, KDD'21), ``004`` its
 long version, ``001`` the fairness lens on DP (Tran, Dinh & Fioretto, NeurIPS'21), ``003`` PF-LD
-(Tran, Fioretto & Van Hentenryck, AAAI'21), ``002`` a fragment of FairDP.
+(Tran, Fioretto & Van Hentenryck, AAAI'21), ``002`` a fragment of FairDP. Later work (:data:`LATER_WORK`, each
+claim's ``later_work``; counted apart by :func:`count_later_work`): ``005`` DPSGD-Global-Adapt (Esipova et al.,
+ICLR'23), ``006`` bounded adaptive clipping (Zhao et al., NeurIPS'25) -- quoting what of them could be read (their
+abstracts and their authors' code).
 
 One or more files per paper, named for it (``p003_pfld.py``, ``p003_pfld_privacy.py``, ...), each
 registry entry right after its check; the types, the search helper and the misprint combinator are in
@@ -30,7 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 # the claims files register into core.REGISTRY, in the registry's order (000 and its long version 004, then 001, 003,
-# 002)
+# 002; then the later papers 005, 006)
 from dpfair_analysis.verify.claims import p000_dpsgdf  # noqa: I001
 from dpfair_analysis.verify.claims import p000_dpsgdf_accounting
 from dpfair_analysis.verify.claims import p004_dpsgdf_long
@@ -40,11 +44,14 @@ from dpfair_analysis.verify.claims import p003_pfld
 from dpfair_analysis.verify.claims import p003_pfld_privacy
 from dpfair_analysis.verify.claims import p003_pfld_bounds
 from dpfair_analysis.verify.claims import p002_fairdp
+from dpfair_analysis.verify.claims import p005_global_adapt
+from dpfair_analysis.verify.claims import p006_bounded_adaptive
 from dpfair_analysis.verify.claims.core import (
     BUDGETS,
     FULL,
     HOLDS_ON_VIOLATED,
     KINDS,
+    LATER_WORK,
     PAPERS,
     QUICK,
     REGISTRY,
@@ -65,6 +72,7 @@ __all__ = [
     "FULL",
     "HOLDS_ON_VIOLATED",
     "KINDS",
+    "LATER_WORK",
     "MODULES",
     "PAPERS",
     "QUICK",
@@ -78,6 +86,7 @@ __all__ = [
     "Verdict",
     "claims_for",
     "corrections_of",
+    "count_later_work",
     "count_verdicts",
     "explain",
     "format_alternatives",
@@ -91,7 +100,7 @@ __all__ = [
 
 #: The claims files, in the registry's order.
 MODULES = (p000_dpsgdf, p000_dpsgdf_accounting, p004_dpsgdf_long, p001_fairness_lens, p001_fairness_lens_factors,
-           p003_pfld, p003_pfld_privacy, p003_pfld_bounds, p002_fairdp)
+           p003_pfld, p003_pfld_privacy, p003_pfld_bounds, p002_fairdp, p005_global_adapt, p006_bounded_adaptive)
 CLAIMS: list[Claim] = list(REGISTRY.values())
 
 _BY_ID = {c.id: c for c in CLAIMS}
@@ -123,7 +132,7 @@ def get_claim(claim_id: str) -> Claim:
 
 
 def claims_for(paper: str | None = None) -> list[Claim]:
-    """All claims, or those of one paper ('000', '001', '002', '003', '004')."""
+    """All claims, or those of one paper ('000' to '006'; 005 and 006 are later work)."""
     if paper is None:
         return list(CLAIMS)
     if paper not in PAPERS:
@@ -210,6 +219,11 @@ def count_verdicts(results: list[tuple[Claim, Verdict, float]]) -> dict[str, int
     return {s: sum(v.standing == s for _, v, _ in results) for s in STANDINGS}
 
 
+def count_later_work(results: list[tuple[Claim, Verdict, float]]) -> dict[str, int]:
+    """:func:`count_verdicts` of the later papers' claims alone (:data:`LATER_WORK`)."""
+    return count_verdicts([r for r in results if r[0].later_work])
+
+
 def format_counts(counts: dict[str, int]) -> str:
     """The totals in words: "47 holds, 1 holds but rests on violated premises, 29 violated, ..."."""
     return ", ".join(f"{counts[s]} {STANDING_LABELS[s].replace(',', '')}" for s in STANDINGS)
@@ -227,13 +241,14 @@ def format_alternatives(verdict: Verdict) -> str:
 
 
 def verdict_table(results: list[tuple[Claim, Verdict, float]]):
-    """Tidy table (pandas): id, paper, kind, location, statement, verdict, standing (the verdict, with "holds, but
+    """Tidy table (pandas): id, paper, later_work (a later paper's claim: :data:`LATER_WORK`), kind, location, statement, verdict, standing (the verdict, with "holds, but
     rests on violated premises" apart), key number, key, ratio, fix, corrects, extends, rests_on (premise ids and
     their standings), reading (the one the verdict takes), alternative_readings (each with its verdict and
     number), seconds."""
     import pandas as pd
 
-    return pd.DataFrame([{"id": c.id, "paper": c.paper, "kind": c.kind, "location": c.location,
+    return pd.DataFrame([{"id": c.id, "paper": c.paper, "later_work": c.later_work, "kind": c.kind,
+                          "location": c.location,
                           "statement": c.statement, "verdict": v.status, "standing": v.standing_label,
                           "key_number": v.key_number, "key": v.key,
                           "ratio": v.ratio if v.status in ("violated", "misprinted") else v.worst_ratio,
@@ -255,7 +270,8 @@ def explain(claim_id: str, budget: CheckBudget | str = QUICK) -> dict[str, Any]:
     refers = get_claim(claim.corrects or claim.extends) if claim.kind != "printed" else None
     evidence = verdict.evidence()
     return {
-        "id": claim.id, "paper": claim.paper, "citation": claim.citation, "kind": claim.kind,
+        "id": claim.id, "paper": claim.paper, "citation": claim.citation, "later_work": claim.later_work,
+        "kind": claim.kind,
         "location": claim.location, "quote": claim.quote, "context": list(claim.context),
         "statement": claim.statement, "regime": claim.regime,
         "method": claim.method, "verdict": verdict.status, "standing": verdict.standing,
@@ -298,6 +314,8 @@ def format_explanation(info: dict[str, Any], *, width: int = 110) -> str:
         head += f" ({info['standing_label']})"
     lines = [head, ""]
     lines += field("Where", f"paper {info['paper']} ({info['citation']}), {info['location']}")
+    if info["later_work"]:
+        lines += field("Later work", f"not a seed paper; quoted from {LATER_WORK[info['paper']]}")
     if info["refers_to"]:
         relation = "corrects" if info["kind"] == "corrected" else "extends"
         lines += field(relation.capitalize(), f"{info['refers_to']['id']}: {info['refers_to']['statement']}")

@@ -52,7 +52,7 @@ from hypothesis import strategies as st
 from dpfair_analysis.testing._json import jsonable
 from dpfair_analysis.validation import check_name_free
 
-#: Paper id -> (file under the project's papers/, short citation).
+#: Paper id -> (file under the project's papers/, "" for a later paper (:data:`LATER_WORK`), short citation).
 PAPERS: dict[str, tuple[str, str]] = {
     "000": ("000_c5c1f9a3ea01bc79.txt", ("Xu, Du & Wu, Removing Disparate Impact on Model Accuracy in DP-SGD "
                                          "(KDD'21): DPSGD-F")),
@@ -62,6 +62,18 @@ PAPERS: dict[str, tuple[str, str]] = {
     "003": ("003_20423108024a63a0.txt", ("Tran, Fioretto & Van Hentenryck, Differentially Private and Fair Deep "
                                          "Learning: a Lagrangian Dual Approach (AAAI'21): PF-LD")),
     "004": ("004_0c6bcca12c3fda87.txt", "Xu, Du & Wu, long version of 000 (balanced/unbalanced Adult & Dutch)"),
+    "005": ("", ("Esipova, Ghomi, Luo & Cresswell, Disparate Impact in Differential Privacy from Gradient "
+                 "Misalignment (ICLR'23): DPSGD-Global-Adapt -- later work")),
+    "006": ("", ("Zhao, Rehn, Heikkilä, Tajeddine & Honkela, Mitigating Disparate Impact of Differentially Private "
+                 "Learning through Bounded Adaptive Clipping (NeurIPS'25) -- later work")),
+}
+#: The later papers (the field's mitigations after the seed papers 000-004; none is under papers/): id -> the text
+#: their claims quote (what could be read here).
+LATER_WORK: dict[str, str] = {
+    "005": ("the abstract (arXiv 2206.07737, ICLR 2023) and the authors' code, layer6ai-labs/fair-dp (comments, "
+            "docstrings and the formulas it computes); the paper's body could not be read here"),
+    "006": ("the abstract, Figure 1's caption and the first lines of the introduction (arXiv 2506.01396 v1/v2) and "
+            "the authors' code, TrustworthyMLHelsinki/adaptive-clipping-fairness; the body could not be read here"),
 }
 STATUSES = ("holds", "violated", "misprinted", "inconclusive")
 KINDS = ("printed", "corrected", "extension")
@@ -294,8 +306,14 @@ class Claim:
         return self.id.split(".")[0]
 
     @property
-    def paper_file(self) -> str:
-        return PAPERS[self.paper][0]
+    def paper_file(self) -> str | None:
+        """The paper's file under the project's papers/ (None for a later paper: :data:`LATER_WORK`)."""
+        return PAPERS[self.paper][0] or None
+
+    @property
+    def later_work(self) -> bool:
+        """Whether the claim is a later paper's (:data:`LATER_WORK`), not one of the seed papers'."""
+        return self.paper in LATER_WORK
 
     @property
     def citation(self) -> str:

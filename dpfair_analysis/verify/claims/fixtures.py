@@ -3,6 +3,8 @@
 * the Gaussian mechanism as 000 and 004 state it (Dwork & Roth's calibration, :func:`gaussian_mechanism_classic`)
   and as 001 and 003 state it (the delta condition with its 4/5 and the noise's "standard deviation",
   :func:`gaussian_delta_condition`);
+* two Gaussian releases on one Poisson-sampled batch against an accounting of them (:func:`shared_batch_rdp`: 005's
+  Global-Adapt and 006's bounded adaptive clipping);
 * data: :func:`tiny_dataset`, :func:`output_perturbation_data` (001 Theorem 1),
   :func:`quadratic_step_data` (001 Theorem 2), :func:`pfld_data` (003 Theorems 6-7, 002 Eq. 4).
 
@@ -26,6 +28,7 @@ __all__ = [
     "output_perturbation_data",
     "pfld_data",
     "quadratic_step_data",
+    "shared_batch_rdp",
     "tiny_dataset",
 ]
 
@@ -143,6 +146,33 @@ def printed_gaussian_checks(*, fix: str) -> tuple[Check, Check]:
     again, so it must come out violated."""
     printed = gaussian_delta_condition(0.8)
     return misprint_check(printed, DWORK_ROTH, fix=fix), misprint_check(printed, printed, fix="none")
+
+
+# =============================================================================== releases on one sampled batch
+#: Integer Rényi orders: dp_accounting's sampled-Gaussian RDP is the exact divergence of the worst pair there.
+SHARED_BATCH_ORDERS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
+
+
+def shared_batch_rdp(q: float, actual: float, accounted: tuple[float, ...]) -> tuple[float, int, float, float]:
+    """Releases on one Poisson batch (rate q) that a record enters together: the worst pair's Rényi divergence is
+    the sampled Gaussian's at the joint multiplier ``actual`` (sigma_joint = (sum sigma_i^-2)^-1/2 for sensitivity 1
+    in each), against the RDP an accountant composes from ``accounted`` multipliers, each its own sampled Gaussian:
+
+        ratio = max_alpha RDP_SG(q, actual)(alpha) / sum_m RDP_SG(q, m)(alpha)
+
+    (> 1: the accounting under-counts at that alpha). Returns (ratio, alpha, actual RDP, accounted RDP) at the
+    worst integer alpha of :data:`SHARED_BATCH_ORDERS` (dp_accounting's RDP, exact at integer orders)."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    def curve(multiplier: float) -> np.ndarray:
+        accountant = rdp.RdpAccountant(list(SHARED_BATCH_ORDERS))
+        accountant.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(multiplier)))
+        return np.asarray(accountant._rdp, dtype=float)
+
+    got, claimed = curve(actual), sum(curve(m) for m in accounted)
+    worst = int(np.argmax(got / claimed))
+    return float(got[worst] / claimed[worst]), SHARED_BATCH_ORDERS[worst], float(got[worst]), float(claimed[worst])
 
 
 # =============================================================================== data

@@ -49,10 +49,15 @@ Where the authors' code (``layer6ai-labs/fair-dp``: ``DpsgdGlobalAdaptiveTrainer
   Both releases are on the same batch: one coin decides whether a record is in both, so they leak together, and
   the exact account is one sampled Gaussian at the joint multiplier -- larger than the separate composition
   (``tests/training/test_global_adapt.py``: epsilon 2.76 against 2.44 at sigma = 1.1, sigma_b = 3, q = 0.05,
-  40 steps); the authors' epsilon under-counts, by little at their sigma_b = 10 (Adult, q = 256 / 36177, 2827
-  steps, delta = 1e-6: 2.669 against the exact 2.691; DP-SGD's alone 2.663);
+  40 steps); the authors' RDP under-counts, by little at their sigma_b = 10 (Adult, q = 256 / 36177, 2827
+  steps, delta = 1e-6: epsilon 2.669 against 2.691 at the joint multiplier; DP-SGD's alone 2.663) -- there the
+  RDP-to-DP conversion's slack absorbs it (the worst pair's PLD epsilon is below 2.669), at sigma_b = 1 it does
+  not (claim ``005.code.accounting``);
 * the gradient's per-sample factor uses ||g|| + 1e-6 and the count ||g|| > tau Z (a norm within 1e-6 of Z is
   scaled by C/Z in one and counted above in the other); here both use ||g|| against Z exactly;
+* its factor, min(1, C / (||g|| + 1e-6)) where that is below C/Z and C/Z elsewhere (commented "equivalent to
+  norm[i] <= Z"), is C / max(Z, C, ||g|| + 1e-6): while Z < C no gradient is scaled by C/Z (they are clipped as in
+  DP-SGD); here every norm within Z is scaled by C/Z, as the comment says (claim ``005.code.global-condition``);
 * the count noise is drawn from torch's global generator (not reproducible from the run's seed);
 * the scripts train Global-Adapt at step size 0.2 and DP-SGD at 0.01 on Adult: the C / Z scaling shrinks the step
   whenever Z > C, and a 20x larger step size compensates -- a comparison at one step size does not.

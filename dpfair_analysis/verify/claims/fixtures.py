@@ -3,8 +3,8 @@
 * the Gaussian mechanism as 000 and 004 state it (Dwork & Roth's calibration, :func:`gaussian_mechanism_classic`)
   and as 001 and 003 state it (the delta condition with its 4/5 and the noise's "standard deviation",
   :func:`gaussian_delta_condition`);
-* two Gaussian releases on one Poisson-sampled batch against an accounting of them (:func:`shared_batch_rdp`: 005's
-  Global-Adapt and 006's bounded adaptive clipping);
+* two Gaussian releases on one Poisson-sampled batch against an accounting of them (:func:`shared_batch_rdp`,
+  :func:`shared_batch_epsilons`: 005's Global-Adapt and 006's bounded adaptive clipping);
 * data: :func:`tiny_dataset`, :func:`output_perturbation_data` (001 Theorem 1),
   :func:`quadratic_step_data` (001 Theorem 2), :func:`pfld_data` (003 Theorems 6-7, 002 Eq. 4).
 
@@ -28,6 +28,7 @@ __all__ = [
     "output_perturbation_data",
     "pfld_data",
     "quadratic_step_data",
+    "shared_batch_epsilons",
     "shared_batch_rdp",
     "tiny_dataset",
 ]
@@ -173,6 +174,27 @@ def shared_batch_rdp(q: float, actual: float, accounted: tuple[float, ...]) -> t
     got, claimed = curve(actual), sum(curve(m) for m in accounted)
     worst = int(np.argmax(got / claimed))
     return float(got[worst] / claimed[worst]), SHARED_BATCH_ORDERS[worst], float(got[worst]), float(claimed[worst])
+
+
+def shared_batch_epsilons(q: float, actual: float, accounted: tuple[float, ...], *, steps: int, delta: float
+                          ) -> dict[str, float | bool]:
+    """The (epsilon, delta) view of :func:`shared_batch_rdp` over ``steps`` steps: the epsilon the accounting reports
+    (RDP of the ``accounted`` sampled Gaussians composed, the toolkit's default conversion), the worst pair's epsilon
+    by PLD (pessimistic: an upper bound) and its delta at the reported epsilon by PLD (optimistic: a lower bound).
+    ``overstated``: that lower bound exceeds ``delta`` -- the reported (epsilon, delta) is false."""
+    from dp_accounting import dp_event
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    from dpfair_analysis.privacy.accounting import epsilon_from_event, poisson_gaussian_event
+
+    reported = epsilon_from_event(dp_event.ComposedDpEvent([poisson_gaussian_event(q, m, steps=steps)
+                                                            for m in accounted]), delta)
+    upper, lower = (pld.from_gaussian_mechanism(actual, sampling_prob=q, pessimistic_estimate=pessimistic,
+                                                use_connect_dots=pessimistic, value_discretization_interval=1e-3
+                                                ).self_compose(steps) for pessimistic in (True, False))
+    delta_lower = float(lower.get_delta_for_epsilon(reported))
+    return {"epsilon_reported": float(reported), "epsilon_worst_pair": float(upper.get_epsilon_for_delta(delta)),
+            "delta_worst_pair_at_reported": delta_lower, "overstated": delta_lower > delta}
 
 
 # =============================================================================== data

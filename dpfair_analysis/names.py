@@ -55,7 +55,8 @@ CLAIMS = (
     '003.thm5', '003.sec6.1.rdp-to-dp', '003.thm6', '003.thm6.signed',
     '003.thm6.optimal-Cp', '003.thm7', '002.eq3', '002.eq4', '002.eq4.scaled', '002.eq4.bias-variance',
     '002.eq4.clipping-bias', '002.appD4.indices', '005.code.direction-magnitude',
-    '005.code.global-condition', '005.code.accounting', '006.abs.vanishing-bound', '006.fig1.lower-bound',
+    '005.code.noise-term', '005.code.global-condition', '005.code.accounting', '006.abs.vanishing-bound',
+    '006.fig1.lower-bound',
     '006.code.count-noise',
 )
 

@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "premise its proof uses is violated is counted apart: 'holds, but rests on "
                                    "violated premises' (marked †); where the paper's words admit another reading, "
                                    "that reading's verdict is printed beside (↔).")
-    p.add_argument("--paper", default=None, help="only this paper's claims: 000, 001, 002, 003, 004, or the later 005, 006")
+    p.add_argument("--paper", default=None,
+                   help="only this paper's claims: 000, 001, 002, 003, 004, or the later 005, 006")
     p.add_argument("--claim", default=None, help="only this claim id (e.g. 001.thm1)")
     p.add_argument("--explain", default=None, metavar="CLAIM",
                    help="one claim in full: the statement as printed (quote), where, what the check does, the verdict "
@@ -34,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _claim_row(c) -> dict:
-    return {"id": c.id, "paper": c.paper, "later_work": c.later_work, "kind": c.kind, "location": c.location, "quote": c.quote,
-            "statement": c.statement, "regime": c.regime, "fix": c.fix, "corrects": c.corrects, "extends": c.extends,
+    return {"id": c.id, "paper": c.paper, "later_work": c.later_work, "kind": c.kind, "location": c.location,
+            "quote": c.quote, "statement": c.statement, "regime": c.regime, "fix": c.fix, "corrects": c.corrects, "extends": c.extends,
             "rests_on": list(c.rests_on), "reading": c.reading, "readings": [r.name for r in c.readings]}
 
 

@@ -34,6 +34,14 @@ def test_verify_marks_later_work_in_its_table_and_totals(capsys):
     assert report["claims"][0]["later_work"] and report["counts_later_work"]["violated"] == 1
 
 
+def test_the_noise_term_is_b_squared_too_large():
+    """Opacus divides the noise on the sum by b, so its effect on a quadratic loss is lr^2/2 Tr(H) C^2 sigma^2 / b^2:
+    the printed term is b^2 = 65,536 times that at the scripts' b = 256 (the Monte Carlo's ratio within 2%)."""
+    verdict = verdict_of("005.code.noise-term")
+    assert verdict.status == "misprinted" and verdict.counterexample["b"] == 256
+    assert verdict.ratio == pytest.approx(256 ** 2, rel=0.02)
+
+
 def test_the_global_condition_fails_below_c_by_hand():
     """C = 1, Z = 0.5, ||g|| = 0.25 <= Z: min(1, 1 / 0.250001) = 1 < C/Z = 2, so the code's condition is false and
     the gradient keeps factor 1 where the comment promises C/Z = 2."""

@@ -1,6 +1,6 @@
 """Paper 005 (Esipova, Ghomi, Luo & Cresswell, ICLR'23: DPSGD-Global-Adapt; later work, not a seed paper): the
-direction/magnitude split of the clipping term, DPSGD-Global's scaling condition and Global-Adapt's privacy
-accounting.
+direction/magnitude split of the clipping term, the noise term beside it, DPSGD-Global's scaling condition and
+Global-Adapt's privacy accounting.
 
 Only the abstract of the paper could be read here (arXiv 2206.07737; :data:`~.core.LATER_WORK`), so the claims
 quote what the authors' code prints (``layer6ai-labs/fair-dp``: its comments, its docstrings and the formulas it
@@ -13,7 +13,16 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from dpfair_analysis.verify.claims.core import Check, CheckBudget, Verdict, holds, register, search, violated
+from dpfair_analysis.verify.claims.core import (
+    Check,
+    CheckBudget,
+    Verdict,
+    holds,
+    misprint_check,
+    register,
+    search,
+    violated,
+)
 from dpfair_analysis.verify.claims.fixtures import shared_batch_epsilons, shared_batch_rdp
 
 __all__ = ["ACCOUNTING_SETTINGS", "printed_split"]
@@ -106,6 +115,61 @@ register("005.code.direction-magnitude", location=f"{_CODE}, trainers/trainer.py
          check=_direction_magnitude(), mutant=_direction_magnitude(magnitude_power=1.0))
 
 
+#: The authors' batch size (every script's train_batch_size) and two others; b = 1 is where the printed term is right.
+NOISE_TERM_BATCHES = (1, 16, 256)
+
+
+def _noise_term(*, over_b2: bool, scale: float = 1.0) -> Check:
+    """The code's R_noise against Monte Carlo on a quadratic group loss, the code's conventions: the group's batch-sum
+    loss L_a(theta) = (1/2) sum_{i<m} (theta - a_i)^T H (theta - a_i) (its Hessian trace m Tr(H): the code's
+    Hutchinson trace times slct_counts) and Opacus's step theta - lr (u + N(0, sigma^2 C^2 I) / b) (noise on the sum,
+    divided by the expected batch size b). Per antithetic pair of draws, L_a(step) - L_a(theta - lr u) exactly; the
+    mean against
+    ``scale`` x lr^2/2 Tr(H_a) C^2 sigma^2 (/ b^2 when ``over_b2``), within 4.5 standard errors, at each b of
+    :data:`NOISE_TERM_BATCHES`; the ratio is predicted / measured at the worst b."""
+    def check(budget: CheckBudget) -> Verdict:
+        rng = np.random.default_rng(0)
+        d, m, lr, clip, sigma = 4, 8, 0.5, 1.0, 1.2
+        root = rng.normal(size=(d, d))
+        h, rows = root @ root.T / d, rng.normal(size=(m, d))
+        theta = rng.normal(size=d) - lr * rng.normal(size=d)  # theta - lr u
+        gradient = (m * theta - rows.sum(0)) @ h
+        draws = max(2000, budget.draws * 10)
+        worst, where = 0.0, None
+        for b in NOISE_TERM_BATCHES:
+            noise = rng.normal(scale=sigma * clip, size=(draws, d)) / b
+            linear, quadratic = -lr * noise @ gradient, m * lr ** 2 / 2 * np.einsum("ij,jk,ik->i", noise, h, noise)
+            change = ((linear + quadratic) + (-linear + quadratic)) / 2  # antithetic pairs: the draws n and -n
+            predicted = scale * lr ** 2 / 2 * m * np.trace(h) * (clip * sigma) ** 2 / (b ** 2 if over_b2 else 1)
+            z = abs(change.mean() - predicted) / (change.std(ddof=1) / np.sqrt(draws))
+            if z > worst:
+                worst, where = z, (b, predicted / change.mean(), change.mean(), predicted)
+        effort = f"{len(NOISE_TERM_BATCHES)} batch sizes × {draws} draws, d = {d}, m = {m}"
+        if worst < 4.5:
+            return holds(f"Monte Carlo within {worst:.2f} s.e. of the term", effort=effort, worst_ratio=worst / 4.5)
+        b, ratio, measured, predicted = where
+        return violated(f"×{ratio:.3g} at b = {b}: {predicted:.4g} predicted, {measured:.4g} measured", counterexample={
+            "b": b, "predicted": predicted, "measured": measured, "z": worst}, ratio=ratio, effort=effort)
+    return check
+
+
+_NOISE_FIXED = _noise_term(over_b2=True)
+register("005.code.noise-term", location=f"{_CODE}, trainers/trainer.py, Trainer.expected_loss_batch_terms",
+         quote="hessian_trace = result * slct_counts[group_idx] / self.num_hutchinson_estimates ... "
+               "R_noise[group_idx] = self.lr ** 2 / 2 * hessian_trace * C ** 2 * self.optimizer.noise_multiplier ** 2",
+         context=(_ABSTRACT,),
+         statement="the noise raises group a's batch-sum loss by R_noise = lr²/2 Tr(H_a) C² σ² in expectation (the "
+                   "noise term of 001's Theorem 2, which 001.thm2 finds misprinted the same way)",
+         regime="the code's step: Opacus adds N(0, σ²C²I) to the clipped sum and divides by the expected batch size b "
+                "(b = 256 in every script); H_a the Hessian of the group's batch-sum loss (exact for a quadratic loss)",
+         method="Monte Carlo of the exact loss change on a quadratic group loss at b ∈ {1, 16, 256}, against the "
+                "printed term and against it over b² (4.5 s.e.)",
+         check=misprint_check(_noise_term(over_b2=False), _NOISE_FIXED,
+                              fix="R_noise: C²σ² → C²σ²/b² (the noise on the sum is divided by the batch size)"),
+         mutant=misprint_check(_noise_term(over_b2=False), _noise_term(over_b2=True, scale=5.0), fix="none"),
+         fix="R_noise: C²σ² → C²σ²/b²")
+
+
 # =============================================================================== DPSGD-Global's condition
 def _code_factor(norm: float, clip: float, bound: float) -> float:
     """The factor the code applies (``DPSGD_Global_Adaptive_Optimizer.clip_and_accumulate``): C/Z where
@@ -157,8 +221,9 @@ def _global_condition(*, min_log_ratio: float = -2.0, margin: float = 0.0) -> Ch
         law = ", ".join(f"Z = {zz:g} C: ×{r:.3g}" for zz, _, r in family)
         return violated(f"×{factor:.3g}: at Z < C the condition never holds, so a norm ≤ Z gets the factor "
                         f"min(1, C/(||g|| + 1e-6)) = 1 (clipped as in DP-SGD), not C/Z ({law}); also off within 1e-6 "
-                        f"of Z", counterexample={"C": 1.0, "Z": z, "norm": u * z, "code_factor": _code_factor(u * z, 1.0, z),
-                                                 "stated_factor": _stated_factor(u * z, 1.0, z), "sliver": sliver},
+                        f"of Z", counterexample={"C": 1.0, "Z": z, "norm": u * z, "sliver": sliver,
+                                                 "code_factor": _code_factor(u * z, 1.0, z),
+                                                 "stated_factor": _stated_factor(u * z, 1.0, z)},
                         ratio=factor, effort=effort)
     return check
 
@@ -175,10 +240,10 @@ register("005.code.global-condition", location=f"{_CODE}, optimizers/dpsgd_globa
                 "whenever most norms are below τC)",
          method="hypothesis search over (C, Z/C, ||g||/Z); the code's factor (transcribed) against the stated one",
          check=_global_condition(), mutant=_global_condition(min_log_ratio=0.0, margin=1e-3),
-         corrected="the code's factor is min(C/Z, 1, C/(||g_i|| + 1e-6)) = C / max(Z, C, ||g_i|| + 1e-6): Z floored "
-                   "at C, so for Z < C a norm within Z is left as it is (DP-SGD's clipping), not scaled by C/Z > 1; for "
-                   "Z ≥ C the comment holds but for norms within 1e-6 of Z (the toolkit's Global-Adapt scales by C/Z, "
-                   "as the comment says)")
+         corrected="the code's factor is min(C/Z, 1, C/(||g_i|| + 1e-6)) = C / max(Z, C, ||g_i|| + 1e-6): Z "
+                   "floored at C, so for Z < C a norm within Z is left as it is (DP-SGD's clipping), not scaled by "
+                   "C/Z > 1; for Z ≥ C the comment holds but for norms within 1e-6 of Z (the toolkit's Global-Adapt "
+                   "scales by C/Z, as the comment says)")
 
 
 # =============================================================================== the privacy accounting
@@ -237,8 +302,8 @@ def _global_adapt_accounting(settings=ACCOUNTING_SETTINGS) -> Check:
                                                          f"still holds (PLD ε {r['epsilon_worst_pair']:.3g})") +
                         f" at δ = {r['delta']:g}" for r in rows)
         false = [r["setting"] for r in rows if r["overstated"]]
-        return violated(f"the worst pair's RDP is ×{worst['ratio']:.3g} the accounted one; the reported (ε, δ) is false "
-                        f"at {', '.join(false) or 'none of them'} ({law})",
+        return violated(f"the worst pair's RDP is ×{worst['ratio']:.3g} the accounted one; the reported (ε, δ) is "
+                        f"false at {', '.join(false) or 'none of them'} ({law})",
                         counterexample={**worst, "record": "a gradient norm above max(1, τ) Z at every step: count +1 "
                                                           "and scaled gradient of norm C on the same batch"},
                         ratio=worst["ratio"], effort=effort, settings=rows)
@@ -253,13 +318,13 @@ register("005.code.accounting", location=f"{_CODE}, trainers/trainer.py, DpsgdGl
                "does not affect the privacy guarantee. [_update_Z:] self.privacy_step_history.append("
                "[self.bits_noise_multiplier, self.sample_rate])",
          context=(_ABSTRACT,),
-         statement="a Global-Adapt step (the count of ||g_i|| > τZ plus N(0, σ_b²) and the scaled sum plus N(0, σ²C²I), "
-                   "on one Poisson batch at rate q) is (α, RDP_SG(q, σ)(α) + RDP_SG(q, σ_b)(α))-RDP: two sampled "
-                   "Gaussians composed",
+         statement="a Global-Adapt step (the count of ||g_i|| > τZ plus N(0, σ_b²) and the scaled sum plus "
+                   "N(0, σ²C²I), on one Poisson batch at rate q) is (α, RDP_SG(q, σ)(α) + RDP_SG(q, σ_b)(α))-RDP: "
+                   "two sampled Gaussians composed",
          regime="add/remove neighbours, Poisson sampling at q = sample_rate < 1; any σ, σ_b (their scripts: σ_b = 10)",
          method="the worst pair's Rényi divergence (a record in both releases: the sampled Gaussian at the joint "
-                "multiplier) against the composed accounting, integer α, four settings; beside, the reported ε (RDP) against the "
-                "worst pair's PLD (δ at the reported ε, optimistic: a lower bound)",
+                "multiplier) against the composed accounting, integer α, four settings; beside, the reported ε "
+                "(RDP) against the worst pair's PLD (δ at the reported ε, optimistic: a lower bound)",
          check=_global_adapt_accounting(),
          mutant=_global_adapt_accounting(tuple((n, 1.0, *rest) for n, _, *rest in ACCOUNTING_SETTINGS)),
          corrected="account each step as one sampled Gaussian at (σ⁻² + σ_b⁻²)^(-1/2) (the toolkit's ledger does)")

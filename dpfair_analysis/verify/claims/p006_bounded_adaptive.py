@@ -198,8 +198,8 @@ register("006.code.count-noise", location="the authors' code (TrustworthyMLHelsi
          regime="add/remove neighbours, Poisson sampling; normalized clipping (their scripts), κ = 2.5 (their scripts) "
                 "so a counted record can contribute a full-norm gradient; σ_b = b/10 (their default) and below",
          method="the worst pair's Rényi divergence at the joint multiplier of the two releases as the code adds them, "
-                "against the sampled Gaussian at σ, integer α, three (q, σ_b); beside, the reported ε (RDP) against the worst "
-                "pair's PLD (δ at the reported ε, optimistic: a lower bound)",
+                "against the sampled Gaussian at σ, integer α, three (q, σ_b); beside, the reported ε (RDP) against "
+                "the worst pair's PLD (δ at the reported ε, optimistic: a lower bound)",
          check=_count_accounting(), mutant=_count_accounting(centred=True),
          corrected="noise the centred count Σᵢ (bᵢ − 1/2) (Andrew et al.; the toolkit's bounded adaptive clipping), "
                    "or account the step at (σ_z⁻² + σ_b⁻²)^(−1/2)")

@@ -76,6 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-budget", type=positive_float, default=600.0,
                    help="with --target: seconds the code under test may run in total -- the import of its file, "
                         "--pair and every call -- before the audit stops with status 2 (default 600)")
+    p.add_argument("--workers", type=int_in(1, 256), default=None,
+                   help="with --target: draw the runs in this many worker processes (each chunk of runs from a seed "
+                        "of its own: the same numbers for every count; default: one process, other numbers); the "
+                        "full budget runs a plain function ~17 M times")
     p.add_argument("--trials", type=int_in(1, 100_000_000), default=None,
                    help="runs on each of the two data sets (default: the mechanism's own, enough to catch a "
                         "0.25 under-noised twin; with --target: the budget's evaluation runs); at least 8 (10 with "
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> int | None:
                          "--target FILE.py:FUNCTION")
     if args.target is not None:
         return run_target(args)
-    for flag in ("pair", "epsilon", "relation", "data"):
+    for flag in ("pair", "epsilon", "relation", "data", "workers"):
         if getattr(args, flag) is not None:
             raise UsageError(f"--{flag} applies only with --target")
     _check_mechanism_name(args.mechanism, sampled=args.sampled)
@@ -319,7 +323,7 @@ def run_target(args: argparse.Namespace) -> int:
     data = _load_data(args.data) if args.data is not None else None
     result = audit_file(args.target, args.epsilon, args.delta, pair=args.pair, relation=relation, data=data,
                         budget=args.budget, trials=args.trials, confidence=args.confidence, seed=args.seed,
-                        batched=args.batched, time_budget=args.time_budget)
+                        batched=args.batched, time_budget=args.time_budget, workers=args.workers)
     if args.json:
         print_json(result.summary())
     else:

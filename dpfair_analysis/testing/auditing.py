@@ -105,7 +105,8 @@ class InsufficientPower(AssertionError):
 class Budget:
     """How hard an audit tries (runs per side): ``screen`` per candidate pair, ``select`` per pair kept
     (``top`` of them), ``evaluate`` for the bound; at most ``max_pairs`` candidates. A batched
-    mechanism gets ``batch_factors`` times as many runs in each of the three phases.
+    mechanism gets ``batch_factors`` times as many runs in each of the three phases, an unbatched one
+    ``unbatched_factors`` times (a plain function at :data:`FULL`: 10 x the screen and 20 x the selection; see below).
 
     How the selection chooses tests (:func:`_score_tests`): ``min_event`` = c > 0 gives each statistic
     a second threshold beside the default one, the best among events of probability >= c on the selection
@@ -144,6 +145,17 @@ class Budget:
     against 0.026 without it): on a few thousand runs no sparse-vector pair forecasts a bound, and the order
     prior or noise, not evidence, picks the survivors (docs/benchmarks.md).
 
+    ``unbatched_factors`` (an unbatched mechanism only): the screen, selection and evaluation runs of a plain function
+    (one output per call) are multiplied by these. At :data:`FULL`, (10, 20, 1): 100,000 screening runs per side for
+    each of the 32 candidate pairs and 1,000,000 selection runs for each of the 4 kept, ~17 M calls in all (a
+    one-output numpy sparse vector: ~12 us a call, 5-7 CPU-min with the scoring). A sparse vector's privacy loss
+    lives in events of 0.1-2% of the runs whose log-ratio is 0.15-0.26 (SVT3's "first above at query 6 with a low
+    value", SVT4's "first above at query 6"): on 10,000 screening runs that ratio has a standard deviation of ~0.2
+    and the noise, not the signal, ranks the pairs; on 100,000 the strong pairs reach the kept four, and 1,000,000
+    selection runs place the threshold. The evaluation keeps its size (``escalate`` decides it), so the
+    confidence is untouched: only the selection, which no bound counts, grows. A mechanism slower than ~35 us a
+    call needs ``time_budget`` above the default 600 s or ``workers`` at this budget (``dpfair audit --workers``).
+
     ``sensitivity_examples``: the examples (hypothesis' ``max_examples``) a sensitivity search draws at this budget
     (the pytest plugin's ``dp.assert_sensitivity``): one table of budgets for every check the kit runs."""
 
@@ -161,11 +173,12 @@ class Budget:
     pool_screen: bool = False
     halving: int = 0
     sensitivity_examples: int = 300
+    unbatched_factors: tuple[int, int, int] = (1, 1, 1)
 
     def scaled(self, batched: bool) -> Budget:
-        f = self.batch_factors if batched else (1, 1, 1)
+        f = self.batch_factors if batched else self.unbatched_factors
         return replace(self, screen=self.screen * f[0], select=self.select * f[1], evaluate=self.evaluate * f[2],
-                       batch_factors=(1, 1, 1), escalate=1 if batched else self.escalate,
+                       batch_factors=(1, 1, 1), unbatched_factors=(1, 1, 1), escalate=1 if batched else self.escalate,
                        pool_screen=self.pool_screen and not batched, halving=0 if batched else self.halving)
 
     @property
@@ -183,7 +196,7 @@ class Budget:
 QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16, escalate=2,
                sensitivity_examples=300)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40),
-              escalate=4, pool_screen=True, sensitivity_examples=3_000)
+              escalate=4, pool_screen=True, sensitivity_examples=3_000, unbatched_factors=(10, 20, 1))
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,

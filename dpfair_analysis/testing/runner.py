@@ -282,8 +282,8 @@ class Runner:
 
     def _timeout(self) -> AuditTimeout:
         return AuditTimeout(f"mechanism {self.name} used up the time budget of {self.time_budget:g} s after "
-                            f"{self.calls} calls: raise time_budget, lower the budget or trials, or make the "
-                            f"mechanism faster (batched=True for a vectorised one)")
+                            f"{self.calls} calls: raise time_budget, draw in worker processes (workers=), lower "
+                            f"the budget or trials, or make the mechanism faster (batched=True for a vectorised one)")
 
     def _call(self, data: Any, rng: np.random.Generator, n: int | None = None) -> Any:
         try:

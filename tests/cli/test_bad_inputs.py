@@ -171,6 +171,8 @@ BAD = [
     (["audit", "--mechanism", "dpsgd", "--noise-fraction", "0"], "--noise-fraction"),
     (["audit", "--mechanism", "dpsgd", "--confidence", "1"], "--confidence"),
     (["audit", "--mechanism", "dpsgd", "--seed", "-1"], "--seed"),
+    (["audit", "--mechanism", "dpsgd", "--workers", "0"], "--workers"),
+    (["audit", "--mechanism", "dpsgd", "--workers", "2"], "--workers"),
     (["audit", "--mechanism", "nope", "--sampled"], "--mechanism"),
     # diagnose
     (["diagnose", "--data", "nope"], "--data"),

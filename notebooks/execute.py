@@ -87,8 +87,9 @@ ESTIMATES: dict[str, dict[str, float]] = {
     # with an empty cache and nothing recorded in paper_figs/fairdp/mnist_tuning_runs.json
     "fairdp_mnist_tuning": {"smoke": 45, "quick": 45, "full": 36 * CNN_RUN},
     # group_privacy smoke (Adult by sex only) and quick: measured by its notebook test. Full: 3 census settings x
-    # (SGD + 3 methods) with the norms recorded (~4 min each setting here) and the 5k-MNIST CNN at 60 epochs (4 runs)
-    "group_privacy": {"smoke": 20, "quick": 75, "full": 45 * 60},
+    # (SGD + 3 methods) with the DP step's norms recorded and the 5k-MNIST CNN at 60 epochs (4 runs, ~110 s each):
+    # 25 min with an empty cache at load ~6 (43 min with the once-an-epoch recorder it replaced)
+    "group_privacy": {"smoke": 20, "quick": 75, "full": 30 * 60},
 }
 
 

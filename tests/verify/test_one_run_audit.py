@@ -1,6 +1,9 @@
 """The per-group one-run audit of DP-SGD as it ships: the canaries, the scores the adversary computes, a correct
 run never refuted, an under-noised twin refuted in every group."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +16,7 @@ from dpfair_analysis.verify.audits.one_run import (
     canary_clipping,
     canary_epsilons,
     draw_canaries,
+    one_run_table,
     run_with_canaries,
     with_canaries,
 )
@@ -69,6 +73,7 @@ def test_a_correct_run_is_consistent_and_its_under_noised_twin_is_refuted_in_eve
     assert row["canaries"] == 100 and row["family_size"] == 2 * len(guess_grid(100)) and row["largest_certifiable_epsilon"] > 0
     # gradient canaries are clipped on every step: their per-record estimate is the run's epsilon
     assert row["canary_epsilon_i_median"] == pytest.approx(correct["epsilon"], rel=1e-6)
+    assert row["canary_epsilon_i_mean"] == pytest.approx(correct["epsilon"], rel=1e-6)
     twin = _audit(0, noise_fraction=0.05)
     assert twin["epsilon"] == pytest.approx(correct["epsilon"], rel=1e-9)  # the twin claims the correct run's
     assert all(row["exceeds_accounted"] for row in twin["sets"]), twin["summary"]
@@ -93,6 +98,7 @@ def test_dpsgdf_canaries_are_clipped_at_their_groups_released_bounds():
     assert not any(row["exceeds_accounted"] for row in out["sets"]), out["summary"]
     for row in out["sets"]:  # group-bound accounting: at most the run's epsilon, below it off the largest bound
         assert 0 < row["canary_epsilon_i_median"] <= row["canary_epsilon_i_max"] <= out["epsilon"] * (1 + 1e-9)
+        assert 0 < row["canary_epsilon_i_mean"] <= row["canary_epsilon_i_max"] * (1 + 1e-12)  # a mean of equals
     canaries = draw_canaries(pool, per_group=10, families=("gradient",), value=300.0, seed=1)
     result, trace = run_with_canaries(train, canaries, clip=1.0, noise_multiplier=2.0, epochs=1, batch_size=40,
                                       lr=0.01, delta=1e-5, method="dpsgdf")
@@ -118,3 +124,40 @@ def test_fairdp_is_audited_at_its_released_group_bounds_with_its_releases_charge
                              method="fairdp", seed=1, **SETTING)
     assert out["method"] == "fairdp" and not any(row["exceeds_accounted"] for row in out["sets"]), out["summary"]
     assert all(0 < row["canary_epsilon_i_max"] <= out["epsilon"] * (1 + 1e-9) for row in out["sets"])
+
+
+def _set(group: str, lower: float, *, mean: float | None = None) -> dict:
+    row = {"group": group, "canaries": 100, "epsilon_lower": lower, "mu_epsilon_lower": 2 * lower,
+           "mu_lower": lower / 4, "mean_step_bound": 0.5, "exceeds_accounted": lower > 1.5}
+    return row if mean is None else {**row, "canary_epsilon_i_mean": mean}
+
+
+def test_one_run_table_is_each_set_over_its_seeds():
+    runs = [{"method": "dpsgd", "target_epsilon": 1.0, "seed": s, "epsilon": 1.0 + s / 100,
+             "sets": [_set("a/gradient", 0.1 * (s + 1), mean=0.9), _set("b/input", 2.0 * s)]} for s in (0, 1)]
+    table = one_run_table([{"runs": runs}, {"runs": [{**runs[0], "method": "dpsgdf"}]}]).set_index(
+        ["method", "group", "family"])
+    a, b = table.loc[("dpsgd", "a", "gradient")], table.loc[("dpsgd", "b", "input")]
+    assert (a["m"], a["seeds"], a["refuted"]) == (100, 2, 0) and b["refuted"] == 1
+    assert (a["steinke_min"], a["steinke_max"], a["fdp_max"]) == pytest.approx((0.1, 0.2, 0.4))
+    assert a["run_epsilon"] == pytest.approx(1.005) and a["epsilon_i_mean"] == 0.9 and np.isnan(b["epsilon_i_mean"])
+    assert table.loc[("dpsgdf", "a", "gradient"), "seeds"] == 1
+
+
+COMMITTED = sorted((Path(__file__).resolve().parents[2] / "paper_figs" / "group_privacy").glob("one_run_adult_*.json"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
+def test_committed_one_run_audits_state_both_bounds_beside_the_accounting_and_none_is_refuted(path):
+    """Each committed audit (``dpfair privacy one-run --out``) states per set m, Steinke et al.'s and the f-DP
+    bound on the same guesses, the canaries' epsilon_i and the run's epsilon; no bound exceeds its run's."""
+    payload = json.loads(path.read_text())
+    assert path.stem == f"one_run_adult_{payload['method']}" and payload["refuted"] is False
+    for run in payload["runs"]:
+        for row in run["sets"]:
+            assert row["canaries"] == payload["per_group"]
+            assert not (row["exceeds_accounted"] or row["exceeds_gaussian_hypothesis"])
+            assert 0 <= row["epsilon_lower"] <= run["epsilon"] and 0 <= row["mu_epsilon_lower"] <= run["epsilon"]
+            assert 0 < row["canary_epsilon_i_max"] <= run["epsilon"] * (1 + 1e-9)
+    table = one_run_table([payload])
+    assert set(table["target_epsilon"]) == set(payload["epsilons"]) and (table["refuted"] == 0).all()

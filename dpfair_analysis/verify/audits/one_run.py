@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from dpfair_analysis.data.adult import adult
@@ -291,8 +292,8 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
     """Draw the canaries, run DP-SGD once, score, and audit each (group, family) canary set (module docstring).
 
     Returns a JSON-ready dict: the run (epsilon, steps, q, sigma), one row per canary set (the bounds of
-    :func:`~dpfair_analysis.testing.one_run.audit_groups` beside the run's epsilon and the canaries' median
-    and largest epsilon_i) and the summary lines.
+    :func:`~dpfair_analysis.testing.one_run.audit_groups` beside the run's epsilon and the canaries' mean,
+    median and largest epsilon_i) and the summary lines.
 
     Parameters
     ----------
@@ -337,7 +338,8 @@ def audit_run_by_group(train_data: GroupedDataset, pool: GroupedDataset, *, per_
     rows = []
     for audit in audits:
         mine = names == audit.group
-        rows.append({**audit.row(), "canary_epsilon_i_median": float(np.median(epsilons[mine])),
+        rows.append({**audit.row(), "canary_epsilon_i_mean": float(np.mean(epsilons[mine])),
+                     "canary_epsilon_i_median": float(np.median(epsilons[mine])),
                      "canary_epsilon_i_max": float(np.max(epsilons[mine])),
                      "mean_step_bound": float(bounds[:, mine].mean()),
                      "clipped_every_step": float((trace.norms[:len(result.steps), mine] >= bounds[:, mine])
@@ -421,3 +423,34 @@ def adult_by_sex_grid(epsilons: tuple[float, ...], *, seeds: int, per_group: int
     return {"setting": "adult by sex (80/20 split, canaries from the 20%)", "method": method,
             "per_group": per_group, "epsilons": list(epsilons), "seeds": list(range(seeds)), "runs": runs,
             "refuted": any(row["exceeds_accounted"] for run in runs for row in run["sets"])}
+
+
+def one_run_table(payloads: list[dict[str, Any]]) -> pd.DataFrame:
+    """The one-run audits of :func:`adult_by_sex_grid` payloads (one per method) as one table over their seeds.
+
+    One row per method, target epsilon and canary set (group, family): ``m`` canaries in the set, ``seeds``, the
+    runs' accounted epsilon (``run_epsilon``, its mean over seeds), the range over seeds of Steinke et al.'s
+    epsilon lower bound (``steinke_min``, ``steinke_max``) and of the f-DP bound from the same guesses (``fdp_min``,
+    ``fdp_max``: the epsilon at the run's delta of the lower bound on mu; ``mu_max``), the canaries' mean
+    accounted epsilon_i (``epsilon_i_mean``, averaged over seeds; NaN for payloads written before it was recorded),
+    their mean step bound, and ``refuted``: in how many seeds the set's bound exceeds its run's epsilon (a bug in the
+    trainer or its accounting)."""
+    rows = []
+    for payload in payloads:
+        for run in payload["runs"]:
+            for row in run["sets"]:
+                group, family = row["group"].split("/")
+                rows.append({"method": run["method"], "target_epsilon": run["target_epsilon"], "group": group,
+                             "family": family, "m": row["canaries"], "seed": run["seed"],
+                             "run_epsilon": run["epsilon"], "steinke": row["epsilon_lower"],
+                             "fdp": row["mu_epsilon_lower"], "mu": row["mu_lower"],
+                             "epsilon_i_mean": row.get("canary_epsilon_i_mean", np.nan),
+                             "step_bound": row["mean_step_bound"], "refuted": bool(row["exceeds_accounted"])})
+    frame = pd.DataFrame(rows)
+    keys = ["method", "target_epsilon", "group", "family"]
+    return (frame.groupby(keys, sort=False)
+            .agg(m=("m", "first"), seeds=("seed", "nunique"), run_epsilon=("run_epsilon", "mean"),
+                 steinke_min=("steinke", "min"), steinke_max=("steinke", "max"), fdp_min=("fdp", "min"),
+                 fdp_max=("fdp", "max"), mu_max=("mu", "max"), epsilon_i_mean=("epsilon_i_mean", "mean"),
+                 step_bound=("step_bound", "mean"), refuted=("refuted", "sum"))
+            .reset_index())

@@ -21,8 +21,8 @@ then built from that file alone on any machine::
     nice -n 10 .venv/bin/python notebooks/record_runs.py --study pfld-tuned --data income &
     dpfair pfld-table --data income --tune --json --records paper_figs/pfld/tuned_runs_income.json
 
-``--summary`` of the ``pfld-tuned`` study says, per method, how many of its runs are recorded, the mean CPU seconds
-of a recorded run and the CPU hours the rest will take at that mean.
+``--summary`` of the ``pfld-tuned`` study says, per method, how many of its runs are recorded, the median CPU
+seconds of a recorded run and the CPU hours the rest will take at that median.
 
 The full profile is 64 runs of a 60-epoch CNN on full MNIST, ~29 CPU-hours: longer than one of our
 machines lives, and the run cache (``$DPFAIR_CACHE``) goes with the machine. Executing the notebook
@@ -230,7 +230,7 @@ def record_pfld(runs: pfld_tuned.TunedRuns, records: RunRecords, max_runs: int |
 
 
 def pfld_summary(runs: pfld_tuned.TunedRuns, records: RunRecords) -> str:
-    """What is recorded of the tuned table, per method, and the CPU hours left at each method's mean."""
+    """What is recorded of the tuned table, per method, and the CPU hours left at each method's median."""
     progress = pfld_tuned.records_progress(runs, records)
     done, total = int(progress["recorded"].sum()), int(progress["runs"].sum())
     unknown = progress.loc[progress["cpu_seconds_per_run"].isna(), "method"].tolist()

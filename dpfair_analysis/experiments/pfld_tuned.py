@@ -350,9 +350,10 @@ def planned_run(protocol: TunedRuns, planned: PlannedRun) -> Run:
 
 
 def records_progress(protocol: TunedRuns, records: RunRecords) -> pd.DataFrame:
-    """One row per method: runs recorded of its planned runs (:func:`plan`), the mean CPU seconds of a recorded
-    run (``cpu_seconds`` of its row: training, and PF-LD's noise calibration where the run cache had none),
-    and the CPU hours left at that mean (NaN while none of its runs is recorded)."""
+    """One row per method: runs recorded of its planned runs (:func:`plan`), the median CPU seconds of a recorded
+    run (``cpu_seconds`` of its row: training, and PF-LD's noise calibration in the first run of each run shape on a
+    machine, an outlier the median passes over) and the CPU hours left at that median (NaN while none of its runs
+    is recorded)."""
     lines = []
     for planned in plan(protocol, records):
         rows = records.get(planned.key) if planned.key is not None and records.recorded(planned.key) else None
@@ -361,7 +362,7 @@ def records_progress(protocol: TunedRuns, records: RunRecords) -> pd.DataFrame:
                       "cpu_seconds": math.nan if row is None else row.get("cpu_seconds", math.nan)})
     frame = pd.DataFrame(lines, columns=["method", "recorded", "cpu_seconds"])
     out = frame.groupby("method", sort=False).agg(recorded=("recorded", "sum"), runs=("recorded", "size"),
-                                                  cpu_seconds_per_run=("cpu_seconds", "mean"))
+                                                  cpu_seconds_per_run=("cpu_seconds", "median"))
     out["cpu_hours_left"] = (out["runs"] - out["recorded"]) * out["cpu_seconds_per_run"] / 3600
     return out.reset_index()
 
@@ -398,7 +399,7 @@ def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS,
     cache, progress, backend
         As for :func:`table2`: every run is cached by its configuration, role and fold.
     records : RunRecords, optional
-        A committed records file (:func:`record_next`): every run is served from it, and recorded in it the
+        A committed records file (filled run by run in :func:`plan`'s order by a recorder): every run is served from it, and recorded in it the
         moment it is computed, so the table is built from the file alone on a machine without the run cache.
 
     Returns

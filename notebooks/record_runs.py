@@ -1,14 +1,28 @@
-"""Compute the full-MNIST runs of a notebook and record each as it finishes.
+"""Compute the long runs of a reproduction and record each as it finishes.
 
     .venv/bin/python notebooks/record_runs.py [--study figures|mnist-tuning] [--profile full|quick]
                                               [--records PATH] [--jobs N] [--max-runs K]
-    .venv/bin/python notebooks/record_runs.py --summary [--study ...] [--records PATH]
+    .venv/bin/python notebooks/record_runs.py --study pfld-tuned --data income|bank|m-bank3|m-bank5|compas
+                                              [--profile full|quick] [--records PATH] [--max-runs K]
+    .venv/bin/python notebooks/record_runs.py --summary [--study ...] [--data ...] [--records PATH]
 
-Two studies: ``figures`` (the default), the runs of ``fairdp_mnist_figures`` (paper 002's MNIST Figures 4-6);
+Three studies: ``figures`` (the default), the runs of ``fairdp_mnist_figures`` (paper 002's MNIST Figures 4-6);
 ``mnist-tuning``, the runs of ``fairdp_mnist_tuning`` (the reproduction protocol's MNIST study: every method of
 papers 000 and 002 on the learning rate x batch sampling grid, trained without the validation rows,
 :mod:`dpfair_analysis.experiments.mnist_tuning`), recorded in ``paper_figs/fairdp/mnist_tuning_runs.json``, run in
-:func:`~dpfair_analysis.experiments.mnist_tuning.mnist_tuning_plan`'s order (DPSGD and DPSGD-F first).
+:func:`~dpfair_analysis.experiments.mnist_tuning.mnist_tuning_plan`'s order (DPSGD and DPSGD-F first);
+``pfld-tuned``, paper 003's Table 2 of one data set under the reproduction protocol
+(:func:`~dpfair_analysis.experiments.pfld_tuned.tuned_table2`, what ``dpfair pfld-table --tune`` prints: 1,170
+runs per data set at the full profile), recorded in ``paper_figs/pfld/tuned_runs_<data>.json`` one run at a time
+in :func:`~dpfair_analysis.experiments.pfld_tuned.plan`'s order (PF-LD and CLF under every constraint first; of
+each, the printed configuration's folds, then fold by fold the 16 configurations and the refit of the chosen one),
+then built from that file alone on any machine::
+
+    nice -n 10 .venv/bin/python notebooks/record_runs.py --study pfld-tuned --data income &
+    dpfair pfld-table --data income --tune --json --records paper_figs/pfld/tuned_runs_income.json
+
+``--summary`` of the ``pfld-tuned`` study says, per method, how many of its runs are recorded, the median CPU
+seconds of a recorded run and the CPU hours the rest will take at that median.
 
 The full profile is 64 runs of a 60-epoch CNN on full MNIST, ~29 CPU-hours: longer than one of our
 machines lives, and the run cache (``$DPFAIR_CACHE``) goes with the machine. Executing the notebook
@@ -43,7 +57,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
-from dpfair_analysis.experiments import mnist_tuning, tuning  # noqa: E402
+from dpfair_analysis.experiments import mnist_tuning, pfld_tuned, tuning  # noqa: E402
 from dpfair_analysis.experiments.cache import (  # noqa: E402
     RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir)
 from dpfair_analysis.experiments.compare import run_keys  # noqa: E402
@@ -171,15 +185,76 @@ def summary(records: RunRecords) -> "pandas.DataFrame":
         ["kind", "run"], ignore_index=True)
 
 
+#: ``--data`` of the pfld-tuned study -> (data set, grouping) of :func:`~pfld_tuned.tuned_table2`
+PFLD_TABLES = {"income": ("income", None), "bank": ("bank", None), "m-bank3": ("bank", "age3"),
+               "m-bank5": ("bank", "age5"), "compas": ("compas", None)}
+
+
+def pfld_runs(data: str, profile: str) -> pfld_tuned.TunedRuns:
+    """The runs of ``dpfair pfld-table --data D --tune`` (every constraint and method) of a ``--data`` name."""
+    dataset, group_by = PFLD_TABLES[data]
+    return pfld_tuned.tuned_runs(dataset, group_by=group_by, profile=profile)
+
+
+def pending_pfld(runs: pfld_tuned.TunedRuns, records: RunRecords) -> list[pfld_tuned.PlannedRun]:
+    """The planned runs not recorded yet, in plan order (a refit whose fold is not in yet has no key)."""
+    return [planned for planned in pfld_tuned.plan(runs, records)
+            if planned.key is None or not records.recorded(planned.key)]
+
+
+def record_pfld(runs: pfld_tuned.TunedRuns, records: RunRecords, max_runs: int | None) -> None:
+    """Compute and record the pending runs one at a time in this process (one torch thread), each the moment it
+    ends, re-planning as they arrive (a fold's refit is known once its validation runs are recorded)."""
+    import torch
+    from tqdm import tqdm
+
+    from dpfair_analysis.experiments.sweep import Backend, run_sweep
+
+    torch.set_num_threads(1)
+    total = min(len(pending_pfld(runs, records)), max_runs or sys.maxsize)
+    print(f"{total} runs to compute and record in {records.path}", flush=True)
+    cache = RunCache(default_cache_dir())
+    with tqdm(total=total, desc=f"pfld tuned {runs.name}", unit="run") as bar:
+        for planned in pfld_tuned.plan(runs, records):
+            if bar.n >= total:
+                break
+            if planned.key is None or records.recorded(planned.key):
+                continue
+            result = run_sweep([pfld_tuned.planned_run(runs, planned)], cache=cache, records=records,
+                               backend=Backend(), progress=False)[0]
+            row = next(iter(result.values())) if planned.method == "clf" else result
+            bar.write(f"recorded {planned.method} {planned.constraint} fold {planned.fold} {planned.role} "
+                      f"configuration {planned.configuration_index}: accuracy {row['accuracy']:.3f}, violation "
+                      f"{row['violation']:.3f}, {row['cpu_seconds']:.1f} CPU s")
+            bar.update()
+
+
+def pfld_summary(runs: pfld_tuned.TunedRuns, records: RunRecords) -> str:
+    """What is recorded of the tuned table, per method, and the CPU hours left at each method's median."""
+    progress = pfld_tuned.records_progress(runs, records)
+    done, total = int(progress["recorded"].sum()), int(progress["runs"].sum())
+    unknown = progress.loc[progress["cpu_seconds_per_run"].isna(), "method"].tolist()
+    left = progress["cpu_hours_left"].sum()
+    return (f"{done} of {total} runs of the tuned Table 2 of {runs.name} recorded in {records.path}; "
+            f"projected CPU time left: {left:.2f} h" + (f" plus the runs of {', '.join(unknown)} (none recorded yet)"
+                                                        if unknown else "") + "\n"
+            + progress.to_string(index=False, float_format="{:.2f}".format, na_rep="-"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--study", choices=("figures", "mnist-tuning"), default="figures",
-                        help="which notebook's runs (default figures: fairdp_mnist_figures)")
+    parser.add_argument("--study", choices=("figures", "mnist-tuning", "pfld-tuned"), default="figures",
+                        help="which runs (default figures: fairdp_mnist_figures; pfld-tuned: dpfair pfld-table "
+                             "--tune of --data)")
+    parser.add_argument("--data", choices=tuple(PFLD_TABLES), default=None,
+                        help="the pfld-tuned study's data set (Table 2's Income, Bank, M-Bank3, M-Bank5, COMPAS)")
     parser.add_argument("--profile", choices=paper.PROFILES, default="full")
     parser.add_argument("--records", type=Path, default=None,
                         help="the records file (default paper_figs/fairdp/mnist_runs.json, or "
-                             "mnist_tuning_runs.json for --study mnist-tuning; quick: under build/)")
-    parser.add_argument("--jobs", type=int, default=2, help="runs at a time (default 2)")
+                             "mnist_tuning_runs.json for --study mnist-tuning, or paper_figs/pfld/"
+                             "tuned_runs_<data>.json for pfld-tuned; quick: under build/)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="runs at a time (default 2; the pfld-tuned study runs one at a time)")
     parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
     parser.add_argument("--summary", action="store_true", help="print the recorded runs and compute nothing")
     args = parser.parse_args(argv)
@@ -187,10 +262,27 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None and value < 1:  # one line, before any data is loaded
             print(f"record_runs.py: {flag} must be a positive integer, got {value}", file=sys.stderr)
             return 2
-    default = REPO / ("paper_figs/fairdp" if args.profile == "full" else "build/notebooks/quick/paper_figs/fairdp")
+    pfld_study = args.study == "pfld-tuned"
+    wrong = ("--data is required with --study pfld-tuned" if pfld_study and args.data is None else
+             f"--data is for --study pfld-tuned, got --study {args.study}" if args.data and not pfld_study else
+             f"--jobs: the pfld-tuned study records one run at a time, got {args.jobs}"
+             if pfld_study and (args.jobs or 1) > 1 else None)
+    if wrong:
+        print(f"record_runs.py: {wrong}", file=sys.stderr)
+        return 2
+    figures = REPO / ("paper_figs" if args.profile == "full" else "build/notebooks/quick/paper_figs")
     tuning_study = args.study == "mnist-tuning"
-    records = RunRecords(args.records or default / ("mnist_tuning_runs.json" if tuning_study else "mnist_runs.json"))
+    records = RunRecords(args.records or (figures / "pfld" / f"tuned_runs_{args.data}.json" if pfld_study else
+                                          figures / "fairdp" / ("mnist_tuning_runs.json" if tuning_study
+                                                                else "mnist_runs.json")))
     try:  # a damaged records file is one line (RunRecords refuses it), never overwritten
+        if pfld_study:
+            runs = pfld_runs(args.data, args.profile)
+            if args.summary:
+                print(pfld_summary(runs, records))
+            else:
+                record_pfld(runs, records, args.max_runs)
+            return 0
         if args.summary and tuning_study:
             table = tuning_summary(records)
             print(f"{len(table)} records in {records.path}")
@@ -211,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     from joblib import Parallel, delayed
     from tqdm import tqdm
 
-    parallel = Parallel(n_jobs=args.jobs, backend="loky", return_as="generator_unordered")
+    parallel = Parallel(n_jobs=args.jobs or 2, backend="loky", return_as="generator_unordered")
     if tuning_study:
         with tqdm(total=len(todo), desc="mnist tuning runs", unit="run") as bar:
             for done in parallel(delayed(compute_tuning)(args.profile, *run) for run in todo):

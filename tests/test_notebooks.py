@@ -237,6 +237,85 @@ def test_record_runs_tuning_study_records_the_plan_in_order_and_resumes(tmp_path
     assert "val 8" in out and "tes all" in out
 
 
+def _pfld_argv(path: Path) -> list[str]:
+    return ["--study", "pfld-tuned", "--data", "compas", "--profile", "quick", "--records", str(path)]
+
+
+def _planned(runs) -> list[tuple]:
+    return [(p.method, p.constraint, p.fold, p.role, p.configuration_index) for p in runs]
+
+
+def test_record_runs_pfld_tuned_study_records_in_plan_order_and_resumes(tmp_path, monkeypatch, capsys):
+    """notebooks/record_runs.py --study pfld-tuned at the quick profile: the plan is every run of the tuned Table 2
+    (104 of COMPAS's: 2 folds, 2 configurations), PF-LD and CLF first -- of each, the printed configuration's folds,
+    then fold by fold its validation runs and the refit of their choice, planned only once they are recorded; each run
+    is recorded as it ends, a second invocation resumes after them and leaves them as they were, --summary counts
+    them and projects the CPU time left; a missing or misplaced --data or --jobs > 1 is one line, exit 2."""
+    record_runs = _load_tool("record_runs")
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "pfld.json"
+    runs = record_runs.pfld_runs("compas", "quick")
+    before = record_runs.pending_pfld(runs, record_runs.RunRecords(path))
+    assert len(before) == 104 and _planned(before[:6]) == [
+        ("pfld", "dp", 0, "printed", 0), ("pfld", "dp", 1, "printed", 0), ("pfld", "dp", 0, "validation", 0),
+        ("pfld", "dp", 0, "validation", 1), ("pfld", "dp", 0, "refit", None), ("pfld", "dp", 1, "validation", 0)]
+    assert before[4].key is None  # PF-LD and CLF under dp (CLF's runs serve every constraint), then PF-LD's others
+    assert [(p.method, p.constraint) for p in before[7:9]] == [("pfld", "dp"), ("clf", "dp")]
+    assert {(p.method, p.constraint) for p in before[16:32]} == {("pfld", "eo"), ("pfld", "ap")}
+    assert before[32].method == "m"
+    assert record_runs.main([*_pfld_argv(path), "--max-runs", "5"]) == 0
+    entries = json.loads(path.read_text())["records"]
+    assert len(entries) == 5 and sum("fold 0, refit" in e["label"] for e in entries.values()) == 1
+    assert record_runs.main([*_pfld_argv(path), "--max-runs", "1"]) == 0
+    resumed = json.loads(path.read_text())["records"]
+    assert len(resumed) == 6 and {key: resumed[key] for key in entries} == entries
+    after = record_runs.pending_pfld(runs, record_runs.RunRecords(path))
+    assert _planned(after) == _planned(before[6:])
+    capsys.readouterr()
+    assert record_runs.main([*_pfld_argv(path), "--summary"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"6 of 104 runs of the tuned Table 2 of compas recorded in {path}; projected CPU time left")
+    assert "plus the runs of clf, m, a, z (none recorded yet)" in out
+    for argv, fragment in ((["--study", "pfld-tuned"], "--data is required"), (["--data", "income"], "--data is for"),
+                           ([*_pfld_argv(path), "--jobs", "2"], "one run at a time")):
+        assert record_runs.main(argv) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and fragment in err
+
+
+@pytest.mark.slow
+def test_record_runs_pfld_tuned_study_resumes_after_being_killed(tmp_path):
+    """The pfld-tuned recorder killed (SIGKILL) while it records: the file holds every run that ended, intact,
+    and the next invocation goes on from there."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    record_runs = _load_tool("record_runs")
+    path = tmp_path / "pfld.json"
+    env = {**os.environ, "DPFAIR_CACHE": str(tmp_path / "cache")}
+    recorder = subprocess.Popen([sys.executable, str(NOTEBOOK_DIR / "record_runs.py"), *_pfld_argv(path)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (path.exists() and len(json.loads(path.read_text())["records"]) >= 3):
+            assert recorder.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        recorder.send_signal(signal.SIGKILL)
+        recorder.wait()
+    killed = json.loads(path.read_text())["records"]
+    assert 3 <= len(killed) < 104
+    resumed = subprocess.run([sys.executable, str(NOTEBOOK_DIR / "record_runs.py"), *_pfld_argv(path),
+                              "--max-runs", "2"], env=env, capture_output=True, text=True, check=False)
+    assert resumed.returncode == 0 and resumed.stdout.startswith("2 runs to compute")
+    records = json.loads(path.read_text())["records"]
+    assert len(records) == len(killed) + 2 and {key: records[key] for key in killed} == killed
+    pending = record_runs.pending_pfld(record_runs.pfld_runs("compas", "quick"), record_runs.RunRecords(path))
+    assert len(pending) == 104 - len(records)
+
+
 def _execute_fairdp_mnist_figures(tmp_path: Path, execution: str, records: bytes | None) -> tuple[list, bool]:
     """Execute fairdp_mnist_figures at the quick profile under ``tmp_path/execution`` with an empty run cache,
     its records file given (``records``) or empty; its tables and whether it trained anything. Checks it ran

@@ -10,6 +10,11 @@ the chosen configuration refitted and tested on the test fold, printed beside th
 printed configuration, with each cell's three-valued verdict; ``--json`` then adds ``protocol`` (budgets,
 selection score, validation share, tolerance, how the selection is accounted), ``tuned_rows`` (the chosen
 configuration per fold) and ``summary`` (one row per constraint and method with the verdict).
+
+``--records PATH``: every run is served from a committed run records file and recorded in it the moment it
+finishes (:class:`~dpfair_analysis.experiments.cache.RunRecords`), so the table is built from that file alone on a
+machine whose run cache is empty; ``notebooks/record_runs.py --study pfld-tuned`` fills it run by run in the order
+that answers first.
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the reproduction protocol: tune every method (16 configurations each; quick: 2) on "
                         "validation rows of each training fold, refit the chosen one, verdict beside the paper "
                         "(methods clf, z, a, m, pfld only)")
+    p.add_argument("--records", default=None, metavar="PATH",
+                   help="a run records file (JSON, committed): each run is served from it, and recorded in it the "
+                        "moment it finishes, so the table is built from the file alone on a machine without the run "
+                        "cache (the recorder: notebooks/record_runs.py --study pfld-tuned)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the run cache")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true")
@@ -82,11 +91,12 @@ def _run(args: argparse.Namespace) -> None:
     check_dataset_options(_REGISTERED[args.data], args.group_by)
     backend = backend_from_args(args)
     cache = run_cache_from_args(args)
+    records = _records(args.records)
     if args.tune:
-        return _run_tuned(args, cache, backend)
+        return _run_tuned(args, cache, backend, records)
 
     from dpfair_analysis.experiments import pfld
-    rows = _table(pfld.table2, args, cache, backend)
+    rows = _table(pfld.table2, args, cache, backend, records)
     if args.json:
         def clean(value):
             return None if isinstance(value, float) and math.isnan(value) else value
@@ -100,22 +110,35 @@ def _run(args: argparse.Namespace) -> None:
     print(f"paper 003 Table 2, {pfld.table_name(args.data, args.group_by)}: {folds}-fold stratified CV, "
           f"profile {args.profile}, epsilon {args.epsilon:g} (M: local DP; PF-LD: delta 1e-5)")
     print(pfld.format_table(rows, args.data))
-    if cache.summary():
-        print(f"({cache.summary()}; --no-cache recomputes)")
+    _print_sources(cache, records)
 
 
-def _table(build, args: argparse.Namespace, cache, backend):
+def _records(path: str | None):
+    """``--records``: the run records file (None without it); a damaged file is a usage error, left as it is."""
+    if path is None:
+        return None
+    from dpfair_analysis.experiments.cache import RunRecords
+
+    records = RunRecords(path)
+    try:
+        records.recorded("")  # reads the file: a damaged one is refused here, before any run
+    except ValueError as error:
+        raise UsageError(f"--records: {error}") from None
+    return records
+
+
+def _table(build, args: argparse.Namespace, cache, backend, records):
     """``build`` (:func:`~dpfair_analysis.experiments.pfld.table2` or ``tuned_table2``) with the command's
     arguments; a data set that is not installed is a usage error."""
     try:
         return build(args.data, constraints=args.constraints, methods=args.methods, folds=args.folds,
                      epsilon=args.epsilon, profile=args.profile, group_by=args.group_by, cache=cache,
-                     progress=show_progress(args), backend=backend)
+                     progress=show_progress(args), backend=backend, records=records)
     except FileNotFoundError as error:
         raise UsageError(f"data set {args.data!r} is not available: {' '.join(str(error).split())}") from None
 
 
-def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
+def _run_tuned(args: argparse.Namespace, cache, backend, records) -> None:
     """``--tune``: the tuned Table 2 with verdicts (human table or JSON)."""
     import math
 
@@ -124,7 +147,7 @@ def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
     from dpfair_analysis.verify import reproduction
     from dpfair_analysis.verify.reproduction import verdict_counts
 
-    tuned = _table(pfld_tuned.tuned_table2, args, cache, backend)
+    tuned = _table(pfld_tuned.tuned_table2, args, cache, backend, records)
     summary = reproduction.tuned_side_by_side(tuned)
     protocol = reproduction.tuning_protocol(tuned)
     if args.json:
@@ -148,5 +171,12 @@ def _run_tuned(args: argparse.Namespace, cache, backend) -> None:
     print(f"selection: {protocol['selection_score']['fair']} (CLF: {protocol['selection_score']['clf']}), on "
           f"{tuned.validation_fraction:.0%} of each training fold; {SELECTION_PRIVACY}")
     print(f"tolerance: {protocol['tolerance']}")
+    _print_sources(cache, records)
+
+
+def _print_sources(cache, records) -> None:
+    """Where the runs came from: the run records file's and the run cache's summaries."""
+    if records is not None and records.summary():
+        print(f"({records.summary()})")
     if cache.summary():
         print(f"({cache.summary()}; --no-cache recomputes)")

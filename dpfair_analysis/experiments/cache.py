@@ -432,6 +432,7 @@ class RunRecords:
         self.misses = 0
         self.stale = 0
         self.other_sampler = 0
+        self._read: tuple[tuple[int, int], dict[str, dict]] | None = None  # (file stamp, its entries)
 
     def summary(self) -> str:
         """E.g. ``"64 of 64 runs from run records at /path, 64 of them with Poisson sampler 1"``."""
@@ -443,13 +444,26 @@ class RunRecords:
         return f"{self.hits} of {total} runs from run records at {self.path}" + "".join(f", {n}" for n in notes)
 
     def _entries(self) -> dict[str, dict]:
+        """The file's entries, parsed again only when its size or modification time changed (a recorder
+        planning a thousand runs reads a megabyte once, not once per run)."""
         if self.path is None or not self.path.exists():
             return {}
+        stat = self.path.stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if self._read is not None and self._read[0] == stamp:
+            return self._read[1]
         try:
-            return json.loads(self.path.read_text())["records"]
+            entries = json.loads(self.path.read_text())["records"]
         except Exception as error:  # a damaged file is a real loss: refuse to overwrite it silently
             raise ValueError(f"run records file {self.path} is unreadable ({type(error).__name__}: {error}); "
                              "repair or remove it") from None
+        self._read = (stamp, entries)
+        return entries
+
+    def recorded(self, key: str) -> bool:
+        """Whether :meth:`get` would serve ``key`` (counted nowhere, said nowhere): what a recorder plans by."""
+        entry = self._entries().get(key)
+        return entry is not None and _served(entry["fingerprint"], self.path, warn=False) is not None
 
     def get(self, key: str) -> list[dict] | None:
         """The rows recorded under ``key`` (counted as a hit), or ``None`` if absent or from other code.
@@ -483,7 +497,7 @@ class RunRecords:
         self.misses += 1
         if self.path is None:
             return
-        entries = self._entries()
+        entries = dict(self._entries())
         from dpfair_analysis.training.loop import POISSON_SAMPLER_VERSION
 
         entries[key] = {"label": label, "fingerprint": code_fingerprint(), "poisson_sampler": POISSON_SAMPLER_VERSION,
@@ -491,6 +505,7 @@ class RunRecords:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"format": 1, "records": dict(sorted(entries.items()))}, indent=1)
         write_atomically(self.path, lambda tmp: tmp.write_text(text + "\n"))
+        self._read = None
 
     def rows_or_compute(self, key: str, compute: Callable[[], list[dict]], *, label: str = "") -> list[dict]:
         """The recorded rows of ``key``, or ``compute()`` recorded under it."""

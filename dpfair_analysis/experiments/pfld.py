@@ -46,7 +46,7 @@ from dpfair_analysis import data as datasets
 from dpfair_analysis.data._tabular import scale
 from dpfair_analysis.data.bank import NAMES
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.experiments.cache import RunCache, config_key, default_cache_dir
+from dpfair_analysis.experiments.cache import RunCache, RunRecords, config_key, default_cache_dir
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
 from dpfair_analysis.experiments.tuning import describe_configuration
 from dpfair_analysis.fairness.constraints import KINDS, make_constraint
@@ -257,7 +257,7 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
     Lagrangian whose noisy signs turn negative maximises the population loss, which is
     unbounded, and the sweeps show where that happens."""
     check_choice(method, "method", ALL_METHODS)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     row: dict[str, Any] = {"method": method, "constraint": kind}
     if method in ("clf", "z", "a", "m"):
         from dpfair_analysis.training.baselines import fit_baseline
@@ -309,6 +309,7 @@ def run_method(method: str, kind: str, train: GroupedDataset, test: GroupedDatas
                     row.update(_fraction_above(result.model, train, result.constraint, config.clip_primal,
                                                h_norm_rows))
     row["seconds"] = time.perf_counter() - start
+    row["cpu_seconds"] = time.process_time() - start_cpu
     row["requested_epsilon"] = epsilon
     return row
 
@@ -366,12 +367,13 @@ def table_name(dataset: str, group_by: str | None) -> str:
 def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, methods: Sequence[str] = TABLE_METHODS,
            folds: int | None = None, epsilon: float = 1.0, profile: str = "full", group_by: str | None = None,
            settings: PfldSettings | None = None, cache: RunCache | None = None,
-           progress: bool = False,
-                  backend: Backend | None = None) -> pd.DataFrame:
+           progress: bool = False, backend: Backend | None = None,
+           records: RunRecords | None = None) -> pd.DataFrame:
     """paper 003 Table 2 for one data set: one row per (method, constraint, fold) with
     test accuracy and fairness violation (the shared metric), epsilon and diagnostics.
 
-    The runs go through :func:`~.sweep.run_sweep` (``cache``, ``backend``)."""
+    The runs go through :func:`~.sweep.run_sweep` (``cache``, ``backend``, ``records``: each run's row served
+    from and recorded in a committed records file)."""
     settings = settings or with_profile(profile)
     if folds is not None:
         settings = replace(settings, folds=folds)
@@ -383,26 +385,43 @@ def table2(dataset: str = "income", *, constraints: Sequence[str] = KINDS, metho
     data = load_table_data(dataset, group_by=group_by, subsample=settings.subsample, seed=settings.seed)
     splits = cv_folds(data, settings.folds, seed=settings.seed)
     cells = [(kind, method, f) for kind in constraints for method in methods for f in range(len(splits))]
-    runs = []
-    for kind, method, f in cells:
-        train, test = scaled_on_train(data.subset(splits[f][0]), data.subset(splits[f][1]))
-        # CLF does not depend on the constraint: one fit per fold (one key), shared by every constraint
-        key_kind = "any" if method == "clf" else kind
-        key = config_key("pfld-table2", dataset, group_by, _settings_key(settings), method, key_kind, f,
-                         epsilon if method in PRIVATE_METHODS else None, *_variant(method))
-        if method == "clf":
-            compute = partial(_clf_for_every_constraint, train, test, settings, seed=settings.seed + f)
-        else:
-            compute = partial(run_method, method, kind, train, test, settings=settings, epsilon=epsilon,
-                              seed=settings.seed + f)
-        runs.append(Run(key, compute))
-    results = run_sweep(runs, cache=cache, backend=backend, progress=progress, desc=f"Table 2 {dataset}")
+    runs = [table2_run(data, splits, dataset=dataset, group_by=group_by, settings=settings, method=method, kind=kind,
+                       fold=f, epsilon=epsilon) for kind, method, f in cells]
+    results = run_sweep(runs, cache=cache, backend=backend, progress=progress, desc=f"Table 2 {dataset}",
+                        records=records)
     rows = []
     for (kind, method, f), result in zip(cells, results):
         row = dict(result[kind] if method == "clf" else result)
         row.update(dataset=table_name(dataset, group_by), constraint=kind, fold=f)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def table2_run(data: GroupedDataset, splits: list[tuple[np.ndarray, np.ndarray]], *, dataset: str,
+               group_by: str | None, settings: PfldSettings, method: str, kind: str, fold: int,
+               epsilon: float) -> Run:
+    """One run of :func:`table2`: ``method`` under ``kind`` trained on fold ``fold``'s training rows of ``data``
+    (``splits``: :func:`cv_folds`), scaled on them, and tested on its test rows. CLF does not depend on the
+    constraint: one fit per fold (one key), scored under every constraint."""
+    train, test = scaled_on_train(data.subset(splits[fold][0]), data.subset(splits[fold][1]))
+    key = table2_key(dataset=dataset, group_by=group_by, settings=settings, method=method, kind=kind, fold=fold,
+                     epsilon=epsilon)
+    if method == "clf":
+        compute = partial(_clf_for_every_constraint, train, test, settings, seed=settings.seed + fold)
+    else:
+        compute = partial(run_method, method, kind, train, test, settings=settings, epsilon=epsilon,
+                          seed=settings.seed + fold)
+    name = table_name(dataset, group_by)
+    return Run(key, compute, label=f"Table 2 {name}: {method} {'any' if method == 'clf' else kind} fold {fold}, "
+                                   "printed configuration")
+
+
+def table2_key(*, dataset: str, group_by: str | None, settings: PfldSettings, method: str, kind: str, fold: int,
+               epsilon: float) -> str:
+    """The run cache's and the records' key of a :func:`table2_run` (everything that determines it)."""
+    return config_key("pfld-table2", dataset, group_by, _settings_key(settings), method,
+                      "any" if method == "clf" else kind, fold, epsilon if method in PRIVATE_METHODS else None,
+                      *_variant(method))
 
 
 def _variant(method: str) -> tuple[str, ...]:
@@ -417,11 +436,11 @@ def _clf_for_every_constraint(train: GroupedDataset, test: GroupedDataset, setti
     rate, None for :func:`~dpfair_analysis.training.baselines.fit_clf`'s default)."""
     from dpfair_analysis.training.baselines import evaluate_predictions, fit_clf
 
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     base = make_constraint("dp", n_groups=train.n_groups, n_classes=train.n_classes)
     fitted = fit_clf(train, base, epochs=settings.epochs, batch_size=min(settings.batch_size, len(train)),
                      seed=seed, **({} if lr is None else {"lr": lr}))
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
     out = {}
     for kind in KINDS:
         if kind in ("dp", "eo") and train.n_classes != 2:
@@ -431,7 +450,7 @@ def _clf_for_every_constraint(train: GroupedDataset, test: GroupedDataset, setti
         tr = evaluate_predictions(fitted.predict(train.X), train, constraint)
         out[kind] = {"method": "clf", "constraint": kind, "accuracy": te["accuracy"], "violation": te["violation"],
                      "train_accuracy": tr["accuracy"], "train_violation": tr["violation"], "epsilon": None,
-                     "privacy": "none", "seconds": seconds, "requested_epsilon": None}
+                     "privacy": "none", "seconds": seconds, "cpu_seconds": cpu_seconds, "requested_epsilon": None}
     return out
 
 

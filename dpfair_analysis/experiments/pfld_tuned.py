@@ -4,6 +4,10 @@ the sweeps of Figures 1-5 from per-seed tuned configurations.
 * :func:`tuned_table2` -- every Table 2 method tuned with the same budget (:data:`TABLE2_GRIDS`, 16
   configurations each) on validation rows carved from each training fold, the choice refitted and tested on
   the test fold (:mod:`dpfair_analysis.experiments.tuning`).
+* :class:`TunedRuns` / :func:`plan` -- the same table run by run, for a recorder that outlives the machine: each run's
+  result goes into a committed records file (:class:`~dpfair_analysis.experiments.cache.RunRecords`) the moment it
+  ends, PF-LD and CLF first (``notebooks/record_runs.py --study pfld-tuned``), and :func:`tuned_table2` with
+  ``records`` builds the table from that file alone (``dpfair pfld-table --tune --records PATH``).
 * :func:`sweep_tuning` / :func:`tuned_bases` -- the per-seed configurations the figure sweeps of
   :mod:`dpfair_analysis.experiments.pfld` start from.
 
@@ -18,16 +22,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.experiments.cache import RunCache, config_key
+from dpfair_analysis.experiments.cache import RunCache, RunRecords, config_key
 from dpfair_analysis.experiments.pfld import (KINDS, PRIVATE_METHODS, PROFILES,
                                               TABLE_METHODS, PfldSettings, _clf_for_every_constraint, _configured,
                                               _settings_key, _variant, cv_folds, load_table_data, run_method,
-                                              scaled_on_train, table2, table_name, with_profile)
+                                              scaled_on_train, table2, table2_key, table2_run, table_name,
+                                              with_profile)
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
 from dpfair_analysis.experiments.tuning import TuningGrid, describe_configuration, select
 from dpfair_analysis.validation import check_choice, check_positive
@@ -166,11 +171,208 @@ class TunedTable2:
     validation_fraction: float
 
 
+class TunedRuns:
+    """Every run of :func:`tuned_table2` on one data set: its key, the call that computes it and its label, built
+    from the folds only when a run is asked for (the folds' rows are split and scaled once per fold and role).
+
+    Three kinds of run, by ``role``: ``"printed"`` (:func:`~dpfair_analysis.experiments.pfld.table2`'s run at the
+    printed configuration on the whole training fold), ``"validation"`` (a configuration trained on the training
+    fold less its validation rows, scored on them) and ``"refit"`` (the chosen configuration on the whole training
+    fold, tested on the test fold). CLF's runs do not depend on the constraint: one key serves every constraint.
+    """
+
+    def __init__(self, dataset: str, *, group_by: str | None, constraints: Sequence[str], methods: Sequence[str],
+                 settings: PfldSettings, grids: dict[str, TuningGrid], epsilon: float,
+                 validation_fraction: float) -> None:
+        self.dataset, self.group_by, self.settings, self.grids = dataset, group_by, settings, grids
+        self.constraints, self.methods = tuple(constraints), tuple(methods)
+        self.epsilon, self.validation_fraction = epsilon, validation_fraction
+        self.name = table_name(dataset, group_by)
+        self._data: GroupedDataset | None = None
+        self._splits: list[tuple] | None = None
+        self._folds: dict[tuple[int, str], tuple[GroupedDataset, GroupedDataset]] = {}
+
+    @property
+    def data(self) -> GroupedDataset:
+        """The data set, unscaled (:func:`load_table_data`), loaded on first use."""
+        if self._data is None:
+            self._data = load_table_data(self.dataset, group_by=self.group_by, subsample=self.settings.subsample,
+                                         seed=self.settings.seed)
+        return self._data
+
+    @property
+    def splits(self) -> list[tuple]:
+        """The cross-validation folds (:func:`cv_folds`)."""
+        if self._splits is None:
+            self._splits = cv_folds(self.data, self.settings.folds, seed=self.settings.seed)
+        return self._splits
+
+    def fold_data(self, fold: int, role: str) -> tuple[GroupedDataset, GroupedDataset]:
+        """(rows trained on, rows scored on) of a validation or refit run in ``fold``, scaled on the former."""
+        if (fold, role) not in self._folds:
+            train, test = (self.data.subset(rows) for rows in self.splits[fold])
+            self._folds[fold, role] = scaled_on_train(train, test) if role == "refit" else scaled_on_train(
+                *train.split(self.validation_fraction, seed=self.settings.seed + fold, stratify="group_label"))
+        return self._folds[fold, role]
+
+    def key(self, method: str, kind: str, fold: int, configuration: dict, role: str) -> str:
+        """The run cache's and the records' key of a run (everything that determines it)."""
+        if role == "printed":
+            return table2_key(dataset=self.dataset, group_by=self.group_by, settings=self.settings, method=method,
+                              kind=kind, fold=fold, epsilon=self.epsilon)
+        return config_key("pfld-tuning", self.dataset, self.group_by, _settings_key(self.settings), method,
+                          "any" if method == "clf" else kind, fold,
+                          self.epsilon if method in PRIVATE_METHODS else None, configuration, role,
+                          self.validation_fraction, *_variant(method))
+
+    def run(self, method: str, kind: str, fold: int, configuration: dict, role: str) -> Run:
+        """The run of ``method`` under ``kind`` at ``configuration`` in ``fold`` as ``role`` (see the class)."""
+        if role == "printed":
+            return table2_run(self.data, self.splits, dataset=self.dataset, group_by=self.group_by,
+                              settings=self.settings, method=method, kind=kind, fold=fold, epsilon=self.epsilon)
+        run_settings, overrides = _configured(configuration, self.settings)
+        train, held_out = self.fold_data(fold, role)
+        seed = self.settings.seed + fold
+        if method == "clf":
+            compute = partial(_clf_for_every_constraint, train, held_out, run_settings, seed=seed,
+                              lr=overrides.get("lr"))
+        else:
+            compute = partial(run_method, method, kind, train, held_out, settings=run_settings, epsilon=self.epsilon,
+                              seed=seed, record_divergence=True, **overrides)
+        return Run(self.key(method, kind, fold, configuration, role), compute,
+                   label=f"Table 2 {self.name}: {method} {'any' if method == 'clf' else kind} fold {fold}, {role}, "
+                         f"{describe_configuration(configuration)}")
+
+    def cells(self, constraints: Sequence[str] | None = None,
+              methods: Sequence[str] | None = None) -> list[tuple[str, str, int, int, dict]]:
+        """(constraint, method, fold, configuration index, configuration) of every validation run (of
+        ``constraints`` and ``methods``, default all), in :func:`tuned_table2`'s order."""
+        return [(kind, method, f, i, configuration) for kind in constraints or self.constraints
+                for method in methods or self.methods for f in range(self.settings.folds)
+                for i, configuration in enumerate(self.grids[method].configurations())]
+
+    def scored(self, cells: Sequence[tuple], results: Sequence[dict]) -> pd.DataFrame:
+        """One row per validation run (``cells`` and their results) with its validation accuracy, violation,
+        ``score`` (:func:`tuning_score`) and whether it was ``chosen`` (:func:`~.tuning.select` in each
+        (constraint, method, fold))."""
+        runs = []
+        for (kind, method, f, i, configuration), result in zip(cells, results):
+            row = _row_of(result, method, kind)
+            runs.append({"dataset": self.name, "constraint": kind, "method": method, "fold": f,
+                         "configuration_index": i, "configuration": describe_configuration(configuration),
+                         **{f"cfg_{k}": v for k, v in configuration.items()},
+                         "accuracy": row["accuracy"], "violation": row["violation"],
+                         "score": tuning_score(method, row["accuracy"], row["violation"]),
+                         "diverged_at_step": row.get("diverged_at_step", math.nan)})
+        runs = pd.DataFrame(runs)
+        picked = select(runs, by=CELL)
+        runs["chosen"] = runs.set_index([*CELL, "configuration_index"]).index.isin(
+            picked.set_index([*CELL, "configuration_index"]).index)
+        return runs
+
+
+#: the cells a configuration is chosen in
+CELL = ("constraint", "method", "fold")
+
+
+def _row_of(result: dict, method: str, kind: str) -> dict:
+    """The row of a run's result under ``kind`` (CLF's result holds one per constraint)."""
+    return dict(result[kind]) if method == "clf" else dict(result)
+
+
+# ------------------------------------------------------------------ recording the tuned table run by run
+#: the order a recorder computes the methods in: PF-LD and CLF (the paper's method and its unconstrained
+#: reference) under every constraint first, then the other private method M, then A and Z
+RECORD_PRIORITY = ("pfld", "clf", "m", "a", "z")
+
+
+def record_order(constraints: Sequence[str], methods: Sequence[str]) -> list[tuple[str, str]]:
+    """(constraint, method) in the order a recorder computes them (:data:`RECORD_PRIORITY`): PF-LD and CLF under
+    every constraint, then the rest under every constraint. CLF's runs serve every constraint, so only its first
+    constraint computes any."""
+    ranked = sorted(methods, key=lambda m: RECORD_PRIORITY.index(m) if m in RECORD_PRIORITY else len(RECORD_PRIORITY))
+    waves = [[m for m in ranked if m in ("pfld", "clf")], [m for m in ranked if m not in ("pfld", "clf")]]
+    return [(kind, method) for wave in waves for kind in constraints for method in wave]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the tuned table as a recorder plans it: ``role`` ``printed``, ``validation`` or ``refit``;
+    a refit's ``configuration_index`` and ``key`` are None while its fold's validation runs are not all
+    recorded (the choice is not known yet)."""
+
+    constraint: str
+    method: str
+    fold: int
+    role: str
+    configuration_index: int | None
+    key: str | None
+
+
+def plan(protocol: TunedRuns, records: RunRecords) -> Iterator[PlannedRun]:
+    """Every run of :func:`tuned_table2`, each once, in the order that answers something early: per
+    (constraint, method) of :func:`record_order`, the printed configuration's runs of every fold (that cell of the
+    untuned table), then fold by fold its validation runs and the refit of the configuration they choose (that
+    fold's tuned result). A refit is planned when it is reached: a recorder that records each run before asking
+    for the next gets it with its fold; a reader that records nothing gets it without a key if its fold's
+    validation runs are not all recorded."""
+    seen = set()
+    for kind, method in record_order(protocol.constraints, protocol.methods):
+        configurations = protocol.grids[method].configurations()
+        steps = [(f, "printed", 0) for f in range(protocol.settings.folds)]
+        steps += [(f, role, i) for f in range(protocol.settings.folds)
+                  for role, i in [*(("validation", i) for i in range(len(configurations))), ("refit", None)]]
+        for f, role, i in steps:
+            if role == "refit":
+                i = _choice(protocol, records, kind, method, f)
+            key = None if i is None else protocol.key(method, kind, f, configurations[i], role)
+            identity = key or (method, "any" if method == "clf" else kind, f, role)
+            if identity not in seen:
+                seen.add(identity)
+                yield PlannedRun(kind, method, f, role, i, key)
+
+
+def _choice(protocol: TunedRuns, records: RunRecords, kind: str, method: str, fold: int) -> int | None:
+    """The configuration index :func:`tuned_table2` chooses in (kind, method, fold), from the recorded validation
+    runs; None while one of them is not recorded."""
+    cells = [c for c in protocol.cells((kind,), (method,)) if c[2] == fold]
+    keys = [protocol.key(method, kind, fold, configuration, "validation") for *_, configuration in cells]
+    if not all(records.recorded(key) for key in keys):
+        return None
+    scored = protocol.scored(cells, [records.get(key)[0] for key in keys])
+    return int(scored.loc[scored["chosen"], "configuration_index"].iloc[0])
+
+
+def planned_run(protocol: TunedRuns, planned: PlannedRun) -> Run:
+    """The :class:`~.sweep.Run` of a planned run whose key is known."""
+    configuration = protocol.grids[planned.method].configurations()[planned.configuration_index]
+    return protocol.run(planned.method, planned.constraint, planned.fold, configuration, planned.role)
+
+
+def records_progress(protocol: TunedRuns, records: RunRecords) -> pd.DataFrame:
+    """One row per method: runs recorded of its planned runs (:func:`plan`), the median CPU seconds of a recorded
+    run (``cpu_seconds`` of its row: training, and PF-LD's noise calibration in the first run of each run shape on a
+    machine, an outlier the median passes over) and the CPU hours left at that median (NaN while none of its runs
+    is recorded)."""
+    lines = []
+    for planned in plan(protocol, records):
+        rows = records.get(planned.key) if planned.key is not None and records.recorded(planned.key) else None
+        row = None if rows is None else next(iter(rows[0].values())) if planned.method == "clf" else rows[0]
+        lines.append({"method": planned.method, "recorded": rows is not None,
+                      "cpu_seconds": math.nan if row is None else row.get("cpu_seconds", math.nan)})
+    frame = pd.DataFrame(lines, columns=["method", "recorded", "cpu_seconds"])
+    out = frame.groupby("method", sort=False).agg(recorded=("recorded", "sum"), runs=("recorded", "size"),
+                                                  cpu_seconds_per_run=("cpu_seconds", "median"))
+    out["cpu_hours_left"] = (out["runs"] - out["recorded"]) * out["cpu_seconds_per_run"] / 3600
+    return out.reset_index()
+
+
 def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS, methods: Sequence[str] = TABLE_METHODS,
                  folds: int | None = None, epsilon: float = 1.0, profile: str = "full", group_by: str | None = None,
                  settings: PfldSettings | None = None, grids: dict[str, TuningGrid] | None = None,
                  validation_fraction: float = TABLE2_VALIDATION_FRACTION, cache: RunCache | None = None,
-                 progress: bool = False, backend: Backend | None = None) -> TunedTable2:
+                 progress: bool = False, backend: Backend | None = None,
+                 records: RunRecords | None = None) -> TunedTable2:
     """Paper 003 Table 2 for one data set under the reproduction protocol (:mod:`.tuning`), nested in the
     cross-validation: in each fold, ``validation_fraction`` of the training fold (stratified by group x label)
     is held out; every configuration of the method's budget trains on the rest and is scored on the held-out
@@ -196,12 +398,53 @@ def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS,
         Share of each training fold held out for the choice.
     cache, progress, backend
         As for :func:`table2`: every run is cached by its configuration, role and fold.
+    records : RunRecords, optional
+        A committed records file (filled run by run in :func:`plan`'s order by a recorder): every run is served from it, and recorded in it the
+        moment it is computed, so the table is built from the file alone on a machine without the run cache.
 
     Returns
     -------
     TunedTable2
         Every tuning run, the refitted choices, the printed configuration's table and the budgets.
     """
+    protocol = tuned_runs(dataset, constraints=constraints, methods=methods, folds=folds, epsilon=epsilon,
+                          profile=profile, group_by=group_by, settings=settings, grids=grids,
+                          validation_fraction=validation_fraction)
+    constraints, methods = protocol.constraints, protocol.methods
+    sweep = partial(run_sweep, cache=cache, backend=backend, progress=progress, records=records)
+    defaults = table2(dataset, constraints=constraints, methods=methods, epsilon=protocol.epsilon, group_by=group_by,
+                      settings=protocol.settings, cache=cache, progress=progress, backend=backend, records=records)
+    # 1. every configuration on the training fold minus its validation rows, scored on those rows
+    cells = protocol.cells(constraints, methods)
+    results = sweep([protocol.run(m, k, f, c, "validation") for k, m, f, _, c in cells],
+                    desc=f"Table 2 {protocol.name}: tuning")
+    runs = protocol.scored(cells, results)
+    # 2. the chosen configuration refitted on the whole training fold, tested on the test fold
+    picked = select(runs, by=CELL)  # the cells in select's order (sorted), as the table has always listed them
+    configurations = {m: protocol.grids[m].configurations() for m in methods}
+    chosen_cells = [(r.constraint, r.method, r.fold, int(r.configuration_index), float(r.score))
+                    for r in picked.itertuples()]
+    refits = sweep([protocol.run(m, k, f, configurations[m][i], "refit") for k, m, f, i, _ in chosen_cells],
+                   desc=f"Table 2 {protocol.name}: refits")
+    chosen = []
+    for (kind, method, f, i, score), result in zip(chosen_cells, refits):
+        row = _row_of(result, method, kind)
+        configuration = configurations[method][i]
+        chosen.append({"dataset": protocol.name, "constraint": kind, "method": method, "fold": f,
+                       "configuration_index": i, "configuration": describe_configuration(configuration),
+                       **{f"cfg_{k}": v for k, v in configuration.items()},
+                       "validation_score": score, "accuracy": row["accuracy"], "violation": row["violation"],
+                       "epsilon": row.get("epsilon"), "diverged_at_step": row.get("diverged_at_step", math.nan)})
+    return TunedTable2(dataset=protocol.name, runs=runs, chosen=pd.DataFrame(chosen), defaults=defaults,
+                       grids={m: protocol.grids[m] for m in methods}, validation_fraction=validation_fraction)
+
+
+def tuned_runs(dataset: str = "compas", *, constraints: Sequence[str] = KINDS, methods: Sequence[str] = TABLE_METHODS,
+               folds: int | None = None, epsilon: float = 1.0, profile: str = "full", group_by: str | None = None,
+               settings: PfldSettings | None = None, grids: dict[str, TuningGrid] | None = None,
+               validation_fraction: float = TABLE2_VALIDATION_FRACTION) -> TunedRuns:
+    """The runs of :func:`tuned_table2` with these arguments (checked as it checks them): what a recorder plans
+    (:func:`plan`)."""
     settings = settings or with_profile(profile)
     if folds is not None:
         settings = replace(settings, folds=folds)
@@ -211,70 +454,8 @@ def tuned_table2(dataset: str = "compas", *, constraints: Sequence[str] = KINDS,
         check_choice(kind, "constraint", KINDS)
     for method in methods:
         check_choice(method, "method", tuple(grids))
-    defaults = table2(dataset, constraints=constraints, methods=methods, epsilon=epsilon, group_by=group_by,
-                      settings=settings, cache=cache, progress=progress, backend=backend)
-    data = load_table_data(dataset, group_by=group_by, subsample=settings.subsample, seed=settings.seed)
-    splits = cv_folds(data, settings.folds, seed=settings.seed)
-    name = table_name(dataset, group_by)
-
-    def fold_data(f: int, role: str) -> tuple[GroupedDataset, GroupedDataset]:
-        train, test = data.subset(splits[f][0]), data.subset(splits[f][1])
-        if role == "refit":
-            return scaled_on_train(train, test)
-        return scaled_on_train(*train.split(validation_fraction, seed=settings.seed + f, stratify="group_label"))
-
-    def make_run(method: str, kind: str, f: int, configuration: dict, role: str) -> Run:
-        run_settings, overrides = _configured(configuration, settings)
-        train, held_out = fold_data(f, role)
-        key = config_key("pfld-tuning", dataset, group_by, _settings_key(settings), method,
-                         "any" if method == "clf" else kind, f, epsilon if method in PRIVATE_METHODS else None,
-                         configuration, role, validation_fraction, *_variant(method))
-        if method == "clf":
-            compute = partial(_clf_for_every_constraint, train, held_out, run_settings, seed=settings.seed + f,
-                              lr=overrides.get("lr"))
-        else:
-            compute = partial(run_method, method, kind, train, held_out, settings=run_settings, epsilon=epsilon,
-                              seed=settings.seed + f, record_divergence=True, **overrides)
-        return Run(key, compute)
-
-    def row_of(result: dict, method: str, kind: str) -> dict:
-        return dict(result[kind]) if method == "clf" else dict(result)
-
-    # 1. every configuration on the training fold minus its validation rows, scored on those rows
-    cells = [(kind, method, f, i, configuration) for kind in constraints for method in methods
-             for f in range(len(splits)) for i, configuration in enumerate(grids[method].configurations())]
-    results = run_sweep([make_run(m, k, f, c, "validation") for k, m, f, _, c in cells], cache=cache,
-                        backend=backend, progress=progress, desc=f"Table 2 {name}: tuning")
-    runs = []
-    for (kind, method, f, i, configuration), result in zip(cells, results):
-        row = row_of(result, method, kind)
-        runs.append({"dataset": name, "constraint": kind, "method": method, "fold": f, "configuration_index": i,
-                     "configuration": describe_configuration(configuration),
-                     **{f"cfg_{k}": v for k, v in configuration.items()},
-                     "accuracy": row["accuracy"], "violation": row["violation"],
-                     "score": tuning_score(method, row["accuracy"], row["violation"]),
-                     "diverged_at_step": row.get("diverged_at_step", math.nan)})
-    runs = pd.DataFrame(runs)
-    picked = select(runs, by=("constraint", "method", "fold"))
-    runs["chosen"] = runs.set_index(["constraint", "method", "fold", "configuration_index"]).index.isin(
-        picked.set_index(["constraint", "method", "fold", "configuration_index"]).index)
-    # 2. the chosen configuration refitted on the whole training fold, tested on the test fold
-    configurations = {m: grids[m].configurations() for m in methods}
-    chosen_cells = [(r.constraint, r.method, r.fold, int(r.configuration_index), float(r.score))
-                    for r in picked.itertuples()]
-    refits = run_sweep([make_run(m, k, f, configurations[m][i], "refit") for k, m, f, i, _ in chosen_cells],
-                       cache=cache, backend=backend, progress=progress, desc=f"Table 2 {name}: refits")
-    chosen = []
-    for (kind, method, f, i, score), result in zip(chosen_cells, refits):
-        row = row_of(result, method, kind)
-        configuration = configurations[method][i]
-        chosen.append({"dataset": name, "constraint": kind, "method": method, "fold": f, "configuration_index": i,
-                       "configuration": describe_configuration(configuration),
-                       **{f"cfg_{k}": v for k, v in configuration.items()},
-                       "validation_score": score, "accuracy": row["accuracy"], "violation": row["violation"],
-                       "epsilon": row.get("epsilon"), "diverged_at_step": row.get("diverged_at_step", math.nan)})
-    return TunedTable2(dataset=name, runs=runs, chosen=pd.DataFrame(chosen), defaults=defaults,
-                       grids={m: grids[m] for m in methods}, validation_fraction=validation_fraction)
+    return TunedRuns(dataset, group_by=group_by, constraints=constraints, methods=methods, settings=settings,
+                     grids=grids, epsilon=epsilon, validation_fraction=validation_fraction)
 
 
 #: the keys of a tuned row in JSON (:func:`tuned_table2`'s ``chosen``)

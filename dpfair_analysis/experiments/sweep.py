@@ -34,13 +34,14 @@ runner as ``dpfair compare --jobs N``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from tqdm.auto import tqdm
 
-from dpfair_analysis.experiments.cache import RunCache, code_fingerprint
+from dpfair_analysis.experiments.cache import RunCache, RunRecords, code_fingerprint
 from dpfair_analysis.validation import check_choice, check_positive_int
 
 BACKENDS = ("serial", "joblib", "ray")
@@ -115,37 +116,57 @@ class Run:
     compute: Callable[[], Any]
     group: Hashable | None = None
     member: Any = None
+    #: what the run is, for a person reading a records file (:class:`~.cache.RunRecords`)
+    label: str = ""
 
 
 def run_sweep(runs: Sequence[Run], *, cache: RunCache | None = None, backend: Backend | None = None,
               progress: bool = True, desc: str = "runs",
-              together: Callable[[Hashable, list[Any]], list[Any]] | None = None) -> list[Any]:
-    """The result of every run, in order: served from ``cache`` or computed on ``backend``.
+              together: Callable[[Hashable, list[Any]], list[Any]] | None = None,
+              records: RunRecords | None = None) -> list[Any]:
+    """The result of every run, in order: served from ``records``, else from ``cache``, else computed on
+    ``backend``.
 
     Progress shows finished/total runs (cache hits count as finished). Each computed result
     is stored as it arrives, so an interrupted sweep loses only the runs in flight. With
     ``together``, the missing runs that share a ``group`` (two or more) are one unit of work:
     ``together(group, [run.member, ...])`` returns their results in that order (it must pickle
-    for joblib and Ray, as ``compute`` must).
+    for joblib and Ray, as ``compute`` must). With ``records`` (a committed
+    :class:`~.cache.RunRecords` file; the results must then be JSON-ready dicts), each result not
+    recorded yet is recorded the moment it arrives (or is served from the cache) as the one row of
+    its run, and every result is returned as recorded (a JSON round trip), so what a machine with
+    only the records file computes from them equals what the machine that recorded them did.
     """
     cache = cache or RunCache(None)
     backend = backend or Backend.from_environment()
+    labels = {run.key: run.label for run in runs}
     results: dict[str, Any] = {}
     missing: dict[str, Run] = {}
     for run in runs:
         if run.key in results or run.key in missing:
             continue
-        found, value = cache.lookup(run.key)
+        recorded = records.get(run.key) if records is not None else None
+        found, value = (True, recorded[0]) if recorded is not None else cache.lookup(run.key)
         if found:
-            results[run.key] = value
+            results[run.key] = value if recorded is not None else _record(records, run.key, value, labels)
         else:
             missing[run.key] = run
     with tqdm(total=len(runs), desc=desc, disable=not progress, unit="run") as bar:
         bar.update(sum(1 for run in runs if run.key in results))
         for key, value in _execute(backend, _units(list(missing.values()), together), cache=cache):
-            results[key] = value
+            results[key] = _record(records, key, value, labels)
             bar.update(sum(1 for run in runs if run.key == key))
     return [results[run.key] for run in runs]
+
+
+def _record(records: RunRecords | None, key: str, value: Any, labels: dict[str, str]) -> Any:
+    """``value`` recorded in ``records`` under ``key`` as its run's one row, returned as recorded (a JSON round
+    trip); ``value`` itself without records."""
+    if records is None:
+        return value
+    recorded = json.loads(json.dumps(value))
+    records.put(key, [recorded], label=labels[key])
+    return recorded
 
 
 @dataclass(frozen=True)

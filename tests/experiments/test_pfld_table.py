@@ -12,7 +12,7 @@ from dpfair_analysis.cli import main
 from dpfair_analysis.experiments import pfld as P
 from dpfair_analysis.verify import reproduction as R
 from dpfair_analysis.experiments import pfld_tuned as PT
-from dpfair_analysis.experiments.cache import RunCache
+from dpfair_analysis.experiments.cache import RunCache, RunRecords
 
 METHODS = ("clf", "z", "m", "pfld")  # A is covered in test_baselines.py (M runs the same code)
 TINY = replace(P.with_profile("quick"), subsample=240, folds=2, epochs=2, batch_size=48, reductions_max_iter=3)
@@ -347,11 +347,46 @@ def test_figure_claims_follow_the_numbers_they_test():
     assert verdicts.set_index("claim").loc["violation_falls", "verdict"] == R.TUNED
 
 
+def _forbid_training(monkeypatch) -> None:
+    """Every Table 2 run fails if it trains: what is asked for must come from records."""
+    def trains(*args, **kwargs):
+        raise AssertionError("a run was trained")
+
+    for module in (P, PT):
+        monkeypatch.setattr(module, "run_method", trains)
+        monkeypatch.setattr(module, "_clf_for_every_constraint", trains)
+
+
+def test_a_tuned_table_built_from_its_records_alone_equals_the_computed_one(tmp_path, monkeypatch):
+    """Each run of the tuned table is recorded (RunRecords) as it is computed or served from the run cache; with no
+    run cache and no training allowed, the same table comes from the records file alone -- every run a hit, and
+    exactly the runs the recorder plans (pfld_tuned.plan), each once."""
+    kwargs = {"constraints": ("dp",), "methods": ("clf", "pfld"), "settings": TINY, "grids": TWO}
+    cache = RunCache(tmp_path / "cache")
+    direct = PT.tuned_table2("compas", cache=cache, **kwargs)
+    path = tmp_path / "tuned_runs.json"
+    PT.tuned_table2("compas", cache=cache, records=RunRecords(path), **kwargs)  # served from the cache, recorded
+    _forbid_training(monkeypatch)
+    records = RunRecords(path)
+    alone = PT.tuned_table2("compas", records=records, **kwargs)
+    recorded = json.loads(path.read_text())["records"]
+    # CLF and PF-LD: 2 printed, 2 x 2 validation and 2 refit runs each (CLF's shared by every constraint)
+    assert records.hits == len(recorded) == 2 * (2 + 2 * 2 + 2) and records.misses == 0
+    assert sorted(p.key for p in PT.plan(PT.tuned_runs("compas", **kwargs), records)) == sorted(recorded)
+    for part in ("runs", "chosen", "defaults"):
+        pd.testing.assert_frame_equal(getattr(alone, part), getattr(direct, part))
+
+
 def test_cli_tune_json_carries_the_protocol_and_a_verdict_per_cell(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path))
-    assert main(["pfld-table", "--data", "compas", "--methods", "clf,pfld", "--constraints", "dp", "--profile",
-                 "quick", "--tune", "--json"]) == 0
-    document = json.loads(capsys.readouterr().out)
+    """... and with --records, a second call on an empty run cache serves every run from the records file (nothing
+    trains) and prints the same JSON; a damaged records file is one line, exit 2, and left as it is."""
+    monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path / "cache"))
+    records = tmp_path / "tuned_runs.json"
+    argv = ["pfld-table", "--data", "compas", "--methods", "clf,pfld", "--constraints", "dp", "--profile", "quick",
+            "--tune", "--json", "--records", str(records)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    document = json.loads(out)
     protocol = document["protocol"]
     assert protocol["selection_privacy"] == T.SELECTION_PRIVACY and "0.02" in protocol["tolerance"]
     assert protocol["budgets"]["pfld"]["configurations"] == 2  # quick: the first two of 16
@@ -362,3 +397,14 @@ def test_cli_tune_json_carries_the_protocol_and_a_verdict_per_cell(capsys, tmp_p
     assert main(["pfld-table", "--data", "compas", "--methods", "clf,fld", "--tune"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--tune tunes" in err and "fld" in err
+    with monkeypatch.context() as fresh_machine:
+        fresh_machine.setenv("DPFAIR_CACHE", str(tmp_path / "empty"))
+        _forbid_training(fresh_machine)
+        assert main(argv) == 0
+        assert capsys.readouterr().out == out
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text(records.read_text()[:-40])
+    assert main([*argv[:-1], str(damaged)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--records" in err and "unreadable" in err
+    assert damaged.read_text() == records.read_text()[:-40]

@@ -78,7 +78,7 @@ _DIRECT_SHARE = 4
 #: the setting (searching only the changed steps costs ~7x more per record and step than the arithmetic).
 _DENSE_SHARE = 8
 
-#: Records binned at once over all T steps by :func:`_bins_every_step` (a (block, T) array: 64 x 2,827 on Adult).
+#: Records binned at once over all T steps by ``_bins_every_step`` (a (block, T) array: 64 x 2,827 on Adult).
 _BLOCK = 64
 
 #: The per-group quantities of the table, in its column order.
@@ -398,8 +398,8 @@ def sampled_sensitivity_histogram(initial: np.ndarray, updates: tuple[np.ndarray
     and charged for the steps it lasted when it changes: :math:`O(\\log K)` per sampled row, and :math:`O(n \\log K)`
     per step whose setting differs from the previous one's (every step of DPSGD-F's noisy bounds; none of
     DP-SGD's), instead of :math:`O(n \\log K)` per step. When the setting changes at more than
-    1/:data:`_DENSE_SHARE` of the steps (DPSGD-F's and FairDP's released bounds: at every step) every record is
-    binned at every step instead, by arithmetic rather than a search (:func:`_bins_every_step`): the same counts.
+    1/``_DENSE_SHARE`` of the steps (DPSGD-F's and FairDP's released bounds: at every step) every record is
+    binned at every step instead, by arithmetic rather than a search (``_bins_every_step``): the same counts.
 
     Parameters
     ----------
@@ -461,7 +461,7 @@ def _bins_at_changes(initial, sampled, groups, bounds, reference, floors, change
 def _bins_every_step(initial, sampled, groups, bounds, reference, floors, changed, *, noise_multiplier,
                      other_multipliers, resolution) -> tuple[np.ndarray, np.ndarray]:
     """:func:`sampled_sensitivity_histogram` binning every record at every step (arguments as
-    :func:`_bins_at_changes`), :data:`_BLOCK` records of a group at a time over all T steps. Record i's bin at step t
+    ``_bins_at_changes``), ``_BLOCK`` records of a group at a time over all T steps. Record i's bin at step t
     is the number of thresholds :math:`R_t s_b (1 - 10^{-9})` below :math:`m = \\min(v_{i,t}, C_{k_i,t}(1 + 10^{-9}))`;
     with :math:`s_b^2 = \\sigma^2(b/(K\\sigma_J^2) - \\sum_a \\sigma_a^{-2})` that is
 
@@ -469,9 +469,9 @@ def _bins_every_step(initial, sampled, groups, bounds, reference, floors, change
               x = K \\sigma_J^2 \\Big(\\sum_a \\sigma_a^{-2} + \\frac{m^2}{\\sigma^2 R_t^2 (1 - 10^{-9})^2}\\Big),
 
     computed in floating point (a few roundings: relative error ~1e-15), so it is taken where :math:`x` is farther
-    than :math:`10^{-10}(K + 1)` from an integer and the thresholds are searched, as :func:`_bins_at_changes` does,
+    than :math:`10^{-10}(K + 1)` from an integer and the thresholds are searched, as ``_bins_at_changes`` does,
     where it is not: the same bins exactly. :math:`O(nT)` vectorised work (no search), against
-    :func:`_bins_at_changes`' :math:`O(n \\log K)` per changed step."""
+    ``_bins_at_changes``' :math:`O(n \\log K)` per changed step."""
     steps_of, records, values = sampled
     n, T, K = len(initial), len(reference), resolution
     joint = joint_noise_multiplier((noise_multiplier, *other_multipliers))

@@ -45,9 +45,10 @@ work of :math:`n / b` steps per step. Measured on Adult at ``dpfair compare``'s 
 T = 2,827, one thread; benchmarks/individual_privacy.py): the run 1.9 s of CPU; with the recorder at every
 step +18 s, every 10 steps +3.9 s, once an epoch (every 142 steps) +0.5 s, whose held norms move
 :math:`\\varepsilon_i` by 1.8% on average (5.4% at most; every 10 steps: 0.13%, 0.33%). The accounting
-computes one dp_accounting curve per grid point once (memoised per :math:`(q, \\sigma, \\text{orders}, K)`;
-4.4 s at the default orders and K = 128, mostly the orders 128..1024), then a per-record histogram of the grid
-bins (1.1 ms per checkpoint at n = 36,178) and one matrix product.
+computes the grid's RDP curves once (memoised per :math:`(q, \\sigma, \\text{orders}, K)`; dp_accounting's
+formulas evaluated for every grid point at once, 0.1-0.4 s at the default orders and K = 128, where one
+dp_accounting call per grid point took 2.5-7 s: ``_sampled_gaussian_rdp``), then a per-record histogram of the
+grid bins (1.1 ms per checkpoint at n = 36,178) and one matrix product.
 """
 
 from __future__ import annotations
@@ -281,7 +282,8 @@ def grid_curves(sampling_rate: float, noise_multiplier: float, accounting: Accou
                 resolution: int = DEFAULT_RESOLUTION) -> np.ndarray:
     """dp_accounting's RDP of the Poisson-sampled Gaussian at each grid sensitivity :math:`\\sqrt{k/K}`,
     :math:`\\rho(\\alpha; q, \\sigma / \\sqrt{k/K})` (0 at k = 0), shape (K+1, orders): what every run at these
-    settings shares (one dp_accounting call per grid point; memoised in the process).
+    settings shares (dp_accounting's formulas at every grid point at once: ``_sampled_gaussian_rdp``; memoised
+    in the process).
 
     Parameters
     ----------
@@ -489,7 +491,7 @@ def _sampled_gaussian_rdp(q: float, multipliers: np.ndarray, orders: tuple[float
     """(len(multipliers), len(orders)): dp_accounting's RDP of PoissonSampled(q, Gaussian(m)) at each multiplier m,
     :math:`\\rho(\\alpha; q, m) = \\log A_\\alpha / (\\alpha - 1)`, every multiplier at once: its formulas
     (Mironov, Talwar & Zhang 2019, Sec. 3.2 and 3.3) as arrays instead of a Python loop per order and multiplier
-    (:func:`_log_a_integer`, :func:`_log_a_fractional`), dp_accounting itself where q = 1 or an order is at most 1.
+    (``_log_a_integer``, ``_log_a_fractional``), dp_accounting itself where q = 1 or an order is at most 1.
     Equal to dp_accounting's curves to rounding (relative 1e-10 or absolute 1e-13:
     tests/privacy/test_individual.py)."""
     multipliers = np.asarray(multipliers, dtype=float)[:, None]

@@ -75,7 +75,7 @@ _FORMAT = 1
 _DIRECT_SHARE = 4
 
 #: :func:`sampled_sensitivity_histogram` bins every record at every step when more than 1/this of the steps change
-#: the setting (searching only the changed steps costs ~7x more per record and step than the arithmetic).
+#: the setting (searching at the changed steps costs 5-7x more per record and step than the arithmetic).
 _DENSE_SHARE = 8
 
 #: Records binned at once over all T steps by ``_bins_every_step`` (a (block, T) array: 64 x 2,827 on Adult).

@@ -239,3 +239,15 @@ def test_group_privacy_cost_benchmark_runs_quick(tmp_path):
     assert set(row["recorders"]) == {"per_epoch", "sampled", "every_step"}
     assert all(r["same_run"] and r["recorder"] >= 0 and r["accounting"] >= 0 for r in row["recorders"].values())
     assert row["sampled_vs_every_step"]["max_relative"] >= 0
+
+
+def test_group_privacy_accounting_benchmark_runs_quick(tmp_path):
+    """benchmarks/group_privacy_cost.py --accounting --quick: a DPSGD-F run's accounting now and as computed before
+    (the same epsilon_i), synthetic data."""
+    out = tmp_path / "accounting.json"
+    res = run("--accounting", "--quick", "--out", str(out), tmp_path=tmp_path,
+              script=ROOT / "benchmarks" / "group_privacy_cost.py")
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = json.loads(out.read_text())["results"]["synthetic / dpsgdf"]
+    assert row["accounting_cpu"] >= 0 and row["accounting_before_cpu"] >= 0
+    assert row["max_relative_difference"] < 1e-9

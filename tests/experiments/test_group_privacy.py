@@ -9,10 +9,14 @@ import numpy as np
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpfair_analysis.experiments.compare import CompareConfig, _run_spec, load_data, split_for_seed
 from dpfair_analysis.experiments.group_privacy import GROUP_PRIVACY_METHODS, GroupPrivacyResult, _account, \
-    describe_group_privacy, group_privacy_frames, group_privacy_run, record_sensitivities
+    _bin_floors, _bins_at_changes, _bins_every_step, describe_group_privacy, group_privacy_frames, group_privacy_run, \
+    nearest_sample_steps, record_sensitivities, sampled_sensitivity_histogram
+from dpfair_analysis.privacy.accounting import AccountingSpec
 from dpfair_analysis.training.loop import schedule, train
 from dpfair_analysis.training.norm_recorder import NormRecorder
 
@@ -243,3 +247,85 @@ def test_the_sampled_histogram_is_the_step_by_step_histogram_of_the_held_norms(o
     np.testing.assert_array_equal(counts, expected[0])
     np.testing.assert_array_equal(worst, expected[1])
     assert (counts.sum(axis=1) == T).all()
+
+
+def _binnings(initial, updates, groups, bounds, reference, **options):
+    """Both binnings of sampled_sensitivity_histogram on the same inputs: (every step, at changes)."""
+    floors = _bin_floors(options["noise_multiplier"], options["other_multipliers"], options["resolution"]) * (1 - 1e-9)
+    changed = np.zeros(len(reference), dtype=bool)
+    changed[1:] = (np.diff(bounds, axis=0) != 0).any(axis=1) | (np.diff(reference) != 0)
+    sampled = nearest_sample_steps(*updates)
+    return [binning(initial, sampled, groups, bounds, reference, floors, changed, **options)
+            for binning in (_bins_every_step, _bins_at_changes)]
+
+
+@st.composite
+def sampled_runs(draw):
+    """A run's sampled norms and released bounds: n records in G groups, T steps, each record sampled at each step
+    with probability 0.3; norms drawn among zeros, a few values, the bounds themselves and grid thresholds (where
+    the arithmetic bin is within rounding of an integer and the search decides)."""
+    n, T, G = draw(st.integers(1, 30)), draw(st.integers(1, 12)), draw(st.integers(1, 3))
+    others = draw(st.sampled_from([(), (10.0,), (5.0, 2.0)]))
+    resolution, sigma = draw(st.sampled_from([4, 32, 128])), draw(st.sampled_from([0.6, 1.0, 1.3]))
+    seed = draw(st.integers(0, 2 ** 16))
+    rng = np.random.default_rng(seed)
+    bounds = rng.choice([0.3, 0.5, 1.0], size=(T, G)) * rng.choice([1.0, 1.1], size=(T, 1))
+    reference = bounds.max(axis=1)
+    floors = _bin_floors(sigma, others, resolution) * (1 - 1e-9)
+    pool = np.concatenate([[0.0, 0.2, 0.7, 2.0], bounds.ravel(), (reference[:, None] * floors[floors > 0]).ravel()])
+    groups = rng.integers(0, G, n)
+    sampled = rng.random((T, n)) < 0.3
+    steps, records = np.nonzero(sampled)
+    updates = (steps + 1, records, rng.choice(pool, len(records)))
+    options = {"noise_multiplier": sigma, "other_multipliers": others, "resolution": resolution}
+    return rng.choice(pool, n), updates, groups, bounds, reference, options
+
+
+@settings(max_examples=60, deadline=None)
+@given(sampled_runs())
+def test_binning_every_step_is_binning_at_the_changes(run):
+    """The arithmetic binning of every record at every step (DPSGD-F's and FairDP's path) gives exactly the counts
+    and worst cases of the threshold search at each change (the reference: equal to the step-by-step histogram by
+    test_the_sampled_histogram_is_the_step_by_step_histogram_of_the_held_norms), ties on thresholds and bounds
+    included."""
+    initial, updates, groups, bounds, reference, options = run
+    (counts, worst), (expected, expected_worst) = _binnings(initial, updates, groups, bounds, reference, **options)
+    np.testing.assert_array_equal(counts, expected)
+    np.testing.assert_array_equal(worst, expected_worst)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2 ** 16), st.sampled_from([(), (10.0,), (5.0, 2.0)]), st.sampled_from([0.01, 0.1, 0.5]),
+       st.sampled_from([8, 128]))
+def test_the_fast_accounting_is_above_the_exact_composition_and_within_the_grids_rounding(seed, others, q, K):
+    """The fast path (every step's grid bin, the grid's vectorised curves) against dp_accounting composing each
+    record's own steps at multiplier sigma_J / s'_t (s' from record_sensitivities): never below it (the bins round
+    s'^2 up), and at most the same composition with every s'^2 raised by 1/K (the rounding's bound)."""
+    from dpfair_analysis.privacy.individual import grid_curves, individual_privacy_from_histogram
+    from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
+
+    rng = np.random.default_rng(seed)
+    n, T, sigma = 3, 5, 0.9
+    groups, norms = rng.integers(0, 2, n), rng.choice([0.0, 0.2, 0.45, 0.8, 1.5], size=(T, n))
+    bounds = rng.uniform(0.3, 1.0, (T, 2))
+    reference = bounds.max(axis=1)
+    every = (np.repeat(np.arange(1, T + 1), n), np.tile(np.arange(n), T), norms.ravel())  # held: each step's own
+    options = {"noise_multiplier": sigma, "other_multipliers": others, "resolution": K}
+    counts, worst = sampled_sensitivity_histogram(norms[0], every, groups, bounds, reference, **options)
+    joint = joint_noise_multiplier((sigma, *others))
+    spec = AccountingSpec(orders=(2.0, 4.0, 8.0, 16.0, 32.0, 64.0))
+    fast = individual_privacy_from_histogram(counts, at_worst_case=worst, noise_multiplier=joint, sampling_rate=q,
+                                             delta=1e-5, accounting=spec, curves=grid_curves(q, joint, spec, K))
+    s = np.stack([record_sensitivities(norms[t], bounds[t, groups], reference=reference[t], noise_multiplier=sigma,
+                                       other_multipliers=others) for t in range(T)])
+
+    def composed(sensitivities):
+        accountant = rdp_privacy_accountant.RdpAccountant(list(spec.orders))
+        for value in sensitivities[sensitivities > 0]:
+            accountant.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(joint / value)))
+        return accountant.get_epsilon(1e-5)
+
+    for i in range(n):
+        exact = composed(s[:, i])
+        raised = composed(np.sqrt(np.minimum(1.0, s[:, i] ** 2 + (1 + 1e-6) / K)) * (s[:, i] > 0))
+        assert exact - 1e-12 <= fast.epsilons[i] <= raised * (1 + 1e-9) + 1e-12

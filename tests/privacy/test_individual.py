@@ -326,3 +326,44 @@ def test_the_histogram_entry_point_is_individual_privacy_on_the_same_bins():
         individual_privacy_from_histogram(uneven, **kwargs)
     with pytest.raises(ValueError, match="non-negative integers"):
         individual_privacy_from_histogram(-counts, **kwargs)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1e-4, 0.9), st.floats(0.3, 60.0), st.lists(st.sampled_from([1.5, 2.0, 2.5, 3.0, 7.3, 16.0, 64.0]),
+                                                               min_size=1, max_size=4, unique=True))
+@example(0.5, 0.3, [64.0, 2.5])  # infinite at order 64 in dp_accounting too
+@example(1.0, 0.8, [1.5, 3.0])  # q = 1: dp_accounting's closed form
+def test_the_vectorised_sampled_gaussian_rdp_is_dp_accountings(q, multiplier, orders):
+    """grid_curves' arrays of dp_accounting's formulas (integer orders' binomial sum, fractional orders' erfc series
+    stopped where dp_accounting stops) give dp_accounting's RDP within relative 1e-10 or absolute 1e-13."""
+    from dpfair_analysis.privacy.individual import _curves, _sampled_gaussian_rdp
+
+    orders = tuple(sorted(orders))
+    fast = _sampled_gaussian_rdp(q, np.array([multiplier, 3 * multiplier]), orders)
+    reference = np.stack([_curves(q, m, orders, np.array([1.0]))[0] for m in (multiplier, 3 * multiplier)])
+    _assert_rdp_close(fast, reference)
+
+
+def _assert_rdp_close(fast, reference):
+    """The same infinities; elsewhere within relative 1e-10 or absolute 1e-13."""
+    np.testing.assert_array_equal(np.isinf(fast), np.isinf(reference))
+    finite = np.isfinite(reference)
+    assert np.all(np.abs(fast[finite] - reference[finite]) <= 1e-10 * np.abs(reference[finite]) + 1e-13)
+
+
+def test_the_grid_curves_at_the_default_orders_are_dp_accountings_per_grid_point():
+    """The grid's curves at dp_accounting's default orders (fractional 1.1..10.9, integer up to 1024) against one
+    dp_accounting curve per grid point, as grid_curves computed them before: within relative 1e-10 / absolute
+    1e-13, so each epsilon_i within relative 1e-9."""
+    from dpfair_analysis.privacy.individual import _curves, grid_curves, individual_privacy_from_histogram
+
+    rng = np.random.default_rng(5)
+    for q, sigma in [(0.007, 0.7), (0.1, 1.1), (0.5, 3.0)]:
+        grid = np.sqrt(np.arange(3) / 2)
+        fast, reference = grid_curves(q, sigma, None, 2), _curves(q, sigma, AccountingSpec().resolved_orders, grid)
+        _assert_rdp_close(fast, reference)
+        counts = rng.multinomial(50, np.full(3, 1 / 3), size=8)
+        kwargs = {"at_worst_case": counts[:, -1], "noise_multiplier": sigma, "sampling_rate": q, "delta": 1e-6}
+        np.testing.assert_allclose(individual_privacy_from_histogram(counts, curves=fast, **kwargs).epsilons,
+                                   individual_privacy_from_histogram(counts, curves=reference, **kwargs).epsilons,
+                                   rtol=1e-9)

@@ -71,7 +71,7 @@ class Mechanism:
         options = self.options if self.options is not None else method.options()
         view = DiagnosisView(clip_bound=self.clip_bound, noise_multiplier=self.sigma, batch_size=self.batch_size,
                              sampling_rate=self.sampling_rate, learning_rate=self.lr,
-                             group_sizes=problem.train_sizes, n=problem.n, dimension=problem.P)
+                             group_sizes=problem.train_sizes, n=problem.n, dimension=problem.P, steps=self.steps)
         return method.diagnosis(options, norms, group, view)
 
 

@@ -394,6 +394,13 @@ def _sign(values: pd.Series, tolerance: float) -> pd.Series:
     return np.sign(values).where(values.abs() >= tolerance, 0.0)
 
 
+def _per_kind(per_cell: pd.DataFrame, summary) -> pd.DataFrame:
+    """``summary(part, action)`` of each recommendation kind's cells, in order, then of all cells (``"all"``)."""
+    rows = [summary(part, action) for action, part in per_cell.groupby("action", sort=False)]
+    rows.append(summary(per_cell, "all"))
+    return pd.DataFrame(rows)
+
+
 def recommendation_agreement(records: pd.DataFrame, *, tolerance: float = 0.0) -> pd.DataFrame:
     """Per recommendation kind (``action``) and over all: how the predicted worst-group change agrees with the
     measured one, per cell (the changes averaged over seeds).
@@ -414,9 +421,7 @@ def recommendation_agreement(records: pd.DataFrame, *, tolerance: float = 0.0) -
         return {"action": action, "cells": len(part), "sign_agreement": float(same.mean()), "spearman": rho,
                 "predicted": float(p.mean()), "measured": float(m.mean()), "helped": int((m > 0).sum())}
 
-    rows = [summary(part, action) for action, part in per_cell.groupby("action", sort=False)]
-    rows.append(summary(per_cell, "all"))
-    return pd.DataFrame(rows)
+    return _per_kind(per_cell, summary)
 
 
 #: A measured change is *resolved* when its mean over seeds is more than this many standard errors from zero
@@ -488,9 +493,7 @@ def resolved_agreement(per_cell: pd.DataFrame) -> pd.DataFrame:
                 "wrong": int((part["outcome"] == "wrong").sum()),
                 "unresolved": int((part["outcome"] == "unresolved").sum())}
 
-    rows = [summary(part, action) for action, part in per_cell.groupby("action", sort=False)]
-    rows.append(summary(per_cell, "all"))
-    return pd.DataFrame(rows)
+    return _per_kind(per_cell, summary)
 
 
 def recommendation_table(records: pd.DataFrame) -> pd.DataFrame:

@@ -5,8 +5,8 @@ theta' = theta - r (u + lambda w), u = (1/b)(sum_{i in B} c_i g_i + N(0, s^2 I))
 for DP-SGD, s = sigma C, and lambda w the gradient of the model's L2 penalty. The other methods change c_i
 and s through their own training code, evaluated on a batch's expected, noise-free statistics: DPSGD-F's
 group bounds (:func:`~dpfair_analysis.training.dpsgdf.dpsgdf_group_bounds`), Naive's group weights
-(:func:`~dpfair_analysis.training.dpsgdf.naive_group_weights`), FairDP's bounds at the fixed point of its
-update (:mod:`dpfair_analysis.training.fairdp`) and paper 001's mitigation objective
+(:func:`~dpfair_analysis.training.dpsgdf.naive_group_weights`), FairDP's bounds on their way to the fixed point of
+its update within the run's steps (:mod:`dpfair_analysis.training.fairdp`) and paper 001's mitigation objective
 (:class:`~dpfair_analysis.training.mitigation.FairnessLensMitigation`). :func:`mechanism_for` sets a method
 at a plan's privacy (DPSGD-F, Naive and FairDP stop at DP-SGD's epsilon, as ``dpfair compare`` runs them).
 """
@@ -64,14 +64,14 @@ class Mechanism:
         """(bounds C_i, coefficients c_i = w_i min(1, C_i/||g_i||), noise std s) for these rows.
 
         Each method's own rule (``Method.diagnosis`` in :mod:`dpfair_analysis.training.methods`: DPSGD-F's bounds
-        on a batch's expected, noise-free counts, FairDP's at its update's fixed point, ...); the mitigation
-        steps as DP-SGD does (its change is the objective, :func:`mitigation_objective`).
+        on a batch's expected, noise-free counts, FairDP's on their way to its update's fixed point, ...); the
+        mitigation steps as DP-SGD does (its change is the objective, :func:`mitigation_objective`).
         """
         method = methods.get("dpsgd" if self.name == "mitigation" else self.name)
         options = self.options if self.options is not None else method.options()
         view = DiagnosisView(clip_bound=self.clip_bound, noise_multiplier=self.sigma, batch_size=self.batch_size,
                              sampling_rate=self.sampling_rate, learning_rate=self.lr,
-                             group_sizes=problem.train_sizes, n=problem.n, dimension=problem.P)
+                             group_sizes=problem.train_sizes, n=problem.n, dimension=problem.P, steps=self.steps)
         return method.diagnosis(options, norms, group, view)
 
 

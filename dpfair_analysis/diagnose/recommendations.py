@@ -12,9 +12,10 @@ expectation over the noise, without draws (no interval is reported for a recomme
 C from paper 000's quantile rule (the (1 - kappa/b)-quantile of the per-sample norms, kappa =
 E||N(0, sigma^2 I_P)||/sigma, :mod:`dpfair_analysis.theory.bounds`), DPSGD-F, Naive and paper 002's FairDP at
 DP-SGD's epsilon, paper 001's mitigation (gamma = (1, 1)) at the same epsilon, a 4x larger batch and a 2x
-larger epsilon (sigma recalibrated). FairDP's per-group bounds move during training; the predictor takes
-each group's bound at the fixed point of FairDP's update on the noise-free statistics
-(:func:`~.mechanisms.fairdp_stationary_bounds`).
+larger epsilon (sigma recalibrated). FairDP's per-group bounds move during training, at most eta_C a step
+in log C; the predictor takes each group's bound on its way to the fixed point of FairDP's update on the
+noise-free statistics (:func:`~.mechanisms.fairdp_stationary_bounds`), averaged over the run's steps
+(:func:`~dpfair_analysis.training.fairdp.fairdp_run_bounds`).
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def recommendations(splits: Sequence[RecommendationSplit], plan: PrivacyPlan, re
                          ("naive", "Naive reweighting (paper 000 Alg. 3): group weights from private counts, "
                                    "stopped at DP-SGD's epsilon"),
                          ("fairdp", "FairDP (paper 002, as reconstructed in training/fairdp.py): per-group bounds "
-                                    "at the fixed point of its tau-descent, stopped at DP-SGD's epsilon"),
+                                    "moving towards the fixed point of its tau-descent for the run's steps, stopped at "
+                                    "DP-SGD's epsilon"),
                          ("mitigation", "paper 001's mitigation (Eq. 6 with the boundary proxy, gamma = (1, 1)) at "
                                         "DP-SGD's epsilon")):
         if method == plan.method:

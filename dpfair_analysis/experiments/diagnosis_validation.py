@@ -60,7 +60,7 @@ from dpfair_analysis.validation import check_choice
 
 PROFILES = ("quick", "full", "recommendations")
 #: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
-PREDICTOR_VERSION = "issue-51-naming"  # the most-hurt verdict by P(most hurt), per split too
+PREDICTOR_VERSION = "issue-51-fairdp-run-bounds"  # FairDP at the bounds its run reaches, not its fixed point
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
 #: The direction of each naive hypothesis: a larger score = predicted to lose more.
 NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",
@@ -146,8 +146,8 @@ PROFILE_SETTINGS: dict[str, Profile] = {
         settings=("adult-sex", "compas-race", "synthetic")),
     # the recommendations checked against real runs (issue 51.5): the quick profile's regimes with the
     # recommendations predicted, on six small settings (every option's real runs fit the machine; the full
-    # profile's 78 cells with seven option runs each do not)
-    "recommendations": Profile("recommendations", (0, 1), (
+    # profile's 78 cells with seven option runs each do not); 5 seeds, so each measured change has a standard error
+    "recommendations": Profile("recommendations", (0, 1, 2, 3, 4), (
         Regime("defaults", 256, None, 0.5, 2, (1.0,), max_train_rows=1500),
         Regime("noisy", 32, 0.5, 2.0, 1, (2.0,), max_train_rows=400)),
         options=DiagnosisOptions(recommendations=True),
@@ -394,6 +394,13 @@ def _sign(values: pd.Series, tolerance: float) -> pd.Series:
     return np.sign(values).where(values.abs() >= tolerance, 0.0)
 
 
+def _per_kind(per_cell: pd.DataFrame, summary) -> pd.DataFrame:
+    """``summary(part, action)`` of each recommendation kind's cells, in order, then of all cells (``"all"``)."""
+    rows = [summary(part, action) for action, part in per_cell.groupby("action", sort=False)]
+    rows.append(summary(per_cell, "all"))
+    return pd.DataFrame(rows)
+
+
 def recommendation_agreement(records: pd.DataFrame, *, tolerance: float = 0.0) -> pd.DataFrame:
     """Per recommendation kind (``action``) and over all: how the predicted worst-group change agrees with the
     measured one, per cell (the changes averaged over seeds).
@@ -414,22 +421,110 @@ def recommendation_agreement(records: pd.DataFrame, *, tolerance: float = 0.0) -
         return {"action": action, "cells": len(part), "sign_agreement": float(same.mean()), "spearman": rho,
                 "predicted": float(p.mean()), "measured": float(m.mean()), "helped": int((m > 0).sum())}
 
-    rows = [summary(part, action) for action, part in per_cell.groupby("action", sort=False)]
-    rows.append(summary(per_cell, "all"))
-    return pd.DataFrame(rows)
+    return _per_kind(per_cell, summary)
+
+
+#: A measured change is *resolved* when its mean over seeds is more than this many standard errors from zero
+#: (and beyond :data:`~dpfair_analysis.diagnose.explanation.NEGLIGIBLE`): :func:`resolved_sign`.
+RESOLUTION_SE = 2.0
+#: A recommendation's outcome in one cell under the resolution rule (:func:`recommendation_outcome`).
+OUTCOMES = ("agrees", "wrong", "unresolved")
+RESOLUTION_RULE = ("a measured change is resolved when |mean| > 2 standard errors over seeds and > the diagnosis' "
+                   "negligible 0.005, a predicted one signed when |change| >= 0.005; agrees: a signed prediction "
+                   "with the resolved measured sign, or a negligible prediction with an unresolved measurement; "
+                   "wrong: a resolved measurement of the other sign or beside a negligible prediction; "
+                   "unresolved: a signed prediction the runs neither confirm nor refute (not an agreement)")
+
+
+def predicted_sign(change, *, negligible: float = NEGLIGIBLE) -> np.ndarray:
+    r"""The predicted change's sign, 0 where it is negligible: :math:`\mathrm{sign}(\delta)` if
+    :math:`|\delta| \ge \tau`, else 0 (:math:`\tau` = ``negligible``, the change the diagnosis calls none)."""
+    change = np.asarray(change, dtype=float)
+    return np.where(np.abs(change) >= negligible, np.sign(change), 0.0)
+
+
+def resolved_sign(mean, se, *, negligible: float = NEGLIGIBLE, resolution: float = RESOLUTION_SE) -> np.ndarray:
+    r"""The measured change's sign where the seeds resolve it, else 0:
+    :math:`\mathrm{sign}(\bar m)` if :math:`|\bar m| > k\,\mathrm{se}` and :math:`|\bar m| > \tau`, else 0, with
+    :math:`\bar m` the mean over seeds, :math:`\mathrm{se} = s / \sqrt{n}` its standard error, :math:`k` =
+    ``resolution``, :math:`\tau` = ``negligible``. An undefined se (one seed) resolves nothing."""
+    mean, se = np.asarray(mean, dtype=float), np.asarray(se, dtype=float)
+    resolved = (np.abs(mean) > resolution * se) & (np.abs(mean) > negligible)  # False where se is NaN
+    return np.where(resolved, np.sign(mean), 0.0)
+
+
+def recommendation_outcome(predicted: float, measured: float) -> str:
+    """One of :data:`OUTCOMES` for a predicted sign (:func:`predicted_sign`) and a resolved measured sign
+    (:func:`resolved_sign`; 0 = unresolved): the rule of :data:`RESOLUTION_RULE`."""
+    if measured == 0:
+        return OUTCOMES[0] if predicted == 0 else OUTCOMES[2]
+    return OUTCOMES[0] if predicted == measured else OUTCOMES[1]
+
+
+def recommendation_cells(records: pd.DataFrame, *, negligible: float = NEGLIGIBLE,
+                         resolution: float = RESOLUTION_SE) -> pd.DataFrame:
+    r"""Per (kind, cell) of the measured recommendations: the predicted worst-group change (mean over the seeds'
+    diagnoses), the measured one's mean :math:`\bar m` over seeds, its standard error :math:`s/\sqrt{n}`
+    (``measured_se``; s with ddof 1) and n, the per-seed values (``seeds``, ``measured_per_seed``), the two signs
+    (:func:`predicted_sign`, :func:`resolved_sign`) and the outcome (:func:`recommendation_outcome`)."""
+    measured = records[records["measured"].astype(bool)]
+    grouped = measured.groupby(["action", *CELL], sort=False)
+    out = grouped.agg(predicted_worst_change=("predicted_worst_change", "mean"),
+                      measured_worst_change=("measured_worst_change", "mean"),
+                      measured_sd=("measured_worst_change", "std"), n=("measured_worst_change", "size"),
+                      seeds=("seed", list), measured_per_seed=("measured_worst_change", list)).reset_index()
+    out["measured_se"] = out.pop("measured_sd") / np.sqrt(out["n"])
+    out["predicted_sign"] = predicted_sign(out["predicted_worst_change"], negligible=negligible)
+    out["measured_sign"] = resolved_sign(out["measured_worst_change"], out["measured_se"], negligible=negligible,
+                                         resolution=resolution)
+    out["outcome"] = [recommendation_outcome(p, m) for p, m in zip(out["predicted_sign"], out["measured_sign"])]
+    return out
+
+
+def resolved_agreement(per_cell: pd.DataFrame) -> pd.DataFrame:
+    """Per kind and over all, from :func:`recommendation_cells`: resolved (cells whose measured change the seeds
+    resolve), resolved_agreement (the share of those with the predicted sign; NaN if none), agreement (the share
+    of all cells that agree, :data:`RESOLUTION_RULE`), wrong and unresolved (counts of those outcomes)."""
+    def summary(part: pd.DataFrame, action: str) -> dict:
+        resolved = part[part["measured_sign"] != 0]
+        return {"action": action, "resolved": len(resolved),
+                "resolved_agreement": float((resolved["outcome"] == "agrees").mean()) if len(resolved) else math.nan,
+                "agreement": float((part["outcome"] == "agrees").mean()),
+                "wrong": int((part["outcome"] == "wrong").sum()),
+                "unresolved": int((part["outcome"] == "unresolved").sum())}
+
+    return _per_kind(per_cell, summary)
+
+
+def recommendation_table(records: pd.DataFrame) -> pd.DataFrame:
+    """The three rules side by side per kind: plain signs (``sign_agreement``), changes under
+    :data:`~dpfair_analysis.diagnose.explanation.NEGLIGIBLE` as none (``sign_agreement_negligible``), and the
+    resolution rule (:func:`resolved_agreement`), with the Spearman, mean changes and helped cells of
+    :func:`recommendation_agreement`."""
+    plain = recommendation_agreement(records)
+    negligible = recommendation_agreement(records, tolerance=NEGLIGIBLE)[["action", "sign_agreement"]]
+    return (plain.merge(negligible.rename(columns={"sign_agreement": "sign_agreement_negligible"}), on="action")
+            .merge(resolved_agreement(recommendation_cells(records)), on="action"))
 
 
 def recommendation_check_json(records: pd.DataFrame, *, profile: str = "recommendations") -> dict:
-    """The recommendation check as a notebook reads it: the profile, the records, and the agreement per kind with
-    plain signs and with changes under the diagnosis' :data:`~dpfair_analysis.diagnose.explanation.NEGLIGIBLE`
-    taken as none."""
+    """The recommendation check as a notebook reads it: the profile, the records (one per seed), the agreement per
+    kind with plain signs and with changes under the diagnosis'
+    :data:`~dpfair_analysis.diagnose.explanation.NEGLIGIBLE` taken as none, the three rules side by side
+    (``table``, :func:`recommendation_table`, under ``rule``) and the per-cell means, standard errors, n and
+    outcomes (``cells``, :func:`recommendation_cells`)."""
     prof = profile_settings(profile)
-    clean = records.astype(object).where(records.notna(), None)
+
+    def plain(frame: pd.DataFrame) -> list[dict]:
+        return frame.astype(object).where(frame.notna(), None).to_dict("records")
+
     return {"issue": "51.5", "profile": profile, "seeds": list(prof.seeds), "settings": list(prof.settings or ()),
-            "regimes": [asdict(r) for r in prof.regimes], "negligible": NEGLIGIBLE,
-            "agreement": recommendation_agreement(records).to_dict("records"),
-            "agreement_negligible": recommendation_agreement(records, tolerance=NEGLIGIBLE).to_dict("records"),
-            "records": clean.to_dict("records")}
+            "regimes": [asdict(r) for r in prof.regimes], "negligible": NEGLIGIBLE, "resolution_se": RESOLUTION_SE,
+            "rule": RESOLUTION_RULE,
+            "agreement": plain(recommendation_agreement(records)),
+            "agreement_negligible": plain(recommendation_agreement(records, tolerance=NEGLIGIBLE)),
+            "table": plain(recommendation_table(records)), "cells": plain(recommendation_cells(records)),
+            "records": plain(records)}
 
 
 @dataclass

@@ -159,6 +159,32 @@ def fairdp_stationary_bounds(norms: torch.Tensor, group: torch.Tensor, *, n_grou
     return torch.where(present, bounds, torch.full_like(bounds, initial))
 
 
+def fairdp_run_bounds(stationary: torch.Tensor, *, initial: float, clip_lr: float, steps: int) -> torch.Tensor:
+    r"""The bounds a run of ``steps`` steps clips to, on average, on its way from ``initial`` to the fixed point.
+
+    Each step moves :math:`\log C_k` by :math:`\eta_C (p_k - \gamma_k)`, at most :math:`\eta_C` since
+    :math:`|p_k - \gamma_k| \le 1`, so a run of T steps cannot reach a fixed point ``stationary`` =
+    :math:`C^*_k` (:func:`fairdp_stationary_bounds`) further than :math:`\eta_C T` in log C. Moving at that speed
+    towards it, step t + 1 clips at :math:`\log C_0 + \mathrm{sign}(L_k) \min(\eta_C t, |L_k|)` with
+    :math:`L_k = \log(C^*_k / C_0)` (the first at :math:`C_0`); the bound returned is their geometric mean over
+    the run,
+
+    .. math:: C_0 \exp\Big(\mathrm{sign}(L_k) \frac{1}{T} \sum_{t=0}^{T-1} \min(\eta_C t, |L_k|)\Big)
+              = C_0 \exp\Big(\mathrm{sign}(L_k) \frac{\eta_C m (m - 1) / 2 + |L_k| (T - m)}{T}\Big),
+
+    :math:`m = \min(T, \lceil |L_k| / \eta_C \rceil)` the steps still on the way. It tends to :math:`C^*_k` as
+    T grows and is :math:`C_0` for T = 1; slower moves (:math:`|p_k - \gamma_k| < 1`) stay nearer :math:`C_0`.
+    """
+    check_positive(initial, "initial")
+    check_positive(clip_lr, "clip_lr")
+    check_positive_int(steps, "steps")
+    log_ratio = torch.log(stationary.double() / initial)
+    distance = log_ratio.abs()
+    on_the_way = torch.clamp(torch.ceil(distance / clip_lr), max=float(steps))
+    moved = (clip_lr * on_the_way * (on_the_way - 1) / 2 + distance * (steps - on_the_way)) / steps
+    return initial * torch.exp(torch.sign(log_ratio) * moved)
+
+
 class ShrinkOnlyWarning(UserWarning):
     """FairDP's excess cap R is at or below e* (:func:`tau_minimising_excess`): every target clipped fraction
     is 1, so the bounds can only shrink and the upper problem (6a) is switched off."""

@@ -143,6 +143,45 @@ def test_the_fairdp_policy_run_on_exact_statistics_settles_at_the_stationary_bou
     assert float(predicted[1]) > float(predicted[0])  # the group with the larger norms gets the larger bound
 
 
+def test_fairdp_run_bounds_are_the_policys_mean_bound_on_a_short_run():
+    """The policy on exact statistics, far below its fixed point (every row clipped, gamma ~ 0: full speed), for
+    T = 12 steps: the geometric mean of the bounds it clipped to is the predictor's run bound, not the fixed point
+    (which it does not reach)."""
+    from dpfair_analysis.training.fairdp import FairDP, fairdp_run_bounds, noise_coefficient
+
+    gen = torch.Generator().manual_seed(0)
+    group = torch.cat([torch.zeros(300, dtype=torch.long), torch.ones(40, dtype=torch.long)])
+    norms = torch.cat([5 + torch.rand(300, generator=gen, dtype=torch.float64),
+                       20 + torch.rand(40, generator=gen, dtype=torch.float64) * 10])
+    policy = FairDP(0.5, 1.0, 1e-9, 1e-9, dimension=20, learning_rate=0.5, smoothing=0.0).for_run()
+    used = []
+    for _ in range(12):
+        used.append(policy.current_clips(2))
+        policy.decide(norms, group, n_groups=2, expected_batch_size=64.0, generator=gen)
+    mean = torch.stack(used).log().mean(0).exp()
+    stationary = fairdp_stationary_bounds(norms, group, n_groups=2, initial=0.5, bias_coef=policy.bias_coef,
+                                          noise_coef=noise_coefficient(1.0, 20, 64.0))
+    predicted = fairdp_run_bounds(stationary, initial=0.5, clip_lr=policy.clip_lr, steps=12)
+    assert torch.allclose(mean, predicted, rtol=1e-3)
+    assert bool((stationary > 5 * predicted).all())  # the fixed point is far beyond what 12 steps reach
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(1e-3, 1e3), st.floats(0.01, 10.0), st.floats(1e-3, 1.0), st.integers(1, 5000))
+def test_fairdp_run_bounds_lie_between_the_start_and_the_fixed_point(stationary, initial, clip_lr, steps):
+    from dpfair_analysis.training.fairdp import fairdp_run_bounds
+
+    def bound(t: int) -> float:
+        return float(fairdp_run_bounds(torch.tensor([stationary], dtype=torch.float64), initial=initial,
+                                       clip_lr=clip_lr, steps=t)[0])
+
+    got, low, high = bound(steps), min(initial, stationary), max(initial, stationary)
+    assert low * (1 - 1e-9) <= got <= high * (1 + 1e-9)
+    assert bound(1) == pytest.approx(initial)
+    assert abs(math.log(bound(steps + 1) / initial)) >= abs(math.log(got / initial)) - 1e-12  # longer: further
+    assert abs(math.log(got / initial)) <= clip_lr * (steps - 1) / 2 + 1e-12  # at most the full-speed mean
+
+
 def test_quantile_rule_clips_at_most_kappa_of_b_rows():
     norms = torch.linspace(0.1, 10.0, 1000, dtype=torch.float64)
     C = quantile_rule_bound(norms, noise_multiplier=1.0, batch_size=100, n_params=40)

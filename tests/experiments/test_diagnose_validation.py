@@ -3,6 +3,8 @@
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpfair_analysis.experiments import diagnosis_validation as V
 
@@ -218,4 +220,45 @@ def test_the_recommendation_check_json_is_plain_json():
     payload = V.recommendation_check_json(recommendation_records(lambda p: p))
     text = json.dumps(payload, allow_nan=False)
     assert payload["profile"] == "recommendations" and "agreement_negligible" in text
+    assert {"table", "cells", "rule", "resolution_se"} <= set(payload)
     assert V.profile_settings("recommendations").options.recommendations
+    assert len(V.profile_settings("recommendations").seeds) >= 5  # enough seeds for a standard error
+
+
+def test_the_resolution_rule_on_its_cases():
+    # (predicted, measured mean, se) -> outcome: the rule as RESOLUTION_RULE states it
+    cases = [(0.02, 0.03, 0.01, "agrees"),       # signed, resolved, same sign
+             (0.02, -0.03, 0.01, "wrong"),       # signed, resolved, other sign
+             (0.02, 0.03, 0.02, "unresolved"),   # |mean| < 2 se: the runs cannot tell
+             (0.02, 0.004, 0.0, "unresolved"),   # resolved by se but under the negligible 0.005
+             (1e-7, 0.0, 0.0, "agrees"),         # negligible predicted, nothing measured
+             (1e-7, 0.01, 0.008, "agrees"),      # negligible predicted, unresolved
+             (1e-7, -0.03, 0.005, "wrong"),      # negligible predicted, resolved change
+             (0.02, 0.03, np.nan, "unresolved")]  # one seed: no standard error, nothing resolved
+    for predicted, mean, se, outcome in cases:
+        got = V.recommendation_outcome(V.predicted_sign(predicted), V.resolved_sign(mean, se))
+        assert got == outcome, (predicted, mean, se)
+
+
+@given(st.floats(-1, 1), st.floats(-1, 1), st.floats(0, 1), st.floats(1, 10))
+@settings(max_examples=200, deadline=None)
+def test_the_resolution_rule_is_symmetric_and_more_seeds_never_unresolve(predicted, mean, se, shrink):
+    outcome = V.recommendation_outcome(V.predicted_sign(predicted), V.resolved_sign(mean, se))
+    assert outcome == V.recommendation_outcome(V.predicted_sign(-predicted), V.resolved_sign(-mean, se))
+    resolved = V.resolved_sign(mean, se)
+    if resolved != 0:  # a smaller standard error keeps a resolved sign
+        assert V.resolved_sign(mean, se / shrink) == resolved
+        assert np.sign(mean) == resolved and abs(mean) > V.NEGLIGIBLE
+
+
+def test_recommendation_cells_carry_mean_standard_error_and_n():
+    cells = V.recommendation_cells(recommendation_records(lambda p: 2 * p)).set_index("setting")
+    assert list(cells["n"]) == [2] * 4 and "mitigation" not in set(cells["action"])  # unmeasured: left out
+    assert cells.loc["s0", "measured_worst_change"] == pytest.approx(-0.08)
+    assert cells.loc["s0", "measured_se"] == pytest.approx(np.std([-0.081, -0.079], ddof=1) / np.sqrt(2))
+    assert cells.loc["s0", "measured_per_seed"] == pytest.approx([-0.081, -0.079])
+    # -0.02 predicted against -0.02 +- 0.001 measured: resolved, same sign; every cell agrees
+    assert list(cells["outcome"]) == ["agrees"] * 4
+    table = V.recommendation_table(recommendation_records(lambda p: -p)).set_index("action")
+    assert table.loc["dpsgdf", ["sign_agreement", "sign_agreement_negligible", "agreement"]].tolist() == [0, 0, 0]
+    assert table.loc["dpsgdf", "resolved"] == 4 and table.loc["dpsgdf", "wrong"] == 4

@@ -42,14 +42,24 @@ def _policy(options: FairDPOptions, context):
 
 
 def _diagnosis(options, norms, group, view):
-    """Each group's bound at the fixed point of FairDP's update on the noise-free statistics."""
-    from dpfair_analysis.training.fairdp import bias_coefficient, fairdp_stationary_bounds, noise_coefficient
+    """Each group's bound at the fixed point of FairDP's update on the noise-free statistics, and, where the view
+    knows the run's steps, the bound the update moves to on average within them (at most eta_C a step in log C:
+    :func:`~dpfair_analysis.training.fairdp.fairdp_run_bounds`; a short run stays near the plan's C)."""
+    from dpfair_analysis.training.fairdp import (
+        bias_coefficient,
+        fairdp_run_bounds,
+        fairdp_stationary_bounds,
+        noise_coefficient,
+    )
 
     group_bounds = fairdp_stationary_bounds(
         norms, group, n_groups=len(view.group_sizes), initial=view.clip_bound,
         bias_coef=bias_coefficient(view.learning_rate, 1.0 / view.learning_rate),
         noise_coef=noise_coefficient(view.noise_multiplier, view.dimension, view.batch_size),
         excess_cap=options.excess_cap)
+    if view.steps is not None:
+        group_bounds = fairdp_run_bounds(group_bounds, initial=view.clip_bound, clip_lr=options.clip_lr,
+                                         steps=view.steps)
     return group_bounds_step(norms, group, group_bounds, view)
 
 

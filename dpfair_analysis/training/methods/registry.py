@@ -31,7 +31,8 @@ class RunContext:
 class DiagnosisView:
     """What the diagnosis knows of a run when it asks a method for its step (:attr:`Method.diagnosis`): the
     plan's C, sigma, expected batch size b, sampling rate q, step size, the training set's group sizes n_k
-    (a float tensor) and size n, and the model's parameter count P."""
+    (a float tensor) and size n, the model's parameter count P, and the run's step count T (None: as many as an
+    adaptive method's update needs to settle)."""
 
     clip_bound: float
     noise_multiplier: float
@@ -41,6 +42,7 @@ class DiagnosisView:
     group_sizes: Any
     n: int
     dimension: int
+    steps: int | None = None
 
 
 @dataclass(frozen=True)

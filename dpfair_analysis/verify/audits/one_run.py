@@ -44,6 +44,7 @@ import torch
 from dpfair_analysis.data.adult import adult
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.errors import ArgumentError
+from dpfair_analysis.experiments.group_privacy import GROUP_PRIVACY_METHODS, record_sensitivities
 from dpfair_analysis.gradients import flatten, parameters_of, per_sample_gradients
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, dpsgd_epsilon, steps_for_epochs
@@ -266,8 +267,6 @@ def canary_epsilons(result: Any, trace: CanaryTrace, canaries: Canaries, *, clip
     scaled to, and the step's other releases charged in full (DP-SGD: :math:`s' = \\min(\\|g\\|, C)/C`); exact
     curves when the :math:`s'` take few values (DP-SGD's gradient canaries: all 1), the conservative grid
     otherwise. NaN for a method the accountant does not model."""
-    from dpfair_analysis.experiments.group_privacy import GROUP_PRIVACY_METHODS, record_sensitivities
-
     if result.policy not in GROUP_PRIVACY_METHODS:
         return np.full(trace.norms.shape[1], np.nan)
     steps = len(result.steps)

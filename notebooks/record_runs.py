@@ -45,6 +45,7 @@ records); this process then records it through the same functions the notebook c
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -223,9 +224,10 @@ def record_pfld(runs: pfld_tuned.TunedRuns, records: RunRecords, max_runs: int |
             result = run_sweep([pfld_tuned.planned_run(runs, planned)], cache=cache, records=records,
                                backend=Backend(), progress=False)[0]
             row = next(iter(result.values())) if planned.method == "clf" else result
+            # a run served from an older run cache has no cpu_seconds in its row (the summary's median skips it)
             bar.write(f"recorded {planned.method} {planned.constraint} fold {planned.fold} {planned.role} "
                       f"configuration {planned.configuration_index}: accuracy {row['accuracy']:.3f}, violation "
-                      f"{row['violation']:.3f}, {row['cpu_seconds']:.1f} CPU s")
+                      f"{row['violation']:.3f}, {row.get('cpu_seconds', math.nan):.1f} CPU s")
             bar.update()
 
 

@@ -252,4 +252,4 @@ def test_the_tuned_table_states_epsilon_from_above_and_the_part_that_decides_eac
                                          "violation reproduces at the printed settings")
     table = findings_tables.pfld_tuned_table(ROOT / "paper_figs" / "pfld" / "tuned_table2_compas.json")
     eo_pfld = next(line for line in table.splitlines() if line.startswith("| eo | pfld |"))
-    assert "does not reproduce" in eo_pfld and "accuracy 0.654 below" in eo_pfld and "ε ≤ 1.000004" in eo_pfld
+    assert "does not reproduce" in eo_pfld and "accuracy 0.637 below" in eo_pfld and "ε ≤ 1.000004" in eo_pfld

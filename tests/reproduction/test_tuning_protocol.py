@@ -1,12 +1,14 @@
 """Issue 36's reproduction protocol at the full settings (slow: `pytest -m slow tests/reproduction`).
 
 PF-LD's Table 2 on COMPAS under the protocol (every method tuned with 16 configurations on validation rows of
-each training fold, the choice refitted and tested on the test fold) takes about an hour of one core cold;
-its runs are cached by configuration in $DPFAIR_CACHE. The MNIST checks read the committed run records of
+each training fold, the choice refitted and tested on the test fold) takes about an hour of one core cold; its
+runs are read from the committed records (``notebooks/record_runs.py --study pfld-tuned --data compas``,
+``paper_figs/pfld/tuned_runs_compas.json``; ``DPFAIR_CACHE_ALLOW_STALE=1`` serves them to later code). The MNIST checks read the committed run records of
 ``notebooks/record_runs.py --study mnist-tuning`` and train nothing. The assertions are the measured verdicts
 (issue 36's closing note), each with the numbers it rests on, so a change that moves a verdict fails here.
 """
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -24,29 +26,32 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def compas():
-    return R.tuned_side_by_side(PT.tuned_table2("compas", cache=RunCache(default_cache_dir()))).set_index(
-        ["constraint", "method"])
+    records = RunRecords(REPO / "paper_figs" / "pfld" / "tuned_runs_compas.json")
+    return R.tuned_side_by_side(PT.tuned_table2("compas", cache=RunCache(default_cache_dir()), records=records)
+                                ).set_index(["constraint", "method"])
 
 
 def test_tuned_compas_is_the_committed_table(compas):
-    committed = pd.read_csv(REPO / "paper_figs" / "pfld" / "tuned_table2_compas.csv").set_index(["constraint",
-                                                                                                  "method"])
+    committed = pd.DataFrame(json.loads((REPO / "paper_figs" / "pfld" / "tuned_table2_compas.json").read_text())[
+        "summary"]).set_index(["constraint", "method"])
     for column in ("tuned_accuracy", "tuned_violation", "default_accuracy", "default_violation"):
         assert compas[column].to_numpy() == pytest.approx(committed.loc[compas.index, column].to_numpy(), abs=1e-9)
     assert (compas["verdict"] == committed.loc[compas.index, "verdict"]).all()
 
 
-def test_pfld_on_compas_reproduces_after_tuning_under_dp_and_ap_not_eo(compas):
-    """At the printed configuration PF-LD is 0.08-0.11 below the paper's accuracy under every constraint; the
-    validation choice (lr 0.2, 5 epochs, C_p = 1 in most folds) reaches the paper's cells under dp (0.648 /
-    0.125 vs 0.667 / 0.098, margins 0.02 / 0.037) and ap (0.675 / 0.036 vs 0.671 / 0.031), and falls 0.031 short
-    of the accuracy under eo (0.646 vs 0.677)."""
+def test_pfld_on_compas_reproduces_after_tuning_under_ap_only(compas):
+    """With each run's features scaled on its own training rows: at the printed configuration PF-LD is 0.089-0.093
+    below the paper's accuracy under every constraint (0.578 / 0.578 / 0.584); the validation choice reaches the
+    paper's cells under ap (0.671 / 0.027 vs 0.671 / 0.031) and falls short of the accuracy under dp (0.615 vs
+    0.667) and eo (0.637 vs 0.677). Scaled on all rows (test folds included), dp had reproduced after tuning
+    (0.654)."""
     pfld = compas.xs("pfld", level="method")
     assert (pfld["paper_accuracy"] - pfld["default_accuracy"]).min() > 0.07
-    assert pfld.loc["dp", "verdict"] == R.TUNED and pfld.loc["ap", "verdict"] == R.TUNED
-    assert pfld.loc["eo", "verdict"] == R.NOT_REPRODUCED
-    assert pfld.loc["eo", "paper_accuracy"] - pfld.loc["eo", "tuned_accuracy"] > pfld.loc["eo", "accuracy_margin"]
-    assert all("clip_primal 1" in c for c in pfld["chosen_most_often"])
+    assert pfld.loc["ap", "verdict"] == R.TUNED
+    assert pfld.loc["dp", "verdict"] == R.NOT_REPRODUCED and pfld.loc["eo", "verdict"] == R.NOT_REPRODUCED
+    for constraint in ("dp", "eo"):
+        row = pfld.loc[constraint]
+        assert row["paper_accuracy"] - row["tuned_accuracy"] > row["accuracy_margin"]
 
 
 def test_mnist_tuning_records_choose_on_validation_only():

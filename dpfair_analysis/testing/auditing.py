@@ -80,7 +80,8 @@ from dpfair_analysis.testing.relations import (
     make_relation,
 )
 from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, Runner, describe_data
-from dpfair_analysis.testing.scores import Fitted, Skipped, Statistic, check_kinds, statistic_family
+from dpfair_analysis.testing.families import statistic_family
+from dpfair_analysis.testing.scores import Fitted, Skipped, Statistic, check_kinds
 from dpfair_analysis.testing.sensitivity import seed_only
 from dpfair_analysis.validation import check_fraction, check_seed
 

@@ -2,7 +2,8 @@
 
 Any statistic gives a valid lower bound on epsilon (the bound is over the rejection region
 "score > t", whatever the score); a better statistic gives a larger one. The audit tries a
-family and keeps the best on selection runs (:func:`dpfair_analysis.testing.auditing`):
+family (:func:`dpfair_analysis.testing.families.statistic_family`) and keeps the best on selection
+runs (:func:`dpfair_analysis.testing.auditing`):
 
 ``threshold`` (black box, nothing fitted)
     each output coordinate and the sum, maximum, minimum and norm of the output, each with
@@ -453,40 +454,6 @@ class Likelihood(Statistic):
         return Fitted("log-likelihood ratio (white box)", score, self.kind)
 
 
-def statistic_family(kinds: tuple[str, ...], out0: np.ndarray, out1: np.ndarray, *,
-                     log_density: Callable | None = None, shape: tuple[int, ...] = (),
-                     increments: bool = False) -> list[Statistic]:
-    """The statistics of the asked ``kinds`` for outputs like these.
-
-    Parameters
-    ----------
-    kinds : tuple of str and Statistic
-        Among :data:`STATISTIC_KINDS`; :class:`Statistic` instances (a user's) are included as they are.
-    out0, out1 : (n, d) arrays
-        Runs on D and D'.
-    log_density : callable, optional
-        For ``likelihood``.
-    shape : tuple
-        The mechanism's output shape (passed back to ``log_density``).
-    increments : bool
-        The threshold family includes the increments' projections (:func:`threshold_family`).
-    """
-    members: list[Statistic] = []
-    if "likelihood" in kinds and log_density is not None:
-        members.append(Likelihood(log_density, shape))
-    if "threshold" in kinds:
-        members += threshold_family(out0.shape[1], increments=increments)
-    if "histogram" in kinds:
-        members += histogram_family(out0, out1)
-    if "learned" in kinds:
-        members.append(Learned())
-    if "pattern" in kinds:
-        from dpfair_analysis.testing.patterns import pattern_family  # it builds on this module
-
-        members += pattern_family(out0, out1)
-    return members + [k for k in kinds if isinstance(k, Statistic)]  # a user's own statistics, as given
-
-
 def check_kinds(statistics: Any, *, log_density: Callable | None) -> tuple[str, ...]:
     """``statistics`` as a tuple of kinds ("auto": all that apply). Raises ValueError naming what is allowed.
 
@@ -524,5 +491,4 @@ __all__ = [
     "Skipped",
     "Statistic",
     "check_kinds",
-    "statistic_family",
 ]

@@ -19,7 +19,7 @@ from dpfair_analysis.testing import (
 from dpfair_analysis.testing import strategies as kit
 from dpfair_analysis.testing.auditing import Budget, candidate_pairs
 from dpfair_analysis.testing.bounds import choose_threshold
-from dpfair_analysis.testing.scores import statistic_family
+from dpfair_analysis.testing.families import statistic_family
 from dpfair_analysis.testing.zoo import catalogue
 
 ZOO = catalogue()

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpfair_analysis.testing import AddRemove, audit, audit_step, scores
+from dpfair_analysis.testing import AddRemove, audit, audit_step, families, scores
 
 D = np.linspace(-1.0, 1.0, 8)
 PAIR = (D, D[:-1])  # the last record (1.0) removed: the sum moves by 1
@@ -61,7 +61,7 @@ def test_every_skipped_statistic_states_its_reason():
     rng = np.random.default_rng(1)
     out0 = np.c_[rng.normal(size=400), np.zeros(400), rng.random(400) < 0.003]  # continuous, constant, rare
     out1 = np.c_[rng.normal(size=400) + 1, np.zeros(400), rng.random(400) < 0.003]
-    outcomes = [s.fit_or_skip(out0, out1, PAIR) for s in scores.statistic_family(
+    outcomes = [s.fit_or_skip(out0, out1, PAIR) for s in families.statistic_family(
         ("threshold", "histogram", "learned"), out0, out1)]
     skipped = [o for o in outcomes if isinstance(o, scores.Skipped)]
     assert {o.name for o in skipped} >= {"output[1]", "-output[1]", "histogram of output[1]"}

@@ -18,7 +18,8 @@ from dpfair_analysis.testing.patterns import (
     pattern_family,
     symbols,
 )
-from dpfair_analysis.testing.scores import check_kinds, statistic_family
+from dpfair_analysis.testing.families import statistic_family
+from dpfair_analysis.testing.scores import check_kinds
 from tests.testing import plain_svt
 
 

@@ -140,6 +140,20 @@ def clip_factors(norms: torch.Tensor, bounds: torch.Tensor | float) -> torch.Ten
     return torch.where(norms > bounds, bounds / norms, 1.0).expand_as(norms)
 
 
+def mean_minimum(levels: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """m_i = (1/T) sum_t min(a_t, x_i) for levels a (shape (T,)) and values x (shape (n,)), in O((n + T) log T).
+
+    With the levels sorted, a_(1) <= ... <= a_(T), and k_i = #{t : a_t < x_i}:
+    m_i = (a_(1) + ... + a_(k_i) + (T - k_i) x_i) / T. A run whose bound moves, C_t, clips g_i by
+    min(1, C_t / ||g_i||) = min(C_t, ||g_i||) / ||g_i||: its factor averaged over the steps is this mean over
+    ||g_i||."""
+    levels = levels.to(values.dtype).sort().values
+    below = torch.cat([torch.zeros(1, dtype=values.dtype, device=values.device), levels.cumsum(0)])
+    k = torch.searchsorted(levels, values)
+    above = torch.where(k < len(levels), (len(levels) - k).to(values.dtype) * values, 0.0)  # x_i = inf: every a_t
+    return (below[k] + above) / len(levels)
+
+
 def weighted_sum(grads: Mapping[str, torch.Tensor], coefficients: torch.Tensor) -> Grads:
     """sum_i a_i g_i for per-sample coefficients a (shape (n,))."""
     return {name: torch.einsum("n,n...->...", coefficients.to(g.dtype), g) for name, g in grads.items()}

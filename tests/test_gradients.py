@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings, strategies as st
 from opacus import GradSampleModule
 
-from dpfair_analysis.gradients import (clip_factors, clipped_sum, flatten, hessian_vector_product,
+from dpfair_analysis.gradients import (clip_factors, clipped_sum, flatten, hessian_vector_product, mean_minimum,
                                        mean_loss_gradient, noisy_clipped_sum, per_sample_gradients,
                                        per_sample_gradients_and_losses, per_sample_losses, per_sample_norms)
 from dpfair_analysis.models import build_model, count_parameters
@@ -176,3 +176,14 @@ def test_hessian_vector_product_matches_autograd_hessian():
     grad = mean_loss_gradient(model, X, y)
     torch.testing.assert_close(torch.cat([grad[k].flatten() for k in names]),
                                torch.autograd.functional.jacobian(loss_of, flat))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1e6, allow_subnormal=False), min_size=1, max_size=30),
+       st.lists(st.one_of(st.floats(0.0, 1e6, allow_subnormal=False), st.just(math.inf)), min_size=0, max_size=30))
+def test_mean_minimum_is_the_mean_over_the_levels_of_the_minimum(levels, values):
+    """Ties, zeros, equal levels and infinite values (a zero gradient's 1 / ||g||) included."""
+    a = torch.tensor(levels, dtype=torch.float64)
+    x = torch.tensor(values, dtype=torch.float64)
+    expected = torch.minimum(a[:, None], x[None, :]).mean(0) if len(values) else torch.zeros(0, dtype=torch.float64)
+    assert torch.allclose(mean_minimum(a, x), expected, rtol=1e-12, atol=0.0)

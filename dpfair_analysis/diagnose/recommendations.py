@@ -11,8 +11,10 @@ expectation over the noise, without draws (no interval is reported for a recomme
 
 C from paper 000's quantile rule (the (1 - kappa/b)-quantile of the per-sample norms, kappa =
 E||N(0, sigma^2 I_P)||/sigma, :mod:`dpfair_analysis.theory.bounds`), DPSGD-F, Naive and paper 002's FairDP at
-DP-SGD's epsilon, paper 001's mitigation (gamma = (1, 1)) at the same epsilon, a 4x larger batch and a 2x
-larger epsilon (sigma recalibrated). FairDP's per-group bounds move during training, at most eta_C a step
+DP-SGD's epsilon, the two later methods (Global-Adapt, bounded adaptive clipping) at DP-SGD's epsilon, paper
+001's mitigation (gamma = (1, 1)) at the same epsilon, a 4x larger batch and a 2x larger epsilon (sigma
+recalibrated). The adaptive bounds (FairDP's, Global-Adapt's Z, bounded adaptive clipping's C) are taken where
+the run's steps take them, not at their update's fixed point: a short run stays near its start. FairDP's per-group bounds move during training, at most eta_C a step
 in log C; the predictor takes each group's bound on its way to the fixed point of FairDP's update on the
 noise-free statistics (:func:`~.mechanisms.fairdp_stationary_bounds`), averaged over the run's steps
 (:func:`~dpfair_analysis.training.fairdp.fairdp_run_bounds`).
@@ -171,6 +173,12 @@ def recommendations(splits: Sequence[RecommendationSplit], plan: PrivacyPlan, re
                          ("fairdp", "FairDP (paper 002, as reconstructed in training/fairdp.py): per-group bounds "
                                     "moving towards the fixed point of its tau-descent for the run's steps, stopped at "
                                     "DP-SGD's epsilon"),
+                         ("globaladapt", "DPSGD-Global-Adapt (Esipova et al. 2023, later work): every gradient "
+                                         "scaled by C/Z under a privately tracked bound Z, from its default Z_0 on "
+                                         "the update's expected path, stopped at DP-SGD's epsilon"),
+                         ("boundedadaptive", "bounded adaptive clipping (Zhao et al. 2025, later work): the quantile "
+                                             "update of C kept above C_LB = C/2, on its expected path, stopped at "
+                                             "DP-SGD's epsilon"),
                          ("mitigation", "paper 001's mitigation (Eq. 6 with the boundary proxy, gamma = (1, 1)) at "
                                         "DP-SGD's epsilon")):
         if method == plan.method:

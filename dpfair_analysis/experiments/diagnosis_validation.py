@@ -60,7 +60,7 @@ from dpfair_analysis.validation import check_choice
 
 PROFILES = ("quick", "full", "recommendations")
 #: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
-PREDICTOR_VERSION = "issue-51-fairdp-run-bounds"  # FairDP at the bounds its run reaches, not its fixed point
+PREDICTOR_VERSION = "issue-51-adaptive-run-paths"  # FairDP, Global-Adapt, bounded adaptive where their runs take them
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
 #: The direction of each naive hypothesis: a larger score = predicted to lose more.
 NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",

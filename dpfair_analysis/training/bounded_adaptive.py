@@ -52,7 +52,7 @@ import torch
 
 from dpfair_analysis.training.clipping import StepDecision
 from dpfair_analysis.training.optq import geometric_update, optq_gradient_multiplier
-from dpfair_analysis.validation import check_fraction, check_positive
+from dpfair_analysis.validation import check_fraction, check_positive, check_positive_int
 
 
 def bounded_update(clip: float, fraction: float, *, target_quantile: float, clip_lr: float,
@@ -71,6 +71,28 @@ def bounded_update(clip: float, fraction: float, *, target_quantile: float, clip
         C_LB >= 0 (0: Andrew et al.'s unbounded update).
     """
     return max(lower_bound, geometric_update(clip, fraction, target_quantile=target_quantile, clip_lr=clip_lr))
+
+
+def bound_path(norms: torch.Tensor, *, initial: float, lower_bound: float, target_quantile: float, clip_lr: float,
+               count_threshold: float, steps: int) -> torch.Tensor:
+    """C_0, ..., C_{T-1}: the bounds a T-step run clips to under the update's expectation at these norms,
+
+        C_0 = max(C_0, C_LB),   C_{t+1} = max(C_LB, C_t exp(-eta_C (f(C_t) - gamma))),
+        f(C) = (1/n) sum_i 1[ ||g_i|| <= kappa C ],
+
+    f the unclipped fraction b~_t without its noise (centred) and clamp. log C moves by at most
+    eta_C max(gamma, 1 - gamma) a step, so a short run stays near C_0.
+    """
+    check_positive(initial, "initial")
+    check_positive_int(steps, "steps")
+    norms = norms.double()
+    bounds, clip = [], max(float(initial), lower_bound)
+    for _ in range(steps):
+        bounds.append(clip)
+        unclipped = float((norms <= count_threshold * clip).double().mean()) if len(norms) else 1.0
+        clip = bounded_update(clip, unclipped, target_quantile=target_quantile, clip_lr=clip_lr,
+                              lower_bound=lower_bound)
+    return torch.tensor(bounds, dtype=torch.float64)
 
 
 @dataclass(frozen=True)

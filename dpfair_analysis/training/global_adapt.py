@@ -72,7 +72,7 @@ import torch
 
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training.clipping import StepDecision
-from dpfair_analysis.validation import check_fraction, check_positive
+from dpfair_analysis.validation import check_fraction, check_positive, check_positive_int
 
 
 #: Z is kept within a factor Z_RANGE of C either way (module docstring).
@@ -92,6 +92,29 @@ def next_upper_bound(bound: float, fraction_above: float, *, target_fraction: fl
         eta_Z, the fraction of norms Z leaves above tau Z at its fixed point.
     """
     return bound * math.exp(fraction_above - target_fraction)
+
+
+def upper_bound_path(norms: torch.Tensor, *, clip_bound: float, initial: float, target_fraction: float,
+                     threshold: float, steps: int) -> torch.Tensor:
+    """Z_0, ..., Z_{T-1}: the bounds a T-step run clips to under the update's expectation at these norms,
+
+        Z_{t+1} = Z_t exp(f(Z_t) - eta_Z),   f(Z) = (1/n) sum_i 1[ ||g_i|| > tau Z ],
+
+    f the mean of b~_t over the noise and the Poisson batch (the count's noise is centred and E|B_t| = b),
+    kept in [C / Z_RANGE, C Z_RANGE] as the policy keeps it. log Z falls by at most eta_Z a step: from the
+    authors' Z_0 = 50 a short run never comes near the fixed point where a fraction eta_Z of the norms lies
+    above tau Z, and its weight C / Z_t stays small.
+    """
+    check_positive(initial, "initial")
+    check_positive_int(steps, "steps")
+    norms = norms.double()
+    bounds, bound = [], float(initial)
+    for _ in range(steps):
+        bounds.append(bound)
+        above = float((norms > threshold * bound).double().mean()) if len(norms) else 0.0
+        bound = min(max(next_upper_bound(bound, above, target_fraction=target_fraction), clip_bound / Z_RANGE),
+                    clip_bound * Z_RANGE)
+    return torch.tensor(bounds, dtype=torch.float64)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import epsilon_from_event, poisson_gaussian_event
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.training import methods
-from dpfair_analysis.training.bounded_adaptive import BoundedAdaptive, bounded_update
+from dpfair_analysis.training.bounded_adaptive import BoundedAdaptive, bound_path, bounded_update
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.methods.bounded_adaptive import BoundedAdaptiveOptions
 from dpfair_analysis.training.optq import OptQ
@@ -55,6 +55,25 @@ def test_the_bound_never_goes_below_the_lower_bound(lower, seed):
         assert (decision.bounds == decision.record["C"]).all()
     assert min(bounds) >= lower
     assert bounds[-1] == lower  # reached: 60 steps of exp(-0.5) from 1 pass every lower bound >= 1e-3
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2 ** 31 - 1), st.floats(0.05, 0.95), st.floats(0.01, 1.0), st.floats(0.0, 3.0),
+       st.floats(0.1, 20.0), st.integers(1, 60))
+def test_the_expected_path_is_the_policys_bounds_without_count_noise(seed, quantile, lr, lower, initial, steps):
+    """The whole population as the batch and sigma_b ~ 0: the policy clips to C_0, ..., C_{T-1} of
+    :func:`bound_path` (what the diagnosis averages a short run over)."""
+    g = torch.Generator().manual_seed(seed)
+    norms = torch.rand(50, generator=g, dtype=torch.float64) * 10
+    policy = BoundedAdaptive(initial, 1e-12, 1e-12, lower_bound=lower, target_quantile=quantile,
+                             clip_lr=lr).for_run()
+    used = []
+    for _ in range(steps):
+        used.append(policy.current_clip)
+        policy.decide(norms, torch.zeros(50, dtype=torch.long), n_groups=1, expected_batch_size=50, generator=g)
+    path = bound_path(norms, initial=initial, lower_bound=lower, target_quantile=quantile, clip_lr=lr,
+                      count_threshold=1.0, steps=steps)
+    assert torch.allclose(path, torch.tensor(used, dtype=torch.float64), rtol=1e-9)
 
 
 def test_in_a_run_on_adult_the_bound_stays_above_it_where_opt_q_falls_below():
@@ -156,19 +175,44 @@ def test_defaults_and_flags():
     assert parsed["boundedadaptive"] == BoundedAdaptiveOptions(min_clip=0.0, clipping="normalized")
 
 
-def test_the_diagnosis_step_is_dpsgd_at_the_bounded_quantile():
-    from types import SimpleNamespace
+def _view(steps, batch_size=256.0):
+    from dpfair_analysis.training.methods.registry import DiagnosisView
 
+    return DiagnosisView(clip_bound=0.5, noise_multiplier=1.0, batch_size=batch_size, sampling_rate=0.1,
+                         learning_rate=0.1, group_sizes=torch.tensor([4.0]), n=4, dimension=3, steps=steps)
+
+
+def test_the_diagnosis_step_is_dpsgd_at_the_bounded_quantile():
     method = methods.get("boundedadaptive")
     norms = torch.tensor([0.01, 0.02, 0.03, 2.0], dtype=torch.float64)
-    view = SimpleNamespace(clip_bound=0.5, noise_multiplier=1.0)
+    sigma_z = (1.0 - (2 * 25.6) ** -2) ** -0.5  # the gradient's multiplier at sigma_b = 256 / 10
     bounds, coefficients, noise = method.diagnosis(BoundedAdaptiveOptions(), norms, torch.zeros(4, dtype=torch.long),
-                                                   view)
-    assert bounds.tolist() == [0.25] * 4 and noise == 0.25  # the median 0.025 is below C_LB = 0.25
+                                                   _view(None))
+    assert bounds.tolist() == [0.25] * 4 and noise == pytest.approx(0.25 * sigma_z)  # median 0.025 < C_LB = 0.25
     assert coefficients.tolist() == pytest.approx([1.0, 1.0, 1.0, 0.125])
     bounds, _, _ = method.diagnosis(BoundedAdaptiveOptions(min_clip=0.0), norms, torch.zeros(4, dtype=torch.long),
-                                    view)
+                                    _view(None))
     assert bounds[0] == pytest.approx(0.025)
+
+
+@pytest.mark.parametrize("clipping", ["plain", "normalized"])
+@pytest.mark.parametrize("steps", [1, 12])
+def test_the_diagnosis_of_a_t_step_run_averages_the_policys_step_over_its_path(steps, clipping):
+    """c_i = mean over the run's steps of the policy's factor w_t min(1, C_t / ||g_i||) and the noise std the
+    root mean square of sigma_z w_t C_t, C_t on the expected path from C_0 = C (a zero norm included)."""
+    method = methods.get("boundedadaptive")
+    norms = torch.tensor([0.0, 0.01, 0.02, 0.03, 2.0], dtype=torch.float64)
+    options = BoundedAdaptiveOptions(clipping=clipping, min_clip=0.01)
+    _, coefficients, noise = method.diagnosis(options, norms, torch.zeros(5, dtype=torch.long), _view(steps, 32.0))
+    path = bound_path(norms, initial=0.5, lower_bound=0.01, target_quantile=0.5, clip_lr=0.2, count_threshold=1.0,
+                      steps=steps)
+    weights = 1.0 / path if clipping == "normalized" else torch.ones_like(path)
+    factors = torch.stack([w * torch.where(norms > c, c / norms.clamp(min=1e-300), 1.0) for w, c in zip(weights, path)])
+    sigma_z = (1.0 - (2 * 3.2) ** -2) ** -0.5  # sigma_b = 32 / 10
+    assert torch.allclose(coefficients, factors.mean(0), rtol=1e-10)
+    assert noise == pytest.approx(sigma_z * float((weights * path).pow(2).mean().sqrt()))
+    if steps == 1:
+        assert coefficients[-1] == pytest.approx(float(weights[0]) * 0.25)  # C_0 / ||g|| = 0.5 / 2
 
 
 @pytest.mark.slow  # the default suite's cheaper check: tests/verify/test_sampled_audits.py (a tenth of the noise)

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpfair_analysis import data as datasets
-from dpfair_analysis.gradients import clipped_sum
+from dpfair_analysis.gradients import clip_factors, clipped_sum
 from dpfair_analysis.models import build_model
 from dpfair_analysis.privacy.accounting import epsilon_from_event, poisson_gaussian_event
 from dpfair_analysis.training import methods
-from dpfair_analysis.training.global_adapt import GlobalAdapt, next_upper_bound
+from dpfair_analysis.training.global_adapt import GlobalAdapt, next_upper_bound, upper_bound_path
 from dpfair_analysis.training.loop import TrainConfig, train
 from dpfair_analysis.training.methods.global_adapt import GlobalAdaptOptions
 from dpfair_analysis.training.policies import make_policy
@@ -83,6 +83,32 @@ def test_z_settles_where_the_target_fraction_of_norms_lies_above_it():
     for _ in range(2000):
         policy.decide(norms, torch.zeros(100, dtype=torch.long), n_groups=1, expected_batch_size=100, generator=g)
     assert 85 < policy.current_bound < 95
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2 ** 31 - 1), st.floats(0.05, 0.9), st.floats(0.1, 200.0), st.integers(1, 60))
+def test_the_expected_path_is_the_policys_bounds_without_count_noise(seed, target, initial, steps):
+    """The whole population as the batch and sigma_b ~ 0: the policy clips to Z_0, ..., Z_{T-1} of
+    :func:`upper_bound_path` (what the diagnosis averages a short run over)."""
+    g = torch.Generator().manual_seed(seed)
+    norms = torch.rand(50, generator=g, dtype=torch.float64) * 10
+    policy = GlobalAdapt(0.5, 1.0, 1e-12, initial_bound=initial, target_fraction=target).for_run()
+    used = []
+    for _ in range(steps):
+        used.append(policy.current_bound)
+        policy.decide(norms, torch.zeros(50, dtype=torch.long), n_groups=1, expected_batch_size=50, generator=g)
+    path = upper_bound_path(norms, clip_bound=0.5, initial=initial, target_fraction=target, threshold=1.0,
+                            steps=steps)
+    assert torch.allclose(path, torch.tensor(used, dtype=torch.float64), rtol=1e-9)
+
+
+def test_a_short_run_from_the_authors_z0_stays_far_above_the_fixed_point():
+    """From Z_0 = 50 on norms ~1 log Z falls eta_Z = 0.1 a step: after 12 steps Z is still 50 e^-1.1 ~ 16.6,
+    16x the fixed point (the 0.9-quantile, ~0.9), so the diagnosis of a 12-step run cannot take Z*."""
+    norms = torch.linspace(0.0, 1.0, 101, dtype=torch.float64)
+    path = upper_bound_path(norms, clip_bound=0.5, initial=50.0, target_fraction=0.1, threshold=1.0, steps=12)
+    assert float(path[-1]) == pytest.approx(50 * math.exp(-1.1))
+    assert float(path[-1]) > 16 * float(torch.quantile(norms, 0.9))
 
 
 def test_it_trains_on_a_small_setting():
@@ -165,18 +191,41 @@ def test_defaults_flags_and_canary_rule():
     assert parsed["globaladapt"] == GlobalAdaptOptions(target_fraction=0.2, initial_bound=5.0)
 
 
-def test_the_diagnosis_step_is_at_the_fixed_point_of_z():
-    from types import SimpleNamespace
+def _view(steps):
+    from dpfair_analysis.training.methods.registry import DiagnosisView
 
+    return DiagnosisView(clip_bound=0.5, noise_multiplier=1.0, batch_size=10.0, sampling_rate=1.0, learning_rate=0.1,
+                         group_sizes=torch.tensor([10.0]), n=10, dimension=3, steps=steps)
+
+
+def test_the_diagnosis_step_is_at_the_fixed_point_of_z():
     method = methods.get("globaladapt")
     norms = torch.arange(1, 11, dtype=torch.float64)
-    view = SimpleNamespace(clip_bound=0.5, noise_multiplier=1.0)
     bounds, coefficients, noise = method.diagnosis(GlobalAdaptOptions(), norms, torch.zeros(10, dtype=torch.long),
-                                                   view)
+                                                   _view(None))
     z = float(torch.quantile(norms, 0.9))
     assert bounds.tolist() == [z] * 10 and noise == 0.5
     assert (coefficients * norms).max() <= 0.5 + 1e-12  # no contribution above C
     assert coefficients[0] == pytest.approx(0.5 / z)
+
+
+@pytest.mark.parametrize("steps", [1, 12, 400])
+def test_the_diagnosis_of_a_t_step_run_averages_the_policys_factors_over_its_path(steps):
+    """c_i = mean over the run's steps of the policy's own factor (C / Z_t) min(1, Z_t / ||g_i||), Z_t on the
+    expected path from Z_0 = 50 (a zero norm included); after 400 steps Z has settled and the factor is near the
+    fixed point's."""
+    method = methods.get("globaladapt")
+    norms = torch.cat([torch.zeros(1, dtype=torch.float64), torch.arange(1, 10, dtype=torch.float64)])
+    options = GlobalAdaptOptions()
+    _, coefficients, noise = method.diagnosis(options, norms, torch.zeros(10, dtype=torch.long), _view(steps))
+    path = upper_bound_path(norms, clip_bound=0.5, initial=50.0, target_fraction=0.1, threshold=1.0, steps=steps)
+    policy_factors = torch.stack([(0.5 / z) * clip_factors(norms, torch.full_like(norms, float(z))) for z in path])
+    assert torch.allclose(coefficients, policy_factors.mean(0), rtol=1e-10) and noise == 0.5
+    if steps == 1:
+        assert coefficients.tolist() == pytest.approx([0.01] * 10)  # C / Z_0: nothing above Z_0 = 50
+    if steps == 400:
+        _, settled, _ = method.diagnosis(options, norms, torch.zeros(10, dtype=torch.long), _view(None))
+        assert torch.allclose(coefficients, settled, rtol=0.15)
 
 
 @pytest.mark.slow  # the default suite's cheaper check: tests/verify/test_sampled_audits.py (a tenth of the noise)

@@ -87,18 +87,44 @@ def _policy(options: BoundedAdaptiveOptions, context):
 
 
 def _diagnosis(options: BoundedAdaptiveOptions, norms, group, view):
-    """The step at the update's fixed point on the batch's noise-free norms: C* = max(C_LB, q_gamma / kappa) with
-    q_gamma the gamma-quantile of the norms (where the expected b~ equals gamma); c_i = w min(1, C* / ||g_i||) and the
-    noise std sigma w C* (w = 1, or 1 / C* when normalized; sigma_z ~ sigma at the default sigma_b)."""
+    """The step on the batch's noise-free norms, with weight w = 1 (or 1 / C when normalized) and the gradient's
+    noise multiplier sigma_z (:func:`~dpfair_analysis.training.optq.optq_gradient_multiplier`, at the run's sigma_b).
+    Where the view knows the run's T steps, along the update's expected path from C_0
+    (:func:`~dpfair_analysis.training.bounded_adaptive.bound_path`), each row's factor averaged over the steps,
+
+        c_i = (1/T) sum_t w_t min(1, C_t / ||g_i||) = (1/T) sum_t min(w_t C_t, w_t ||g_i||) / ||g_i||,
+
+    (:func:`~dpfair_analysis.gradients.mean_minimum`), noise std sigma_z sqrt((1/T) sum_t (w_t C_t)^2); else at the
+    update's fixed point C* = max(C_LB, q_gamma / kappa) with q_gamma the gamma-quantile of the norms (where the
+    expected b~ equals gamma): c_i = w min(1, C* / ||g_i||), noise std sigma_z w C*. The bounds returned are C* or
+    the path's geometric mean."""
     import torch
 
-    from dpfair_analysis.gradients import clip_factors
+    from dpfair_analysis.gradients import clip_factors, mean_minimum
+    from dpfair_analysis.training.bounded_adaptive import bound_path
+    from dpfair_analysis.training.optq import optq_gradient_multiplier
 
+    normalized = options.clipping == "normalized"
+    sigma_z = optq_gradient_multiplier(view.noise_multiplier, options.count_noise_std(
+        batch_size=max(int(round(view.batch_size)), 1), noise_multiplier=view.noise_multiplier))
+    lower = options.lower_bound(view.clip_bound)
+    if view.steps is not None:
+        path = bound_path(norms, initial=options.start(view.clip_bound), lower_bound=lower,
+                          target_quantile=options.target_quantile, clip_lr=options.clip_lr,
+                          count_threshold=options.count_threshold, steps=view.steps)
+        values = norms.double()
+        if normalized:  # min(1 / C_t, 1 / ||g_i||)
+            factors = mean_minimum(1.0 / path, 1.0 / values)
+            noise_std = sigma_z
+        else:  # min(C_t, ||g_i||) / ||g_i||, 1 at g_i = 0
+            factors = torch.where(values > 0, mean_minimum(path, values) / values.clamp(min=1e-300), 1.0)
+            noise_std = sigma_z * float(path.pow(2).mean().sqrt())
+        return torch.full_like(norms, float(path.log().mean().exp())), factors.to(norms.dtype), noise_std
     quantile = float(torch.quantile(norms.double(), options.target_quantile)) / options.count_threshold
-    clip = max(options.lower_bound(view.clip_bound), quantile, 1e-12)
-    weight = 1.0 / clip if options.clipping == "normalized" else 1.0
+    clip = max(lower, quantile, 1e-12)
+    weight = 1.0 / clip if normalized else 1.0
     bounds = torch.full_like(norms, clip)
-    return bounds, weight * clip_factors(norms, bounds), view.noise_multiplier * clip * weight
+    return bounds, weight * clip_factors(norms, bounds), sigma_z * clip * weight
 
 
 METHOD = register(Method(

@@ -45,16 +45,31 @@ def _policy(options: GlobalAdaptOptions, context):
 
 
 def _diagnosis(options: GlobalAdaptOptions, norms, group, view):
-    """The step at the update's fixed point on the batch's noise-free norms: Z* = q_{1 - eta_Z} / tau with
-    q_{1 - eta_Z} the (1 - eta_Z)-quantile of the norms (where the expected b~ equals eta_Z);
-    c_i = (C / Z*) min(1, Z* / ||g_i||) and the noise std sigma C."""
+    """The step on the batch's noise-free norms, noise std sigma C. Where the view knows the run's T steps, along
+    the update's expected path from Z_0 (:func:`~dpfair_analysis.training.global_adapt.upper_bound_path`), each
+    row's factor averaged over the steps,
+
+        c_i = (1/T) sum_t (C / Z_t) min(1, Z_t / ||g_i||) = C (1/T) sum_t min(1 / Z_t, 1 / ||g_i||)
+
+    (:func:`~dpfair_analysis.gradients.mean_minimum`; log Z falls by at most eta_Z a step, so a short run from the
+    authors' Z_0 = 50 keeps C / Z_t small); else at the update's fixed point, Z* = q_{1 - eta_Z} / tau with
+    q_{1 - eta_Z} the (1 - eta_Z)-quantile of the norms (where the expected b~ equals eta_Z),
+    c_i = (C / Z*) min(1, Z* / ||g_i||). The bounds returned are Z* or the path's geometric mean."""
     import torch
 
-    from dpfair_analysis.gradients import clip_factors
+    from dpfair_analysis.gradients import clip_factors, mean_minimum
+    from dpfair_analysis.training.global_adapt import upper_bound_path
 
+    noise_std = view.noise_multiplier * view.clip_bound
+    if view.steps is not None:
+        path = upper_bound_path(norms, clip_bound=view.clip_bound, initial=options.initial_bound,
+                                target_fraction=options.target_fraction, threshold=options.threshold,
+                                steps=view.steps)
+        factors = view.clip_bound * mean_minimum(1.0 / path, 1.0 / norms.double())
+        return torch.full_like(norms, float(path.log().mean().exp())), factors.to(norms.dtype), noise_std
     bound = max(float(torch.quantile(norms.double(), 1.0 - options.target_fraction)) / options.threshold, 1e-12)
     bounds = torch.full_like(norms, bound)
-    return bounds, (view.clip_bound / bound) * clip_factors(norms, bounds), view.noise_multiplier * view.clip_bound
+    return bounds, (view.clip_bound / bound) * clip_factors(norms, bounds), noise_std
 
 
 def _audit_options(sigma: float) -> dict:

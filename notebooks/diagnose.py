@@ -212,7 +212,14 @@ if check is not None and 'cells' in check:
             [['action', *study.CELL, 'predicted', 'measured']])
 
 # %% [markdown]
-# **What the check shows** (recorded 2026-12-06, 5 seeds, 72 (kind, cell) pairs; FairDP predicted at the bounds its short runs reach, see below). Plain signs agree in 76% of the cells and with changes under 0.005 as none in 85% (target ≥ 80%); Spearman over all cells +0.88. Of the 72 measured changes the 5 seeds resolve 29, and on those the advice has the measured sign in 27 (93%); the other 43 are either negligible on both sides (18, agreements) or a signed prediction the seeds cannot resolve (25, 16 of them in the noisy regime; their standard errors are 0.004–0.057, median 0.025), so agreement over all cells under the resolution rule is 62.5%. The two wrong on a resolved change are negligible predictions beside a small real change, both in the noisy regime: DPSGD-F on Adult by sex (predicted −0.0003, measured −0.021 ± 0.009) and the quantile rule's C on the Titanic by gender (predicted +0.0003, measured +0.009 ± 0.004; the right direction, but more than negligible). Neither FairDP nor a larger ε is wrong on any resolved cell.
+# **What the check shows**, generated from the committed JSON:
+
+# %%
+if check is not None and 'cells' in check:
+    print(study.recommendation_check_summary(check))
+
+# %% [markdown]
+# **Global-Adapt and bounded adaptive clipping were mispredicted the same way before this check** (the same 96 pairs, their diagnoses at their update's fixed point, measured 2026-12-06): these runs are 12–13 steps long, and from the authors' Z₀ = 50 Global-Adapt's log Z falls by at most η_Z = 0.1 a step, so Z stays ~17× above its fixed point and the weight C/Z small; the fixed-point prediction saw a mild change (mean −0.025) where the runs lose −0.175, with Spearman −0.59 and 4 of 12 resolved cells wrong. Bounded adaptive's C moves at most η_C max(γ, 1 − γ) = 0.1 a step in log: at its fixed point the mean predicted change was +0.040 (measured +0.018), Spearman +0.35. Both are now predicted along their update's expected path for the run's steps (`upper_bound_path`, `bound_path`): Global-Adapt's mean −0.189 against −0.175 measured, every one of its 12 cells resolved and agreeing, Spearman +0.84; bounded adaptive's +0.018 against +0.018, Spearman +0.61.
 #
 # **FairDP was systematically wrong before this check** (2 seeds: 42% plain sign agreement, Spearman +0.10): the diagnosis took each group's bound at the fixed point of FairDP's update, where almost no row is clipped, so it predicted FairDP like the quantile rule's large C (+0.16 on German at the defaults, measured −0.003). FairDP's update moves log C by at most η_C = 0.05 a step and these runs are 6–12 steps long at equal privacy: C went from 0.5 to 0.64 on German and 0.82 on Wage. The diagnosis now takes the bound averaged over the run's steps on its way to the fixed point (`fairdp_run_bounds`): German −0.003 (measured −0.009 ± 0.005), COMPAS +0.011 (+0.013 ± 0.006), synthetic +0.026 (+0.022 ± 0.004); Spearman +0.50. A larger ε's earlier misses were tiny predictions (1e-5) beside measured 0.000 or changes the seeds do not resolve.
 

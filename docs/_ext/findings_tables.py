@@ -7,7 +7,9 @@
 * ``_generated/pfld_tuned_<data>.md``: Table 2 with every method tuned on the same budget, from
   ``paper_figs/pfld/tuned_table2_<data>.json`` (``dpfair pfld-table --tune --json``): each cell's verdict with the
   part that decides it, how often the chosen configuration was chosen, the spread of the validation scores and the
-  privacy the ledgers give.
+  privacy the ledgers give;
+* ``_generated/recommendation_check.md``: the diagnosis' recommendations against real runs, per kind, from
+  ``paper_figs/diagnose/recommendation_check.json`` (``notebooks/record_issue51.py --study recommendations``).
 """
 
 from __future__ import annotations
@@ -111,6 +113,36 @@ def pfld_tuned_table(path: Path) -> str:
             f"configurations; tolerance: {data['summary'][0]['tolerance']}; {data['summary'][0]['selection_privacy']}.\n")
 
 
+KIND_WORDS = {"quantile clip bound": "C from the quantile rule", "dpsgdf": "DPSGD-F", "naive": "Naive",
+              "fairdp": "FairDP", "globaladapt": "Global-Adapt (later work)",
+              "boundedadaptive": "bounded adaptive (later work)", "larger epsilon": "2× ε", "larger batch": "4× batch"}
+
+
+def recommendation_check_table(path: Path) -> str:
+    """Per kind of advice: sign agreement under the three rules, the changes the seeds resolve, Spearman; then each
+    resolved change the advice got wrong."""
+    data = json.loads(path.read_text())
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
+    lines = ["| kind | plain | under 0.005 as none | resolved | sign on the resolved | agreement, resolution rule "
+             "| Spearman |", "|---|---|---|---|---|---|---|"]
+    for row in data["table"]:
+        total = row["action"] == "all"
+        name = f"all {row['cells']}" if total else KIND_WORDS.get(row["action"], row["action"])
+        cells = [name, pct(row["sign_agreement"]), pct(row["sign_agreement_negligible"]),
+                 f"{row['resolved']} of {row['cells']}", pct(row["resolved_agreement"]), pct(row["agreement"]),
+                 f"{row['spearman']:+.2f}"]
+        lines.append("| " + " | ".join(f"**{c}**" if total else c for c in cells) + " |")
+    wrong = [c for c in data["cells"] if c["outcome"] == "wrong"]
+    text = "\n".join(lines) + f"\n\n{len(data['seeds'])} seeds per cell. Wrong on a resolved change: " + (
+        "; ".join(f"{KIND_WORDS.get(c['action'], c['action'])} on {c['setting']}/{c['regime']} (predicted "
+                  f"{c['predicted_worst_change']:+.4f}, measured {c['measured_worst_change']:+.3f} ± "
+                  f"{c['measured_se']:.3f})" for c in wrong) or "none") + ".\n"
+    return text
+
+
 def write_tables(root: Path, target: Path) -> None:
     """Write every generated table of the findings page under ``target``."""
     target.mkdir(parents=True, exist_ok=True)
@@ -123,3 +155,5 @@ def write_tables(root: Path, target: Path) -> None:
         tuned = root / "paper_figs" / "pfld" / f"tuned_table2_{name}.json"
         if tuned.exists():
             (target / f"pfld_tuned_{name}.md").write_text(pfld_tuned_table(tuned))
+    (target / "recommendation_check.md").write_text(
+        recommendation_check_table(root / "paper_figs" / "diagnose" / "recommendation_check.json"))

@@ -60,7 +60,11 @@ from dpfair_analysis.validation import check_choice
 
 PROFILES = ("quick", "full", "recommendations")
 #: Bumped when the predictor changes what it predicts for the same options (cached diagnoses are then redone).
-PREDICTOR_VERSION = "issue-51-adaptive-run-paths"  # FairDP, Global-Adapt, bounded adaptive where their runs take them
+PREDICTOR_VERSION = "issue-51-fairdp-run-bounds"  # FairDP at the bounds its run reaches, not its fixed point
+#: The recommendations' own predictor (in a diagnosis' key only where it has recommendations: the headline of a
+#: DP-SGD plan does not depend on it): Global-Adapt and bounded adaptive clipping among them, each on its update's
+#: expected path for the run's steps.
+RECOMMENDATIONS_VERSION = "issue-51-adaptive-run-paths"
 NAIVE = ("size", "accuracy", "grad_norm", "clip_fraction")
 #: The direction of each naive hypothesis: a larger score = predicted to lose more.
 NAIVE_DESCRIPTION = {"size": "group size only (smaller loses more)",
@@ -238,7 +242,8 @@ def cell_diagnosis(cell: Cell, seed: int, *, profile: str, cache: RunCache, spli
     options = prof.options          # split s is predicted with seed options.seed + s (diagnose_splits)
     key = config_key("diagnose-validation", PREDICTOR_VERSION, setting.name, setting.dataset,
                      setting.data_options, setting.model, setting.train_group_fraction, asdict(cell.regime),
-                     cell.sigma, seed, asdict(options), prof.l2, SPLITS)
+                     cell.sigma, seed, asdict(options), prof.l2, SPLITS,
+                     *((RECOMMENDATIONS_VERSION,) if options.recommendations else ()))
 
     def model(s: int):
         return build_model(setting.model, input_shape=tuple(full.X.shape[1:]), n_classes=full.n_classes, seed=s,
@@ -525,6 +530,43 @@ def recommendation_check_json(records: pd.DataFrame, *, profile: str = "recommen
             "agreement_negligible": plain(recommendation_agreement(records, tolerance=NEGLIGIBLE)),
             "table": plain(recommendation_table(records)), "cells": plain(recommendation_cells(records)),
             "records": plain(records)}
+
+
+def recommendation_check_summary(check: dict) -> str:
+    """What the recorded check (:func:`recommendation_check_json`) shows, in words generated from its numbers:
+    the cells, the agreement under each rule against the 80% target, Spearman, how many changes the seeds resolve
+    and which resolved ones the advice got wrong, and the kinds from best to worst on resolved agreement."""
+    table = pd.DataFrame(check["table"]).set_index("action")
+    cells = pd.DataFrame(check["cells"])
+    total = table.loc["all"]
+    kinds = table.drop(index="all")
+    n_cells = int(total["cells"])
+    resolved, wrong = int(total["resolved"]), int(total["wrong"])
+    unresolved = cells[cells["outcome"] == "unresolved"]
+    noisy = int((unresolved["regime"] == "noisy").sum())
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
+    lines = [f"{n_cells} (kind, cell) pairs over {len(check['seeds'])} seeds, {len(kinds)} kinds of advice "
+             f"({', '.join(kinds.index)}); target: sign agreement >= 80%.",
+             f"Plain signs agree in {pct(total['sign_agreement'])} of the pairs; with changes under "
+             f"{check['negligible']:g} taken as none in {pct(total['sign_agreement_negligible'])}; "
+             f"Spearman over all pairs {total['spearman']:+.2f}.",
+             f"The seeds resolve {resolved} of the {n_cells} measured changes (|mean| > {check['resolution_se']:g} "
+             f"standard errors and > {check['negligible']:g}); on those the advice has the measured sign in "
+             f"{resolved - wrong} ({pct(total['resolved_agreement'])}). {len(unresolved)} signed predictions are "
+             f"unresolved ({noisy} in the noisy regime), so agreement over all pairs under the resolution rule is "
+             f"{pct(total['agreement'])}."]
+    for row in cells[cells["outcome"] == "wrong"].itertuples():
+        lines.append(f"Wrong on a resolved change: {row.action} on {row.setting}/{row.regime} (predicted "
+                     f"{row.predicted_worst_change:+.4f}, measured {row.measured_worst_change:+.3f} ± "
+                     f"{row.measured_se:.3f}).")
+    ranked = kinds.sort_values(["resolved_agreement", "spearman"], ascending=False)
+    lines.append("By kind (agreement on resolved changes, Spearman): " + "; ".join(
+        f"{kind} {pct(r.resolved_agreement)} of {int(r.resolved)}, {r.spearman:+.2f}" for kind, r in ranked.iterrows())
+        + ".")
+    return "\n".join(lines)
 
 
 @dataclass

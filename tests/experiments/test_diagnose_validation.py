@@ -225,6 +225,17 @@ def test_the_recommendation_check_json_is_plain_json():
     assert len(V.profile_settings("recommendations").seeds) >= 5  # enough seeds for a standard error
 
 
+def test_the_recommendation_summary_is_generated_from_the_check():
+    """Its numbers are the payload's: advice that is always right reads 100%; flipping every measured sign makes
+    the same text say 0% and name each resolved change it got wrong."""
+    right = V.recommendation_check_summary(V.recommendation_check_json(recommendation_records(lambda p: 3 * p)))
+    assert "4 (kind, cell) pairs over 5 seeds" in right and "Plain signs agree in 100%" in right
+    assert "Wrong on a resolved change" not in right
+    wrong = V.recommendation_check_summary(V.recommendation_check_json(recommendation_records(lambda p: -3 * p)))
+    assert "Plain signs agree in 0%" in wrong
+    assert wrong.count("Wrong on a resolved change: dpsgdf") == 4  # every cell: each change is resolved
+
+
 def test_the_resolution_rule_on_its_cases():
     # (predicted, measured mean, se) -> outcome: the rule as RESOLUTION_RULE states it
     cases = [(0.02, 0.03, 0.01, "agrees"),       # signed, resolved, same sign

@@ -64,12 +64,18 @@ class ZooMechanism:
     source: str
     true_epsilon: float | None = None
     note: str = ""
+    #: The one-output form written as a user writes it, ``plain(data, rng, noise_scale=...)``, where the batched
+    #: code run at n = 1 is much slower (a loop over queries in numpy); None: the batched code at n = 1.
+    plain: Callable[..., np.ndarray] | None = None
 
     def single(self, noise_scale: float = 1.0) -> Callable[[Any, np.random.Generator], np.ndarray]:
-        """The one-output form ``fn(data, rng)`` (the interface contract), noise scaled by ``noise_scale``."""
-        fn = self.fn
+        """The one-output form ``fn(data, rng)`` (the interface contract), noise scaled by ``noise_scale``: the
+        entry's ``plain`` function, else the batched code at n = 1 (the same distribution either way)."""
+        fn, plain = self.fn, self.plain
 
         def mechanism(data: Any, rng: np.random.Generator) -> np.ndarray:
+            if plain is not None:
+                return plain(data, rng, noise_scale=noise_scale)
             return fn(data, rng, 1, noise_scale=noise_scale)[0]
 
         mechanism.__qualname__ = f"{self.name}(single)"
@@ -202,6 +208,26 @@ def svt2(data: Any, rng: np.random.Generator, n: int, *, epsilon: float = EPSILO
         fresh = rng.laplace(scale=noise_scale * 2 * c / epsilon, size=n)
         rho = np.where(above, fresh, rho)
         aborted |= count >= c
+    return out
+
+
+def svt2_plain(data: Any, rng: np.random.Generator, *, epsilon: float = EPSILON, c: int = 1, threshold: float = 1.0,
+               noise_scale: float = 1.0) -> np.ndarray:
+    """:func:`svt2` for one output, as a user writes it (a loop that stops at the cutoff; ~20x faster than the
+    batched code at n = 1): rho ~ Lap(2c / epsilon), redrawn after each positive answer; answer j positive when
+    x_j + Lap(4c / epsilon) >= threshold + rho; -1 after the c-th positive answer."""
+    x = _vector(data)
+    out = np.full(len(x), -1.0)
+    rho = rng.laplace(scale=noise_scale * 2 * c / epsilon)
+    count = 0
+    for j, value in enumerate(x):
+        above = value + rng.laplace(scale=noise_scale * 4 * c / epsilon) >= threshold + rho
+        out[j] = float(above)
+        if above:
+            count += 1
+            if count >= c:
+                break
+            rho = rng.laplace(scale=noise_scale * 2 * c / epsilon)
     return out
 
 
@@ -375,7 +401,7 @@ def catalogue() -> dict[str, ZooMechanism]:
         ZooMechanism("svt1", svt1, EPSILON, 0.0, _queries("every"), ones10, True, f"{lyu} Alg. 1 = {statdp} SVT",
                      EPSILON, "c = 1, threshold 0.5"),
         ZooMechanism("svt2", svt2, EPSILON, 0.0, _queries("every"), ones10, True, f"{lyu} Alg. 2", EPSILON,
-                     "c = 1, threshold 1"),
+                     "c = 1, threshold 1", plain=svt2_plain),
         ZooMechanism("svt3", svt3, EPSILON, 0.0, _queries("every"), ones10, False, f"{lyu} Alg. 3 = {statdp} iSVT4",
                      math.inf, "c = 1"),
         ZooMechanism("svt4", svt4, EPSILON, 0.0, _queries("every"), ones10, False, f"{lyu} Alg. 4 = {statdp} iSVT3",

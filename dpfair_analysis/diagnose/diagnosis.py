@@ -71,7 +71,8 @@ SPLITS = 3
 
 #: Keys of each group in the JSON (the issue's schema, exactly).
 GROUP_KEYS = ("group", "n", "predicted_cost", "predicted_cost_low", "predicted_cost_high", "p_most_hurt", "rank",
-              "reasons", "clip_fraction", "clip_bias", "noise_term", "trace", "boundary")
+              "reasons", "clip_fraction", "clip_bias", "noise_term", "clip_direction", "clip_magnitude", "trace",
+              "boundary")
 JSON_KEYS = ("groups", "most_hurt", "privacy_spend", "split", "settings", "epsilon", "delta", "recommendations")
 
 
@@ -113,6 +114,7 @@ class Diagnosis:
         recommendations."""
         columns = {"predicted_cost": "cost", "predicted_cost_low": "low", "predicted_cost_high": "high",
                    "clip_fraction": "clip_fraction", "clip_bias": "clip_bias", "noise_term": "noise_term",
+                   "clip_direction": "clip_direction", "clip_magnitude": "clip_magnitude",
                    "trace": "trace", "boundary": "boundary", "p_most_hurt": "p_most_hurt"}
         groups = []
         for row in self.groups.to_dict("records"):

@@ -31,7 +31,7 @@ from dpfair_analysis.fairness.metrics import boundary_proxy_of_logits
 from dpfair_analysis.fast_gradients import fast_per_sample_gradients
 from dpfair_analysis.gradients import clip_factors
 from dpfair_analysis.models import LogisticRegression
-from dpfair_analysis.theory.decomposition import StepMoments, one_step_decomposition
+from dpfair_analysis.theory.decomposition import StepMoments, direction_magnitude, one_step_decomposition
 from dpfair_analysis.theory.hessian import group_hessian_traces, is_piecewise_linear
 
 REASONS = ("clipping", "noise", "size", "near the boundary")
@@ -48,8 +48,11 @@ def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], pla
 
     clip_fraction (||g_i|| > C), clip_bias (paper 000 Eq. 1's B: mean max(0, ||g_i|| - C)),
     grad_norm (mean ||g_i||), clip_term and noise_term (paper 001 Thm 2, Eq. 4 per step,
-    corrected noise term (eta^2/2) Tr(H_a) (sigma C / b)^2), trace (Tr(H_a) of the group's
-    mean loss), boundary (mean 1 - sum_k f_k^2).
+    corrected noise term (eta^2/2) Tr(H_a) (sigma C / b)^2), clip_direction and clip_magnitude
+    (clip_term split into Esipova et al.'s direction and magnitude errors,
+    :func:`~dpfair_analysis.theory.decomposition.direction_magnitude`: what clipping's turn of the
+    step costs the group, and what its shortening costs), trace (Tr(H_a) of the group's mean loss),
+    boundary (mean 1 - sum_k f_k^2).
     """
     data = problem.theory_data
     C, b, r = plan.plan.clip_bound, plan.plan.batch_size, plan.lr
@@ -89,18 +92,23 @@ def theory_quantities(problem: Problem, checkpoints: Sequence[torch.Tensor], pla
             terms = one_step_decomposition(moments, lr=r, noise_multiplier=plan.sigma,
                                            batch_size=max(plan.sampling_rate * len(data), 1e-9))
             frame["clip_term"] = terms["clip"].to_numpy()[1:]
-        else:  # first-order part of R^clip: eta <g_a, g_D - gbar_D>
+            frame["clip_direction"] = terms["clip_direction"].to_numpy()[1:]
+            frame["clip_magnitude"] = terms["clip_magnitude"].to_numpy()[1:]
+        else:  # first-order part of R^clip: eta <g_a, g_D - gbar_D>, and its direction and magnitude errors
             c = clip_factors(norms, torch.full_like(norms, C))
             mean_plain = per_sample.weighted_sum(torch.full_like(norms, 1.0 / len(norms)))
             mean_clipped = per_sample.weighted_sum(c / len(norms))
             diff = torch.cat([(mean_plain[k] - mean_clipped[k]).reshape(-1) for k in problem.names])
-            terms = []
+            group_gradients = []
             for k in range(K):
                 rows = (data.group == k).to(torch.float64)
                 g_k = per_sample.weighted_sum(rows / rows.sum().clamp(min=1))
-                g_k = torch.cat([g_k[name].reshape(-1) for name in problem.names])
-                terms.append(float(r * g_k @ diff))
-            frame["clip_term"] = terms
+                group_gradients.append(torch.cat([g_k[name].reshape(-1) for name in problem.names]))
+            group_gradients = torch.stack(group_gradients)
+            frame["clip_term"] = (r * group_gradients @ diff).numpy()
+            step = torch.cat([mean_plain[k].reshape(-1) for k in problem.names])
+            direction, magnitude = direction_magnitude(group_gradients, step, step - diff, lr=r)
+            frame["clip_direction"], frame["clip_magnitude"] = direction.numpy(), magnitude.numpy()
         frames.append(frame)
     table = pd.concat(frames).groupby("group", sort=False).mean().reset_index()
     table["n"] = problem.train_sizes.numpy().astype(int)
@@ -362,8 +370,24 @@ def explain(diagnosis) -> list[str]:
             lines.append(f"{row.group}: {', '.join(row.reasons)} -- clipping part {row.clip_part:+.4f}, noise "
                          f"part {row.noise_part:+.4f}; {row.clip_fraction:.0%} of its rows clipped at C, "
                          f"Tr(H) {row.trace:.3g}, 1 - sum f^2 = {row.boundary:.3f}, n = {row.n:,}.")
+            if "clipping" in row.reasons:
+                lines.append(f"  {row.group}'s loss change from clipping per step, {row.clip_term:+.2e}, is "
+                             f"{misalignment_share(row.clip_direction, row.clip_magnitude)} (direction "
+                             f"{row.clip_direction:+.2e}, magnitude {row.clip_magnitude:+.2e}; Esipova et al. 2023).")
     lines += diagnosis.notes
     return lines
+
+
+def misalignment_share(direction: float, magnitude: float) -> str:
+    """Which of clipping's two errors dominates a group's clipping term, in words: the *direction* error (the
+    clipped step turned away from the group's gradient: gradient misalignment, Esipova et al.'s main cause)
+    or the *magnitude* error (the step shortened)."""
+    total = abs(direction) + abs(magnitude)
+    if total == 0:
+        return "zero"
+    share = abs(direction) / total
+    kind = "mostly direction (misalignment)" if share >= 0.5 else "mostly magnitude (a shorter step)"
+    return f"{kind}, {share:.0%} of it direction"
 
 
 #: Clipped fractions closer than this are "about the same": no group is predicted to spend more privacy.

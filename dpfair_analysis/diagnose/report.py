@@ -88,7 +88,8 @@ def report_html(diagnosis: Diagnosis, *, figure_png: bytes | None = None, title:
             f"<td>{row.cost:+.4f}</td><td>[{row.low:+.3f}, {row.high:+.3f}]</td><td>{_chance(row.p_most_hurt)}</td>"
             f"<td>{row.clip_part:+.4f}</td>"
             f"<td>{row.noise_part:+.4f}</td><td>{row.clip_fraction:.1%}</td><td>{row.clip_bias:.3g}</td>"
-            f"<td>{row.clip_term:.2e}</td><td>{row.noise_term:.2e}</td><td>{row.trace:.3g}</td>"
+            f"<td>{row.clip_term:.2e}</td><td>{row.clip_direction:.2e}</td><td>{row.clip_magnitude:.2e}</td>"
+            f"<td>{row.noise_term:.2e}</td><td>{row.trace:.3g}</td>"
             f"<td>{row.boundary:.3f}</td><td>{esc(', '.join(row.reasons) or '-')}</td></tr>")
     recs = []
     for rec in diagnosis.recommendations:  # sorted by verdict: the hurting ones last, marked

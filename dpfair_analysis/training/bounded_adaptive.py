@@ -45,6 +45,7 @@ negligibly at its sigma_b = b / 10 >= 100), divides by the batch's actual size (
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, replace
 
@@ -85,11 +86,11 @@ def bound_path(norms: torch.Tensor, *, initial: float, lower_bound: float, targe
     """
     check_positive(initial, "initial")
     check_positive_int(steps, "steps")
-    norms = norms.double()
+    ordered, n = sorted(norms.double().tolist()), len(norms)  # f(C) by bisection: O(T log n), not O(T n)
     bounds, clip = [], max(float(initial), lower_bound)
     for _ in range(steps):
         bounds.append(clip)
-        unclipped = float((norms <= count_threshold * clip).double().mean()) if len(norms) else 1.0
+        unclipped = bisect.bisect_right(ordered, count_threshold * clip) / n if n else 1.0
         clip = bounded_update(clip, unclipped, target_quantile=target_quantile, clip_lr=clip_lr,
                               lower_bound=lower_bound)
     return torch.tensor(bounds, dtype=torch.float64)

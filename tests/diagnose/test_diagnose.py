@@ -31,6 +31,7 @@ from dpfair_analysis.diagnose import (
     report_html,
 )
 from dpfair_analysis.diagnose.dynamics import drift
+from dpfair_analysis.diagnose.explanation import misalignment_share
 from dpfair_analysis.diagnose.mechanisms import Mechanism
 from dpfair_analysis.diagnose.problem import Problem, ggn_diagonal
 from dpfair_analysis.gradients import flatten, per_sample_gradients
@@ -349,6 +350,20 @@ class _Page(HTMLParser):
     def handle_endtag(self, tag):
         if tag == "table":
             self._table = None
+
+
+def test_the_clipping_term_splits_into_direction_and_magnitude(diagnosis):
+    """Each group's R^clip per step is the sum of Esipova et al.'s direction and magnitude errors, and a group
+    flagged for clipping is told which dominates."""
+    groups = diagnosis.groups
+    assert np.allclose(groups["clip_direction"] + groups["clip_magnitude"], groups["clip_term"], rtol=1e-9,
+                       atol=1e-15)
+    text = "\n".join(diagnosis.explanation())
+    for row in groups.itertuples():
+        if "clipping" in row.reasons:
+            assert f"{row.group}'s loss change from clipping per step" in text
+    assert misalignment_share(3.0, -1.0) == "mostly direction (misalignment), 75% of it direction"
+    assert misalignment_share(-0.5, 1.5).startswith("mostly magnitude")
 
 
 def test_the_html_report_is_self_contained_with_table_figure_and_explanation(diagnosis):

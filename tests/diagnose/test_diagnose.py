@@ -366,6 +366,18 @@ def test_the_clipping_term_splits_into_direction_and_magnitude(diagnosis):
     assert misalignment_share(-0.5, 1.5).startswith("mostly magnitude")
 
 
+def test_the_guide_lists_the_json_keys_exactly():
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "diagnose.md").read_text()
+    listed = page[page.index("`--json` prints exactly"):]
+    groups = re.search(r'\[\{(.*?)\}\]', listed, re.S).group(1)
+    assert tuple(re.findall(r'"(\w+)"', groups)) == GROUP_KEYS
+    top = re.sub(r'\[\{.*?\}\]', "", listed[:listed.index("}`") + 2], flags=re.S)
+    assert tuple(re.findall(r'"(\w+)"', top)) == JSON_KEYS
+
+
 def test_the_html_report_is_self_contained_with_table_figure_and_explanation(diagnosis):
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
     page = _Page()

@@ -43,9 +43,11 @@ run: setup
 	$(VENV)/bin/dpfair compare --data adult
 
 # worksteal: an idle worker takes queued tests from the busy one, so the suite does not end on one worker
-# running the notebooks' queue alone (seen with the default --dist load)
+# running the notebooks' queue alone (seen with the default --dist load). Bytecode is written during the run even
+# where PYTHONDONTWRITEBYTECODE is set (into __pycache__/, ignored by git): otherwise each of the suite's processes
+# recompiles the package and pytest rewrites every test module again in each worker (collection 17.9 s -> 11.5 s).
 test: setup
-	$(PY) -m pytest -q -n 2 --dist worksteal --durations=25
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n 2 --dist worksteal --durations=25
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow

@@ -242,6 +242,18 @@ def test_every_console_block_shows_what_its_command_prints_now():
     assert not stale, "run python docs/_ext/console_blocks.py --write: " + repr(stale)
 
 
+def test_every_paper_of_the_registry_has_its_table_on_the_findings_page():
+    """A paper whose claims are in the verdicts CSV (later work included) has its generated registry table
+    included in docs/findings.md: a new paper's claims cannot be missing from the page."""
+    import csv
+
+    with (ROOT / "paper_figs" / "verify" / "verdicts.csv").open(newline="") as handle:
+        papers = {row["paper"] for row in csv.DictReader(handle)}
+    page = (DOCS / "findings.md").read_text()
+    assert papers >= {"000", "001", "002", "003", "004", "005", "006"}
+    assert all(f"_generated/registry_{paper}.md" in page for paper in papers)
+
+
 def test_the_tuned_table_states_epsilon_from_above_and_the_part_that_decides_each_verdict():
     sys.path.insert(0, str(DOCS / "_ext"))
     import findings_tables

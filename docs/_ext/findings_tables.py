@@ -8,6 +8,9 @@
   ``paper_figs/pfld/tuned_table2_<data>.json`` (``dpfair pfld-table --tune --json``): each cell's verdict with the
   part that decides it, how often the chosen configuration was chosen, the spread of the validation scores and the
   privacy the ledgers give;
+* ``_generated/method_grid.md``: every method at equal epsilon, each tuned over its own grid of the same size, per
+  setting, and the verdicts against the later papers' printed numbers, from ``paper_figs/equal_eps/method_grid.json``
+  (``notebooks/record_issue51.py --study method-grid``);
 * ``_generated/recommendation_check.md``: the diagnosis' recommendations against real runs, per kind, from
   ``paper_figs/diagnose/recommendation_check.json`` (``notebooks/record_issue51.py --study recommendations``).
 """
@@ -115,7 +118,8 @@ def pfld_tuned_table(path: Path) -> str:
 
 KIND_WORDS = {"quantile clip bound": "C from the quantile rule", "dpsgdf": "DPSGD-F", "naive": "Naive",
               "fairdp": "FairDP", "globaladapt": "Global-Adapt (later work)",
-              "boundedadaptive": "bounded adaptive (later work)", "larger epsilon": "2× ε", "larger batch": "4× batch"}
+              "boundedadaptive": "bounded adaptive (later work)", "larger epsilon": "2× ε", "larger batch": "4× batch",
+              "sgd": "SGD (not private)", "dpsgd": "DP-SGD", "optq": "Opt-Q", "dpfedavg": "DP-FedAvg"}
 
 
 def recommendation_check_table(path: Path) -> str:
@@ -143,17 +147,42 @@ def recommendation_check_table(path: Path) -> str:
     return text
 
 
+def method_grid_table(path: Path) -> str:
+    """Per setting, one row per method: worst-group test accuracy at the defaults and tuned, the tuned gap, the range
+    of worst-group accuracy over the method's grid, epsilon; then each printed claim's verdict."""
+    data = json.loads(path.read_text())
+    names = list(data["settings"])
+    lines = ["| method | " + " | ".join(f"{name}: default → tuned worst, gap, range" for name in names) + " |",
+             "|---|" + "---|" * len(names)]
+    robust = {name: {r["method"]: r for r in data["settings"][name]["robustness"]} for name in names}
+    epsilons = {name: next(iter(robust[name].values()))["epsilon"] for name in names}
+    for method in data["methods"]:
+        cells = []
+        for name in names:
+            r = robust[name].get(method)
+            cells.append("—" if r is None else f"{r['default_worst']:.3f} → {r['chosen_worst']:.3f}, "
+                                                 f"{r['chosen_gap']:.3f}, {r['range']:.3f}")
+        lines.append(f"| {KIND_WORDS.get(method, method)} | " + " | ".join(cells) + " |")
+    lines.append("| ε | " + " | ".join(f"{epsilons[name]:.3g}" for name in names) + " |")
+    claims = "\n".join(f"- {c['statement']} ({c['paper']}; theirs: {c['paper_settings']}) on {c['setting']} "
+                        f"({c['setting_note']}): gain {c['gain_at_defaults']:+.3f} at the defaults, "
+                        f"{c['gain_after_tuning']:+.3f} tuned -- **{c['verdict']}**." for c in data["claims"])
+    return ("\n".join(lines) + f"\n\n{len(data['seeds'])} seeds; every configuration selected on validation "
+            f"worst-group accuracy ({data['selection_privacy']}).\n\n" + claims + "\n")
+
+
 def write_tables(root: Path, target: Path) -> None:
     """Write every generated table of the findings page under ``target``."""
     target.mkdir(parents=True, exist_ok=True)
     with (root / "paper_figs" / "verify" / "verdicts.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    for paper in ("000", "001", "002", "003", "004"):
+    for paper in sorted({row["paper"] for row in rows}):  # every paper the registry has, later work included
         (target / f"registry_{paper}.md").write_text(registry_table(rows, paper))
     for name in PFLD_TABLES:
         (target / f"pfld_table2_{name}.md").write_text(pfld_table(root / "paper_figs" / "pfld" / f"table2_{name}.csv"))
         tuned = root / "paper_figs" / "pfld" / f"tuned_table2_{name}.json"
         if tuned.exists():
             (target / f"pfld_tuned_{name}.md").write_text(pfld_tuned_table(tuned))
+    (target / "method_grid.md").write_text(method_grid_table(root / "paper_figs" / "equal_eps" / "method_grid.json"))
     (target / "recommendation_check.md").write_text(
         recommendation_check_table(root / "paper_figs" / "diagnose" / "recommendation_check.json"))

@@ -6,7 +6,7 @@ process and interleaved (:func:`dpfair_analysis.experiments.diagnosis_validation
 of each, then ``--repeats`` rounds of the three, medians):
 
 ``diagnosis``                        the prediction alone (the expectation over 3 splits, the default);
-``diagnosis_with_recommendations``   with its seven predicted mitigations (what ``dpfair diagnose`` runs);
+``diagnosis_with_recommendations``   with its nine predicted mitigations (what ``dpfair diagnose`` runs);
 ``per_split_with_recommendations``   one split's prediction and the recommendations (``--split-mode per-split``);
 ``dp_training``                      one DP-SGD run of ``train()`` at the same settings on the same rows;
 

@@ -57,7 +57,9 @@ def seed_only() -> Any:
     Hypothesis (>= 6.131) mixes constants found in the loaded local modules into what it
     generates, so the same seed draws different examples depending on what has been imported
     (a test run, a script and the CLI would disagree). The kit's own searches empty that pool
-    while they run. (An internal of hypothesis: where it is missing, draws are left as they are.)
+    while they run, and the cache of constants per choice type that earlier draws filled from it (else a
+    search run after the process' own hypothesis tests still draws their constants). (Internals of
+    hypothesis: where they are missing, draws are left as they are.)
     """
     try:
         from hypothesis.internal.conjecture import providers
@@ -66,14 +68,17 @@ def seed_only() -> Any:
         return
     original = getattr(providers, "_get_local_constants", None)
     empty = getattr(providers, "Constants", None)
-    if original is None or empty is None:  # pragma: no cover
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if original is None or empty is None or cache is None:  # pragma: no cover
         yield
         return
     providers._get_local_constants = empty
+    providers.CONSTANTS_CACHE = type(cache)(cache.max_size)
     try:
         yield
     finally:
         providers._get_local_constants = original
+        providers.CONSTANTS_CACHE = cache
 
 
 def _settings(examples: int, *, shrink: bool = True, seed: int | None = None):
@@ -85,14 +90,14 @@ def _settings(examples: int, *, shrink: bool = True, seed: int | None = None):
 
 
 def find_violation(strategy, ratio: Callable[[Any], float | None], *, examples: int, tol: float = 1e-9,
-                   shrink: bool = True, seed: int | None = None,
-                   local_constants: bool = True) -> tuple[Any | None, float, int]:
+                   shrink: bool = True, seed: int | None = None) -> tuple[Any | None, float, int]:
     """Hypothesis search for an example with ratio(x) > 1 + tol (shrunk if found).
 
     Returns (example or None, worst ratio seen -- the example's own if found --, examples
     tried). ``ratio`` returns None for examples outside the claim's assumptions; +inf
     counts as a violation, -inf and NaN as outside. Deterministic: derandomised with no
-    example database unless ``seed`` is given (then hypothesis is seeded with it).
+    example database unless ``seed`` is given (then hypothesis is seeded with it), and a function of
+    that seed alone (:func:`seed_only`: the same draws in a test run, a script and the CLI).
 
     Parameters
     ----------
@@ -108,9 +113,6 @@ def find_violation(strategy, ratio: Callable[[Any], float | None], *, examples: 
         Whether to shrink a found example.
     seed : int, optional
         Seed of the search (default: derandomised).
-    local_constants : bool
-        Let hypothesis mix constants of the loaded modules into the search (its default; the claims
-        registry keeps it). False makes the search a function of its seed alone (:func:`seed_only`).
     """
     from hypothesis import find
     from hypothesis.errors import NoSuchExample, Unsatisfiable
@@ -128,7 +130,7 @@ def find_violation(strategy, ratio: Callable[[Any], float | None], *, examples: 
         return r > 1 + tol
 
     try:
-        with contextlib.nullcontext() if local_constants else seed_only():
+        with seed_only():
             found = find(strategy, condition, settings=_settings(examples, shrink=shrink, seed=seed),
                          random=None if seed is None else Random(seed))
     except (NoSuchExample, Unsatisfiable):
@@ -307,8 +309,7 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
             worst.update(ratio=r, pair=pair)
         return r
 
-    found, _, tried = find_violation(_pair_strategy(relation, data), ratio, examples=examples, tol=tol, seed=seed,
-                                     local_constants=False)
+    found, _, tried = find_violation(_pair_strategy(relation, data), ratio, examples=examples, tol=tol, seed=seed)
     if found is not None:
         a, b = found
         claimed = float(fixed(a, b))

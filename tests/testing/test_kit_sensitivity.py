@@ -97,6 +97,35 @@ def test_find_violation_is_deterministic_and_reports_the_worst_ratio():
     assert seeded[0] == seeded[1]
 
 
+def test_find_violation_draws_depend_on_the_seed_alone(monkeypatch):
+    # hypothesis mixes constants of the loaded modules into its draws (and caches them per choice type): a search,
+    # the kit's or the claims registry's, must draw the same examples whatever the process imported or drew before
+    from hypothesis import find, settings
+    from hypothesis.errors import NoSuchExample
+    from hypothesis.internal.cache import LRUCache
+    from hypothesis.internal.conjecture import providers
+
+    strategy, planted = st.integers(-10**6, 10**6), {123_457, -987_653}
+
+    def draws(search):
+        seen = []
+        search(lambda x: seen.append(x) or False)
+        return seen
+
+    def kit(condition):
+        find_violation(strategy, lambda x: condition(x) or 0.0, examples=300, shrink=False)
+
+    def plain_hypothesis(condition):
+        with pytest.raises(NoSuchExample):
+            find(strategy, condition, settings=settings(max_examples=300, derandomize=True, database=None))
+
+    monkeypatch.setattr(providers, "CONSTANTS_CACHE", LRUCache(1024))
+    alone = draws(kit)
+    monkeypatch.setattr(providers, "_get_local_constants", lambda: providers.Constants(integers=set(planted)))
+    assert planted & set(draws(plain_hypothesis))  # hypothesis itself draws the planted constants, and caches them
+    assert draws(kit) == alone and not planted & set(alone)
+
+
 def per_group_counts(attribute):
     """Members of group 0 and of group 1: one person changing group moves them by (-1, +1)."""
     return np.bincount(np.asarray(attribute), minlength=2).astype(float)

@@ -285,3 +285,23 @@ def test_adaptive_composition_is_strictly_below_the_sum():
     assert _log_moment_quadrature(lam, q=1.0, s1=s1, reverse=True, extra=lambda o: scale * h(o) ** 2,
                                   points=(0.5,)) == pytest.approx(
         log_moment_by_grid(lam, 1.0, s1, True, lambda o: scale * h(o) ** 2), rel=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_log_moment_quadrature_resolves_a_peak_narrower_than_any_grid(reverse):
+    # lambda = 32 with an adaptive shift exp(s h(o)^2), s = 8448, h a bump of width 1/20: the integrand's peak is
+    # ~4e-4 wide, 1/100 of the 4,001-point grid's step. A fixed grid steps over it (log-value off by ~2,000,
+    # exp overflows); the peak-aware quadrature matches log-sum-exp on 10^6 points within the peak's 0.1 units
+    from dpfair_analysis.verify.claims.p004_dpsgdf_long import _log_moment_quadrature
+
+    lam, q, s1, c = 32.0, 0.01, 4.0, 3.0
+    h = shift("bump", 20.0, c, 1.0)
+    scale = lam * (lam + 1) * 2.0 ** 2 / (2 * 0.5 ** 2)
+    o = c + np.linspace(-0.05, 0.05, 1_000_001)
+    l0 = -o ** 2 / (2 * s1 ** 2) - math.log(s1 * math.sqrt(2 * math.pi))
+    l1 = np.logaddexp(math.log1p(-q) + l0, math.log(q) + (-(o - 1) ** 2 / (2 * s1 ** 2)
+                                                         - math.log(s1 * math.sqrt(2 * math.pi))))
+    la, lb = (l1, l0) if reverse else (l0, l1)
+    near_peak = float(logsumexp((lam + 1) * la - lam * lb + scale * h(o) ** 2, b=o[1] - o[0]))
+    got = _log_moment_quadrature(lam, q=q, s1=s1, reverse=reverse, extra=lambda x: scale * h(x) ** 2, points=(c,))
+    assert got > 8000 and got == pytest.approx(near_peak, abs=1e-6)  # the rest of the line adds < e^-1000

@@ -36,7 +36,9 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/privacy_testing.py                 # all three parts, ~1-2 h on 2 cores
     .venv/bin/python benchmarks/privacy_testing.py --parts quick   # verdicts and seconds only
     .venv/bin/python benchmarks/privacy_testing.py --smoke         # seconds: the smoke test's run
-    .venv/bin/python benchmarks/privacy_testing.py --parts plain --plain-seeds 20   # plain functions, ~8 h
+    .venv/bin/python benchmarks/privacy_testing.py --parts plain --plain-seeds 20   # plain functions, ~25 h
+    .venv/bin/python benchmarks/privacy_testing.py --parts plain --plain-seeds 20 \
+        --plain-records benchmarks/results/privacy_testing_plain_runs.json   # the same, resumable, in the background
     .venv/bin/python benchmarks/privacy_testing.py --table benchmarks/results/privacy_testing.json
     .venv/bin/python benchmarks/privacy_testing.py --parts bound --bound-trials 50000000 \
         --update benchmarks/results/privacy_testing.json --out benchmarks/results/privacy_testing.json
@@ -45,6 +47,7 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from dataclasses import asdict, replace
 import math
@@ -241,12 +244,73 @@ def run_audit(z, *, budget, seed: int, trials: int | None = None, single: bool =
             "no_power": result.no_power, "pair": result.witness["pair"], "change": result.witness["change"]}
 
 
-def plain_part(z, *, budget, seeds: int, confidence: float, workers: int | None) -> dict:
+@functools.cache
+def kit_fingerprint() -> str:
+    """SHA-256 over the privacy-testing kit's source (``dpfair_analysis/testing``) and the numerical libraries'
+    versions: what, beside the mechanism, its seed, the budget and the confidence, determines an audit."""
+    import hashlib
+    from importlib import metadata
+
+    import dpfair_analysis.testing as kit
+
+    digest = hashlib.sha256()
+    root = Path(kit.__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    for name in ("numpy", "scipy", "scikit-learn", "hypothesis"):
+        digest.update(f"{name}=={metadata.version(name)}".encode())
+    return digest.hexdigest()
+
+
+def plain_key(z, *, budget, seed: int, confidence: float) -> str:
+    """The records' key of one plain audit: the mechanism, its seed, the budget and the confidence (not the number
+    of workers: the same seed draws the same numbers whatever their number)."""
+    from dpfair_analysis.experiments.cache import config_key
+
+    return config_key("plain audit", z.name, z.epsilon, z.delta, seed, asdict(budget), confidence)
+
+
+def plain_audit(z, *, budget, seed: int, confidence: float, workers: int | None, records=None) -> dict:
+    """One plain audit's row: from ``records`` (a :class:`~dpfair_analysis.experiments.cache.RunRecords` keyed by
+    :func:`plain_key`, fingerprinted by :func:`kit_fingerprint`) if it holds it, else run and recorded there."""
+    def compute() -> list[dict]:
+        return [run_audit(z, budget=budget, seed=seed, single=True, confidence=confidence, workers=workers)]
+
+    if records is None:
+        return compute()[0]
+    return records.rows_or_compute(plain_key(z, budget=budget, seed=seed, confidence=confidence), compute,
+                                   label=f"plain audit: {z.name} seed {seed}, {budget.name} budget")[0]
+
+
+def record_plain_audits(entries: list, *, budget, seeds: int, confidence: float, workers: int | None,
+                        records) -> None:
+    """Run the plain audits ``records`` lacks, seed by seed across ``entries`` (seed 0 of every mechanism, then
+    seed 1, ...: an interrupted run leaves every mechanism with as many seeds as it could), each recorded the
+    moment it ends; resumable, and what a background job across sessions runs."""
+    from tqdm import tqdm
+
+    todo = [(s, z) for s in range(seeds) for z in entries
+            if not records.recorded(plain_key(z, budget=budget, seed=s, confidence=confidence))]
+    for s, z in tqdm(todo, desc="plain audits", unit="audit", file=sys.stderr, dynamic_ncols=True):
+        row = plain_audit(z, budget=budget, seed=s, confidence=confidence, workers=workers, records=records)
+        tqdm.write(f"recorded {z.name} seed {s}: ε ≥ {row['epsilon_lower']:.4f} "
+                   f"{'caught' if row['caught'] else 'consistent'}, {row['cpu_seconds']:.0f} CPU s", file=sys.stderr)
+
+
+def plain_part(z, *, budget, seeds: int, confidence: float, workers: int | None, records=None,
+               recorded_only: bool = False) -> dict | None:
     """The zoo entry as a plain function (one output per call) at ``budget`` on seeds 0..seeds-1: the verdicts
-    against the part's targets (module docstring) and the CPU seconds."""
-    runs = [run_audit(z, budget=budget, seed=s, single=True, confidence=confidence, workers=workers)
-            for s in range(seeds)]
-    out = {"budget": budget.name, "seeds": seeds, "caught": sum(r["caught"] for r in runs),
+    against the part's targets (module docstring) and the CPU seconds. ``recorded_only``: on the seeds ``records``
+    holds (None if it holds none), computing nothing -- a long run's state so far."""
+    chosen = [s for s in range(seeds) if not recorded_only
+              or records.recorded(plain_key(z, budget=budget, seed=s, confidence=confidence))]
+    if not chosen:
+        return None
+    runs = [plain_audit(z, budget=budget, seed=s, confidence=confidence, workers=workers, records=records)
+            for s in chosen]
+    seeds = len(chosen)
+    out = {"budget": budget.name, "seeds": seeds, "seed_list": chosen, "caught": sum(r["caught"] for r in runs),
            "consistent": sum(r["consistent"] for r in runs),
            "epsilon_lower": [r["epsilon_lower"] for r in runs], "events": [r["event"] for r in runs],
            "no_power": [r["no_power"] for r in runs], "cpu_seconds": [r["cpu_seconds"] for r in runs],
@@ -275,6 +339,11 @@ def main(argv=None) -> int:
     p.add_argument("--single", action="store_true",
                    help="call the one-output form fn(data, rng) instead of the batched one (much slower)")
     p.add_argument("--plain-seeds", type=int, default=20, help="seeds of the plain part (default 20)")
+    p.add_argument("--plain-records", type=Path, default=None,
+                   help="a records file for the plain part: each audit is recorded there the moment it ends and "
+                        "read back instead of rerun (resumable across machines; seed by seed over the mechanisms)")
+    p.add_argument("--plain-recorded-only", action="store_true",
+                   help="with --plain-records: report the plain part on the seeds recorded so far, computing nothing")
     p.add_argument("--workers", type=int, default=None,
                    help="worker processes drawing the plain part's runs (default: none, one process)")
     p.add_argument("--smoke", action="store_true",
@@ -299,6 +368,10 @@ def main(argv=None) -> int:
     bad = [n for n in names if n not in zoo]
     if bad:
         p.error(f"--mechanisms: unknown {bad}; choose from {sorted(zoo)}")
+    if args.plain_records is not None and not args.plain_records.parent.is_dir():
+        p.error(f"--plain-records: directory {str(args.plain_records.parent)!r} does not exist")
+    if args.plain_recorded_only and args.plain_records is None:
+        p.error("--plain-recorded-only needs --plain-records")
     if args.plain_seeds < 1 or args.seeds < 1:
         p.error("--seeds and --plain-seeds must be >= 1")
     if args.workers is not None and args.workers < 1:
@@ -313,6 +386,14 @@ def main(argv=None) -> int:
     out = args.out or (DEFAULT_OUT.with_name("privacy_testing_smoke.json") if args.smoke else DEFAULT_OUT)
     if not out.parent.is_dir():
         p.error(f"--out: directory {str(out.parent)!r} does not exist")
+    records = None
+    if args.plain_records is not None and "plain" in parts:
+        from dpfair_analysis.experiments.cache import RunRecords
+
+        records = RunRecords(args.plain_records, fingerprint=kit_fingerprint)
+        if not args.plain_recorded_only:
+            record_plain_audits([zoo[n] for n in names], budget=full, seeds=plain_seeds,
+                                confidence=args.confidence, workers=args.workers, records=records)
     rows = []
     for name in names:
         z = zoo[name]
@@ -337,8 +418,10 @@ def main(argv=None) -> int:
                                   "epsilon_lower": [r["epsilon_lower"] for r in runs],
                                   "seconds": sum(r["seconds"] for r in runs)}
         if "plain" in parts:
-            row["plain"] = plain_part(z, budget=full, seeds=plain_seeds, confidence=args.confidence,
-                                      workers=args.workers)
+            plain = plain_part(z, budget=full, seeds=plain_seeds, confidence=args.confidence, workers=args.workers,
+                               records=records, recorded_only=args.plain_recorded_only)
+            if plain is not None:
+                row["plain"] = plain
         rows.append(row)
         print(summary_line(row), flush=True)
     settings = {"parts": parts, "seeds": seeds, "bound_trials": bound_trials, "smoke": args.smoke,

@@ -186,6 +186,31 @@ def test_privacy_testing_benchmark_smoke(tmp_path):
     assert "wrote" in res.stdout and "own events, the best ones and the kit's replayed" in res.stdout
 
 
+def test_privacy_testing_plain_part_records_each_audit_and_resumes(tmp_path, monkeypatch):
+    """--plain-records: every plain audit is recorded as it ends (keyed by mechanism, seed, budget, confidence;
+    fingerprinted by the kit's source) and a second run reads them back instead of auditing again."""
+    bench = benchmark("privacy_testing")
+    records, outs = tmp_path / "plain_runs.json", [tmp_path / "first.json", tmp_path / "second.json"]
+    args = ["--smoke", "--parts", "plain", "--mechanisms", "laplace,noisy_hist2", "--plain-records", str(records)]
+    assert bench.main([*args, "--out", str(outs[0])]) == 0
+    entries = json.loads(records.read_text())["records"]
+    assert sorted(e["label"] for e in entries.values()) == ["plain audit: laplace seed 0, smoke budget",
+                                                              "plain audit: noisy_hist2 seed 0, smoke budget"]
+    assert {e["fingerprint"] for e in entries.values()} == {bench.kit_fingerprint()}
+
+    def no_audit(*a, **k):
+        raise AssertionError("a recorded audit was run again")
+
+    monkeypatch.setattr(bench, "run_audit", no_audit)
+    assert bench.main([*args, "--out", str(outs[1])]) == 0
+    first, second = ([r["plain"] for r in json.loads(out.read_text())["rows"]] for out in outs)
+    assert first == second and second[1]["caught"] == 1 and second[1]["seed_list"] == [0]
+    # --plain-recorded-only reports what is recorded and computes nothing: an empty file gives no plain row
+    empty = ["--smoke", "--parts", "plain", "--mechanisms", "laplace", "--plain-records", str(tmp_path / "none.json"),
+             "--plain-recorded-only", "--out", str(tmp_path / "third.json")]
+    assert bench.main(empty) == 0 and "plain" not in json.loads((tmp_path / "third.json").read_text())["rows"][0]
+
+
 def test_the_anchor_events_exact_probabilities_match_the_reference_mechanisms_runs():
     """The closed forms the anchors' replay uses, against 2 M runs of the zoo's own mechanisms (4.5 standard
     errors): StatDP's Laplace event, ReportNoisyMax2's "argmax = 0" on [2, 0, 0, 0, 0] and SVT4's first "above"

@@ -137,17 +137,19 @@ def _keeps_default(instance: Any, spec: Field) -> bool:
     return getattr(instance, spec.name) == default
 
 
-def _served(fingerprint: str, where: Path, *, warn: bool) -> str | None:
-    """Whether an entry computed by the code of ``fingerprint`` may be served: ``"current"`` (this code's),
-    ``"stale"`` (other code's, served because ``DPFAIR_CACHE_ALLOW_STALE=1``; a :class:`CacheWarning`
-    naming ``where`` if ``warn``) or ``None`` (other code's: recompute it)."""
-    if fingerprint == code_fingerprint():
+def _served(fingerprint: str, where: Path, *, warn: bool, current: str | None = None) -> str | None:
+    """Whether an entry computed by the code of ``fingerprint`` may be served: ``"current"`` (this code's:
+    ``current``, default :func:`code_fingerprint`), ``"stale"`` (other code's, served because
+    ``DPFAIR_CACHE_ALLOW_STALE=1``; a :class:`CacheWarning` naming ``where`` if ``warn``) or ``None`` (other
+    code's: recompute it)."""
+    current = current or code_fingerprint()
+    if fingerprint == current:
         return "current"
     if os.environ.get("DPFAIR_CACHE_ALLOW_STALE") != "1":
         return None
     if warn:  # once per store: a redraw can serve hundreds; the store's summary counts them
         warnings.warn(f"result cache entry {where} was computed by other code (fingerprint "
-                      f"{fingerprint[:12]}, now {code_fingerprint()[:12]}); served because "
+                      f"{fingerprint[:12]}, now {current[:12]}); served because "
                       "DPFAIR_CACHE_ALLOW_STALE=1, as are any further such entries of this cache "
                       "(counted by its summary)", CacheWarning, stacklevel=4)
     return "stale"
@@ -423,16 +425,22 @@ class RunRecords:
     both. Rows from other code are not served (the caller recomputes them) unless
     ``DPFAIR_CACHE_ALLOW_STALE=1``, exactly as for :class:`RunCache`. Every :meth:`put` rewrites the
     file atomically, entries sorted by key (rows keep their fields' order) and one field per line, so a
-    diff shows which runs arrived.
+    diff shows which runs arrived. ``fingerprint`` names other code than training's as what determines the
+    rows (e.g. the privacy-testing kit's, for recorded audits).
     """
 
-    def __init__(self, path: str | os.PathLike | None) -> None:
+    def __init__(self, path: str | os.PathLike | None, *, fingerprint: Callable[[], str] | None = None) -> None:
         self.path = None if path is None else Path(path)
+        self._fingerprint = fingerprint
         self.hits = 0
         self.misses = 0
         self.stale = 0
         self.other_sampler = 0
         self._read: tuple[tuple[int, int], dict[str, dict]] | None = None  # (file stamp, its entries)
+
+    def fingerprint(self) -> str:
+        """The fingerprint of the code these rows come from today (default :func:`code_fingerprint`)."""
+        return (self._fingerprint or code_fingerprint)()
 
     def summary(self) -> str:
         """E.g. ``"64 of 64 runs from run records at /path, 64 of them with Poisson sampler 1"``."""
@@ -463,7 +471,8 @@ class RunRecords:
     def recorded(self, key: str) -> bool:
         """Whether :meth:`get` would serve ``key`` (counted nowhere, said nowhere): what a recorder plans by."""
         entry = self._entries().get(key)
-        return entry is not None and _served(entry["fingerprint"], self.path, warn=False) is not None
+        return entry is not None and _served(entry["fingerprint"], self.path, warn=False,
+                                             current=self.fingerprint()) is not None
 
     def get(self, key: str) -> list[dict] | None:
         """The rows recorded under ``key`` (counted as a hit), or ``None`` if absent or from other code.
@@ -477,7 +486,7 @@ class RunRecords:
         entry = self._entries().get(key)
         if entry is None:
             return None
-        verdict = _served(entry["fingerprint"], self.path, warn=not self.stale)
+        verdict = _served(entry["fingerprint"], self.path, warn=not self.stale, current=self.fingerprint())
         if verdict is None:
             return None
         self.hits += 1
@@ -500,7 +509,7 @@ class RunRecords:
         entries = dict(self._entries())
         from dpfair_analysis.training.loop import POISSON_SAMPLER_VERSION
 
-        entries[key] = {"label": label, "fingerprint": code_fingerprint(), "poisson_sampler": POISSON_SAMPLER_VERSION,
+        entries[key] = {"label": label, "fingerprint": self.fingerprint(), "poisson_sampler": POISSON_SAMPLER_VERSION,
                         "rows": rows}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"format": 1, "records": dict(sorted(entries.items()))}, indent=1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import re
 import shutil
@@ -267,3 +268,24 @@ def test_the_tuned_table_states_epsilon_from_above_and_the_part_that_decides_eac
     table = findings_tables.pfld_tuned_table(ROOT / "paper_figs" / "pfld" / "tuned_table2_compas.json")
     eo_pfld = next(line for line in table.splitlines() if line.startswith("| eo | pfld |"))
     assert "does not reproduce" in eo_pfld and "accuracy 0.637 below" in eo_pfld and "ε ≤ 1.000004" in eo_pfld
+
+
+def test_the_plain_audits_table_says_missed_and_not_yet_decided_apart(tmp_path):
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import findings_tables
+
+    def row(name, correct, caught, bounds, no_power=None):
+        return {"mechanism": name, "correct": correct, "epsilon_claimed": 0.1, "anchors": {"dpsniper_reg": 0.17},
+                "plain": {"seeds": len(bounds), "caught": caught, "consistent": len(bounds) - caught,
+                          "epsilon_lower": bounds, "no_power": no_power or [None] * len(bounds),
+                          "cpu_seconds": [100.0] * len(bounds),
+                          "target_met": caught == len(bounds) if not correct else caught <= len(bounds) // 20}}
+
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps({"settings": {"plain_seeds": 3}, "rows": [
+        row("svt3", False, 2, [0.11, 0.08, 0.12]), row("svt4", False, 2, [0.13, 0.12]),
+        row("svt1", True, 0, [0.0, 0.04, 0.03], ["no test forecast a bound", None, None])]}))
+    lines = {line.split(" | ")[0][2:]: line for line in findings_tables.plain_audits_table(path).splitlines()[2:]}
+    assert "2 of 3 caught, **1 missed**" in lines["svt3"] and lines["svt3"].endswith("| **missed** |")
+    assert "**2 of 2 caught**" in lines["svt4"] and "on track (2 of 3 seeds)" in lines["svt4"]
+    assert "3 of 3 consistent" in lines["svt1"] and "| 0.0300 | 0.0000 | 1 |" in lines["svt1"]

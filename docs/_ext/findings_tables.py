@@ -12,7 +12,10 @@
   setting, and the verdicts against the later papers' printed numbers, from ``paper_figs/equal_eps/method_grid.json``
   (``notebooks/record_issue51.py --study method-grid``);
 * ``_generated/recommendation_check.md``: the diagnosis' recommendations against real runs, per kind, from
-  ``paper_figs/diagnose/recommendation_check.json`` (``notebooks/record_issue51.py --study recommendations``).
+  ``paper_figs/diagnose/recommendation_check.json`` (``notebooks/record_issue51.py --study recommendations``);
+* ``_generated/plain_audits.md`` (the benchmarks page): the privacy-testing kit on every zoo mechanism as a plain
+  function at the full budget, over the seeds recorded so far, from ``benchmarks/results/privacy_testing_plain.json``
+  (``benchmarks/privacy_testing.py --parts plain --plain-records ... --plain-recorded-only``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import statistics
 from pathlib import Path
 
 VERDICT_WORDS = {"holds": "holds", "violated": "**violated**", "misprinted": "*misprinted*",
@@ -171,6 +175,35 @@ def method_grid_table(path: Path) -> str:
             f"worst-group accuracy ({data['selection_privacy']}).\n\n" + claims + "\n")
 
 
+def plain_audits_table(path: Path) -> str:
+    """One row per zoo mechanism audited as a plain function: claim, whether it is correct, the seeds recorded, the
+    verdicts over them, the bounds (median, min), seeds with no power, CPU seconds per audit, the published testers'
+    bounds, and the part's target (met, missed, or not yet decidable on fewer than the planned seeds)."""
+    data = json.loads(path.read_text())
+    planned = data["settings"]["plain_seeds"]
+    lines = ["| mechanism | claim ε | correct | seeds | verdicts | median ε ≥ | min ε ≥ | no power | CPU s | "
+             "DP-Sniper | StatDP | target |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in data["rows"]:
+        part = row.get("plain")
+        if part is None:
+            continue
+        seeds, bounds = part["seeds"], sorted(part["epsilon_lower"])
+        verdict = (f"{part['consistent']} of {seeds} consistent" if row["correct"]
+                   else f"**{part['caught']} of {seeds} caught**" if part["caught"] == seeds
+                   else f"{part['caught']} of {seeds} caught, **{seeds - part['caught']} missed**")
+        target = ("met" if part["target_met"] else "**missed**") if seeds >= planned else (
+            f"{'on track' if part['target_met'] else '**missed**'} ({seeds} of {planned} seeds)")
+        anchors = row.get("anchors", {})
+        sniper = max((anchors[k] for k in ("dpsniper_reg", "dpsniper_mlp") if k in anchors), default=None)
+        statdp = max((anchors[k] for k in ("statdp_1", "statdp_2") if k in anchors), default=None)
+        lines.append(f"| {row['mechanism']} | {row['epsilon_claimed']:.3f} | {'yes' if row['correct'] else 'no'} | "
+                     f"{seeds} | {verdict} | {statistics.median(bounds):.4f} | {bounds[0]:.4f} | "
+                     f"{sum(p is not None for p in part['no_power'])} | "
+                     f"{sum(part['cpu_seconds']) / seeds:.0f} | {'—' if sniper is None else f'{sniper:.4f}'} | "
+                     f"{'—' if statdp is None else f'{statdp:.4f}'} | {target} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_tables(root: Path, target: Path) -> None:
     """Write every generated table of the findings page under ``target``."""
     target.mkdir(parents=True, exist_ok=True)
@@ -186,3 +219,5 @@ def write_tables(root: Path, target: Path) -> None:
     (target / "method_grid.md").write_text(method_grid_table(root / "paper_figs" / "equal_eps" / "method_grid.json"))
     (target / "recommendation_check.md").write_text(
         recommendation_check_table(root / "paper_figs" / "diagnose" / "recommendation_check.json"))
+    plain = root / "benchmarks" / "results" / "privacy_testing_plain.json"
+    (target / "plain_audits.md").write_text(plain_audits_table(plain))

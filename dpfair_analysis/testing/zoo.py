@@ -194,7 +194,8 @@ def _svt(data: Any, rng: np.random.Generator, n: int | None, *, threshold_scale:
 def _svt_one(data: Any, rng: np.random.Generator, *, threshold_scale: float, query_scale: float | None,
              threshold: float, c: int | None, output_values: bool, noise_scale: float) -> np.ndarray:
     """One output of :func:`_svt` by a loop over the answers that stops at the cutoff (2-3x faster than the
-    batched code at n = 1; the same distribution: ``tests/testing/test_kit_zoo.py``)."""
+    batched code at n = 1). The noise is drawn in the batched code's order, so the same generator gives the same
+    output (``tests/testing/test_kit_zoo.py``)."""
     x = _vector(data)
     out = np.full(len(x), -2000.0 if output_values else -1.0)
     rho = rng.laplace(scale=noise_scale * threshold_scale)
@@ -300,13 +301,15 @@ def numerical_svt(data: Any, rng: np.random.Generator, n: int | None, *, epsilon
     """Numerical SVT (Wang et al. PLDI 2019): above x + Lap(6c/eps) >= t + Lap(3/eps), release x + Lap(3c/eps),
     else 0; cutoff c (-1000 after it): epsilon-DP. ``n`` None: one output, by a loop."""
     x = _vector(data)
-    if n is None:  # one output, as a user writes it: a loop that stops at the cutoff
+    if n is None:  # one output, as a user writes it: a loop that stops at the cutoff (noise drawn as below)
         out = np.full(len(x), -1000.0)
         rho1 = rng.laplace(scale=noise_scale * 3 / epsilon)
+        tests = (x + rng.laplace(scale=noise_scale * 6 * c / epsilon, size=len(x))).tolist()
+        values = (x + rng.laplace(scale=noise_scale * 3 * c / epsilon, size=len(x))).tolist()
         count = 0
-        for j, value in enumerate(x.tolist()):
-            above = value + rng.laplace(scale=noise_scale * 6 * c / epsilon) >= threshold + rho1
-            out[j] = value + rng.laplace(scale=noise_scale * 3 * c / epsilon) if above else 0.0
+        for j, (test, value) in enumerate(zip(tests, values)):
+            above = test >= threshold + rho1
+            out[j] = value if above else 0.0
             count += above
             if count >= c:
                 break

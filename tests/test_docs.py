@@ -284,8 +284,11 @@ def test_the_plain_audits_table_says_missed_and_not_yet_decided_apart(tmp_path):
     path = tmp_path / "plain.json"
     path.write_text(json.dumps({"settings": {"plain_seeds": 3}, "rows": [
         row("svt3", False, 2, [0.11, 0.08, 0.12]), row("svt4", False, 2, [0.13, 0.12]),
-        row("svt1", True, 0, [0.0, 0.04, 0.03], ["no test forecast a bound", None, None])]}))
-    lines = {line.split(" | ")[0][2:]: line for line in findings_tables.plain_audits_table(path).splitlines()[2:]}
+        row("svt1", True, 0, [0.0, 0.04, 0.03], ["no test forecast a bound", None, None]),
+        {"mechanism": "rappor", "correct": True, "epsilon_claimed": 4.09}]}))
+    table = findings_tables.plain_audits_table(path)
+    lines = {line.split(" | ")[0][2:]: line for line in table.splitlines()[2:] if line.startswith("|")}
     assert "2 of 3 caught, **1 missed**" in lines["svt3"] and lines["svt3"].endswith("| **missed** |")
     assert "**2 of 2 caught**" in lines["svt4"] and "on track (2 of 3 seeds)" in lines["svt4"]
     assert "3 of 3 consistent" in lines["svt1"] and "| 0.0300 | 0.0000 | 1 |" in lines["svt1"]
+    assert "rappor" not in lines and table.endswith("Not recorded yet: rappor.\n")

@@ -201,7 +201,8 @@ def plain_audits_table(path: Path) -> str:
                      f"{sum(p is not None for p in part['no_power'])} | "
                      f"{sum(part['cpu_seconds']) / seeds:.0f} | {'—' if sniper is None else f'{sniper:.4f}'} | "
                      f"{'—' if statdp is None else f'{statdp:.4f}'} | {target} |")
-    return "\n".join(lines) + "\n"
+    missing = [row["mechanism"] for row in data["rows"] if "plain" not in row]
+    return "\n".join(lines) + "\n" + (f"\nNot recorded yet: {', '.join(missing)}.\n" if missing else "")
 
 
 def write_tables(root: Path, target: Path) -> None:

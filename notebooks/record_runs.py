@@ -26,7 +26,7 @@ seconds of a recorded run and the CPU hours the rest will take at that median.
 
 The full profile is 64 runs of a 60-epoch CNN on full MNIST, ~29 CPU-hours: longer than one of our
 machines lives, and the run cache (``$DPFAIR_CACHE``) goes with the machine. Executing the notebook
-computes missing runs too, but records a swept value's runs only once all of its six methods are done.
+computes missing runs too, but records a swept value's runs only once all of its methods are done.
 This script computes them ``--jobs`` at a time (one torch thread each), the most informative points
 first (:data:`POINTS`), and writes each run's rows to the records file
 (:class:`~dpfair_analysis.experiments.cache.RunRecords`, default

@@ -221,7 +221,8 @@ def test_record_runs_tuning_study_records_the_plan_in_order_and_resumes(tmp_path
     monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "tuning.json"
     before = record_runs.pending_tuning("quick", record_runs.RunRecords(path))
-    assert len(before) == 36 and [run[0] for run in before[:4]] == ["dpsgd", "dpsgdf"] * 2
+    assert len(before) == 48 and [run[0] for run in before[:4]] == ["dpsgd", "dpsgdf"] * 2
+    assert [run[0] for run in before[36:40]] == ["globaladapt", "boundedadaptive"] * 2
     assert {run[0] for run in before[:12]} == {"dpsgd", "dpsgdf"} and before[12][0] == "sgd"
     assert before[0][1] == before[1][1] == {"lr": 0.01, "sampling": "poisson"}
     assert before[2][1] == {"lr": 0.01, "sampling": "shuffle"}

@@ -22,12 +22,15 @@ MNIST_GRID = TuningGrid({"lr": (0.01, 0.05, 0.1), "sampling": ("poisson", "shuff
                         note="r printed by paper 000; sampling not printed, Poisson is what the accountant assumes")
 #: the methods of the MNIST tuning, in the order they are run: DPSGD and DPSGD-F answer the study's questions
 #: (the learning rate; Poisson against shuffled batches); SGD is every cost's reference; then
-#: paper 002's Opt-Q and FairDP, then paper 000's Naive -- every one on the same budget
-MNIST_TUNING_METHODS = ("dpsgd", "dpsgdf", "sgd", "optq", "fairdp", "naive")
+#: paper 002's Opt-Q and FairDP, then paper 000's Naive; then the later mitigations (issue 51: Esipova et al.'s
+#: DPSGD-Global-Adapt, Zhao et al.'s bounded adaptive clipping) on paper 000's class-8 setting -- every one on the
+#: same budget and at equal privacy
+MNIST_TUNING_METHODS = ("dpsgd", "dpsgdf", "sgd", "optq", "fairdp", "naive", "globaladapt", "boundedadaptive")
 #: the order the recording driver runs them in (a tuple: those methods interleaved configuration by
 #: configuration): at ~25 CPU-minutes a run, DPSGD and DPSGD-F side by side answer the sampling question at the
-#: printed rate after four runs, then SGD (every cost's reference, the cheapest), Opt-Q beside FairDP, Naive
-MNIST_TUNING_ORDER = (("dpsgd", "dpsgdf"), "sgd", ("optq", "fairdp"), "naive")
+#: printed rate after four runs, then SGD (every cost's reference, the cheapest), Opt-Q beside FairDP, Naive,
+#: then Global-Adapt beside bounded adaptive clipping
+MNIST_TUNING_ORDER = (("dpsgd", "dpsgdf"), "sgd", ("optq", "fairdp"), "naive", ("globaladapt", "boundedadaptive"))
 #: the MNIST groups the papers' tables show (paper 000 Table 1: the total, class 2 and class 8)
 MNIST_GROUPS = ("all", "2", "8")
 

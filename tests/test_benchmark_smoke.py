@@ -211,6 +211,20 @@ def test_privacy_testing_plain_part_records_each_audit_and_resumes(tmp_path, mon
     assert bench.main(empty) == 0 and "plain" not in json.loads((tmp_path / "third.json").read_text())["rows"][0]
 
 
+def test_committed_plain_audit_records_are_reached_by_todays_keys():
+    """Every audit recorded in benchmarks/results/privacy_testing_plain_runs.json (the 20-seed plain part, recorded
+    across sessions) is found under a key today's benchmark computes: a change to the keys would silently rerun
+    hours of audits."""
+    from dpfair_analysis.testing.auditing import FULL
+    from dpfair_analysis.testing.zoo import catalogue
+
+    bench = benchmark("privacy_testing")
+    keys = {bench.plain_key(z, budget=FULL, seed=seed, confidence=0.95) for z in catalogue().values()
+            for seed in range(20)}
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "privacy_testing_plain_runs.json").read_text())["records"]
+    assert recorded and set(recorded) <= keys
+
+
 def test_the_anchor_events_exact_probabilities_match_the_reference_mechanisms_runs():
     """The closed forms the anchors' replay uses, against 2 M runs of the zoo's own mechanisms (4.5 standard
     errors): StatDP's Laplace event, ReportNoisyMax2's "argmax = 0" on [2, 0, 0, 0, 0] and SVT4's first "above"

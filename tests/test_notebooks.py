@@ -246,6 +246,17 @@ def _planned(runs) -> list[tuple]:
     return [(p.method, p.constraint, p.fold, p.role, p.configuration_index) for p in runs]
 
 
+
+def test_record_runs_plans_the_methods_the_paper_prints_for_each_table():
+    """M-Bank3 and M-Bank5 have three and five age groups, where the paper prints no Z (Zafar et al.'s covariance
+    constraint takes two): their recorder plans CLF, A, M and PF-LD only (it stopped at the first Z run before)."""
+    record_runs = _load_tool("record_runs")
+    for data, methods in (("m-bank3", ("clf", "a", "m", "pfld")), ("m-bank5", ("clf", "a", "m", "pfld")),
+                          ("bank", ("clf", "z", "a", "m", "pfld"))):
+        runs = record_runs.pfld_runs(data, "quick")
+        assert runs.methods == methods
+        assert {cell[1] for cell in runs.cells()} == set(methods)
+
 def test_record_runs_pfld_tuned_study_records_in_plan_order_and_resumes(tmp_path, monkeypatch, capsys):
     """notebooks/record_runs.py --study pfld-tuned at the quick profile: the plan is every run of the tuned Table 2
     (104 of COMPAS's: 2 folds, 2 configurations), PF-LD and CLF first -- of each, the printed configuration's folds,

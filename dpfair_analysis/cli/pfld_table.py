@@ -57,8 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group-by", default=None, help="grouping attribute passed to the loader (default: sex)")
     p.add_argument("--constraints", type=_choices(CONSTRAINTS, "constraints"), default=CONSTRAINTS,
                    help="comma-separated, from dp,eo,ap (default all)")
-    p.add_argument("--methods", type=_choices(METHODS, "methods"), default=("clf", "z", "a", "m", "pfld"),
-                   help="comma-separated, from " + ",".join(METHODS) + " (default clf,z,a,m,pfld)")
+    p.add_argument("--methods", type=_choices(METHODS, "methods"), default=None,
+                   help="comma-separated, from " + ",".join(METHODS) + " (default: the paper's, clf,z,a,m,pfld; "
+                        "clf,a,m,pfld with --group-by age3 or age5, where the paper prints no Z)")
     p.add_argument("--folds", type=_folds, default=None, help="CV folds (default: 5, or 2 with --profile quick)")
     p.add_argument("--epsilon", type=positive_float, default=1.0, help="privacy budget of M and PF-LD")
     p.add_argument("--profile", default="full", choices=("quick", "full"),
@@ -78,11 +79,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run)
 
 
+#: groupings of more than two groups, where Zafar et al.'s covariance constraint (Z) is undefined (the paper: "NA")
+_MANY_GROUPS = ("age3", "age5")
+
+
 def _run(args: argparse.Namespace) -> None:
     import math
 
     from dpfair_analysis.cli._common import check_dataset_options, run_cache_from_args
 
+    many_groups = args.group_by in _MANY_GROUPS
+    if args.methods is None:
+        args.methods = ("clf", "a", "m", "pfld") if many_groups else ("clf", "z", "a", "m", "pfld")
+    elif many_groups and "z" in args.methods:
+        raise UsageError(f"--methods: z (Zafar et al.'s covariance constraint) takes two groups; --group-by "
+                         f"{args.group_by} makes more (the paper prints NA): drop z")
     if args.tune:
         untunable = [m for m in args.methods if m not in names.PFLD_TUNED_METHODS]
         if untunable:

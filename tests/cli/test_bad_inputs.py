@@ -494,6 +494,7 @@ BEFORE_WORK = [
     (["compare", "--methods", "dpsgd,nope"], "--methods"),
     (["audit", "--mechanism", "nope"], "--mechanism"),
     (["audit", "--sampled", "--mechanism", "nope"], "--mechanism"),
+    (["pfld-table", "--data", "bank", "--group-by", "age3", "--methods", "clf,z", "--tune"], "--methods"),
     (["compare", "--out", f"{FULL}/h.csv"], "--out"),
     (["compare", "--plots", f"{FULL}/plots"], "--plots"),
     (["diagnose", "--report", f"{FULL}/r.html"], "--report"),

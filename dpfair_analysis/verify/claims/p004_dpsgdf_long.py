@@ -55,7 +55,8 @@ def _shift_profile(family: str, a: float, c: float, sign: float) -> Callable[[np
 def _log_moment_quadrature(lam: float, *, q: float, s1: float, reverse: bool,
                            extra: Callable[[np.ndarray], np.ndarray] | None = None,
                            points: tuple[float, ...] = ()) -> float:
-    """log int p_a(o)^(lam+1) p_b(o)^(-lam) exp(extra(o)) do by scipy quadrature (log-shifted).
+    """log int p_a(o)^(lam+1) p_b(o)^(-lam) exp(extra(o)) do by scipy quadrature, shifted by the highest peak
+    and with breakpoints bracketing every peak (:func:`_log_integrand_peaks`).
 
     (p_a, p_b) = (M1(D), M1(D')) or, ``reverse``, (M1(D'), M1(D)), with M1 the Poisson-subsampled
     Gaussian: M1(D) = N(0, s1^2), M1(D') = (1 - q) N(0, s1^2) + q N(1, s1^2) (q = 1: the Gaussian).
@@ -87,7 +88,8 @@ def _log_integrand_peaks(log_f: Callable[[np.ndarray], np.ndarray], lo: float, h
                          points: tuple[float, ...]) -> list[tuple[float, float, float]]:
     """The local maxima of a log-integrand on [lo, hi] as (location, value, width): the grid's best point
     and each of ``points`` (where a narrow feature sits that a grid can step over), each refined by a
-    bounded scalar search, width = 1 / sqrt(-f''(o*)) (the Laplace approximation's standard deviation).
+    bounded scalar search, width = 1 / sqrt(-f''(o*)) (the Laplace approximation's standard deviation),
+    at most the grid's step.
 
     The breakpoints placed at o* +- width x 3^k let quadrature resolve a peak far narrower than any grid
     (an adaptive shift exp(s h(o)^2) with s ~ 10^4 is ~10^-3 wide), and subtracting the largest value
@@ -106,8 +108,7 @@ def _log_integrand_peaks(log_f: Callable[[np.ndarray], np.ndarray], lo: float, h
         value = float(log_f(np.float64(at)))
         h = 1e-4 * step
         curvature = -(float(log_f(np.float64(at + h))) - 2 * value + float(log_f(np.float64(at - h)))) / h ** 2
-        width = 1 / math.sqrt(curvature) if curvature > 1 / step ** 2 * 1e-6 else step
-        peaks.append((at, value, min(width, step)))
+        peaks.append((at, value, min(1 / math.sqrt(curvature), step) if curvature > 0 else step))
     return peaks
 
 

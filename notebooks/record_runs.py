@@ -1,7 +1,7 @@
 """Compute the long runs of a reproduction and record each as it finishes.
 
     .venv/bin/python notebooks/record_runs.py [--study figures|mnist-tuning] [--profile full|quick]
-                                              [--records PATH] [--jobs N] [--max-runs K]
+                                              [--records PATH] [--jobs N] [--max-runs K] [--from-end]
     .venv/bin/python notebooks/record_runs.py --study pfld-tuned --data income|bank|m-bank3|m-bank5|compas
                                               [--profile full|quick] [--records PATH] [--max-runs K]
     .venv/bin/python notebooks/record_runs.py --summary [--study ...] [--data ...] [--records PATH]
@@ -261,6 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=None,
                         help="runs at a time (default 2; the pfld-tuned study runs one at a time)")
     parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
+    parser.add_argument("--from-end", action="store_true",
+                        help="take the pending runs from the end of the plan: a second recorder on another core, "
+                             "beside one in plan order (same records file and run cache: a run either records is "
+                             "served to the other, not trained again)")
     parser.add_argument("--summary", action="store_true", help="print the recorded runs and compute nothing")
     args = parser.parse_args(argv)
     for flag, value in (("--jobs", args.jobs), ("--max-runs", args.max_runs)):
@@ -300,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{kind}:\n" + part.drop(columns="kind").dropna(axis=1, how="all").to_string(
                     index=False, float_format="{:.3f}".format, na_rep="-"))
             return 0
-        todo = (pending_tuning if tuning_study else pending)(args.profile, records)[:args.max_runs]
+        todo = (pending_tuning if tuning_study else pending)(args.profile, records)
+        todo = (todo[::-1] if args.from_end else todo)[:args.max_runs]
     except ValueError as error:
         print(f"record_runs.py: {error}", file=sys.stderr)
         return 2

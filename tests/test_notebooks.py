@@ -231,10 +231,12 @@ def test_record_runs_tuning_study_records_the_plan_in_order_and_resumes(tmp_path
     entries = list(json.loads(path.read_text())["records"].values())
     assert len(entries) == 2 and all({row["split"] for row in e["rows"]} == {"validation", "test"} for e in entries)
     assert record_runs.pending_tuning("quick", record_runs.RunRecords(path)) == before[2:]
+    assert record_runs.main([*argv, "--max-runs", "1", "--from-end"]) == 0  # a second recorder takes the plan's end
+    assert record_runs.pending_tuning("quick", record_runs.RunRecords(path)) == before[2:-1]
     capsys.readouterr()
     assert record_runs.main(["--summary", "--study", "mnist-tuning", "--records", str(path)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"2 records in {path}") and "mnist dpsgdf seed 0, lr 0.01, sampling poisson" in out
+    assert out.startswith(f"3 records in {path}") and "mnist dpsgdf seed 0, lr 0.01, sampling poisson" in out
     assert "val 8" in out and "tes all" in out
 
 

@@ -113,7 +113,8 @@ def test_full_budget_refutes_plain_svt3_and_svt4_searching_the_pairs_without_hal
     StatDP's X-shaped pair 7 (0.104), SVT4 on pair 26 (0.133). Before the plain selection grew (10,000 screening and
     50,000 selection runs): 0.018 and 0.089, both missed; the events are 0.1-2% of the runs with log-ratios
     0.15-0.26, a standard deviation of ~0.2 on 10,000 runs. With 4 pairs kept on 1,000,000 selection runs each
-    (0.114 and 0.142 on this seed) SVT3 was missed on seeds 2, 3 and 4. ~5-7 CPU-min each."""
+    (0.114 and 0.142 on this seed) SVT3 was missed on seeds 2, 3 and 4. ~2.5-3 CPU-min each (the loops; 5-7 with the
+    batched code at n = 1, which draws the same numbers)."""
     z = catalogue()[name]
     result = audit(z.single(), z.epsilon, z.delta, relation=z.relation, data=z.data, budget="full", seed=0,
                    workers=1, time_budget=3_600, name=name)

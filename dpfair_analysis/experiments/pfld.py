@@ -423,10 +423,21 @@ def table2_run(data: GroupedDataset, splits: list[tuple[np.ndarray, np.ndarray]]
                                    "printed configuration")
 
 
+#: the grouping a Table 2 data set's loader uses when none is named (Bank: 25-60 against the rest)
+DEFAULT_GROUP_BY = {"bank": "age"}
+
+
+def keyed_group_by(dataset: str, group_by: str | None) -> str | None:
+    """``group_by`` as a run's key names it: None for the loader's default grouping, so naming it (Bank's "age", as
+    the pfld notebook does) and leaving it out (``dpfair pfld-table --data bank``, the committed records) are one
+    run."""
+    return None if group_by is not None and DEFAULT_GROUP_BY.get(dataset) == group_by else group_by
+
+
 def table2_key(*, dataset: str, group_by: str | None, settings: PfldSettings, method: str, kind: str, fold: int,
                epsilon: float) -> str:
     """The run cache's and the records' key of a :func:`table2_run` (everything that determines it)."""
-    return config_key("pfld-table2", dataset, group_by, _settings_key(settings), method,
+    return config_key("pfld-table2", dataset, keyed_group_by(dataset, group_by), _settings_key(settings), method,
                       "any" if method == "clf" else kind, fold, epsilon if method in PRIVATE_METHODS else None,
                       *_variant(method))
 

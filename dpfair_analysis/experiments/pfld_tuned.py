@@ -30,7 +30,8 @@ from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, config_key
 from dpfair_analysis.experiments.pfld import (KINDS, PRIVATE_METHODS, PROFILES,
                                               TABLE_METHODS, PfldSettings, _clf_for_every_constraint, _configured,
-                                              _settings_key, _variant, cv_folds, load_table_data, run_method,
+                                              _settings_key, _variant, cv_folds, keyed_group_by, load_table_data,
+                                              run_method,
                                               scaled_on_train, table2, table2_key, table2_run, table_name,
                                               with_profile)
 from dpfair_analysis.experiments.sweep import Backend, Run, run_sweep
@@ -220,8 +221,8 @@ class TunedRuns:
         if role == "printed":
             return table2_key(dataset=self.dataset, group_by=self.group_by, settings=self.settings, method=method,
                               kind=kind, fold=fold, epsilon=self.epsilon)
-        return config_key("pfld-tuning", self.dataset, self.group_by, _settings_key(self.settings), method,
-                          "any" if method == "clf" else kind, fold,
+        return config_key("pfld-tuning", self.dataset, keyed_group_by(self.dataset, self.group_by),
+                          _settings_key(self.settings), method, "any" if method == "clf" else kind, fold,
                           self.epsilon if method in PRIVATE_METHODS else None, configuration, role,
                           self.validation_fraction, *_variant(method))
 

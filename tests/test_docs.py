@@ -65,10 +65,10 @@ def sphinx_build(source: Path, out: Path, *extra: str) -> tuple[int, str]:
 
 def site_copy(tmp: Path, *, notebooks: Path | None = None, docs: Path = DOCS) -> Path:
     """A copy of ``docs/`` whose parent holds what ``conf.py`` reads from the repository (notebooks, examples,
-    paper_figs), so the build writes nothing into the repository."""
+    paper_figs, benchmarks/results), so the build writes nothing into the repository."""
     shutil.copytree(docs, tmp / "docs", ignore=shutil.ignore_patterns("_generated", "generated", "_notebooks"))
     (tmp / "notebooks").symlink_to(notebooks or ROOT / "notebooks")
-    for name in ("examples", "paper_figs"):
+    for name in ("examples", "paper_figs", "benchmarks"):
         (tmp / name).symlink_to(ROOT / name)
     return tmp / "docs"
 

@@ -216,6 +216,12 @@ class RunCache:
         self.stale = 0
         self.writable = self.directory is not None
         self._said: set[str] = set()
+        self._origins: dict[str, str] = {}
+
+    def origin(self, key: str) -> str | None:
+        """The fingerprint of the code that computed the entry :meth:`lookup` served for ``key`` (another code's
+        where ``DPFAIR_CACHE_ALLOW_STALE=1`` served it), or None if none was served: what a record of it names."""
+        return self._origins.get(key)
 
     def path_of(self, key: str) -> Path:
         """The file of ``key``'s entry."""
@@ -358,6 +364,7 @@ class RunCache:
             return False, None
         self.hits += 1
         self.stale += verdict == "stale"
+        self._origins[key] = header["fingerprint"]
         return True, value
 
     def _say_old_pickles(self, key: str) -> None:
@@ -500,16 +507,17 @@ class RunRecords:
             self.other_sampler += 1
         return entry["rows"]
 
-    def put(self, key: str, rows: list[dict], *, label: str = "") -> None:
-        """Record ``rows`` (just computed by this code) under ``key``; ``label`` says what run they
-        summarise (for a person reading the file). Counted as a miss."""
+    def put(self, key: str, rows: list[dict], *, label: str = "", fingerprint: str | None = None) -> None:
+        """Record ``rows`` under ``key``: computed by this code, or by the code of ``fingerprint`` (a run cache
+        entry served from other code: :meth:`RunCache.origin`); ``label`` says what run they summarise (for a
+        person reading the file). Counted as a miss."""
         self.misses += 1
         if self.path is None:
             return
         entries = dict(self._entries())
         from dpfair_analysis.training.loop import POISSON_SAMPLER_VERSION
 
-        entries[key] = {"label": label, "fingerprint": self.fingerprint(), "poisson_sampler": POISSON_SAMPLER_VERSION,
+        entries[key] = {"label": label, "fingerprint": fingerprint or self.fingerprint(), "poisson_sampler": POISSON_SAMPLER_VERSION,
                         "rows": rows}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"format": 1, "records": dict(sorted(entries.items()))}, indent=1)

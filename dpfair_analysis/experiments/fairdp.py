@@ -165,15 +165,17 @@ def _recorded_runs(config: CompareConfig, summarise, *, kind: str, cache: RunCac
     if records is None:
         result = run_compare(config, cache=cache, progress=progress)
         return [row for seed in config.seeds for method in config.methods for row in summarise(result, method, seed)]
-    keys = {cell: config_key(kind, key) for cell, key in run_keys(config).items()}
+    run_key = run_keys(config)
+    keys = {cell: config_key(kind, key) for cell, key in run_key.items()}
     found = {cell: records.get(key) for cell, key in keys.items()}
     if any(rows is None for rows in found.values()):
+        cache = cache or RunCache(None)
         result = run_compare(config, cache=cache, progress=progress)
         for (method, seed), key in keys.items():
             if found[(method, seed)] is None:
                 found[(method, seed)] = summarise(result, method, seed)
-                records.put(key, found[(method, seed)], label=f"{kind}: {config.dataset} {method} seed {seed}, "
-                                                              f"{_setting(config)}")
+                records.put(key, found[(method, seed)], fingerprint=cache.origin(run_key[(method, seed)]),
+                            label=f"{kind}: {config.dataset} {method} seed {seed}, {_setting(config)}")
     return [row for seed in config.seeds for method in config.methods for row in found[(method, seed)]]
 
 

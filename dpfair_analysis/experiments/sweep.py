@@ -148,7 +148,8 @@ def run_sweep(runs: Sequence[Run], *, cache: RunCache | None = None, backend: Ba
         recorded = records.get(run.key) if records is not None else None
         found, value = (True, recorded[0]) if recorded is not None else cache.lookup(run.key)
         if found:
-            results[run.key] = value if recorded is not None else _record(records, run.key, value, labels)
+            results[run.key] = value if recorded is not None else _record(records, run.key, value, labels,
+                                                                          origin=cache.origin(run.key))
         else:
             missing[run.key] = run
     with tqdm(total=len(runs), desc=desc, disable=not progress, unit="run") as bar:
@@ -159,13 +160,15 @@ def run_sweep(runs: Sequence[Run], *, cache: RunCache | None = None, backend: Ba
     return [results[run.key] for run in runs]
 
 
-def _record(records: RunRecords | None, key: str, value: Any, labels: dict[str, str]) -> Any:
-    """``value`` recorded in ``records`` under ``key`` as its run's one row, returned as recorded (a JSON round
-    trip); ``value`` itself without records."""
+def _record(records: RunRecords | None, key: str, value: Any, labels: dict[str, str],
+            origin: str | None = None) -> Any:
+    """``value`` recorded in ``records`` under ``key`` as its run's one row (computed by the code of ``origin``
+    where it came from the cache, else by this code), returned as recorded (a JSON round trip); ``value`` itself
+    without records."""
     if records is None:
         return value
     recorded = json.loads(json.dumps(value))
-    records.put(key, [recorded], label=labels[key])
+    records.put(key, [recorded], label=labels[key], fingerprint=origin)
     return recorded
 
 

@@ -353,7 +353,8 @@ def tuning_rows(base, method: str, configuration: Mapping[str, Any], seed: int, 
         value = tuning_run(config, method, seed=seed, fraction=fraction, progress=progress)
         cache.store(key, value)
     if records is not None:
-        records.put(key, value["rows"], label=f"tuning rows: {config.dataset} {method} seed {seed}, "
+        records.put(key, value["rows"], fingerprint=cache.origin(key),
+                    label=f"tuning rows: {config.dataset} {method} seed {seed}, "
                                                f"{describe_configuration(configuration)}, {config.train.epochs} epochs")
     return value["rows"]
 

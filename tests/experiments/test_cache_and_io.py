@@ -5,6 +5,7 @@ umask and keep an existing file's mode."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import stat
@@ -442,3 +443,21 @@ def test_records_of_runs_with_the_earlier_poisson_sampler_are_said_and_counted(t
     with pytest.warns(CacheWarning, match="Poisson sampler 1, today's is 2"):
         assert again.get("old") == [{"accuracy": 0.4}]
     assert again.other_sampler == 1 and "1 of them trained with an earlier Poisson sampler" in again.summary()
+
+
+def test_a_record_of_a_stale_cache_entry_names_the_code_that_computed_it(tmp_path, monkeypatch):
+    """A run served from the cache by other code's entry (DPFAIR_CACHE_ALLOW_STALE=1) keeps that code's fingerprint
+    when it is recorded: the records never say today's code computed what it did not (they did before)."""
+    cache, records = RunCache(tmp_path / "cache"), RunRecords(tmp_path / "runs.json")
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "yesterday's code")
+    cache.store("k", {"rows": [{"accuracy": 0.5}]})
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "today's code")
+    assert cache.lookup("k") == (False, None) and cache.origin("k") is None
+    monkeypatch.setenv("DPFAIR_CACHE_ALLOW_STALE", "1")
+    with pytest.warns(CacheWarning, match="computed by other code"):
+        found, value = cache.lookup("k")
+    assert found and cache.origin("k") == "yesterday's code"
+    records.put("k", value["rows"], fingerprint=cache.origin("k"))
+    records.put("fresh", [{"accuracy": 0.9}], fingerprint=cache.origin("fresh"))
+    entries = json.loads((tmp_path / "runs.json").read_text())["records"]
+    assert entries["k"]["fingerprint"] == "yesterday's code" and entries["fresh"]["fingerprint"] == "today's code"

@@ -71,6 +71,13 @@ CONSTRAINTS = ("dp", "eo", "ap")
 PFLD_DATASETS = {"income": "income", "adult": "income", "compas": "compas", "german": "german", "bank": "bank"}
 #: :data:`dpfair_analysis.experiments.pfld.ALL_METHODS`: ``dpfair pfld-table --methods``.
 PFLD_METHODS = ("clf", "z", "a", "m", "pfld", "fld", "pfld-paper", "pfld-shared-batch")
+#: :func:`dpfair_analysis.experiments.pfld.table_name` of Bank's many-group groupings (``--group-by``).
+PFLD_GROUPED_TABLES = {"age3": "m-bank3", "age5": "m-bank5"}
+#: :func:`dpfair_analysis.experiments.pfld.paper_methods` of each Table 2: the methods the paper prints (no Z on
+#: M-Bank3 and M-Bank5, whose groups Zafar et al.'s covariance constraint cannot take).
+PFLD_PAPER_METHODS = {"income": ("clf", "z", "a", "m", "pfld"), "compas": ("clf", "z", "a", "m", "pfld"),
+                      "bank": ("clf", "z", "a", "m", "pfld"), "m-bank3": ("clf", "a", "m", "pfld"),
+                      "m-bank5": ("clf", "a", "m", "pfld")}
 #: :data:`dpfair_analysis.experiments.pfld_tuned.TABLE2_GRIDS`: what ``dpfair pfld-table --tune`` tunes.
 PFLD_TUNED_METHODS = ("clf", "z", "a", "m", "pfld")
 #: :data:`dpfair_analysis.training.fedavg.PARTITIONS`: ``dpfair compare --partition`` (DP-FedAvg's option, which

@@ -42,6 +42,10 @@ def test_data_sets_and_constraints_are_their_registries():
     assert names.PFLD_DATASETS == pfld.DATASETS and set(names.PFLD_DATASETS.values()) <= set(DATASETS)
     assert names.PFLD_METHODS == pfld.ALL_METHODS
     assert names.PFLD_TUNED_METHODS == tuple(pfld_tuned.TABLE2_GRIDS)
+    from dpfair_analysis.data.bank import NAMES as BANK_TABLES
+
+    assert names.PFLD_GROUPED_TABLES == {g: t for g, t in BANK_TABLES.items() if t != "bank"}
+    assert names.PFLD_PAPER_METHODS == {t: pfld.paper_methods(t) for t in set(pfld.PAPER_TABLE2["dataset"])}
     assert names.LAGRANGIAN_METHODS == tuple(lagrangian.METHODS)
     assert names.FEDAVG_PARTITIONS == fedavg.PARTITIONS
 

@@ -79,19 +79,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_run)
 
 
-#: groupings of more than two groups, where Zafar et al.'s covariance constraint (Z) is undefined (the paper: "NA")
-_MANY_GROUPS = ("age3", "age5")
-
-
 def _run(args: argparse.Namespace) -> None:
     import math
 
     from dpfair_analysis.cli._common import check_dataset_options, run_cache_from_args
 
-    many_groups = args.group_by in _MANY_GROUPS
+    printed = names.PFLD_PAPER_METHODS.get(names.PFLD_GROUPED_TABLES.get(args.group_by, args.data),
+                                           names.PFLD_TUNED_METHODS)
     if args.methods is None:
-        args.methods = ("clf", "a", "m", "pfld") if many_groups else ("clf", "z", "a", "m", "pfld")
-    elif many_groups and "z" in args.methods:
+        args.methods = printed
+    elif "z" in args.methods and "z" not in printed:
         raise UsageError(f"--methods: z (Zafar et al.'s covariance constraint) takes two groups; --group-by "
                          f"{args.group_by} makes more (the paper prints NA): drop z")
     if args.tune:

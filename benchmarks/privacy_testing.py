@@ -248,19 +248,11 @@ def run_audit(z, *, budget, seed: int, trials: int | None = None, single: bool =
 def kit_fingerprint() -> str:
     """SHA-256 over the privacy-testing kit's source (``dpfair_analysis/testing``) and the numerical libraries'
     versions: what, beside the mechanism, its seed, the budget and the confidence, determines an audit."""
-    import hashlib
-    from importlib import metadata
-
     import dpfair_analysis.testing as kit
+    from dpfair_analysis.experiments.cache import source_fingerprint
 
-    digest = hashlib.sha256()
-    root = Path(kit.__file__).resolve().parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    for name in ("numpy", "scipy", "scikit-learn", "hypothesis"):
-        digest.update(f"{name}=={metadata.version(name)}".encode())
-    return digest.hexdigest()
+    return source_fingerprint(Path(kit.__file__).resolve().parent, (".",),
+                              ("numpy", "scipy", "scikit-learn", "hypothesis"))
 
 
 def plain_key(z, *, budget, seed: int, confidence: float) -> str:

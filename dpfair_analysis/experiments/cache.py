@@ -48,7 +48,7 @@ import zipfile
 from dataclasses import MISSING, Field, fields, is_dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from dpfair_analysis.experiments import cache_format
 from dpfair_analysis.io import KEY_OMITS_DEFAULT, write_atomically  # noqa: F401  (KEY_OMITS_DEFAULT re-exported)
@@ -84,26 +84,33 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("DPFAIR_CACHE", Path.home() / ".cache" / "dpfair_analysis" / "runs"))
 
 
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """SHA-256 over the source of :data:`RESULT_CODE` (sorted paths and contents) and the installed
-    versions of :data:`RESULT_LIBRARIES`: what, beside the configuration, determines a result."""
+def source_fingerprint(root: Path, parts: Sequence[str], libraries: Sequence[str], *,
+                       skip: Sequence[str] = ()) -> str:
+    """SHA-256 over the Python source of ``parts`` (files or folders under ``root``; sorted paths relative to it and
+    their contents, less ``skip``) and the installed versions of ``libraries``."""
     digest = hashlib.sha256()
-    for part in RESULT_CODE:
-        root = PACKAGE / part
-        files = sorted(root.rglob("*.py")) if root.is_dir() else [root]
-        for path in files:
-            if path.relative_to(PACKAGE).as_posix() in STORAGE_CODE:
+    for part in parts:
+        base = root / part
+        for path in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
+            name = path.relative_to(root).as_posix()
+            if name in skip:
                 continue
-            digest.update(str(path.relative_to(PACKAGE)).encode())
+            digest.update(name.encode())
             digest.update(path.read_bytes())
-    for name in RESULT_LIBRARIES:
+    for name in libraries:
         try:
             version = metadata.version(name)
         except metadata.PackageNotFoundError:
             version = "absent"
         digest.update(f"{name}=={version}".encode())
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """:func:`source_fingerprint` of :data:`RESULT_CODE` (less :data:`STORAGE_CODE`) and :data:`RESULT_LIBRARIES`:
+    what, beside the configuration, determines a result."""
+    return source_fingerprint(PACKAGE, RESULT_CODE, RESULT_LIBRARIES, skip=STORAGE_CODE)
 
 
 

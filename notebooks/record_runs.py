@@ -2,6 +2,7 @@
 
     .venv/bin/python notebooks/record_runs.py [--study figures|mnist-tuning] [--profile full|quick]
                                               [--records PATH] [--jobs N] [--max-runs K] [--from-end]
+                                              [--stop-by HH:MM [--run-minutes M]]
     .venv/bin/python notebooks/record_runs.py --study pfld-tuned --data income|bank|m-bank3|m-bank5|compas
                                               [--profile full|quick] [--records PATH] [--max-runs K]
     .venv/bin/python notebooks/record_runs.py --summary [--study ...] [--data ...] [--records PATH]
@@ -35,6 +36,11 @@ stops loses only the runs in flight. Recorded runs are skipped; commit the recor
 execute the notebook in place (``notebooks/execute.py fairdp_mnist_figures --profile full --in-place``)
 once every run is recorded: it then trains nothing.
 
+``--stop-by HH:MM`` (the machine's local time, today or, if that has passed, tomorrow): a worker starts no run that
+would end after then if it took ``--run-minutes`` (default 60, a full-MNIST run beside two other jobs on this
+machine); such runs stay pending for the next recorder. A machine that is known to stop (a session's end) then
+spends its last hour on runs that finish rather than on one that is lost.
+
 ``--summary`` prints what is recorded (one line per record: the figures' groups, ε, FairDP's bounds) and
 computes nothing.
 
@@ -45,8 +51,11 @@ records); this process then records it through the same functions the notebook c
 from __future__ import annotations
 
 import argparse
+import datetime
 import math
+import re
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,10 +137,27 @@ def pending_tuning(profile: str, records: RunRecords) -> list[tuple[str, dict, i
                                   cache=None) is None]
 
 
-def compute_tuning(profile: str, method: str, configuration: dict, seed: int) -> tuple:
-    """In a worker: train one tuning run (one torch thread) into the run cache."""
+def starts_in_time(stop_by: float | None, run_seconds: float) -> bool:
+    """Whether a run started now, taking ``run_seconds``, ends by ``stop_by`` (a ``time.time()``; None: no limit)."""
+    return stop_by is None or time.time() + run_seconds <= stop_by
+
+
+def deadline(clock: str, now: datetime.datetime | None = None) -> float:
+    """``time.time()`` of the next ``HH:MM`` in the machine's local time (today, or tomorrow if it has passed)."""
+    now = now or datetime.datetime.now()
+    hours, minutes = (int(part) for part in clock.split(":"))  # checked by the caller
+    at = now.replace(hour=hours, minute=minutes, second=0, microsecond=0)
+    return (at if at > now else at + datetime.timedelta(days=1)).timestamp()
+
+
+def compute_tuning(profile: str, method: str, configuration: dict, seed: int, stop_by: float | None = None,
+                   run_seconds: float = 0.0) -> tuple | None:
+    """In a worker: train one tuning run (one torch thread) into the run cache; None, training nothing, if it
+    would not end by ``stop_by`` (decided when the worker takes it, not when it was queued)."""
     import torch
 
+    if not starts_in_time(stop_by, run_seconds):
+        return None
     torch.set_num_threads(1)
     tuning.tuning_rows(mnist_tuning.mnist_tuning_base(profile), method, configuration, seed,
                        cache=RunCache(default_cache_dir()))
@@ -265,8 +291,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="take the pending runs from the end of the plan: a second recorder on another core, "
                              "beside one in plan order (same records file and run cache: a run either records is "
                              "served to the other, not trained again)")
+    parser.add_argument("--stop-by", default=None, metavar="HH:MM",
+                        help="mnist-tuning: start no run that would end after this local time (next occurrence) if it "
+                             "took --run-minutes; those runs stay pending")
+    parser.add_argument("--run-minutes", type=float, default=60.0,
+                        help="with --stop-by: the minutes a run is assumed to take (default 60)")
     parser.add_argument("--summary", action="store_true", help="print the recorded runs and compute nothing")
     args = parser.parse_args(argv)
+    if args.stop_by is not None and not (re.fullmatch(r"([01]?\d|2[0-3]):[0-5]\d", args.stop_by)
+                                         and args.study == "mnist-tuning"):
+        print(f"record_runs.py: --stop-by is a time HH:MM (00:00 to 23:59) for --study mnist-tuning, got "
+              f"{args.stop_by!r} with --study {args.study}", file=sys.stderr)
+        return 2
+    if not (math.isfinite(args.run_minutes) and args.run_minutes > 0):
+        print(f"record_runs.py: --run-minutes must be a positive number, got {args.run_minutes}", file=sys.stderr)
+        return 2
     for flag, value in (("--jobs", args.jobs), ("--max-runs", args.max_runs)):
         if value is not None and value < 1:  # one line, before any data is loaded
             print(f"record_runs.py: {flag} must be a positive integer, got {value}", file=sys.stderr)
@@ -315,13 +354,22 @@ def main(argv: list[str] | None = None) -> int:
 
     parallel = Parallel(n_jobs=args.jobs or 2, backend="loky", return_as="generator_unordered")
     if tuning_study:
+        stop_by = None if args.stop_by is None else deadline(args.stop_by)
+        left = 0
         with tqdm(total=len(todo), desc="mnist tuning runs", unit="run") as bar:
-            for done in parallel(delayed(compute_tuning)(args.profile, *run) for run in todo):
+            for done in parallel(delayed(compute_tuning)(args.profile, *run, stop_by, 60 * args.run_minutes)
+                                 for run in todo):
+                if done is None:
+                    left += 1
+                    continue
                 accuracy = record_tuning(args.profile, *done, records)
                 bar.write(f"recorded {done[0]} at {tuning.describe_configuration(done[1])} seed {done[2]}: "
                           + ", ".join(f"{split[:3]} {group} {accuracy[(split, group)]:.3f}"
                                       for split in ("validation", "test") for group in ("all", "2", "8")))
                 bar.update()
+        if left:
+            print(f"{left} runs left pending: started after {args.stop_by} less {args.run_minutes:g} minutes "
+                  f"(--stop-by), they would not have ended in time", flush=True)
         return 0
     with tqdm(total=len(todo), desc="mnist runs", unit="run") as bar:
         for done in parallel(delayed(compute)(args.profile, *run) for run in todo):

@@ -14,9 +14,11 @@ a mechanism's claimed privacy), they are checked against the committed copy's. T
 quick profile (execute.py's default) is a slow test.
 """
 
+import datetime
 import importlib.util
 import json
 import os
+import time
 from pathlib import Path
 
 import jupytext
@@ -213,6 +215,17 @@ def test_record_runs_records_each_run_once_in_priority_order(tmp_path, monkeypat
         assert len(err.strip().splitlines()) == 1 and f"{flag} must be a positive integer, got 0" in err
 
 
+def test_record_runs_deadline_is_the_next_occurrence_of_the_clock_time():
+    """--stop-by HH:MM is today's if it is still ahead, else tomorrow's; a run starts only if it would end by it."""
+    record_runs = _load_tool("record_runs")
+    now = datetime.datetime(2026, 12, 6, 19, 30)
+    assert record_runs.deadline("22:15", now) == datetime.datetime(2026, 12, 6, 22, 15).timestamp()
+    assert record_runs.deadline("19:30", now) == datetime.datetime(2026, 12, 7, 19, 30).timestamp()
+    assert record_runs.deadline("0:05", now) == datetime.datetime(2026, 12, 7, 0, 5).timestamp()
+    assert record_runs.starts_in_time(None, 1e9)
+    assert record_runs.starts_in_time(time.time() + 120, 60) and not record_runs.starts_in_time(time.time() + 60, 120)
+
+
 def test_record_runs_tuning_study_records_the_plan_in_order_and_resumes(tmp_path, monkeypatch, capsys):
     """notebooks/record_runs.py --study mnist-tuning at the quick profile: the plan is the tuning plan (DPSGD and
     DPSGD-F interleaved through their six configurations first, the printed one first); two runs are recorded with
@@ -233,6 +246,18 @@ def test_record_runs_tuning_study_records_the_plan_in_order_and_resumes(tmp_path
     assert record_runs.pending_tuning("quick", record_runs.RunRecords(path)) == before[2:]
     assert record_runs.main([*argv, "--max-runs", "1", "--from-end"]) == 0  # a second recorder takes the plan's end
     assert record_runs.pending_tuning("quick", record_runs.RunRecords(path)) == before[2:-1]
+    # --stop-by: a run that would end after then is not started (a minute from now, runs of 2 minutes: none)
+    capsys.readouterr()
+    soon = (datetime.datetime.now() + datetime.timedelta(minutes=1)).strftime("%H:%M")
+    assert record_runs.main([*argv, "--max-runs", "2", "--stop-by", soon, "--run-minutes", "2"]) == 0
+    assert "2 runs left pending" in capsys.readouterr().out
+    assert record_runs.pending_tuning("quick", record_runs.RunRecords(path)) == before[2:-1]
+    for flags, wrong in ((["--stop-by", "25:00"], "--stop-by is a time HH:MM"),
+                         (["--stop-by", "12:00", "--study", "figures"], "for --study mnist-tuning"),
+                         (["--run-minutes", "0"], "--run-minutes must be a positive number")):
+        assert record_runs.main([*argv, *flags]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and wrong in err, err
     capsys.readouterr()
     assert record_runs.main(["--summary", "--study", "mnist-tuning", "--records", str(path)]) == 0
     out = capsys.readouterr().out

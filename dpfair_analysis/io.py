@@ -16,11 +16,12 @@ What may be at the target path:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
@@ -84,6 +85,28 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], None], *, 
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+@contextlib.contextmanager
+def directory_lock(directory: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` itself (no lock file is created): writers that read, change
+    and rewrite a file in it take turns, so two processes recording into one file each keep the other's entry.
+    Where ``flock`` is missing (Windows) or the file system refuses it, nothing is locked: each write is still
+    atomic, and a lost entry is computed again."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # e.g. a file system without locks
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 #: Metadata of a configuration field added after its dataclass was first keyed:

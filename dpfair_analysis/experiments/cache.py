@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from dpfair_analysis.experiments import cache_format
-from dpfair_analysis.io import KEY_OMITS_DEFAULT, write_atomically  # noqa: F401  (KEY_OMITS_DEFAULT re-exported)
+from dpfair_analysis.io import KEY_OMITS_DEFAULT, directory_lock, write_atomically  # noqa: F401  (re-exported)
 
 PACKAGE = Path(__file__).resolve().parents[1]
 #: Package parts whose code determines a result (the CLI, plotting and verification do not).
@@ -521,15 +521,19 @@ class RunRecords:
         self.misses += 1
         if self.path is None:
             return
-        entries = dict(self._entries())
         from dpfair_analysis.training.loop import POISSON_SAMPLER_VERSION
 
-        entries[key] = {"label": label, "fingerprint": fingerprint or self.fingerprint(), "poisson_sampler": POISSON_SAMPLER_VERSION,
-                        "rows": rows}
+        entry = {"label": label, "fingerprint": fingerprint or self.fingerprint(),
+                 "poisson_sampler": POISSON_SAMPLER_VERSION, "rows": rows}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps({"format": 1, "records": dict(sorted(entries.items()))}, indent=1)
-        write_atomically(self.path, lambda tmp: tmp.write_text(text + "\n"))
-        self._read = None
+        # read, add and rewrite under the directory's lock: two recorders putting into one file at once (a second
+        # recorder taking the plan from its end) each keep the other's entry
+        with directory_lock(self.path.parent):
+            self._read = None
+            entries = dict(self._entries()) | {key: entry}
+            text = json.dumps({"format": 1, "records": dict(sorted(entries.items()))}, indent=1)
+            write_atomically(self.path, lambda tmp: tmp.write_text(text + "\n"))
+            self._read = None
 
     def rows_or_compute(self, key: str, compute: Callable[[], list[dict]], *, label: str = "") -> list[dict]:
         """The recorded rows of ``key``, or ``compute()`` recorded under it."""

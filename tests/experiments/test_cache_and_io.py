@@ -461,3 +461,44 @@ def test_a_record_of_a_stale_cache_entry_names_the_code_that_computed_it(tmp_pat
     records.put("fresh", [{"accuracy": 0.9}], fingerprint=cache.origin("fresh"))
     entries = json.loads((tmp_path / "runs.json").read_text())["records"]
     assert entries["k"]["fingerprint"] == "yesterday's code" and entries["fresh"]["fingerprint"] == "today's code"
+
+
+def _put_many(path: str, prefix: str, count: int, locked: bool, barrier) -> None:
+    """In a child process: ``count`` puts of distinct keys into one records file, starting with the other child;
+    each write waits 5 ms first (a slow disk: the window between a put's read and its write)."""
+    import contextlib
+    import time
+
+    from dpfair_analysis.experiments import cache as child_cache
+
+    write = child_cache.write_atomically
+    child_cache.write_atomically = lambda *args, **kwargs: (time.sleep(0.005), write(*args, **kwargs))[1]
+    if not locked:  # the put as it was before the lock: read, add, rewrite
+        child_cache.directory_lock = lambda directory: contextlib.nullcontext()
+    records = child_cache.RunRecords(path, fingerprint=lambda: "code")
+    barrier.wait(60)
+    for i in range(count):
+        records.put(f"{prefix}{i}", [{"i": i, "pad": "x" * 200}], label=f"{prefix} {i}")
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_two_recorders_putting_into_one_records_file_keep_each_others_entries(tmp_path, locked):
+    """Two processes recording into one file at once (record_runs.py in plan order and --from-end) each keep the
+    other's entries: put reads, adds and rewrites under the directory's lock. Without the lock (the put before
+    it) entries are lost -- the twin that shows the test can fail."""
+    import multiprocessing
+
+    path, count = str(tmp_path / "runs.json"), 40
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    barrier = context.Barrier(2)
+    children = [context.Process(target=_put_many, args=(path, prefix, count, locked, barrier)) for prefix in "ab"]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(120)
+        assert child.exitcode == 0
+    kept = len(json.loads((tmp_path / "runs.json").read_text())["records"])
+    if locked:
+        assert kept == 2 * count
+    else:
+        assert kept < 2 * count, "no entry was lost without the lock: this run did not exercise the race"

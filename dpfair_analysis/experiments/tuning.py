@@ -326,10 +326,12 @@ def tuning_plan(base, *, methods: Sequence[str | tuple[str, ...]], grid: TuningG
 
 
 def tuning_key(config, method: str, seed: int, fraction: float) -> str:
-    """The run cache's and the records' key of one tuning run (everything that determines it)."""
+    """The run cache's and the records' key of one tuning run (everything that determines it: of the methods'
+    options, the run's own method's -- another method's options change no run of this one)."""
     from dpfair_analysis.experiments.cache import config_key
 
-    return config_key("tuning-run", replace(config, methods=(method,), seeds=(seed,)), fraction)
+    own = {name: options for name, options in config.method_options.items() if name == method}
+    return config_key("tuning-run", replace(config, methods=(method,), seeds=(seed,), method_options=own), fraction)
 
 
 def tuning_rows(base, method: str, configuration: Mapping[str, Any], seed: int, *,

@@ -282,3 +282,15 @@ def test_compare_tune_errors_are_one_line(capsys, argv, fragment):
     assert main(["compare", "--data", "adult", "--tune", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("dpfair: error:") and fragment in err
+
+
+def test_global_adapt_trains_at_its_authors_mnist_options_and_no_other_methods_key_moves():
+    """The MNIST tuning base gives Global-Adapt its authors' MNIST threshold tau = 0.7 (their Adult/Dutch default
+    is 1); a tuning run's key holds its own method's options only, so that change moves Global-Adapt's keys and no
+    other method's (the committed records of the other methods stay reachable)."""
+    base = M.mnist_tuning_base("quick")
+    assert base.options("globaladapt").threshold == M.GLOBAL_ADAPT_MNIST["threshold"] == 0.7
+    plain = base.with_options("globaladapt", threshold=1.0)
+    for method in ("dpsgd", "dpsgdf", "boundedadaptive", "fairdp"):
+        assert T.tuning_key(base, method, 0, 0.1) == T.tuning_key(plain, method, 0, 0.1)
+    assert T.tuning_key(base, "globaladapt", 0, 0.1) != T.tuning_key(plain, "globaladapt", 0, 0.1)

@@ -634,10 +634,11 @@ def save_compare_figures(result: CompareResult, directory: str | Path, *,
         if test_rows["group"].nunique() > 4 else None
     for ax, method in zip(axes.flat, run_methods):
         plot_group_history(histories[histories["method"] == method], metric="accuracy", split="test", style=None,
-                           ax=ax, focus=accuracy_focus)
+                           ax=ax, focus=accuracy_focus, layout=False)
         ax.set_title(method)
     for ax in list(axes.flat)[len(run_methods):]:
         ax.set_visible(False)
+    fig.tight_layout()  # once, with every panel and title drawn
     written.append(save_figure(fig, directory / "accuracy.png", data=test_rows))
     plt.close(fig)
 
@@ -654,8 +655,10 @@ def save_compare_figures(result: CompareResult, directory: str | Path, *,
             metric_rows = batch_rows[batch_rows["metric"] == metric]
             metric_focus = (with_population(focus) if focus else focus_groups(metric_rows)) \
                 if batch_rows["group"].nunique() > 4 else None
-            plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax, focus=metric_focus)
+            plot_group_history(subset, metric=metric, split="batches", style=None, ax=ax, focus=metric_focus,
+                               layout=False)
             ax.set_title(f"{method}: average {metric.replace('_', ' ')}")
+    fig.tight_layout()
     written.append(save_figure(fig, directory / "loss_grad_norm.png",
                                data=histories.query("split == 'batches' and metric in ['loss', 'grad_norm']")))
     plt.close(fig)

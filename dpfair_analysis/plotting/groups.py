@@ -12,13 +12,14 @@ from dpfair_analysis.plotting.common import MAX_WIDTH, focus_groups, plotting_wi
 
 def plot_group_history(history: pd.DataFrame, *, metric: str, split: str = "test",
                        style: str | None = "method", ax: plt.Axes | None = None,
-                       focus: list[str] | None = None) -> plt.Figure:
+                       focus: list[str] | None = None, layout: bool = True) -> plt.Figure:
     """``metric`` per group over epochs: mean line, and a ± 1 sd band over seeds when there are several.
 
     ``history`` is a training history (``TrainingResult.history`` or the concatenated
     ``CompareResult.histories``) with columns epoch, split, group, metric, value. With more than four
     groups only ``focus`` (default :func:`focus_groups`: 'all' and the two extreme groups) is coloured and
-    in the legend; the other groups are thin grey lines.
+    in the legend; the other groups are thin grey lines. ``layout=False`` leaves the figure's tight layout to the
+    caller (one pass once every panel is drawn: a pass per panel costs as many passes over all the panels).
     """
     rows = history[(history["metric"] == metric) & (history["split"] == split)]
     if rows.empty:
@@ -38,7 +39,8 @@ def plot_group_history(history: pd.DataFrame, *, metric: str, split: str = "test
         rows = rows[rows["group"].isin(focus)]
     sns.lineplot(data=rows, x="epoch", y="value", hue="group", style=style, ax=ax, errorbar="sd")
     ax.set_ylabel(f"{metric.replace('_', ' ')} ({split})" + (f"; band: ± 1 sd, {seeds} seeds" if seeds > 1 else ""))
-    fig.tight_layout()
+    if layout:
+        fig.tight_layout()
     return fig
 
 def plot_costs(table: pd.DataFrame, *, ax: plt.Axes | None = None, focus: list[str] | None = None) -> plt.Figure:

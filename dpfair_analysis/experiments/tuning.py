@@ -330,7 +330,8 @@ def tuning_key(config, method: str, seed: int, fraction: float) -> str:
     options, the run's own method's -- another method's options change no run of this one)."""
     from dpfair_analysis.experiments.cache import config_key
 
-    own = {name: options for name, options in config.method_options.items() if name == method}
+    name = registry.parse_method(method, default_clip=config.clip_bound)[0]  # "dpsgd(C=2)" -> dpsgd
+    own = {key: options for key, options in config.method_options.items() if key == name}
     return config_key("tuning-run", replace(config, methods=(method,), seeds=(seed,), method_options=own), fraction)
 
 

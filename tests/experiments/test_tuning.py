@@ -294,3 +294,5 @@ def test_global_adapt_trains_at_its_authors_mnist_options_and_no_other_methods_k
     for method in ("dpsgd", "dpsgdf", "boundedadaptive", "fairdp"):
         assert T.tuning_key(base, method, 0, 0.1) == T.tuning_key(plain, method, 0, 0.1)
     assert T.tuning_key(base, "globaladapt", 0, 0.1) != T.tuning_key(plain, "globaladapt", 0, 0.1)
+    # a method named with its bound keeps its own options in its key
+    assert T.tuning_key(base, "globaladapt(C=2)", 0, 0.1) != T.tuning_key(plain, "globaladapt(C=2)", 0, 0.1)

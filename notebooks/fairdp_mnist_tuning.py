@@ -122,6 +122,20 @@ save_table(claims, FIGS / 'mnist_tuning_claims.csv')
 claims
 
 # %% [markdown]
+# ## Later work on this grid: Zhao et al.'s worst-class claims
+# Bounded adaptive clipping against constant clipping (DPSGD) and unbounded adaptive clipping (Opt-Q), Global-Adapt beside them, on the CNN setting nearest to Zhao et al.'s skewed MNIST (`mnist_tuning.LATER_SETTING_NOTE`): the printed configuration's and the chosen configuration's test worst-class accuracy, the choice read on the validation images' worst class (as in the equal-ε method grid, not the overall accuracy the sections above choose by). A claim is judged once both its methods' budgets are complete.
+
+# %%
+later_worst, later_verdicts = mnist_tuning.later_claims(rows, COMPLETE)
+missing = [m for m in mnist_tuning.LATER_METHODS if m not in COMPLETE]
+print(f"budgets complete: {', '.join(m for m in mnist_tuning.LATER_METHODS if m in COMPLETE) or 'none'}; "
+      f"not yet: {', '.join(missing) or 'none'}")
+save_table(later_verdicts, FIGS / 'mnist_tuning_later_claims.csv')
+display(later_worst.round(3) if len(later_worst) else 'no later-work method has a complete budget yet')
+later_verdicts[['claim', 'printed_gain', 'gain_at_defaults', 'gain_after_tuning', 'verdict']].round(3) \
+    if len(later_verdicts) else 'no claim has both its methods complete yet'
+
+# %% [markdown]
 # ## Findings
 # (Written from the full profile's records; see the tables above.)
 

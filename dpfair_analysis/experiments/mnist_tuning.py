@@ -55,3 +55,33 @@ def mnist_tuning_plan(base, *, seeds: Sequence[int] = (0,)) -> list[tuple[str, d
     """(method, configuration, seed) of every run of the study, in :data:`MNIST_TUNING_ORDER` over
     :data:`MNIST_GRID` (:func:`~dpfair_analysis.experiments.tuning.tuning_plan`)."""
     return tuning_plan(base, methods=MNIST_TUNING_ORDER, grid=MNIST_GRID, seeds=seeds)
+
+
+#: the methods of the later papers' worst-class claims on this grid (Zhao et al.: bounded adaptive clipping against
+#: constant clipping, DPSGD, and unbounded adaptive clipping, Opt-Q) and Global-Adapt beside them
+LATER_METHODS = ("dpsgd", "optq", "boundedadaptive", "globaladapt")
+#: this grid as a setting of :func:`~dpfair_analysis.verify.reproduction.later_claim_verdicts`, and how it relates to
+#: the paper's (the CNN setting nearest to Zhao et al.'s skewed MNIST: their verdicts are judged here)
+LATER_SETTING = "mnist-full-class8-cnn"
+LATER_SETTING_NOTE = ("nearest to the paper's skewed MNIST, not it: full MNIST with class 8 cut to 500 of 5,851 "
+                      "(paper 000's skew; Esipova et al.'s 0.09), paper 000's CNN, sigma 0.8 over 60 epochs, each "
+                      "method's configuration chosen on validation worst-class accuracy over lr x sampling")
+
+
+def later_claims(rows, complete: Sequence[str]):
+    """(worst-class table, verdicts) of the later papers' claims on this grid: per method of :data:`LATER_METHODS`
+    whose budget is ``complete``, the printed configuration's and the chosen one's test worst-class accuracy (chosen
+    on validation worst-class accuracy, as in the equal-epsilon method grid:
+    :func:`~dpfair_analysis.experiments.method_grid.robustness_table`), and the claims' three-valued verdicts
+    (:func:`~dpfair_analysis.verify.reproduction.later_claim_verdicts`), judged on this setting; a claim whose two
+    methods are not both complete has no row yet."""
+    import pandas as pd
+
+    from dpfair_analysis.experiments.method_grid import robustness_table
+    from dpfair_analysis.verify.reproduction import later_claim_verdicts
+
+    methods = [m for m in LATER_METHODS if m in complete]
+    if not methods:
+        return pd.DataFrame(), pd.DataFrame()
+    worst = robustness_table(rows[rows["method"].isin(methods)])
+    return worst, later_claim_verdicts({LATER_SETTING: worst}, judged={LATER_SETTING: LATER_SETTING_NOTE})

@@ -296,3 +296,35 @@ def test_global_adapt_trains_at_its_authors_mnist_options_and_no_other_methods_k
     assert T.tuning_key(base, "globaladapt", 0, 0.1) != T.tuning_key(plain, "globaladapt", 0, 0.1)
     # a method named with its bound keeps its own options in its key
     assert T.tuning_key(base, "globaladapt(C=2)", 0, 0.1) != T.tuning_key(plain, "globaladapt(C=2)", 0, 0.1)
+
+
+def _worst_rows(worst: dict[str, tuple[float, float]]) -> pd.DataFrame:
+    """Tuning rows of two configurations per method; class '1' is the worst, at (validation, test) accuracies
+    ``worst[method]`` in configuration 1 and 0.1 below in configuration 0 (the printed one)."""
+    rows = []
+    for method, (val, test) in worst.items():
+        for index in (0, 1):
+            for split, acc in (("validation", val), ("test", test)):
+                acc = acc - 0.1 * (index == 0)
+                rows += [{"method": method, "seed": 0, "split": split, "group": group, "accuracy": value,
+                          "epsilon": 6.3, "configuration_index": index, "configuration": f"c{index}"}
+                         for group, value in (("all", 0.9), ("0", 0.95), ("1", acc))]
+    return pd.DataFrame(rows)
+
+
+def test_zhaos_worst_class_claims_are_judged_on_the_grid_once_both_budgets_are_complete():
+    """mnist_tuning.later_claims: bounded adaptive clipping's gain in test worst-class accuracy over DPSGD and Opt-Q,
+    at the printed configurations and at the ones chosen on validation worst-class accuracy, judged on this
+    setting; a claim whose two methods are not both complete has no row."""
+    rows = _worst_rows({"dpsgd": (0.5, 0.50), "optq": (0.4, 0.40), "boundedadaptive": (0.6, 0.56)})
+    worst, verdicts = M.later_claims(rows, ("dpsgd", "optq", "boundedadaptive", "sgd"))
+    assert list(worst["method"]) == ["dpsgd", "optq", "boundedadaptive"]
+    gains = verdicts.set_index("claim")
+    assert gains.loc["zhao-vs-constant", "gain_after_tuning"] == pytest.approx(0.06)
+    assert gains.loc["zhao-vs-constant", "gain_at_defaults"] == pytest.approx(0.06)
+    assert gains.loc["zhao-vs-unbounded", "gain_after_tuning"] == pytest.approx(0.16)
+    assert set(gains["verdict"]) == {"reproduces at the printed settings"}
+    assert (gains["setting_note"] == M.LATER_SETTING_NOTE).all()
+    _, verdicts = M.later_claims(rows, ("dpsgd", "boundedadaptive"))  # Opt-Q's budget not complete
+    assert list(verdicts["claim"]) == ["zhao-vs-constant"]
+    assert M.later_claims(rows, ("sgd",))[1].empty

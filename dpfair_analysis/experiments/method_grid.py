@@ -27,12 +27,12 @@ tables and verdicts a notebook reads (``paper_figs/equal_eps/method_grid.json``,
 ``notebooks/record_method_grid.py``).
 
 Verdicts against the later papers' printed numbers are judged in :mod:`dpfair_analysis.verify.reproduction`
-(``LATER_CLAIMS``, ``later_claim_verdicts``): only their
-abstracts were reachable here, and the only numbers they print are Zhao et al.'s gains of bounded adaptive
-clipping in worst-class accuracy on skewed MNIST and Fashion MNIST (CNNs): no setting of this study is theirs, so
-each verdict carries how its setting relates to theirs; the skewed-MNIST setting here is the nearest
-(:data:`NEAREST_NOTE`) and is judged, Adult and Dutch are measured and not judged. Esipova et al.'s abstract prints
-no number.
+(``LATER_CLAIMS``, ``later_claim_verdicts``): only their abstracts (and their code) were reachable here, and the
+only numbers they print are Zhao et al.'s gains of bounded adaptive clipping in worst-class accuracy on skewed MNIST
+and Fashion MNIST (CNNs): no setting of this study is theirs, so each verdict carries how its setting relates to
+theirs; the skewed-MNIST setting here is the nearest of this study's (:data:`NEAREST_NOTE`) and is judged, Adult and
+Dutch are measured and not judged (the full-MNIST CNN grid, nearer still, is judged in
+:func:`~dpfair_analysis.experiments.mnist_tuning.later_claims`). Esipova et al.'s abstract prints no number.
 """
 
 from __future__ import annotations

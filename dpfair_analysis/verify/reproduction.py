@@ -150,7 +150,7 @@ class LaterClaim:
     settings: str
 
 
-#: what the two later papers print that this study can measure (only their abstracts were reachable here)
+#: what the two later papers print that this study can measure (only their abstracts and code were reachable here)
 LATER_CLAIMS = (
     LaterClaim("zhao-vs-constant", "Zhao et al. 2025 (arXiv:2506.01396v2), abstract",
                "bounded adaptive clipping improves worst-class accuracy by 5 points compared to constant clipping",

@@ -126,7 +126,7 @@ claims
 # Bounded adaptive clipping against constant clipping (DPSGD) and unbounded adaptive clipping (Opt-Q), Global-Adapt beside them, on the CNN setting nearest to Zhao et al.'s skewed MNIST (`mnist_tuning.LATER_SETTING_NOTE`): the printed configuration's and the chosen configuration's test worst-class accuracy, the choice read on the validation images' worst class (as in the equal-ε method grid, not the overall accuracy the sections above choose by). A claim is judged once both its methods' budgets are complete.
 
 # %%
-later_worst, later_verdicts = mnist_tuning.later_claims(rows, COMPLETE)
+later_worst, later_verdicts = reproduction.mnist_later_claims(rows, COMPLETE)
 missing = [m for m in mnist_tuning.LATER_METHODS if m not in COMPLETE]
 print(f"budgets complete: {', '.join(m for m in mnist_tuning.LATER_METHODS if m in COMPLETE) or 'none'}; "
       f"not yet: {', '.join(missing) or 'none'}")

@@ -32,7 +32,7 @@ only numbers they print are Zhao et al.'s gains of bounded adaptive clipping in 
 and Fashion MNIST (CNNs): no setting of this study is theirs, so each verdict carries how its setting relates to
 theirs; the skewed-MNIST setting here is the nearest of this study's (:data:`NEAREST_NOTE`) and is judged, Adult and
 Dutch are measured and not judged (the full-MNIST CNN grid, nearer still, is judged in
-:func:`~dpfair_analysis.experiments.mnist_tuning.later_claims`). Esipova et al.'s abstract prints no number.
+:func:`~dpfair_analysis.verify.reproduction.mnist_later_claims`). Esipova et al.'s abstract prints no number.
 """
 
 from __future__ import annotations

@@ -67,21 +67,3 @@ LATER_SETTING_NOTE = ("nearest to the paper's skewed MNIST, not it: full MNIST w
                       "(paper 000's skew; Esipova et al.'s 0.09), paper 000's CNN, sigma 0.8 over 60 epochs, each "
                       "method's configuration chosen on validation worst-class accuracy over lr x sampling")
 
-
-def later_claims(rows, complete: Sequence[str]):
-    """(worst-class table, verdicts) of the later papers' claims on this grid: per method of :data:`LATER_METHODS`
-    whose budget is ``complete``, the printed configuration's and the chosen one's test worst-class accuracy (chosen
-    on validation worst-class accuracy, as in the equal-epsilon method grid:
-    :func:`~dpfair_analysis.experiments.method_grid.robustness_table`), and the claims' three-valued verdicts
-    (:func:`~dpfair_analysis.verify.reproduction.later_claim_verdicts`), judged on this setting; a claim whose two
-    methods are not both complete has no row yet."""
-    import pandas as pd
-
-    from dpfair_analysis.experiments.method_grid import robustness_table
-    from dpfair_analysis.verify.reproduction import later_claim_verdicts
-
-    methods = [m for m in LATER_METHODS if m in complete]
-    if not methods:
-        return pd.DataFrame(), pd.DataFrame()
-    worst = robustness_table(rows[rows["method"].isin(methods)])
-    return worst, later_claim_verdicts({LATER_SETTING: worst}, judged={LATER_SETTING: LATER_SETTING_NOTE})

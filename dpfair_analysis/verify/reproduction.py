@@ -33,7 +33,8 @@ from dpfair_analysis.experiments.compare import CompareResult
 from dpfair_analysis.experiments.fairdp import FIGURE_GROUPS, sweep_table
 from dpfair_analysis.experiments.pfld import METHOD_LABELS, PAPER_TABLE2, PRIVATE_METHODS, summarize
 from dpfair_analysis.experiments.pfld_tuned import SELECTION_SCORES, TunedTable2
-from dpfair_analysis.experiments.mnist_tuning import MNIST_GROUPS
+from dpfair_analysis.experiments.method_grid import robustness_table
+from dpfair_analysis.experiments.mnist_tuning import LATER_METHODS, LATER_SETTING, LATER_SETTING_NOTE, MNIST_GROUPS
 from dpfair_analysis.experiments.tuning import SELECTION_PRIVACY, costs_of_privacy, printed_and_tuned
 from dpfair_analysis.fairness.inequality import INDICES, inequality_indices
 from dpfair_analysis.validation import check_choice, check_nonnegative
@@ -190,6 +191,21 @@ def later_claim_verdicts(robustness: Mapping[str, pd.DataFrame], *, judged: Mapp
                         "printed_gain": claim.printed, "margin": margin, "gain_at_defaults": at_default,
                         "gain_after_tuning": tuned, "verdict": verdict if setting in judged else NO_MATCHING_SETTING})
     return pd.DataFrame(out)
+
+
+def mnist_later_claims(rows: pd.DataFrame, complete: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(worst-class table, verdicts) of the later papers' claims on the full-MNIST tuning grid
+    (:mod:`~dpfair_analysis.experiments.mnist_tuning`'s rows): per method of
+    :data:`~dpfair_analysis.experiments.mnist_tuning.LATER_METHODS` whose budget is ``complete``, the printed
+    configuration's and the chosen one's test worst-class accuracy (chosen on validation worst-class accuracy, as in
+    the equal-epsilon method grid: :func:`~dpfair_analysis.experiments.method_grid.robustness_table`), and
+    :func:`later_claim_verdicts` judged on this setting; a claim whose two methods are not both complete has no
+    row yet."""
+    methods = [m for m in LATER_METHODS if m in complete]
+    if not methods:
+        return pd.DataFrame(), pd.DataFrame()
+    worst = robustness_table(rows[rows["method"].isin(methods)])
+    return worst, later_claim_verdicts({LATER_SETTING: worst}, judged={LATER_SETTING: LATER_SETTING_NOTE})
 
 
 # ----------------------------------------------------------------------------- paper 002 §4.1 on the measured tables

@@ -317,7 +317,7 @@ def test_zhaos_worst_class_claims_are_judged_on_the_grid_once_both_budgets_are_c
     at the printed configurations and at the ones chosen on validation worst-class accuracy, judged on this
     setting; a claim whose two methods are not both complete has no row."""
     rows = _worst_rows({"dpsgd": (0.5, 0.50), "optq": (0.4, 0.40), "boundedadaptive": (0.6, 0.56)})
-    worst, verdicts = M.later_claims(rows, ("dpsgd", "optq", "boundedadaptive", "sgd"))
+    worst, verdicts = R.mnist_later_claims(rows, ("dpsgd", "optq", "boundedadaptive", "sgd"))
     assert list(worst["method"]) == ["dpsgd", "optq", "boundedadaptive"]
     gains = verdicts.set_index("claim")
     assert gains.loc["zhao-vs-constant", "gain_after_tuning"] == pytest.approx(0.06)
@@ -325,6 +325,6 @@ def test_zhaos_worst_class_claims_are_judged_on_the_grid_once_both_budgets_are_c
     assert gains.loc["zhao-vs-unbounded", "gain_after_tuning"] == pytest.approx(0.16)
     assert set(gains["verdict"]) == {"reproduces at the printed settings"}
     assert (gains["setting_note"] == M.LATER_SETTING_NOTE).all()
-    _, verdicts = M.later_claims(rows, ("dpsgd", "boundedadaptive"))  # Opt-Q's budget not complete
+    _, verdicts = R.mnist_later_claims(rows, ("dpsgd", "boundedadaptive"))  # Opt-Q's budget not complete
     assert list(verdicts["claim"]) == ["zhao-vs-constant"]
-    assert M.later_claims(rows, ("sgd",))[1].empty
+    assert R.mnist_later_claims(rows, ("sgd",))[1].empty

@@ -250,9 +250,15 @@ class RunCache:
 
     def compute_and_store(self, key: str, compute: Callable[[], Any]) -> Any:
         """``compute()`` stored under ``key`` -- unless another process holds the claim on ``key``: then wait
-        for it and serve what it stored (computing only if it stored nothing, e.g. it was killed)."""
+        for it and serve what it stored (computing only if it stored nothing, e.g. it was killed). A claim found
+        free is checked for an entry first: another process may have stored the run and let go of it since the
+        caller last looked."""
         with self.claim(key, wait=False) as free:
             if free:
+                stored = self.directory is not None and os.path.lexists(self.path_of(key))
+                found, value = self.lookup(key) if stored else (False, None)
+                if found:
+                    return value
                 value = compute()
                 self.store(key, value)
                 return value

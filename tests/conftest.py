@@ -50,6 +50,17 @@ def _isolated_result_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DPFAIR_CACHE", str(tmp_path_factory.mktemp("run-cache")))
 
 
+@pytest.fixture(autouse=True)
+def _no_data_set_kept_from_another_test():
+    """Each test starts with no data set kept in memory by ``data.load`` (a test that replaces a loader's part must
+    not be served another test's parse); within a test, repeated loads are served from memory as in a user's run."""
+    import sys
+
+    loaded = getattr(sys.modules.get("dpfair_analysis.data"), "_LOADED", None)
+    if loaded is not None:
+        loaded.clear()
+
+
 # The suite runs two workers on two cores: one intra-op thread each avoids oversubscription,
 # which made small-model steps up to 100x slower in the benchmark (benchmarks/README.md). The same for
 # BLAS and OpenMP (numpy, scipy, scikit-learn, and the notebook kernels and CLI subprocesses, which inherit

@@ -10,7 +10,10 @@ Raw files and their checksums live in :mod:`dpfair_analysis.data.sources`.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import os
+from collections import OrderedDict
 from pathlib import Path
 
 import pandas as pd
@@ -66,7 +69,49 @@ def load(name: str, **options) -> GroupedDataset:
     unknown = sorted(set(options) - set(allowed))
     if unknown and not takes_any:
         raise ValueError(f"data set {name!r} takes options {allowed}, got {unknown}")
-    return loader(**options)
+    key = _loaded_key(_entry(name), loader, options)
+    if key is not None and key in _LOADED:
+        _LOADED.move_to_end(key)
+        return copy.deepcopy(_LOADED[key])
+    dataset = loader(**options)
+    if key is not None and _nbytes(dataset) <= LOADED_BYTES_PER_SET:
+        _LOADED[key] = copy.deepcopy(dataset)
+        while len(_LOADED) > LOADED_SETS:
+            _LOADED.popitem(last=False)
+    return dataset
+
+
+#: :func:`load` keeps up to this many data sets of at most this many bytes in the process and returns a copy of one
+#: loaded before with the same options from the same verified bytes (a study or a notebook loads one data set tens of
+#: times: Adult takes 0.6 s to parse, its copy 4 ms); full MNIST (220 MB) is not kept
+LOADED_SETS = 8
+LOADED_BYTES_PER_SET = 32 * 2 ** 20
+_LOADED: OrderedDict[tuple, GroupedDataset] = OrderedDict()
+#: options that name files or folders to read instead of the registered raw files: such a load is never kept
+_PATH_OPTIONS = ("root", "path")
+
+
+def _loaded_key(entry: DatasetEntry, loader, options: dict) -> tuple | None:
+    """What a kept data set is looked up by: the entry, its loading function, its options and the registered SHA-256
+    of each raw file, once the cached file is verified against it (:func:`sources.verify`: a kept data set is the
+    parse of exactly those bytes). None where a load must not be kept -- generated data (no raw files: cheap, and
+    made from its options), a loader a user added, an option naming a file or of an unplain type, or a raw file not
+    cached or failing its checksum (the loader then fetches it, or moves it aside, and says so as it always does)."""
+    if not entry.raw_files or callable(entry.loader) or any(option in _PATH_OPTIONS for option in options):
+        return None
+    if not all(value is None or isinstance(value, (str, int, float, bool, tuple)) for value in options.values()):
+        return None
+    try:
+        for raw in entry.raw_files:
+            sources.verify(raw, sources.cached_path(raw))  # reads, moves and fetches nothing
+    except Exception:  # noqa: BLE001  absent or failing: the loader fetches it (or moves it aside) and says so
+        return None
+    return (entry.name, loader, repr(sorted(options.items())),
+            tuple(sources.RAW_FILES[raw].sha256 for raw in entry.raw_files))
+
+
+def _nbytes(dataset: GroupedDataset) -> int:
+    return sum(t.element_size() * t.nelement() for t in (dataset.X, dataset.y, dataset.group))
 
 
 def fetch_dataset(name: str, *, from_path: str | Path | None = None) -> list[Path]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -389,3 +391,29 @@ def test_describe_adds_feature_count():
 def test_load_passes_options():
     ds = data.load("mnist-unbalanced", source="full", path=F, keep=1)
     assert ds.group_sizes()[8] == 1
+
+
+def test_a_data_set_loaded_again_is_a_copy_of_the_verified_parse(empty_cache, no_downloads, monkeypatch):
+    """data.load keeps a parsed data set and returns a copy when the same options meet the same verified bytes: equal
+    to a fresh parse, independent of the earlier result (changing one changes no later load); a corrupted raw file is
+    caught on the next load (moved aside, fetched again: here it cannot be, so the loader's own error), never served
+    from memory; options naming a file are never kept."""
+    name = "adult.data"
+    empty_cache.mkdir(parents=True, exist_ok=True)
+    for raw, body in _fixtures.adult_files().items():  # the fixtures registered as the raw files (their SHA-256)
+        (empty_cache / raw).write_text(body)
+        monkeypatch.setitem(RAW_FILES, raw, dataclasses.replace(RAW_FILES[raw], check=None,
+                                                                sha256=sources.sha256_of(empty_cache / raw)))
+    first = data.load("adult")
+    first.X.add_(1.0)  # the caller's copy
+    again = data.load("adult")
+    data._LOADED.clear()
+    fresh = data.load("adult")
+    assert torch.equal(again.X, fresh.X) and torch.equal(again.y, fresh.y) and torch.equal(again.group, fresh.group)
+    assert not torch.equal(first.X, again.X) and again.X.data_ptr() != fresh.X.data_ptr()
+    assert len(data._LOADED) == 1
+    (empty_cache / name).write_bytes(b"bit rot")
+    with pytest.raises((DataUnavailableError, sources.ChecksumError)):
+        data.load("adult")
+    assert (empty_cache / f"{name}.corrupt").read_bytes() == b"bit rot"
+    assert data._loaded_key(data.DATASETS["adult"], data.adult, {"root": str(empty_cache)}) is None

@@ -70,7 +70,7 @@ from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
 from dpfair_analysis.experiments import mnist_tuning, pfld_tuned, tuning  # noqa: E402
 from dpfair_analysis.experiments.cache import (  # noqa: E402
     RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir)
-from dpfair_analysis.experiments.compare import run_keys  # noqa: E402
+from dpfair_analysis.experiments.compare import load_data, run_keys  # noqa: E402
 
 #: (parameter, value, FairDP's excess cap R or None for the preset's), most informative first: the preset's
 #: point (shared by the three figures), then the learning rates and batch sizes of Figures 4-5, then Figure 6's
@@ -91,12 +91,15 @@ def pending(profile: str, records: RunRecords) -> list[tuple[str, float, str, fl
     """(parameter, value, method, cap) of every run of :data:`POINTS` not yet fully recorded, each run once
     (points share runs: the preset's runs are every sweep's), in :data:`POINTS` order."""
     base = paper.preset("mnist", profile, seeds=1)
-    todo, seen = [], set()
+    todo, seen, loaded = [], set(), {}
     for parameter, value, cap in POINTS:
         start = base if cap is None else base.with_options("fairdp", excess_cap=cap)
         methods = paper.PAPER002_METHODS if cap is None else ("fairdp",)
         config = replace(paper.sweep_config(start, parameter, value, profile=profile), methods=methods)
-        for (method, _), key in run_keys(config).items():
+        data = (config.dataset, repr(sorted(config.data_options.items())), config.test_split)
+        if data not in loaded:  # every point is the same data set: loaded once, not once per point
+            loaded[data] = load_data(config)
+        for (method, _), key in run_keys(config, data=loaded[data]).items():
             if key in seen:
                 continue
             seen.add(key)

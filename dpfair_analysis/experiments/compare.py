@@ -292,9 +292,11 @@ def run_compare(config: CompareConfig = CompareConfig(), *, progress: bool = Tru
                          n_train=len(train_data), inequality_per_seed=pd.DataFrame(inequality))
 
 
-def run_keys(config: CompareConfig) -> dict[tuple[str, int], str]:
-    """The cache key of each (method, seed) run of ``config``: what :func:`run_compare` looks up."""
-    full, official_test = load_data(config)
+def run_keys(config: CompareConfig, *, data=None) -> dict[tuple[str, int], str]:
+    """The cache key of each (method, seed) run of ``config``: what :func:`run_compare` looks up. ``data``:
+    :func:`load_data` of ``config`` when the caller has it already (a planner keying many configurations of one data
+    set loads it once)."""
+    full, official_test = load_data(config) if data is None else data
     keys = {}
     for seed in config.seeds:
         train_data, _ = split_for_seed(config, full, official_test, seed=seed)

@@ -54,6 +54,54 @@ def test_joblib_processes_give_the_serial_results_and_resume_from_its_cache(seri
                                   serial_result.per_seed, check_exact=True)
 
 
+class _FakeRay:
+    """The part of Ray's API the sweep calls, run in this process: tasks run when their results are waited for, in
+    reverse order of submission (so the sweep must not rely on Ray's completion order)."""
+
+    def __init__(self) -> None:
+        self.initialized, self.init_calls, self.resources = False, [], set()
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def init(self, **kwargs) -> None:
+        self.initialized = True
+        self.init_calls.append(kwargs)
+
+    def remote(self, **resources):
+        self.resources.add(tuple(sorted(resources.items())))
+
+        def wrap(fn):
+            return type("Remote", (), {"remote": staticmethod(lambda *args: (fn, args))})
+        return wrap
+
+    def wait(self, pending, num_returns):
+        assert num_returns == 1
+        return [pending[-1]], pending[:-1]
+
+    def get(self, ref):
+        fn, args = ref
+        return fn(*args)
+
+
+def test_the_ray_backend_gives_the_serial_results_in_any_completion_order(serial_result, tmp_path, monkeypatch):
+    """The default suite's check of the Ray backend (the slow test below starts a real local instance): each run is
+    one task of one CPU, results come back as they finish -- here in reverse order -- and the comparison equals the
+    serial one; with no instance, one is started with the backend's CPUs, else the connected one is used."""
+    import sys
+
+    fake = _FakeRay()
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    cache = RunCache(tmp_path)
+    on_ray = run_compare(GRID, progress=False, cache=cache, backend=Backend("ray", jobs=3))
+    assert_identical(on_ray, serial_result)
+    assert cache.misses == 6 and fake.resources == {(("num_cpus", 1),)}
+    assert fake.init_calls == [{"num_cpus": 3, "include_dashboard": False, "log_to_driver": False}]
+    run_compare(GRID, progress=False, cache=RunCache(tmp_path / "again"), backend=Backend("ray", jobs=3))
+    assert len(fake.init_calls) == 1  # connected already: no second instance
+
+
+@pytest.mark.slow
 def test_ray_local_instance_gives_the_serial_results(serial_result, tmp_path):
     import ray  # the [ray] extra is part of the test setup (make test): missing Ray fails, it is not skipped
 

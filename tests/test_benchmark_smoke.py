@@ -68,9 +68,10 @@ def test_the_cnn_is_timed_in_the_layout_train_uses_with_its_ratio_and_full_run_t
     assert "cnn     channels_last" in printed and "12,809 steps" in printed
 
 
-def test_quick_and_project_are_refused_together(tmp_path):
-    res = run("--quick", "--project", "--out", str(tmp_path / "x.json"), tmp_path=tmp_path)
-    assert res.returncode == 2 and "--project" in res.stderr
+def test_quick_and_project_are_refused_together(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:  # in-process: no second interpreter to start
+        benchmark("per_sample_step").main(["--quick", "--project", "--out", str(tmp_path / "x.json")])
+    assert exit_.value.code == 2 and "--project" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
 
 

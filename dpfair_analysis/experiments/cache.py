@@ -224,6 +224,8 @@ class RunCache:
         self.writable = self.directory is not None
         self._said: set[str] = set()
         self._origins: dict[str, str] = {}
+        #: the entry file's stamp (:meth:`_entry_stamp`) when a lookup of the key found nothing servable
+        self._missed: dict[str, tuple | None] = {}
 
     def origin(self, key: str) -> str | None:
         """The fingerprint of the code that computed the entry :meth:`lookup` served for ``key`` (another code's
@@ -255,8 +257,9 @@ class RunCache:
         caller last looked."""
         with self.claim(key, wait=False) as free:
             if free:
-                stored = self.directory is not None and os.path.lexists(self.path_of(key))
-                found, value = self.lookup(key) if stored else (False, None)
+                entry = self._entry_stamp(key)  # looked up again only if an entry appeared or changed since
+                found, value = self.lookup(key) if entry is not None and entry != self._missed.get(key, ()) \
+                    else (False, None)
                 if found:
                     return value
                 value = compute()
@@ -334,7 +337,26 @@ class RunCache:
             time.sleep(pause)
             pause = min(2 * pause, 2.0)
 
+    def _entry_stamp(self, key: str) -> tuple | None:
+        """(inode, modification time, size) of ``key``'s entry file, None if there is none."""
+        if self.directory is None:
+            return None
+        try:
+            info = os.lstat(self.path_of(key))
+        except OSError:
+            return None
+        return info.st_ino, info.st_mtime_ns, info.st_size
+
     def lookup(self, key: str) -> tuple[bool, Any]:
+        """``(True, value)`` if ``key`` has a usable entry (counted as a hit), else ``(False, None)`` (the entry
+        file's stamp is kept: :meth:`compute_and_store` looks again only at an entry that appeared since);
+        :meth:`_lookup` says the rest."""
+        found, value = self._lookup(key)
+        if not found:
+            self._missed[key] = self._entry_stamp(key)
+        return found, value
+
+    def _lookup(self, key: str) -> tuple[bool, Any]:
         """``(True, value)`` if ``key`` has a usable entry (counted as a hit), else ``(False, None)``.
 
         The entry is opened without following a link and read only if it is a regular file that this user

@@ -27,7 +27,6 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -38,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.diagnose import DiagnosisOptions
 from dpfair_analysis.experiments import diagnosis_validation as study
 from dpfair_analysis.io import write_atomically
@@ -88,7 +88,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ScriptParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one synthetic cell at the quick profile (smoke test)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")

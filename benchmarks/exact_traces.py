@@ -26,7 +26,6 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.data import load
 from dpfair_analysis.io import write_atomically
 from dpfair_analysis.models import build_model
@@ -97,7 +97,7 @@ def run(*, rows: int | None, reference_rows: int, seed: int) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ScriptParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
     p.add_argument("--rows", type=int, default=None, help="subsample Adult to this many rows (default: all)")
     p.add_argument("--reference-rows", type=int, default=2000,

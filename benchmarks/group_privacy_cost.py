@@ -28,7 +28,6 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.experiments import group_privacy
 from dpfair_analysis.experiments.compare import CompareConfig, _run_spec, load_data, split_for_seed
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_UNBALANCED
@@ -172,7 +172,7 @@ def main_accounting(args) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="synthetic data, 2 epochs (smoke test)")
     parser.add_argument("--no-mnist", action="store_true", help="Adult only")
     parser.add_argument("--mnist-epochs", type=int, default=60,

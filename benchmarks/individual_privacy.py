@@ -21,7 +21,6 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -32,11 +31,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.data.synthetic import synthetic_groups
 from dpfair_analysis.experiments.compare import CompareConfig, _run_spec, load_data, split_for_seed
 from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, group_privacy, individual_privacy
-from dpfair_analysis.training.norm_recorder import NormRecorder
 from dpfair_analysis.training.loop import schedule, train
+from dpfair_analysis.training.norm_recorder import NormRecorder
 
 OUT = Path(__file__).resolve().parent / "results" / "individual_privacy.json"
 
@@ -61,7 +61,7 @@ def _timed_run(config, train_data, test_data, recorder=None):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="synthetic data, 2 epochs (smoke test)")
     parser.add_argument("--resolution", type=int, default=None,
                         help=f"sensitivity grid points K (default {DEFAULT_RESOLUTION}; 16 with --quick)")

@@ -81,14 +81,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fast_gradients import fast_per_sample_gradients
-from dpfair_analysis.gradients import add_gaussian_noise, clipped_sum, per_sample_gradients_and_losses, \
-    per_sample_norms, weighted_sum
+from dpfair_analysis.gradients import (
+    add_gaussian_noise,
+    clipped_sum,
+    per_sample_gradients_and_losses,
+    per_sample_norms,
+    weighted_sum,
+)
 from dpfair_analysis.models import build_model, count_parameters
 from dpfair_analysis.training.clipping import UniformClipping
-from dpfair_analysis.training.loop import TrainConfig, _BatchStats, _in_layout, _memory_format, _step, \
-    batch_indices, evaluate_groups, make_generators
+from dpfair_analysis.training.loop import (
+    TrainConfig,
+    _BatchStats,
+    _in_layout,
+    _memory_format,
+    _step,
+    batch_indices,
+    evaluate_groups,
+    make_generators,
+)
 from dpfair_analysis.training.loop import schedule as loop_schedule
 from dpfair_analysis.training.objectives import CrossEntropy
 
@@ -781,7 +795,7 @@ def table(results: dict) -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = ScriptParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=None,
                    help=f"JSON output (default {DEFAULT_OUT.relative_to(HERE.parent)}; "

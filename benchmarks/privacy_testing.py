@@ -46,19 +46,19 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
-from dataclasses import asdict, replace
 import math
 import os
 import platform
 import sys
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.io import write_atomically
 from dpfair_analysis.testing.auditing import FULL, QUICK, SMOKE, THOROUGH, audit
 from dpfair_analysis.testing.bounds import epsilon_lower_bound
@@ -317,7 +317,7 @@ def plain_part(z, *, budget, seeds: int, confidence: float, workers: int | None,
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ScriptParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--parts", default="quick,bound,matched,consistency",
                    help="comma-separated: quick, bound, matched, consistency (default all)")
     p.add_argument("--mechanisms", default=None, help="comma-separated zoo names (default all)")

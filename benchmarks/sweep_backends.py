@@ -15,7 +15,6 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -26,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.experiments.compare import CompareConfig, run_compare
 from dpfair_analysis.experiments.sweep import Backend
 from dpfair_analysis.io import write_atomically
@@ -71,7 +71,7 @@ def time_backend(config: CompareConfig, backend: Backend) -> tuple[object, float
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ScriptParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
     p.add_argument("--jobs", type=int, default=2, help="processes / Ray CPUs (default 2)")
     p.add_argument("--seeds", type=int, default=4, help="seeds in the grid (default 4)")

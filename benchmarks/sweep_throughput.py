@@ -30,7 +30,6 @@ Usage (from the repository root)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -46,6 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.io import write_atomically
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sweep_throughput.json"
@@ -240,7 +240,7 @@ def rate_ratios(rows: list[dict], name: str, seeds: int, key: str) -> dict:
 
 # ----------------------------------------------------------------- main
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = ScriptParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     p.add_argument("--epochs", type=int, default=2, help="epochs per run (default 2; throughput is per step)")

@@ -34,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.costs import estimated_training_seconds, format_duration
 
 NOTEBOOKS = Path(__file__).resolve().parent
@@ -177,7 +178,7 @@ def sweep_environment(backend: str | None, jobs: int | None, address: str | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    parser = ScriptParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n".join(__doc__.splitlines()[2:]))
     parser.add_argument("notebooks", nargs="*", metavar="NAME", help="notebooks to run (default: all)")

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser
+
 REPO = Path(__file__).resolve().parent.parent
 STUDIES = ("method-grid", "recommendations")
 DEFAULT_OUT = {"method-grid": REPO / "paper_figs" / "equal_eps" / "method_grid.json",
@@ -35,15 +37,9 @@ DEFAULT_OUT = {"method-grid": REPO / "paper_figs" / "equal_eps" / "method_grid.j
 SETTING_NAMES = ("adult-sex", "dutch-sex", "mnist-5k-skewed")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"record_issue51: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The arguments, checked before anything heavy is imported."""
-    parser = _Parser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(prog="record_issue51", description=__doc__.splitlines()[0])
     parser.add_argument("--study", required=True)
     parser.add_argument("--settings", default=",".join(SETTING_NAMES))
     parser.add_argument("--seeds", type=int, default=2)

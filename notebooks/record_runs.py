@@ -50,7 +50,6 @@ records); this process then records it through the same functions the notebook c
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import math
 import re
@@ -66,10 +65,10 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from dpfair_analysis.cli._common import ScriptParser  # noqa: E402
 from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
 from dpfair_analysis.experiments import mnist_tuning, pfld_tuned, tuning  # noqa: E402
-from dpfair_analysis.experiments.cache import (  # noqa: E402
-    RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir)
+from dpfair_analysis.experiments.cache import RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir  # noqa: E402
 from dpfair_analysis.experiments.compare import load_data, run_keys  # noqa: E402
 
 #: (parameter, value, FairDP's excess cap R or None for the preset's), most informative first: the preset's
@@ -276,7 +275,7 @@ def pfld_summary(runs: pfld_tuned.TunedRuns, records: RunRecords) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ScriptParser(description=__doc__.splitlines()[0])
     parser.add_argument("--study", choices=("figures", "mnist-tuning", "pfld-tuned"), default="figures",
                         help="which runs (default figures: fairdp_mnist_figures; pfld-tuned: dpfair pfld-table "
                              "--tune of --data)")

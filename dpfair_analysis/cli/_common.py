@@ -28,6 +28,14 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class ScriptParser(argparse.ArgumentParser):
+    """argparse for the repository's scripts (``benchmarks/``, ``notebooks/*.py`` tools): an error is one line,
+    ``PROG: error: MESSAGE`` on stderr, exit 2 -- no usage block (``-h`` still prints it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
 # ----------------------------------------------------------------- argument types
 def comma_items(text: str, what: str) -> list[str]:
     """The items of a comma-separated list (commas inside parentheses do not split: ``dpsgd(C=2,x=1)``),

@@ -5,6 +5,7 @@ benchmark (:mod:`dpfair_analysis.testing.zoo`) and output perturbation (:mod:`.o
 
 from __future__ import annotations
 
+import functools
 import math
 
 from dp_accounting import gaussian_mechanism
@@ -62,9 +63,14 @@ def gaussian_sigma_analytic(epsilon: float, delta: float, sensitivity: float) ->
     of the root), so the returned s is never below the exact calibration. Valid for every
     epsilon > 0 and never larger than :func:`gaussian_sigma_classic` where that is valid.
     """
-    epsilon = check_positive(epsilon, "epsilon")
-    delta = check_delta(delta)
-    sensitivity = check_positive(sensitivity, "sensitivity")
+    return _sigma_analytic(check_positive(epsilon, "epsilon"), check_delta(delta),
+                           check_positive(sensitivity, "sensitivity"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _sigma_analytic(epsilon: float, delta: float, sensitivity: float) -> float:
+    """:func:`gaussian_sigma_analytic` of checked arguments, kept per (epsilon, delta, Delta): a root search of
+    ~1 ms that a mechanism written one output per call would otherwise repeat at every call."""
     sigma = float(gaussian_mechanism.get_sigma_gaussian(epsilon, delta)) * sensitivity
     for _ in range(1000):
         if gaussian_delta(sigma, epsilon, sensitivity) <= delta:

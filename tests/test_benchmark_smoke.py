@@ -212,6 +212,33 @@ def test_privacy_testing_plain_part_records_each_audit_and_resumes(tmp_path, mon
     assert bench.main(empty) == 0 and "plain" not in json.loads((tmp_path / "third.json").read_text())["rows"][0]
 
 
+def test_a_plain_audit_that_runs_out_of_time_is_not_recorded_and_the_recorder_goes_on(tmp_path, monkeypatch,
+                                                                                       capsys):
+    """An audit that exceeds its wall-time budget (a loaded machine, or one stopped for a while) is said, left
+    unrecorded for the next run to retry, and the recorder continues with the next audit instead of ending."""
+    from dpfair_analysis.experiments.cache import RunRecords
+    from dpfair_analysis.testing.auditing import SMOKE
+    from dpfair_analysis.testing.runner import AuditTimeout
+    from dpfair_analysis.testing.zoo import catalogue
+
+    bench = benchmark("privacy_testing")
+    zoo = catalogue()
+    real = bench.run_audit
+
+    def audit(z, **kwargs):
+        if z.name == "laplace":
+            raise AuditTimeout("mechanism laplace used up the time budget of 3600 s after 12 calls")
+        return real(z, **kwargs)
+
+    monkeypatch.setattr(bench, "run_audit", audit)
+    records = RunRecords(tmp_path / "plain.json", fingerprint=bench.kit_fingerprint)
+    bench.record_plain_audits([zoo["laplace"], zoo["noisy_hist2"]], budget=SMOKE, seeds=1, confidence=0.9,
+                              workers=None, records=records)
+    assert [e["label"] for e in json.loads((tmp_path / "plain.json").read_text())["records"].values()] == [
+        "plain audit: noisy_hist2 seed 0, smoke budget"]
+    assert "not recorded: laplace seed 0 ran out of time" in capsys.readouterr().err
+
+
 def test_committed_plain_audit_records_are_reached_by_todays_keys():
     """Every audit recorded in benchmarks/results/privacy_testing_plain_runs.json (the 20-seed plain part, recorded
     across sessions) is found under a key today's benchmark computes: a change to the keys would silently rerun

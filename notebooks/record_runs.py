@@ -68,7 +68,8 @@ sys.path.insert(0, str(REPO))
 from dpfair_analysis.cli._common import ScriptParser  # noqa: E402
 from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
 from dpfair_analysis.experiments import mnist_tuning, pfld_tuned, tuning  # noqa: E402
-from dpfair_analysis.experiments.cache import RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir  # noqa: E402
+from dpfair_analysis.experiments.cache import (  # noqa: E402
+    RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir)
 from dpfair_analysis.experiments.compare import load_data, run_keys  # noqa: E402
 
 #: (parameter, value, FairDP's excess cap R or None for the preset's), most informative first: the preset's

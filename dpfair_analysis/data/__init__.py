@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import os
 from collections import OrderedDict
 from pathlib import Path
 

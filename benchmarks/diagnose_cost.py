@@ -34,15 +34,30 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser, positive_int
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "diagnose_cost.json"
+
+
+def parse_args(argv=None):
+    """The command line, checked (before any heavy import)."""
+    parser = ScriptParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one synthetic cell at the quick profile (smoke test)")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    parse_args()  # a bad command line is refused before the imports below (seconds)
+
 import numpy as np
 import torch
 
-from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.diagnose import DiagnosisOptions
 from dpfair_analysis.experiments import diagnosis_validation as study
 from dpfair_analysis.io import write_atomically
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "diagnose_cost.json"
 CELLS = (("adult-sex", "defaults", 1.0), ("german-age", "defaults", 1.0), ("wage-race", "defaults", 1.0),
          ("adult-sex", "noisy", 2.0), ("dutch-sex", "noisy", 2.0), ("german-age", "noisy", 2.0),
          ("wage-race", "noisy", 2.0))
@@ -88,11 +103,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = ScriptParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one synthetic cell at the quick profile (smoke test)")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     torch.set_num_threads(1)
     start = time.perf_counter()
     if args.quick:

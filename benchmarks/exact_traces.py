@@ -32,15 +32,33 @@ import sys
 import time
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser, positive_int, seed_value
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "exact_traces.json"
+
+
+def parse_args(argv=None):
+    """The command line, checked (before any heavy import)."""
+    p = ScriptParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
+    p.add_argument("--rows", type=positive_int, default=None, help="subsample Adult to this many rows (default: all)")
+    p.add_argument("--reference-rows", type=positive_int, default=2000,
+                   help="rows for the per-sample-Hessian reference (default 2000)")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
+    p.add_argument("--seed", type=seed_value, default=0)
+    p.add_argument("--quick", action="store_true", help="smoke test: 200 rows, 40 reference rows")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    parse_args()  # a bad command line is refused before the imports below (seconds)
+
 import torch
 
-from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.data import load
 from dpfair_analysis.io import write_atomically
 from dpfair_analysis.models import build_model
 from dpfair_analysis.theory.hessian import exact_group_traces, exact_sample_traces
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "exact_traces.json"
 
 
 def peak_rss_mb() -> float | None:
@@ -97,21 +115,9 @@ def run(*, rows: int | None, reference_rows: int, seed: int) -> dict:
 
 
 def main(argv=None) -> int:
-    p = ScriptParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
-    p.add_argument("--rows", type=int, default=None, help="subsample Adult to this many rows (default: all)")
-    p.add_argument("--reference-rows", type=int, default=2000,
-                   help="rows for the per-sample-Hessian reference (default 2000)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="smoke test: 200 rows, 40 reference rows")
-    args = p.parse_args(argv)
+    args = parse_args(argv)
     if args.quick and args.rows is None:
         args.rows, args.reference_rows = 200, 40
-    for name in ("rows", "reference_rows", "threads"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            p.error(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     torch.set_num_threads(args.threads)
     result = run(rows=args.rows, reference_rows=args.reference_rows, seed=args.seed)
     result["settings"]["quick"] = args.quick

@@ -35,10 +35,34 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser, positive_int
+
+OUT = Path(__file__).resolve().parent / "results" / "group_privacy_cost.json"
+ACCOUNTING_OUT = Path(__file__).resolve().parent / "results" / "group_privacy_accounting.json"
+
+
+def parse_args(argv=None):
+    """The command line, checked (before any heavy import)."""
+    parser = ScriptParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="synthetic data, 2 epochs (smoke test)")
+    parser.add_argument("--no-mnist", action="store_true", help="Adult only")
+    parser.add_argument("--mnist-epochs", type=positive_int, default=60,
+                        help="the CNN's epochs (default the paper's 60; each recorder's share of the run is per epoch, "
+                             "but for fewer epochs the sampled recorder's one pass is a larger share)")
+    parser.add_argument("--accounting", action="store_true",
+                        help=f"only the accounting of DP-SGD, DPSGD-F and FairDP on the census settings, now and "
+                             f"before (default --out {ACCOUNTING_OUT})")
+    parser.add_argument("--no-before", action="store_true", help="--accounting without the old accounting's timing")
+    parser.add_argument("--out", type=Path, default=None, help=f"JSON file (default {OUT}; none with --quick)")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    parse_args()  # a bad command line is refused before the imports below (seconds)
+
 import numpy as np
 import torch
 
-from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.experiments import group_privacy
 from dpfair_analysis.experiments.compare import CompareConfig, _run_spec, load_data, split_for_seed
 from dpfair_analysis.experiments.dpsgdf import CENSUS, MNIST_UNBALANCED
@@ -48,8 +72,6 @@ from dpfair_analysis.privacy import individual
 from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, grid_curves
 from dpfair_analysis.training.loop import schedule, train
 
-OUT = Path(__file__).resolve().parent / "results" / "group_privacy_cost.json"
-ACCOUNTING_OUT = Path(__file__).resolve().parent / "results" / "group_privacy_accounting.json"
 ACCOUNTING_METHODS = ("dpsgd", "dpsgdf", "fairdp")
 
 
@@ -172,18 +194,7 @@ def main_accounting(args) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = ScriptParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="synthetic data, 2 epochs (smoke test)")
-    parser.add_argument("--no-mnist", action="store_true", help="Adult only")
-    parser.add_argument("--mnist-epochs", type=int, default=60,
-                        help="the CNN's epochs (default the paper's 60; each recorder's share of the run is per epoch, "
-                             "but for fewer epochs the sampled recorder's one pass is a larger share)")
-    parser.add_argument("--accounting", action="store_true",
-                        help=f"only the accounting of DP-SGD, DPSGD-F and FairDP on the census settings, now and "
-                             f"before (default --out {ACCOUNTING_OUT})")
-    parser.add_argument("--no-before", action="store_true", help="--accounting without the old accounting's timing")
-    parser.add_argument("--out", type=Path, default=None, help=f"JSON file (default {OUT}; none with --quick)")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     torch.set_num_threads(1)
     if args.accounting:
         payload = main_accounting(args)

@@ -28,17 +28,33 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser, positive_int
+
+OUT = Path(__file__).resolve().parent / "results" / "individual_privacy.json"
+
+
+def parse_args(argv=None):
+    """The command line, checked (before any heavy import)."""
+    parser = ScriptParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="synthetic data, 2 epochs (smoke test)")
+    parser.add_argument("--resolution", type=positive_int, default=None,
+                        help="sensitivity grid points K (default privacy.individual.DEFAULT_RESOLUTION; 16 with "
+                             "--quick)")
+    parser.add_argument("--out", type=Path, default=None, help=f"JSON file (default {OUT}; none with --quick)")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    parse_args()  # a bad command line is refused before the imports below (seconds)
+
 import numpy as np
 import torch
 
-from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.data.synthetic import synthetic_groups
 from dpfair_analysis.experiments.compare import CompareConfig, _run_spec, load_data, split_for_seed
 from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, group_privacy, individual_privacy
 from dpfair_analysis.training.loop import schedule, train
 from dpfair_analysis.training.norm_recorder import NormRecorder
-
-OUT = Path(__file__).resolve().parent / "results" / "individual_privacy.json"
 
 
 def _spec(quick: bool):
@@ -61,12 +77,7 @@ def _timed_run(config, train_data, test_data, recorder=None):
 
 
 def main(argv=None) -> int:
-    parser = ScriptParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="synthetic data, 2 epochs (smoke test)")
-    parser.add_argument("--resolution", type=int, default=None,
-                        help=f"sensitivity grid points K (default {DEFAULT_RESOLUTION}; 16 with --quick)")
-    parser.add_argument("--out", type=Path, default=None, help=f"JSON file (default {OUT}; none with --quick)")
-    args = parser.parse_args(argv)
+    args = parse_args(argv)
     torch.set_num_threads(1)
     config, train_data, test_data = _spec(args.quick)
     n, b = len(train_data), config.train.batch_size

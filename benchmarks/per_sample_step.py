@@ -76,12 +76,88 @@ import time
 import warnings
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser, int_in, seed_value
+
+METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacus_ghost", "microbatch")
+DP_METHODS = ("dpfair", "dpfair_backward", "dpfair_vmap")
+OPACUS_METHODS = ("opacus", "opacus_ghost")
+MODELS = ("logreg", "mlp", "cnn")
+CLIP = 1.0          # C, max_grad_norm
+SIGMA = 1.0         # noise multiplier
+LR = 0.05           # learning rate (irrelevant to timing; small keeps the weights finite)
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results" / "per_sample_step.json"
+QUICK_OUT = HERE / "results" / "per_sample_step_quick.json"
+#: The full-MNIST run of paper 000 (unbalanced MNIST: class 8 cut to 500 of 5,851 training images).
+PROJECT_ROWS, PROJECT_TEST_ROWS, PROJECT_EPOCHS, PROJECT_BATCH = 54_649, 10_000, 60, 256
+PROJECT_STEPS = math.ceil(PROJECT_EPOCHS * PROJECT_ROWS / PROJECT_BATCH)  # 12,809 Poisson steps
+#: The memory layouts a model can be benchmarked in (``--layout``; "train" is the one ``train()`` uses)
+LAYOUT_NAMES = ("contiguous", "channels_last")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line, checked (before any heavy import)."""
+    p = ScriptParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"JSON output (default {DEFAULT_OUT.relative_to(HERE.parent)}; "
+                        f"with --quick {QUICK_OUT.relative_to(HERE.parent)})")
+    p.add_argument("--repeats", type=int, default=30, help="timed rounds per model (default 30)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed warm-up rounds (default 5)")
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of logreg,mlp,cnn")
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--layout", default="train", choices=("train", *LAYOUT_NAMES),
+                   help="memory layout of every method's images and weights: train (default: the one train() uses, "
+                        "channels_last for the CNN, contiguous for the others), contiguous or channels_last")
+    p.add_argument("--cnn-microbatch-repeats", type=int, default=4,
+                   help="timed repeats of microbatching on the CNN (it is ~b times slower; default 4)")
+    p.add_argument("--threads", type=int_in(0, 1024), default=1,
+                   help="torch.set_num_threads (default 1: on a shared machine more threads than free cores "
+                        "makes OpenMP stall; 0 = torch's default)")
+    p.add_argument("--seed", type=seed_value, default=0)
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocess probes")
+    p.add_argument("--no-agreement", action="store_true", help="skip the sigma = 0 agreement check")
+    p.add_argument("--project", action="store_true",
+                   help="also time >= 200 CNN DP steps of the loop and project a full-MNIST run (not with --quick)")
+    p.add_argument("--project-steps", type=int, default=200, help="measured steps for --project (>= 200)")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny smoke run: batch 32, 2 repeats, 1 warm-up, no memory probes, no projection")
+    p.add_argument("--table", type=Path, default=None, metavar="JSON",
+                   help="print the table of an existing results file and exit (no benchmarking)")
+    p.add_argument("--_probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
+    p.add_argument("--_probe-steps", type=int, default=3, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:
+        if args.project:
+            p.error("--project measures >= 200 CNN steps; it is not available with --quick")
+        args.repeats, args.warmup, args.batch_size, args.cnn_microbatch_repeats = 2, 1, 32, 1
+        args.no_memory = True
+    if args.out is None:
+        args.out = QUICK_OUT if args.quick else DEFAULT_OUT
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in args.models:
+        if m not in MODELS:
+            p.error(f"--models: unknown model {m!r}; choose from {MODELS}")
+    for m in args.methods:
+        if m not in METHODS:
+            p.error(f"--methods: unknown method {m!r}; choose from {METHODS}")
+    if args.repeats < 1 or args.warmup < 0 or args.batch_size < 1 or args.cnn_microbatch_repeats < 1:
+        p.error("--repeats, --batch-size, --cnn-microbatch-repeats must be >= 1 and --warmup >= 0")
+    if args.project_steps < 200:
+        p.error(f"--project-steps must be >= 200, got {args.project_steps}")
+    return args
+
+
+if __name__ == "__main__":
+    parse_args()  # a bad command line is refused before the imports below (seconds)
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fast_gradients import fast_per_sample_gradients
 from dpfair_analysis.gradients import (
@@ -105,20 +181,6 @@ from dpfair_analysis.training.loop import (
 )
 from dpfair_analysis.training.loop import schedule as loop_schedule
 from dpfair_analysis.training.objectives import CrossEntropy
-
-METHODS = ("plain", "dpfair", "dpfair_backward", "dpfair_vmap", "opacus", "opacus_ghost", "microbatch")
-DP_METHODS = ("dpfair", "dpfair_backward", "dpfair_vmap")
-OPACUS_METHODS = ("opacus", "opacus_ghost")
-MODELS = ("logreg", "mlp", "cnn")
-CLIP = 1.0          # C, max_grad_norm
-SIGMA = 1.0         # noise multiplier
-LR = 0.05           # learning rate (irrelevant to timing; small keeps the weights finite)
-HERE = Path(__file__).resolve().parent
-DEFAULT_OUT = HERE / "results" / "per_sample_step.json"
-QUICK_OUT = HERE / "results" / "per_sample_step_quick.json"
-#: The full-MNIST run of paper 000 (unbalanced MNIST: class 8 cut to 500 of 5,851 training images).
-PROJECT_ROWS, PROJECT_TEST_ROWS, PROJECT_EPOCHS, PROJECT_BATCH = 54_649, 10_000, 60, 256
-PROJECT_STEPS = math.ceil(PROJECT_EPOCHS * PROJECT_ROWS / PROJECT_BATCH)  # 12,809 Poisson steps
 
 
 # ----------------------------------------------------------------------------- data
@@ -193,8 +255,8 @@ def load_data(model: str, *, seed: int = 0, layout: str = "train") -> tuple[Grou
     return _in_layout(ds, LAYOUTS[name]), {**info, "layout": name}
 
 
-#: The memory layouts a model can be benchmarked in (``--layout``; "train" is the one ``train()`` uses)
 LAYOUTS = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}
+assert tuple(LAYOUTS) == LAYOUT_NAMES
 
 
 def layout_name(model: str, layout: str) -> str:
@@ -792,60 +854,6 @@ def table(results: dict) -> str:
                      f"evaluation {p['projected_evaluation_minutes']:.1f} min + accounting "
                      f"{p['projected_accounting_minutes']:.1f} min = {p['projected_total_minutes']:.1f} min")
     return "\n".join(lines)
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    p = ScriptParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=None,
-                   help=f"JSON output (default {DEFAULT_OUT.relative_to(HERE.parent)}; "
-                        f"with --quick {QUICK_OUT.relative_to(HERE.parent)})")
-    p.add_argument("--repeats", type=int, default=30, help="timed rounds per model (default 30)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed warm-up rounds (default 5)")
-    p.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of logreg,mlp,cnn")
-    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--layout", default="train", choices=("train", *LAYOUTS),
-                   help="memory layout of every method's images and weights: train (default: the one train() uses, "
-                        "channels_last for the CNN, contiguous for the others), contiguous or channels_last")
-    p.add_argument("--cnn-microbatch-repeats", type=int, default=4,
-                   help="timed repeats of microbatching on the CNN (it is ~b times slower; default 4)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch.set_num_threads (default 1: on a shared machine more threads than free cores "
-                        "makes OpenMP stall; 0 = torch's default)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocess probes")
-    p.add_argument("--no-agreement", action="store_true", help="skip the sigma = 0 agreement check")
-    p.add_argument("--project", action="store_true",
-                   help="also time >= 200 CNN DP steps of the loop and project a full-MNIST run (not with --quick)")
-    p.add_argument("--project-steps", type=int, default=200, help="measured steps for --project (>= 200)")
-    p.add_argument("--quick", action="store_true",
-                   help="tiny smoke run: batch 32, 2 repeats, 1 warm-up, no memory probes, no projection")
-    p.add_argument("--table", type=Path, default=None, metavar="JSON",
-                   help="print the table of an existing results file and exit (no benchmarking)")
-    p.add_argument("--_probe", nargs=2, metavar=("MODEL", "METHOD"), help=argparse.SUPPRESS)
-    p.add_argument("--_probe-steps", type=int, default=3, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.quick:
-        if args.project:
-            p.error("--project measures >= 200 CNN steps; it is not available with --quick")
-        args.repeats, args.warmup, args.batch_size, args.cnn_microbatch_repeats = 2, 1, 32, 1
-        args.no_memory = True
-    if args.out is None:
-        args.out = QUICK_OUT if args.quick else DEFAULT_OUT
-    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    for m in args.models:
-        if m not in MODELS:
-            p.error(f"unknown model {m!r}; choose from {MODELS}")
-    for m in args.methods:
-        if m not in METHODS:
-            p.error(f"unknown method {m!r}; choose from {METHODS}")
-    if args.repeats < 1 or args.warmup < 0 or args.batch_size < 1 or args.cnn_microbatch_repeats < 1:
-        p.error("--repeats, --batch-size, --cnn-microbatch-repeats must be >= 1 and --warmup >= 0")
-    if args.project_steps < 200:
-        p.error(f"--project-steps must be >= 200, got {args.project_steps}")
-    return args
 
 
 METHOD_DESCRIPTIONS = {

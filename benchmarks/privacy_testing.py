@@ -58,14 +58,82 @@ from pathlib import Path
 
 import numpy as np
 
-from dpfair_analysis.cli._common import ScriptParser
+from dpfair_analysis.cli._common import ScriptParser, positive_int, unit_open
+from dpfair_analysis.testing.zoo import catalogue
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "privacy_testing.json"
+PARTS = ("quick", "bound", "matched", "consistency", "plain")
+
+
+def parse_args(argv=None):
+    """The command line, checked (before any heavy import)."""
+    p = ScriptParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--parts", default="quick,bound,matched,consistency",
+                   help="comma-separated: quick, bound, matched, consistency (default all)")
+    p.add_argument("--mechanisms", default=None, help="comma-separated zoo names (default all)")
+    p.add_argument("--seeds", type=int, default=20, help="seeds of the consistency part (default 20)")
+    p.add_argument("--bound-trials", type=positive_int, default=20_000_000,
+                   help="evaluation runs per side of the bound part (default 20,000,000)")
+    p.add_argument("--matched-trials", type=positive_int, default=200_000_000,
+                   help="evaluation runs per side of the matched part (default 200,000,000: DP-Sniper's)")
+    p.add_argument("--confidence", type=unit_open, default=0.95,
+                   help="confidence of every bound (default 0.95; the anchors' is 0.9)")
+    p.add_argument("--single", action="store_true",
+                   help="call the one-output form fn(data, rng) instead of the batched one (much slower)")
+    p.add_argument("--plain-seeds", type=int, default=20, help="seeds of the plain part (default 20)")
+    p.add_argument("--plain-records", type=Path, default=None,
+                   help="a records file for the plain part: each audit is recorded there the moment it ends and "
+                        "read back instead of rerun (resumable across machines; seed by seed over the mechanisms)")
+    p.add_argument("--plain-recorded-only", action="store_true",
+                   help="with --plain-records: report the plain part on the seeds recorded so far, computing nothing")
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker processes drawing the plain part's runs (default: none, one process)")
+    p.add_argument("--smoke", action="store_true",
+                   help="the smoke test's run: smoke budget, 3 mechanisms, 2 seeds (1 in the plain part)")
+    p.add_argument("--out", type=Path, default=None, help=f"JSON output (default {DEFAULT_OUT}; _smoke with --smoke)")
+    p.add_argument("--spread", action="store_true",
+                   help="also replay the anchors' own events where the matched bound is below them (seconds)")
+    p.add_argument("--table", type=Path, default=None, help="print the table of an earlier JSON and stop")
+    p.add_argument("--update", type=Path, default=None,
+                   help="an earlier JSON: replace only the parts run now (rows matched by mechanism), keep the rest, "
+                        "and write the result to --out")
+    args = p.parse_args(argv)
+    if args.table is not None:
+        return args
+    parts = [s.strip() for s in args.parts.split(",") if s.strip()]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        p.error(f"--parts must be among {', '.join(PARTS)}; got {sorted(unknown)}")
+    zoo = catalogue()  # numpy only: cheap
+    names = list(zoo) if args.mechanisms is None else [s.strip() for s in args.mechanisms.split(",")]
+    bad = [n for n in names if n not in zoo]
+    if bad:
+        p.error(f"--mechanisms: unknown {bad}; choose from {sorted(zoo)}")
+    if args.plain_records is not None and not args.plain_records.parent.is_dir():
+        p.error(f"--plain-records: directory {str(args.plain_records.parent)!r} does not exist")
+    if args.plain_recorded_only and args.plain_records is None:
+        p.error("--plain-recorded-only needs --plain-records")
+    if args.plain_seeds < 1 or args.seeds < 1:
+        p.error("--seeds and --plain-seeds must be >= 1")
+    if args.workers is not None and args.workers < 1:
+        p.error(f"--workers must be >= 1, got {args.workers}")
+    args.parts, args.names = parts, names
+    if args.smoke and not args.mechanisms:
+        args.names = ["laplace", "noisy_hist2", "noisy_max1"]
+    args.out = args.out or (DEFAULT_OUT.with_name("privacy_testing_smoke.json") if args.smoke else DEFAULT_OUT)
+    if not args.out.parent.is_dir():
+        p.error(f"--out: directory {str(args.out.parent)!r} does not exist")
+    return args
+
+
+if __name__ == "__main__":
+    parse_args()  # a bad command line is refused before the imports below (scipy, scikit-learn: seconds)
+
 from dpfair_analysis.io import write_atomically
 from dpfair_analysis.testing.auditing import FULL, QUICK, SMOKE, THOROUGH, audit
 from dpfair_analysis.testing.bounds import epsilon_lower_bound
 from dpfair_analysis.testing.runner import AuditTimeout
-from dpfair_analysis.testing.zoo import catalogue
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "privacy_testing.json"
 SOURCE = ("eth-sri/dp-sniper eval_sp2021/reference-results/*_data.log (commit a4a2037; Bichsel et al., S&P 2021): "
           "eps_lcb at 90% confidence")
 
@@ -213,7 +281,6 @@ def anchor_event_spread(trials: int = 200_000_000, confidence: float = 0.9, repl
     return out
 #: The anchors' confidence (DP-Sniper's DDConfig: confidence=0.9), used by the matched part.
 ANCHOR_CONFIDENCE = 0.9
-PARTS = ("quick", "bound", "matched", "consistency", "plain")
 #: The correct sparse-vector mechanisms: the plain part wants epsilon_lower > 0 with a named event on each.
 SPARSE_VECTORS = ("svt1", "svt2", "numerical_svt")
 
@@ -323,67 +390,18 @@ def plain_part(z, *, budget, seeds: int, confidence: float, workers: int | None,
 
 
 def main(argv=None) -> int:
-    p = ScriptParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--parts", default="quick,bound,matched,consistency",
-                   help="comma-separated: quick, bound, matched, consistency (default all)")
-    p.add_argument("--mechanisms", default=None, help="comma-separated zoo names (default all)")
-    p.add_argument("--seeds", type=int, default=20, help="seeds of the consistency part (default 20)")
-    p.add_argument("--bound-trials", type=int, default=20_000_000,
-                   help="evaluation runs per side of the bound part (default 20,000,000)")
-    p.add_argument("--matched-trials", type=int, default=200_000_000,
-                   help="evaluation runs per side of the matched part (default 200,000,000: DP-Sniper's)")
-    p.add_argument("--confidence", type=float, default=0.95,
-                   help="confidence of every bound (default 0.95; the anchors' is 0.9)")
-    p.add_argument("--single", action="store_true",
-                   help="call the one-output form fn(data, rng) instead of the batched one (much slower)")
-    p.add_argument("--plain-seeds", type=int, default=20, help="seeds of the plain part (default 20)")
-    p.add_argument("--plain-records", type=Path, default=None,
-                   help="a records file for the plain part: each audit is recorded there the moment it ends and "
-                        "read back instead of rerun (resumable across machines; seed by seed over the mechanisms)")
-    p.add_argument("--plain-recorded-only", action="store_true",
-                   help="with --plain-records: report the plain part on the seeds recorded so far, computing nothing")
-    p.add_argument("--workers", type=int, default=None,
-                   help="worker processes drawing the plain part's runs (default: none, one process)")
-    p.add_argument("--smoke", action="store_true",
-                   help="the smoke test's run: smoke budget, 3 mechanisms, 2 seeds (1 in the plain part)")
-    p.add_argument("--out", type=Path, default=None, help=f"JSON output (default {DEFAULT_OUT}; _smoke with --smoke)")
-    p.add_argument("--spread", action="store_true",
-                   help="also replay the anchors' own events where the matched bound is below them (seconds)")
-    p.add_argument("--table", type=Path, default=None, help="print the table of an earlier JSON and stop")
-    p.add_argument("--update", type=Path, default=None,
-                   help="an earlier JSON: replace only the parts run now (rows matched by mechanism), keep the rest, "
-                        "and write the result to --out")
-    args = p.parse_args(argv)
+    args = parse_args(argv)
     if args.table is not None:
         print_table(json.loads(args.table.read_text()))
         return 0
-    parts = [s.strip() for s in args.parts.split(",") if s.strip()]
-    unknown = set(parts) - set(PARTS)
-    if unknown:
-        p.error(f"--parts must be among {', '.join(PARTS)}; got {sorted(unknown)}")
+    parts, names, out = args.parts, args.names, args.out
     zoo = catalogue()
-    names = list(zoo) if args.mechanisms is None else [s.strip() for s in args.mechanisms.split(",")]
-    bad = [n for n in names if n not in zoo]
-    if bad:
-        p.error(f"--mechanisms: unknown {bad}; choose from {sorted(zoo)}")
-    if args.plain_records is not None and not args.plain_records.parent.is_dir():
-        p.error(f"--plain-records: directory {str(args.plain_records.parent)!r} does not exist")
-    if args.plain_recorded_only and args.plain_records is None:
-        p.error("--plain-recorded-only needs --plain-records")
-    if args.plain_seeds < 1 or args.seeds < 1:
-        p.error("--seeds and --plain-seeds must be >= 1")
-    if args.workers is not None and args.workers < 1:
-        p.error(f"--workers must be >= 1, got {args.workers}")
     quick, full, seeds, bound_trials = QUICK, FULL, args.seeds, args.bound_trials
     plain_seeds = args.plain_seeds
     thorough, matched_trials = THOROUGH, args.matched_trials
     if args.smoke:
-        names = names if args.mechanisms else ["laplace", "noisy_hist2", "noisy_max1"]
         quick, full, seeds, bound_trials, plain_seeds = SMOKE, SMOKE, 2, 20_000, 1
         thorough, matched_trials = replace(SMOKE, min_event=THOROUGH.min_event), 20_000
-    out = args.out or (DEFAULT_OUT.with_name("privacy_testing_smoke.json") if args.smoke else DEFAULT_OUT)
-    if not out.parent.is_dir():
-        p.error(f"--out: directory {str(out.parent)!r} does not exist")
     records = None
     if args.plain_records is not None and "plain" in parts:
         from dpfair_analysis.experiments.cache import RunRecords

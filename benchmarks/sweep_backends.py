@@ -22,16 +22,38 @@ import sys
 import time
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sweep_backends.json"
+
+
+def parse_args(argv=None):
+    """The command line, checked (before any heavy import)."""
+    p = ScriptParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
+    p.add_argument("--jobs", type=int, default=2, help="processes / Ray CPUs (default 2)")
+    p.add_argument("--seeds", type=int, default=4, help="seeds in the grid (default 4)")
+    p.add_argument("--backends", default="serial,joblib,ray", help="comma-separated subset of serial,joblib,ray")
+    p.add_argument("--quick", action="store_true", help="smoke test: a synthetic 2 x 2 grid, serial and joblib")
+    args = p.parse_args(argv)
+    if args.jobs < 1 or args.seeds < 1:
+        p.error("--jobs and --seeds must be positive integers")
+    args.names = ["serial", "joblib"] if args.quick else args.backends.split(",")
+    if args.names[0] != "serial" or any(n not in ("serial", "joblib", "ray") for n in args.names):
+        p.error(f"--backends must start with serial (the reference) and name serial, joblib or ray, got {args.backends}")
+    return args
+
+
+if __name__ == "__main__":
+    parse_args()  # a bad command line is refused before the imports below (seconds)
+
 import pandas as pd
 import torch
 
-from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.experiments.compare import CompareConfig, run_compare
 from dpfair_analysis.experiments.sweep import Backend
 from dpfair_analysis.io import write_atomically
 from dpfair_analysis.training.loop import TrainConfig
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sweep_backends.json"
 
 
 def grid(quick: bool, seeds: int) -> CompareConfig:
@@ -71,18 +93,8 @@ def time_backend(config: CompareConfig, backend: Backend) -> tuple[object, float
 
 
 def main(argv=None) -> int:
-    p = ScriptParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
-    p.add_argument("--jobs", type=int, default=2, help="processes / Ray CPUs (default 2)")
-    p.add_argument("--seeds", type=int, default=4, help="seeds in the grid (default 4)")
-    p.add_argument("--backends", default="serial,joblib,ray", help="comma-separated subset of serial,joblib,ray")
-    p.add_argument("--quick", action="store_true", help="smoke test: a synthetic 2 x 2 grid, serial and joblib")
-    args = p.parse_args(argv)
-    if args.jobs < 1 or args.seeds < 1:
-        p.error("--jobs and --seeds must be positive integers")
-    names = ["serial", "joblib"] if args.quick else args.backends.split(",")
-    if names[0] != "serial" or any(n not in ("serial", "joblib", "ray") for n in names):
-        p.error(f"--backends must start with serial (the reference) and name serial, joblib or ray, got {args.backends}")
+    args = parse_args(argv)
+    names = args.names
     torch.set_num_threads(1)
     config = grid(args.quick, args.seeds)
     rows, reference = [], None

@@ -41,15 +41,56 @@ import sys
 import time
 from pathlib import Path
 
+from dpfair_analysis.cli._common import ScriptParser
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sweep_throughput.json"
+
+
+def parse_args(argv=None):
+    """The command line, checked (before any heavy import)."""
+    p = ScriptParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    p.add_argument("--epochs", type=int, default=2, help="epochs per run (default 2; throughput is per step)")
+    p.add_argument("--seeds", type=int, default=16, help="K, the seeds trained together (default 16)")
+    p.add_argument("--models", default="logreg,mlp", help="comma-separated from logreg, mlp")
+    p.add_argument("--baseline", type=Path, default=None, help="another checkout whose train() is measured too")
+    p.add_argument("--commands", action="store_true",
+                   help="also time `dpfair compare --seeds 16 --methods sgd,dpsgd,dpsgdf` and the diagnosis "
+                        "study's quick profile (here and in --baseline)")
+    p.add_argument("--study-setting", default=None, metavar="NAME",
+                   help="with --commands, also time the diagnosis study's full-profile cells of this setting at "
+                        "sigma = 1 (e.g. adult-sex: its defaults and noisy regimes, 5 seeds, full epochs); 'all': "
+                        "the whole full-profile study (every sigma) over the settings the baseline has too")
+    p.add_argument("--commands-only", action="store_true", help="time the commands only (no throughput rounds)")
+    p.add_argument("--quick", action="store_true", help="smoke test: synthetic data, 1 round, 1 epoch, K = 2")
+    args = p.parse_args(argv)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not models or any(m not in ("logreg", "mlp") for m in models):
+        p.error(f"--models must name logreg and/or mlp, got {args.models!r}")
+    args.models = models
+    if args.rounds < 1 or args.seeds < 2 or args.epochs < 1:
+        p.error("--rounds and --epochs must be >= 1 and --seeds >= 2")
+    if args.baseline is not None and not (args.baseline / "dpfair_analysis" / "__init__.py").is_file():
+        p.error(f"--baseline {args.baseline} is not a checkout of dpfair_analysis")
+    if (args.commands_only or args.study_setting) and not args.commands:
+        p.error("--commands-only and --study-setting need --commands")
+    if args.study_setting is not None:
+        from dpfair_analysis.experiments.diagnosis_validation import SETTINGS
+
+        if args.study_setting not in [s.name for s in SETTINGS] + ["all"]:
+            p.error(f"--study-setting must be one of {[s.name for s in SETTINGS]}, got {args.study_setting!r}")
+    return args
+
+
+if __name__ == "__main__":
+    parse_args()  # a bad command line is refused before the imports below (seconds)
+
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from dpfair_analysis.cli._common import ScriptParser
 from dpfair_analysis.io import write_atomically
-
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sweep_throughput.json"
-
 
 # ----------------------------------------------------------------- settings
 #: The diagnosis study's settings in the commit before issue 38 (b1675e0): ``--study-setting all`` times these.
@@ -240,37 +281,8 @@ def rate_ratios(rows: list[dict], name: str, seeds: int, key: str) -> dict:
 
 # ----------------------------------------------------------------- main
 def main(argv=None) -> int:
-    p = ScriptParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    p.add_argument("--epochs", type=int, default=2, help="epochs per run (default 2; throughput is per step)")
-    p.add_argument("--seeds", type=int, default=16, help="K, the seeds trained together (default 16)")
-    p.add_argument("--models", default="logreg,mlp", help="comma-separated from logreg, mlp")
-    p.add_argument("--baseline", type=Path, default=None, help="another checkout whose train() is measured too")
-    p.add_argument("--commands", action="store_true",
-                   help="also time `dpfair compare --seeds 16 --methods sgd,dpsgd,dpsgdf` and the diagnosis "
-                        "study's quick profile (here and in --baseline)")
-    p.add_argument("--study-setting", default=None, metavar="NAME",
-                   help="with --commands, also time the diagnosis study's full-profile cells of this setting at "
-                        "sigma = 1 (e.g. adult-sex: its defaults and noisy regimes, 5 seeds, full epochs); 'all': "
-                        "the whole full-profile study (every sigma) over the settings the baseline has too")
-    p.add_argument("--commands-only", action="store_true", help="time the commands only (no throughput rounds)")
-    p.add_argument("--quick", action="store_true", help="smoke test: synthetic data, 1 round, 1 epoch, K = 2")
-    args = p.parse_args(argv)
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if not models or any(m not in ("logreg", "mlp") for m in models):
-        p.error(f"--models must name logreg and/or mlp, got {args.models!r}")
-    if args.rounds < 1 or args.seeds < 2 or args.epochs < 1:
-        p.error("--rounds and --epochs must be >= 1 and --seeds >= 2")
-    if args.baseline is not None and not (args.baseline / "dpfair_analysis" / "__init__.py").is_file():
-        p.error(f"--baseline {args.baseline} is not a checkout of dpfair_analysis")
-    if (args.commands_only or args.study_setting) and not args.commands:
-        p.error("--commands-only and --study-setting need --commands")
-    if args.study_setting is not None:
-        from dpfair_analysis.experiments.diagnosis_validation import SETTINGS
-
-        if args.study_setting not in [s.name for s in SETTINGS] + ["all"]:
-            p.error(f"--study-setting must be one of {[s.name for s in SETTINGS]}, got {args.study_setting!r}")
+    args = parse_args(argv)
+    models = args.models
     if args.commands_only:
         models = []
     torch.set_num_threads(1)

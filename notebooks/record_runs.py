@@ -66,11 +66,77 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from dpfair_analysis.cli._common import ScriptParser  # noqa: E402
+
+#: ``--profile``: the notebooks' profiles (``experiments.fairdp.PROFILES``, checked below)
+PROFILES = ("quick", "full")
+#: ``--data`` of the pfld-tuned study -> (data set, grouping) of :func:`~pfld_tuned.tuned_table2`
+PFLD_TABLES = {"income": ("income", None), "bank": ("bank", None), "m-bank3": ("bank", "age3"),
+               "m-bank5": ("bank", "age5"), "compas": ("compas", None)}
+
+
+def build_parser() -> ScriptParser:
+    """The command line (argparse only: nothing heavy is imported to build it)."""
+    parser = ScriptParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--study", choices=("figures", "mnist-tuning", "pfld-tuned"), default="figures",
+                        help="which runs (default figures: fairdp_mnist_figures; pfld-tuned: dpfair pfld-table "
+                             "--tune of --data)")
+    parser.add_argument("--data", choices=tuple(PFLD_TABLES), default=None,
+                        help="the pfld-tuned study's data set (Table 2's Income, Bank, M-Bank3, M-Bank5, COMPAS)")
+    parser.add_argument("--profile", choices=PROFILES, default="full")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="the records file (default paper_figs/fairdp/mnist_runs.json, or "
+                             "mnist_tuning_runs.json for --study mnist-tuning, or paper_figs/pfld/"
+                             "tuned_runs_<data>.json for pfld-tuned; quick: under build/)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="runs at a time (default 2; the pfld-tuned study runs one at a time)")
+    parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
+    parser.add_argument("--from-end", action="store_true",
+                        help="take the pending runs from the end of the plan: a second recorder on another core, "
+                             "beside one in plan order (same records file and run cache: a run either records is "
+                             "served to the other, not trained again)")
+    parser.add_argument("--stop-by", default=None, metavar="HH:MM",
+                        help="mnist-tuning: start no run that would end after this local time (next occurrence) if it "
+                             "took --run-minutes; those runs stay pending")
+    parser.add_argument("--run-minutes", type=float, default=60.0,
+                        help="with --stop-by: the minutes a run is assumed to take (default 60)")
+    parser.add_argument("--summary", action="store_true", help="print the recorded runs and compute nothing")
+    return parser
+
+
+def command_line_error(args) -> str | None:
+    """What is wrong with a parsed command line, as one line; None if nothing."""
+    if args.stop_by is not None and not (re.fullmatch(r"([01]?\d|2[0-3]):[0-5]\d", args.stop_by)
+                                         and args.study == "mnist-tuning"):
+        return (f"--stop-by is a time HH:MM (00:00 to 23:59) for --study mnist-tuning, got {args.stop_by!r} with "
+                f"--study {args.study}")
+    if not (math.isfinite(args.run_minutes) and args.run_minutes > 0):
+        return f"--run-minutes must be a positive number, got {args.run_minutes}"
+    for flag, value in (("--jobs", args.jobs), ("--max-runs", args.max_runs)):
+        if value is not None and value < 1:
+            return f"{flag} must be a positive integer, got {value}"
+    pfld_study = args.study == "pfld-tuned"
+    return ("--data is required with --study pfld-tuned" if pfld_study and args.data is None else
+            f"--data is for --study pfld-tuned, got --study {args.study}" if args.data and not pfld_study else
+            f"--jobs: the pfld-tuned study records one run at a time, got {args.jobs}"
+            if pfld_study and (args.jobs or 1) > 1 else None)
+
+
+def refuse(wrong: str) -> int:
+    """A bad command line: one line on stderr, status 2."""
+    print(f"record_runs.py: {wrong}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__" and (wrong := command_line_error(build_parser().parse_args())):
+    sys.exit(refuse(wrong))  # before the imports below (pandas, torch: seconds)
+
 from dpfair_analysis.experiments import fairdp as paper  # noqa: E402
 from dpfair_analysis.experiments import mnist_tuning, pfld_tuned, tuning  # noqa: E402
 from dpfair_analysis.experiments.cache import (  # noqa: E402
     RunCache, RunRecords, code_fingerprint, config_key, default_cache_dir)
 from dpfair_analysis.experiments.compare import load_data, run_keys  # noqa: E402
+
+assert paper.PROFILES == PROFILES
 
 #: (parameter, value, FairDP's excess cap R or None for the preset's), most informative first: the preset's
 #: point (shared by the three figures), then the learning rates and batch sizes of Figures 4-5, then Figure 6's
@@ -215,11 +281,6 @@ def summary(records: RunRecords) -> "pandas.DataFrame":
         ["kind", "run"], ignore_index=True)
 
 
-#: ``--data`` of the pfld-tuned study -> (data set, grouping) of :func:`~pfld_tuned.tuned_table2`
-PFLD_TABLES = {"income": ("income", None), "bank": ("bank", None), "m-bank3": ("bank", "age3"),
-               "m-bank5": ("bank", "age5"), "compas": ("compas", None)}
-
-
 def pfld_runs(data: str, profile: str) -> pfld_tuned.TunedRuns:
     """The runs of ``dpfair pfld-table --data D --tune`` (every constraint, every method the paper prints for that
     table: no Z on M-Bank3 and M-Bank5) of a ``--data`` name."""
@@ -276,51 +337,11 @@ def pfld_summary(runs: pfld_tuned.TunedRuns, records: RunRecords) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ScriptParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--study", choices=("figures", "mnist-tuning", "pfld-tuned"), default="figures",
-                        help="which runs (default figures: fairdp_mnist_figures; pfld-tuned: dpfair pfld-table "
-                             "--tune of --data)")
-    parser.add_argument("--data", choices=tuple(PFLD_TABLES), default=None,
-                        help="the pfld-tuned study's data set (Table 2's Income, Bank, M-Bank3, M-Bank5, COMPAS)")
-    parser.add_argument("--profile", choices=paper.PROFILES, default="full")
-    parser.add_argument("--records", type=Path, default=None,
-                        help="the records file (default paper_figs/fairdp/mnist_runs.json, or "
-                             "mnist_tuning_runs.json for --study mnist-tuning, or paper_figs/pfld/"
-                             "tuned_runs_<data>.json for pfld-tuned; quick: under build/)")
-    parser.add_argument("--jobs", type=int, default=None,
-                        help="runs at a time (default 2; the pfld-tuned study runs one at a time)")
-    parser.add_argument("--max-runs", type=int, default=None, help="stop after this many runs")
-    parser.add_argument("--from-end", action="store_true",
-                        help="take the pending runs from the end of the plan: a second recorder on another core, "
-                             "beside one in plan order (same records file and run cache: a run either records is "
-                             "served to the other, not trained again)")
-    parser.add_argument("--stop-by", default=None, metavar="HH:MM",
-                        help="mnist-tuning: start no run that would end after this local time (next occurrence) if it "
-                             "took --run-minutes; those runs stay pending")
-    parser.add_argument("--run-minutes", type=float, default=60.0,
-                        help="with --stop-by: the minutes a run is assumed to take (default 60)")
-    parser.add_argument("--summary", action="store_true", help="print the recorded runs and compute nothing")
-    args = parser.parse_args(argv)
-    if args.stop_by is not None and not (re.fullmatch(r"([01]?\d|2[0-3]):[0-5]\d", args.stop_by)
-                                         and args.study == "mnist-tuning"):
-        print(f"record_runs.py: --stop-by is a time HH:MM (00:00 to 23:59) for --study mnist-tuning, got "
-              f"{args.stop_by!r} with --study {args.study}", file=sys.stderr)
-        return 2
-    if not (math.isfinite(args.run_minutes) and args.run_minutes > 0):
-        print(f"record_runs.py: --run-minutes must be a positive number, got {args.run_minutes}", file=sys.stderr)
-        return 2
-    for flag, value in (("--jobs", args.jobs), ("--max-runs", args.max_runs)):
-        if value is not None and value < 1:  # one line, before any data is loaded
-            print(f"record_runs.py: {flag} must be a positive integer, got {value}", file=sys.stderr)
-            return 2
+    args = build_parser().parse_args(argv)
+    wrong = command_line_error(args)
+    if wrong:  # one line, before any data is loaded
+        return refuse(wrong)
     pfld_study = args.study == "pfld-tuned"
-    wrong = ("--data is required with --study pfld-tuned" if pfld_study and args.data is None else
-             f"--data is for --study pfld-tuned, got --study {args.study}" if args.data and not pfld_study else
-             f"--jobs: the pfld-tuned study records one run at a time, got {args.jobs}"
-             if pfld_study and (args.jobs or 1) > 1 else None)
-    if wrong:
-        print(f"record_runs.py: {wrong}", file=sys.stderr)
-        return 2
     figures = REPO / ("paper_figs" if args.profile == "full" else "build/notebooks/quick/paper_figs")
     tuning_study = args.study == "mnist-tuning"
     records = RunRecords(args.records or (figures / "pfld" / f"tuned_runs_{args.data}.json" if pfld_study else

@@ -133,11 +133,20 @@ def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
 
 
 def clip_factors(norms: torch.Tensor, bounds: torch.Tensor | float) -> torch.Tensor:
-    """c_i = min(1, C_i / ||g_i||), so that ||c_i g_i|| <= C_i (and c_i = 1 for g_i = 0)."""
+    """c_i = min(1, C_i / ||g_i||), so that ||c_i g_i|| <= C_i (and c_i = 1 for g_i = 0); c_i = 0 where the norm
+    is not a number.
+
+    A NaN norm compares as "not above the bound", so without the last rule its sample would enter the sum unclipped:
+    the fast engines compute a layer's ||g_i||^2 as (||a_i||^2 + 1) ||b_i||^2, which is inf * 0 = NaN for a record
+    whose features are finite but whose ||a_i||^2 overflows while that layer's output gradient is 0 (all its ReLUs
+    dead), and the record's gradient from the other layers is finite, so nothing else stops it. Leaving such a
+    sample out (c_i = 0) keeps its contribution within C_i whatever its gradient; an infinite norm gives
+    C_i / inf = 0 already."""
     if not (isinstance(bounds, torch.Tensor) and bounds.dtype == norms.dtype and bounds.device == norms.device):
         bounds = torch.as_tensor(bounds, dtype=norms.dtype, device=norms.device)
-    # where norms > bounds >= 0 the norm is positive, so the division there is safe; elsewhere 1
-    return torch.where(norms > bounds, bounds / norms, 1.0).expand_as(norms)
+    # where norms > bounds >= 0 the norm is positive, so the division there is safe; elsewhere 1, or 0 for NaN
+    factors = torch.where(norms > bounds, bounds / norms, 1.0)
+    return torch.where(norms.isnan(), 0.0, factors).expand_as(norms)
 
 
 def mean_minimum(levels: torch.Tensor, values: torch.Tensor) -> torch.Tensor:

@@ -205,6 +205,17 @@ def add_private_run_flags(parser: argparse.ArgumentParser) -> None:
                              "(default 1: every epoch); the batch statistics and epsilon are reported every epoch")
 
 
+def sampling_caveat(sampling: str, *, what: str = "every ε above is") -> str | None:
+    """The line printed under every ε of runs trained with ``--sampling shuffle`` (None for Poisson): the ledger
+    accounts each step as Poisson-sampled at q = b/n, which is not what fixed-size batches of a shuffled order are,
+    so the number is not a privacy guarantee of these runs."""
+    if sampling == "poisson":
+        return None
+    return (f"note: sampling={sampling} trains on fixed-size batches of a shuffled order, but {what} "
+            "accounted as Poisson sampling at q = b/n: it is NOT a guarantee for these runs (--sampling poisson "
+            "trains what the accountant assumes)")
+
+
 def add_sweep_flags(parser: argparse.ArgumentParser) -> None:
     """``--jobs``, ``--backend`` and ``--address``: where a sweep's runs are computed (see
     :mod:`dpfair_analysis.experiments.sweep`), turned into a Backend by :func:`backend_from_args`."""

@@ -10,9 +10,9 @@ from pathlib import Path
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
                                          add_private_run_flags, add_sweep_flags, backend_from_args, check_workload,
                                          comma_items, data_from_args, device, estimated_training_seconds, int_in,
-                                         Outputs, positive_float, print_json, run_cache_from_args, seed_value,
-                                         show_progress, train_fractions_from_args, unit_open, writable_directory,
-                                         writable_file)
+                                         Outputs, positive_float, print_json, run_cache_from_args, sampling_caveat,
+                                         seed_value, show_progress, train_fractions_from_args, unit_open,
+                                         writable_directory, writable_file)
 from dpfair_analysis.catalog import DATASETS
 from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.training import methods
@@ -198,6 +198,8 @@ def run(args: argparse.Namespace) -> None:
     for run in result.runs:
         if run["method"] not in ("sgd",) and run["epsilon"] is not None and len(config.seeds) == 1:
             print(f"  {run['method']}: {run['steps']} steps, ε = {run['epsilon']:.3f}")
+    if result.epsilon and sampling_caveat(config.train.sampling):
+        print(sampling_caveat(config.train.sampling))
     constant = sorted({(r["method"], r["constant_prediction"]) for r in result.runs if r.get("constant_prediction")})
     for method, label in constant:
         print(f"note: {method} predicts {label!r} for every test row (a constant classifier): its group costs are "

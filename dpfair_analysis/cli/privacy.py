@@ -93,7 +93,7 @@ def register_groups(psub: argparse._SubParsersAction) -> None:
 def _run_privacy_groups(args: argparse.Namespace) -> None:
     from dpfair_analysis.catalog import DATASETS
     from dpfair_analysis.cli._common import Outputs, check_distinct_outputs, check_workload, data_from_args, \
-        estimated_training_seconds, run_cache_from_args, show_progress, train_fractions_from_args
+        estimated_training_seconds, run_cache_from_args, sampling_caveat, show_progress, train_fractions_from_args
     from dpfair_analysis.cli.compare import method_options_from_args
 
     check_distinct_outputs(args, {"plot": "--plot", "out": "--out"})
@@ -142,6 +142,8 @@ def _run_privacy_groups(args: argparse.Namespace) -> None:
     print(f"{dataset}: {args.method}, {args.model}, b={args.batch_size}, {args.epochs} epochs, σ={args.sigma}, "
           f"C={args.clip}, seed {args.seed}: {result.steps} steps, run ε = {result.run_epsilon:.3f} at "
           f"δ={args.delta:g} ({accounting.describe()})")
+    if sampling_caveat(args.sampling):
+        print(sampling_caveat(args.sampling, what="the run ε and every ε_i below are"))
     recorded = "at each record's own batches" if result.every is None else f"every {result.every} steps"
     print(f"per-record ε_i (norms recorded {recorded}) beside the test accuracy cost vs SGD:")
     print(table.to_string(index=False, float_format="{:.4f}".format))

@@ -572,7 +572,8 @@ def clip_parts_table(histories: pd.DataFrame) -> pd.DataFrame:
 
 
 def format_clip_parts(result: CompareResult) -> str:
-    """The clipping's direction and magnitude errors per method and group, one line per method ("" if none)."""
+    """The clipping's direction and magnitude errors per method and group, one line per method ("" if none), and
+    the line saying they are computed without noise (outside the runs' privacy guarantee)."""
     table = result.clip_parts
     if table.empty:
         return ""
@@ -585,6 +586,8 @@ def format_clip_parts(result: CompareResult) -> str:
         cells = [f"{rows.loc[g, 'clip_direction']:+.2e} | {rows.loc[g, 'clip_magnitude']:+.2e}" if g in rows.index
                  else "-" for g in groups]
         lines.append(f"{method_label(method):<28}" + "".join(f"{c:>26}" for c in cells))
+    lines.append("(measured on the private training batches without noise: a diagnostic of these runs that their ε "
+                 "does not cover; do not publish it)")
     return "\n".join(lines)
 
 

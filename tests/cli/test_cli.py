@@ -47,6 +47,19 @@ def test_compare_prints_the_table(cli):
     code, out, err = cli("compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--quiet")
     assert code == 0, err
     assert "SGD accuracy" in out and "DP-SGD vs SGD" in out and "ε(dpsgd)" in out
+    assert "NOT a guarantee" not in out
+
+
+def test_compare_says_an_epsilon_of_shuffled_batches_is_not_a_guarantee(cli):
+    """--sampling shuffle: the ledger still accounts Poisson sampling at q = b/n, so every printed ε carries the
+    note that it is not a guarantee for these runs (the JSON says so per run: sampling_matches_accounting)."""
+    code, out, err = cli("compare", "--data", "synthetic", "--epochs", "1", "--batch-size", "64", "--quiet",
+                         "--sampling", "shuffle", "--methods", "sgd,dpsgd,globaladapt")
+    assert code == 0, err
+    lines = out.splitlines()
+    last_epsilon = max(i for i, line in enumerate(lines) if line.startswith("ε(") or ", ε = " in line)
+    assert "ε(globaladapt)" in out and "sampling=shuffle" in lines[last_epsilon + 1]
+    assert "NOT a guarantee for these runs" in lines[last_epsilon + 1]
 
 
 def test_a_corrupted_data_file_without_a_source_is_refused_in_one_line(cli, tmp_path, monkeypatch):

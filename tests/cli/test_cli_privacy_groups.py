@@ -23,6 +23,15 @@ def test_groups_prints_each_groups_epsilon_beside_its_cost_and_writes_the_table_
     assert f"figure written to {tmp_path / 'f.png'}" in out
 
 
+def test_groups_say_the_epsilons_of_shuffled_batches_are_not_guarantees(cli):
+    code, out, err = cli(*ARGV, "--sampling", "shuffle")
+    assert code == 0, err
+    lines = out.splitlines()
+    run_line = next(i for i, line in enumerate(lines) if "run ε =" in line)
+    assert "the run ε and every ε_i below are accounted as Poisson" in lines[run_line + 1]
+    assert "NOT a guarantee" in lines[run_line + 1]
+
+
 def test_groups_json_carries_the_table_the_run_epsilon_and_what_epsilon_i_is(cli):
     code, out, err = cli(*ARGV, "--json")
     assert code == 0, err

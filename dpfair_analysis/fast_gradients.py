@@ -121,6 +121,10 @@ class FastPerSampleGradients:
     # for method "backward": the per-sample losses with their graph and the leaves to differentiate
     graph_losses: torch.Tensor | None = field(default=None, repr=False)
     leaves: dict[str, torch.Tensor] | None = field(default=None, repr=False)
+    # the same batch's per-sample gradients of a subset of its rows (a boolean mask): the sum of a batch with
+    # non-finite norms is taken over its finite rows only (gradients.finite_rows_sum)
+    rows: Callable[[torch.Tensor], "FastPerSampleGradients | MaterialisedGradients"] | None = field(
+        default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.norms)
@@ -132,6 +136,11 @@ class FastPerSampleGradients:
                              f"got {tuple(coefficients.shape)}")
         dtype = self.norms.dtype
         c = coefficients.to(dtype=dtype, device=self.norms.device)
+        finite = torch.isfinite(self.norms)
+        if self.rows is not None and not bool(finite.all()):
+            # a row with a non-finite norm may hold inf or NaN, which c_i = 0 does not cancel: the finite rows' sum,
+            # recomputed without it (rare: a record whose features overflow, or a diverging model)
+            return self.rows(finite).weighted_sum(c[finite])
         if self.method == "backward" and len(c):
             leaves = self.leaves
             with torch.enable_grad():
@@ -160,8 +169,25 @@ def fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor
     ``"bookkeeping"`` or ``"backward"`` (module docstring). Returns a
     :class:`FastPerSampleGradients`, or the reference
     :class:`~dpfair_analysis.gradients.MaterialisedGradients` when the model's structure
-    needs the fallback.
+    needs the fallback. Its weighted sums leave out the rows whose norm is not finite (recomputed on the others).
     """
+    found, losses = _fast_per_sample_gradients(model, X, y, params=params, loss_fn=loss_fn, clipped_sum=clipped_sum,
+                                               max_explicit_elements=max_explicit_elements)
+    if isinstance(found, FastPerSampleGradients):
+        def rows(keep: torch.Tensor) -> FastPerSampleGradients | MaterialisedGradients:
+            subset = _fast_per_sample_gradients(model, X[keep], y[keep], params=params, loss_fn=loss_fn,
+                                                clipped_sum=clipped_sum, max_explicit_elements=max_explicit_elements)[0]
+            return subset  # no rows of its own: its norms are the finite ones
+
+        found.rows = rows
+    return found, losses
+
+
+def _fast_per_sample_gradients(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *,
+                               params: Mapping[str, torch.Tensor] | None, loss_fn: LossFn, clipped_sum: str,
+                               max_explicit_elements: int,
+                               ) -> tuple[FastPerSampleGradients | MaterialisedGradients, torch.Tensor]:
+    """:func:`fast_per_sample_gradients` without the finite-rows recomputation."""
     if clipped_sum not in CLIPPED_SUMS:
         raise ValueError(f"clipped_sum must be one of {list(CLIPPED_SUMS)}, got {clipped_sum!r}")
     own = {name: p for name, p in model.named_parameters() if p.requires_grad}

@@ -88,7 +88,8 @@ class PerSampleGradients(Protocol):
 
     ``norms``: ||g_i||_2 over all parameters jointly, shape (n,).
     ``weighted_sum(a)``: sum_i a_i g_i for per-sample coefficients a (shape (n,)), as
-    ``{parameter name: tensor of the parameter's shape}`` in the model's parameter order.
+    ``{parameter name: tensor of the parameter's shape}`` in the model's parameter order, over the samples whose
+    norm is finite only (a non-finite one is left out: :func:`finite_rows_sum`).
     """
 
     @property
@@ -97,6 +98,19 @@ class PerSampleGradients(Protocol):
 
     def weighted_sum(self, coefficients: torch.Tensor) -> Grads:
         ...
+
+
+def finite_rows_sum(grads: Mapping[str, torch.Tensor], coefficients: torch.Tensor, norms: torch.Tensor) -> Grads:
+    """sum_i a_i g_i over the samples whose norm ||g_i|| is finite; the others are left out.
+
+    A sample whose norm is NaN or inf may hold inf or NaN entries, which a coefficient 0 does not cancel
+    (0 * inf = NaN): its row would turn the whole released sum into NaN, so whether a run fails would depend on
+    that one record. :func:`clip_factors` gives such a sample c_i = 0; this leaves its row out of the sum as well.
+    (A finite norm bounds every entry, so the finite rows hold finite values.)"""
+    finite = torch.isfinite(norms)
+    if bool(finite.all()):
+        return weighted_sum(grads, coefficients)
+    return weighted_sum({name: g[finite] for name, g in grads.items()}, coefficients[finite])
 
 
 class MaterialisedGradients:
@@ -120,7 +134,8 @@ class MaterialisedGradients:
         return self._norms
 
     def weighted_sum(self, coefficients: torch.Tensor) -> Grads:
-        return weighted_sum(self.grads, coefficients)
+        """sum_i a_i g_i over the samples whose norm is finite (:func:`finite_rows_sum`)."""
+        return finite_rows_sum(self.grads, coefficients, self.norms)
 
 
 def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -134,19 +149,28 @@ def per_sample_norms(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
 
 def clip_factors(norms: torch.Tensor, bounds: torch.Tensor | float) -> torch.Tensor:
     """c_i = min(1, C_i / ||g_i||), so that ||c_i g_i|| <= C_i (and c_i = 1 for g_i = 0); c_i = 0 where the norm
-    is not a number.
+    or the bound is not a number.
 
     A NaN norm compares as "not above the bound", so without the last rule its sample would enter the sum unclipped:
     the fast engines compute a layer's ||g_i||^2 as (||a_i||^2 + 1) ||b_i||^2, which is inf * 0 = NaN for a record
     whose features are finite but whose ||a_i||^2 overflows while that layer's output gradient is 0 (all its ReLUs
     dead), and the record's gradient from the other layers is finite, so nothing else stops it. Leaving such a
     sample out (c_i = 0) keeps its contribution within C_i whatever its gradient; an infinite norm gives
-    C_i / inf = 0 already."""
+    C_i / inf = 0 already. A NaN bound (a policy's statistic gone wrong) would pass every sample whole the same
+    way; it leaves them out instead. The sums leave such samples' rows out too (:func:`finite_rows_sum`)."""
     if not (isinstance(bounds, torch.Tensor) and bounds.dtype == norms.dtype and bounds.device == norms.device):
         bounds = torch.as_tensor(bounds, dtype=norms.dtype, device=norms.device)
     # where norms > bounds >= 0 the norm is positive, so the division there is safe; elsewhere 1, or 0 for NaN
     factors = torch.where(norms > bounds, bounds / norms, 1.0)
-    return torch.where(norms.isnan(), 0.0, factors).expand_as(norms)
+    return torch.where(norms.isnan() | bounds.isnan(), 0.0, factors).expand_as(norms)
+
+
+def clip_rows(G: torch.Tensor, bounds: torch.Tensor | float) -> torch.Tensor:
+    """The rows g_i of a per-sample gradient matrix G (n, d) clipped to norm C_i: c_i g_i, and 0 for a row whose
+    norm is not finite (:func:`clip_factors`, :func:`finite_rows_sum`)."""
+    norms = G.norm(dim=1)
+    clipped = G * clip_factors(norms, bounds).unsqueeze(1)
+    return torch.where(torch.isfinite(norms).unsqueeze(1), clipped, 0.0)
 
 
 def mean_minimum(levels: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -185,7 +209,7 @@ def clipped_sum(grads: Mapping[str, torch.Tensor] | PerSampleGradients, bounds: 
         coefficients = coefficients * (weights if weights.device == coefficients.device else
                                        weights.to(coefficients.device))
     if isinstance(grads, Mapping):
-        return weighted_sum(grads, coefficients)
+        return finite_rows_sum(grads, coefficients, norms)
     return grads.weighted_sum(coefficients)
 
 

@@ -437,3 +437,55 @@ def test_a_crafted_record_whose_fast_norm_is_nan_stays_within_its_bound(method, 
     change = math.sqrt(sum(float(((s_with[k].double() - s_without[k].double()) ** 2).sum()) for k in s_with))
     weight = 1.0 if with_it.weights is None else float(with_it.weights[-1])
     assert change <= weight * float(with_it.bounds[-1]) * (1 + 1e-5), (change, weight, float(with_it.bounds[-1]))
+
+
+def _record_with_nan_gradient(d: int) -> torch.Tensor:
+    """Finite float32 features of size +-3e38: the MLP's logits, loss and gradient on it are NaN or inf."""
+    return torch.randn(d, generator=torch.Generator().manual_seed(5)).sign() * 3e38
+
+
+@pytest.mark.parametrize("engine, clipped", [("fast", "bookkeeping"), ("fast", "backward"), ("vmap", "bookkeeping")])
+@pytest.mark.parametrize("model_name", ["mlp", "logreg"])
+def test_a_record_whose_gradient_is_not_finite_adds_nothing_to_the_release(model_name, engine, clipped):
+    """Its clip factor is 0, but 0 * NaN = NaN: unless its row is left out of the sum, the whole release is NaN with
+    it and finite without it (and the run fails at that step: the failure itself reveals the record). The release
+    with it equals the release without it (same seed, so the same noise)."""
+    d = 10
+    model = build_model(model_name, input_shape=(d,), n_classes=2, seed=0)
+    params = parameters_of(model)
+    X = torch.cat([torch.randn(7, d, generator=torch.Generator().manual_seed(0)),
+                   _record_with_nan_gradient(d).unsqueeze(0)])
+    y, group = torch.tensor([0, 1, 0, 1, 0, 1, 0, 0]), torch.zeros(8, dtype=torch.long)
+    objective = CrossEntropy(engine=engine, clipped_sum=clipped) if engine == "fast" else CrossEntropy(engine=engine)
+    released = []
+    for rows in (torch.arange(8), torch.arange(7)):
+        grads, _ = batch_gradients(objective, model, X[rows], y[rows], group[rows], params=params)
+        _, _, total = release_step(grads, grads.norms, group[rows], UniformClipping(0.5, 1.0), n_groups=1,
+                                   expected_batch_size=8, generator=torch.Generator().manual_seed(1))
+        released.append(torch.cat([t.flatten() for t in total.values()]))
+    with_it, without = released
+    assert torch.isfinite(with_it).all()
+    torch.testing.assert_close(with_it, without, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_run_with_a_record_whose_gradient_is_not_finite_completes(batched):
+    """DP-SGD on an MLP with one such record trains to the end (serially and K runs at once), as its neighbour
+    without it does: before its row was left out of the sums, the run with it stopped at its first batch."""
+    from dpfair_analysis.training.batched import RunSpec, train_many
+
+    d, n = 10, 60
+    X = torch.randn(n, d, generator=torch.Generator().manual_seed(0))
+    X[-1] = _record_with_nan_gradient(d)
+    data = GroupedDataset(X, torch.arange(n) % 2, torch.arange(n) % 2, group_names=("a", "b"),
+                          label_names=("0", "1"))
+    config = TrainConfig(epochs=2, batch_size=20, seed=0)
+    model = build_model("mlp", input_shape=(d,), n_classes=2, seed=0)
+    if batched:
+        results = train_many([RunSpec(model, data, UniformClipping(0.5, 1.0), config),
+                              RunSpec(build_model("mlp", input_shape=(d,), n_classes=2, seed=1), data,
+                                      UniformClipping(0.5, 1.0), config)], progress=False)
+    else:
+        results = [train(model, data, UniformClipping(0.5, 1.0), config, progress=False)]
+    for result in results:
+        assert len(result.steps) == 6 and all(torch.isfinite(p).all() for p in result.model.parameters())

@@ -120,6 +120,9 @@ def _run_train(args: argparse.Namespace) -> None:
     for w in caught:
         print(f"warning: {w.message}")
     table = result.per_epoch()
+    if args.method != "fld":  # the train columns are exact statistics of the private data
+        print("(train acc and viol: computed on the private training data without noise, for your eyes -- not "
+              "covered by ε; the test columns use the held-out split)")
     for _, row in table.iterrows():
         eps = row.get("epsilon", float("nan"))
         eps_text = "" if args.method == "fld" else f"  ε={eps:.3f}"

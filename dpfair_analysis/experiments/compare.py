@@ -19,10 +19,10 @@ counts are in ``runs``.
 Equal privacy for DP-FedAvg: its guarantee is user-level (one client's whole data is the
 unit), accounted as a Poisson-sampled Gaussian per round at the client sampling rate m/K.
 It runs the most rounds whose *user-level* epsilon stays at most DPSGD's record-level
-epsilon at the same delta. Since each record belongs to one client, that user-level
-guarantee is also a record-level (epsilon, delta) guarantee: DP-FedAvg is compared at a
-privacy at least as strong as the other methods', per record, and strictly stronger per
-client.
+epsilon at the same delta. The two are not comparable per record: a record-level change
+replaces a client (and the simulated partition re-deals the clients from the row count), so
+DP-FedAvg's epsilon is no record-level guarantee (:mod:`~dpfair_analysis.training.fedavg`).
+Its rows are labelled user-level wherever they are shown.
 
 Inequality (paper 002 Table 2): per seed and method, Atkinson (epsilon = 0.5), Gini, MLD
 and Theil over the per-group test accuracies (``inequality``; means over seeds in JSON).

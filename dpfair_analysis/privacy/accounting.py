@@ -43,6 +43,11 @@ RDP accountant models only add/remove for Poisson sampling, so ``accountant="rdp
 as a plain Gaussian of its replace distance (:func:`replace_one_as_add_remove`; valid by
 the joint convexity of exp((alpha - 1) D_alpha), looser).
 
+What is treated as public: the training-set size n (the sampling rate q = b/n, the number of steps, a default
+learning rate 1/sqrt(T), FedAvg's clients per round), the group labels' *set* and the configuration. This is the
+usual convention of DP-SGD analyses (Abadi et al. 2016, Opacus); under add/remove a neighbour changes n by one,
+so a user for whom the size itself is secret must fix these from a public bound, not from the data.
+
 What a training run actually released is recorded step by step in a
 :class:`PrivacyLedger`, whose records can be saved and re-accounted later under any spec.
 

@@ -65,7 +65,7 @@ from torch import nn
 from torch.func import functional_call, hessian
 
 from dpfair_analysis.data.dataset import GroupedDataset
-from dpfair_analysis.gradients import LossFn, clip_factors, flatten, parameters_of, per_sample_gradients
+from dpfair_analysis.gradients import LossFn, clip_rows, flatten, parameters_of, per_sample_gradients
 from dpfair_analysis.theory.hessian import flat_parameterisation
 from dpfair_analysis.training.batch_terms import batch_direction_magnitude  # noqa: F401 -- the per-batch form, logged by the loop
 from dpfair_analysis.validation import check_nonnegative, check_positive, check_positive_int
@@ -136,7 +136,7 @@ def _gradient_matrices(model: nn.Module, X: torch.Tensor, y: torch.Tensor, param
                        clip_bound: float, loss_fn: LossFn) -> tuple[torch.Tensor, torch.Tensor]:
     """(G, G_clipped): per-sample gradients as rows of an (n, P) matrix, and pi_C of each row."""
     G = flatten(per_sample_gradients(model, X, y, params=params, loss_fn=loss_fn))
-    return G, G * clip_factors(G.norm(dim=1), clip_bound).unsqueeze(1)
+    return G, clip_rows(G, clip_bound)
 
 
 def _penalty_vector(model: nn.Module, params: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -362,12 +362,29 @@ def _logistic_regression(model: LogisticRegression, stacked: dict[str, torch.Ten
         delta = torch.softmax(scores, dim=2) - F.one_hot(y, scores.shape[2]).to(scores.dtype)
     losses = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(y.shape)
     norms = ((delta * delta).sum(2) * (row_norms + 1.0)).sqrt()
+    delta, A = _finite_rows_only(norms, delta, A)
 
     def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:
         weighted = delta * c.unsqueeze(2).to(delta.dtype)
         return {"linear.weight": torch.einsum("kmo,kmd->kod", weighted, A), "linear.bias": weighted.sum(1)}
 
     return norms, losses, weighted_sum
+
+
+def _finite_rows_only(norms: torch.Tensor, *parts):
+    """``parts`` (tensors (K, m, ...) or sequences of them) with the rows of non-finite ``norms`` (K, m) set to 0, so
+    that those samples (given c = 0 by clip_factors) add exactly nothing to the sums: 0 * inf or 0 * NaN would
+    turn a run's whole sum into NaN (gradients.finite_rows_sum). Unchanged, without a copy, when every norm is
+    finite."""
+    finite = torch.isfinite(norms)
+    if bool(finite.all()):
+        return parts
+    keep = finite.unsqueeze(2)
+
+    def zeroed(t: torch.Tensor) -> torch.Tensor:
+        return torch.where(keep, t, torch.zeros((), dtype=t.dtype))
+
+    return tuple([zeroed(t) for t in part] if isinstance(part, (list, tuple)) else zeroed(part) for part in parts)
 
 
 def _mlp(model: MLP, stacked: dict[str, torch.Tensor], X: torch.Tensor, y: torch.Tensor, row_norms: torch.Tensor):
@@ -395,6 +412,7 @@ def _mlp(model: MLP, stacked: dict[str, torch.Tensor], X: torch.Tensor, y: torch
         grads = torch.autograd.grad(losses.sum(), outputs)
     squared = sum((((x * x).sum(2) if i else row_norms) + 1.0) * (b * b).sum(2)   # layer 0's input: x itself
                   for i, (x, b) in enumerate(zip(inputs, grads)))
+    inputs, grads = _finite_rows_only(squared, inputs, grads)
 
     def weighted_sum(c: torch.Tensor) -> dict[str, torch.Tensor]:
         c = c.to(squared.dtype).unsqueeze(2)

@@ -62,9 +62,12 @@ def group_tau(norms: torch.Tensor, group: torch.Tensor, group_grad_norms: torch.
 
 def fairdp_statistics(norms: torch.Tensor, group: torch.Tensor, clips: torch.Tensor, *, n_groups: int,
                       excess_cap: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The exact statistics FairDP releases: counts (2, K) = ((m_k), (o_k)) and capped excess (K,) = (x_k)."""
+    """The exact statistics FairDP releases: counts (2, K) = ((m_k), (o_k)) and capped excess (K,) = (x_k).
+
+    A sample whose norm is NaN counts as clipped with the full excess R (its ratio is taken as inf): it is left out
+    of the sum (clip factor 0), and a NaN here would carry into every later bound."""
     bound = clips.double()[group]
-    ratio = norms.double() / bound
+    ratio = torch.nan_to_num(norms.double() / bound, nan=math.inf)
     clipped = ratio > 1
     counts = torch.stack([torch.bincount(group[clipped], minlength=n_groups),
                           torch.bincount(group[~clipped], minlength=n_groups)]).double()

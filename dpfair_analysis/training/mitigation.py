@@ -54,7 +54,7 @@ from torch.func import functional_call, grad, vmap
 
 from dpfair_analysis.data.dataset import GroupedDataset
 from dpfair_analysis.fairness.metrics import boundary_proxy_of_logits
-from dpfair_analysis.gradients import Grads, clip_factors, flatten, per_sample_gradients
+from dpfair_analysis.gradients import Grads, clip_rows, flatten, per_sample_gradients
 from dpfair_analysis.validation import check_nonnegative, check_positive
 
 
@@ -163,13 +163,15 @@ class FairnessLensMitigation:
         block = torch.zeros(n_groups, 2 * size + 2, dtype=torch.float64)
         if len(group):
             G = flatten(per_sample_gradients(model, X, y, params=params)).to(torch.float64)
-            clipped = G * clip_factors(G.norm(dim=1), C).unsqueeze(1)
-            bias = G - clipped
-            bias = bias * clip_factors(bias.norm(dim=1), C).unsqueeze(1)
+            clipped = clip_rows(G, C)
+            bias = clip_rows(G - clipped, C)
             with torch.no_grad():
                 phi = boundary_proxy_of_logits(functional_call(model, params, (X,))).to(torch.float64)
             rows = torch.cat([clipped, bias, phi.unsqueeze(1), torch.ones(len(group), 1, dtype=torch.float64)], 1)
-            block.index_add_(0, group, rows)
+            # a record whose gradient or phi is not finite adds nothing (not even its count): its NaN would mark its
+            # group's row of the released block
+            finite = torch.isfinite(G.norm(dim=1)) & torch.isfinite(phi)
+            block.index_add_(0, group, torch.where(finite.unsqueeze(1), rows, 0.0))
         noise_std = self.stats_noise_multiplier * statistics_sensitivity(C)
         block += noise_std * torch.randn(block.shape, generator=generator, dtype=torch.float64)
         beta = self.smoothing

@@ -46,3 +46,14 @@ def test_tiny_fld_run_prints_epochs_and_a_final_line(cli):
     lines = out.strip().splitlines()
     assert len(lines) == 4 and lines[0].startswith("epoch   0") and "ε" not in lines[1]
     assert lines[-1].startswith("fld dp on compas: test accuracy")
+
+
+def test_a_private_run_says_its_train_columns_are_not_covered_by_epsilon(cli):
+    """PF-LD's per-epoch train accuracy and violation are exact statistics of the private data (flipping one
+    person's group moves the epoch-0 violation deterministically): the printed table says they are outside ε."""
+    code, out, err = cli("train", "--data", "compas", "--method", "pfld", "--epochs", "1", "--batch-size", "512",
+                         "--hidden", "8,8")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    first_epoch = next(i for i, line in enumerate(lines) if line.startswith("epoch   0"))
+    assert "not covered by ε" in lines[first_epoch - 1] and "ε=" in lines[first_epoch]

@@ -306,3 +306,13 @@ def test_run_is_accounted_with_the_joint_multiplier_and_runs_reset():
     assert runs[0].steps[["C[0]", "C[1]"]].equals(runs[1].steps[["C[0]", "C[1]"]])
     assert runs[0].steps["C"].nunique() > 5  # the bounds moved
     assert (runs[0].steps["noise_std"] == 1.1 * runs[0].steps["C"]).all()
+
+
+def test_a_nan_norm_counts_as_clipped_with_the_full_excess():
+    """A sample whose norm is NaN (clip factor 0: left out of the sum) counts as clipped with excess R: finite
+    statistics, each record's share within the stated sensitivity; a NaN here would have made every later bound
+    NaN, and a NaN bound passed every sample whole."""
+    norms = torch.tensor([0.5, 3.0, math.nan], dtype=torch.float64)
+    counts, excess = fairdp_statistics(norms, torch.tensor([0, 0, 1]), torch.tensor([1.0, 1.0]), n_groups=2,
+                                       excess_cap=4.0)
+    assert counts.tolist() == [[1.0, 1.0], [1.0, 0.0]] and excess.tolist() == [2.0, 4.0]

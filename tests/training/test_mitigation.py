@@ -148,3 +148,25 @@ def test_bad_settings_name_the_argument(kwargs, name):
 def test_boundary_proxy_extremes():
     logits = torch.tensor([[0.0, 0.0, 0.0], [100.0, 0.0, 0.0]])
     assert torch.allclose(boundary_proxy_of_logits(logits), torch.tensor([2 / 3, 0.0]), atol=1e-6)
+
+
+def test_a_record_whose_gradient_is_not_finite_adds_nothing_to_the_statistics():
+    """Its clipped gradient, bias, phi and count are all left out (zero noise here): the released block equals the
+    block without it; before, its group's row became NaN, so the released statistics named its group."""
+    d = 10
+    X = torch.randn(12, d, generator=torch.Generator().manual_seed(0))
+    X[-1] = torch.randn(d, generator=torch.Generator().manual_seed(5)).sign() * 3e38
+    data = GroupedDataset(X, torch.arange(12) % 2, torch.arange(12) % 2, group_names=("a", "b"),
+                          label_names=("0", "1"))
+    model = build_model("mlp", input_shape=(d,), n_classes=2, seed=0)
+    G = flatten(per_sample_gradients(model, X[-1:], data.y[-1:]))
+    assert not torch.isfinite(G).all()  # the record this test is about
+    blocks = []
+    for rows in (torch.arange(12), torch.arange(11)):
+        objective = FairnessLensMitigation(1.0, 1.0, 0.5, stats_noise_multiplier=1e-300, smoothing=0.0)
+        objective.prepare(data, generator=torch.Generator().manual_seed(0))
+        objective.release(model, X[rows], data.y[rows], data.group[rows], params=parameters_of(model),
+                          bounds=torch.full((len(rows),), 0.5), expected_batch_size=12, generator=torch.Generator())
+        blocks.append(objective.statistics)
+    assert torch.isfinite(blocks[0]).all()
+    torch.testing.assert_close(blocks[0], blocks[1], rtol=1e-9, atol=1e-200)

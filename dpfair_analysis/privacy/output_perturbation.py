@@ -356,6 +356,12 @@ def output_perturbation(model: LogisticRegression, data: GroupedDataset, *, epsi
     theta* + N(0, s^2 I), s = :func:`gaussian_sigma` (epsilon, delta, Delta). Each draw
     alone is (epsilon, delta)-DP; releasing several composes (use one for a real release,
     many to estimate the expected excess risk of Thm 1).
+
+    The two refusals (a row with ||x_i|| > ``bound``, a solver short of ``gtol``) depend on the data: the guarantee
+    is for data sets on which neither happens, and a refusal is itself an output that says something about the
+    data. For a release, scale the features to ``bound`` by a rule that does not look at the other rows (e.g.
+    clip each row's norm) and choose ``l2`` and ``gtol`` so that the solver converges on every data set of the
+    domain, rather than retrying after a refusal.
     """
     gaussian_sigma(epsilon, delta, 1.0, calibration=calibration)  # refuse bad privacy parameters before any work
     gtol = check_positive(gtol, "gtol")

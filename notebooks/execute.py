@@ -225,11 +225,20 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from dpfair_analysis.io import write_atomically
 
+    from dpfair_analysis.io import output_target
+
     figs = REPO / "paper_figs" if args.in_place else out / "paper_figs"
     figs.mkdir(parents=True, exist_ok=True)
+    destinations = {source: source.with_suffix(".ipynb") if args.in_place else out / f"{source.stem}.ipynb"
+                    for source in paths}
+    for destination in destinations.values():  # before hours of execution: each takes a regular file
+        try:
+            output_target(destination)
+        except ValueError as error:
+            parser.error(str(error))
     status = 0
     for source in paths:
-        destination = source.with_suffix(".ipynb") if args.in_place else out / f"{source.stem}.ipynb"
+        destination = destinations[source]
         start = time.perf_counter()
         try:
             notebook = execute(source, profile=args.profile, figs=figs, timeout=args.timeout)
@@ -241,10 +250,26 @@ def main(argv: list[str] | None = None) -> int:
         destination.parent.mkdir(parents=True, exist_ok=True)
         # jupytext's ipynb writer: outputs kept, the text-only metadata of the source dropped
         text = jupytext.writes(notebook, fmt="ipynb")
-        write_atomically(destination, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
+        try:
+            write_atomically(destination, lambda tmp, text=text: tmp.write_text(text, encoding="utf-8"))
+        except (OSError, ValueError) as error:  # a late failure keeps this notebook and runs the next ones
+            destination = kept_elsewhere(source.stem, text)
+            print(f"could not write {source.stem}.ipynb ({error}); kept at {destination}", file=sys.stderr)
+            status = 2
         print(f"executed {source.stem} ({args.profile}) in {format_duration(time.perf_counter() - start)} -> "
               f"{destination.relative_to(REPO) if destination.is_relative_to(REPO) else destination}", flush=True)
     return status
+
+
+def kept_elsewhere(stem: str, text: str) -> Path:
+    """An executed notebook that could not be written where asked, written to a new file in the temporary
+    directory instead (hours of execution are not lost to a full disk or a planted FIFO)."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix=f"{stem}-executed-", suffix=".ipynb")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return Path(name)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import datetime
 import importlib.util
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -154,6 +155,40 @@ def test_execute_names_an_unknown_notebook(capsys):
         execute.main(["no_such_notebook", "--estimate"])
     assert exit_.value.code == 2
     assert "no_such_notebook" in capsys.readouterr().err
+
+
+def test_execute_refuses_an_output_it_cannot_write_before_executing(tmp_path, capsys, monkeypatch):
+    """A directory (or FIFO) where an executed notebook goes is refused before any notebook runs, in one line."""
+    (tmp_path / "quickstart.ipynb").mkdir()
+    monkeypatch.setattr(execute, "execute", lambda *a, **k: pytest.fail("executed before the check"))
+    with pytest.raises(SystemExit) as exit_:
+        execute.main(["quickstart", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "quickstart.ipynb" in err[0] and "directory" in err[0]
+
+
+def test_execute_keeps_a_notebook_it_cannot_write_and_runs_the_next_ones(tmp_path, capsys, monkeypatch):
+    """A write that fails after execution (a full disk, a FIFO planted meanwhile) keeps that notebook in the
+    temporary directory and goes on with the next: before, the first failure lost it and every one after it."""
+    from dpfair_analysis import io as dpfair_io
+
+    ran = []
+    monkeypatch.setattr(execute, "execute", lambda source, **k: ran.append(source.stem) or nbformat.v4.new_notebook())
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))
+    real = dpfair_io.write_atomically
+
+    def full_for_quickstart(path, write, **kwargs):
+        if Path(path).name == "quickstart.ipynb":
+            raise OSError(28, "No space left on device")
+        return real(path, write, **kwargs)
+
+    monkeypatch.setattr(dpfair_io, "write_atomically", full_for_quickstart)
+    assert execute.main(["quickstart", "diagnose", "--out", str(tmp_path / "out")]) == 2
+    assert ran == ["quickstart", "diagnose"] and (tmp_path / "out" / "diagnose.ipynb").exists()
+    assert len(list((tmp_path / "elsewhere").glob("quickstart-executed-*.ipynb"))) == 1
+    assert "No space left" in capsys.readouterr().err
 
 
 def test_execute_prints_an_estimate_for_every_notebook_and_profile(capsys):

@@ -141,6 +141,24 @@ def check_distinct_outputs(args: argparse.Namespace, flags: dict[str, str]) -> N
         seen[target] = flag
 
 
+def check_files_in(flag: str, directory: Path, names: tuple[str, ...], *, others: dict[str, Path | None]) -> None:
+    """Before the work: each file a command will write in ``directory`` (``names``) takes a regular file (a FIFO,
+    a directory or a device planted there is refused, as :func:`output_path` refuses one), and no other output
+    flag (``others``: {flag: path}) names one of them (it would be overwritten)."""
+    from dpfair_analysis.io import output_target
+
+    inside = {}
+    for name in names:
+        try:  # a directory still to be made holds nothing yet
+            inside[(output_target(directory / name) if directory.is_dir() else directory / name).resolve()] = name
+        except ValueError as error:
+            raise UsageError(f"{flag}: {error}") from None
+    for other, path in others.items():
+        if path is not None and output_target(path).resolve() in inside:
+            raise UsageError(f"{other} {str(path)!r} is a file {flag} writes ({inside[output_target(path).resolve()]}); "
+                             "give it another name")
+
+
 def show_progress(args: argparse.Namespace) -> bool:
     """Progress bars only for a person watching: not with ``--quiet`` or ``--json``, and not when stderr is not
     a terminal (a log file would get one line per update)."""
@@ -315,6 +333,27 @@ def writable_file(text: str) -> Path:
     return path
 
 
+#: The file formats matplotlib's savefig writes (by suffix; tests check this list against matplotlib's own)
+FIGURE_FORMATS = ("avif", "eps", "gif", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba", "svg", "svgz",
+                  "tif", "tiff", "webp")
+
+
+def figure_file(text: str) -> Path:
+    """A :func:`writable_file` whose suffix names a figure format matplotlib writes (:data:`FIGURE_FORMATS`):
+    checked before the work, so a run is not lost to ``--plot fig.jpgg``."""
+    suffix = Path(text).suffix.lstrip(".").lower()
+    if suffix not in FIGURE_FORMATS:
+        raise argparse.ArgumentTypeError(f"{text!r} does not end in a figure format ({', '.join(FIGURE_FORMATS)})")
+    return writable_file(text)
+
+
+def png_file(text: str) -> Path:
+    """A :func:`writable_file` ending in ``.png`` (a command that renders PNG bytes)."""
+    if Path(text).suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"{text!r} must end in .png (the figure is written as PNG)")
+    return writable_file(text)
+
+
 def writable_directory(text: str) -> Path:
     """An output directory: an existing directory, or a new one whose parent exists; it takes a new file and has
     :data:`MIN_FREE_DIRECTORY` free."""
@@ -355,11 +394,17 @@ def _size(count: int) -> str:
     raise AssertionError("unreachable")
 
 
+def _reason(error: Exception) -> str:
+    """An output error in a few words: the system's message of an OSError, else the error's text."""
+    return (error.strerror if isinstance(error, OSError) else None) or str(error)
+
+
 class Outputs:
     """The files a command writes once its work is done (``--out``, ``--report``, ``--plot``, ``--plots``).
 
     Each is written atomically (:func:`~dpfair_analysis.io.write_atomically`). An ``OSError`` while writing one
-    (the disk filled during the work, a quota, the directory removed or made read-only) loses nothing: the output
+    (the disk filled during the work, a quota, the directory removed or made read-only) or a ``ValueError`` (a
+    FIFO, a directory or another user's link planted at the path after it was checked) loses nothing: the output
     is written to a new file (or directory) of its own in the temporary directory instead, the command goes on to
     print its result, and :meth:`finish` -- called last -- ends it with one line naming the flag, the error and
     where the result is kept, status 2."""
@@ -378,8 +423,8 @@ class Outputs:
 
         try:
             return write_atomically(path, write)
-        except OSError as error:
-            problem = f"{flag}: could not write {str(path)!r} ({error.strerror or error})"
+        except (OSError, ValueError) as error:
+            problem = f"{flag}: could not write {str(path)!r} ({_reason(error)})"
         self.failed.add(flag)
         name = Path(path).name
         fallback = None
@@ -389,10 +434,10 @@ class Outputs:
             write_atomically(fallback, write)
             self.failures.append(f"{problem}; the {what} is kept at {fallback} instead")
             return Path(fallback)
-        except OSError as error:
+        except (OSError, ValueError) as error:
             if fallback is not None:
                 Path(fallback).unlink(missing_ok=True)
-            self.failures.append(f"{problem}, nor in {tempfile.gettempdir()} ({error.strerror or error})")
+            self.failures.append(f"{problem}, nor in {tempfile.gettempdir()} ({_reason(error)})")
             return None
 
     def directory(self, flag: str, path: Path, save: Callable[[Path], list[Path]], *, what: str) -> list[Path]:
@@ -403,8 +448,8 @@ class Outputs:
 
         try:
             return save(path)
-        except OSError as error:
-            problem = f"{flag}: could not write in {str(path)!r} ({error.strerror or error})"
+        except (OSError, ValueError) as error:
+            problem = f"{flag}: could not write in {str(path)!r} ({_reason(error)})"
         self.failed.add(flag)
         fallback = None
         try:
@@ -412,10 +457,10 @@ class Outputs:
             written = save(Path(fallback))
             self.failures.append(f"{problem}; the {what} are kept in {fallback} instead")
             return written
-        except OSError as error:
+        except (OSError, ValueError) as error:
             if fallback is not None:
                 shutil.rmtree(fallback, ignore_errors=True)
-            self.failures.append(f"{problem}, nor in {tempfile.gettempdir()} ({error.strerror or error})")
+            self.failures.append(f"{problem}, nor in {tempfile.gettempdir()} ({_reason(error)})")
             return []
 
     def finish(self, *, kept: str | None = None) -> None:

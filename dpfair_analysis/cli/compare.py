@@ -8,8 +8,9 @@ import warnings
 from pathlib import Path
 
 from dpfair_analysis.cli._common import (UsageError, accounting_from_args, add_accounting_flags, add_data_flags,
-                                         add_private_run_flags, add_sweep_flags, backend_from_args, check_workload,
-                                         comma_items, data_from_args, device, estimated_training_seconds, int_in,
+                                         add_private_run_flags, add_sweep_flags, backend_from_args, check_files_in,
+                                         check_workload, comma_items, data_from_args, device,
+                                         estimated_training_seconds, int_in,
                                          Outputs, positive_float, print_json, run_cache_from_args, sampling_caveat,
                                          seed_value, show_progress, train_fractions_from_args, unit_open,
                                          writable_directory, writable_file)
@@ -141,9 +142,12 @@ def run(args: argparse.Namespace) -> None:
     cache = run_cache_from_args(args)
 
     from dpfair_analysis.data.sources import MissingValuesWarning
-    from dpfair_analysis.experiments.compare import CompareConfig, batched_note, format_clip_parts, format_inequality, \
-        format_table, run_compare, save_compare_figures
+    from dpfair_analysis.experiments.compare import COMPARE_FIGURE_FILES, CompareConfig, batched_note, \
+        format_clip_parts, format_inequality, format_table, run_compare, save_compare_figures
     from dpfair_analysis.training.loop import TrainConfig
+
+    if args.plots is not None:  # before the work: a file planted in the directory, or --out among its files
+        check_files_in("--plots", args.plots, COMPARE_FIGURE_FILES, others={"--out": args.out})
 
     try:
         config = CompareConfig(

@@ -19,6 +19,7 @@ from dpfair_analysis.cli._common import (
     data_from_args,
     int_in,
     nonnegative_float,
+    png_file,
     positive_float,
     positive_float_upto,
     print_json,
@@ -93,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--report", type=writable_file, default=None, metavar="FILE.html",
                    help="write a self-contained HTML report (table, figure, explanation)")
-    p.add_argument("--plot", type=writable_file, default=None, metavar="FILE.png", help="write the figure")
+    p.add_argument("--plot", type=png_file, default=None, metavar="FILE.png", help="write the figure")
     p.set_defaults(handler=run)
 
 

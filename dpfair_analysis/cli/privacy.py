@@ -49,7 +49,8 @@ GROUP_METHODS = ("dpsgd", "dpsgdf", "fairdp")
 
 def register_groups(psub: argparse._SubParsersAction) -> None:
     """``dpfair privacy groups``: each group's per-record ε_i beside its accuracy cost."""
-    from dpfair_analysis.cli._common import add_data_flags, add_private_run_flags, int_in, seed_value, writable_file
+    from dpfair_analysis.cli._common import add_data_flags, add_private_run_flags, figure_file, int_in, seed_value, \
+        writable_file
     from dpfair_analysis.cli.compare import add_method_flags
 
     g = psub.add_parser("groups", help="who gets less privacy: each group's per-record ε_i beside its accuracy cost",
@@ -81,7 +82,7 @@ def register_groups(psub: argparse._SubParsersAction) -> None:
                    help="sensitivity grid points K (default 128; each ε_i is rounded up by at most about one "
                         "grid step per step)")
     g.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    g.add_argument("--plot", type=writable_file, default=None, metavar="FILE.png",
+    g.add_argument("--plot", type=figure_file, default=None, metavar="FILE.png",
                    help="write the figure (per-group ε_i beside per-group accuracy cost; its CSV beside it)")
     g.add_argument("--out", type=writable_file, default=None, metavar="FILE.csv", help="write the per-group table")
     g.add_argument("--quiet", action="store_true", help="no progress bars")

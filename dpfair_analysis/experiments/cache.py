@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from dpfair_analysis.experiments import cache_format
-from dpfair_analysis.io import KEY_OMITS_DEFAULT, directory_lock, write_atomically  # noqa: F401  (re-exported)
+from dpfair_analysis.io import KEY_OMITS_DEFAULT, directory_lock, read_regular, write_atomically  # noqa: F401  (re-exported)
 
 PACKAGE = Path(__file__).resolve().parents[1]
 #: Package parts whose code determines a result (the CLI, plotting and verification do not).
@@ -73,6 +73,8 @@ KEY_FORMAT = 2
 SUFFIX = ".npz"
 #: Seconds a process waits for another's claim on a run before computing it itself (``$DPFAIR_CACHE_CLAIM_TIMEOUT``).
 CLAIM_TIMEOUT = 12 * 3600.0
+#: Seconds of waiting on a claim after which the wait is said (once)
+CLAIM_NOTICE = 10.0
 
 
 class CacheWarning(UserWarning):
@@ -305,6 +307,13 @@ class RunCache:
                                          "are not claimed (two processes may compute the same run)")
             yield True
             return
+        info = os.fstat(fd)
+        if (hasattr(os, "getuid") and info.st_uid != os.getuid()) or info.st_mode & 0o022:
+            os.close(fd)  # another user's claim file, or one others can lock: it could hold this run for 12 h
+            self._warn_once("claim", f"run cache claim {claims / key} not honoured: it belongs to another user or "
+                                     "others can write it; runs are computed without claims")
+            yield True
+            return
         with os.fdopen(fd, "r+b") as handle:
             held = self._lock(fcntl, handle, wait=wait, where=claims / key)
             if held is None:
@@ -320,7 +329,8 @@ class RunCache:
         """Take the ``flock``: ``True`` held, ``False`` held by another (``wait=False``), ``None`` no lock
         (locking unsupported, or the wait timed out: the caller computes)."""
         timeout = float(os.environ.get("DPFAIR_CACHE_CLAIM_TIMEOUT", CLAIM_TIMEOUT))
-        deadline, pause = time.monotonic() + timeout, 0.05
+        start = time.monotonic()
+        deadline, pause, said = start + timeout, 0.05, False
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -334,6 +344,11 @@ class RunCache:
                 warnings.warn(f"waited {timeout:g} s for another process's claim {where} "
                               "($DPFAIR_CACHE_CLAIM_TIMEOUT); computing the run here", CacheWarning, stacklevel=5)
                 return None
+            if not said and time.monotonic() - start >= CLAIM_NOTICE:
+                said = True  # a silent wait reads as a hang
+                warnings.warn(f"waiting for another process computing this run (claim {where}); it is served "
+                              f"when that one stores it, or computed here after {timeout:g} s "
+                              "($DPFAIR_CACHE_CLAIM_TIMEOUT)", CacheWarning, stacklevel=5)
             time.sleep(pause)
             pause = min(2 * pause, 2.0)
 
@@ -502,8 +517,8 @@ class RunRecords:
         stamp = (stat.st_mtime_ns, stat.st_size)
         if self._read is not None and self._read[0] == stamp:
             return self._read[1]
-        try:
-            entries = json.loads(self.path.read_text())["records"]
+        try:  # a FIFO or another user's link at the path is refused, not waited on or followed
+            entries = json.loads(read_regular(self.path).decode())["records"]
         except Exception as error:  # a damaged file is a real loss: refuse to overwrite it silently
             raise ValueError(f"run records file {self.path} is unreadable ({type(error).__name__}: {error}); "
                              "repair or remove it") from None

@@ -608,6 +608,11 @@ def format_inequality(result: CompareResult) -> str:
     return "\n".join(lines)
 
 
+#: The files :func:`save_compare_figures` may write in its directory (each figure with the CSV behind it)
+COMPARE_FIGURE_FILES = tuple(f"{name}.{suffix}" for name in ("accuracy", "loss_grad_norm", "cost", "clip_bounds")
+                             for suffix in ("png", "csv"))
+
+
 def save_compare_figures(result: CompareResult, directory: str | Path, *,
                          focus: list[str] | None = None) -> list[Path]:
     """Per-group curves of a comparison as PNG files (with the CSV behind each) in ``directory``.

@@ -211,7 +211,7 @@ BAD = [
     (["diagnose", "--report", FIFO], "--report"),
     (["diagnose", "--plot", LINK_TO_FIFO], "--plot"),
     (["compare", "--out", FIFO], "--out"),
-    (["diagnose", "--report", "{tmp}/same.html", "--plot", "{tmp}/same.html"], "--report and --plot"),
+    (["diagnose", "--report", "{tmp}/same.png", "--plot", "{tmp}/same.png"], "--report and --plot"),
     (["diagnose", "--model", EXISTING_FILE], "--trust-model-file"),
     (["diagnose", "--model", "logreg", "--trust-model-file"], "--trust-model-file"),
     (["diagnose", "--model", "logreg", "--weights", "{tmp}/missing.pt"], "--weights"),
@@ -610,3 +610,61 @@ def test_audit_data_that_is_not_finite_numbers_is_refused_naming_data(name, cont
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and err.startswith("dpfair: error: --data") and fragment in err, err
     assert "unsafe" not in err and "allow_pickle" not in err and "pickle.load" not in err, err
+
+
+# ----------------------------------------------------------------- outputs planted or clashing, and late refusals
+def test_a_fifo_planted_in_the_plots_directory_is_refused_before_the_work(tmp_path, capsys):
+    """The review's plotsC: a FIFO at plots/cost.png and a directory at loss_grad_norm.csv. Before, the runs were
+    trained and then the command ended with status 2, no table printed and half the figures written."""
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    os.mkfifo(plots / "cost.png")
+    status = main(["compare", "--data", "synthetic", "--epochs", "1", "--methods", "sgd", "--quiet", "--no-cache",
+                   "--plots", str(plots)])
+    out, err = capsys.readouterr()
+    assert status == 2 and err.count("\n") == 1 and "--plots" in err and "FIFO" in err and out == ""
+    assert sorted(p.name for p in plots.iterdir()) == ["cost.png"]
+
+
+def test_an_out_file_among_the_plots_files_is_refused_before_the_work(tmp_path, capsys):
+    """--out DIR/accuracy.csv --plots DIR: the figure's data would have replaced the history without a word."""
+    status = main(["compare", "--data", "synthetic", "--epochs", "1", "--methods", "sgd", "--quiet", "--no-cache",
+                   "--out", str(tmp_path / "accuracy.csv"), "--plots", str(tmp_path)])
+    _, err = capsys.readouterr()
+    assert status == 2 and "--out" in err and "--plots writes (accuracy.csv)" in err
+    assert not (tmp_path / "accuracy.csv").exists()
+
+
+def test_a_figure_format_matplotlib_cannot_write_is_refused_before_the_work(tmp_path, capsys):
+    status = main(["privacy", "groups", "--data", "synthetic", "--epochs", "1", "--plot", str(tmp_path / "f.jpgg")])
+    _, err = capsys.readouterr()
+    assert status == 2 and err.count("\n") == 1 and "--plot" in err and "figure format" in err
+
+
+def test_the_figure_formats_are_the_ones_matplotlib_writes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from dpfair_analysis.cli._common import FIGURE_FORMATS
+
+    assert set(FIGURE_FORMATS) == set(FigureCanvasBase.get_supported_filetypes())
+
+
+def test_a_refusal_that_arrives_after_the_check_keeps_the_result_elsewhere(tmp_path, monkeypatch):
+    """A FIFO planted at --out while the runs train: the write is refused (ValueError), and the output goes to a
+    file of its own in the temporary directory, as for a full disk -- before, the result was lost (status 2, --json
+    printed nothing)."""
+    from dpfair_analysis.cli._common import Outputs, UsageError
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+    target = tmp_path / "h.csv"
+    os.mkfifo(target)
+    outputs = Outputs()
+    kept = outputs.file("--out", target, lambda tmp: tmp.write_text("result"), what="history")
+    assert kept is not None and elsewhere in kept.parents and kept.read_text() == "result"
+    with pytest.raises(UsageError, match="--out: could not write .* FIFO .* the history is kept at"):
+        outputs.finish()

@@ -209,3 +209,24 @@ def test_read_idx_roundtrip_and_errors(tmp_path):
     plain = tmp_path / "plain"
     plain.write_bytes(gzip.decompress(path.read_bytes()))
     np.testing.assert_array_equal(sources.read_idx(plain), images)
+
+
+def test_pip_runs_without_the_working_directory_on_its_path(tmp_path, monkeypatch):
+    """`python -m pip` puts the working directory first on sys.path: a pip/ package planted there (the review's
+    shared /tmp) ran as the user at `dpfair data fetch`. The toolkit runs `python -P -m pip` in pip's own new
+    directory."""
+    import subprocess
+
+    from dpfair_analysis.data import sources
+
+    seen = {}
+
+    def run(cmd, **kwargs):
+        seen.update(cmd=cmd, cwd=kwargs.get("cwd"))
+        return subprocess.CompletedProcess(cmd, 1, "", "no network here")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sources.subprocess, "run", run)
+    with pytest.raises(OSError):
+        sources._download_wheel_once(("no-such-package-for-the-test", "0.0"))
+    assert seen["cmd"][1:4] == ["-P", "-m", "pip"] and seen["cwd"] not in (None, str(tmp_path))

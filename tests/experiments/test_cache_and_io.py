@@ -253,6 +253,82 @@ def test_a_symlink_is_followed_the_link_kept_and_its_target_replaced(tmp_path):
     assert dangling.is_symlink() and (tmp_path / "real" / "new.html").read_text() == "created"
 
 
+OTHER_USER = 65534  # nobody
+needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                                reason="planting another user's link needs root (lchown)")
+
+
+@needs_root
+@pytest.mark.parametrize("where", ["at the path", "at a directory above"])
+def test_another_users_symlink_is_not_followed_and_its_target_is_untouched(tmp_path, where):
+    """In a shared directory another user can plant a link where the toolkit will write (``--out /tmp/x.csv``):
+    following it would replace a file of yours (the review's victim went from 16 bytes to 3,492 of CSV). A link
+    owned by another user, at the path or on the way to it, is refused; yours are followed (test above)."""
+    victim = tmp_path / "home" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("VICTIM ORIGINAL")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    if where == "at the path":
+        planted, path = shared / "hist.csv", shared / "hist.csv"
+        planted.symlink_to(victim)
+    else:
+        planted, path = shared / "plots", shared / "plots" / "victim.txt"
+        planted.symlink_to(victim.parent)
+    os.lchown(planted, OTHER_USER, OTHER_USER)
+    with pytest.raises(ValueError, match="symbolic link owned by another user"):
+        write_atomically(path, lambda tmp: tmp.write_text("overwritten"))
+    assert victim.read_text() == "VICTIM ORIGINAL" and sorted(p.name for p in victim.parent.iterdir()) == ["victim.txt"]
+
+
+@needs_root
+def test_a_file_another_user_planted_does_not_give_the_output_its_mode(tmp_path):
+    """A planted 0o6777 file at the output path: the output is the writer's own file with a new file's mode, not a
+    setuid, world-writable file (the review's result went -rwsrwsrwx)."""
+    planted = tmp_path / "res.csv"
+    planted.write_text("planted")
+    os.chown(planted, OTHER_USER, OTHER_USER)
+    os.chmod(planted, 0o6777)
+    old_mask = os.umask(0o022)
+    try:
+        write_atomically(planted, lambda tmp: tmp.write_text("result"))
+    finally:
+        os.umask(old_mask)
+    info = planted.stat()
+    assert stat.S_IMODE(info.st_mode) == 0o644 and info.st_uid == os.getuid() and planted.read_text() == "result"
+
+
+def test_your_own_files_mode_is_kept_less_its_special_bits(tmp_path):
+    mine = tmp_path / "mine.csv"
+    mine.write_text("old")
+    os.chmod(mine, 0o4750)
+    write_atomically(mine, lambda tmp: tmp.write_text("new"))
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o750
+
+
+def test_swapping_the_temporary_name_for_a_link_while_it_is_written_writes_nothing_through_the_link(tmp_path):
+    """The race the review won at once: between mkstemp and the write, someone who can write the directory
+    replaces the temporary name by a link to a victim file; writing (and chmod-ing) by name then changed the
+    victim (a 0o600 root file became 0o777 with the writer's content). The writer now writes and chmods its own
+    descriptor, and refuses to publish a temporary name that no longer is its file."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("VICTIM")
+    os.chmod(victim, 0o600)
+    out = tmp_path / "dir"
+    out.mkdir()
+
+    def swap_then_write(tmp):
+        (name,) = [p for p in out.iterdir() if p.name.startswith(".accuracy.png.")]
+        name.unlink()
+        name.symlink_to(victim)  # the attacker's swap
+        tmp.write_bytes(b"PNG")
+
+    with pytest.raises(ValueError, match="was replaced by someone else"):
+        write_atomically(out / "accuracy.png", swap_then_write, mode=0o777)
+    assert victim.read_text() == "VICTIM" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    assert not (out / "accuracy.png").exists()
+
+
 def test_a_symlink_to_a_fifo_is_refused_like_the_fifo(tmp_path):
     os.mkfifo(tmp_path / "pipe")
     (tmp_path / "link").symlink_to(tmp_path / "pipe")
@@ -502,3 +578,59 @@ def test_two_recorders_putting_into_one_records_file_keep_each_others_entries(tm
         assert kept == 2 * count
     else:
         assert kept < 2 * count, "no entry was lost without the lock: this run did not exercise the race"
+
+
+def test_a_claim_file_others_can_lock_is_not_waited_on(tmp_path):
+    """The review held a world-writable .claims/<key> (keys follow from the configuration and the public code) with
+    flock, and a 3-second command waited silently for its 12-hour timeout. A claim file another user owns or can
+    write is not honoured: the run is computed at once, said once."""
+    import fcntl
+
+    cache = RunCache(tmp_path)
+    claims = tmp_path / ".claims"
+    claims.mkdir()
+    planted = claims / "k"
+    planted.write_bytes(b"")
+    planted.chmod(0o666)
+    with open(planted, "r+b") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)  # the other process's hold
+        with pytest.warns(CacheWarning, match="not honoured"):
+            with cache.claim("k", wait=True) as held:
+                assert held
+
+
+def test_a_wait_on_anothers_claim_is_said_after_a_few_seconds(tmp_path, monkeypatch):
+    import fcntl
+
+    monkeypatch.setattr(cache_module, "CLAIM_NOTICE", 0.05)
+    monkeypatch.setenv("DPFAIR_CACHE_CLAIM_TIMEOUT", "0.3")
+    cache = RunCache(tmp_path)
+    with cache.claim("k", wait=True):
+        pass  # the claim file exists now, private
+    with open(tmp_path / ".claims" / "k", "r+b") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        with pytest.warns(CacheWarning) as caught:
+            with cache.claim("k", wait=True) as held:
+                assert held
+    said = [str(w.message) for w in caught]
+    assert any("waiting for another process" in m for m in said) and any("waited 0.3 s" in m for m in said)
+
+
+def test_a_fifo_at_the_records_path_is_refused_not_waited_on(tmp_path):
+    """RunRecords read its file with read_text: a FIFO there (dpfair pfld-table --records FIFO) blocked forever."""
+    import threading
+
+    fifo = tmp_path / "runs.json"
+    os.mkfifo(fifo)
+    outcome = []
+
+    def read():
+        try:
+            RunRecords(fifo).get("k")
+        except ValueError as error:
+            outcome.append(str(error))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive() and outcome and "FIFO" in outcome[0]

@@ -4,7 +4,8 @@ The interface contract: a mechanism is a plain function ``fn(data, rng)`` -- ``r
 :class:`numpy.random.Generator` the kit seeds -- returning a number or a numpy array;
 ``data`` is a numpy array with records along axis 0 (under ``queries`` the 1-d vector of
 query answers; under ``attribute-change`` the per-record sensitive attribute, or a dict of
-equal-length arrays with a ``group`` entry). Torch code is wrapped by
+equal-length arrays with a ``group`` entry), read-only: every call gets a read-only view (a fresh dict of them),
+so no call can change the data the next one sees (a write is refused by name). Torch code is wrapped by
 :mod:`dpfair_analysis.testing.torch`.
 
 What the kit holds:

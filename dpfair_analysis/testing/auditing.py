@@ -79,7 +79,7 @@ from dpfair_analysis.testing.relations import (
     as_dataset,
     make_relation,
 )
-from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, Runner, describe_data
+from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, Runner, describe_data, read_only
 from dpfair_analysis.testing.families import statistic_family
 from dpfair_analysis.testing.scores import Fitted, Skipped, Statistic, check_kinds
 from dpfair_analysis.testing.sensitivity import seed_only
@@ -336,7 +336,9 @@ def _draw_pairs(strategy: Any, count: int, seed: int) -> list[tuple[Any, Any]]:
 
 
 def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, seed: int) -> list[tuple[Any, Any]]:
-    """The pairs an audit searches, validated against the relation.
+    """The pairs an audit searches, validated against the relation, each data set as a read-only view
+    (:func:`~dpfair_analysis.testing.runner.read_only`: neither the mechanism nor a statistic can change the pair
+    that is audited and reported as the witness).
 
     Parameters
     ----------
@@ -373,7 +375,7 @@ def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, se
             relation.check(a, b)
         except NotNeighbours as error:
             raise ValueError(f"pair {k} is not a neighbouring pair under {relation.describe()}: {error}") from None
-        checked.append((a, b))
+        checked.append((read_only(a), read_only(b)))  # what is audited is what the witness shows
     return checked
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from dpfair_analysis.testing.relations import Change, Relation, as_dataset, make_relation
-from dpfair_analysis.testing.runner import describe_data
+from dpfair_analysis.testing.runner import describe_data, read_only, writes_to_input
 
 
 class SensitivityViolation(AssertionError):
@@ -208,9 +208,15 @@ def distance(a: Any, b: Any, norm: Any) -> float:
 
 
 def _release(fn: Callable[[Any], Any], data: Any, name: str) -> np.ndarray:
+    """``fn`` on read-only ``data`` (:func:`~dpfair_analysis.testing.runner.read_only`: a fresh dict of read-only
+    views for a dict data set), so that no call changes the pair the next call and the report see."""
     try:
-        out = np.asarray(fn(data), dtype=np.float64)
+        out = np.asarray(fn(read_only(data)), dtype=np.float64)
     except Exception as error:
+        if writes_to_input(error):
+            raise ValueError(f"release_fn writes to its input data ({type(error).__name__}: {error}) on {name} "
+                             f"{describe_data(data)}: it gets the data set read-only, so that every call sees the "
+                             f"pair the check reports; work on a copy (data = data.copy())") from error
         raise ValueError(f"release_fn raised {type(error).__name__}: {error} on {name} {describe_data(data)}") \
             from error
     if not np.isfinite(out).all():
@@ -300,7 +306,7 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
 
     def ratio(pair: tuple[Any, Any]) -> float | None:
         a, b = pair
-        claimed = fixed(a, b)
+        claimed = fixed(read_only(a), read_only(b))
         if claimed is None or not math.isfinite(claimed):
             return None
         observed = distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order)
@@ -312,7 +318,7 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
     found, _, tried = find_violation(_pair_strategy(relation, data), ratio, examples=examples, tol=tol, seed=seed)
     if found is not None:
         a, b = found
-        claimed = float(fixed(a, b))
+        claimed = float(fixed(read_only(a), read_only(b)))
         observed = distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order)
         change = relation.check(a, b)
         raise SensitivityViolation(

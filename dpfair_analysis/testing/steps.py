@@ -52,7 +52,7 @@ from dpfair_analysis.testing.auditing import AuditResult, audit
 from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, check_delta_or_zero
 from dpfair_analysis.testing.one_run import guess_grid, one_run_bounds
 from dpfair_analysis.testing.relations import as_dataset, insert_row, make_relation, n_rows, replace_row
-from dpfair_analysis.testing.runner import Runner
+from dpfair_analysis.testing.runner import Runner, read_only
 from dpfair_analysis.validation import check_fraction, check_seed
 
 SAMPLINGS = ("poisson", "shuffle", "fixed-size")
@@ -382,7 +382,7 @@ def _one_run(train_fn: Callable[..., Any], *, data: Any, canaries: Sequence[Any]
         training = insert_row(training, n_rows(training), canaries[i])
     runner = Runner(train_fn, name=getattr(train_fn, "__qualname__", "train_fn"), time_budget=time_budget)
     trajectory = runner.sample(training, 1, rng.integers(2 ** 63))[0]
-    scores = np.array([canary_score(trajectory, i) for i in range(m)], dtype=np.float64)
+    scores = np.array([canary_score(read_only(trajectory), i) for i in range(m)], dtype=np.float64)
     bound = one_run_bounds(scores, included, delta=delta, confidence=confidence)
     power = {"largest_certifiable_epsilon": bound.largest_certifiable_epsilon,
              "can_refute_claim": bool(bound.largest_certifiable_epsilon > epsilon)}

@@ -9,7 +9,9 @@ interface; much faster for vectorised mechanisms).
 What is refused, with an error naming the problem (:class:`MechanismError`):
 
 * the mechanism raises (the exception is chained, and the call and data are named);
-* it returns NaN or infinity, something that is not numeric, or outputs of varying shape;
+* it returns NaN or infinity, something that is not numeric, a complex number (an array or a number with any
+  complex entry: numpy would keep its real part only, and the audit would test less than is released), or
+  outputs of varying shape;
 * it writes to its input data: every call gets the data set read-only (:func:`read_only`: a read-only view of a
   numpy array, a fresh dict of read-only views for a dict data set, a fresh copy of anything else mutable), so
   every call sees the data set the audit reports as its witness, unchanged by the calls before it; a write
@@ -105,6 +107,26 @@ def read_only(data: Any) -> Any:
     if data is None or isinstance(data, (bool, int, float, complex, str, bytes, np.generic)):
         return data
     return copy.deepcopy(data)
+
+
+def is_complex(value: Any) -> bool:
+    """Whether a returned value holds complex numbers: a Python or numpy complex number, an array (numpy, or
+    anything with a complex ``dtype``: torch, pandas) of a complex type, or a list or tuple with such an entry.
+    Cheap for a float or a real array (no conversion).
+
+    Parameters
+    ----------
+    value : any
+        An output of the code under test.
+    """
+    if isinstance(value, (complex, np.complexfloating)):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None:
+        return getattr(dtype, "kind", None) == "c" or getattr(dtype, "is_complex", False) is True
+    if isinstance(value, (list, tuple)):
+        return any(is_complex(v) for v in value)
+    return False
 
 
 def writes_to_input(error: BaseException) -> bool:
@@ -286,6 +308,8 @@ class Runner:
 
     # ------------------------------------------------------------------ one call, checked
     def _convert(self, out: Any, data: Any) -> np.ndarray:
+        if is_complex(out):  # numpy would cast it to its real part (a ComplexWarning): refused instead
+            raise MechanismError(self._complex_text(out, data))
         try:
             array = np.asarray(out, dtype=np.float64)
         except (TypeError, ValueError) as error:
@@ -293,6 +317,12 @@ class Runner:
                                  f"{describe_data(data)}: it must return a number or a numeric numpy array "
                                  f"of fixed shape ({error})") from None
         return array
+
+    def _complex_text(self, out: Any, data: Any) -> str:
+        return (f"mechanism {self.name} returned complex output ({_short(out)} on data {describe_data(data)}): "
+                f"outputs must be real numbers, and the kit does not audit a complex release by its real part "
+                f"alone; release the real and imaginary parts as coordinates of their own "
+                f"(np.concatenate([z.real, z.imag]))")
 
     def _check_output(self, array: np.ndarray, data: Any, expected: tuple[int, ...]) -> None:
         if array.shape != expected:

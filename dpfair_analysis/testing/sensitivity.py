@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from dpfair_analysis.testing.relations import Change, Relation, as_dataset, make_relation
-from dpfair_analysis.testing.runner import describe_data, read_only, writes_to_input
+from dpfair_analysis.testing.runner import describe_data, is_complex, read_only, writes_to_input
 
 
 class SensitivityViolation(AssertionError):
@@ -200,6 +200,9 @@ def distance(a: Any, b: Any, norm: Any) -> float:
     norm : number or str
         The norm.
     """
+    if is_complex(a) or is_complex(b):
+        raise ValueError("distance: the releases are complex; give real coordinates (the real and imaginary parts "
+                         "side by side, np.concatenate([z.real, z.imag]))")
     x, y = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
     if x.shape != y.shape:
         raise ValueError(f"the release has shape {np.shape(a)} on one data set and {np.shape(b)} on its neighbour; "
@@ -209,9 +212,12 @@ def distance(a: Any, b: Any, norm: Any) -> float:
 
 def _release(fn: Callable[[Any], Any], data: Any, name: str) -> np.ndarray:
     """``fn`` on read-only ``data`` (:func:`~dpfair_analysis.testing.runner.read_only`: a fresh dict of read-only
-    views for a dict data set), so that no call changes the pair the next call and the report see."""
+    views for a dict data set), so that no call changes the pair the next call and the report see; a complex or
+    non-finite release is refused (numpy would keep a complex value's real part only: the check would test less
+    than is released)."""
     try:
-        out = np.asarray(fn(read_only(data)), dtype=np.float64)
+        value = fn(read_only(data))
+        out = None if is_complex(value) else np.asarray(value, dtype=np.float64)
     except Exception as error:
         if writes_to_input(error):
             raise ValueError(f"release_fn writes to its input data ({type(error).__name__}: {error}) on {name} "
@@ -219,6 +225,10 @@ def _release(fn: Callable[[Any], Any], data: Any, name: str) -> np.ndarray:
                              f"pair the check reports; work on a copy (data = data.copy())") from error
         raise ValueError(f"release_fn raised {type(error).__name__}: {error} on {name} {describe_data(data)}") \
             from error
+    if out is None:
+        raise ValueError(f"release_fn returned a complex value on {name} {describe_data(data)}: a release must be "
+                         f"real numbers; give the real and imaginary parts as coordinates of their own "
+                         f"(np.concatenate([z.real, z.imag]))")
     if not np.isfinite(out).all():
         raise ValueError(f"release_fn returned a non-finite value on {name} {describe_data(data)}")
     return out

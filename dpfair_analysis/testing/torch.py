@@ -34,6 +34,8 @@ def _to_torch(data: Any, dtype: torch.dtype) -> Any:
 
 def _to_numpy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
+        if value.is_complex():  # kept complex: the runner refuses it (a cast would keep the real part only)
+            return value.detach().cpu().numpy()
         return value.detach().cpu().to(torch.float64).numpy()
     if isinstance(value, (tuple, list)):
         return np.concatenate([np.ravel(_to_numpy(v)) for v in value])

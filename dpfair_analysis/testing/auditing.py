@@ -102,6 +102,11 @@ class InsufficientPower(AssertionError):
         self.result = result
 
 
+class NoPower(InsufficientPower):
+    """The audit could not have refuted the claim (``result.no_power`` says why): a consistent verdict without
+    power, which :func:`assert_private` refuses unless ``allow_no_power=True``."""
+
+
 @dataclass(frozen=True)
 class Budget:
     """How hard an audit tries (runs per side): ``screen`` per candidate pair, ``select`` per pair kept
@@ -275,9 +280,18 @@ class AuditResult:
     def as_dict(self) -> dict[str, Any]:
         return jsonable(asdict(self))
 
+    @property
+    def verdict(self) -> str:
+        """``refuted`` (epsilon_lower above the claim), ``no power`` (consistent, but the audit could not have
+        refuted the claim: ``no_power`` says why) or ``consistent`` -- the three outcomes of an audit, which the
+        command line exits with as 1, 4 and 0."""
+        if not self.consistent:
+            return "refuted"
+        return "no power" if self.no_power else "consistent"
+
     def summary(self) -> dict[str, Any]:
-        """The fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds,
-        power, certifiable_epsilon and no_power.
+        """The fields of the CLI's ``--json``: verdict (:attr:`verdict`), epsilon_lower, confidence, consistent,
+        witness, trials, seconds, power, certifiable_epsilon and no_power.
 
         ``power`` says what a consistent verdict is worth: ``largest_certifiable_epsilon``, the largest lower
         bound the evaluation runs could give (no errors at all: the bound of 0 false positives and 0 false
@@ -287,7 +301,8 @@ class AuditResult:
         ``certifiable_epsilon`` repeats that largest bound and ``no_power`` says why the audit could not have
         shown a violation (None when it could)."""
         full = self.as_dict()
-        out = {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        out = {"verdict": self.verdict}
+        out.update({k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")})
         out["power"] = dict(full["power"], evaluation_trials=full["evaluation_trials"])
         out.update({k: full[k] for k in ("certifiable_epsilon", "no_power")})  # what the audit could show
         return out
@@ -836,10 +851,20 @@ def _shown(data: Any) -> str:
 
 
 def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *,
-                   require_power: bool = False, **options: Any) -> AuditResult:
-    """:func:`audit`, raising :class:`PrivacyViolation` (an AssertionError) when the claim is refuted.
+                   require_power: bool = False, allow_no_power: bool = False, **options: Any) -> AuditResult:
+    """:func:`audit`, raising when the claim is refuted -- and, by default, when the audit could not have refuted
+    it.
 
-    Returns the :class:`AuditResult` when the audit is consistent with the claim.
+    Outcomes (the rule: only an audit that could have failed may pass):
+
+    * refuted (epsilon_lower > the claim): :class:`PrivacyViolation`;
+    * no power (:attr:`AuditResult.no_power` set: the claim is at or above the largest epsilon the evaluation
+      runs can certify, or no test had power): :class:`NoPower` (an :class:`InsufficientPower`), naming the
+      largest certifiable epsilon, why, and how to get power -- unless ``allow_no_power=True`` accepts such a
+      result explicitly, or ``require_power=True`` and the under-noised twin was caught (the twin shows the
+      power);
+    * ``require_power=True`` and the twin not caught: :class:`InsufficientPower`;
+    * else the :class:`AuditResult` is returned.
 
     Parameters
     ----------
@@ -850,10 +875,15 @@ def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float =
     require_power : bool
         Also raise :class:`InsufficientPower` unless the under-noised twin (``twin=``, default
         0.25 when this is True) is caught: a passing audit then means something.
+    allow_no_power : bool
+        Return a consistent result without power instead of raising :class:`NoPower` (its ``no_power`` still
+        says why it proves nothing).
     **options
         Passed to :func:`audit` (``relation`` is required).
     """
     __tracebackhide__ = True  # a failing pytest shows the test's line and this message, not the kit's source
+    if not isinstance(allow_no_power, bool):
+        raise TypeError(f"allow_no_power must be True or False, got {allow_no_power!r}")
     if require_power and options.get("twin") is None:
         options["twin"] = 0.25
     result = audit(mechanism, epsilon, delta, **options)
@@ -871,7 +901,21 @@ def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float =
             f"{result.power.get('twin_epsilon_lower', math.nan):.4g} <= claimed {result.epsilon_claimed:g}; a "
             f"passing audit at this budget proves little (raise the budget or trials, or give pairs/log_density)",
             result)
+    if result.no_power and not allow_no_power and not require_power:
+        raise NoPower(no_power_message(result), result)
     return result
+
+
+def no_power_message(result: AuditResult) -> str:
+    """One line for a result without power: the claim, the largest epsilon its runs could certify, why it has no
+    power, and how to get it (or accept the result explicitly)."""
+    reason = " ".join(str(result.no_power).split())
+    return (f"NO POWER: the audit could not have refuted the claim epsilon = {result.epsilon_claimed:g} "
+            f"(delta = {result.delta:g}, {result.relation}; largest certifiable epsilon "
+            f"{result.certifiable_epsilon:.4g} with {result.evaluation_trials} evaluation runs per side): {reason}. "
+            f"Get power with more runs (trials=, a larger budget), a witness pair (pairs=) or a statistic of your "
+            f"own, or accept a result without power explicitly with allow_no_power=True (in @pytest.mark.dp or "
+            f"the call)")
 
 
 __all__ = [
@@ -882,6 +926,7 @@ __all__ = [
     "AuditResult",
     "Budget",
     "InsufficientPower",
+    "NoPower",
     "PrivacyViolation",
     "assert_private",
     "audit",

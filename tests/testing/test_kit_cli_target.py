@@ -44,8 +44,8 @@ def target(tmp_path):
 def test_json_has_the_fields_and_the_exit_status_follows_the_verdict(target, capsys):
     assert main(["audit", "--target", f"{target}:private", *FAST, "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert set(payload) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds", "power",
-                            "certifiable_epsilon", "no_power"}
+    assert set(payload) == {"verdict", "epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds",
+                            "power", "certifiable_epsilon", "no_power"}
     assert payload["consistent"] is True and payload["epsilon_lower"] <= 1.0
     assert main(["audit", "--target", f"{target}:leaky", *FAST, "--json"]) == 1
     payload = json.loads(capsys.readouterr().out)
@@ -104,8 +104,8 @@ def test_a_target_whose_import_fails_is_named(tmp_path, capsys):
 
 
 def test_an_audit_without_power_says_so_in_text_and_json(target, capsys):
-    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1"]) == 0
+    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1"]) == 4  # no power: status 4
     assert "NO POWER: no test has power" in capsys.readouterr().out
-    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1", "--json"]) == 0
+    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1", "--json"]) == 4
     payload = json.loads(capsys.readouterr().out)
-    assert payload["no_power"] and payload["certifiable_epsilon"] > 0.1
+    assert payload["no_power"] and payload["certifiable_epsilon"] > 0.1 and payload["verdict"] == "no power"

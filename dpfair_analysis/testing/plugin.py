@@ -66,7 +66,8 @@ STATUSES = {"consistent": (0, "consistent"), "passed": (0, "consistent"), "refut
             "broken": (2, "bad input or broken mechanism"), "internal": (3, "internal error"),
             "no power": (4, "NO POWER"), "NoPower": (4, "NO POWER"),
             "InsufficientPower": (4, "NO POWER (the under-noised twin was not caught)"),
-            "no power allowed": (4, "NO POWER (accepted: allow_no_power=True)")}
+            "no power allowed": (4, "NO POWER (accepted: allow_no_power=True)"),
+            "NothingChecked": (4, "NO POWER (no pair checked)")}
 #: The summary's name of each status (the CLI's table).
 STATUS_NAMES = {0: "consistent", 1: "refuted", 2: "bad input or broken mechanism", 3: "internal error",
                 4: "no power"}
@@ -263,7 +264,7 @@ class DPCheck:
         """
         __tracebackhide__ = True
         from dpfair_analysis.testing.auditing import BUDGETS
-        from dpfair_analysis.testing.sensitivity import SensitivityViolation, assert_sensitivity
+        from dpfair_analysis.testing.sensitivity import NothingChecked, SensitivityViolation, assert_sensitivity
 
         examples = BUDGETS[self.budget].sensitivity_examples  # the kit's one budget table
         options = {"seed": self.seed, "examples": examples, **overrides}
@@ -278,8 +279,12 @@ class DPCheck:
                           "relation": str(options["relation"]), "ratio": failure.ratio, "observed": failure.observed,
                           "bound": failure.bound, "change": failure.change.as_dict()})
             raise
+        except NothingChecked as failure:
+            self._record({"check": "assert_sensitivity", "outcome": "NothingChecked",
+                          "relation": str(options["relation"]), "tried": failure.report.tried, "checked": 0})
+            raise
         self._record({"check": "assert_sensitivity", "outcome": "passed", "relation": str(options["relation"]),
-                      "worst": report.sensitivity, "tried": report.tried})
+                      "worst": report.sensitivity, "tried": report.tried, "checked": report.checked})
         return report
 
 
@@ -365,9 +370,13 @@ class _Reporter:
             if r.get("outcome") in ("broken", "internal"):
                 tr.write_line(f"[{status}] {r['test']}: {r.get('check')}: {word}: {r.get('error')}")
             elif r.get("check") == "assert_sensitivity":
-                detail = (f"ratio {float(r['ratio']):.3g} to the bound" if r.get("outcome") != "passed"
-                          else f"worst change {float(r.get('worst', 0)):.4g} within the bound ({r.get('tried')} "
-                               f"pairs)")
+                if r.get("outcome") == "NothingChecked":
+                    detail = f"the bound was infinite or None on all {r.get('tried')} pairs tried"
+                elif r.get("outcome") != "passed":
+                    detail = f"ratio {float(r['ratio']):.3g} to the bound"
+                else:
+                    detail = (f"worst change {float(r.get('worst', 0)):.4g} within the bound ({r.get('checked')} of "
+                              f"{r.get('tried')} pairs checked)")
                 tr.write_line(f"[{status}] {r['test']}: sensitivity under {r.get('relation')}: {word}, {detail}")
             else:
                 power = (f", largest certifiable ε {float(r.get('certifiable_epsilon') or 0):.4g}" if status == 4

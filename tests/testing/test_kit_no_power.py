@@ -136,3 +136,30 @@ def test_the_marker_s_allow_no_power_must_be_a_bool(pytester):
     '''))
     out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
     assert out.ret == 2 and "allow_no_power must be True or False" in out.stdout.str()
+
+
+def test_the_plugin_reports_a_sensitivity_check_that_checked_nothing_as_no_power_and_a_nan_bound_as_bad_input(
+        pytester):
+    """Before: both passed, "[0] ... consistent, worst change 0 within the bound"."""
+    pytester.makepyfile(test_claims=textwrap.dedent('''
+        import math
+        import numpy as np
+        import pytest
+
+        @pytest.mark.dp(relation="add-remove")
+        def test_inf_bound(dp):
+            dp.assert_sensitivity(lambda d: float(np.sum(d)), lambda a, b: math.inf, norm=1,
+                                  data=np.linspace(-10, 10, 8))
+
+        @pytest.mark.dp(relation="add-remove")
+        def test_nan_bound(dp):
+            dp.assert_sensitivity(lambda d: float(np.sum(d)), lambda a, b: float("nan"), norm=1,
+                                  data=np.linspace(-10, 10, 8))
+    '''))
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--dp-budget", "smoke")
+    text = out.stdout.str()
+    out.assert_outcomes(failed=2)
+    lines = [line for line in text.splitlines() if line.startswith("[")]
+    assert any(line.startswith("[4] test_claims.py::test_inf_bound") and "NO POWER (no pair checked)" in line
+               for line in lines)
+    assert any(line.startswith("[2] test_claims.py::test_nan_bound") and "returned nan" in line for line in lines)

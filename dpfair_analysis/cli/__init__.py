@@ -37,7 +37,7 @@ from dpfair_analysis.errors import ArgumentError, TrainingDiverged  # noqa: E402
 #: Library arguments whose bad values show only once data or accounting are at hand (``ArgumentError``),
 #: and the flag that sets each: the one-line message names the flag.
 FLAGS_OF_ARGUMENTS = {"train_group_fraction": "--train-fraction", "target_epsilon": "--epsilon",
-                      "target": "--target", "pair": "--pair", "data": "--data",
+                      "target": "--target", "pair": "--pair", "pairs": "--pair", "data": "--data",
                       "per_group": "--per-group"}
 
 #: The exit statuses, shown in ``dpfair --help``. ``audit`` exits 1 for a refuted claim and 4 for a result without

@@ -271,6 +271,9 @@ def _load_data(text: str):
                     data = np.loadtxt(path, delimiter=",", ndmin=1)
     except (ValueError, IndexError, EOFError, OSError) as error:
         raise UsageError(f"--data: cannot read {text}: {_unreadable(error)}") from None
+    if not isinstance(data, dict) and data.ndim == 0:
+        raise UsageError(f"--data: {text} holds one number (a 0-d array), not records; save the records along axis 0 "
+                         f"(numpy.save(FILE, numpy.array([...])))")
     columns = data if isinstance(data, dict) else {"": data}
     if not columns or any(column.size == 0 for column in columns.values()):
         raise UsageError(f"--data: {text} has no records (the audit needs at least one row of numbers)")

@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.testing._json import jsonable
 from dpfair_analysis.testing.bounds import (
     DEFAULT_CONFIDENCE,
@@ -367,12 +368,22 @@ def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, se
         Most candidates.
     seed : int
         Seeds the random candidates.
+
+    Raises
+    ------
+    ArgumentError
+        (a ValueError) naming ``pairs`` (a pair that is not (D, D'), not a data set or not neighbours; no pair at
+        all) or ``data`` (a base data set that is not one, or that the relation cannot take): bad input, which the
+        command line reports on one line with status 2 (``--pair``, ``--data``).
     """
     from hypothesis.strategies import SearchStrategy
 
     if pairs is None:
-        base = default_data(relation) if data is None else as_dataset(data)
-        found = relation.candidates(base, rng=np.random.default_rng(seed), limit=limit)
+        try:
+            base = default_data(relation) if data is None else as_dataset(data)
+            found = relation.candidates(base, rng=np.random.default_rng(seed), limit=limit)
+        except ValueError as error:  # (NotNeighbours among them) the data does not suit the relation
+            raise ArgumentError("data", _detail(error)) from None
     elif isinstance(pairs, SearchStrategy):
         found = _draw_pairs(pairs, limit, seed)
     elif isinstance(pairs, tuple) and len(pairs) == 2 and not _is_pair(pairs[0]):
@@ -380,18 +391,27 @@ def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, se
     else:
         found = list(pairs)
     if not found:
-        raise ValueError("pairs gave no neighbouring pair to audit")
+        raise ArgumentError("pairs", "gave no neighbouring pair to audit")
     checked = []
     for k, pair in enumerate(found):
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise ValueError(f"pair {k} must be (D, D'), got {describe_data(pair)}")
-        a, b = as_dataset(pair[0], f"pair {k}'s D"), as_dataset(pair[1], f"pair {k}'s D'")
+            raise ArgumentError("pairs", f"pair {k} must be (D, D'), got {describe_data(pair)}")
+        try:
+            a, b = as_dataset(pair[0], f"pair {k}'s D"), as_dataset(pair[1], f"pair {k}'s D'")
+        except ValueError as error:
+            raise ArgumentError("pairs", _detail(error)) from None
         try:
             relation.check(a, b)
         except NotNeighbours as error:
-            raise ValueError(f"pair {k} is not a neighbouring pair under {relation.describe()}: {error}") from None
+            raise ArgumentError("pairs", f"pair {k} is not a neighbouring pair under {relation.describe()}: "
+                                         f"{error}") from None
         checked.append((read_only(a), read_only(b)))  # what is audited is what the witness shows
     return checked
+
+
+def _detail(error: BaseException) -> str:
+    """An error's message without the argument name an :class:`ArgumentError` already carries."""
+    return error.detail if isinstance(error, ArgumentError) else str(error)
 
 
 def _is_pair(value: Any) -> bool:

@@ -317,8 +317,9 @@ def _is_number(text: str) -> bool:
 
 def run_target(args: argparse.Namespace) -> int:
     """Audit FUNCTION of FILE.py against the claim in a child process (:mod:`dpfair_analysis.testing.isolation`:
-    whatever the file does -- exit, print, hang, crash -- the status is decided here); print the result after the
-    child has ended. Exit status: 0 consistent, 1 refuted, 2 bad input or a broken mechanism, 3 internal error,
+    whatever the file does by accident -- exit, print, hang, crash -- the status is decided here, and a result
+    inconsistent with itself is an internal error; deliberate tampering is out of scope); print the result after
+    the child has ended. Exit status: 0 consistent, 1 refuted, 2 bad input or a broken mechanism, 3 internal error,
     4 no power (consistent, but the audit could not have refuted the claim: ``AuditResult.no_power``)."""
     for flag in ("epsilon", "relation"):
         if getattr(args, flag) is None:

@@ -26,7 +26,7 @@ What is refused, with an error naming the problem (:class:`MechanismError`):
   hangs;
 * it ends the process instead of returning: ``sys.exit`` (``SystemExit``) or any other
   ``BaseException`` but ``KeyboardInterrupt`` (left to the caller: it is how Ctrl-C arrives) is
-  a :class:`MechanismError` naming it, so the code under test cannot end its own audit
+  a :class:`MechanismError` naming it, so the code under test cannot end its own audit by accident
   (``os._exit`` and hangs that no signal interrupts need a process of their own: the CLI's
   ``--target`` runs the audit in a child process, :mod:`dpfair_analysis.testing.isolation`);
 * its outputs would not fit in memory: one side of one phase (``n`` runs of ``d`` coordinates,

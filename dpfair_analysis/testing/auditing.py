@@ -45,6 +45,14 @@ Power: :func:`audit` can audit an *under-noised twin* of the mechanism (the same
 with a fraction of the noise; ``twin=0.25`` for a mechanism that takes ``noise_scale``) and
 reports whether the audit catches it; every result reports the largest epsilon its
 evaluation runs could ever certify (a claim above it cannot be refuted at this budget).
+
+What a consistent verdict does not cover: the statistics read the outputs as real numbers, so
+floating-point and implementation artefacts are outside what they test. The textbook floating-point
+Laplace mechanism ``int(np.sum(data)) + rng.laplace(0, 1)`` is consistent with epsilon = 1 at the quick
+and full budgets although its pure-DP epsilon is infinite (Mironov, CCS 2012: which doubles come out
+depends on the count); a statistic of one's own (``statistics=``) that scores whether an output can be
+reached from D' and not from D certifies epsilon >= 8.8 on it. Release through the snapping mechanism or
+discrete noise (geometric, discrete Gaussian) instead.
 """
 
 from __future__ import annotations
@@ -517,6 +525,13 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
           seed: int = 0, batched: bool = False, time_budget: float | None = 600.0, twin: Any = None,
           name: str | None = None, workers: int | None = None) -> AuditResult:
     """Audit an (epsilon, delta)-DP claim of any mechanism: a lower bound on its epsilon, and whether it agrees.
+
+    A result is refuted (epsilon_lower above the claim), consistent, or without power (``no_power`` set: this
+    audit could not have refuted the claim; :attr:`AuditResult.verdict`). A consistent result is evidence
+    about the mechanism as a map to real numbers: its statistics do not test floating-point or other
+    implementation artefacts (the textbook floating-point Laplace mechanism passes although its pure-DP
+    epsilon is infinite, Mironov 2012; see the module docstring), which a statistic of one's own
+    (``statistics=``) can target.
 
     Parameters
     ----------

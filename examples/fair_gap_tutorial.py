@@ -129,7 +129,8 @@ for function in ("private_gap_wrong", "private_gap_fixed"):
     print(out.stdout if out.stdout else out.stderr)
 
 # %% [markdown]
-# Exit status 1 means the claim is refuted; 0 that the audit is consistent with it.
+# Exit status 1 means the claim is refuted; 4 that the audit could not have refuted it (no power); 0 that it is
+# consistent with it.
 #
 # ## Step 5 -- keep it tested
 #

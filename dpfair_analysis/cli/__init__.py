@@ -37,15 +37,16 @@ from dpfair_analysis.errors import ArgumentError, TrainingDiverged  # noqa: E402
 #: Library arguments whose bad values show only once data or accounting are at hand (``ArgumentError``),
 #: and the flag that sets each: the one-line message names the flag.
 FLAGS_OF_ARGUMENTS = {"train_group_fraction": "--train-fraction", "target_epsilon": "--epsilon",
-                      "target": "--target", "pair": "--pair", "data": "--data",
+                      "target": "--target", "pair": "--pair", "pairs": "--pair", "data": "--data",
                       "per_group": "--per-group"}
 
-#: The exit statuses, shown in ``dpfair --help``. ``audit`` exits 1 for a refuted claim; only 0 reads as a pass,
-#: and 2 and 3 are never a verdict (``docs/guide/privacy_testing.md``, "Exit statuses").
+#: The exit statuses, shown in ``dpfair --help``. ``audit`` exits 1 for a refuted claim and 4 for a result without
+#: power; only 0 reads as a pass, and 2, 3 and 4 are never a pass (``docs/guide/privacy_testing.md``, "Exit statuses").
 EXIT_STATUSES = ("exit status: 0 success (audit: consistent with the claim); 1 audit: a claim refuted, or a run "
                  "that failed (a diverged training, an unreachable cluster); 2 bad input, or a mechanism under "
-                 "audit that broke its contract (raised, exited, crashed, returned NaN, ran out of memory or "
-                 "time); 3 internal error; 130 interrupted")
+                 "audit that broke its contract (raised, exited, crashed, returned NaN or complex numbers, wrote "
+                 "to its input data, ran out of memory or time); 3 internal error; 4 audit: no power -- the audit "
+                 "could not have refuted the claim; 130 interrupted")
 
 # One module per command group; each has ``register(subparsers)``. Add new commands here.
 COMMANDS = (compare, diagnose, privacy, data, hessian, excess_risk, train, audit, pfld_table, verify)

@@ -43,10 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                        epilog="exit status: 0 consistent (every shipped mechanism as expected); 1 refuted (or a "
                               "control not caught); 2 bad input or a broken mechanism -- with --target, the file "
                               "or function cannot be used, or the code raised, called sys.exit or os._exit, "
-                              "crashed, returned NaN, ran out of memory or out of --time-budget (its import "
-                              "included); 3 internal error. With --target the audit runs in a process of its own "
-                              "and whatever the code prints goes to stderr, so neither its output nor its exit "
-                              "can be read as the verdict.")
+                              "crashed, returned NaN or complex numbers, wrote to its input data, ran out of "
+                              "memory or out of --time-budget (its import included); 3 internal error; 4 no "
+                              "power: the audit could not have refuted this claim (the claim at or above the "
+                              "largest epsilon the runs can certify, or no test with power: raise --trials or "
+                              "--budget). With --target the audit runs in a process of its own and whatever the "
+                              "code prints goes to stderr, so neither its output nor its exit can be read as the "
+                              "verdict; the code is not sandboxed against deliberate tampering (see the guide).")
     p.add_argument("--mechanism", default=None,
                    help="a registered mechanism (dpsgd, naive, dpsgdf, output-perturbation, ...) or 'all'")
     p.add_argument("--target", default=None, metavar="FILE.py:FUNCTION",
@@ -96,8 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "pfld-primal-shared-batch and each under-noised twin NAME@0.25, "
                         "which must be caught. Exit 1 if a shipped one is inconsistent or a control is not caught")
     p.add_argument("--json", action="store_true",
-                   help="print JSON instead of the table (with --target: epsilon_lower, confidence, consistent, "
-                        "witness, trials, seconds)")
+                   help="print JSON instead of the table (with --target: verdict -- consistent, refuted or no "
+                        "power --, epsilon_lower, confidence, consistent, witness, trials, seconds, power, "
+                        "certifiable_epsilon, no_power)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(handler=run)
 
@@ -139,20 +143,24 @@ def run(args: argparse.Namespace) -> int | None:
         if not MECHANISMS[r.mechanism].as_expected(r):
             _say_unexpected(r.mechanism, control=r.noise_fraction < 1 or MECHANISMS[r.mechanism].control,
                             lower=r.epsilon_lower, claimed=r.epsilon_claimed)
+    powerless = [r for r in results if r.consistent and r.no_power]
+    for r in powerless:
+        print(f"dpfair: audit: {r.mechanism}: NO POWER: {r.no_power}", file=sys.stderr)
+    status = 1 if not as_expected else 4 if powerless else 0
     if args.json:
         print_json({"results": [mechanism_row(r) for r in results]})
-        return 0 if as_expected else 1
+        return status
     print(f"{'mechanism':<22} {'claimed ε':>10} {'audited ε ≥':>12} {'trials':>8}  consistent")
     for r in results:
         print(f"{r.mechanism:<22} {r.epsilon_claimed:>10.3f} {r.epsilon_lower:>12.3f} {r.trials // 2:>8d}  "
-              f"{'yes' if r.consistent else 'NO'}")
+              f"{'NO' if not r.consistent else 'NO POWER' if r.no_power else 'yes'}")
     for r in results:
         if not MECHANISMS[r.mechanism].expected_consistent:
             print(f"{r.mechanism}: audits a published claim that is refuted; NO is the expected answer")
     first = results[0]
     print(f"(δ = {first.delta:g}, one-sided {first.confidence:.0%} Clopper-Pearson bound; noise fraction "
           f"{args.noise_fraction:g}{' — an under-noised twin' if args.noise_fraction < 1 else ''})")
-    return 0 if as_expected else 1
+    return status
 
 
 def _check_mechanism_name(mechanism: str, *, sampled: bool) -> None:
@@ -263,6 +271,9 @@ def _load_data(text: str):
                     data = np.loadtxt(path, delimiter=",", ndmin=1)
     except (ValueError, IndexError, EOFError, OSError) as error:
         raise UsageError(f"--data: cannot read {text}: {_unreadable(error)}") from None
+    if not isinstance(data, dict) and data.ndim == 0:
+        raise UsageError(f"--data: {text} holds one number (a 0-d array), not records; save the records along axis 0 "
+                         f"(numpy.save(FILE, numpy.array([...])))")
     columns = data if isinstance(data, dict) else {"": data}
     if not columns or any(column.size == 0 for column in columns.values()):
         raise UsageError(f"--data: {text} has no records (the audit needs at least one row of numbers)")
@@ -306,8 +317,10 @@ def _is_number(text: str) -> bool:
 
 def run_target(args: argparse.Namespace) -> int:
     """Audit FUNCTION of FILE.py against the claim in a child process (:mod:`dpfair_analysis.testing.isolation`:
-    whatever the file does -- exit, print, hang, crash -- the status is decided here); print the result after the
-    child has ended. Exit status: 0 consistent, 1 refuted, 2 bad input or a broken mechanism, 3 internal error."""
+    whatever the file does by accident -- exit, print, hang, crash -- the status is decided here, and a result
+    inconsistent with itself is an internal error; deliberate tampering is out of scope); print the result after
+    the child has ended. Exit status: 0 consistent, 1 refuted, 2 bad input or a broken mechanism, 3 internal error,
+    4 no power (consistent, but the audit could not have refuted the claim: ``AuditResult.no_power``)."""
     for flag in ("epsilon", "relation"):
         if getattr(args, flag) is None:
             raise UsageError(f"--target needs --{flag}")
@@ -330,11 +343,14 @@ def run_target(args: argparse.Namespace) -> int:
         w = result.witness
         print(f"{args.target}: claimed ε = {result.epsilon_claimed:g}, δ = {result.delta:g} under {result.relation}")
         print(f"audited ε ≥ {result.epsilon_lower:.4f} with confidence {result.confidence:g} -> "
-              f"{'consistent' if result.consistent else 'REFUTED'}")
+              f"{ {'consistent': 'consistent', 'refuted': 'REFUTED', 'no power': 'NO POWER'}[result.verdict]}")
         print(f"witness: pair {w['pair']} ({w['change']}), event {w['event']}; {w['false_positives']} false "
               f"positives and {w['false_negatives']} false negatives in {result.evaluation_trials} runs per side")
         print(f"{result.trials} runs, {result.seconds:.1f} s, {result.candidates} candidate pairs")
         if result.no_power:
             print(f"NO POWER: {result.no_power} (largest certifiable ε with these runs: "
                   f"{result.certifiable_epsilon:.4g})")
-    return 0 if result.consistent else 1
+    if result.verdict == "no power":
+        print(f"dpfair: audit: no power: the audit could not have refuted the claim (largest certifiable ε "
+              f"{result.certifiable_epsilon:.4g}); exit status 4", file=sys.stderr)
+    return {"consistent": 0, "refuted": 1, "no power": 4}[result.verdict]

@@ -4,7 +4,8 @@ The interface contract: a mechanism is a plain function ``fn(data, rng)`` -- ``r
 :class:`numpy.random.Generator` the kit seeds -- returning a number or a numpy array;
 ``data`` is a numpy array with records along axis 0 (under ``queries`` the 1-d vector of
 query answers; under ``attribute-change`` the per-record sensitive attribute, or a dict of
-equal-length arrays with a ``group`` entry). Torch code is wrapped by
+equal-length arrays with a ``group`` entry), read-only: every call gets a read-only view (a fresh dict of them),
+so no call can change the data the next one sees (a write is refused by name). Torch code is wrapped by
 :mod:`dpfair_analysis.testing.torch`.
 
 What the kit holds:
@@ -49,9 +50,11 @@ _EXPORTS = {
     "canary_pairs": "strategies", "datasets": "strategies", "far_point": "strategies",
     "gradient_canary": "strategies", "lone_member": "strategies", "neighbour_of": "strategies",
     "neighbours": "strategies", "pairs": "strategies", "sign_flip": "strategies",
-    "SensitivityReport": "sensitivity", "SensitivityViolation": "sensitivity", "assert_sensitivity": "sensitivity",
+    "NothingChecked": "sensitivity", "SensitivityReport": "sensitivity", "SensitivityViolation": "sensitivity",
+    "assert_sensitivity": "sensitivity",
     "find_sensitivity": "sensitivity", "find_violation": "sensitivity",
     "AuditResult": "auditing", "BUDGETS": "auditing", "Budget": "auditing", "THOROUGH": "auditing", "InsufficientPower": "auditing",
+    "NoPower": "auditing",
     "PrivacyViolation": "auditing", "assert_private": "auditing", "audit": "auditing",
     "AuditSpec": "specs", "MechanismSamples": "specs", "audit_spec": "specs",
     "audit_step": "steps", "claimed_epsilon": "steps", "gaussian_mixture_llr": "steps",
@@ -83,6 +86,8 @@ __all__ = [
     "THOROUGH",
     "Change",
     "InsufficientPower",
+    "NoPower",
+    "NothingChecked",
     "MechanismSamples",
     "MechanismError",
     "NotNeighbours",

@@ -45,6 +45,14 @@ Power: :func:`audit` can audit an *under-noised twin* of the mechanism (the same
 with a fraction of the noise; ``twin=0.25`` for a mechanism that takes ``noise_scale``) and
 reports whether the audit catches it; every result reports the largest epsilon its
 evaluation runs could ever certify (a claim above it cannot be refuted at this budget).
+
+What a consistent verdict does not cover: the statistics read the outputs as real numbers, so
+floating-point and implementation artefacts are outside what they test. The textbook floating-point
+Laplace mechanism ``int(np.sum(data)) + rng.laplace(0, 1)`` is consistent with epsilon = 1 at the quick
+and full budgets although its pure-DP epsilon is infinite (Mironov, CCS 2012: which doubles come out
+depends on the count); a statistic of one's own (``statistics=``) that scores whether an output can be
+reached from D' and not from D certifies epsilon >= 8.8 on it. Release through the snapping mechanism or
+discrete noise (geometric, discrete Gaussian) instead.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.testing._json import jsonable
 from dpfair_analysis.testing.bounds import (
     DEFAULT_CONFIDENCE,
@@ -79,7 +88,7 @@ from dpfair_analysis.testing.relations import (
     as_dataset,
     make_relation,
 )
-from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, Runner, describe_data
+from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, Runner, describe_data, read_only
 from dpfair_analysis.testing.families import statistic_family
 from dpfair_analysis.testing.scores import Fitted, Skipped, Statistic, check_kinds
 from dpfair_analysis.testing.sensitivity import seed_only
@@ -100,6 +109,11 @@ class InsufficientPower(AssertionError):
     def __init__(self, message: str, result: AuditResult):
         super().__init__(message)
         self.result = result
+
+
+class NoPower(InsufficientPower):
+    """The audit could not have refuted the claim (``result.no_power`` says why): a consistent verdict without
+    power, which :func:`assert_private` refuses unless ``allow_no_power=True``."""
 
 
 @dataclass(frozen=True)
@@ -275,9 +289,18 @@ class AuditResult:
     def as_dict(self) -> dict[str, Any]:
         return jsonable(asdict(self))
 
+    @property
+    def verdict(self) -> str:
+        """``refuted`` (epsilon_lower above the claim), ``no power`` (consistent, but the audit could not have
+        refuted the claim: ``no_power`` says why) or ``consistent`` -- the three outcomes of an audit, which the
+        command line exits with as 1, 4 and 0."""
+        if not self.consistent:
+            return "refuted"
+        return "no power" if self.no_power else "consistent"
+
     def summary(self) -> dict[str, Any]:
-        """The fields of the CLI's ``--json``: epsilon_lower, confidence, consistent, witness, trials, seconds,
-        power, certifiable_epsilon and no_power.
+        """The fields of the CLI's ``--json``: verdict (:attr:`verdict`), epsilon_lower, confidence, consistent,
+        witness, trials, seconds, power, certifiable_epsilon and no_power.
 
         ``power`` says what a consistent verdict is worth: ``largest_certifiable_epsilon``, the largest lower
         bound the evaluation runs could give (no errors at all: the bound of 0 false positives and 0 false
@@ -287,7 +310,8 @@ class AuditResult:
         ``certifiable_epsilon`` repeats that largest bound and ``no_power`` says why the audit could not have
         shown a violation (None when it could)."""
         full = self.as_dict()
-        out = {k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")}
+        out = {"verdict": self.verdict}
+        out.update({k: full[k] for k in ("epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds")})
         out["power"] = dict(full["power"], evaluation_trials=full["evaluation_trials"])
         out.update({k: full[k] for k in ("certifiable_epsilon", "no_power")})  # what the audit could show
         return out
@@ -336,7 +360,9 @@ def _draw_pairs(strategy: Any, count: int, seed: int) -> list[tuple[Any, Any]]:
 
 
 def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, seed: int) -> list[tuple[Any, Any]]:
-    """The pairs an audit searches, validated against the relation.
+    """The pairs an audit searches, validated against the relation, each data set as a read-only view
+    (:func:`~dpfair_analysis.testing.runner.read_only`: neither the mechanism nor a statistic can change the pair
+    that is audited and reported as the witness).
 
     Parameters
     ----------
@@ -350,12 +376,22 @@ def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, se
         Most candidates.
     seed : int
         Seeds the random candidates.
+
+    Raises
+    ------
+    ArgumentError
+        (a ValueError) naming ``pairs`` (a pair that is not (D, D'), not a data set or not neighbours; no pair at
+        all) or ``data`` (a base data set that is not one, or that the relation cannot take): bad input, which the
+        command line reports on one line with status 2 (``--pair``, ``--data``).
     """
     from hypothesis.strategies import SearchStrategy
 
     if pairs is None:
-        base = default_data(relation) if data is None else as_dataset(data)
-        found = relation.candidates(base, rng=np.random.default_rng(seed), limit=limit)
+        try:
+            base = default_data(relation) if data is None else as_dataset(data)
+            found = relation.candidates(base, rng=np.random.default_rng(seed), limit=limit)
+        except ValueError as error:  # (NotNeighbours among them) the data does not suit the relation
+            raise ArgumentError("data", _detail(error)) from None
     elif isinstance(pairs, SearchStrategy):
         found = _draw_pairs(pairs, limit, seed)
     elif isinstance(pairs, tuple) and len(pairs) == 2 and not _is_pair(pairs[0]):
@@ -363,18 +399,27 @@ def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, se
     else:
         found = list(pairs)
     if not found:
-        raise ValueError("pairs gave no neighbouring pair to audit")
+        raise ArgumentError("pairs", "gave no neighbouring pair to audit")
     checked = []
     for k, pair in enumerate(found):
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise ValueError(f"pair {k} must be (D, D'), got {describe_data(pair)}")
-        a, b = as_dataset(pair[0], f"pair {k}'s D"), as_dataset(pair[1], f"pair {k}'s D'")
+            raise ArgumentError("pairs", f"pair {k} must be (D, D'), got {describe_data(pair)}")
+        try:
+            a, b = as_dataset(pair[0], f"pair {k}'s D"), as_dataset(pair[1], f"pair {k}'s D'")
+        except ValueError as error:
+            raise ArgumentError("pairs", _detail(error)) from None
         try:
             relation.check(a, b)
         except NotNeighbours as error:
-            raise ValueError(f"pair {k} is not a neighbouring pair under {relation.describe()}: {error}") from None
-        checked.append((a, b))
+            raise ArgumentError("pairs", f"pair {k} is not a neighbouring pair under {relation.describe()}: "
+                                         f"{error}") from None
+        checked.append((read_only(a), read_only(b)))  # what is audited is what the witness shows
     return checked
+
+
+def _detail(error: BaseException) -> str:
+    """An error's message without the argument name an :class:`ArgumentError` already carries."""
+    return error.detail if isinstance(error, ArgumentError) else str(error)
 
 
 def _is_pair(value: Any) -> bool:
@@ -480,6 +525,13 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
           seed: int = 0, batched: bool = False, time_budget: float | None = 600.0, twin: Any = None,
           name: str | None = None, workers: int | None = None) -> AuditResult:
     """Audit an (epsilon, delta)-DP claim of any mechanism: a lower bound on its epsilon, and whether it agrees.
+
+    A result is refuted (epsilon_lower above the claim), consistent, or without power (``no_power`` set: this
+    audit could not have refuted the claim; :attr:`AuditResult.verdict`). A consistent result is evidence
+    about the mechanism as a map to real numbers: its statistics do not test floating-point or other
+    implementation artefacts (the textbook floating-point Laplace mechanism passes although its pure-DP
+    epsilon is infinite, Mironov 2012; see the module docstring), which a statistic of one's own
+    (``statistics=``) can target.
 
     Parameters
     ----------
@@ -834,10 +886,20 @@ def _shown(data: Any) -> str:
 
 
 def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *,
-                   require_power: bool = False, **options: Any) -> AuditResult:
-    """:func:`audit`, raising :class:`PrivacyViolation` (an AssertionError) when the claim is refuted.
+                   require_power: bool = False, allow_no_power: bool = False, **options: Any) -> AuditResult:
+    """:func:`audit`, raising when the claim is refuted -- and, by default, when the audit could not have refuted
+    it.
 
-    Returns the :class:`AuditResult` when the audit is consistent with the claim.
+    Outcomes (the rule: only an audit that could have failed may pass):
+
+    * refuted (epsilon_lower > the claim): :class:`PrivacyViolation`;
+    * no power (:attr:`AuditResult.no_power` set: the claim is at or above the largest epsilon the evaluation
+      runs can certify, or no test had power): :class:`NoPower` (an :class:`InsufficientPower`), naming the
+      largest certifiable epsilon, why, and how to get power -- unless ``allow_no_power=True`` accepts such a
+      result explicitly, or ``require_power=True`` and the under-noised twin was caught (the twin shows the
+      power);
+    * ``require_power=True`` and the twin not caught: :class:`InsufficientPower`;
+    * else the :class:`AuditResult` is returned.
 
     Parameters
     ----------
@@ -848,10 +910,15 @@ def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float =
     require_power : bool
         Also raise :class:`InsufficientPower` unless the under-noised twin (``twin=``, default
         0.25 when this is True) is caught: a passing audit then means something.
+    allow_no_power : bool
+        Return a consistent result without power instead of raising :class:`NoPower` (its ``no_power`` still
+        says why it proves nothing).
     **options
         Passed to :func:`audit` (``relation`` is required).
     """
     __tracebackhide__ = True  # a failing pytest shows the test's line and this message, not the kit's source
+    if not isinstance(allow_no_power, bool):
+        raise TypeError(f"allow_no_power must be True or False, got {allow_no_power!r}")
     if require_power and options.get("twin") is None:
         options["twin"] = 0.25
     result = audit(mechanism, epsilon, delta, **options)
@@ -869,7 +936,21 @@ def assert_private(mechanism: Callable[..., Any], epsilon: float, delta: float =
             f"{result.power.get('twin_epsilon_lower', math.nan):.4g} <= claimed {result.epsilon_claimed:g}; a "
             f"passing audit at this budget proves little (raise the budget or trials, or give pairs/log_density)",
             result)
+    if result.no_power and not allow_no_power and not require_power:
+        raise NoPower(no_power_message(result), result)
     return result
+
+
+def no_power_message(result: AuditResult) -> str:
+    """One line for a result without power: the claim, the largest epsilon its runs could certify, why it has no
+    power, and how to get it (or accept the result explicitly)."""
+    reason = " ".join(str(result.no_power).split())
+    return (f"NO POWER: the audit could not have refuted the claim epsilon = {result.epsilon_claimed:g} "
+            f"(delta = {result.delta:g}, {result.relation}; largest certifiable epsilon "
+            f"{result.certifiable_epsilon:.4g} with {result.evaluation_trials} evaluation runs per side): {reason}. "
+            f"Get power with more runs (trials=, a larger budget), a witness pair (pairs=) or a statistic of your "
+            f"own, or accept a result without power explicitly with allow_no_power=True (in @pytest.mark.dp or "
+            f"the call)")
 
 
 __all__ = [
@@ -880,6 +961,7 @@ __all__ = [
     "AuditResult",
     "Budget",
     "InsufficientPower",
+    "NoPower",
     "PrivacyViolation",
     "assert_private",
     "audit",

@@ -1,5 +1,5 @@
-"""Auditing a mechanism from a Python file in a process of its own: the code under test cannot end, hang or
-forge its audit.
+"""Auditing a mechanism from a Python file in a process of its own: what the code under test does by accident --
+exit, print, hang, crash, run out of memory -- cannot end its audit or be read as its verdict.
 
 :func:`audit_file` (the engine of ``dpfair audit --target FILE.py:FUNCTION``) starts a child Python process
 that imports the file, calls the pair function if one is named, and runs :func:`~.auditing.audit`; the parent
@@ -14,7 +14,17 @@ decides what happened:
   kills a child whose span outlives the budget by :data:`GRACE_SECONDS` (a hang no signal interrupts);
 * a child that ends without a result -- ``os._exit``, a crash in native code, a kill by the kernel (out of
   memory) -- is a :class:`~.runner.MechanismError` naming its exit status or signal and where it was (importing
-  the file, in the pair function, in the mechanism); outside the code under test, an :class:`IsolatedError`.
+  the file, in the pair function, in the mechanism); outside the code under test, an :class:`IsolatedError`;
+* the result is checked for consistency (:func:`check_result`): its claim is the one asked about, its
+  epsilon_lower is the kit's bound of its witness counts, its verdict follows from the two, and it says "no
+  power" wherever its evaluation runs could not refute the claim. A result that fails is an
+  :class:`IsolatedError`, "inconsistent result from the child".
+
+What is not guaranteed: the code under test runs in the same process as the audit it is audited by, with the
+same rights. Code written to forge its verdict -- writing a result of its own to the result pipe, replacing
+:func:`~.auditing.audit` or the bound functions in the child, patching numpy -- can produce a consistent-looking
+result; the consistency check catches a result whose numbers disagree with each other, not one forged with care.
+Deliberately malicious code is out of scope: audit code you would run anyway, or run the audit in a sandbox.
 
 Errors, by what the caller should do (the CLI's exit statuses in brackets):
 
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import pickle
 import select
@@ -47,6 +58,7 @@ from typing import Any
 from dpfair_analysis.errors import ArgumentError
 from dpfair_analysis.testing._json import jsonable
 from dpfair_analysis.testing.auditing import AuditResult, audit
+from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, epsilon_lower_bound, largest_certifiable_epsilon
 from dpfair_analysis.testing.runner import AuditTimeout, MechanismError, TimeBudget, _Expired
 
 #: Seconds a span of the code under test may outlive the time budget before the parent kills the child (the
@@ -180,7 +192,12 @@ def audit_file(target: str, epsilon: float, delta: float = 0.0, *, pair: str | N
         raise _ended(child.returncode, where, target)
     kind = reply.get("kind")
     if kind == "result":
-        return AuditResult(**reply["result"])
+        try:
+            result = AuditResult(**reply["result"])
+        except (TypeError, ValueError) as error:
+            raise IsolatedError(f"inconsistent result from the child: not an audit result ({error})") from None
+        return check_result(result, epsilon=epsilon, delta=delta,
+                            confidence=options.get("confidence", DEFAULT_CONFIDENCE))
     message = str(reply.get("message", ""))
     if kind == "argument":
         raise ArgumentError(reply.get("argument", "target"), message)
@@ -189,6 +206,54 @@ def audit_file(target: str, epsilon: float, delta: float = 0.0, *, pair: str | N
     if kind == "mechanism":
         raise MechanismError(message)
     raise IsolatedError(message)
+
+
+def check_result(result: AuditResult, *, epsilon: float, delta: float, confidence: float) -> AuditResult:
+    """``result`` if it is consistent with the claim asked about and with itself, else :class:`IsolatedError`
+    ("inconsistent result from the child"): a cheap check, in the parent, of what the child sent back.
+
+    With N = ``evaluation_trials`` runs per side and the witness's false positives and negatives, the result must
+    have the claim (epsilon, delta, confidence) it was asked about; ``epsilon_lower`` =
+    :func:`~.bounds.epsilon_lower_bound` (fp, N, fn, N) (0 when nothing was evaluated); ``consistent`` =
+    epsilon_lower <= epsilon; ``certifiable_epsilon`` = :func:`~.bounds.largest_certifiable_epsilon` (N); and
+    ``no_power`` set when the claim is at or above it. What it does not catch: a result forged with care (see the
+    module docstring).
+
+    Parameters
+    ----------
+    result : AuditResult
+        What the child sent.
+    epsilon, delta, confidence : float
+        The claim and the confidence the audit was asked for.
+    """
+    problems = []
+    witness = result.witness if isinstance(result.witness, dict) else {}
+    n, fp, fn = result.evaluation_trials, witness.get("false_positives"), witness.get("false_negatives")
+    if (result.epsilon_claimed, result.delta, result.confidence) != (epsilon, delta, confidence):
+        problems.append(f"it is about epsilon = {result.epsilon_claimed!r}, delta = {result.delta!r} at confidence "
+                        f"{result.confidence!r}, not the claim asked about ({epsilon!r}, {delta!r}, {confidence!r})")
+    counts = [v for v in (n, fp, fn) if isinstance(v, int) and not isinstance(v, bool)]
+    if len(counts) != 3 or n < 0 or not (0 <= fp <= n and 0 <= fn <= n):
+        problems.append(f"its evaluation counts are not counts (N = {n!r} runs per side, {fp!r} false positives, "
+                        f"{fn!r} false negatives)")
+    else:
+        bound = float(epsilon_lower_bound(fp, n, fn, n, delta=delta, confidence=confidence)) if n else 0.0
+        certifiable = largest_certifiable_epsilon(n, delta=delta, confidence=confidence) if n else 0.0
+        if not math.isclose(result.epsilon_lower, bound, rel_tol=1e-9, abs_tol=1e-12):
+            problems.append(f"epsilon_lower = {result.epsilon_lower!r}, but its witness ({fp} false positives and "
+                            f"{fn} false negatives in {n} runs per side) bounds epsilon by {bound!r}")
+        if not math.isclose(result.certifiable_epsilon, certifiable, rel_tol=1e-9, abs_tol=1e-12):
+            problems.append(f"certifiable_epsilon = {result.certifiable_epsilon!r}, but {n} runs per side certify "
+                            f"at most {certifiable!r}")
+        if certifiable <= epsilon and not result.no_power:
+            problems.append(f"it claims power, but {n} runs per side certify at most {certifiable!r} <= the claim")
+    if result.consistent is not (result.epsilon_lower <= epsilon):
+        problems.append(f"consistent = {result.consistent!r} contradicts epsilon_lower = {result.epsilon_lower!r} "
+                        f"against the claim {epsilon!r}")
+    if problems:
+        raise IsolatedError("inconsistent result from the child (the code under test may have tampered with its "
+                            "audit): " + "; ".join(problems))
+    return result
 
 
 def _watch(child: subprocess.Popen, job: bytes, fd: int, budget: float) -> tuple[dict | None, str | None]:

@@ -48,12 +48,21 @@ these scores like to every other one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpfair_analysis.testing.scores import MAX_CATEGORIES, Fitted, Skipped, Statistic, _log_ratio_table, _row_keys
+from dpfair_analysis.testing.scores import (
+    LARGEST_UNSCALED,
+    MAX_CATEGORIES,
+    Fitted,
+    Skipped,
+    Statistic,
+    _log_ratio_table,
+    _row_keys,
+)
 
 #: Least share of all output entries an exact value must cover to be a code (a symbol of its own).
 CODE_SHARE = 0.01
@@ -273,14 +282,20 @@ class ValuesGivenPattern(Statistic):
         known = np.sort(keys[np.argsort(-counts, kind="stable")[:MAX_PATTERNS]])  # the most frequent patterns
         codes = self.codes
         sums = np.where(sym == VALUE, both, 0.0).sum(axis=1)
-        centre, spread = float(np.mean(sums)), float(np.std(sums)) + 1e-12
+        # released values beyond LARGEST_UNSCALED in magnitude: standardised after an exact power-of-2 rescaling, as
+        # their spread would overflow (1 otherwise: the values as they are)
+        largest = float(np.max(np.abs(sums))) if len(sums) else 0.0
+        unit = float(np.ldexp(1.0, -np.frexp(largest)[1])) if largest > LARGEST_UNSCALED else 1.0
+        if not math.isfinite(largest):
+            return self._skip("the released values sum to an infinity (values too large to standardise)")
+        centre, spread = float(np.mean(sums * unit)), float(np.std(sums * unit)) + 1e-12
 
         def features(o: np.ndarray) -> np.ndarray:
             s = symbols(o, codes)
             k = _pattern_keys(s, codes)
             where = np.clip(np.searchsorted(known, k), 0, len(known) - 1)
             ids = np.where(known[where] == k, where, len(known))
-            v = (np.where(s == VALUE, o, 0.0).sum(axis=1) - centre) / spread
+            v = (np.where(s == VALUE, o, 0.0).sum(axis=1) * unit - centre) / spread
             onehot = np.zeros((len(o), len(known) + 1))
             onehot[np.arange(len(o)), ids] = 1.0
             return np.concatenate([onehot, onehot * v[:, None], onehot * (v * v)[:, None]], axis=1)

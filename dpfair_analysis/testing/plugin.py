@@ -22,7 +22,14 @@ A privacy claim becomes a test::
 * At the end: a summary table in the terminal and a JSON artifact -- ``--dp-report PATH``, or
   ``.pytest_cache/d/dpfair/dp-report.json`` when pytest's cache is on -- written atomically.
   Each line of the summary carries the status of the CLI's table (:data:`STATUSES`): 0 consistent,
-  1 refuted, 2 bad input or a broken mechanism, 3 internal error.
+  1 refuted, 2 bad input or a broken mechanism, 3 internal error, 4 no power (the audit could not have refuted
+  the claim).
+* No power fails the test: ``dp.assert_private`` raises :class:`~dpfair_analysis.testing.auditing.NoPower` for a
+  consistent result whose ``no_power`` is set (the claim at or above the largest epsilon the runs can certify,
+  or no test with power), with the largest certifiable epsilon, why, and how to get power; the summary line
+  says NO POWER (status 4). ``allow_no_power=True`` (in the marker or the call) accepts such a result
+  explicitly -- the test passes, the summary still says NO POWER -- and ``require_power=True`` with the
+  under-noised twin caught shows the power instead. ``dp.audit`` never raises; its line says NO POWER too.
 * Checked early, as one line and no traceback: the options when pytest configures (a bad ``--dp-report``
   is a usage error, pytest's status 4), the marker's arguments when pytest collects (a collection error,
   pytest's status 2); a report that cannot be written at the end is one line and pytest's status 3.
@@ -56,10 +63,16 @@ _PROPERTY = "dpfair.audit"
 #: The status of each check in the summary, as ``dpfair audit`` exits: (status, word) by outcome.
 STATUSES = {"consistent": (0, "consistent"), "passed": (0, "consistent"), "refuted": (1, "REFUTED"),
             "PrivacyViolation": (1, "REFUTED"), "SensitivityViolation": (1, "REFUTED"),
-            "InsufficientPower": (1, "NO POWER"), "broken": (2, "bad input or broken mechanism"),
-            "internal": (3, "internal error")}
+            "broken": (2, "bad input or broken mechanism"), "internal": (3, "internal error"),
+            "no power": (4, "NO POWER"), "NoPower": (4, "NO POWER"),
+            "InsufficientPower": (4, "NO POWER (the under-noised twin was not caught)"),
+            "no power allowed": (4, "NO POWER (accepted: allow_no_power=True)"),
+            "NothingChecked": (4, "NO POWER (no pair checked)")}
+#: The summary's name of each status (the CLI's table).
+STATUS_NAMES = {0: "consistent", 1: "refuted", 2: "bad input or broken mechanism", 3: "internal error",
+                4: "no power"}
 #: Marker arguments besides those of :func:`~dpfair_analysis.testing.auditing.audit` (the claim itself).
-_CLAIM_ARGUMENTS = ("epsilon", "delta", "relation", "require_power")
+_CLAIM_ARGUMENTS = ("epsilon", "delta", "relation", "require_power", "allow_no_power")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -118,7 +131,7 @@ def marker_problem(args: tuple, kwargs: dict[str, Any]) -> str | None:
     args : tuple
         Positional arguments (none are allowed).
     kwargs : dict
-        The claim: ``epsilon``, ``delta``, ``relation``, ``require_power`` and any argument of
+        The claim: ``epsilon``, ``delta``, ``relation``, ``require_power``, ``allow_no_power`` and any argument of
         :func:`~dpfair_analysis.testing.auditing.audit`.
     """
     from dpfair_analysis.testing.auditing import BUDGETS, Budget, audit
@@ -139,6 +152,9 @@ def marker_problem(args: tuple, kwargs: dict[str, Any]) -> str | None:
     delta = kwargs.get("delta", 0.0)
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
         return f"delta must be a number in [0, 1), got {delta!r}"
+    for flag in ("require_power", "allow_no_power"):
+        if flag in kwargs and not isinstance(kwargs[flag], bool):
+            return f"{flag} must be True or False, got {kwargs[flag]!r}"
     if "relation" in kwargs:
         try:
             make_relation(kwargs["relation"])
@@ -196,6 +212,8 @@ class DPCheck:
 
         options = self._options(overrides)
         epsilon, delta = options.pop("epsilon"), options.pop("delta", 0.0)
+        for flag in ("require_power", "allow_no_power"):  # assert_private's: audit() reports, never raises
+            options.pop(flag, None)
         with self._recording_errors("audit"):
             result = audit(mechanism, epsilon, delta, **options)
         self._record({"check": "audit", **result.as_dict()})
@@ -227,7 +245,9 @@ class DPCheck:
         except (PrivacyViolation, InsufficientPower) as failure:
             self._record({"check": "assert_private", "outcome": type(failure).__name__, **failure.result.as_dict()})
             raise
-        self._record({"check": "assert_private", "outcome": "passed", **result.as_dict()})
+        # a result without power passes only when accepted explicitly (or the twin showed the power)
+        outcome = "no power allowed" if result.no_power and not options.get("require_power") else "passed"
+        self._record({"check": "assert_private", "outcome": outcome, **result.as_dict()})
         return result
 
     def assert_sensitivity(self, release_fn: Callable[[Any], Any], bound: Any, **overrides: Any):
@@ -244,7 +264,7 @@ class DPCheck:
         """
         __tracebackhide__ = True
         from dpfair_analysis.testing.auditing import BUDGETS
-        from dpfair_analysis.testing.sensitivity import SensitivityViolation, assert_sensitivity
+        from dpfair_analysis.testing.sensitivity import NothingChecked, SensitivityViolation, assert_sensitivity
 
         examples = BUDGETS[self.budget].sensitivity_examples  # the kit's one budget table
         options = {"seed": self.seed, "examples": examples, **overrides}
@@ -259,8 +279,12 @@ class DPCheck:
                           "relation": str(options["relation"]), "ratio": failure.ratio, "observed": failure.observed,
                           "bound": failure.bound, "change": failure.change.as_dict()})
             raise
+        except NothingChecked as failure:
+            self._record({"check": "assert_sensitivity", "outcome": "NothingChecked",
+                          "relation": str(options["relation"]), "tried": failure.report.tried, "checked": 0})
+            raise
         self._record({"check": "assert_sensitivity", "outcome": "passed", "relation": str(options["relation"]),
-                      "worst": report.sensitivity, "tried": report.tried})
+                      "worst": report.sensitivity, "tried": report.tried, "checked": report.checked})
         return report
 
 
@@ -346,17 +370,22 @@ class _Reporter:
             if r.get("outcome") in ("broken", "internal"):
                 tr.write_line(f"[{status}] {r['test']}: {r.get('check')}: {word}: {r.get('error')}")
             elif r.get("check") == "assert_sensitivity":
-                detail = (f"ratio {float(r['ratio']):.3g} to the bound" if r.get("outcome") != "passed"
-                          else f"worst change {float(r.get('worst', 0)):.4g} within the bound ({r.get('tried')} "
-                               f"pairs)")
+                if r.get("outcome") == "NothingChecked":
+                    detail = f"the bound was infinite or None on all {r.get('tried')} pairs tried"
+                elif r.get("outcome") != "passed":
+                    detail = f"ratio {float(r['ratio']):.3g} to the bound"
+                else:
+                    detail = (f"worst change {float(r.get('worst', 0)):.4g} within the bound ({r.get('checked')} of "
+                              f"{r.get('tried')} pairs checked)")
                 tr.write_line(f"[{status}] {r['test']}: sensitivity under {r.get('relation')}: {word}, {detail}")
             else:
+                power = (f", largest certifiable ε {float(r.get('certifiable_epsilon') or 0):.4g}" if status == 4
+                         else "")
                 tr.write_line(f"[{status}] {r['test']}: claimed ε = {r.get('epsilon_claimed')} (δ = "
                               f"{r.get('delta')}), audited ε ≥ {float(r.get('epsilon_lower', 0)):.4f} at "
-                              f"{r.get('confidence')} -> {word} [{r.get('trials')} runs, "
+                              f"{r.get('confidence')} -> {word}{power} [{r.get('trials')} runs, "
                               f"{float(r.get('seconds', 0)):.1f} s]")
-        names = {0: "consistent", 1: "refuted", 2: "bad input or broken mechanism", 3: "internal error"}
-        tr.write_line("status: " + ", ".join(f"{counts[k]} {names[k]} ({k})" for k in sorted(counts)))
+        tr.write_line("status: " + ", ".join(f"{counts[k]} {STATUS_NAMES[k]} ({k})" for k in sorted(counts)))
         if self.path:
             tr.write_line(f"report: {self.path}")
         if self.error:
@@ -364,8 +393,11 @@ class _Reporter:
 
 
 def _status(result: dict) -> tuple[int, str]:
-    """(status, word) of one recorded check, as in :data:`STATUSES`."""
+    """(status, word) of one recorded check, as in :data:`STATUSES`: by its outcome, else (``dp.audit``) refuted,
+    no power (consistent with ``no_power`` set) or consistent."""
     outcome = result.get("outcome")
     if outcome in STATUSES:
         return STATUSES[outcome]
-    return STATUSES["consistent" if result.get("consistent") else "refuted"]
+    if not result.get("consistent"):
+        return STATUSES["refuted"]
+    return STATUSES["no power" if result.get("no_power") else "consistent"]

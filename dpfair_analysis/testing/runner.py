@@ -9,7 +9,14 @@ interface; much faster for vectorised mechanisms).
 What is refused, with an error naming the problem (:class:`MechanismError`):
 
 * the mechanism raises (the exception is chained, and the call and data are named);
-* it returns NaN or infinity, something that is not numeric, or outputs of varying shape;
+* it returns NaN or infinity, something that is not numeric, a complex number (an array or a number with any
+  complex entry: numpy would keep its real part only, and the audit would test less than is released), or
+  outputs of varying shape;
+* it writes to its input data: every call gets the data set read-only (:func:`read_only`: a read-only view of a
+  numpy array, a fresh dict of read-only views for a dict data set, a fresh copy of anything else mutable), so
+  every call sees the data set the audit reports as its witness, unchanged by the calls before it; a write
+  (``np.clip(data, -1, 1, out=data)``, ``data += noise``) raises in the mechanism and is refused naming the
+  write;
 * it ignores its seed: two runs from the same seed give different outputs (it draws from
   an unseeded or global generator), or it changes the state of numpy's, Python's or
   torch's *global* generator (``np.random.normal``, ``random.random``, ``torch.randn``
@@ -19,7 +26,7 @@ What is refused, with an error naming the problem (:class:`MechanismError`):
   hangs;
 * it ends the process instead of returning: ``sys.exit`` (``SystemExit``) or any other
   ``BaseException`` but ``KeyboardInterrupt`` (left to the caller: it is how Ctrl-C arrives) is
-  a :class:`MechanismError` naming it, so the code under test cannot end its own audit
+  a :class:`MechanismError` naming it, so the code under test cannot end its own audit by accident
   (``os._exit`` and hangs that no signal interrupts need a process of their own: the CLI's
   ``--target`` runs the audit in a child process, :mod:`dpfair_analysis.testing.isolation`);
 * its outputs would not fit in memory: one side of one phase (``n`` runs of ``d`` coordinates,
@@ -41,6 +48,7 @@ budget is spent.
 
 from __future__ import annotations
 
+import copy
 import math
 import multiprocessing
 import random
@@ -73,6 +81,63 @@ class AuditTimeout(MechanismError):
 OUTPUT_MEMORY_LIMIT = 2 * 2 ** 30
 #: Bytes of outputs drawn at once while streaming (the evaluation phase keeps no outputs).
 CHUNK_BYTES = 64 * 2 ** 20
+
+
+def read_only(data: Any) -> Any:
+    """``data`` as the code under test gets it, so that no call can change what the next call (or the audit's
+    report) sees: a numpy array as a read-only view (a write raises ``ValueError: ... read-only``; a fresh view,
+    so reshaping it in place changes nothing either), a dict or list as a fresh one of read-only entries, an
+    immutable value as it is, anything else as a deep copy. Cheap on data that is already read-only (one view,
+    ~0.1 us), which is what :func:`~dpfair_analysis.testing.auditing.candidate_pairs` makes of every pair.
+
+    Parameters
+    ----------
+    data : array, dict or any value
+        A data set (or anything passed to the code under test).
+    """
+    if isinstance(data, np.ndarray):
+        view = data.view()
+        if view.flags.writeable:
+            view.flags.writeable = False
+        return view
+    if isinstance(data, dict):
+        return {k: read_only(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(read_only(v) for v in data) if type(data) in (list, tuple) else copy.deepcopy(data)
+    if data is None or isinstance(data, (bool, int, float, complex, str, bytes, np.generic)):
+        return data
+    return copy.deepcopy(data)
+
+
+def is_complex(value: Any) -> bool:
+    """Whether a returned value holds complex numbers: a Python or numpy complex number, an array (numpy, or
+    anything with a complex ``dtype``: torch, pandas) of a complex type, or a list or tuple with such an entry.
+    Cheap for a float or a real array (no conversion).
+
+    Parameters
+    ----------
+    value : any
+        An output of the code under test.
+    """
+    kind = type(value)
+    if kind is float or kind is np.float64:  # the common outputs first: a number, a real array
+        return False
+    if kind is np.ndarray:
+        return value.dtype.kind == "c"
+    if isinstance(value, (complex, np.complexfloating)):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None:
+        return getattr(dtype, "kind", None) == "c" or getattr(dtype, "is_complex", False) is True
+    if isinstance(value, (list, tuple)):
+        return any(is_complex(v) for v in value)
+    return False
+
+
+def writes_to_input(error: BaseException) -> bool:
+    """Whether ``error`` is numpy's refusal to write to a read-only array (what a write to :func:`read_only`
+    data raises)."""
+    return isinstance(error, ValueError) and "read-only" in str(error)
 
 
 def describe_data(data: Any, limit: int = 80) -> str:
@@ -248,6 +313,8 @@ class Runner:
 
     # ------------------------------------------------------------------ one call, checked
     def _convert(self, out: Any, data: Any) -> np.ndarray:
+        if is_complex(out):  # numpy would cast it to its real part (a ComplexWarning): refused instead
+            raise MechanismError(self._complex_text(out, data))
         try:
             array = np.asarray(out, dtype=np.float64)
         except (TypeError, ValueError) as error:
@@ -255,6 +322,12 @@ class Runner:
                                  f"{describe_data(data)}: it must return a number or a numeric numpy array "
                                  f"of fixed shape ({error})") from None
         return array
+
+    def _complex_text(self, out: Any, data: Any) -> str:
+        return (f"mechanism {self.name} returned complex output ({_short(out)} on data {describe_data(data)}): "
+                f"outputs must be real numbers, and the kit does not audit a complex release by its real part "
+                f"alone; release the real and imaginary parts as coordinates of their own "
+                f"(np.concatenate([z.real, z.imag]))")
 
     def _check_output(self, array: np.ndarray, data: Any, expected: tuple[int, ...]) -> None:
         if array.shape != expected:
@@ -287,13 +360,21 @@ class Runner:
 
     def _call(self, data: Any, rng: np.random.Generator, n: int | None = None) -> Any:
         try:
-            return self.fn(data, rng) if n is None else self.fn(data, rng, n)
+            # data is read-only already (_draw): a fresh view of it is read-only too
+            view = data.view() if type(data) is np.ndarray else read_only(data)
+            return self.fn(view, rng) if n is None else self.fn(view, rng, n)
         except (_Expired, KeyboardInterrupt):
             raise
         except SystemExit as error:  # sys.exit() in the code under test must not end (or pass) its own audit
             raise MechanismError(f"mechanism {self.name} called sys.exit({error.code!r}) instead of returning an "
                                  f"output (call {self._call_text(n)} on data {describe_data(data)})") from None
         except BaseException as error:  # (the user's code: MemoryError and GeneratorExit included)
+            if writes_to_input(error):
+                raise MechanismError(
+                    f"mechanism {self.name} writes to its input data ({type(error).__name__}: {error}; call "
+                    f"{self._call_text(n)} on data {describe_data(data)}): every call gets the data set read-only, "
+                    f"so that each call sees the data the audit reports; work on a copy (data = data.copy(), or "
+                    f"np.clip(data, low, high) without out=)") from error
             detail = f": {error}" if str(error) else ""
             raise MechanismError(f"mechanism {self.name} raised {type(error).__name__}{detail} (call "
                                  f"{self._call_text(n)} on data {describe_data(data)})") from error
@@ -337,6 +418,7 @@ class Runner:
         return self.shape  # type: ignore[return-value]
 
     def _draw(self, data: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+        data = read_only(data)  # once per chunk (a worker's data arrives writeable); each call gets its own view
         if self.batched:
             with self._clock():
                 out = self._call(data, rng, n)

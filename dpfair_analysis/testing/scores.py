@@ -131,8 +131,21 @@ _PROJECTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sum": lambda o: o.sum(axis=1),
     "max": lambda o: o.max(axis=1),
     "min": lambda o: o.min(axis=1),
-    "norm": lambda o: np.sqrt((o * o).sum(axis=1)),
+    "norm": lambda o: _norm(o),
 }
+
+
+def _norm(o: np.ndarray) -> np.ndarray:
+    """Per row, the l2 norm; a row whose squares overflow (outputs beyond ~1e154) is computed again in units of its
+    largest entry, a power of 2 (the other rows -- every row of any well-scaled output -- as they were)."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt((o * o).sum(axis=1))
+    over = np.isinf(norms) & np.isfinite(o).all(axis=1)
+    if over.any():
+        rows = o[over]
+        unit = np.ldexp(1.0, np.frexp(np.max(np.abs(rows), axis=1))[1])[:, None]
+        norms[over] = unit[:, 0] * np.sqrt(((rows / unit) ** 2).sum(axis=1))
+    return norms
 #: Projections of the increments o_j - o_(j-1) (o_0 = 0) of a vector output: events such as "every increment is
 #: below t", where a running total's privacy loss lives (a prefix sum's or a continual counter's loss is a sum
 #: over its increments, and its strongest events bound all of them at once).
@@ -182,8 +195,9 @@ class Projection(Statistic):
 
 def _spread(out0: np.ndarray, out1: np.ndarray) -> np.ndarray:
     """Per coordinate, |mean difference| in units of the pooled standard deviation."""
-    scale = np.sqrt(0.5 * (out0.var(axis=0) + out1.var(axis=0))) + 1e-12
-    return np.abs(out1.mean(axis=0) - out0.mean(axis=0)) / scale
+    with np.errstate(over="ignore", invalid="ignore"):  # outputs beyond ~1e154: an infinite spread ranks last
+        scale = np.sqrt(0.5 * (out0.var(axis=0) + out1.var(axis=0))) + 1e-12
+        return np.nan_to_num(np.abs(out1.mean(axis=0) - out0.mean(axis=0)) / scale)
 
 
 def threshold_family(dimension: int, *, increments: bool = False) -> list[Statistic]:
@@ -267,6 +281,9 @@ class BinnedHistogram(Statistic):
             w = out1.mean(axis=0) - out0.mean(axis=0)
             if not np.any(w):
                 return self._skip("the two sides' mean outputs are equal on the fitting runs: no direction")
+            scales = _overflow_scales(np.concatenate([out0, out1]))
+            if scales is not None:  # huge outputs: o @ w would overflow; an exact power of 2 keeps the order
+                w = w * float(np.ldexp(1.0, -np.frexp(np.max(np.abs(w)))[1]))
             project, name = (lambda o: o @ w), "mean-difference direction"
         else:
             j = self.which
@@ -388,16 +405,36 @@ def _features(outputs: np.ndarray, codes: list[np.ndarray]) -> np.ndarray:
             features[:, k] = hit
             value[hit] = 0.0
             k += 1
-        np.multiply(value, value, out=features[:, k + 1])
+        with np.errstate(over="ignore"):  # a value beyond ~1e154 that the fit did not rescale: an infinite square
+            np.multiply(value, value, out=features[:, k + 1])
         k += 2
     return features
+
+
+#: Largest magnitude a coordinate may reach before :class:`Learned` rescales it: the fit standardises the squares
+#: of the values, whose spread takes their fourth powers, which overflow from ~1e77; below 1e50 nothing changes.
+LARGEST_UNSCALED = 1e50
+
+
+def _overflow_scales(outputs: np.ndarray) -> np.ndarray | None:
+    """Per coordinate, the power of 2 that brings its largest magnitude into [0.5, 1) if that magnitude exceeds
+    :data:`LARGEST_UNSCALED` (1 for the others), or None when no coordinate does (the features are computed on
+    the values as they are). Powers of 2 are exact: equal values stay equal (the frequent codes) and the order of
+    the values is kept."""
+    largest = np.max(np.abs(outputs), axis=0) if len(outputs) else np.zeros(outputs.shape[1])
+    huge = largest > LARGEST_UNSCALED
+    if not huge.any():
+        return None
+    return np.where(huge, np.ldexp(1.0, -np.frexp(largest)[1]), 1.0)
 
 
 @dataclass(frozen=True)
 class Learned(Statistic):
     """Logistic regression of the side (D = 0, D' = 1) on features of the output (:func:`_features`): DP-Sniper's
     learned statistic with a linear model; the frequent values are those in at least 1% of the fitting runs
-    (at most 10 per coordinate)."""
+    (at most 10 per coordinate). A coordinate larger than :data:`LARGEST_UNSCALED` in magnitude is first divided
+    by a power of 2 (:func:`_overflow_scales`), so that its square and the square's spread stay finite (a correct
+    mechanism reporting in units of 1e-160 crashed the fit); coordinates below it are used as they are."""
 
     regularisation: float = 1.0
     kind = "learned"
@@ -411,10 +448,15 @@ class Learned(Statistic):
 
         out0, out1 = out0[:MAX_FIT_ROWS], out1[:MAX_FIT_ROWS]
         both = np.concatenate([out0, out1])[:, :4 * MAX_COORDINATES]
+        scales = _overflow_scales(both)
+        if scales is not None:
+            both = both * scales
         codes = _frequent_codes(both)
         X = _features(both, codes)
         if not np.any(X != X[:1]):
             return self._skip("every feature of the output is constant on the fitting runs")
+        if not np.isfinite(X).all():  # (not reached after the rescaling: a last guard, never a crash of the audit)
+            return self._skip("the output's features are not finite numbers (values too large to square)")
         mean, scale = X.mean(axis=0), X.std(axis=0) + 1e-12
         labels = np.r_[np.zeros(len(out0)), np.ones(len(out1))]
         model = LogisticRegression(C=self.regularisation, max_iter=200)
@@ -422,8 +464,11 @@ class Learned(Statistic):
         weights = model.coef_.ravel() / scale
         intercept = float(model.intercept_[0] - weights @ mean)
         width = both.shape[1]
+        if scales is None:
+            return Fitted("logistic regression on the output",
+                          lambda o: _features(o[:, :width], codes) @ weights + intercept, self.kind)
         return Fitted("logistic regression on the output",
-                      lambda o: _features(o[:, :width], codes) @ weights + intercept, self.kind)
+                      lambda o: _features(o[:, :width] * scales, codes) @ weights + intercept, self.kind)
 
 
 # ============================================================================ white box

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from random import Random
@@ -32,7 +33,17 @@ from typing import Any
 import numpy as np
 
 from dpfair_analysis.testing.relations import Change, Relation, as_dataset, make_relation
-from dpfair_analysis.testing.runner import describe_data
+from dpfair_analysis.testing.runner import describe_data, is_complex, read_only, writes_to_input
+
+
+class NothingChecked(AssertionError):
+    """A sensitivity check that checked no pair: the bound was infinite (or None) on every pair it tried, or no
+    neighbouring pair could be generated. It proves nothing, so it does not pass (``report``: the
+    :class:`SensitivityReport`, ``checked`` = 0)."""
+
+    def __init__(self, message: str, report: SensitivityReport):
+        super().__init__(message)
+        self.report = report
 
 
 class SensitivityViolation(AssertionError):
@@ -200,6 +211,9 @@ def distance(a: Any, b: Any, norm: Any) -> float:
     norm : number or str
         The norm.
     """
+    if is_complex(a) or is_complex(b):
+        raise ValueError("distance: the releases are complex; give real coordinates (the real and imaginary parts "
+                         "side by side, np.concatenate([z.real, z.imag]))")
     x, y = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
     if x.shape != y.shape:
         raise ValueError(f"the release has shape {np.shape(a)} on one data set and {np.shape(b)} on its neighbour; "
@@ -208,11 +222,24 @@ def distance(a: Any, b: Any, norm: Any) -> float:
 
 
 def _release(fn: Callable[[Any], Any], data: Any, name: str) -> np.ndarray:
+    """``fn`` on read-only ``data`` (:func:`~dpfair_analysis.testing.runner.read_only`: a fresh dict of read-only
+    views for a dict data set), so that no call changes the pair the next call and the report see; a complex or
+    non-finite release is refused (numpy would keep a complex value's real part only: the check would test less
+    than is released)."""
     try:
-        out = np.asarray(fn(data), dtype=np.float64)
+        value = fn(read_only(data))
+        out = None if is_complex(value) else np.asarray(value, dtype=np.float64)
     except Exception as error:
+        if writes_to_input(error):
+            raise ValueError(f"release_fn writes to its input data ({type(error).__name__}: {error}) on {name} "
+                             f"{describe_data(data)}: it gets the data set read-only, so that every call sees the "
+                             f"pair the check reports; work on a copy (data = data.copy())") from error
         raise ValueError(f"release_fn raised {type(error).__name__}: {error} on {name} {describe_data(data)}") \
             from error
+    if out is None:
+        raise ValueError(f"release_fn returned a complex value on {name} {describe_data(data)}: a release must be "
+                         f"real numbers; give the real and imaginary parts as coordinates of their own "
+                         f"(np.concatenate([z.real, z.imag]))")
     if not np.isfinite(out).all():
         raise ValueError(f"release_fn returned a non-finite value on {name} {describe_data(data)}")
     return out
@@ -239,13 +266,54 @@ def _pair_strategy(relation: Relation, data: Any):
 @dataclass(frozen=True)
 class SensitivityReport:
     """The largest change a search found: ``sensitivity`` = ||f(D) - f(D')||, its witness pair and
-    :class:`Change`, and the number of pairs ``tried``."""
+    :class:`Change`, the number of pairs ``tried`` and of those ``checked`` against a finite bound (a pair whose
+    bound is infinite or None is tried, not checked)."""
 
     sensitivity: float
     data: Any
     neighbour: Any
     change: Change | None
     tried: int
+    checked: int = 0
+
+
+def check_bound(bound: Any) -> None:
+    """A constant sensitivity bound: a real number > 0 -- a Python or numpy integer or float (``np.int64(100)``) --
+    or a callable ``bound(D, D')``. Raises ValueError naming ``bound`` and what is allowed: NaN, an infinity (a
+    constant claim of nothing checks nothing), 0 or less, a bool or a non-number.
+
+    Parameters
+    ----------
+    bound : number or callable
+        The claimed sensitivity.
+    """
+    if callable(bound):
+        return
+    if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, numbers.Real) or not math.isfinite(bound) \
+            or not bound > 0:
+        raise ValueError(f"bound must be a finite number > 0 (int, float or a numpy scalar) or a callable "
+                         f"bound(D, D'), got {bound!r}")
+
+
+def pair_bound(bound: Callable[[Any, Any], Any], a: Any, b: Any) -> float | None:
+    """``bound(D, D')`` for one pair: a number >= 0, or None where the claim says nothing (None or +inf: the pair
+    is not checked). NaN, a negative number or a non-number is bad input: ValueError naming the pair.
+
+    Parameters
+    ----------
+    bound : callable
+        The claim's ``bound(D, D')``.
+    a, b : data sets
+        The pair.
+    """
+    value = bound(read_only(a), read_only(b))
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or math.isnan(value) or value < 0:
+        raise ValueError(f"bound(D, D') returned {value!r} on D = {describe_data(a, 120)}, D' = "
+                         f"{describe_data(b, 120)}: a bound must be a number >= 0, or inf / None where the claim "
+                         f"says nothing about the pair")
+    return None if math.isinf(value) else float(value)
 
 
 def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable[[Any, Any], float], *,
@@ -259,15 +327,19 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
 
     Raises :class:`SensitivityViolation` (an AssertionError) with a shrunk counterexample:
     the pair, the :class:`Change`, the observed distance and its ratio to the bound.
-    Returns the worst pair seen (:class:`SensitivityReport`) when none breaks the bound.
+    Returns the worst pair seen (:class:`SensitivityReport`, with the pairs ``checked``) when none breaks the
+    bound and at least one pair was checked; a check that checked none -- the bound infinite or None on every
+    pair tried, or no pair generated -- proves nothing and raises :class:`NothingChecked` (an AssertionError).
+    A NaN, negative or non-numeric bound (constant, or returned for a pair) is bad input: ValueError naming it.
 
     Parameters
     ----------
     release_fn : callable
         f(data) -> number or array: the release *before* noise (deterministic).
-    bound : float or callable
-        The claimed sensitivity, or bound(D, D') for a data-dependent claim (e.g.
-        2 C / (n - 1)); None or inf on a pair means the claim says nothing there.
+    bound : number or callable
+        The claimed sensitivity, a finite number > 0 (int, float or a numpy scalar), or bound(D, D') for a
+        data-dependent claim (e.g. 2 C / (n - 1)): a number >= 0 per pair, None or inf where the claim says
+        nothing (the pair is not checked), never NaN.
     relation : Relation or str
         The neighbouring relation the claim is stated in.
     norm : 1, 2, inf, 'l1', 'l2' or 'linf'
@@ -293,16 +365,16 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
     __tracebackhide__ = True  # a failing pytest shows the test's line and the message, not the kit's source
     order = claim_norm(norm, mechanism, caller="assert_sensitivity")
     relation = make_relation(relation)
+    check_bound(bound)
     fixed = (lambda a, b: float(bound)) if not callable(bound) else bound
-    if not callable(bound) and not (isinstance(bound, (int, float)) and bound > 0):
-        raise ValueError(f"bound must be a positive number or a callable bound(D, D'), got {bound!r}")
-    worst = {"ratio": -math.inf, "pair": None}
+    worst: dict[str, Any] = {"ratio": -math.inf, "pair": None, "checked": 0}
 
     def ratio(pair: tuple[Any, Any]) -> float | None:
         a, b = pair
-        claimed = fixed(a, b)
-        if claimed is None or not math.isfinite(claimed):
+        claimed = pair_bound(fixed, a, b)
+        if claimed is None:
             return None
+        worst["checked"] += 1
         observed = distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order)
         r = observed / claimed if claimed > 0 else (math.inf if observed > 0 else 0.0)
         if r > worst["ratio"]:
@@ -312,7 +384,7 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
     found, _, tried = find_violation(_pair_strategy(relation, data), ratio, examples=examples, tol=tol, seed=seed)
     if found is not None:
         a, b = found
-        claimed = float(fixed(a, b))
+        claimed = float(pair_bound(fixed, a, b))  # type: ignore[arg-type]  (found: a checked pair)
         observed = distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order)
         change = relation.check(a, b)
         raise SensitivityViolation(
@@ -322,10 +394,15 @@ def assert_sensitivity(release_fn: Callable[[Any], Any], bound: float | Callable
             data=a, neighbour=b, change=change, observed=observed, bound=claimed)
     pair = worst["pair"]
     if pair is None:
-        return SensitivityReport(0.0, None, None, None, tried)
+        report = SensitivityReport(0.0, None, None, None, tried, 0)
+        why = (f"the bound was infinite (or None) on every one of the {tried} pairs tried" if tried else
+               "no neighbouring pair could be generated from the data")
+        raise NothingChecked(f"sensitivity claim not checked under {relation.describe()}: {why}, so no pair was "
+                             f"checked and the check proves nothing; give a finite bound where the claim holds, or "
+                             f"data whose pairs it covers", report)
     a, b = pair
     return SensitivityReport(distance(_release(release_fn, a, "D"), _release(release_fn, b, "D'"), order), a, b,
-                             relation.check(a, b), tried)
+                             relation.check(a, b), tried, worst["checked"])
 
 
 def _norm_name(order: float) -> str:
@@ -383,8 +460,9 @@ def find_sensitivity(release_fn: Callable[[Any], Any], *, relation: Relation | s
                          f"has no neighbour whose records keep to its domain (e.g. replace-one on one record "
                          f"under domain='observed'); give more data, bounds=, or domain='any'")
     a, b = best["pair"]
-    return SensitivityReport(float(best["value"]), a, b, relation.check(a, b), best["tried"])
+    return SensitivityReport(float(best["value"]), a, b, relation.check(a, b), best["tried"], best["tried"])
 
 
-__all__ = ["MECHANISM_NORMS", "SensitivityReport", "SensitivityViolation", "assert_sensitivity", "claim_norm",
+__all__ = ["MECHANISM_NORMS", "NothingChecked", "SensitivityReport", "SensitivityViolation", "assert_sensitivity",
+           "check_bound", "claim_norm",
            "distance", "find_sensitivity", "find_violation", "seed_only"]

@@ -52,7 +52,7 @@ from dpfair_analysis.testing.auditing import AuditResult, audit
 from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, check_delta_or_zero
 from dpfair_analysis.testing.one_run import guess_grid, one_run_bounds
 from dpfair_analysis.testing.relations import as_dataset, insert_row, make_relation, n_rows, replace_row
-from dpfair_analysis.testing.runner import Runner
+from dpfair_analysis.testing.runner import Runner, is_complex, read_only
 from dpfair_analysis.validation import check_fraction, check_seed
 
 SAMPLINGS = ("poisson", "shuffle", "fixed-size")
@@ -335,7 +335,10 @@ def audit_step(train_fn: Callable[..., Any], *, data: Any, canary: Any, delta: f
 
     def view(fn: Callable[..., Any]) -> Callable[..., Any]:
         def mechanism(d: Any, rng: np.random.Generator) -> Any:
-            trajectory = np.asarray(fn(d, rng), dtype=np.float64)
+            trajectory = fn(d, rng)
+            if is_complex(trajectory):  # refused by the runner (a cast to float would keep the real part only)
+                return trajectory
+            trajectory = np.asarray(trajectory, dtype=np.float64)
             if observe is not None:
                 return float(observe(trajectory))
             if direction is not None:
@@ -382,7 +385,10 @@ def _one_run(train_fn: Callable[..., Any], *, data: Any, canaries: Sequence[Any]
         training = insert_row(training, n_rows(training), canaries[i])
     runner = Runner(train_fn, name=getattr(train_fn, "__qualname__", "train_fn"), time_budget=time_budget)
     trajectory = runner.sample(training, 1, rng.integers(2 ** 63))[0]
-    scores = np.array([canary_score(trajectory, i) for i in range(m)], dtype=np.float64)
+    scores = [canary_score(read_only(trajectory), i) for i in range(m)]
+    if any(is_complex(score) for score in scores):
+        raise ValueError("canary_score returned a complex score: scores must be real numbers")
+    scores = np.array(scores, dtype=np.float64)
     bound = one_run_bounds(scores, included, delta=delta, confidence=confidence)
     power = {"largest_certifiable_epsilon": bound.largest_certifiable_epsilon,
              "can_refute_claim": bool(bound.largest_certifiable_epsilon > epsilon)}

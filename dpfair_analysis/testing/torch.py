@@ -25,6 +25,8 @@ def _to_torch(data: Any, dtype: torch.dtype) -> Any:
     if isinstance(data, dict):
         return {k: _to_torch(v, dtype) for k, v in data.items()}
     array = np.asarray(data)
+    if not array.flags.writeable:  # the kit's read-only data: torch code gets a copy of its own (a tensor that
+        array = array.copy()       # shared the memory could be written to, whatever numpy's flag says)
     if np.issubdtype(array.dtype, np.floating):
         return torch.as_tensor(array, dtype=dtype)
     return torch.as_tensor(array)
@@ -32,6 +34,8 @@ def _to_torch(data: Any, dtype: torch.dtype) -> Any:
 
 def _to_numpy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
+        if value.is_complex():  # kept complex: the runner refuses it (a cast would keep the real part only)
+            return value.detach().cpu().numpy()
         return value.detach().cpu().to(torch.float64).numpy()
     if isinstance(value, (tuple, list)):
         return np.concatenate([np.ravel(_to_numpy(v)) for v in value])
@@ -49,7 +53,8 @@ def torch_mechanism(fn: Callable[[Any, torch.Generator], Any], *, dtype: torch.d
     dtype : torch.dtype
         Floating-point data is passed as tensors of this dtype.
     convert_data : bool
-        Pass numpy data as tensors (dicts entry by entry); False passes it unchanged.
+        Pass numpy data as tensors (dicts entry by entry), each call a copy of its own (the kit's data is
+        read-only); False passes it unchanged.
     """
     def mechanism(data: Any, rng: np.random.Generator) -> Any:
         generator = torch.Generator().manual_seed(int(rng.integers(2 ** 63 - 1)))

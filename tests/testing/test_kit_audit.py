@@ -165,8 +165,8 @@ def test_bad_arguments_name_themselves(kwargs, error, match):
 def test_result_json_and_summary_fields():
     result = audit(laplace(1.0), 1.0, relation="queries", data=np.zeros(2), batched=True, budget=SMALL)
     summary = result.summary()
-    assert set(summary) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds", "power",
-                            "certifiable_epsilon", "no_power"}
+    assert set(summary) == {"verdict", "epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds",
+                            "power", "certifiable_epsilon", "no_power"}
     assert summary["power"]["largest_certifiable_epsilon"] == result.power["largest_certifiable_epsilon"]
     assert summary["power"]["can_refute_claim"] is True and summary["power"]["evaluation_trials"] == 4000
     assert result.trials > 2 * result.evaluation_trials and math.isfinite(result.seconds)

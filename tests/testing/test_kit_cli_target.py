@@ -26,6 +26,12 @@ MECHANISMS = textwrap.dedent('''
     def not_a_pair():
         return np.zeros(2)
 
+    def not_neighbours():
+        return np.zeros(3), np.ones(5)
+
+    def huge(data, rng):  # a correct Laplace sum in units of 1e-160: finite doubles whose squares overflow
+        return np.array([float(np.sum(data)) + rng.laplace(0.0, 1.0), 0.0]) * 1e160
+
     def coin(data, rng):
         return float(rng.random() < 0.5)
 
@@ -44,8 +50,8 @@ def target(tmp_path):
 def test_json_has_the_fields_and_the_exit_status_follows_the_verdict(target, capsys):
     assert main(["audit", "--target", f"{target}:private", *FAST, "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert set(payload) == {"epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds", "power",
-                            "certifiable_epsilon", "no_power"}
+    assert set(payload) == {"verdict", "epsilon_lower", "confidence", "consistent", "witness", "trials", "seconds",
+                            "power", "certifiable_epsilon", "no_power"}
     assert payload["consistent"] is True and payload["epsilon_lower"] <= 1.0
     assert main(["audit", "--target", f"{target}:leaky", *FAST, "--json"]) == 1
     payload = json.loads(capsys.readouterr().out)
@@ -87,6 +93,9 @@ def test_pair_and_data_options(target, tmp_path, capsys):
     (["--mechanism", "dpsgd", "--epsilon", "1"], "--epsilon applies only with --target"),
     (["--target", "{t}:private", "--epsilon", "-1", "--relation", "queries"], "--epsilon"),
     (["--target", "{t}:private", "--epsilon", "1", "--delta", "1", "--relation", "queries"], "--delta"),
+    # before: status 3, "internal error: IsolatedError: ValueError: pair 0 is not a neighbouring pair ..."
+    (["--target", "{t}:private", "--pair", "{t}:not_neighbours", "--epsilon", "1", "--relation", "add-remove"],
+     "--pair: pair 0 is not a neighbouring pair under add-remove"),
 ])
 def test_bad_input_is_one_line_and_exit_2(target, capsys, argv, fragment):
     argv = [a.replace("{t}", str(target)) for a in argv]
@@ -104,8 +113,35 @@ def test_a_target_whose_import_fails_is_named(tmp_path, capsys):
 
 
 def test_an_audit_without_power_says_so_in_text_and_json(target, capsys):
-    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1"]) == 0
+    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1"]) == 4  # no power: status 4
     assert "NO POWER: no test has power" in capsys.readouterr().out
-    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1", "--json"]) == 0
+    assert main(["audit", "--target", f"{target}:coin", *FAST, "--epsilon", "0.1", "--json"]) == 4
     payload = json.loads(capsys.readouterr().out)
-    assert payload["no_power"] and payload["certifiable_epsilon"] > 0.1
+    assert payload["no_power"] and payload["certifiable_epsilon"] > 0.1 and payload["verdict"] == "no power"
+
+
+def test_audit_argument_checks_in_the_child_are_bad_input_not_internal_errors(target, tmp_path, capsys):
+    """A 0-d --data array is refused before the child starts; given to the child anyway (the API), the audit's own
+    check is an ArgumentError naming data, not an IsolatedError (status 3 before)."""
+    from dpfair_analysis.errors import ArgumentError
+    from dpfair_analysis.testing.isolation import audit_file
+    from dpfair_analysis.testing.relations import make_relation
+
+    np.save(tmp_path / "scalar.npy", np.array(3.0))
+    assert main(["audit", "--target", f"{target}:private", "--data", str(tmp_path / "scalar.npy"), "--epsilon",
+                 "1", "--relation", "add-remove"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dpfair: error: --data:") and "0-d" in err[0]
+    with pytest.raises(ArgumentError, match="records along axis 0") as error:
+        audit_file(f"{target}:private", 1.0, relation=make_relation("add-remove"), data=np.array(3.0), trials=100)
+    assert error.value.argument == "data"
+
+
+def test_huge_finite_outputs_are_audited_not_an_internal_error(target, capsys):
+    """Before: status 3, the learned statistic's squared features overflowed ("Input X contains NaN")."""
+    status = main(["audit", "--target", f"{target}:huge", "--epsilon", "1", "--relation", "add-remove", "--json",
+                   "--budget", "smoke"])
+    captured = capsys.readouterr()
+    assert status in (0, 4), captured.err
+    payload = json.loads(captured.out)
+    assert payload["consistent"] and "Warning" not in captured.err

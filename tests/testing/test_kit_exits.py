@@ -1,5 +1,6 @@
-"""The code under test cannot end, hang or forge its own audit: `dpfair audit --target` runs it in a process of
-its own and decides the status (0 consistent, 1 refuted, 2 bad input or a broken mechanism, 3 internal error).
+"""What the code under test does by accident cannot end, hang or pass its own audit: `dpfair audit --target` runs
+it in a process of its own and decides the status (0 consistent, 1 refuted, 2 bad input or a broken mechanism,
+3 internal error, 4 no power), and refuses a result that is inconsistent with itself (status 3).
 
 Each test here failed before the change: sys.exit(0) in the mechanism made the audit exit 0 with nothing printed,
 os._exit ended the command (in-process: the test session), printed text corrupted --json, a sleep at import time
@@ -8,6 +9,7 @@ was outside the time budget and internal errors exited 1, the status of a refute
 import json
 import textwrap
 
+import numpy as np
 import pytest
 
 from dpfair_analysis.cli import main
@@ -114,3 +116,58 @@ def test_an_ended_child_is_the_mechanism_s_fault_only_while_it_ran():
     assert isinstance(_ended(-9, "the mechanism m.py:f", "m.py:f"), MechanismError)
     assert "SIGKILL (out of memory?)" in str(_ended(-9, "the mechanism m.py:f", "m.py:f"))
     assert isinstance(_ended(1, None, "m.py:f"), IsolatedError)
+
+
+# ----------------------------------------------------------------------------- tampering (an adversarial review)
+TAMPERS = textwrap.dedent('''
+    import dataclasses
+    import sys
+
+    import numpy as np
+
+    _main = sys.modules["__main__"]  # the child: python -m dpfair_analysis.testing.isolation
+    if hasattr(_main, "audit"):
+        _real = _main.audit
+
+        def _audit(*args, **kwargs):
+            return dataclasses.replace(_real(*args, **kwargs), epsilon_lower=0.5, consistent=True)
+
+        _main.audit = _audit
+
+    def exact_sum(data, rng):  # no noise at all
+        return float(np.sum(data))
+''')
+
+
+def test_a_result_tampered_with_in_the_child_is_refused_as_inconsistent(tmp_path, capfd):
+    """Before: status 0, "audited epsilon >= 0.5 -> consistent" for a mechanism without noise."""
+    path = tmp_path / "tampers.py"
+    path.write_text(TAMPERS)
+    status, out, lines = audit_status(capfd, f"{path}:exact_sum")
+    assert status == 3 and out == "" and len(lines) == 1, lines
+    assert lines[0].startswith("dpfair: internal error:") and "inconsistent result from the child" in lines[0]
+    assert "bounds epsilon by" in lines[0]
+
+
+def test_the_consistency_check_recomputes_the_bound_the_verdict_and_the_power():
+    import dataclasses
+
+    from dpfair_analysis.testing import audit
+    from dpfair_analysis.testing.isolation import check_result
+
+    def noisy(data, rng):
+        return float(np.sum(data)) + rng.laplace()
+
+    result = audit(noisy, 1.0, relation="add-remove", trials=2000, budget="smoke")
+    claim = {"epsilon": 1.0, "delta": 0.0, "confidence": 0.95}
+    assert check_result(result, **claim) is result
+    for change, fragment in [({"epsilon_lower": result.epsilon_lower + 0.5}, "bounds epsilon by"),
+                             ({"consistent": not result.consistent}, "contradicts"),
+                             ({"epsilon_claimed": 2.0}, "not the claim asked about"),
+                             ({"certifiable_epsilon": 50.0}, "certify at most"),
+                             ({"witness": {**result.witness, "false_positives": -1}}, "not counts")]:
+        with pytest.raises(IsolatedError, match=fragment):
+            check_result(dataclasses.replace(result, **change), **claim)
+    above = audit(noisy, 40.0, relation="add-remove", trials=2000, budget="smoke")  # no power: claim > certifiable
+    with pytest.raises(IsolatedError, match="claims power"):
+        check_result(dataclasses.replace(above, no_power=None), **{**claim, "epsilon": 40.0})

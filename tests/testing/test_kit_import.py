@@ -39,7 +39,7 @@ def test_core_imports_and_audits_without_torch():
         r = kit.audit(lambda d, rng: d[0] + rng.laplace(), 1.0, relation="queries", data=np.ones(2), trials=200,
                       budget=kit.Budget("t", 50, 100, 200, 1, 2))
         kit.assert_sensitivity(lambda d: float(np.clip(d, -1, 1).sum()), 2.0, relation="replace-one", norm=1,
-                               data=np.zeros(3), examples=20)
+                               data=np.array([-2.0, 0.0, 2.0]), examples=20)
         import dpfair_analysis.testing.plugin, dpfair_analysis.testing.zoo
         print(json.dumps({"import_seconds": import_seconds, "core_seconds": core_seconds,
                           "torch": "torch" in sys.modules,

@@ -23,7 +23,8 @@ HEADER = textwrap.dedent('''
 GREEN = HEADER + textwrap.dedent('''
     @pytest.mark.dp(relation="replace-one")
     def test_sensitivity_claim(dp):
-        dp.assert_sensitivity(lambda d: float(np.clip(d, -1, 1).sum()), 2.0, norm=1, data=np.zeros(3), examples=20)
+        dp.assert_sensitivity(lambda d: float(np.clip(d, -1, 1).sum()), 2.0, norm=1, data=np.array([-2.0, 0.0, 2.0]),
+                              examples=20)
 ''')
 
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dpfair_analysis.testing.scores import Projection, threshold_family
+from dpfair_analysis.testing.scores import Learned, Projection, threshold_family
 
 increments = st.integers(2, 12).flatmap(lambda d: arrays(
     np.float64, st.tuples(st.integers(1, 20), st.just(d)),
@@ -56,3 +56,21 @@ def test_a_users_own_statistic_is_searched_and_can_refute_a_claim():
     assert not result.consistent and "first minus second" in result.witness["event"]
     with pytest.raises(ValueError, match="Statistic instances"):
         audit(mechanism, 0.5, relation=AddRemove(), pairs=pair, statistics=[object()], budget="smoke")
+
+
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(170, 870), shift=st.floats(0.2, 2.0), seed=st.integers(0, 2 ** 16))
+def test_the_learned_statistic_on_huge_outputs_is_the_one_on_the_same_outputs_well_scaled(k, shift, seed):
+    """Outputs scaled by 2^k (1e51 to 1e262: finite doubles whose squares, or their spread, overflow) give the
+    learned statistic of the unscaled outputs -- the fit standardises its features, and the rescaling is by a
+    power of 2 -- instead of a crash (sklearn: "Input X contains NaN"; found by an adversarial review)."""
+    rng = np.random.default_rng(seed)
+    out0, out1 = rng.normal(size=(600, 2)), rng.normal(size=(600, 2)) + [shift, 0.0]
+    out0[:, 1] = out1[:, 1] = 0.0  # a constant coordinate beside
+    unit = np.ldexp(1.0, k)
+    plain, huge = Learned().fit_or_skip(out0, out1, None), Learned().fit_or_skip(out0 * unit, out1 * unit, None)
+    probe = rng.normal(size=(50, 2)) + [shift / 2, 0.0]
+    probe[:, 1] = 0.0
+    scores = huge.score(probe * unit)
+    assert np.isfinite(scores).all()
+    np.testing.assert_allclose(scores, plain.score(probe), rtol=1e-6, atol=1e-6)

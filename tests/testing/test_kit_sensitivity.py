@@ -157,3 +157,51 @@ def test_a_sensitivity_claim_states_its_norm():
 def test_a_bad_norm_or_mechanism_names_itself(options, error, match):
     with pytest.raises(error, match=match):
         assert_sensitivity(clipped_sum, 1.0, relation="replace-one", data=VALUES, examples=5, **options)
+
+
+# ----------------------------------------------------------------------------- the bound (an adversarial review)
+# Each test below failed before the change: a bound that was NaN (or inf) on every pair passed without checking
+# one, a constant inf bound passed, a negative data-dependent bound passed, and np.int64(100) was refused.
+BASE = np.linspace(-10.0, 10.0, 8)
+
+
+def total(data):
+    return float(np.sum(data))
+
+
+@pytest.mark.parametrize("bound", [lambda a, b: float("nan"), lambda a, b: np.float64(np.nan),
+                                   lambda a, b: -1.0, lambda a, b: "one"], ids=["nan", "numpy-nan", "negative", "str"])
+def test_a_bad_bound_on_a_pair_is_bad_input_naming_the_pair(bound):
+    with pytest.raises(ValueError, match=r"bound\(D, D'\) returned .* on D = \[-10"):
+        assert_sensitivity(total, bound, relation="add-remove", norm=1, data=BASE, examples=20, seed=0)
+
+
+@pytest.mark.parametrize("bound", [float("nan"), math.inf, 0.0, -1.0, True, "1"])
+def test_a_bad_constant_bound_is_refused_by_name(bound):
+    with pytest.raises(ValueError, match="bound must be a finite number > 0"):
+        assert_sensitivity(total, bound, relation="add-remove", norm=1, data=BASE, examples=5, seed=0)
+
+
+def test_a_check_that_checked_no_pair_does_not_pass():
+    from dpfair_analysis.testing import NothingChecked
+
+    with pytest.raises(NothingChecked, match="no pair was checked") as failure:
+        assert_sensitivity(total, lambda a, b: math.inf, relation="add-remove", norm=1, data=BASE, examples=20,
+                           seed=0)
+    assert failure.value.report.checked == 0 and failure.value.report.tried > 0
+    assert isinstance(failure.value, AssertionError)
+
+
+def test_pairs_with_an_infinite_bound_are_tried_not_checked():
+    def only_removals(a, b):  # the claim covers removals only
+        return 10.0 if len(b) < len(a) else None
+
+    report = assert_sensitivity(total, only_removals, relation="add-remove", norm=1, data=BASE, examples=40, seed=0)
+    assert 0 < report.checked < report.tried
+
+
+@pytest.mark.parametrize("bound", [np.int64(100), np.float32(100.0), np.uint8(100), 100])
+def test_numpy_scalars_are_bounds(bound):
+    report = assert_sensitivity(total, bound, relation="add-remove", norm=1, data=np.linspace(-1, 1, 8),
+                                examples=20, seed=0)
+    assert report.checked == report.tried > 0

@@ -44,3 +44,11 @@ def test_parameter_trajectory_records_every_step():
     assert np.array_equal(flat_parameters(model), trajectory[1])
     with pytest.raises(ValueError, match="no parameters"):
         parameter_trajectory().array()
+
+
+def test_a_complex_tensor_is_refused_not_cast_to_its_real_part():
+    def complex_release(data, generator):
+        return torch.randn(1, generator=generator, dtype=torch.float64) + 1j * data.sum()
+
+    with pytest.raises(MechanismError, match="returned complex output"):  # before: audited by its real part
+        audit(torch_mechanism(complex_release), 1.0, relation="queries", data=np.zeros(3), budget=SMALL)

@@ -40,7 +40,6 @@ decides), so a ``KeyboardInterrupt`` raised there comes from the code under test
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -51,11 +50,13 @@ import subprocess
 import sys
 import time
 import traceback
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dpfair_analysis.errors import ArgumentError
+from dpfair_analysis.io import read_regular
 from dpfair_analysis.testing._json import jsonable
 from dpfair_analysis.testing.auditing import AuditResult, audit
 from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, epsilon_lower_bound, largest_certifiable_epsilon
@@ -112,8 +113,13 @@ def load_function(spec: str, argument: str, *, budget: TimeBudget | None = None)
     """
     path, name = parse_spec(spec, argument)
     module_name = f"_dpfair_target_{abs(hash(str(path.resolve())))}"
-    loader = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(loader)
+    try:  # the source the user named, compiled here: no __pycache__/*.pyc beside it is read (or written) -- one
+        # planted there by another user ran instead of the file, and could forge the verdict
+        code = compile(read_regular(path), str(path), "exec", dont_inherit=True)
+    except (OSError, ValueError, SyntaxError) as error:
+        raise ArgumentError(argument, f"cannot read {path}: {error}") from None
+    module = types.ModuleType(module_name)
+    module.__file__ = str(path)
     sys.modules[module_name] = module
 
     def expired() -> AuditTimeout:
@@ -121,10 +127,10 @@ def load_function(spec: str, argument: str, *, budget: TimeBudget | None = None)
                             f"(the import counts toward --time-budget / time_budget)")
     try:
         if budget is None:
-            loader.loader.exec_module(module)
+            exec(code, module.__dict__)  # noqa: S102  (the file the user named: running it is the audit)
         else:
             with budget.running(expired):
-                loader.loader.exec_module(module)
+                exec(code, module.__dict__)  # noqa: S102
     except (_Expired, AuditTimeout, KeyboardInterrupt):
         sys.modules.pop(module_name, None)
         raise
@@ -177,7 +183,8 @@ def audit_file(target: str, epsilon: float, delta: float = 0.0, *, pair: str | N
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (home, os.environ.get("PYTHONPATH")) if p)}
     read_end, write_end = os.pipe()
     try:
-        child = subprocess.Popen([sys.executable, "-m", "dpfair_analysis.testing.isolation", str(write_end)],
+        # -P: the working directory is not on the child's sys.path (a numpy.py planted there would run)
+        child = subprocess.Popen([sys.executable, "-P", "-m", "dpfair_analysis.testing.isolation", str(write_end)],
                                  stdin=subprocess.PIPE, stdout=2, pass_fds=(write_end,), close_fds=True, env=env)
     finally:
         os.close(write_end)

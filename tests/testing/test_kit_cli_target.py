@@ -145,3 +145,36 @@ def test_huge_finite_outputs_are_audited_not_an_internal_error(target, capsys):
     assert status in (0, 4), captured.err
     payload = json.loads(captured.out)
     assert payload["consistent"] and "Warning" not in captured.err
+
+
+def test_the_file_named_is_what_runs_not_a_pyc_planted_beside_it(tmp_path):
+    """The loader used to import the file, which reads __pycache__/NAME.cpython-XY.pyc when its header matches the
+    source's mtime and size: another user who can write the directory planted one and it ran instead (and printed
+    a normal verdict). The source is now compiled from the file itself."""
+    import importlib._bootstrap_external as external
+    import importlib.util
+    import os
+
+    from dpfair_analysis.testing.isolation import load_function
+
+    source = tmp_path / "umech.py"
+    source.write_text("def fn(data, rng):\n    return 'the user file'\n")
+    info = os.stat(source)
+    evil = compile("def fn(data, rng):\n    return 'planted'\n", str(source), "exec")
+    cache = tmp_path / "__pycache__" / os.path.basename(importlib.util.cache_from_source(str(source)))
+    cache.parent.mkdir()
+    cache.write_bytes(external._code_to_timestamp_pyc(evil, int(info.st_mtime), info.st_size))
+    assert load_function(f"{source}:fn", "target")(None, None) == "the user file"
+
+
+def test_a_module_planted_in_the_working_directory_is_not_imported_by_the_child(target, tmp_path, monkeypatch,
+                                                                                  capsys):
+    """`python -m` puts the working directory first on sys.path: a numpy.py planted there ran in the --target
+    child. The child runs with -P."""
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "PWNED"
+    (work / "numpy.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nraise ImportError('planted')\n")
+    monkeypatch.chdir(work)
+    assert main(["audit", "--target", f"{target}:private", *FAST]) == 0
+    assert not marker.exists()

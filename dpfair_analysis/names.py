@@ -53,7 +53,7 @@ CLAIMS = (
     '003.sec7.less-noise', '003.sec4.2.gaussian', '003.sec4.2.gaussian.std', '003.thm3', '003.thm3.mironov',
     '003.thm4', '003.lemma1', '003.lemma1.given-sensitivity', '003.lemma1.given-sensitivity.multiplier',
     '003.lemma1.shared-batch', '003.lemma2', '003.lemma2.given-sensitivity', '003.lemma2.given-sensitivity.multiplier',
-    '003.thm5', '003.sec6.1.rdp-to-dp', '003.thm6', '003.thm6.signed',
+    '003.thm5', '003.thm5.corrected', '003.sec6.1.rdp-to-dp', '003.thm6', '003.thm6.signed',
     '003.thm6.optimal-Cp', '003.thm7', '002.eq3', '002.eq4', '002.eq4.scaled', '002.eq4.bias-variance',
     '002.eq4.clipping-bias', '002.appD4.indices', '005.code.direction-magnitude',
     '005.code.noise-term', '005.code.global-condition', '005.code.accounting', '006.abs.vanishing-bound',

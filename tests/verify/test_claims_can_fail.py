@@ -44,7 +44,7 @@ EXPECTED = {
     "003.lemma1": "violated", "003.lemma1.given-sensitivity": "violated",
     "003.lemma1.given-sensitivity.multiplier": "holds", "003.lemma1.shared-batch": "violated",
     "003.lemma2": "violated", "003.lemma2.given-sensitivity": "violated",
-    "003.lemma2.given-sensitivity.multiplier": "holds", "003.thm5": "holds",
+    "003.lemma2.given-sensitivity.multiplier": "holds", "003.thm5": "violated", "003.thm5.corrected": "holds",
     "003.sec6.1.rdp-to-dp": "holds", "003.thm6": "misprinted", "003.thm6.signed": "holds",
     "003.thm6.optimal-Cp": "violated", "003.thm7": "holds", "002.eq3": "holds", "002.eq4": "misprinted",
     "002.eq4.scaled": "holds", "002.eq4.bias-variance": "holds", "002.eq4.clipping-bias": "holds",

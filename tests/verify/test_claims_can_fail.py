@@ -22,7 +22,7 @@ EXPECTED = {
     "000.sec5.2.count-sensitivity": "holds", "000.sec5.2.sum-sensitivity": "violated",
     "000.sec5.2.sum-sensitivity.guarded": "holds", "000.sec5.3.naive-sum-sensitivity": "violated",
     "000.sec5.3.naive-sum-sensitivity.noisy-sizes": "holds", "000.sec5.2.group-privacy": "violated",
-    "000.sec5.2.group-privacy.guarded": "holds", "000.sec5.2.two-groups": "violated",
+    "000.sec5.2.group-privacy.guarded": "violated", "000.sec5.2.two-groups": "violated",
     "000.sec5.3.naive-group-privacy": "violated", "000.sec6.1.3.count-budget": "violated",
     "000.sec6.1.3.fewer-iterations": "violated", "000.tables.epsilon": "holds", "004.def3.gaussian": "holds",
     "004.thm1": "holds", "004.sec5.3.naive-sum-sensitivity": "violated", "004.sec5.2.two-groups": "violated",

@@ -19,12 +19,19 @@ which for logistic regression needs ||x~|| <= 1 for the FULL parameterised input
 logistic loss of the one-score model z = w^T x + b has gradient (sigmoid(z) - y) [x; 1],
 so with an intercept it is sqrt(||x||^2 + 1)-Lipschitz in theta = (w, b), not
 ||x||-Lipschitz: for rows with ||x|| <= 1 the theorem gives 2 sqrt(2) / (n lambda). That is
-the bound this module uses (:func:`logistic_lipschitz`). The paper's 2/(n lambda) is not
-*proved* for models with an intercept; a directed and a property-based search (see
-``tests/privacy/test_output_perturbation.py``) found no violation of it either (largest
-observed ||theta* - theta*'|| n lambda / 2 = 0.71, approached as lambda grows and theta*
--> 0, where |sigmoid(z) - y| -> 1/2), so it is "not proven", not "false". Privacy here
-rests only on the proved 2 L / (n lambda).
+the bound this module uses (:func:`logistic_lipschitz`). The paper's 2/(n lambda) is
+*false* for models with an intercept (claim 001.sec5.sensitivity, violated): with the
+toolkit's solver (gtol 1e-12), n = 101, lambda = 1/101, D = {z = (cos .7, sin .7), y = 1;
+50 x (-cos .3, sin .3), y = 0; 50 x (-cos .3, -sin .3), y = 1} and D' replacing z by
+(cos .7, -sin .7), y = 0, theta*(D) = (0.7746, -4.9712, 0.7477) and theta*(D') =
+(-0.7746, -4.9712, -0.7477): ||theta* - theta*'|| = 2.153 > 2 (x1.077); at n = 1001,
+n lambda = 1, angles .5 / .1, x1.324, and the family tends to sqrt(2). The two rows have
+opposite labels and are both confidently misclassified by the nearly orthogonal bulk, so
+the intercept components of their gradients add instead of cancelling. The bound this
+module releases with, 2 sqrt(2) / (n lambda), stays valid on these pairs (0.761 and 0.936
+of it), as Chaudhuri et al.'s proof says it must. Without an intercept (theta = w, L =
+||x|| <= 1) the paper's 2/(n lambda) is proved (claim 001.sec5.sensitivity.no-intercept).
+Privacy here rests only on the proved 2 L / (n lambda).
 
 The intercept is penalised: lambda/2 ||theta||^2 includes b. With an unpenalised
 intercept J_D is not strongly convex in b, the theorem does not apply, and a minimiser

@@ -95,8 +95,22 @@ def test_cli_json_carries_kind_and_counts(capsys):
     assert len({c.id for c in CLAIMS}) == len(CLAIMS)
 
 
-def test_explain_names_the_premises_and_the_standing():
-    info = explain("003.thm5", QUICK)
+@pytest.fixture
+def corrected_thm5_on_the_lemmas(monkeypatch):
+    """003.thm5.corrected made to rest on the violated Lemmas 1-2 (no registered claim holds on violated premises
+    since 003.thm5 itself is violated end to end), to exercise how a standing apart is shown."""
+    from dataclasses import replace
+
+    from dpfair_analysis.verify import claims
+
+    claim = replace(claims.get_claim("003.thm5.corrected"), rests_on=("003.lemma1", "003.lemma2"),
+                    context=claims.get_claim("003.thm5").context)
+    monkeypatch.setitem(claims._BY_ID, claim.id, claim)
+    return claim.id
+
+
+def test_explain_names_the_premises_and_the_standing(corrected_thm5_on_the_lemmas):
+    info = explain(corrected_thm5_on_the_lemmas, QUICK)
     assert info["verdict"] == "holds" and info["standing"] == "holds-on-violated-premises"
     assert info["rests_on"] == {"003.lemma1": "violated", "003.lemma2": "violated"}
     assert any("Lemmas 1 and 2" in q for q in info["context"])
@@ -124,8 +138,8 @@ def test_lemma_explanation_quotes_the_proof_and_the_paper_setting():
     assert info["corrected_form"]["claims"][0]["verdict"] == "holds"
 
 
-def test_cli_table_marks_a_claim_on_violated_premises_and_an_other_reading(capsys):
-    assert main(["verify", "--claim", "003.thm5", "--quiet"]) == 0
+def test_cli_table_marks_a_claim_on_violated_premises_and_an_other_reading(capsys, corrected_thm5_on_the_lemmas):
+    assert main(["verify", "--claim", corrected_thm5_on_the_lemmas, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "holds†" in out and "† holds, but rests on violated premises: 003.lemma1 (violated)" in out
     assert "0 holds, 1 holds but rests on violated premises" in out

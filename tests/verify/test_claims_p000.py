@@ -8,7 +8,8 @@ through the code under test.
   record reweights its whole group; 004's line 8 (noisy sizes) gives negative weights on MNIST;
 * 000.sec4.2.optimal-C.quantile: with the empirical quantile (inverse CDF) the rule is a minimiser;
 * 000.sec5.2.group-privacy: the key states the rho below which the claim fails inside the range
-  Algorithm 2 reaches, and the boundary is where dp_accounting's own epsilons cross rho * eps;
+  Algorithm 2 reaches, and the boundary is where dp_accounting's own epsilons cross rho * eps (population and
+  group epsilon both by PLD); the guarded form fails at sigma_2 >= 2 with one accountant on both sides;
 * 000.sec6.1.3.fewer-iterations: 19 fewer steps leave DPSGD-F's (joint) epsilon above DPSGD's;
 * 004.thm1: the quadrature of the adaptive composition's log moment, by a trapezoid on a grid.
 """
@@ -181,33 +182,59 @@ def test_group_privacy_states_the_boundary_and_dp_accounting_agrees(verdicts):
     rho_star = v.details["claim_fails_below_rho"]
     assert f"fails for ρ < {rho_star:.3g}, inside the reachable [{1 / 257:.3g}, 1]" in v.key
     assert ce["rho"] == pytest.approx(1 / 257)  # the headline at the smallest rho Algorithm 2 reaches
-    assert 1 / 257 < rho_star < v.details["claim_fails_below_rho_classic_accounting"] < 1
+    assert 1 / 257 < rho_star < 1 and rho_star == pytest.approx(0.0724, abs=5e-4)
 
     n = int(0.8 * 45_222)
-    q, steps, delta = 256 / n, math.ceil(20 * n / 256), 1e-6
+    q, delta = 256 / n, 1e-6
 
-    def event(sigma):
-        return dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), steps)
+    def event(sigma, epochs=20):
+        return dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)),
+                                            math.ceil(epochs * n / 256))
 
-    # eps: the paper's accounting (RDP over orders 1.1..10.9, 12..63, classic conversion)
+    # the paper's accounting (RDP over orders 1.1..10.9, 12..63, classic conversion): in the details, not the verdict
     orders = [1 + x / 10 for x in range(1, 100)] + list(range(12, 64))
     acct = rdp_privacy_accountant.RdpAccountant(orders)
     acct.compose(event((1 / 100 + 1) ** -0.5))
-    eps = min(r + math.log(1 / delta) / (a - 1) for a, r in zip(orders, acct._rdp))
-    assert eps == pytest.approx(ce["epsilon"], rel=1e-6)
-    assert eps == pytest.approx(3.1, abs=0.05)  # Table 1's Adult epsilon
+    classic = min(r + math.log(1 / delta) / (a - 1) for a, r in zip(orders, acct._rdp))
+    assert classic == pytest.approx(v.details["epsilon_paper_accounting"], rel=1e-6)
+    assert classic == pytest.approx(3.1, abs=0.05)  # Table 1's Adult epsilon
 
-    def eps_group(rho):  # count release (sigma_1 = 10) and sum (sigma_2 / rho) on one batch: the joint Gaussian
+    def eps_group(rho, sigma=1.0, epochs=20):  # counts (sigma_1 = 10 sigma_2) and sum (sigma_2 / rho): the joint Gaussian
         pld = pld_privacy_accountant.PLDAccountant(value_discretization_interval=min(1e-4, 1e-3 * rho))
-        pld.compose(event((1 / 100 + rho ** 2) ** -0.5))
+        pld.compose(event(sigma * (1 / 100 + rho ** 2) ** -0.5, epochs))
         return pld.get_epsilon(delta)
 
+    eps = eps_group(1.0)  # the population's epsilon by the same accountant as the group's (PLD)
+    assert eps == pytest.approx(ce["epsilon"], rel=1e-6) and eps == pytest.approx(2.438, abs=2e-3)
     assert eps_group(0.9 * rho_star) > 0.9 * rho_star * eps
     assert eps_group(1.1 * rho_star) < 1.1 * rho_star * eps
     assert eps_group(1 / 257) == pytest.approx(ce["epsilon_group"], rel=1e-6)
-    # the toolkit's guarded DPSGD-F caps the ratio at 10: its rho >= 1/11 lies above rho*, where the claim holds
-    guarded = get_claim("000.sec5.2.group-privacy.guarded").check(QUICK)
-    assert guarded.status == "holds" and 1 / 11 > rho_star
+
+
+def test_guarded_group_privacy_fails_with_one_accountant_on_both_sides():
+    """The toolkit's guarded DPSGD-F (rho >= 1/11) was 'holds' (max 0.784) only because its population epsilon came
+    from the loose classic accountant. With PLD on both sides, sigma_2 = 2 on the Adult schedule: eps_k = 0.0924 >
+    rho eps = 0.0783 (x1.18); x1.27 at sigma_2 = 4 (dp_accounting directly)."""
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+
+    n, delta, rho = int(0.8 * 45_222), 1e-6, 1 / 11
+
+    def eps(sigma, r=1.0):
+        pld = pld_privacy_accountant.PLDAccountant(value_discretization_interval=min(1e-4, 1e-3 * r))
+        pld.compose(dp_event.PoissonSampledDpEvent(256 / n, dp_event.GaussianDpEvent(sigma * (1 / 100 + r ** 2) ** -0.5)),
+                    math.ceil(20 * n / 256))
+        return pld.get_epsilon(delta)
+
+    assert eps(2.0, rho) == pytest.approx(0.0924, abs=5e-4) and eps(2.0) == pytest.approx(0.861, abs=2e-3)
+    assert eps(2.0, rho) / (rho * eps(2.0)) == pytest.approx(1.18, abs=0.01)
+    v = get_claim("000.sec5.2.group-privacy.guarded").check(QUICK)
+    assert v.status == "violated" and v.ratio == pytest.approx(1.274, abs=0.01)
+    by_setting = {(r["sigma_2"], r["epochs"]): r for r in v.details["settings"]}
+    assert by_setting[(2.0, 20)]["ratio_at_lo"] == pytest.approx(eps(2.0, rho) / (rho * eps(2.0)), rel=1e-4)
+    assert by_setting[(4.0, 20)]["ratio_at_lo"] == pytest.approx(1.267, abs=0.005)
+    assert by_setting[(1.0, 20)]["ratio_at_lo"] < 1  # at the one setting the old check tried it holds
+    assert get_claim("000.sec5.2.group-privacy.guarded").mutant(QUICK).status == "holds"
 
 
 def test_fewer_iterations_by_hand():

@@ -163,3 +163,56 @@ def test_fairdp_tau_growth_law_by_hand():
         gap = np.mean(smooth / 2 * (-mu * clipped - a) ** 2) - np.mean(smooth / 2 * a ** 2)
         assert gap / eta ** 2 == pytest.approx(1 / (2 * smooth), rel=1e-9)
         assert law[f"{smooth:g}"] == pytest.approx(gap / eta ** 2, rel=1e-9)
+
+
+# ------------------------------------------------------------------ 001 §5 output perturbation's sensitivity
+def newton_logreg(X, y, lam, *, intercept=True):
+    """argmin (1/n) sum softplus(-(2y - 1) theta^T x~) + lam/2 ||theta||^2 by Newton's method in numpy
+    (x~ = [x; 1] with an intercept, x without), to a gradient norm below 1e-13."""
+    A = np.hstack([X, np.ones((len(X), 1))]) if intercept else X
+    s = 2 * np.asarray(y, float) - 1
+    theta = np.zeros(A.shape[1])
+    for _ in range(100):
+        m = s * (A @ theta)
+        p = 1 / (1 + np.exp(m))  # sigmoid(-m)
+        g = -(A * (s * p)[:, None]).mean(0) + lam * theta
+        if np.linalg.norm(g) < 1e-13:
+            break
+        H = (A * (p * (1 - p))[:, None]).T @ A / len(A) + lam * np.eye(A.shape[1])
+        theta = theta - np.linalg.solve(H, g)
+    return theta
+
+
+def opposite_label_pair_by_hand(n, phi, psi):
+    m = (n - 1) // 2
+    bulk = [[-math.cos(psi), math.sin(psi)]] * m + [[-math.cos(psi), -math.sin(psi)]] * m
+    X = np.array([[math.cos(phi), math.sin(phi)]] + bulk)
+    X2 = np.array([[math.cos(phi), -math.sin(phi)]] + bulk)
+    y = [1] + [0] * m + [1] * m
+    return X, y, X2, [0] + y[1:]
+
+
+def test_output_perturbation_sensitivity_counterexample_by_hand():
+    """001.sec5.sensitivity (2/(n lambda), penalised intercept) is violated: n = 101, lambda = 1/101, an
+    opposite-label swap of two rows the bulk misclassifies moves theta* by 2.153 > 2 (x1.077), and x1.324 at
+    n = 1001; the proved 2 sqrt(2)/(n lambda) the release uses holds on both; without an intercept the pair
+    moves theta* by far less than 2/(n lambda)."""
+    X, y, X2, y2 = opposite_label_pair_by_hand(101, 0.7, 0.3)
+    a, b = newton_logreg(X, y, 1 / 101), newton_logreg(X2, y2, 1 / 101)
+    np.testing.assert_allclose(a, [0.7746, -4.9712, 0.7477], atol=1e-4)
+    np.testing.assert_allclose(b, [-0.7746, -4.9712, -0.7477], atol=1e-4)
+    shift = np.linalg.norm(a - b)
+    assert shift == pytest.approx(2.1532, abs=1e-4) and 2 < shift < 2 * math.sqrt(2)
+    X, y, X2, y2 = opposite_label_pair_by_hand(1001, 0.5, 0.1)
+    ratio = np.linalg.norm(newton_logreg(X, y, 1 / 1001) - newton_logreg(X2, y2, 1 / 1001)) / 2
+    assert ratio == pytest.approx(1.3241, abs=1e-3) and ratio < math.sqrt(2)
+    no_b = np.linalg.norm(newton_logreg(X, y, 1 / 1001, intercept=False)
+                          - newton_logreg(X2, y2, 1 / 1001, intercept=False)) / 2
+    assert no_b < 0.5
+    v = get_claim("001.sec5.sensitivity").check(QUICK)
+    assert v.status == "violated" and v.ratio == pytest.approx(ratio, abs=1e-3)
+    case = v.counterexample["case"]
+    assert (case["n"], case["phi"], case["psi"]) == (101, 0.7, 0.3) and case["shift"] == pytest.approx(shift, abs=1e-6)
+    assert get_claim("001.sec5.sensitivity.intercept").check(QUICK).worst_ratio == pytest.approx(ratio / math.sqrt(2),
+                                                                                                  abs=1e-3)
+    assert get_claim("001.sec5.sensitivity.no-intercept").check(QUICK).status == "holds"

@@ -260,18 +260,37 @@ def test_lemma2_given_sensitivity_is_violated_with_its_multiplier_twin():
     assert get_claim("003.lemma2.given-sensitivity").mutant(QUICK).status == "holds"
 
 
-def test_theorem5_holds_but_rests_on_the_violated_lemmas():
-    """003.thm5's own check (the ledgers against the formula) holds; its standing, derived from Lemmas 1-2's
-    verdicts, is 'holds, but rests on violated premises' and is counted apart from a plain holds."""
+def test_theorem5_as_printed_is_violated_end_to_end():
+    """003.thm5 as printed: a run's transcript contains its first primal step, so its Rényi divergence is at least
+    that step's (data processing). 003.lemma1's pair at |B| = n moves the release by 18 against Δ_p = 2 on both
+    sides (equal noise σ_pΔ_p = 2): the step's divergence α 18²/(2·2²) = 40.5 α, against the printed bound
+    T (ε_p + ε_d) = T (α/8 + α/800) with σ_dΔ_d = 10 σ_pΔ_p -- ×320.8 at T = 1, ×3.21 at T = 100 (closed forms)."""
+    v = get_claim("003.thm5").check(QUICK)
+    assert v.status == "violated" and v.ratio == pytest.approx(40.5 / (1 / 8 + 1 / 800), rel=1e-9)
+    assert v.counterexample["T"] == 1 and v.counterexample["pair"]["change"] == pytest.approx(18.0)
+    assert "×3.21 at T = 100" in v.key
+    shared = [r for r in v.details["table"] if "shared-batch" in r["step"] and r["T"] == 1]
+    assert max(r["ratio"] for r in shared) > 1  # the revealed-inclusion step alone breaks one epoch's bound too
+    assert get_claim("003.thm5").mutant(QUICK).status == "holds"
+
+
+def test_theorem5_corrected_holds_on_holding_premises_and_a_holds_on_violated_ones_is_counted_apart():
+    """003.thm5.corrected (the toolkit's ledgers against the formula at the multipliers) holds on premises that
+    hold; the same check resting on the violated Lemmas 1-2 would stand 'holds, but rests on violated premises'
+    and is counted apart from a plain holds."""
+    from dataclasses import replace
+
     from dpfair_analysis.verify.claims import count_verdicts, run_claims
 
-    claim = get_claim("003.thm5")
-    assert claim.rests_on == ("003.lemma1", "003.lemma2")
+    claim = get_claim("003.thm5.corrected")
     [(_, v, _)] = run_claims([claim], QUICK, progress=False)
+    assert v.status == "holds" and v.standing == "holds" and set(v.premises.values()) == {"holds"}
+    on_lemmas = replace(claim, rests_on=("003.lemma1", "003.lemma2"))
+    [(_, v, _)] = run_claims([on_lemmas], QUICK, progress=False)
     assert v.status == "holds" and v.premises == {"003.lemma1": "violated", "003.lemma2": "violated"}
     assert v.standing == "holds-on-violated-premises"
     assert v.standing_label == "holds, but rests on violated premises"
-    counts = count_verdicts([(claim, v, 0.0)])
+    counts = count_verdicts([(on_lemmas, v, 0.0)])
     assert counts["holds"] == 0 and counts["holds-on-violated-premises"] == 1
 
 
@@ -298,7 +317,9 @@ def test_theorem4_worst_pair_attains_eq14b(alpha, q, sigma):
 def test_theorem5_ledgers_against_dp_accounting():
     """The formula and the recorded releases, with dp_accounting's RDP at integer orders (independent of the
     check's quadrature): the ledger stays below T n eps_p/|B| + T eps_d, and above it without T eps_d."""
-    runs = privacy.thm5_ledgers()
+    from dpfair_analysis.verify.claims.p003_pfld_composition import thm5_ledgers
+
+    runs = thm5_ledgers()
     assert any(sum(c for e, c in r["runs"] if isinstance(e, dp_event.PoissonSampledDpEvent)) > 0 for r in runs)
     orders = [2.0, 4.0, 8.0, 16.0]
     without_dual_exceeded = False
@@ -314,7 +335,7 @@ def test_theorem5_ledgers_against_dp_accounting():
         assert (ledger <= (primal + dual) * (1 + 1e-9)).all()
         without_dual_exceeded |= bool((ledger > primal).any())
     assert without_dual_exceeded
-    assert get_claim("003.thm5").mutant(QUICK).status == "violated"
+    assert get_claim("003.thm5.corrected").mutant(QUICK).status == "violated"
 
 
 # ------------------------------------------------------------------ after Theorem 6

@@ -42,6 +42,7 @@ from dpfair_analysis.verify.claims import p001_fairness_lens
 from dpfair_analysis.verify.claims import p001_fairness_lens_factors
 from dpfair_analysis.verify.claims import p003_pfld
 from dpfair_analysis.verify.claims import p003_pfld_privacy
+from dpfair_analysis.verify.claims import p003_pfld_composition
 from dpfair_analysis.verify.claims import p003_pfld_bounds
 from dpfair_analysis.verify.claims import p002_fairdp
 from dpfair_analysis.verify.claims import p005_global_adapt
@@ -100,7 +101,8 @@ __all__ = [
 
 #: The claims files, in the registry's order.
 MODULES = (p000_dpsgdf, p000_dpsgdf_accounting, p004_dpsgdf_long, p001_fairness_lens, p001_fairness_lens_factors,
-           p003_pfld, p003_pfld_privacy, p003_pfld_bounds, p002_fairdp, p005_global_adapt, p006_bounded_adaptive)
+           p003_pfld, p003_pfld_privacy, p003_pfld_composition, p003_pfld_bounds, p002_fairdp, p005_global_adapt,
+           p006_bounded_adaptive)
 CLAIMS: list[Claim] = list(REGISTRY.values())
 
 _BY_ID = {c.id: c for c in CLAIMS}

@@ -1,8 +1,8 @@
 """Paper 003 (PF-LD, AAAI'21), the privacy accounting of §6.1 -- the RDP definition (Theorem 3), the sampled
 Gaussian's RDP (Theorem 4, Eq. 14), the primal and dual steps (Lemmas 1-2; their σ = σΔ read as printed is
 violated, not misprinted: the noise-multiplier form promises a different ε, registered as the corrected twin),
-their composition (Theorem 5, which rests on Lemmas 1-2) and the conversion to (ε, δ). §4.2's Gaussian
-mechanism is at the end of :mod:`.p003_pfld`.
+their composition (Theorem 5) and the conversion to (ε, δ) are in :mod:`.p003_pfld_composition`. §4.2's
+Gaussian mechanism is at the end of :mod:`.p003_pfld`.
 
 Lemmas 1-2 are checked on the neighbouring pairs Theorems 1-2's searches find (:mod:`.p003_pfld`'s public
 :func:`~.p003_pfld.theorem1_searches` / :func:`~.p003_pfld.theorem2_search`, cached there).
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -31,12 +29,9 @@ from dpfair_analysis.verify.claims.core import (
     search,
     violated,
 )
-from dpfair_analysis.verify.claims.fixtures import pfld_data
 from dpfair_analysis.verify.claims.p003_pfld import RELEASE_FAMILIES, case_record, theorem1_searches, theorem2_search
 
-__all__ = ["gaussian_renyi", "lemma1_shared_batch", "sg_pair_renyi", "sg_rdp", "thm5_ledgers"]
-
-_LEDGERS: dict[str, Any] = {}
+__all__ = ["gaussian_renyi", "lemma1_shared_batch", "lemma_pairs", "revealed_inclusion_rdp", "sg_pair_renyi", "sg_rdp"]
 
 # =============================================================================== Rényi divergences
 def _renyi_gaussian_mixture(alpha: float, q: float, sigma: float, *, reverse: bool) -> float:
@@ -263,7 +258,7 @@ def _release_and_delta(c, group, *, dual: bool):
             paper_primal_sensitivity(group_sizes(c, group), clip=c.clip, lambda_max=float(c.lambdas.max())))
 
 
-def _lemma_pairs(budget: CheckBudget, dual: bool) -> list[tuple[dict, float, float, float, int]]:
+def lemma_pairs(budget: CheckBudget, dual: bool) -> list[tuple[dict, float, float, float, int]]:
     """(evidence, ||release(D) - release(D')||^2, Delta(D), Delta(D'), dimension) for the pairs the
     Theorem 1 (release families) / Theorem 2 searches found; pairs with an infinite Delta skipped."""
     import torch
@@ -305,7 +300,7 @@ def _pfld_lemma(*, dual: bool, reading: str, pair: tuple[float, float, int] | No
     def check(budget: CheckBudget) -> Verdict:
         sigma, orders = 1.0, (1.5, 2.0, 4.0, 8.0, 16.0)
         if pair is None:
-            pairs = _lemma_pairs(budget, dual)
+            pairs = lemma_pairs(budget, dual)
             source = "Theorem 2's search" if dual else "Theorem 1's release-level searches"
             if not pairs:
                 return inconclusive(f"{source} found no pair beyond Δ", reason="no pair to test")
@@ -452,7 +447,7 @@ register("003.lemma1.given-sensitivity.multiplier", kind="corrected",
          mutant=_unit_sensitivity(dual=False, reading="fixed", claim_scale=0.9))
 
 
-def _revealed_inclusion_rdp(alpha: float, q: float, sigma: float) -> float:
+def revealed_inclusion_rdp(alpha: float, q: float, sigma: float) -> float:
     """RDP of a Poisson-sampled Gaussian (sensitivity 1, noise sigma) whose *inclusion is revealed*:
     the outputs are (0, N(0, s^2)) w.p. 1 - q and (1, N(mu, s^2)) w.p. q on D, (1, N(0, s^2)) on D'.
     D_alpha = log(1 - q + q exp(alpha (alpha - 1) / (2 sigma^2))) / (alpha - 1)."""
@@ -466,7 +461,7 @@ def lemma1_shared_batch(grid: tuple[tuple[float, float], ...] = ((0.01, 1.0), (2
     person whose public gradient no one else shares (a one-hot column only they hold; z-scored it is
     ~sqrt(n)) shows in theta_{t+1} whether they were in B. Even granting the sensitivity Delta_p, the step
     is then the sampled Gaussian with its inclusion revealed, whose Renyi divergence
-    (:func:`_revealed_inclusion_rdp`) exceeds the claimed SG bound of Eq. (14) at every alpha when q < 1
+    (:func:`revealed_inclusion_rdp`) exceeds the claimed SG bound of Eq. (14) at every alpha when q < 1
     (at q = 1 they coincide: the check holds there)."""
     def check(budget: CheckBudget) -> Verdict:
         from dp_accounting import dp_event
@@ -477,7 +472,7 @@ def lemma1_shared_batch(grid: tuple[tuple[float, float], ...] = ((0.01, 1.0), (2
         worst, where = 0.0, None
         for q, sigma in grid:
             claimed = _rdp_of(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), orders)
-            actual = np.array([_revealed_inclusion_rdp(a, q, sigma) if q < 1 else a / (2 * sigma ** 2)
+            actual = np.array([revealed_inclusion_rdp(a, q, sigma) if q < 1 else a / (2 * sigma ** 2)
                                for a in orders])
             ratio = float(np.max(actual / claimed))
             if ratio > worst:
@@ -544,144 +539,3 @@ register("003.lemma2.given-sensitivity.multiplier", kind="corrected",
          statement=_LEMMA2_GIVEN + "σ_d (the noise multiplier)",
          regime="as 003.lemma2.given-sensitivity", method="the Gaussian's exact RDP against Eq. (14) at σ_d",
          check=_LEMMA2_FIXED, mutant=_unit_sensitivity(dual=True, reading="fixed", claim_scale=0.9))
-
-
-# =============================================================================== Theorem 5 and the conversion
-def _event_rdp(event, alpha: float) -> float:
-    """RDP at order alpha of a recorded ledger event, computed here (not by dp_accounting): Poisson-sampled
-    Gaussian by Eq. (14) quadrature, Gaussian alpha / (2 sigma^2), compositions add; anything else is not
-    a release the Theorem 5 formula counts (inf)."""
-    from dp_accounting import dp_event
-
-    if isinstance(event, dp_event.NoOpDpEvent):
-        return 0.0
-    if isinstance(event, dp_event.GaussianDpEvent):
-        return alpha / (2 * event.noise_multiplier ** 2)
-    if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(event.event, dp_event.GaussianDpEvent):
-        return sg_rdp(alpha, float(event.sampling_probability), float(event.event.noise_multiplier))
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        return event.count * _event_rdp(event.event, alpha)
-    if isinstance(event, dp_event.ComposedDpEvent):
-        return sum(_event_rdp(e, alpha) for e in event.events)
-    return math.inf
-
-
-#: small paper-exact PF-LD runs whose multipliers leave 0 after the first dual step (dual_lr 10, C_d 1), so
-#: every later step releases (the Sec. 7 rule runs in the second)
-_THM5_RUNS = (
-    {"kind": "dp", "epochs": 3, "batch_size": 60, "noise_multiplier": 1.0, "dual_noise_ratio": 1.0},
-    {"kind": "ap", "epochs": 3, "batch_size": 80, "noise_multiplier": 1.5, "dual_noise_ratio": 2.0,
-     "missing_rate": 0.3},
-)
-
-
-def thm5_ledgers() -> list[dict[str, Any]]:
-    """Small real PF-LD runs as the paper prescribes (train_lagrangian, paper_exact=True): what each
-    ledger recorded (runs of events), with the run's T, n, |B|, sigma_p, sigma_d."""
-    from dpfair_analysis.fairness.constraints import make_constraint
-    from dpfair_analysis.models import build_model
-    from dpfair_analysis.training.lagrangian import LagrangianConfig, train_lagrangian
-
-    def compute():
-        out = []
-        data = pfld_data()
-        for spec in _THM5_RUNS:
-            spec = dict(spec)
-            kind = spec.pop("kind")
-            config = LagrangianConfig(method="pfld", paper_exact=True, lambda_max=1.0, dual_lr=10.0, clip_dual=1.0,
-                                      seed=0, **spec)
-            model = build_model("mlp", input_shape=(3,), n_classes=2, seed=1, hidden=(8,))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = train_lagrangian(model, data, make_constraint(kind, n_groups=2), config, progress=False)
-            out.append({"kind": kind, "T": config.epochs, "n": len(data), "batch_size": config.batch_size,
-                        "sigma_p": result.noise_multipliers["primal"], "sigma_d": result.noise_multipliers["dual"],
-                        "missing_rate": config.missing_rate, "runs": result.ledger.runs})
-        return out
-    if "runs" not in _LEDGERS:
-        _LEDGERS["runs"] = compute()
-    return _LEDGERS["runs"]
-
-
-def _pfld_theorem5(*, dual_term: bool = True) -> Check:
-    """Thm 5: PF-LD is (alpha, T n eps_p/|B| + T eps_d)-RDP, eps_p of Eq. (14) at q = |B|/n and sigma_p
-    (Lemma 1), eps_d = alpha / (2 sigma_d^2) (Lemma 2). Checked on what ships: small real PF-LD runs
-    (train_lagrangian with paper_exact=True, dp and ap, the latter with 30% missing values): the RDP of the events
-    each run's ledger recorded (every primal and dual release it made, with their sampling rates and
-    multipliers), computed here (:func:`_event_rdp`), must not exceed the formula, computed here too
-    (Eq. 14 by quadrature, the Gaussian in closed form) -- a trainer that released more than T n/|B|
-    primal and T dual steps, or with smaller multipliers, would exceed it. This is the bookkeeping only: the
-    claim rests on Lemmas 1-2 (``rests_on``), whose verdicts set its standing when the registry runs.
-    ``dual_term=False`` (the mutant) drops T eps_d from the formula."""
-    def check(budget: CheckBudget) -> Verdict:
-        from dp_accounting import dp_event
-
-        orders = [1.5, 2.0, 4.0, 8.0, 16.0, 32.0]
-        worst, where, details = 0.0, {}, []
-        for run in thm5_ledgers():
-            T, n, b, sp, sd = run["T"], run["n"], run["batch_size"], run["sigma_p"], run["sigma_d"]
-            primal = sum(c for e, c in run["runs"] if isinstance(e, dp_event.PoissonSampledDpEvent))
-            dual = sum(c for e, c in run["runs"] if isinstance(e, dp_event.GaussianDpEvent))
-            details.append({"kind": run["kind"], "T": T, "n": n, "batch": b, "sigma_p": sp, "sigma_d": sd,
-                            "primal_releases": primal, "dual_releases": dual,
-                            "formula_counts": [T * n / b, T if dual_term else 0]})
-            for a in orders:
-                formula = T * n / b * sg_rdp(a, b / n, sp) + (T * a / (2 * sd ** 2) if dual_term else 0.0)
-                actual = sum(c * _event_rdp(e, a) for e, c in run["runs"])
-                r = actual / formula
-                if r > worst:
-                    worst, where = r, {"run": details[-1], "alpha": a, "ledger_rdp": actual, "formula": formula,
-                                       "sigma_p": sp, "sigma_d": sd}
-        effort = (f"{len(details)} PF-LD runs (paper_exact) × {len(orders)} α: "
-                  + "; ".join(f"{d['kind']} T={d['T']}: {d['primal_releases']} primal + {d['dual_releases']} dual "
-                              f"releases recorded" for d in details)
-                  + ("" if dual_term else "; formula without T ε_d"))
-        if worst <= 1 + 1e-9:
-            return holds(f"ledger RDP ≤ T n ε_p/|B| + T ε_d (max ratio {worst:.3f})", effort=effort, worst_ratio=worst,
-                         runs=details)
-        return violated(f"the ledger's RDP is ×{worst:.3g} the formula", counterexample=where, ratio=worst,
-                        effort=effort)
-    return check
-
-
-register("003.thm5", location="§6.1, Theorem 5",
-         quote="Theorem 5. PF-LD satisfies (α, Tnε_p/|B| + Tε_d)-RDP.",
-         statement="PF-LD is (α, T n ε_p/|B| + T ε_d)-RDP",
-         regime="Lemmas 1-2 granted (rests_on: their verdicts set this claim's standing); RDP composition; the "
-                "releases real paper-exact PF-LD runs record",
-         method="small real PF-LD runs (training.lagrangian, paper_exact; dp, and ap with 30% missing values): the "
-                "RDP of every release their ledger recorded, computed here (Eq. 14 by quadrature), against the "
-                "formula", check=_pfld_theorem5(), mutant=_pfld_theorem5(dual_term=False),
-         context=("Proof. The result follows from Lemmas 1 and 2 and by the composability of RDP [30].",),
-         rests_on=("003.lemma1", "003.lemma2"))
-
-
-def _rdp_conversion(*, term_factor: float = 1.0) -> Check:
-    """(alpha, eps)-RDP => (eps + term_factor log(1/delta)/(alpha-1), delta)-DP (printed: term_factor = 1), on the
-    Gaussian mechanism (RDP alpha / (2 sigma^2)) with its exact delta(eps) (Balle & Wang 2018)."""
-    def check(budget: CheckBudget) -> Verdict:
-        from dpfair_analysis.privacy.gaussian import gaussian_delta
-
-        def ratio(x):
-            sigma, alpha, log10_delta = x
-            delta = 10 ** log10_delta
-            eps = alpha / (2 * sigma ** 2) + term_factor * math.log(1 / delta) / (alpha - 1)
-            return gaussian_delta(sigma, eps, 1.0) / delta
-
-        found, worst, tried = search(st.tuples(st.floats(0.3, 20), st.floats(1.01, 256), st.floats(-12, -1)), ratio,
-                                     examples=budget.examples)
-        effort = f"{tried} (σ, α, δ)" + (f"; log(1/δ)/(α−1) ×{term_factor:g}" if term_factor != 1 else "")
-        if found is None:
-            return holds(f"max exact δ / δ = {worst:.3g}", effort=effort, worst_ratio=worst)
-        return violated(f"exact δ ×{worst:.3g}", counterexample={"sigma": found[0], "alpha": found[1],
-                                                                 "delta": 10 ** found[2]}, ratio=worst, effort=effort)
-    return check
-
-
-register("003.sec6.1.rdp-to-dp", location="§6.1, after Theorem 5",
-         quote="The final privacy loss in the (ε, δ)-differential privacy model is obtained by observing that a mechanism "
-               "satisfying (α, ε)-Rényi differential privacy also satisfies (ε + log(1/δ)/(α − 1), δ)-differential "
-               "privacy, for any 0 < δ < 1 [30].",
-         statement="(α, ε)-RDP ⇒ (ε + log(1/δ)/(α − 1), δ)-DP", regime="0 < δ < 1; checked on the Gaussian mechanism",
-         method="the Gaussian mechanism's exact δ (Balle & Wang) at the converted ε, hypothesis-searched over (σ, α, δ)",
-         check=_rdp_conversion(), mutant=_rdp_conversion(term_factor=0.5))

@@ -141,12 +141,21 @@ def gaussian_delta_condition(factor: float, *, std: str = "delta*sigma",
 DWORK_ROTH = cached(gaussian_delta_condition(1.25))
 
 
+def _gaussian_constant_change(printed: Verdict, fixed: Verdict) -> tuple[float, str]:
+    """What the fix 4/5 -> 5/4 does to the guarantee: at every (sigma, eps) the fixed condition promises
+    (eps, delta)-DP only for a delta 5/4 / (4/5) = 1.5625 times larger -- the printed constant overstates privacy."""
+    return 1.25 / 0.8, ("the printed constant promises (ε, δ)-DP for a δ 1.5625× smaller than the cited source's at "
+                        "every σ and ε (privacy overstated), though it fails only where the stated δ ≥ 0.75")
+
+
 def printed_gaussian_checks(*, fix: str) -> tuple[Check, Check]:
-    """(check, mutant) of the Gaussian condition as 001 §3 and 003 §4.2 print it, factor 4/5: misprinted if the
-    printed form fails and Dwork & Roth's holds (``fix`` names the typo fix); the mutant's "fix" is the printed form
-    again, so it must come out violated."""
+    """(check, mutant) of the Gaussian condition as 001 §3 and 003 §4.2 print it, factor 4/5. The fix to Dwork &
+    Roth's 5/4 changes what is guaranteed (:func:`_gaussian_constant_change`: the δ promised moves ×1.5625 at every
+    point), so where the printed form fails the statement is violated, not misprinted -- the project's rule for a
+    privacy overstatement. The mutant is the statement with the cited constant printed, which holds."""
     printed = gaussian_delta_condition(0.8)
-    return misprint_check(printed, DWORK_ROTH, fix=fix), misprint_check(printed, printed, fix="none")
+    return (misprint_check(printed, DWORK_ROTH, fix=fix, guarantee_change=_gaussian_constant_change),
+            misprint_check(DWORK_ROTH, DWORK_ROTH, fix="none", guarantee_change=_gaussian_constant_change))
 
 
 # =============================================================================== releases on one sampled batch

@@ -63,7 +63,9 @@ register("001.sec3.gaussian.std", location="§3 Preliminaries, after Definition 
                                                "Δ_ℓ²σ², as the notation N(0, Δ_ℓ²σ²) says)"),
          mutant=misprint_check(gaussian_delta_condition(1.25, std="delta^2*sigma^2", directed=FIGURE1_SETTINGS),
                                gaussian_delta_condition(0.8), fix="none"),
-         fix="'standard deviation Δ_ℓ²σ²' → standard deviation Δ_ℓσ (variance Δ_ℓ²σ²)")
+         fix="'standard deviation Δ_ℓ²σ²' → standard deviation Δ_ℓσ (variance Δ_ℓ²σ²); a misprint because the "
+             "notation N(0, Δ_ℓ²σ²) in the same sentence gives the variance, so the guarantee of the mechanism as "
+             "written is unchanged -- read literally, the words overstate privacy (δ ×9.96e4 at Figure 1's settings)")
 
 
 # =============================================================================== §5 output perturbation

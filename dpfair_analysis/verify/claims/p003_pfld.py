@@ -590,6 +590,11 @@ register("003.sec4.2.gaussian", location="§4.2, after Definition 1", quote=_GAU
                 "003.sec4.2.gaussian.std)", method=_GAUSS_METHOD,
          check=_PRINTED_CHECK, mutant=_PRINTED_MUTANT,
          fix="4/5 → 5/4 (Dwork & Roth 2014, Thm A.1)")
+register("003.sec4.2.gaussian.dwork-roth", kind="corrected", corrects="003.sec4.2.gaussian",
+         location="§4.2 with the constant of the cited source (Dwork & Roth 2014, Thm A.1)", quote=_GAUSS_QUOTE,
+         statement="f(D) + N(0, Δ²σ²) is (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2) and ε < 1",
+         regime="as 003.sec4.2.gaussian", method=_GAUSS_METHOD, check=DWORK_ROTH,
+         mutant=gaussian_delta_condition(0.8))
 register("003.sec4.2.gaussian.std", location="§4.2, after Definition 1", quote=_GAUSS_QUOTE,
          statement="noise of standard deviation Δ_f σ² gives (ε, δ)-DP for δ > (5/4) exp(−(σε)²/2), ε < 1",
          regime="the δ condition corrected (5/4) to isolate the printed 'N(0, Δ_f σ²) ... standard deviation Δ_f σ²'",

@@ -35,6 +35,11 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (
           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
 
 
+def _kind_of(mode: int) -> str:
+    """What a file of ``mode`` is, in words ("a directory", "a FIFO (named pipe)", ...)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
 def _umask() -> int:
     """The process umask (read by setting and restoring it)."""
     mask = os.umask(0o022)
@@ -101,7 +106,7 @@ def output_target(path: str | os.PathLike) -> Path:
         return target
     if stat.S_ISREG(mode):
         return target
-    what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    what = _kind_of(mode)
     via = f" (the link {str(given)!r} points to {str(target)!r})" if target != given else ""
     raise ValueError(f"refusing to write {str(given)!r}: it is {what}{via}; only a regular file or a new path "
                      "is written")
@@ -116,8 +121,7 @@ def read_regular(path: str | os.PathLike) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            what = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
-            raise ValueError(f"{str(path)!r} is {what}, not a regular file")
+            raise ValueError(f"{str(path)!r} is {_kind_of(info.st_mode)}, not a regular file")
         with os.fdopen(os.dup(fd), "rb") as handle:
             return handle.read()
     finally:

@@ -47,7 +47,7 @@ EXPECTED = {
     "003.lemma2": "violated", "003.lemma2.given-sensitivity": "violated",
     "003.lemma2.given-sensitivity.multiplier": "holds", "003.thm5": "violated", "003.thm5.corrected": "holds",
     "003.sec6.1.rdp-to-dp": "holds", "003.thm6": "misprinted", "003.thm6.signed": "holds",
-    "003.thm6.optimal-Cp": "violated", "003.thm7": "holds", "002.eq3": "holds", "002.eq4": "misprinted",
+    "003.thm6.optimal-Cp": "violated", "003.thm7": "holds", "002.eq3": "holds", "002.eq4": "violated",
     "002.eq4.scaled": "holds", "002.eq4.bias-variance": "holds", "002.eq4.clipping-bias": "holds",
     "002.appD4.indices": "holds", "005.code.direction-magnitude": "holds", "005.code.noise-term": "misprinted",
     "005.code.global-condition": "violated",

@@ -120,7 +120,7 @@ def test_larger_input_smaller_quantity_by_hand(verdicts, claim_id):
 # ------------------------------------------------------------------ 002 Eq. (4) as the gap to SGD
 def test_fairdp_tau_counterexample_by_hand(verdicts):
     v = verdicts["002.eq4"]
-    assert v.status == "misprinted" and "Lμ²/2" in v.fix
+    assert v.status == "violated"  # the fix τ → (Lμ²/2) τ changes the bound: not a misprint (002.eq4.scaled)
     ce = v.counterexample
     a = np.array(ce["rows"], float)
     n, d = a.shape
@@ -151,8 +151,8 @@ def test_fairdp_tau_growth_law_by_hand():
     from dpfair_analysis.verify.claims.p002_fairdp import GROWTH_FAMILY
 
     verdict = get_claim("002.eq4").check(QUICK)
-    law = verdict.details["printed"]["growth_law"]
-    assert verdict.details["fixed"]["status"] == "holds" and len(law) == len(GROWTH_FAMILY)
+    law = verdict.details["growth_law"]
+    assert get_claim("002.eq4.scaled").check(QUICK).status == "holds" and len(law) == len(GROWTH_FAMILY)
     for log_l in GROWTH_FAMILY:
         smooth = 10.0 ** log_l
         a = np.array([3.0, -1.0, -1.0, -1.0])

@@ -163,23 +163,54 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], None], *, 
         raise ValueError(f"refusing to write {str(path)!r}: it is a symbolic link (to {os.readlink(path)!r})")
     target = output_target(path)
     mode = _kept_mode(target) if mode is None else mode
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    with private_temporary(target.parent, prefix=f".{target.name}.", suffix=".tmp") as temp:
+        write(temp.through)
+        if not temp.seal(mode):
+            raise ValueError(f"refusing to write {str(path)!r}: its temporary file {str(temp.name)!r} was replaced by "
+                             "someone else while it was written")
+        os.replace(temp.name, target)
+    return target
+
+
+class PrivateTemporary:
+    """A new file of :func:`private_temporary`: ``name`` in its directory, ``through`` the path of its own descriptor
+    (``/proc/self/fd/N`` where the system has one, else ``name``)."""
+
+    def __init__(self, fd: int, name: Path):
+        self.fd, self.name = fd, name
+        self.through = Path(f"/proc/self/fd/{fd}") if _FD_PATHS else name
+
+    def ours(self) -> bool:
+        """Whether ``name`` still names the file this descriptor holds (not one swapped in by someone else)."""
+        try:
+            return os.path.samestat(os.fstat(self.fd), os.lstat(self.name))
+        except OSError:
+            return False
+
+    def seal(self, mode: int) -> bool:
+        """Give the file ``mode`` through its descriptor; whether ``name`` is still this file (rename it only then)."""
+        os.fchmod(self.fd, mode)
+        return self.ours()
+
+
+@contextlib.contextmanager
+def private_temporary(directory: Path, *, prefix: str, suffix: str) -> Iterator[PrivateTemporary]:
+    """A new file (mode 0o600, ``mkstemp``) in ``directory``, written through its descriptor: in a directory others may
+    write, a name swapped for a link is neither written through nor published. The caller writes ``through``,
+    :meth:`~PrivateTemporary.seal` s it and renames ``name`` into place inside the block; on an error the file is
+    removed if ``name`` is still this file (never a file swapped in), and the descriptor is closed either way.
+    The one pattern of :func:`write_atomically` and of the data cache's staging (``data/sources._stage``)."""
+    fd, name = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=suffix)
+    temp = PrivateTemporary(fd, Path(name))
     try:
-        write(Path(f"/proc/self/fd/{fd}") if _FD_PATHS else Path(tmp))
-        os.fchmod(fd, mode)
-        ours, named = os.fstat(fd), os.lstat(tmp)
-        if (ours.st_dev, ours.st_ino) != (named.st_dev, named.st_ino):
-            raise ValueError(f"refusing to write {str(path)!r}: its temporary file {tmp!r} was replaced by someone "
-                             "else while it was written")
-        os.replace(tmp, target)
+        yield temp
     except BaseException:
         with contextlib.suppress(OSError):
-            if os.path.samestat(os.fstat(fd), os.lstat(tmp)):
-                os.unlink(tmp)
+            if temp.ours():
+                os.unlink(temp.name)
         raise
     finally:
         os.close(fd)
-    return target
 
 
 @contextlib.contextmanager

@@ -44,7 +44,6 @@ error says so and names the ``dpfair data fetch NAME --from PATH`` command.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import gzip
 import hashlib
@@ -67,6 +66,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from dpfair_analysis.data import mnist_pickle
+from dpfair_analysis.io import private_temporary
 
 __all__ = [
     "CACHE_ENV", "ChecksumError", "DataUnavailableError", "DataWarning", "MissingValuesWarning", "RawFile", "RAW_FILES",
@@ -662,23 +662,12 @@ def _stage(spec: RawFile, source: Callable[[Path], None], target: Path, *, origi
     it, as :func:`~dpfair_analysis.io.write_atomically` does): in a data directory others can write, a temporary
     name swapped for a link is neither written through nor published."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{spec.name}.", suffix=".part", dir=target.parent)
-    tmp = Path(tmp_name)
-    through = Path(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else tmp
-    try:
-        source(through)
-        verify(spec.name, through, origin=origin)
-        os.fchmod(fd, 0o644)
-        if not os.path.samestat(os.fstat(fd), os.lstat(tmp)):
-            raise OSError(f"the temporary file {tmp} was replaced by someone else while it was written")
-    except BaseException:
-        with contextlib.suppress(OSError):
-            if os.path.samestat(os.fstat(fd), os.lstat(tmp)):
-                tmp.unlink()
-        raise
-    finally:
-        os.close(fd)
-    return tmp
+    with private_temporary(target.parent, prefix=f".{spec.name}.", suffix=".part") as temp:
+        source(temp.through)
+        verify(spec.name, temp.through, origin=origin)
+        if not temp.seal(0o644):
+            raise OSError(f"the temporary file {temp.name} was replaced by someone else while it was written")
+    return temp.name
 
 
 def _obtain_into(spec: RawFile, source: Callable[[Path], None], target: Path, *, origin: str) -> None:

@@ -634,3 +634,34 @@ def test_a_fifo_at_the_records_path_is_refused_not_waited_on(tmp_path):
     reader.start()
     reader.join(timeout=10)
     assert not reader.is_alive() and outcome and "FIFO" in outcome[0]
+
+
+def test_the_data_caches_staging_refuses_a_swapped_temporary_name_like_write_atomically(tmp_path, monkeypatch):
+    """data/sources._stage shares io.private_temporary with write_atomically: a temporary name swapped for a link
+    while the file is downloaded is neither written through nor published, and the victim keeps its bytes and
+    mode."""
+    from types import SimpleNamespace
+
+    from dpfair_analysis.data import sources
+
+    monkeypatch.setattr(sources, "verify", lambda name, path, origin=None: path)
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"VICTIM")
+    os.chmod(victim, 0o600)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+
+    def swap_then_write(through):
+        (name,) = [p for p in cache.iterdir() if p.name.startswith(".raw.bin.")]
+        name.unlink()
+        name.symlink_to(victim)
+        through.write_bytes(b"DOWNLOADED")
+
+    with pytest.raises(OSError, match="replaced by someone else"):
+        sources._stage(SimpleNamespace(name="raw.bin"), swap_then_write, cache / "raw.bin", origin="test")
+    assert victim.read_bytes() == b"VICTIM" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    assert [p.name for p in cache.iterdir()] == [next(cache.iterdir()).name]  # the planted link only: nothing staged
+    assert next(cache.iterdir()).is_symlink()
+    staged = sources._stage(SimpleNamespace(name="raw.bin"), lambda through: through.write_bytes(b"OK"),
+                            cache / "raw.bin", origin="test")
+    assert staged.read_bytes() == b"OK" and stat.S_IMODE(staged.stat().st_mode) == 0o644 and not staged.is_symlink()

@@ -29,7 +29,7 @@ and the bound on disjoint runs:
    fixed threshold give FPR and FNR, and :func:`~dpfair_analysis.testing.bounds.epsilon_lower_bound`
    turns them into epsilon_lower at ``confidence``. N is ``evaluate``, or ``escalate`` x ``evaluate`` for an
    unbatched mechanism when the winner's held-out rates forecast a bound above the claim at that size
-   (:func:`_evaluation_size`): runs are spent where the selection forecasts a refutation.
+   (:func:`_winner`): runs are spent where the selection forecasts a refutation.
 
 The winner and N are functions of the selection runs only (the halving's rounds included: which pairs
 survive and how many runs each gets), which are independent of the
@@ -37,9 +37,13 @@ evaluation runs, so conditionally on them the evaluation is a single test of a f
 data: P[epsilon_lower > true epsilon] <= 1 - confidence however many pairs, statistics and
 thresholds were searched. No union bound is needed (and none is paid for).
 
-No power: when no statistic gives a non-degenerate test, or none forecasts a bound above 0 and the
-evaluation finds none, or the claim is at or above what N runs can certify, ``AuditResult.no_power``
-says why and ``certifiable_epsilon`` gives the largest bound N runs could give -- instead of a bare 0.
+No power: when no statistic gives a non-degenerate test, or the evaluation finds no evidence (epsilon_lower = 0,
+whatever the selection forecast), or the claim is at or above what N runs can certify, ``AuditResult.no_power``
+says why and ``certifiable_epsilon`` gives the largest bound N runs could give -- never a bare 0.
+
+A family (``Budget.evaluated_tests`` = k, unbatched mechanisms at the full budget): the evaluation counts the
+winner and the next k - 1 tests of its pair on the same fresh runs, each bound at confidence 1 - (1 - confidence)/k,
+and reports the largest -- a union bound over k fixed tests, so the family-wise confidence is ``confidence``.
 
 Power: :func:`audit` can audit an *under-noised twin* of the mechanism (the same claim
 with a fraction of the noise; ``twin=0.25`` for a mechanism that takes ``noise_scale``) and
@@ -59,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -138,11 +143,12 @@ class Budget:
     ``escalate`` = k > 1 (an unbatched mechanism only; a batched one already gets ``batch_factors``): when the
     selection forecasts a refutation -- the winner's held-out error rates, as counted, projected to k x
     ``evaluate`` runs give a bound above the claim -- the evaluation runs k x ``evaluate`` per side
-    (:func:`_evaluation_size`). The size is a function of the selection runs only, so the evaluation stays one
-    test of a fixed size on fresh runs and its confidence holds as before. The selection ranks tests and chooses
-    thresholds for that size (``ranked_for``): a rare event, strong at k x ``evaluate`` runs and weak at
-    ``evaluate``, is what the larger evaluation is for (where the forecast stays below the claim, no size of
-    this budget would refute it).
+    (:func:`_winner`). The size is a function of the selection runs only, so the evaluation stays one
+    test of a fixed size on fresh runs and its confidence holds as before. The selection chooses thresholds and
+    ranks tests for both sizes (``sizes``): a rare event, strong at k x ``evaluate`` runs and weak at
+    ``evaluate``, is what the larger evaluation is for; where no test forecasts a refutation at k x ``evaluate``,
+    the best test for ``evaluate`` runs is evaluated on that many (a common event: a correct mechanism's bound
+    above 0 rather than a rare event that fires on no evaluation run).
 
     ``pool_screen`` (an unbatched mechanism only): when the audit has fewer candidate pairs than ``max_pairs``
     (pairs given), the screening runs the missing candidates would have had go to the selection of the given
@@ -175,6 +181,22 @@ class Budget:
     untouched: only the selection, which no bound counts, grows. A mechanism slower than ~35 us a call needs
     ``time_budget`` above the default 600 s or ``workers`` at this budget (``dpfair audit --workers``).
 
+    ``evaluated_tests`` = k > 1 (an unbatched mechanism only): the evaluation counts the errors of the winner and
+    the next k - 1 tests of its pair (by rank, scored for the same size: :func:`_family`) on the same fresh runs,
+    each bound at confidence 1 - (1 - ``confidence``) / k, and reports the largest (Bonferroni: P[any of the k
+    bounds > true epsilon] <= 1 - ``confidence``, so the largest is a bound at ``confidence``). On a plain
+    function the held-out third that ranks the tests is a few hundred thousand runs, and the best of dozens of
+    forecasts is inflated by its luck (plain SVT3, seed 0: the winner forecast 0.126 and gave 0.063 on 4 M fresh
+    runs); k tests cost one wider interval each (z 1.96 -> 2.50 at k = 4 and 95%: ~0.003 on a 1%-event's bound
+    at 4 M runs) against picking a lucky test. At :data:`FULL`, k = 4 with ``escalate`` = 16 (4 M runs per side
+    where the selection forecasts a refutation).
+
+    ``confirm`` = r > 0 (an unbatched mechanism only): before the winner is picked, the ``finalists`` best tests
+    for each size are counted again on r fresh runs per side of their pairs (:func:`_confirmed`), and these
+    counts -- unbiased for each of a handful of fixed tests, where the held-out counts of the best of dozens are
+    inflated by its luck -- rank them and size the evaluation. The confirmation runs are selection runs (the bound
+    never counts them), so the confidence is untouched. At :data:`FULL`, 2 finalists a size on 250,000 runs.
+
     ``sensitivity_examples``: the examples (hypothesis' ``max_examples``) a sensitivity search draws at this budget
     (the pytest plugin's ``dp.assert_sensitivity``): one table of budgets for every check the kit runs."""
 
@@ -194,6 +216,9 @@ class Budget:
     sensitivity_examples: int = 300
     unbatched_factors: tuple[int, int, int] = (1, 1, 1)
     unbatched_top: int = 0
+    evaluated_tests: int = 1
+    confirm: int = 0
+    finalists: int = 2
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else self.unbatched_factors
@@ -201,12 +226,19 @@ class Budget:
         return replace(self, screen=self.screen * f[0], select=self.select * f[1], evaluate=self.evaluate * f[2],
                        top=top, batch_factors=(1, 1, 1), unbatched_factors=(1, 1, 1), unbatched_top=0,
                        escalate=1 if batched else self.escalate, pool_screen=self.pool_screen and not batched,
-                       halving=0 if batched else self.halving)
+                       halving=0 if batched else self.halving, evaluated_tests=1 if batched else self.evaluated_tests,
+                       confirm=0 if batched else self.confirm)
 
     @property
     def ranked_for(self) -> int:
-        """Evaluation runs per side the selection ranks tests for: ``escalate`` x ``evaluate``."""
+        """The largest evaluation, runs per side: ``escalate`` x ``evaluate``."""
         return max(1, self.escalate) * self.evaluate
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The evaluation sizes (runs per side) the selection chooses thresholds and ranks tests for: ``evaluate``,
+        and ``escalate`` x ``evaluate`` when ``escalate`` > 1 (:func:`_winner` picks the size with the test)."""
+        return (self.evaluate,) if self.ranked_for == self.evaluate else (self.evaluate, self.ranked_for)
 
     def selection_runs(self, pairs: int) -> int:
         """Selection runs per side for each of ``pairs`` (<= ``top``) candidates, the pooled screening included."""
@@ -218,7 +250,8 @@ class Budget:
 QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max_pairs=16, escalate=2,
                sensitivity_examples=300)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40),
-              escalate=4, pool_screen=True, sensitivity_examples=3_000, unbatched_factors=(10, 10, 1), unbatched_top=8)
+              escalate=16, pool_screen=True, sensitivity_examples=3_000, unbatched_factors=(10, 10, 1), unbatched_top=8,
+              evaluated_tests=4, confirm=250_000)
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
@@ -258,10 +291,11 @@ class AuditResult:
     ``certifiable_epsilon``: the largest epsilon_lower these evaluation runs could give at this confidence,
     the bound at zero false positives and zero false negatives (Clopper-Pearson upper limits
     p_u = 1 - (alpha/4)^(1/N) of both error rates at N runs per side, alpha = 1 - confidence:
-    log((1 - delta - p_u) / p_u)); 0 when nothing was evaluated. ``no_power``: None when the audit could
+    log((1 - delta - p_u) / p_u); with a family of k tests, alpha = (1 - confidence) / k); 0 when nothing was
+    evaluated. ``no_power``: None when the audit could
     have shown a violation, else why not -- no test separates the two sides (every event the statistics
-    offer is held by (almost) all or none of the selection runs, :data:`MIN_SEPARATING`), the selection
-    forecast no bound above 0 for any test and the evaluation found none, or the claim is at or above
+    offer is held by (almost) all or none of the selection runs, :data:`MIN_SEPARATING`), the evaluation found no
+    evidence (epsilon_lower = 0, whatever the selection forecast), or the claim is at or above
     ``certifiable_epsilon``. A result with ``no_power`` set says nothing about the mechanism.
     """
 
@@ -441,6 +475,8 @@ class _Choice:
     counted_epsilon: float = 0.0
     #: Held-out counts (false positives, runs on D, false negatives, runs on D') behind the two forecasts.
     held: tuple[int, int, int, int] = (0, 1, 0, 1)
+    #: Evaluation runs per side the threshold was chosen for and the forecasts projected to (``Budget.sizes``).
+    trials: int = 0
 
     @property
     def rank(self) -> tuple[float, float]:
@@ -493,20 +529,20 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
         picked0, picked1 = fitted.score(pick0), fitted.score(pick1)
         held0, held1 = fitted.score(valid0), fitted.score(valid1)
         found = False
-        for threshold_level, min_event in rules:
+        for (threshold_level, min_event), size in itertools.product(rules, plan.sizes):
             threshold, _ = choose_threshold(picked0, picked1, delta=delta, confidence=confidence,
-                                            evaluation_trials=plan.ranked_for, ranking_level=threshold_level,
+                                            evaluation_trials=size, ranking_level=threshold_level,
                                             min_event=min_event, min_count=MIN_SEPARATING)
             if math.isnan(threshold):
                 continue
             found = True
             fp, fn = int(np.count_nonzero(held0 > threshold)), int(np.count_nonzero(held1 <= threshold))
-            criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.ranked_for,
+            criterion = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=size,
                                                 delta=delta, confidence=confidence, level=level))
-            counted = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=plan.ranked_for,
+            counted = float(projected_epsilon(fp, len(valid0), fn, len(valid1), evaluation_trials=size,
                                               delta=delta, confidence=confidence, level=0.5))
             scored.append(_Choice(index, statistic, fitted, threshold, criterion, counted,
-                                  (fp, len(valid0), fn, len(valid1))))
+                                  (fp, len(valid0), fn, len(valid1)), size))
         if not found:
             skipped.setdefault(fitted.name, f"no threshold qualifies on the selection runs (every event of it holds "
                                             f"on all but < {MIN_SEPARATING} or on < {MIN_SEPARATING} of them: it "
@@ -695,26 +731,95 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         seeds = stage_seeds[1].spawn(len(ranked))
         choices = []
         for kept, seed_ in zip(ranked, seeds):
-            statistics = list(dict.fromkeys(c.statistic for c in kept[:KEPT_STATISTICS])) + extra
+            statistics = list(dict.fromkeys(c.statistic for c in kept))[:KEPT_STATISTICS] + extra
             choices += score(kept[0].index, plan.select, seed_, lambda o0, o1, s_=statistics: s_)
     if not choices:
         return _untestable(relation, candidates, skipped, epsilon=epsilon, delta=delta, confidence=confidence,
                            runs=runs, plan=plan, seed=seed, start=start)
-    best = max(choices, key=lambda c: c.rank)
+    finalists = choices if not plan.confirm else _confirmed(choices, plan, sample, _confirmation_seeds(seed),
+                                                             delta=delta, confidence=confidence)
+    best, evaluate = _winner(finalists, plan, epsilon=epsilon)
+    family = _family(best, choices, plan)
+    each = _each_confidence(confidence, len(family))
     pair = candidates[best.index]
-    evaluate = _evaluation_size(best, plan, epsilon=epsilon, delta=delta, confidence=confidence)
     with _naming_the_change(relation, pair, best.index):
-        test = _evaluate(runner, pair, evaluate, final_seeds, best, delta=delta, confidence=confidence)
+        tests = _evaluate(runner, pair, evaluate, final_seeds, family, delta=delta, confidence=each)
     runs += 2 * evaluate
-    certifiable = largest_certifiable_epsilon(evaluate, delta=delta, confidence=confidence)
+    k = max(range(len(tests)), key=lambda i: tests[i].epsilon_lower)  # ties: the better-ranked test
+    chosen, test = family[k], tests[k]
+    certifiable = largest_certifiable_epsilon(evaluate, delta=delta, confidence=each)
+    witness = dict(_witness(relation, pair, chosen, test), evaluated_tests=len(family),
+                   confidence_each=each)
     return AuditResult(
         epsilon_lower=test.epsilon_lower, confidence=confidence, consistent=bool(test.epsilon_lower <= epsilon),
         epsilon_claimed=epsilon, delta=delta, relation=relation.describe(),
-        witness=_witness(relation, pair, best, test), trials=runs, evaluation_trials=evaluate,
+        witness=witness, trials=runs, evaluation_trials=evaluate,
         seconds=time.perf_counter() - start, candidates=len(candidates), budget=plan.name, seed=seed,
-        power=_power(evaluate, epsilon=epsilon, delta=delta, confidence=confidence), skipped=dict(skipped),
-        certifiable_epsilon=certifiable, no_power=_no_power(best, test, epsilon=epsilon, certifiable=certifiable,
+        power=_power(evaluate, epsilon=epsilon, delta=delta, confidence=each), skipped=dict(skipped),
+        certifiable_epsilon=certifiable, no_power=_no_power(chosen, test, epsilon=epsilon, certifiable=certifiable,
                                                             tests=len(choices)))
+
+
+def _confirmation_seeds(seed: int) -> np.random.SeedSequence:
+    """The confirmation's seeds: the audit seed's fourth child (the first three -- the check, the selection and the
+    evaluation -- are what they were before the confirmation existed)."""
+    return np.random.SeedSequence(seed).spawn(4)[3]
+
+
+def _confirmed(choices: list[_Choice], plan: Budget, sample: Callable[[int, int, np.random.SeedSequence],
+               tuple[np.ndarray, np.ndarray]], seeds: np.random.SeedSequence, *, delta: float,
+               confidence: float) -> list[_Choice]:
+    """The ``plan.finalists`` best tests of each size (:attr:`_Choice.rank`, one per event) with their held-out counts
+    replaced by counts on ``plan.confirm`` fresh runs per side of each finalist's pair (``sample(i, n, seed)``), each
+    forecast at every size of ``plan.sizes`` (a test whose threshold was chosen for the smaller evaluation may be
+    worth the larger: plain SVT3, seed 0, 'first value' on pair 7, confirmed at log-ratio 0.13 against a claim of
+    0.1), and only them: the winner is chosen among the confirmed tests (its family among all of its pair's)."""
+    finalists: list[_Choice] = []
+    for size in plan.sizes:
+        seen: set[tuple[int, str, float]] = set()
+        for c in sorted((c for c in choices if c.trials == size), key=lambda c: c.rank, reverse=True):
+            if len(seen) >= plan.finalists:
+                break
+            if (c.index, c.fitted.name, c.threshold) not in seen:
+                seen.add((c.index, c.fitted.name, c.threshold))
+                finalists.append(c)
+    pairs = sorted({c.index for c in finalists})
+    level = 1.0 - 0.2 / math.sqrt(max(1, len(finalists)))
+    confirmed = []
+    for i, pair_seed in zip(pairs, seeds.spawn(len(pairs))):
+        out0, out1 = sample(i, plan.confirm, pair_seed)
+        for c in (c for c in finalists if c.index == i):
+            fp = int(np.count_nonzero(c.fitted.score(out0) > c.threshold))
+            fn = int(np.count_nonzero(c.fitted.score(out1) <= c.threshold))
+            held = (fp, len(out0), fn, len(out1))
+            for size in plan.sizes:  # each finalist, at its threshold, may be evaluated at either size
+                forecast = functools.partial(projected_epsilon, *held, evaluation_trials=size, delta=delta,
+                                             confidence=confidence)
+                confirmed.append(replace(c, selection_epsilon=float(forecast(level=level)),
+                                         counted_epsilon=float(forecast(level=0.5)), held=held, trials=size))
+    return confirmed
+
+
+def _family(best: _Choice, choices: list[_Choice], plan: Budget) -> list[_Choice]:
+    """The tests the evaluation counts: ``best`` and the next ``plan.evaluated_tests`` - 1 tests of its pair scored
+    for the same evaluation size, by rank, one per (statistic, threshold). All are chosen on the selection runs
+    alone, so the evaluation is a family of fixed tests on the same fresh runs."""
+    same = sorted((c for c in choices if c.index == best.index and c.trials == best.trials and c is not best),
+                  key=lambda c: c.rank, reverse=True)
+    family, seen = [best], {(best.fitted.name, best.threshold)}
+    for c in same:
+        if len(family) >= plan.evaluated_tests:
+            break
+        if (c.fitted.name, c.threshold) not in seen:
+            family.append(c)
+            seen.add((c.fitted.name, c.threshold))
+    return family
+
+
+def _each_confidence(confidence: float, tests: int) -> float:
+    """Bonferroni: each of ``tests`` bounds at 1 - (1 - confidence) / tests, so that P[any of them > true epsilon]
+    <= 1 - confidence and the largest is a lower bound at ``confidence``."""
+    return 1.0 - (1.0 - confidence) / tests
 
 
 def _successive_halving(sample: Callable[[int, int, np.random.SeedSequence], tuple[np.ndarray, np.ndarray]],
@@ -758,30 +863,45 @@ def _successive_halving(sample: Callable[[int, int, np.random.SeedSequence], tup
     return tests[alive[0]]
 
 
-def _evaluation_size(best: _Choice, plan: Budget, *, epsilon: float, delta: float, confidence: float) -> int:
-    """Evaluation runs per side: ``plan.escalate`` x ``plan.evaluate`` when the winner's held-out rates, as counted,
-    projected to that many runs forecast a bound above the claim (a refutation worth the runs), else
-    ``plan.evaluate``. A function of the selection runs only: conditionally on it the evaluation is one test of a
-    fixed size on fresh runs, so P[epsilon_lower > true epsilon] <= 1 - confidence still holds."""
-    if plan.escalate <= 1:
-        return plan.evaluate
-    most = plan.escalate * plan.evaluate
-    forecast = float(projected_epsilon(*best.held, evaluation_trials=most, delta=delta, confidence=confidence,
-                                       level=0.5))
-    return most if forecast > epsilon else plan.evaluate
+def _winner(choices: list[_Choice], plan: Budget, *, epsilon: float) -> tuple[_Choice, int]:
+    """The test to evaluate and the evaluation's size, runs per side.
+
+    Every test was scored for each size of ``plan.sizes`` (its threshold chosen and its forecast projected for
+    that many evaluation runs). The largest size is spent when its best test (by :attr:`_Choice.rank`) forecasts,
+    with its held-out rates as counted, a bound above the claim -- a refutation worth the runs; otherwise the best
+    test scored for ``plan.evaluate`` runs is evaluated on that many: a rare event chosen for millions of runs is
+    weak on a quarter of a million, and the smaller evaluation needs the common event it would pass over.
+
+    Both are functions of the selection runs only: conditionally on them the evaluation is one test of a fixed
+    size on fresh runs, so P[epsilon_lower > true epsilon] <= 1 - confidence still holds."""
+    most = max(c.trials for c in choices)
+    if most > plan.evaluate:
+        best = max((c for c in choices if c.trials == most), key=lambda c: c.rank)
+        if best.counted_epsilon > epsilon:
+            return best, most
+    return max((c for c in choices if c.trials == plan.evaluate), key=lambda c: c.rank), plan.evaluate
 
 
 def _no_power(best: _Choice, test: ThresholdTest, *, epsilon: float, certifiable: float, tests: int) -> str | None:
-    """Why an evaluated audit could not have shown a violation, or None (see :class:`AuditResult`)."""
+    """Why an evaluated audit could not have shown a violation, or None (see :class:`AuditResult`).
+
+    A bound of 0 is never reported bare: it is true of every mechanism, so whether the selection forecast nothing
+    or the selected event did not separate the sides on the evaluation runs (a rare event that fired on neither,
+    a forecast that did not hold), the result says the test had no power."""
     if certifiable <= epsilon:
         return (f"the claim {epsilon:g} is at or above the largest epsilon these evaluation runs can certify "
                 f"({certifiable:.4g}): no result of this audit could refute it (raise the budget or trials)")
-    if test.epsilon_lower <= 0 and best.selection_epsilon <= 0:
+    if test.epsilon_lower > 0:
+        return None
+    remedy = ("epsilon_lower = 0 says nothing about the mechanism (raise the budget, give a witness pair if you know "
+              "one, or a statistic of your own)")
+    if best.selection_epsilon <= 0:
         return (f"no test has power: none of the {tests} non-degenerate tests the selection scored forecast a "
                 f"bound above 0, and the best of them ({_event(best.fitted, best.threshold)}) found none on the "
-                f"evaluation runs; epsilon_lower = 0 says nothing about the mechanism (raise the budget, give "
-                f"a witness pair if you know one, or a statistic of your own)")
-    return None
+                f"evaluation runs; {remedy}")
+    return (f"the selected test ({_event(best.fitted, best.threshold)}, forecast {best.selection_epsilon:.3g} on "
+            f"the selection runs) found no evidence on the evaluation runs ({test.false_positives} false positives, "
+            f"{test.false_negatives} false negatives); {remedy}")
 
 
 def _untestable(relation: Relation, candidates: list[tuple[Any, Any]], skipped: dict[str, str], *, epsilon: float,
@@ -847,21 +967,25 @@ def _power(trials: int, *, epsilon: float, delta: float, confidence: float) -> d
     return {"largest_certifiable_epsilon": largest, "can_refute_claim": bool(largest > epsilon)}
 
 
-def _evaluate(runner: Runner, pair: tuple[Any, Any], n: int, seeds: np.random.SeedSequence, choice: _Choice, *,
-              delta: float, confidence: float) -> ThresholdTest:
-    """Errors of the chosen test on ``n`` fresh runs per side, counted in chunks (no output is kept)."""
-    counts = []
+def _evaluate(runner: Runner, pair: tuple[Any, Any], n: int, seeds: np.random.SeedSequence, family: list[_Choice],
+              *, delta: float, confidence: float) -> list[ThresholdTest]:
+    """Errors of each test of ``family`` on the same ``n`` fresh runs per side, counted in chunks (no output is
+    kept); each bound at ``confidence``."""
+    counts = np.zeros((2, len(family)), dtype=np.int64)
     runner.new_pair()
     for side, s in zip((0, 1), seeds.spawn(2)):
-        above = 0
         for chunk in runner.stream(pair[side], n, s):
-            above += int(np.count_nonzero(choice.fitted.score(runner.flat(chunk)) > choice.threshold))
-        counts.append(above)
-    false_positives, false_negatives = counts[0], n - counts[1]
-    epsilon = float(epsilon_lower_bound(false_positives, n, false_negatives, n, delta=delta, confidence=confidence))
-    return ThresholdTest(threshold=choice.threshold, false_positives=false_positives, negatives=n,
-                         false_negatives=false_negatives, positives=n, epsilon_lower=epsilon,
-                         selection_epsilon=choice.selection_epsilon)
+            flat = runner.flat(chunk)
+            counts[side] += [np.count_nonzero(c.fitted.score(flat) > c.threshold) for c in family]
+    tests = []
+    for c, false_positives, above in zip(family, counts[0].tolist(), counts[1].tolist()):
+        false_negatives = n - above
+        epsilon = float(epsilon_lower_bound(false_positives, n, false_negatives, n, delta=delta,
+                                            confidence=confidence))
+        tests.append(ThresholdTest(threshold=c.threshold, false_positives=false_positives, negatives=n,
+                                   false_negatives=false_negatives, positives=n, epsilon_lower=epsilon,
+                                   selection_epsilon=c.selection_epsilon))
+    return tests
 
 
 def _witness(relation: Relation, pair: tuple[Any, Any], choice: _Choice, test: ThresholdTest) -> dict[str, Any]:

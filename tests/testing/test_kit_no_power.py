@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dpfair_analysis.cli import main
-from dpfair_analysis.testing import InsufficientPower, NoPower, assert_private
+from dpfair_analysis.testing import InsufficientPower, NoPower, assert_private, audit
 from dpfair_analysis.testing.auditing import Budget
 
 pytest_plugins = ["pytester"]
@@ -163,3 +163,28 @@ def test_the_plugin_reports_a_sensitivity_check_that_checked_nothing_as_no_power
     assert any(line.startswith("[4] test_claims.py::test_inf_bound") and "NO POWER (no pair checked)" in line
                for line in lines)
     assert any(line.startswith("[2] test_claims.py::test_nan_bound") and "returned nan" in line for line in lines)
+
+
+def test_a_forecast_that_does_not_hold_on_the_evaluation_runs_is_no_power_not_a_bare_zero():
+    """The selection forecasts a bound (the first runs separate the sides), the evaluation finds none (the later
+    runs do not): epsilon_lower = 0, which is true of every mechanism. Failed before: no_power was None whenever
+    the selection had forecast a bound above 0 (numerical_svt seed 2 at the full budget: a bare 0.0 on
+    'output[1] > 50.46')."""
+    selection_runs = 2 * (SMALL.screen * SMALL.max_pairs + SMALL.select * SMALL.top) + 2  # the check's run too
+
+    def fading():
+        calls = []
+
+        def fades(data, rng):  # the sum shows for the selection's runs only: a forecast the evaluation cannot repeat
+            calls.append(1)
+            shift = float(np.sum(data)) if len(calls) <= selection_runs else 0.0
+            return shift + rng.normal()
+        return fades
+
+    result = audit(fading(), 1.0, relation="add-remove", budget=SMALL)
+    assert result.witness["selection_epsilon"] > 0  # the selection forecast a bound
+    assert result.epsilon_lower == 0.0 and result.consistent
+    assert result.no_power and "found no evidence on the evaluation runs" in result.no_power
+    assert result.verdict == "no power"
+    with pytest.raises(NoPower, match="found no evidence"):
+        assert_private(fading(), 1.0, relation="add-remove", budget=SMALL)

@@ -171,5 +171,4 @@ def test_full_budget_refutes_a_plain_svt3():
     were found neither by the released values' logistic fit nor on the 50,000 selection runs; now the first
     released value by position (monotone ratio) on the pooled screening runs finds them."""
     result = audit(plain_svt.svt3, 0.1, relation="queries", pairs=plain_svt.WITNESS, budget="full")
-    assert not result.consistent, result.witness
-    assert result.witness["statistic"].startswith("released value at the first")
+    assert not result.consistent, result.witness  # reported by whichever test of the evaluated family bounds highest

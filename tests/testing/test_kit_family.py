@@ -1,0 +1,78 @@
+"""The evaluation of a plain function: two sizes and a family of tests (issue 48.1).
+
+* Two sizes: the selection chooses thresholds and ranks tests for ``evaluate`` and for ``escalate`` x ``evaluate``
+  runs; the larger is spent only when its best test forecasts a refutation, else the best test *for the smaller
+  size* is evaluated. Before, one ranking for the larger size was evaluated on the smaller one when no refutation
+  was forecast: a rare event, weak there (plain numerical_svt, seed 2, full budget: 'output[1] > 50.46', a bare
+  epsilon_lower of 0.0; with the base size's own test, 0.016 on '-output[0] > -0.83').
+* A family: the winner and the next k - 1 tests of its pair are counted on the same fresh runs, each bound at
+  confidence 1 - (1 - confidence) / k (Bonferroni), the largest reported.
+"""
+
+import numpy as np
+import pytest
+
+from dpfair_analysis.testing import audit
+from dpfair_analysis.testing.auditing import FULL, QUICK, Budget, _Choice, _each_confidence, _family, _winner
+from dpfair_analysis.testing.bounds import epsilon_lower_bound
+
+PLAIN = Budget("test", screen=500, select=3_000, evaluate=4_000, top=2, max_pairs=4, escalate=4, evaluated_tests=4)
+
+
+def laplace_sum(data, rng):
+    return float(np.sum(data)) + rng.laplace(0.0, 1.0)
+
+
+def _choice(index, trials, selection, counted, name="s", threshold=0.0):
+    class Named:
+        def __init__(self, n):
+            self.name = n
+
+    return _Choice(index, None, Named(name), threshold, selection, counted, (0, 1, 0, 1), trials)
+
+
+def test_the_larger_size_is_spent_only_where_its_best_test_forecasts_a_refutation():
+    base, large = PLAIN.sizes
+    assert (base, large) == (4_000, 16_000)
+    common = _choice(0, base, 0.05, 0.08, "common")
+    rare = _choice(1, large, 0.09, 0.15, "rare")
+    best, size = _winner([common, rare], PLAIN, epsilon=0.1)
+    assert (best, size) == (rare, large)  # 0.15 forecast above the claim at 16,000 runs
+    best, size = _winner([common, rare], PLAIN, epsilon=0.2)
+    assert (best, size) == (common, base)  # no refutation forecast: the base size's own best test, not the rare one
+    batched = FULL.scaled(True)
+    assert batched.sizes == (batched.evaluate,)  # a batched mechanism: one size, as before
+
+
+def test_the_family_is_the_winners_pair_at_its_size_one_test_per_event():
+    best = _choice(0, 4_000, 0.3, 0.4, "a", 1.0)
+    others = [_choice(0, 4_000, 0.2, 0.3, "a", 1.0),  # the same event: not counted twice
+              _choice(0, 4_000, 0.25, 0.3, "b", 1.0), _choice(0, 16_000, 0.5, 0.6, "c"),  # another size
+              _choice(1, 4_000, 0.9, 0.9, "d"),  # another pair
+              _choice(0, 4_000, 0.1, 0.2, "e"), _choice(0, 4_000, 0.05, 0.1, "f"), _choice(0, 4_000, 0.01, 0.1, "g")]
+    family = _family(best, [best] + others, PLAIN)
+    assert [c.fitted.name for c in family] == ["a", "b", "e", "f"]
+    assert _family(best, [best] + others, QUICK) == [best]  # one test unless the budget says more
+
+
+@pytest.mark.parametrize("tests", [1, 2, 4, 10])
+def test_each_bound_is_at_the_bonferroni_confidence(tests):
+    assert _each_confidence(0.95, tests) == pytest.approx(1 - 0.05 / tests)
+
+
+def test_an_unbatched_audit_reports_the_largest_bound_of_its_family_at_the_bonferroni_confidence():
+    result = audit(laplace_sum, 0.5, relation="add-remove", budget=PLAIN, seed=3)
+    w = result.witness
+    assert 1 <= w["evaluated_tests"] <= 4 and w["confidence_each"] == pytest.approx(1 - 0.05 / w["evaluated_tests"])
+    n = result.evaluation_trials
+    assert result.epsilon_lower == pytest.approx(float(epsilon_lower_bound(
+        w["false_positives"], n, w["false_negatives"], n, delta=0.0, confidence=w["confidence_each"])))
+    assert result.confidence == 0.95  # the family's joint confidence
+    assert not result.consistent  # Laplace(1) is 1-DP, not 0.5-DP: refuted through the family
+
+
+def test_a_correct_mechanism_stays_consistent_through_the_family():
+    """No false alarm: Laplace(1) claimed at its true epsilon 1, on 10 seeds."""
+    for seed in range(10):
+        result = audit(laplace_sum, 1.0, relation="add-remove", budget=PLAIN, seed=seed)
+        assert result.consistent, (seed, result.epsilon_lower, result.witness["event"])

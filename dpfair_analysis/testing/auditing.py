@@ -875,11 +875,12 @@ def _winner(choices: list[_Choice], plan: Budget, *, epsilon: float) -> tuple[_C
     Both are functions of the selection runs only: conditionally on them the evaluation is one test of a fixed
     size on fresh runs, so P[epsilon_lower > true epsilon] <= 1 - confidence still holds."""
     most = max(c.trials for c in choices)
+    base = [c for c in choices if c.trials == plan.evaluate]
     if most > plan.evaluate:
         best = max((c for c in choices if c.trials == most), key=lambda c: c.rank)
-        if best.counted_epsilon > epsilon:
+        if best.counted_epsilon > epsilon or not base:  # (no threshold qualified for the smaller size)
             return best, most
-    return max((c for c in choices if c.trials == plan.evaluate), key=lambda c: c.rank), plan.evaluate
+    return max(base, key=lambda c: c.rank), plan.evaluate
 
 
 def _no_power(best: _Choice, test: ThresholdTest, *, epsilon: float, certifiable: float, tests: int) -> str | None:

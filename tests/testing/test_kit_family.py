@@ -40,6 +40,7 @@ def test_the_larger_size_is_spent_only_where_its_best_test_forecasts_a_refutatio
     assert (best, size) == (rare, large)  # 0.15 forecast above the claim at 16,000 runs
     best, size = _winner([common, rare], PLAIN, epsilon=0.2)
     assert (best, size) == (common, base)  # no refutation forecast: the base size's own best test, not the rare one
+    assert _winner([rare], PLAIN, epsilon=0.2) == (rare, large)  # no test qualified for the smaller size
     batched = FULL.scaled(True)
     assert batched.sizes == (batched.evaluate,)  # a batched mechanism: one size, as before
 

@@ -133,7 +133,11 @@ def _documenting_modules(node) -> list[str]:
     if "docstring of " not in source:
         return []
     parts = source.rsplit("docstring of ", 1)[1].split(".")
-    return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+    paths = [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+    # a class re-exported by its package (dpfair_analysis.testing.Budget) is documented under the package, while the
+    # helpers its docstrings name live in the module that defines it (dpfair_analysis.testing.auditing)
+    defining = [getattr(_existing_python_object(path, None, None), "__module__", None) for path in paths]
+    return paths + [m for m in defining if isinstance(m, str) and m not in paths]
 
 
 def _undocumented_but_real(app, env, node, contnode):

@@ -22,10 +22,21 @@ from dpfair_analysis.training.loop import TrainConfig, train
 
 #: (torch version, CPU capability) the fingerprints were recorded with
 RECORDED_WITH = ("2.13.0+cpu", "AVX512")
-FINGERPRINTS = {
-    "cnn": "e0e659d8106b77cd09091cec11042acacb982ccea7969785516aeb117602ff77",
-    "mlp": "9d2efefb729bb065c4c0b75b0a3e7804b715e92c824c40989f814b32044b28f2",
+#: The digests of c9db4b9's code, per CPU they were computed on: the same torch build and capability give other bits on
+#: other CPUs (an AMD EPYC's AVX512 kernels round differently from the first machine's; 2026-12-07, where c9db4b9's
+#: code and today's gave the same digests). A run must give one CPU's digests (a change of the code's numbers gives
+#: none of them); a new CPU's are recorded by running c9db4b9's ``default_run_fingerprint`` there.
+FINGERPRINTS_BY_CPU = {
+    "the machine of c9db4b9 (2026-12-06)": {
+        "cnn": "e0e659d8106b77cd09091cec11042acacb982ccea7969785516aeb117602ff77",
+        "mlp": "9d2efefb729bb065c4c0b75b0a3e7804b715e92c824c40989f814b32044b28f2",
+    },
+    "AMD EPYC (2026-12-07)": {
+        "cnn": "5780ae9835bb39b1c935a9a07201553d2ed9fbd40ca9fd73d6f64d517934ab52",
+        "mlp": "337909e4096a922e45638341ef7da583085fe84bd876c7313d5b796a6d97d049",
+    },
 }
+FINGERPRINTS = {model: {digests[model] for digests in FINGERPRINTS_BY_CPU.values()} for model in ("cnn", "mlp")}
 
 
 def tiny_data(model_name: str, n: int, seed: int) -> GroupedDataset:
@@ -66,6 +77,6 @@ def test_a_default_run_gives_the_recorded_numbers_bit_for_bit(model_name):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        assert default_run_fingerprint(model_name) == FINGERPRINTS[model_name]
+        assert default_run_fingerprint(model_name) in FINGERPRINTS[model_name]
     finally:
         torch.set_num_threads(threads)

@@ -19,7 +19,6 @@ from dpfair_analysis.verify.claims.core import (
     Verdict,
     cached,
     holds,
-    misprint_check,
     register,
     search,
     violated,

@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--pair and every call -- before the audit stops with status 2 (default 600)")
     p.add_argument("--workers", type=int_in(1, 256), default=None,
                    help="with --target: draw the runs in this many worker processes (each chunk of runs from a seed "
-                        "of its own: the same numbers for every count; default: one process, other numbers); the "
+                        "of its own: the same numbers for every count, none included; default: this process); the "
                         "full budget runs a plain function ~17 M times")
     p.add_argument("--trials", type=int_in(1, 100_000_000), default=None,
                    help="runs on each of the two data sets (default: the mechanism's own, enough to catch a "

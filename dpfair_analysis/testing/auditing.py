@@ -66,7 +66,7 @@ import functools
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -616,8 +616,8 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
         The mechanism's name in messages.
     workers : int, optional
         Draw the runs in this many forked worker processes, each chunk of runs from a seed of its own indexed by
-        the chunk (:mod:`.runner`): the same seed gives the same result for every ``workers`` >= 1 (``None``, the
-        default: one process, one generator per side -- other numbers, as before workers existed).
+        the chunk (:mod:`.runner`): the same seed gives the same result for every ``workers``, ``None`` (the
+        default: the same chunks drawn in this process) included.
     """
     __tracebackhide__ = True
     start = time.perf_counter()
@@ -774,15 +774,9 @@ def _confirmed(choices: list[_Choice], plan: Budget, sample: Callable[[int, int,
     forecast at every size of ``plan.sizes`` (a test whose threshold was chosen for the smaller evaluation may be
     worth the larger: plain SVT3, seed 0, 'first value' on pair 7, confirmed at log-ratio 0.13 against a claim of
     0.1), and only them: the winner is chosen among the confirmed tests (its family among all of its pair's)."""
-    finalists: list[_Choice] = []
-    for size in plan.sizes:
-        seen: set[tuple[int, str, float]] = set()
-        for c in sorted((c for c in choices if c.trials == size), key=lambda c: c.rank, reverse=True):
-            if len(seen) >= plan.finalists:
-                break
-            if (c.index, c.fitted.name, c.threshold) not in seen:
-                seen.add((c.index, c.fitted.name, c.threshold))
-                finalists.append(c)
+    finalists = [c for size in plan.sizes
+                 for c in _distinct(_by_rank(c for c in choices if c.trials == size), plan.finalists,
+                                    key=lambda c: (c.index, c.fitted.name, c.threshold))]
     pairs = sorted({c.index for c in finalists})
     level = 1.0 - 0.2 / math.sqrt(max(1, len(finalists)))
     confirmed = []
@@ -804,16 +798,23 @@ def _family(best: _Choice, choices: list[_Choice], plan: Budget) -> list[_Choice
     """The tests the evaluation counts: ``best`` and the next ``plan.evaluated_tests`` - 1 tests of its pair scored
     for the same evaluation size, by rank, one per (statistic, threshold). All are chosen on the selection runs
     alone, so the evaluation is a family of fixed tests on the same fresh runs."""
-    same = sorted((c for c in choices if c.index == best.index and c.trials == best.trials and c is not best),
-                  key=lambda c: c.rank, reverse=True)
-    family, seen = [best], {(best.fitted.name, best.threshold)}
-    for c in same:
-        if len(family) >= plan.evaluated_tests:
+    same = _by_rank(c for c in choices if c.index == best.index and c.trials == best.trials and c is not best)
+    return _distinct([best, *same], plan.evaluated_tests, key=lambda c: (c.fitted.name, c.threshold))
+
+
+def _by_rank(choices: Iterable[_Choice]) -> list[_Choice]:
+    """``choices`` best first (:attr:`_Choice.rank`; ties keep their order)."""
+    return sorted(choices, key=lambda c: c.rank, reverse=True)
+
+
+def _distinct(ordered: list[_Choice], most: int, *, key: Callable[[_Choice], Any]) -> list[_Choice]:
+    """The first ``most`` of ``ordered`` whose ``key`` (the event a test names) no earlier one has."""
+    kept: dict[Any, _Choice] = {}
+    for c in ordered:
+        if len(kept) >= most:
             break
-        if (c.fitted.name, c.threshold) not in seen:
-            family.append(c)
-            seen.add((c.fitted.name, c.threshold))
-    return family
+        kept.setdefault(key(c), c)
+    return list(kept.values())
 
 
 def _each_confidence(confidence: float, tests: int) -> float:

@@ -341,6 +341,22 @@ def one_run_bounds(scores: Any, included: Any, *, delta: float, confidence: floa
                        largest_certifiable_epsilon=float(largest_eps), largest_certifiable_mu=float(largest_mu))
 
 
+def one_run_no_power(bound: OneRunBound, epsilon: float) -> str | None:
+    """Why ``bound`` could not have refuted a claim of ``epsilon``, or None: the claim is at or above the largest
+    epsilon its canaries can certify (every guess of the best-power pair right), or the bound is 0 -- true of every
+    run, evidence of nothing. The one-run twin of :attr:`~dpfair_analysis.testing.auditing.AuditResult.no_power`:
+    never a bare 0 or a pass that could not have failed."""
+    if bound.largest_certifiable_epsilon <= epsilon:
+        return (f"the claim {epsilon:g} is at or above the largest epsilon {bound.canaries} canaries can certify "
+                f"({bound.largest_certifiable_epsilon:.4g} at confidence {bound.confidence:g} over "
+                f"{bound.family_size} tests): no result of this run could refute it (more canaries)")
+    if bound.epsilon_lower <= 0:
+        return (f"epsilon_lower = 0: no guess count of the grid did better than chance on {bound.canaries} canaries "
+                f"(best {bound.epsilon_correct} of {sum(bound.epsilon_guesses)} right); it says nothing about the run "
+                f"(more canaries, or a score that separates them)")
+    return None
+
+
 # =========================================================================== per group
 @dataclass(frozen=True)
 class GroupAudit:
@@ -349,7 +365,8 @@ class GroupAudit:
     ``exceeds_accounted``: Steinke et al.'s epsilon_lower > epsilon_accounted -- the audit refutes the
     accounting, a bug in the trainer or in the accountant (or in the audit); ``exceeds_gaussian_hypothesis``:
     mu_lower > the mu of the accounted (epsilon, delta)'s Gaussian curve -- refutes "the run is that mu-GDP"
-    (a stronger claim than the (epsilon, delta) one; see the module docstring)."""
+    (a stronger claim than the (epsilon, delta) one; see the module docstring); ``no_power``: why this set could not
+    have refuted its accounted epsilon (:func:`one_run_no_power`), or None."""
 
     group: str
     bound: OneRunBound
@@ -357,10 +374,16 @@ class GroupAudit:
     mu_accounted: float
     exceeds_accounted: bool
     exceeds_gaussian_hypothesis: bool
+    no_power: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        """``refuted`` (the audited epsilon exceeds the accounted one), ``no power`` or ``consistent``."""
+        return "refuted" if self.exceeds_accounted else "no power" if self.no_power else "consistent"
 
     def row(self) -> dict[str, Any]:
         """A flat, JSON-ready record."""
-        flat = {key: value for key, value in asdict(self).items() if key != "bound"}
+        flat = {key: value for key, value in asdict(self).items() if key != "bound"} | {"verdict": self.verdict}
         return {**flat, **{key: list(value) if isinstance(value, tuple) else value
                            for key, value in asdict(self.bound).items()}}
 
@@ -404,7 +427,8 @@ def audit_groups(scores: Any, included: Any, groups: Any, *, epsilon_accounted: 
         mu = gdp_mu(epsilon, delta) if epsilon > 0 else 0.0
         out.append(GroupAudit(group=name, bound=bound, epsilon_accounted=epsilon, mu_accounted=mu,
                               exceeds_accounted=bool(bound.epsilon_lower > epsilon),
-                              exceeds_gaussian_hypothesis=bool(bound.mu_lower > mu)))
+                              exceeds_gaussian_hypothesis=bool(bound.mu_lower > mu),
+                              no_power=one_run_no_power(bound, epsilon)))
     return out
 
 
@@ -422,7 +446,9 @@ def summary(audits: Sequence[GroupAudit]) -> str:
         if a.exceeds_accounted:
             lines.append(f"  BUG: {a.group}'s audited epsilon exceeds its accounted epsilon: the trainer or the "
                          f"accountant (or the audit) is wrong")
-        elif a.exceeds_gaussian_hypothesis:
+        elif a.no_power:
+            lines.append(f"  NO POWER: {a.group}: {a.no_power}")
+        if not a.exceeds_accounted and a.exceeds_gaussian_hypothesis:
             lines.append(f"  {a.group}: mu_lower exceeds the accounted (eps, delta)'s Gaussian mu: the run is not "
                          f"that mu-GDP (the (eps, delta) claim itself is not refuted)")
     return "\n".join(lines)
@@ -430,4 +456,4 @@ def summary(audits: Sequence[GroupAudit]) -> str:
 
 __all__ = ["GUESS_FRACTIONS", "GroupAudit", "OneRunBound", "audit_groups", "count_correct", "fdp_least_mass",
            "fdp_p_value", "fdp_refutes", "gdp_delta", "gdp_epsilon", "gdp_mu", "guess_grid", "one_run_bounds",
-           "one_run_mu_lower", "summary"]
+           "one_run_mu_lower", "one_run_no_power", "summary"]

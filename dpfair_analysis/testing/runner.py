@@ -39,9 +39,9 @@ Worker processes
 With ``workers`` = k (an int), the n outputs of :meth:`Runner.stream` are drawn in chunks, chunk i from its own
 generator seeded by the i-th child of the call's seed (``SeedSequence(entropy, spawn_key + (i,))``: indexed by
 the chunk, not by the worker), and the chunks are drawn by k forked processes and concatenated in chunk order.
-The same seed therefore gives the same outputs for every k >= 1 (k = 1 draws the same chunks in this process).
-``workers=None`` (the default) draws every chunk from one generator in this process -- other numbers than
-k >= 1, as before workers existed. The workers are forked (POSIX), so the mechanism need not be picklable;
+The same seed therefore gives the same outputs for every k >= 1, and for ``workers=None`` (the default), which
+draws the same chunks in this process as k = 1 does: same seed, same numbers, whatever the number of workers. The
+chunk size is a function of the output's size alone (never of k). The workers are forked (POSIX), so the mechanism need not be picklable;
 each applies the time budget left when it was forked to its own calls, and this process stops them when the
 budget is spent.
 """
@@ -455,31 +455,34 @@ class Runner:
 
     def stream(self, data: Any, n: int, seed: int | np.random.SeedSequence, chunk: int | None = None
                ) -> Iterator[np.ndarray]:
-        """``n`` outputs on ``data`` from one generator seeded with ``seed``, in chunks of (at most) ``chunk``
-        outputs (default 100,000 batched, 20,000 one at a time): memory stays bounded however large n is."""
+        """``n`` outputs on ``data`` in chunks of (at most) ``chunk`` outputs (default 100,000 batched, 20,000 one at
+        a time), chunk i from the generator of ``chunk_seeds(seed)[i]`` (module docstring: the same numbers whatever
+        ``workers``): memory stays bounded however large n is.
+
+        One output at a time, a large output gets fewer runs a chunk, so that a chunk stays within
+        :data:`CHUNK_BYTES`: the first run of chunk 0 (drawn here) measures the output, and the chunk size follows
+        from that measure alone -- never from what this runner saw before -- so the same seed draws the same
+        numbers."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
-        size = chunk or (100_000 if self.batched else 20_000)
-        if self.size is not None and not self.batched:
-            # a large output: fewer runs at once, so that a chunk stays within CHUNK_BYTES (one call at a time
-            # draws the same numbers however the runs are chunked; a batched call's would change)
-            size = max(1, min(size, CHUNK_BYTES // (8 * max(1, self.size))))
-        if self.workers is not None:
-            yield from self._stream_chunks(data, n, seed, size)
+        if self.batched:
+            yield from self._stream_chunks(data, n, seed, chunk or 100_000)
             return
-        rng = np.random.default_rng(seed)
-        left = n
-        while left > 0:
-            take = min(left, size)
-            yield self._draw(data, take, rng)
-            left -= take
+        rng = np.random.default_rng(chunk_seeds(seed, 1)[0])
+        first = self._draw(data, 1, rng)
+        size = max(1, min(chunk or 20_000, CHUNK_BYTES // (8 * max(1, first[0].size))))
+        head = min(size, n)
+        yield first if head == 1 else np.concatenate([first, self._draw(data, head - 1, rng)])
+        if n > head:
+            yield from self._stream_chunks(data, n, seed, size, first_chunk=1)
 
-    def _stream_chunks(self, data: Any, n: int, seed: int | np.random.SeedSequence, size: int
-                       ) -> Iterator[np.ndarray]:
-        """Chunk i of ``size`` outputs from ``chunk_seeds(seed)[i]``, drawn here (one worker) or by the pool."""
-        sizes = [min(size, n - start) for start in range(0, n, size)]
-        seeds = chunk_seeds(seed, len(sizes))
-        if self.workers == 1:
+    def _stream_chunks(self, data: Any, n: int, seed: int | np.random.SeedSequence, size: int, *,
+                       first_chunk: int = 0) -> Iterator[np.ndarray]:
+        """Chunks ``first_chunk``, ... of ``size`` outputs, chunk i from ``chunk_seeds(seed)[i]``, drawn here (no
+        workers or one) or by the pool."""
+        sizes = [min(size, n - start) for start in range(0, n, size)][first_chunk:]
+        seeds = chunk_seeds(seed, first_chunk + len(sizes))[first_chunk:]
+        if self.workers is None or self.workers == 1:
             for k, s in zip(sizes, seeds):
                 yield self._draw(data, k, np.random.default_rng(s))
             return

@@ -50,7 +50,7 @@ import numpy as np
 
 from dpfair_analysis.testing.auditing import AuditResult, audit
 from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE, check_delta_or_zero
-from dpfair_analysis.testing.one_run import guess_grid, one_run_bounds
+from dpfair_analysis.testing.one_run import guess_grid, one_run_bounds, one_run_no_power
 from dpfair_analysis.testing.relations import as_dataset, insert_row, make_relation, n_rows, replace_row
 from dpfair_analysis.testing.runner import Runner, is_complex, read_only
 from dpfair_analysis.validation import check_fraction, check_seed
@@ -400,7 +400,9 @@ def _one_run(train_fn: Callable[..., Any], *, data: Any, canaries: Sequence[Any]
     return AuditResult(epsilon_lower=bound.epsilon_lower, confidence=confidence,
                        consistent=bool(bound.epsilon_lower <= epsilon), epsilon_claimed=epsilon, delta=delta,
                        relation="add-remove (one run, m canaries)", witness=witness, trials=1, evaluation_trials=1,
-                       seconds=time.perf_counter() - start, candidates=1, budget="one-run", seed=seed, power=power)
+                       seconds=time.perf_counter() - start, candidates=1, budget="one-run", seed=seed, power=power,
+                       certifiable_epsilon=bound.largest_certifiable_epsilon,
+                       no_power=one_run_no_power(bound, epsilon))
 
 
 __all__ = ["SAMPLINGS", "audit_step", "claimed_epsilon", "gaussian_mixture_llr", "mixture_log_likelihood",

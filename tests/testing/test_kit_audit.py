@@ -90,7 +90,8 @@ def test_approximate_dp_gaussian_and_the_l2_mistake():
 
 def test_white_box_densities_give_a_nearly_tight_bound():
     """Gaussian noise sigma = 3 on a 3-vector whose every entry moves by 1 (l2 distance sqrt 3): the
-    likelihood-ratio statistic from the densities reaches most of the exact (PLD) epsilon."""
+    likelihood-ratio statistic from the densities reaches most of the exact (PLD) epsilon -- typically: one audit
+    reaches 0.51-0.68 of it (seeds 0-5, 200,000 runs a side), so the median of five seeds is what is asserted."""
     sigma, shift = 3.0, np.ones(3)
     exact = epsilon_from_event(dp_event.GaussianDpEvent(sigma / np.sqrt(3)), 1e-5,
                                accounting=AccountingSpec(accountant="pld"))
@@ -98,11 +99,12 @@ def test_white_box_densities_give_a_nearly_tight_bound():
     def log_density(outputs, data):
         return -0.5 * (((outputs - data) / sigma) ** 2).sum(axis=1)
 
-    result = audit(lambda d, rng, n: d + rng.normal(scale=sigma, size=(n, 3)), exact, 1e-5,
-                   relation=QueryVector(mode="every"), pairs=(np.zeros(3), shift), batched=True,
-                   statistics="likelihood", log_density=log_density, trials=200_000, budget=SMALL)
-    assert result.witness["statistic_kind"] == "likelihood"
-    assert 0.6 * exact < result.epsilon_lower <= exact
+    results = [audit(lambda d, rng, n: d + rng.normal(scale=sigma, size=(n, 3)), exact, 1e-5,
+                     relation=QueryVector(mode="every"), pairs=(np.zeros(3), shift), batched=True,
+                     statistics="likelihood", log_density=log_density, trials=200_000, budget=SMALL, seed=seed)
+               for seed in range(5)]
+    assert all(r.witness["statistic_kind"] == "likelihood" and r.epsilon_lower <= exact for r in results)
+    assert np.median([r.epsilon_lower for r in results]) > 0.55 * exact
 
 
 def test_pairs_given_drawn_from_a_strategy_or_refused():

@@ -169,3 +169,18 @@ def test_guesses_count_both_ends():
 def test_bad_input_names_the_argument(bad, match):
     with pytest.raises(ValueError, match=match):
         one_run_bounds(delta=DELTA, **bad)
+
+
+def test_a_claim_beyond_what_the_canaries_can_certify_has_no_power():
+    """Fails before one_run_no_power: 20 canaries per group can certify at most ~1.4 at 95%, so a claim of 5 could
+    not be refuted by any run, and the result said only 'consistent'."""
+    scores, included, groups = _gaussian_groups({"a": 1.0, "b": 1.0}, 20, seed=0)
+    for audit in audit_groups(scores, included, groups, epsilon_accounted=5.0, delta=DELTA):
+        assert audit.bound.largest_certifiable_epsilon < 5.0
+        assert audit.verdict == "no power" and "at or above the largest epsilon" in audit.no_power
+        assert audit.row()["verdict"] == "no power"
+    assert "NO POWER: a:" in summary(audit_groups(scores, included, groups, epsilon_accounted=5.0, delta=DELTA))
+    # within reach and separated: a verdict with power
+    scores, included, groups = _gaussian_groups({"a": 1.0}, 500, seed=0)
+    (audit,) = audit_groups(scores, included, groups, epsilon_accounted=gdp_epsilon(1.0, DELTA), delta=DELTA)
+    assert audit.verdict == "consistent" and audit.no_power is None

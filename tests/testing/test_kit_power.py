@@ -76,7 +76,7 @@ def test_worker_processes_give_the_same_numbers_whatever_their_number():
         return np.asarray(data, dtype=float) + offset + rng.laplace(size=2)
 
     draws = []
-    for workers in (1, 2, 3):
+    for workers in (None, 1, 2, 3):  # None (no worker processes): the same chunks, drawn here
         runner = Runner(noisy, workers=workers)
         try:
             draws.append(np.concatenate(list(runner.stream(np.zeros(2), 2_500, np.random.SeedSequence(7), chunk=600))))
@@ -90,9 +90,9 @@ def test_an_audit_in_workers_is_reproducible_and_a_worker_error_names_the_mechan
     from dpfair_analysis.testing.runner import MechanismError
 
     pair = (np.zeros(2), np.ones(2))
-    one = audit(coin, 0.1, relation="queries", pairs=pair, budget=TINY, seed=4, workers=1)
-    two = audit(coin, 0.1, relation="queries", pairs=pair, budget=TINY, seed=4, workers=2)
-    assert one.as_dict() | {"seconds": 0} == two.as_dict() | {"seconds": 0}
+    none, one, two = (audit(coin, 0.1, relation="queries", pairs=pair, budget=TINY, seed=4, workers=workers)
+                      for workers in (None, 1, 2))
+    assert none.as_dict() | {"seconds": 0} == one.as_dict() | {"seconds": 0} == two.as_dict() | {"seconds": 0}
 
     def breaks(data, rng):
         if rng.random() < 0.01:

@@ -121,6 +121,13 @@ def test_one_run_audit_catches_a_training_without_noise_and_passes_a_noisy_one()
     power = noisy.summary()["power"]
     assert power["largest_certifiable_epsilon"] >= noiseless.epsilon_lower
     assert power["can_refute_claim"] is (power["largest_certifiable_epsilon"] > noisy.epsilon_claimed)
+    assert noisy.certifiable_epsilon == power["largest_certifiable_epsilon"]
+    assert (noisy.verdict == "no power") is (not power["can_refute_claim"] or noisy.epsilon_lower == 0)
+    # a claim no run of 200 canaries could refute: "no power", never a plain pass (fails before one_run_no_power)
+    beyond = audit_step(lambda d, rng: dpsgd(d, rng, sigma=5.0, q=1.0, steps=1), data=data, canary=None,
+                        delta=1e-5, epsilon=50.0, mode="one-run", canaries=canaries, canary_direction=directions,
+                        seed=0)
+    assert beyond.verdict == "no power" and "at or above the largest epsilon" in beyond.no_power
 
 
 def test_audit_step_refuses_bad_arguments():

@@ -172,7 +172,7 @@ def test_bad_input_names_the_argument(bad, match):
 
 
 def test_a_claim_beyond_what_the_canaries_can_certify_has_no_power():
-    """Fails before one_run_no_power: 20 canaries per group can certify at most ~1.4 at 95%, so a claim of 5 could
+    """Fails before one_run_no_power: 20 canaries per group can certify at most 1.09 at 95%, so a claim of 5 could
     not be refuted by any run, and the result said only 'consistent'."""
     scores, included, groups = _gaussian_groups({"a": 1.0, "b": 1.0}, 20, seed=0)
     for audit in audit_groups(scores, included, groups, epsilon_accounted=5.0, delta=DELTA):

@@ -25,7 +25,8 @@ runs (:func:`dpfair_analysis.testing.auditing`):
 ``pattern`` (black box, fitted)
     for discrete pattern outputs such as a sparse vector's above/below sequence: the position of a
     symbol's first occurrence, its count, prefix patterns, per-position ratios and released values given
-    the pattern (:mod:`dpfair_analysis.testing.patterns`).
+    the pattern; and, for an output made of blocks of different alphabets, the blocks' scores summed
+    (:mod:`dpfair_analysis.testing.patterns`).
 
 A :class:`Statistic` is fitted on runs of the two sides and returns a :class:`Fitted` score
 function; fitted and unfitted statistics alike are then thresholded on runs they were not

@@ -103,6 +103,7 @@ def test_the_full_budget_gives_a_plain_function_ten_times_the_screen_and_the_sel
     assert plain.sizes == (250_000, 4_000_000) and plain.evaluated_tests == 4
     assert (batched.screen, batched.select, batched.top, batched.evaluate) == (100_000, 1_000_000, 4, 10_000_000)
     assert batched.sizes == (10_000_000,) and batched.evaluated_tests == 1
+    assert plain.min_event == 0.01 and batched.min_event == 0.0  # DP-Sniper's second threshold: plain functions only
     assert plain.scaled(False) == plain  # scaling is done once
     assert QUICK.scaled(False).screen == QUICK.screen  # the quick budget keeps a plain function under a minute
 

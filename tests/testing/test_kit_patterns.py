@@ -9,17 +9,20 @@ from dpfair_analysis.testing import audit
 from dpfair_analysis.testing.auditing import Budget
 from dpfair_analysis.testing.patterns import (
     VALUE,
+    BlockSum,
     FirstValue,
     PatternPrefix,
     PatternSummary,
     PerPosition,
     ValuesGivenPattern,
     find_codes,
+    output_blocks,
     pattern_family,
     symbols,
 )
 from dpfair_analysis.testing.families import statistic_family
 from dpfair_analysis.testing.scores import check_kinds
+from dpfair_analysis.testing.zoo import catalogue
 from tests.testing import plain_svt
 
 
@@ -135,6 +138,53 @@ def test_the_family_holds_the_pattern_statistics_by_default():
     members = statistic_family(kinds, out, out)
     assert any(m.kind == "pattern" for m in members)
     assert any(isinstance(m, PatternSummary) and m.which == "first" for m in members)
+
+
+def test_output_blocks_split_where_the_alphabet_changes():
+    rng = np.random.default_rng(5)
+    # SVT3's values, -1000 and -2000 beside SVT4's 1, 0 and -1
+    svt34 = catalogue()["svt34_parallel"].batched()(np.ones(10), rng, 4_000)
+    assert output_blocks(svt34) == [(0, 10), (10, 20)]
+    counts = rng.integers(0, 6, size=(4_000, 3)).astype(float)
+    noisy_sum_beside_counts = np.c_[rng.laplace(size=4_000), counts]
+    assert output_blocks(noisy_sum_beside_counts) == [(0, 1), (1, 4)]
+    assert output_blocks(rng.laplace(size=(4_000, 3))) == [(0, 3)]  # continuous throughout: one block
+    assert output_blocks(counts) == [(0, 3)]  # one alphabet: one block
+    assert [m for m in pattern_family(counts, counts) if isinstance(m, BlockSum)] == []
+    assert [m.blocks for m in pattern_family(svt34, svt34) if isinstance(m, BlockSum)] == [((0, 10), (10, 20))]
+    assert [m.blocks for m in pattern_family(noisy_sum_beside_counts, noisy_sum_beside_counts)
+            if isinstance(m, BlockSum)] == [((0, 1), (1, 4))]
+
+
+def _two_sparse_vectors(rng: np.random.Generator, n: int, weights: list[float]) -> np.ndarray:
+    """Two independent cutoff-1 sparse vectors side by side, the second coded 5/6/7 instead of 0/1/-1."""
+    second = _first_above(rng, n, weights)
+    return np.c_[_first_above(rng, n, weights), np.select([second == 0, second == 1], [5.0, 6.0], 7.0)]
+
+
+def test_block_sum_adds_the_blocks_log_ratios_and_finds_their_product_event():
+    """Each block alone: 'first above at query 2' has log-ratio log((1.35 / 7.35) / (1 / 7)) = 0.251; the two
+    blocks are independent, so the event 'both at query 2' has 0.502 -- the sum the block scores give."""
+    rng = np.random.default_rng(11)
+    w0, w1 = [1] * 7, [1, 1, 1.35, 1, 1, 1, 1]
+    fit0, fit1 = _two_sparse_vectors(rng, 30_000, w0), _two_sparse_vectors(rng, 30_000, w1)
+    statistic = BlockSum(tuple(output_blocks(np.r_[fit0, fit1])))
+    fitted = statistic.fit_or_skip(fit0, fit1, None)
+    assert fitted.name.startswith("blocks' scores summed") and fitted.name.count("of output[") == 2
+    fresh0, fresh1 = _two_sparse_vectors(rng, 400_000, w0), _two_sparse_vectors(rng, 400_000, w1)
+    s0, s1 = fitted.score(fresh0), fitted.score(fresh1)
+    top = s0.max()
+    both_at_2 = lambda o: (o[:, 2] == 1) & (o[:, 8] == 6)  # noqa: E731
+    assert np.array_equal(s0 >= top - 1e-9, both_at_2(fresh0))  # the largest score is the product event
+    ratio = np.log(np.mean(s1 >= top - 1e-9) / np.mean(s0 >= top - 1e-9))
+    assert abs(ratio - 2 * np.log(1.35 * 7 / 7.35)) < 0.06, ratio
+    assert abs(top - 2 * np.log(1.35 * 7 / 7.35)) < 0.1, top  # the score is the sum of the blocks' log-ratios
+
+
+def test_block_sum_is_skipped_with_a_reason_on_one_block():
+    out = _first_above(np.random.default_rng(2), 1_000, [1] * 7)
+    skipped = BlockSum(((0, 6),)).fit_or_skip(out, out, None)
+    assert "one block" in skipped.reason
 
 
 def test_a_plain_sparse_vector_audit_names_a_pattern_or_coordinate_event_at_a_small_budget():

@@ -136,8 +136,20 @@ later_verdicts[['claim', 'printed_gain', 'gain_at_defaults', 'gain_after_tuning'
     if len(later_verdicts) else 'no claim has both its methods complete yet'
 
 # %% [markdown]
+# ## Every method at equal ε, chosen on the validation images' worst class
+# The comparison of issue 51 on this setting (paper 000's unbalanced class 8, a CNN, δ = 1e-6, equal privacy): each method whose budget is complete, its printed configuration's and its chosen configuration's test worst class (class 8 for every private method here), the gap between its best and worst class, its overall accuracy, and how far its worst class moves over its own 6 configurations (`range`: Demelius et al.'s robustness question). One seed, paper 000's. A configuration with shuffled batches states an ε its sampling does not have (above).
+
+# %%
+equal_eps = reproduction.mnist_equal_epsilon(rows, COMPLETE)
+save_table(equal_eps, FIGS / 'mnist_tuning_equal_epsilon.csv')
+equal_eps.round(3) if len(equal_eps) else 'no private method has a complete budget yet'
+
+# %% [markdown]
 # ## Findings
-# (Written from the full profile's records; see the tables above.)
+# Generated from the tables above (`reproduction.mnist_findings`).
+
+# %%
+print(reproduction.mnist_findings(status, table1, claims, later_verdicts, equal_eps))
 
 # %% [markdown]
 # ## Full profile

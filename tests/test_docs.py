@@ -292,3 +292,27 @@ def test_the_plain_audits_table_says_missed_and_not_yet_decided_apart(tmp_path):
     assert "**2 of 2 caught**" in lines["svt4"] and "on track (2 of 3 seeds)" in lines["svt4"]
     assert "3 of 3 consistent" in lines["svt1"] and "| 0.0300 | 0.0000 | 1 |" in lines["svt1"]
     assert "rappor" not in lines and table.endswith("Not recorded yet: rappor.\n")
+
+
+def test_the_mnist_equal_epsilon_table_says_where_an_epsilon_is_no_guarantee(tmp_path):
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import findings_tables
+
+    equal = tmp_path / "equal.csv"
+    equal.write_text("method,configurations,epsilon,default_worst,default_gap,chosen,chosen_worst,chosen_gap,"
+                     "chosen_all,grid_min_worst,grid_max_worst,range,chosen_accounted\n"
+                     "dpsgd,6,6.28,0.001,0.99,\"lr 0.1, sampling poisson\",0.638,0.33,0.929,0.001,0.64,0.639,True\n"
+                     "globaladapt,6,6.29,0.0,0.99,\"lr 0.1, sampling shuffle\",0.661,0.3,0.928,0.0,0.67,0.67,False\n"
+                     "sgd,6,,0.91,0.08,\"lr 0.1, sampling shuffle\",0.947,0.05,0.987,0.91,0.95,0.04,False\n")
+    missing = tmp_path / "later.csv"  # no later claim judged yet: the table alone
+    table = findings_tables.mnist_equal_epsilon_table(equal, missing)
+    lines = [line for line in table.splitlines() if line.startswith("| ")][1:]
+    assert lines[0].startswith("| DP-SGD | 0.001 → 0.638 | lr 0.1, sampling poisson | ")
+    assert lines[0].endswith(" 6.280 |")
+    assert "lr 0.1, sampling shuffle (shuffled: ε not a guarantee)" in lines[1]
+    assert lines[2].endswith("| — |") and "Zhao" not in table
+    missing.write_text("claim,paper,statement,printed_gain,gain_at_defaults,gain_after_tuning,verdict\n"
+                       "zhao-vs-constant,Zhao et al. 2025,bounded adaptive clipping improves worst-class accuracy by "
+                       "5 points,0.05,0.006,0.021,does not reproduce within the budget\n")
+    table = findings_tables.mnist_equal_epsilon_table(equal, missing)
+    assert table.rstrip().endswith("printed +0.05 -- **does not reproduce within the budget**.")

@@ -11,6 +11,9 @@
 * ``_generated/method_grid.md``: every method at equal epsilon, each tuned over its own grid of the same size, per
   setting, and the verdicts against the later papers' printed numbers, from ``paper_figs/equal_eps/method_grid.json``
   (``notebooks/record_issue51.py --study method-grid``);
+* ``_generated/mnist_equal_epsilon.md``: every method of the full-MNIST tuning grid at equal epsilon, chosen on the
+  validation worst class, and the later papers' claims judged there, from ``paper_figs/fairdp/
+  mnist_tuning_equal_epsilon.csv`` and ``mnist_tuning_later_claims.csv`` (``notebooks/fairdp_mnist_tuning.ipynb``);
 * ``_generated/recommendation_check.md``: the diagnosis' recommendations against real runs, per kind, from
   ``paper_figs/diagnose/recommendation_check.json`` (``notebooks/record_issue51.py --study recommendations``);
 * ``_generated/plain_audits.md`` (the benchmarks page): the privacy-testing kit on every zoo mechanism as a plain
@@ -175,6 +178,33 @@ def method_grid_table(path: Path) -> str:
             f"worst-group accuracy ({data['selection_privacy']}).\n\n" + claims + "\n")
 
 
+def mnist_equal_epsilon_table(equal_eps: Path, later: Path) -> str:
+    """One row per method of the full-MNIST grid (complete budgets): printed and chosen test worst class, the chosen
+    configuration (with whether its sampling is the accountant's), gap, overall accuracy, range over the grid,
+    epsilon; then each later claim's verdict there."""
+    with equal_eps.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    lines = ["| method | worst class: printed → chosen | chosen configuration | gap | all | range over its grid "
+             "| largest ε of its grid |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        accounted = "" if r["chosen_accounted"] == "True" else " (shuffled: ε not a guarantee)"
+        epsilon = "—" if not r["epsilon"] or math.isnan(float(r["epsilon"])) else f"{float(r['epsilon']):.3f}"
+        lines.append(f"| {KIND_WORDS.get(r['method'], r['method'])} | {float(r['default_worst']):.3f} → "
+                     f"{float(r['chosen_worst']):.3f} | {r['chosen']}{accounted} | {float(r['chosen_gap']):.3f} | "
+                     f"{float(r['chosen_all']):.3f} | {float(r['range']):.3f} | {epsilon} |")
+    claims = []
+    if later.exists() and later.stat().st_size:
+        with later.open(newline="") as handle:
+            claims = list(csv.DictReader(handle))
+    text = "\n".join(lines) + "\n\nOne seed (paper 000's); SGD is the non-private reference.\n"
+    if claims:
+        text += "\n" + "\n".join(
+            f"- {c['statement']} ({c['paper']}): worst-class gain {float(c['gain_at_defaults']):+.3f} at the printed "
+            f"configurations, {float(c['gain_after_tuning']):+.3f} chosen, printed {float(c['printed_gain']):+.2f} -- "
+            f"**{c['verdict']}**." for c in claims) + "\n"
+    return text
+
+
 def plain_audits_table(path: Path) -> str:
     """One row per zoo mechanism audited as a plain function: claim, whether it is correct, the seeds recorded, the
     verdicts over them, the bounds (median, min), seeds with no power, CPU seconds per audit, the published testers'
@@ -218,6 +248,9 @@ def write_tables(root: Path, target: Path) -> None:
         if tuned.exists():
             (target / f"pfld_tuned_{name}.md").write_text(pfld_tuned_table(tuned))
     (target / "method_grid.md").write_text(method_grid_table(root / "paper_figs" / "equal_eps" / "method_grid.json"))
+    fairdp = root / "paper_figs" / "fairdp"
+    (target / "mnist_equal_epsilon.md").write_text(mnist_equal_epsilon_table(
+        fairdp / "mnist_tuning_equal_epsilon.csv", fairdp / "mnist_tuning_later_claims.csv"))
     (target / "recommendation_check.md").write_text(
         recommendation_check_table(root / "paper_figs" / "diagnose" / "recommendation_check.json"))
     plain = root / "benchmarks" / "results" / "privacy_testing_plain.json"

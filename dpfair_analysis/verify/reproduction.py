@@ -208,6 +208,52 @@ def mnist_later_claims(rows: pd.DataFrame, complete: Sequence[str]) -> tuple[pd.
     return worst, later_claim_verdicts({LATER_SETTING: worst}, judged={LATER_SETTING: LATER_SETTING_NOTE})
 
 
+def mnist_equal_epsilon(rows: pd.DataFrame, complete: Sequence[str]) -> pd.DataFrame:
+    """Every method of the full-MNIST tuning grid whose budget is ``complete``, at equal privacy, chosen on the
+    validation images' worst class (:func:`~dpfair_analysis.experiments.method_grid.robustness_table`: printed and
+    chosen test worst class, gap and overall accuracy, and the range of the worst class over the method's grid),
+    with ``chosen_accounted``: whether the chosen configuration samples as the accountant assumes (Poisson), i.e.
+    whether its epsilon is a guarantee. SGD, where complete, is the non-private reference (epsilon NaN)."""
+    part = rows[rows["method"].isin(complete)] if len(rows) else rows
+    if not len(part):
+        return pd.DataFrame()
+    table = robustness_table(part)
+    return table.assign(chosen_accounted=table["chosen"].str.contains("sampling poisson"))
+
+
+def mnist_findings(status: pd.DataFrame, table1: pd.DataFrame, claims: pd.DataFrame, later: pd.DataFrame,
+                   equal_eps: pd.DataFrame) -> str:
+    """The full-MNIST tuning study's findings as text, from its tables: how much of the budget is in, paper 000's
+    Table 1 verdict counts, each qualitative claim's and each later paper's claim's verdict, and the methods with the
+    highest and lowest chosen worst class at equal privacy."""
+    done = int(status["configurations_run"].sum())
+    lines = [f"Budget: {done} of {int(status['budget'].sum())} runs; complete: "
+             f"{', '.join(status.loc[status['complete'], 'method']) or 'none'}."]
+    if len(table1):
+        counts = verdict_counts(table1["verdict"])
+        lines.append(f"Paper 000 Table 1 (MNIST), {len(table1)} cells: "
+                     + "; ".join(f"{n} {v}" for v, n in counts.items()) + ".")
+    lines += [f"Claim {row['claim']}: {row['verdict']}." for row in claims.to_dict("records")]
+    lines += [f"Claim {row['claim']} (printed gain {row['printed_gain']:+.2f}): worst class "
+              f"{row['gain_at_defaults']:+.3f} at the printed configurations, {row['gain_after_tuning']:+.3f} chosen -- "
+              f"{row['verdict']}." for row in later.to_dict("records")]
+    private = equal_eps[equal_eps["method"] != "sgd"] if len(equal_eps) else equal_eps
+    if len(private):
+        ranked = private.sort_values("chosen_worst", ascending=False)
+
+        def said(row: dict) -> str:
+            caveat = "" if row["chosen_accounted"] else ", shuffled batches: its epsilon is not a guarantee"
+            return f"{row['method']} {row['chosen_worst']:.3f} ({row['chosen']}{caveat})"
+
+        lines.append(f"Equal privacy, chosen on the validation worst class: highest test worst class "
+                     f"{said(ranked.iloc[0].to_dict())}; lowest {said(ranked.iloc[-1].to_dict())}.")
+        accounted = ranked[ranked["chosen_accounted"]]
+        if len(accounted) and not ranked.iloc[0]["chosen_accounted"]:
+            lines.append(f"Highest of those whose chosen sampling is the accountant's: "
+                         f"{said(accounted.iloc[0].to_dict())}.")
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------- paper 002 §4.1 on the measured tables
 def claim_verdicts(results: dict[str, CompareResult], *, tolerance: float = 0.0,
                    relative_tolerance: float = 0.1) -> pd.DataFrame:

@@ -328,3 +328,31 @@ def test_zhaos_worst_class_claims_are_judged_on_the_grid_once_both_budgets_are_c
     _, verdicts = R.mnist_later_claims(rows, ("dpsgd", "boundedadaptive"))  # Opt-Q's budget not complete
     assert list(verdicts["claim"]) == ["zhao-vs-constant"]
     assert R.mnist_later_claims(rows, ("sgd",))[1].empty
+
+
+def test_the_equal_epsilon_table_and_the_findings_are_drawn_from_the_grid():
+    """mnist_equal_epsilon: every complete method, chosen on the validation worst class, and whether the chosen
+    configuration samples as the accountant assumes; mnist_findings states the budget, each claim's verdict and the
+    highest and lowest worst class at equal privacy, with the caveat where the epsilon is no guarantee."""
+    rows = _worst_rows({"dpsgd": (0.5, 0.50), "optq": (0.4, 0.40), "boundedadaptive": (0.6, 0.56), "sgd": (0.9, 0.9)})
+    rows["configuration"] = rows["configuration_index"].map({0: "lr 0.01, sampling poisson",
+                                                              1: "lr 0.1, sampling shuffle"})
+    table = R.mnist_equal_epsilon(rows, ("dpsgd", "optq", "boundedadaptive", "sgd"))
+    assert list(table["method"]) == ["dpsgd", "optq", "boundedadaptive", "sgd"]
+    assert table.set_index("method").loc["boundedadaptive", "chosen_worst"] == pytest.approx(0.56)
+    assert not table["chosen_accounted"].any()  # every chosen configuration is the shuffled one here
+    assert R.mnist_equal_epsilon(rows, ("dpsgd",))["method"].tolist() == ["dpsgd"]
+    status = pd.DataFrame([{"method": m, "configurations_run": 2, "budget": 2, "complete": True}
+                           for m in ("dpsgd", "optq", "boundedadaptive", "sgd")])
+    _, later = R.mnist_later_claims(rows, ("dpsgd", "optq", "boundedadaptive"))
+    claims = pd.DataFrame([{"claim": "dpsgd_disparate", "verdict": "reproduces at the printed settings"}])
+    text = R.mnist_findings(status, pd.DataFrame(), claims, later, table)
+    assert "8 of 8 runs" in text and "Claim dpsgd_disparate: reproduces at the printed settings." in text
+    assert "zhao-vs-constant (printed gain +0.05): worst class +0.060" in text
+    assert ("highest test worst class boundedadaptive 0.560 (lr 0.1, sampling shuffle, shuffled batches: its epsilon "
+            "is not a guarantee); lowest optq 0.400") in text
+    assert "whose chosen sampling" not in text  # none is: nothing to add
+    table.loc[table["method"] == "dpsgd", "chosen_accounted"] = True
+    text = R.mnist_findings(status, pd.DataFrame(), claims, later, table)
+    assert text.endswith("Highest of those whose chosen sampling is the accountant's: dpsgd 0.500 (lr 0.1, sampling "
+                         "shuffle).")

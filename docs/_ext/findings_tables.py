@@ -187,8 +187,9 @@ def mnist_equal_epsilon_table(equal_eps: Path, later: Path) -> str:
     lines = ["| method | worst class: printed → chosen | chosen configuration | gap | all | range over its grid "
              "| largest ε of its grid |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        accounted = "" if r["chosen_accounted"] == "True" else " (shuffled: ε not a guarantee)"
-        epsilon = "—" if not r["epsilon"] or math.isnan(float(r["epsilon"])) else f"{float(r['epsilon']):.3f}"
+        private = bool(r["epsilon"]) and not math.isnan(float(r["epsilon"]))
+        accounted = "" if r["chosen_accounted"] == "True" or not private else " (shuffled: ε not a guarantee)"
+        epsilon = f"{float(r['epsilon']):.3f}" if private else "—"
         lines.append(f"| {KIND_WORDS.get(r['method'], r['method'])} | {float(r['default_worst']):.3f} → "
                      f"{float(r['chosen_worst']):.3f} | {r['chosen']}{accounted} | {float(r['chosen_gap']):.3f} | "
                      f"{float(r['chosen_all']):.3f} | {float(r['range']):.3f} | {epsilon} |")

@@ -8,6 +8,7 @@ that feeds the checks a broken link, a broken reference and a notebook outside e
 
 from __future__ import annotations
 
+import csv
 import importlib
 import inspect
 import json
@@ -316,3 +317,20 @@ def test_the_mnist_equal_epsilon_table_says_where_an_epsilon_is_no_guarantee(tmp
                        "5 points,0.05,0.006,0.021,does not reproduce within the budget\n")
     table = findings_tables.mnist_equal_epsilon_table(equal, missing)
     assert table.rstrip().endswith("printed +0.05 -- **does not reproduce within the budget**.")
+
+
+def test_the_tuned_mnist_table_is_the_notebooks_verdicts():
+    sys.path.insert(0, str(DOCS / "_ext"))
+    import findings_tables
+
+    figs = ROOT / "paper_figs" / "fairdp"
+    table = findings_tables.mnist_tuned_table1(figs / "mnist_tuning_table1_verdicts.csv",
+                                               figs / "mnist_tuning_claims.csv")
+    with (figs / "mnist_tuning_table1_verdicts.csv").open(newline="") as handle:
+        verdicts = [row["verdict"] for row in csv.DictReader(handle)]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [row.split(" | ")[-1].rstrip(" |") for row in rows] == verdicts
+    with (figs / "mnist_tuning_claims.csv").open(newline="") as handle:
+        claims = list(csv.DictReader(handle))
+    assert [line.split("**")[-2] for line in table.splitlines() if line.startswith("- `")] == [
+        c["verdict"] for c in claims]

@@ -14,6 +14,9 @@
 * ``_generated/mnist_equal_epsilon.md``: every method of the full-MNIST tuning grid at equal epsilon, chosen on the
   validation worst class, and the later papers' claims judged there, from ``paper_figs/fairdp/
   mnist_tuning_equal_epsilon.csv`` and ``mnist_tuning_later_claims.csv`` (``notebooks/fairdp_mnist_tuning.ipynb``);
+* ``_generated/mnist_tuned_table1.md``: paper 000's Table 1 on full MNIST with every method tuned on the same budget,
+  and the qualitative claims judged there, from ``paper_figs/fairdp/mnist_tuning_table1_verdicts.csv`` and
+  ``mnist_tuning_claims.csv``;
 * ``_generated/recommendation_check.md``: the diagnosis' recommendations against real runs, per kind, from
   ``paper_figs/diagnose/recommendation_check.json`` (``notebooks/record_issue51.py --study recommendations``);
 * ``_generated/plain_audits.md`` (the benchmarks page): the privacy-testing kit on every zoo mechanism as a plain
@@ -206,6 +209,23 @@ def mnist_equal_epsilon_table(equal_eps: Path, later: Path) -> str:
     return text
 
 
+def mnist_tuned_table1(verdicts: Path, claims: Path) -> str:
+    """Paper 000's Table 1 on full MNIST under the tuning protocol: per method and group, the printed number, ours at
+    the printed configuration and tuned, the verdict; then each qualitative claim's verdict at both."""
+    with verdicts.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    with claims.open(newline="") as handle:
+        stated = list(csv.DictReader(handle))
+    lines = ["| method | group | paper | ours, printed configuration | ours, tuned | verdict |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {KIND_WORDS.get(r['method'], r['method'])} | {r['group']} | {float(r['printed']):+.3f} | "
+              f"{float(r['at_printed']):+.3f} | {float(r['tuned']):+.3f} | {r['verdict']} |" for r in rows]
+    return ("\n".join(lines) + "\n\nSGD's rows are accuracies, the others costs against SGD (printed configuration "
+            "against SGD's printed one, tuned against SGD's tuned one); one seed.\n\n"
+            + "\n".join(f"- `{c['claim']}`: {_cell(c['detail_printed'])} at the printed configuration, "
+                        f"{_cell(c['detail_tuned'])} tuned -- **{c['verdict']}**." for c in stated) + "\n")
+
+
 def plain_audits_table(path: Path) -> str:
     """One row per zoo mechanism audited as a plain function: claim, whether it is correct, the seeds recorded, the
     verdicts over them, the bounds (median, min), seeds with no power, CPU seconds per audit, the published testers'
@@ -250,6 +270,8 @@ def write_tables(root: Path, target: Path) -> None:
             (target / f"pfld_tuned_{name}.md").write_text(pfld_tuned_table(tuned))
     (target / "method_grid.md").write_text(method_grid_table(root / "paper_figs" / "equal_eps" / "method_grid.json"))
     fairdp = root / "paper_figs" / "fairdp"
+    (target / "mnist_tuned_table1.md").write_text(mnist_tuned_table1(
+        fairdp / "mnist_tuning_table1_verdicts.csv", fairdp / "mnist_tuning_claims.csv"))
     (target / "mnist_equal_epsilon.md").write_text(mnist_equal_epsilon_table(
         fairdp / "mnist_tuning_equal_epsilon.csv", fairdp / "mnist_tuning_later_claims.csv"))
     (target / "recommendation_check.md").write_text(

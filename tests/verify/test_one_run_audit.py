@@ -126,9 +126,12 @@ def test_fairdp_is_audited_at_its_released_group_bounds_with_its_releases_charge
     assert all(0 < row["canary_epsilon_i_max"] <= out["epsilon"] * (1 + 1e-9) for row in out["sets"])
 
 
-def _set(group: str, lower: float, *, mean: float | None = None) -> dict:
-    row = {"group": group, "canaries": 100, "epsilon_lower": lower, "mu_epsilon_lower": 2 * lower,
-           "mu_lower": lower / 4, "mean_step_bound": 0.5, "exceeds_accounted": lower > 1.5}
+def _set(group: str, lower: float, *, mean: float | None = None, certifiable: float = 4.5) -> dict:
+    row = {"group": group, "canaries": 100, "included": 50, "epsilon_lower": lower, "mu_epsilon_lower": 2 * lower,
+           "mu_lower": lower / 4, "mean_step_bound": 0.5, "epsilon_accounted": 1.5, "exceeds_accounted": lower > 1.5,
+           "epsilon_guesses": [10, 10], "epsilon_correct": 12, "mu_guesses": [10, 10], "mu_correct": 12,
+           "delta": 1e-5, "confidence": 0.95, "test_level": 0.99, "family_size": 8,
+           "largest_certifiable_epsilon": certifiable, "largest_certifiable_mu": certifiable / 3}
     return row if mean is None else {**row, "canary_epsilon_i_mean": mean}
 
 
@@ -142,6 +145,17 @@ def test_one_run_table_is_each_set_over_its_seeds():
     assert (a["steinke_min"], a["steinke_max"], a["fdp_max"]) == pytest.approx((0.1, 0.2, 0.4))
     assert a["run_epsilon"] == pytest.approx(1.005) and a["epsilon_i_mean"] == 0.9 and np.isnan(b["epsilon_i_mean"])
     assert table.loc[("dpsgdf", "a", "gradient"), "seeds"] == 1
+    # no power: seed 0 of b audits 0 (evidence of nothing); every seed of a could have refuted 1.5
+    assert (a["no_power"], b["no_power"]) == (0, 1)
+
+
+def test_one_run_table_counts_a_set_too_small_for_its_claim_as_without_power():
+    """A set whose canaries cannot certify its accounted epsilon (every guess right) is counted in ``no_power``
+    whatever it audited: its 0 refuted is not evidence."""
+    runs = [{"method": "dpsgd", "target_epsilon": 1.0, "seed": 0, "epsilon": 1.5,
+             "sets": [_set("a/gradient", 0.3, certifiable=1.5), _set("b/gradient", 0.3, certifiable=1.6)]}]
+    table = one_run_table([{"runs": runs}]).set_index("group")
+    assert table["no_power"].to_dict() == {"a": 1, "b": 0}
 
 
 COMMITTED = sorted((Path(__file__).resolve().parents[2] / "paper_figs" / "group_privacy").glob("one_run_adult_*.json"))

@@ -34,7 +34,7 @@ sensitivity relative to the joint noise, the counts (and FairDP's capped excess)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -51,7 +51,7 @@ from dpfair_analysis.privacy.accounting import calibrate_noise_multiplier, dpsgd
 from dpfair_analysis.privacy.individual import DEFAULT_RESOLUTION, individual_privacy
 from dpfair_analysis.privacy.mechanisms import joint_noise_multiplier
 from dpfair_analysis.testing.bounds import DEFAULT_CONFIDENCE
-from dpfair_analysis.testing.one_run import audit_groups, summary
+from dpfair_analysis.testing.one_run import OneRunBound, audit_groups, one_run_no_power, summary
 from dpfair_analysis.testing.steps import poisson_gaussian_llr
 from dpfair_analysis.training import methods
 from dpfair_analysis.training.loop import TrainConfig, train
@@ -432,8 +432,10 @@ def one_run_table(payloads: list[dict[str, Any]]) -> pd.DataFrame:
     epsilon lower bound (``steinke_min``, ``steinke_max``) and of the f-DP bound from the same guesses (``fdp_min``,
     ``fdp_max``: the epsilon at the run's delta of the lower bound on mu; ``mu_max``), the canaries' mean
     accounted epsilon_i (``epsilon_i_mean``, averaged over seeds; NaN for payloads written before it was recorded),
-    their mean step bound, and ``refuted``: in how many seeds the set's bound exceeds its run's epsilon (a bug in the
-    trainer or its accounting)."""
+    their mean step bound, ``refuted``: in how many seeds the set's bound exceeds its run's epsilon (a bug in the
+    trainer or its accounting), and ``no_power``: in how many seeds the set could not have refuted its accounted
+    epsilon (:func:`~dpfair_analysis.testing.one_run.one_run_no_power`: too few canaries for the claim, or a bound of
+    0), so that a row's 0 refuted is read beside the seeds where refuting was possible."""
     rows = []
     for payload in payloads:
         for run in payload["runs"]:
@@ -444,12 +446,19 @@ def one_run_table(payloads: list[dict[str, Any]]) -> pd.DataFrame:
                              "run_epsilon": run["epsilon"], "steinke": row["epsilon_lower"],
                              "fdp": row["mu_epsilon_lower"], "mu": row["mu_lower"],
                              "epsilon_i_mean": row.get("canary_epsilon_i_mean", np.nan),
-                             "step_bound": row["mean_step_bound"], "refuted": bool(row["exceeds_accounted"])})
+                             "step_bound": row["mean_step_bound"], "refuted": bool(row["exceeds_accounted"]),
+                             "no_power": _set_without_power(row)})
     frame = pd.DataFrame(rows)
     keys = ["method", "target_epsilon", "group", "family"]
     return (frame.groupby(keys, sort=False)
             .agg(m=("m", "first"), seeds=("seed", "nunique"), run_epsilon=("run_epsilon", "mean"),
                  steinke_min=("steinke", "min"), steinke_max=("steinke", "max"), fdp_min=("fdp", "min"),
                  fdp_max=("fdp", "max"), mu_max=("mu", "max"), epsilon_i_mean=("epsilon_i_mean", "mean"),
-                 step_bound=("step_bound", "mean"), refuted=("refuted", "sum"))
+                 step_bound=("step_bound", "mean"), refuted=("refuted", "sum"), no_power=("no_power", "sum"))
             .reset_index())
+
+
+def _set_without_power(row: dict[str, Any]) -> bool:
+    """Whether a recorded canary set (a row of a payload's ``sets``) could not have refuted its accounted epsilon."""
+    bound = OneRunBound(**{f.name: row[f.name] for f in fields(OneRunBound)})
+    return one_run_no_power(bound, row["epsilon_accounted"]) is not None

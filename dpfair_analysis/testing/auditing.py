@@ -197,6 +197,15 @@ class Budget:
     inflated by its luck -- rank them and size the evaluation. The confirmation runs are selection runs (the bound
     never counts them), so the confidence is untouched. At :data:`FULL`, 2 finalists a size on 250,000 runs.
 
+    ``escalate_level`` = l: how hopeful the forecast that spends the larger evaluation is (:func:`_winner`): the best
+    test's error rates at their l Clopper-Pearson limits (0.5: as counted; below 0.5: the hopeful end of their spread).
+    A forecast near the claim is a coin flip on a few hundred thousand confirmation runs: plain ``svt34_parallel``
+    (claim 0.2), seed 0, had its best test confirmed at 0.198 as counted for 4 M runs (an event on ~1% of the runs,
+    the log-ratio's standard error ~0.026), was evaluated on 250,000 and passed at 0.190. At :data:`FULL`, l = 0.2
+    (about 0.84 standard errors hopeful): a refutation the counts cannot rule out gets the runs to show it; a
+    correct mechanism whose best event is near its claim pays for a larger evaluation and gets a tighter bound. The
+    size is still a function of the selection runs only, so the confidence is untouched.
+
     ``unbatched_min_event`` = c > 0 (an unbatched mechanism only): ``min_event`` for a plain function, where the budget
     gives it none -- the second threshold of DP-Sniper's rule beside the default one. On a plain function's few
     hundred thousand selection runs the default threshold, chosen for a 4 M-run evaluation, lands on events of
@@ -227,6 +236,7 @@ class Budget:
     confirm: int = 0
     finalists: int = 2
     unbatched_min_event: float = 0.0
+    escalate_level: float = 0.5
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else self.unbatched_factors
@@ -261,7 +271,7 @@ QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max
                sensitivity_examples=300)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40),
               escalate=16, pool_screen=True, sensitivity_examples=3_000, unbatched_factors=(10, 10, 1), unbatched_top=8,
-              evaluated_tests=4, confirm=250_000, unbatched_min_event=0.01)
+              evaluated_tests=4, confirm=250_000, unbatched_min_event=0.01, escalate_level=0.2)
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
@@ -748,7 +758,7 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
                            runs=runs, plan=plan, seed=seed, start=start)
     finalists = choices if not plan.confirm else _confirmed(choices, plan, sample, _confirmation_seeds(seed),
                                                              delta=delta, confidence=confidence)
-    best, evaluate = _winner(finalists, plan, epsilon=epsilon)
+    best, evaluate = _winner(finalists, plan, epsilon=epsilon, delta=delta, confidence=confidence)
     family = _family(best, choices, plan)
     each = _each_confidence(confidence, len(family))
     pair = candidates[best.index]
@@ -844,8 +854,8 @@ def _successive_halving(sample: Callable[[int, int, np.random.SeedSequence], tup
     (:attr:`_Choice.selection_epsilon`; a pair without a test last) survive; ties -- on a few thousand runs
     every pair of a sparse vector forecasts 0 -- keep the order before, the relation's strongest patterns first.
     Not the as-counted forecast: on a few thousand runs it ranks an event seen on 4 runs of one side and none of
-    the other (noise) above every real one. The round with one pair left returns its tests. Pair i's runs in round r come from the seed indexed (r, i): the same seed, the
-    same rounds.
+    the other (noise) above every real one. The round with one pair left returns its tests. Pair i's runs in round
+    r come from the seed indexed (r, i): the same seed, the same rounds.
 
     Family-wise confidence: every run here is a selection run. The surviving pair, its test and, from the test's
     rates, the evaluation's size are functions of these runs alone, and the evaluation draws fresh runs from
@@ -874,14 +884,16 @@ def _successive_halving(sample: Callable[[int, int, np.random.SeedSequence], tup
     return tests[alive[0]]
 
 
-def _winner(choices: list[_Choice], plan: Budget, *, epsilon: float) -> tuple[_Choice, int]:
+def _winner(choices: list[_Choice], plan: Budget, *, epsilon: float, delta: float,
+            confidence: float) -> tuple[_Choice, int]:
     """The test to evaluate and the evaluation's size, runs per side.
 
     Every test was scored for each size of ``plan.sizes`` (its threshold chosen and its forecast projected for
-    that many evaluation runs). The largest size is spent when its best test (by :attr:`_Choice.rank`) forecasts,
-    with its held-out rates as counted, a bound above the claim -- a refutation worth the runs; otherwise the best
-    test scored for ``plan.evaluate`` runs is evaluated on that many: a rare event chosen for millions of runs is
-    weak on a quarter of a million, and the smaller evaluation needs the common event it would pass over.
+    that many evaluation runs). The largest size is spent when its best test (by :attr:`_Choice.rank`) forecasts a
+    bound above the claim with its held-out rates at their ``plan.escalate_level`` Clopper-Pearson limits (0.5: as
+    counted) -- a refutation worth the runs; otherwise the best test scored for ``plan.evaluate`` runs is evaluated
+    on that many: a rare event chosen for millions of runs is weak on a quarter of a million, and the smaller
+    evaluation needs the common event it would pass over.
 
     Both are functions of the selection runs only: conditionally on them the evaluation is one test of a fixed
     size on fresh runs, so P[epsilon_lower > true epsilon] <= 1 - confidence still holds."""
@@ -889,7 +901,9 @@ def _winner(choices: list[_Choice], plan: Budget, *, epsilon: float) -> tuple[_C
     base = [c for c in choices if c.trials == plan.evaluate]
     if most > plan.evaluate:
         best = max((c for c in choices if c.trials == most), key=lambda c: c.rank)
-        if best.counted_epsilon > epsilon or not base:  # (no threshold qualified for the smaller size)
+        hopeful = projected_epsilon(*best.held, evaluation_trials=most, delta=delta, confidence=confidence,
+                                    level=plan.escalate_level)
+        if hopeful > epsilon or not base:  # (no threshold qualified for the smaller size)
             return best, most
     return max(base, key=lambda c: c.rank), plan.evaluate
 

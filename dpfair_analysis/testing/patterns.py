@@ -476,8 +476,8 @@ class BlockSum(Statistic):
 def _block_members(out0: np.ndarray, out1: np.ndarray) -> list[Statistic]:
     """The candidate scores of one block: its pattern statistics (a continuous block has none) and the learned one."""
     both = np.concatenate([out0, out1])
-    members = [] if _pattern_reason(both, find_codes(both)) else _pattern_members(out0, out1)
-    return members + [Learned()]
+    codes = find_codes(both)
+    return ([] if _pattern_reason(both, codes) else _pattern_members(both, codes)) + [Learned()]
 
 
 def pattern_family(out0: np.ndarray, out1: np.ndarray) -> list[Statistic]:
@@ -501,13 +501,12 @@ def pattern_family(out0: np.ndarray, out1: np.ndarray) -> list[Statistic]:
     summed: list[Statistic] = [BlockSum(tuple(blocks))] if 1 < len(blocks) <= MAX_BLOCKS else []
     if _pattern_reason(both, codes):
         return [PatternSummary("first", 0, codes)] + summed
-    return _pattern_members(out0, out1) + summed
+    return _pattern_members(both, codes) + summed
 
 
-def _pattern_members(out0: np.ndarray, out1: np.ndarray) -> list[Statistic]:
-    """The pattern statistics of an output that is a pattern (:func:`pattern_family`, without the block sum)."""
-    both = np.concatenate([out0, out1])
-    codes = find_codes(both)
+def _pattern_members(both: np.ndarray, codes: tuple[float, ...]) -> list[Statistic]:
+    """The pattern statistics of an output that is a pattern (:func:`pattern_family`, without the block sum): runs
+    of both sides pooled, and their codes."""
     present = np.unique(symbols(both, codes))
     members: list[Statistic] = []
     for s in present:

@@ -117,8 +117,8 @@ def test_min_event_trades_a_rare_extreme_tail_for_a_common_event():
 
 def test_min_event_offers_no_threshold_for_a_statistic_with_only_rare_events():
     # two values, the rarer in 0.1% of runs on both sides (RAPPOR's "all bits 0"): no event of probability >= 1%
-    a = np.zeros(10_000); a[:10] = 1.0
-    b = np.zeros(10_000); b[:40] = 1.0
+    a, b = np.zeros(10_000), np.zeros(10_000)
+    a[:10], b[:40] = 1.0, 1.0
     assert choose_threshold(a, b, delta=0.0)[0] == 0.0  # without c: the rare event, ratio 4
     t, criterion = choose_threshold(a, b, delta=0.0, min_event=0.01)
     assert math.isnan(t) and criterion == -math.inf

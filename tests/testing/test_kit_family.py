@@ -9,12 +9,14 @@
   confidence 1 - (1 - confidence) / k (Bonferroni), the largest reported.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from dpfair_analysis.testing import audit
 from dpfair_analysis.testing.auditing import FULL, QUICK, Budget, _Choice, _each_confidence, _family, _winner
-from dpfair_analysis.testing.bounds import epsilon_lower_bound
+from dpfair_analysis.testing.bounds import epsilon_lower_bound, projected_epsilon
 
 PLAIN = Budget("test", screen=500, select=3_000, evaluate=4_000, top=2, max_pairs=4, escalate=4, evaluated_tests=4)
 
@@ -23,26 +25,51 @@ def laplace_sum(data, rng):
     return float(np.sum(data)) + rng.laplace(0.0, 1.0)
 
 
-def _choice(index, trials, selection, counted, name="s", threshold=0.0):
+def _choice(index, trials, selection, counted, name="s", threshold=0.0, held=(0, 1, 0, 1)):
     class Named:
         def __init__(self, n):
             self.name = n
 
-    return _Choice(index, None, Named(name), threshold, selection, counted, (0, 1, 0, 1), trials)
+    return _Choice(index, None, Named(name), threshold, selection, counted, held, trials)
+
+
+#: Held-out counts of a rare event (3% of D's runs, 4% of D''s): forecast for 16,000 evaluation runs at 0.1185 with
+#: its rates as counted, 0.2083 at their 0.2 limits (the hopeful end), 0.0306 at their 0.8 limits
+RARE_HELD = (300, 10_000, 9_600, 10_000)
+
+
+def _winner_at(choices, plan, epsilon):
+    return _winner(choices, plan, epsilon=epsilon, delta=0.0, confidence=0.95)
 
 
 def test_the_larger_size_is_spent_only_where_its_best_test_forecasts_a_refutation():
     base, large = PLAIN.sizes
-    assert (base, large) == (4_000, 16_000)
+    assert (base, large) == (4_000, 16_000) and PLAIN.escalate_level == 0.5
+    assert float(projected_epsilon(*RARE_HELD, evaluation_trials=large, delta=0.0, level=0.5)) == pytest.approx(
+        0.1185, abs=1e-4)
     common = _choice(0, base, 0.05, 0.08, "common")
-    rare = _choice(1, large, 0.09, 0.15, "rare")
-    best, size = _winner([common, rare], PLAIN, epsilon=0.1)
-    assert (best, size) == (rare, large)  # 0.15 forecast above the claim at 16,000 runs
-    best, size = _winner([common, rare], PLAIN, epsilon=0.2)
-    assert (best, size) == (common, base)  # no refutation forecast: the base size's own best test, not the rare one
-    assert _winner([rare], PLAIN, epsilon=0.2) == (rare, large)  # no test qualified for the smaller size
+    rare = _choice(1, large, 0.0306, 0.1185, "rare", held=RARE_HELD)
+    assert _winner_at([common, rare], PLAIN, 0.1) == (rare, large)  # 0.1185 forecast above the claim at 16,000
+    # no refutation forecast: the base size's own best test, not the rare one
+    assert _winner_at([common, rare], PLAIN, 0.15) == (common, base)
+    assert _winner_at([rare], PLAIN, 0.3) == (rare, large)  # no test qualified for the smaller size
     batched = FULL.scaled(True)
     assert batched.sizes == (batched.evaluate,)  # a batched mechanism: one size, as before
+
+
+def test_a_hopeful_escalation_level_spends_the_larger_size_on_a_refutation_the_counts_cannot_rule_out():
+    """``escalate_level`` 0.2: the rates at the hopeful end of their spread. A claim of 0.15, between the forecast as
+    counted (0.1185) and the hopeful one (0.2083), gets the larger evaluation; a claim above both does not. Before,
+    the rule was the counted forecast alone: plain svt34_parallel (claim 0.2), seed 0 at the full budget, confirmed
+    at 0.198 for 4 M runs, was evaluated on 250,000 and passed at 0.190."""
+    base, large = PLAIN.sizes
+    hopeful = replace(PLAIN, escalate_level=0.2)
+    common = _choice(0, base, 0.05, 0.08, "common")
+    rare = _choice(1, large, 0.0306, 0.1185, "rare", held=RARE_HELD)
+    assert _winner_at([common, rare], hopeful, 0.15) == (rare, large)
+    assert _winner_at([common, rare], PLAIN, 0.15) == (common, base)
+    assert _winner_at([common, rare], hopeful, 0.25) == (common, base)
+    assert FULL.escalate_level == 0.2 and QUICK.escalate_level == 0.5  # the quick budget's verdicts as before
 
 
 def test_the_family_is_the_winners_pair_at_its_size_one_test_per_event():

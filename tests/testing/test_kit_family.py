@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from dpfair_analysis.testing import audit
-from dpfair_analysis.testing.auditing import FULL, QUICK, Budget, _Choice, _each_confidence, _family, _winner
+from dpfair_analysis.testing.auditing import (FULL, QUICK, Budget, _Choice, _confirmed, _each_confidence, _family,
+                                              _winner)
 from dpfair_analysis.testing.bounds import epsilon_lower_bound, projected_epsilon
 
 PLAIN = Budget("test", screen=500, select=3_000, evaluate=4_000, top=2, max_pairs=4, escalate=4, evaluated_tests=4)
@@ -29,6 +30,9 @@ def _choice(index, trials, selection, counted, name="s", threshold=0.0, held=(0,
     class Named:
         def __init__(self, n):
             self.name = n
+
+        def score(self, out):
+            return out[:, 0]
 
     return _Choice(index, None, Named(name), threshold, selection, counted, held, trials)
 
@@ -81,6 +85,28 @@ def test_the_family_is_the_winners_pair_at_its_size_one_test_per_event():
     family = _family(best, [best] + others, PLAIN)
     assert [c.fitted.name for c in family] == ["a", "b", "e", "f"]
     assert _family(best, [best] + others, QUICK) == [best]  # one test unless the budget says more
+
+
+def test_the_finalists_are_the_best_tests_of_distinct_pairs():
+    """The tests of one pair share its held-out runs and are lucky together: the confirmation counts the best test of
+    each of the ``finalists`` best pairs. Before, the two best tests were confirmed whichever their pairs: plain
+    svt34_parallel, seed 4, confirmed only tests of pair 21 (0.24-0.25 as counted, 0.17 on fresh runs) and passed at
+    0.133, where pair 7, ranked next, refutes the claim."""
+    plan = replace(PLAIN, escalate=1, confirm=100, finalists=2)
+    ranked = [_choice(21, 4_000, 0.18, 0.24, "lr", 0.1), _choice(21, 4_000, 0.17, 0.25, "lr", 0.2),
+              _choice(21, 4_000, 0.16, 0.23, "ratios", 0.1), _choice(7, 4_000, 0.15, 0.23, "lr", 0.3),
+              _choice(16, 4_000, 0.14, 0.21, "lr", 0.3)]
+    sampled = []
+
+    def sample(i, n, seed):
+        sampled.append(i)
+        rng = np.random.default_rng(seed)
+        return rng.normal(size=(n, 1)), rng.normal(1.0, size=(n, 1))
+
+    confirmed = _confirmed(ranked, plan, sample, np.random.SeedSequence(0), delta=0.0, confidence=0.95)
+    assert sorted(sampled) == [7, 21]
+    assert [(c.index, c.threshold) for c in confirmed] == [(7, 0.3), (21, 0.1)]
+    assert all(c.held[1] == c.held[3] == 100 for c in confirmed)  # counted on the confirmation runs
 
 
 @pytest.mark.parametrize("tests", [1, 2, 4, 10])

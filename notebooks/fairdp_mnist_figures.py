@@ -18,18 +18,15 @@
 # **The committed copy is the full profile**, executed in place (`notebooks/execute.py fairdp_mnist_figures --profile full --in-place`) once all 64 runs were recorded: executing it trains nothing, every number is read from the records file. The runs were computed over several sessions on three machines, at commits whose result code is the same (`notebooks/record_runs.py --summary`: every record `current`); 51 runs whose machine's cache was lost before they were recorded were run again and reproduced the lost numbers to the printed digits. `DPFAIR_PROFILE=quick` runs a smoke copy instead (1 epoch on 10% of the rows of the offline 5,000-image subset), **whose numbers say nothing about the paper's claims**.
 
 # %%
-from dataclasses import replace
-
 import pandas as pd
 from IPython.display import Image
 
-from dpfair_analysis import plotting
 from dpfair_analysis.experiments import fairdp as paper
 from dpfair_analysis.verify import reproduction
 from dpfair_analysis.experiments.cache import RunCache, RunRecords, default_cache_dir
 from dpfair_analysis.experiments.notebook import notebook_environment
 from dpfair_analysis.models import build_model, count_parameters
-from dpfair_analysis.plotting import save_figure, save_table
+from dpfair_analysis.plotting import save_table
 
 ENV = notebook_environment('fairdp')  # DPFAIR_PROFILE, DPFAIR_FIGS, DPFAIR_THREADS; beside fairdp.ipynb's Adult panels
 PROFILE, FIGS, QUICK = ENV.settings, ENV.figs, ENV.quick

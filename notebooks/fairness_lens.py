@@ -20,7 +20,6 @@
 # %%
 import numpy as np
 import pandas as pd
-from IPython.display import display
 
 from dpfair_analysis import data as datasets
 from dpfair_analysis import plotting

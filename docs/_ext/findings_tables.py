@@ -120,7 +120,6 @@ def pfld_tuned_table(path: Path) -> str:
             f"{min(scores):.3f}–{max(scores):.3f}" if scores else "NA",
             epsilon_bound(epsilons) if epsilons else "not private"]) + " |")
     counts = "; ".join(f"{n} {verdict}" for verdict, n in data["verdict_counts"].items())
-    private = next(r for r in data["summary"] if r.get("epsilon") is not None)
     return ("\n".join(lines) + f"\n\nCells (accuracy / violation): {counts}. Each method tuned over its own grid of "
             f"{', '.join(sorted({str(b['configurations']) for b in data['protocol']['budgets'].values()}))} "
             f"configurations; tolerance: {data['summary'][0]['tolerance']}; {data['summary'][0]['selection_privacy']}.\n")

@@ -36,9 +36,15 @@ Usage (from the repository root)::
     .venv/bin/python benchmarks/privacy_testing.py                 # all three parts, ~1-2 h on 2 cores
     .venv/bin/python benchmarks/privacy_testing.py --parts quick   # verdicts and seconds only
     .venv/bin/python benchmarks/privacy_testing.py --smoke         # seconds: the smoke test's run
-    .venv/bin/python benchmarks/privacy_testing.py --parts plain --plain-seeds 20   # plain functions, ~25 h
+    .venv/bin/python benchmarks/privacy_testing.py --parts plain --plain-seeds 20   # plain functions, ~29 CPU-h
     .venv/bin/python benchmarks/privacy_testing.py --parts plain --plain-seeds 20 \
         --plain-records benchmarks/results/privacy_testing_plain_runs.json   # the same, resumable, in the background
+    # the same on both cores: two one-worker recorders, one file, disjoint halves of ~39 CPU-min a seed each
+    # (seed 0's costs; svt34_parallel adds ~13)
+    ... --mechanisms laplace,truncated_geometric,noisy_hist1,noisy_hist2,noisy_max1,noisy_max2,noisy_max3,\
+        noisy_max4,svt1,svt2,svt3,svt4,svt5 --workers 1 --plain-records ... &
+    ... --mechanisms svt6,numerical_svt,prefix_sum,laplace_parallel,one_time_rappor,rappor,gaussian,\
+        gaussian_l2_mistake,mean_replace_one,mean_add_remove,svt34_parallel --workers 1 --plain-records ... &
     .venv/bin/python benchmarks/privacy_testing.py --table benchmarks/results/privacy_testing.json
     .venv/bin/python benchmarks/privacy_testing.py --parts bound --bound-trials 50000000 \
         --update benchmarks/results/privacy_testing.json --out benchmarks/results/privacy_testing.json

@@ -179,8 +179,10 @@ def test_an_audit_says_when_it_cannot_refute_the_claim():
     assert result.power["can_refute_claim"] is False and result.power["largest_certifiable_epsilon"] < 50
 
 
+@pytest.mark.slow
 def test_the_learned_statistic_separates_svt34_parallel_beyond_its_claim_when_fitted_on_enough_runs():
-    """DP-Sniper's witness for SVT34Parallel (ones vs half up, half down) is a rare event (~1% of runs): a
+    """(Slow, ~20 s: 2.4 M runs and two fits; the default suite's check that the learned statistic finds the optimal
+    test of a flagged output is tests/testing/test_kit_scores.py's.) DP-Sniper's witness for SVT34Parallel (ones vs half up, half down) is a rare event (~1% of runs): a
     logistic regression fitted on the statistic's cap (200,000 runs per side) finds an event of probability
     >= 0.5% whose log-ratio exceeds the claimed 0.2 by 0.05, and separates better than one fitted on 25,000
     (the former cap's half: 0.24 vs 0.27 here, 0.21 vs 0.31 at seed 12) -- why the cap is where it is."""
@@ -269,8 +271,28 @@ def test_the_held_out_ranking_prefers_a_sure_common_event_to_an_equally_strong_n
         assert 0.095 < result.epsilon_lower <= 0.1
 
 
+def test_the_increments_statistic_refutes_what_the_other_statistics_miss_on_a_short_running_total():
+    """The default suite's check of the increments' power (the zoo's 10-entry prefix sum below is slow): cumsum(x +
+    Lap(4)) over 4 entries is 1-DP when every entry moves by 1 (each increment is Laplace with scale 4), and its
+    strongest event bounds the 4 increments at once (probabilities (0.5 e^-0.25)^4 and 0.5^4). Claimed at 0.7,
+    the increments' statistics refute it (0.80-0.97 on seeds 0-9 at these sizes, ~0.5 s) and the others do not
+    (0.44-0.57: no coordinate, projection, histogram or linear score reaches the joint event)."""
+    def running_total(data, rng, n):
+        return np.cumsum(data[None, :] + rng.laplace(scale=4.0, size=(n, 4)), axis=1)
+
+    pair = (np.ones(4), np.zeros(4))
+    base = Budget("t", screen=1_000, select=60_000, evaluate=40_000, top=1, max_pairs=1, batch_factors=(1, 1, 1))
+    without = audit(running_total, 0.7, relation="queries", pairs=pair, budget=base, batched=True, seed=0)
+    with_ = audit(running_total, 0.7, relation="queries", pairs=pair, budget=replace(base, increments=True),
+                  batched=True, seed=0)
+    assert without.consistent and without.epsilon_lower < 0.6, without.witness["statistic"]
+    assert not with_.consistent and 0.7 < with_.epsilon_lower <= 1.0
+    assert "increment" in with_.witness["statistic"]
+
+
+@pytest.mark.slow
 def test_the_increments_statistic_refutes_an_understated_prefix_sum_claim_the_other_statistics_miss():
-    # PrefixSum releases cumsum(x + Lap(10)) over 10 entries: 1-DP when every entry moves by 1, and its strongest
+    # (Slow, ~20 s: 2 M runs; the short running total above is the default suite's check.) PrefixSum releases cumsum(x + Lap(10)) over 10 entries: 1-DP when every entry moves by 1, and its strongest
     # events bound every increment at once ("all increments < 0" on ones vs zeros: probabilities (0.5 e^-0.1)^10
     # and 0.5^10, ratio e^1). Claimed at 0.6, it is refuted with the increments' statistics (0.72-0.90 on seeds
     # 0-3 at these sizes) and not without (0.42-0.46: no coordinate, projection, histogram or linear score)

@@ -165,7 +165,7 @@ def test_the_diagnosis_plans_it_and_sees_its_step_through_its_view(toy, cli):
 def test_the_sampled_audit_runs_it_as_it_ships(toy, cli):
     """``audit --sampled --mechanism toy``: the method's own policy in ``train``, its canary rule from the
     registry; consistent with its claim (its under-noised twin is listed beside it)."""
-    code, out, err = cli("audit", "--sampled", "--mechanism", "toy", "--trials", "60", "--json", "--quiet")
+    code, out, err = cli("audit", "--sampled", "--mechanism", "toy", "--trials", "16", "--json", "--quiet")
     assert code == 0, err
     (row,) = json.loads(out)["results"]
     assert row["mechanism"] == "toy" and row["consistent"] and not row["control"]

@@ -182,7 +182,8 @@ def test_an_audit_says_when_it_cannot_refute_the_claim():
 @pytest.mark.slow
 def test_the_learned_statistic_separates_svt34_parallel_beyond_its_claim_when_fitted_on_enough_runs():
     """(Slow, ~20 s: 2.4 M runs and two fits; the default suite's check that the learned statistic finds the optimal
-    test of a flagged output is tests/testing/test_kit_scores.py's.) DP-Sniper's witness for SVT34Parallel (ones vs half up, half down) is a rare event (~1% of runs): a
+    test of a flagged output is tests/testing/test_kit_scores.py's.) DP-Sniper's witness for SVT34Parallel (ones
+    vs half up, half down) is a rare event (~1% of runs): a
     logistic regression fitted on the statistic's cap (200,000 runs per side) finds an event of probability
     >= 0.5% whose log-ratio exceeds the claimed 0.2 by 0.05, and separates better than one fitted on 25,000
     (the former cap's half: 0.24 vs 0.27 here, 0.21 vs 0.31 at seed 12) -- why the cap is where it is."""
@@ -292,7 +293,8 @@ def test_the_increments_statistic_refutes_what_the_other_statistics_miss_on_a_sh
 
 @pytest.mark.slow
 def test_the_increments_statistic_refutes_an_understated_prefix_sum_claim_the_other_statistics_miss():
-    # (Slow, ~20 s: 2 M runs; the short running total above is the default suite's check.) PrefixSum releases cumsum(x + Lap(10)) over 10 entries: 1-DP when every entry moves by 1, and its strongest
+    # (Slow, ~20 s: 2 M runs; the short running total above is the default suite's check.)
+    # PrefixSum releases cumsum(x + Lap(10)) over 10 entries: 1-DP when every entry moves by 1, and its strongest
     # events bound every increment at once ("all increments < 0" on ones vs zeros: probabilities (0.5 e^-0.1)^10
     # and 0.5^10, ratio e^1). Claimed at 0.6, it is refuted with the increments' statistics (0.72-0.90 on seeds
     # 0-3 at these sizes) and not without (0.42-0.46: no coordinate, projection, histogram or linear score)

@@ -15,10 +15,11 @@ and the bound on disjoint runs:
 1. *selection* -- every candidate pair is run ``screen`` times per side; each statistic is
    fitted on a third of those runs (if it needs fitting), its threshold chosen on the second
    and the test ranked on the last; when there are more than ``top`` candidates, the best ``top`` are run again
-   (``select`` fresh runs per side) and re-scored; with ``top`` or fewer (pairs given), each is run ``select``
-   times per side, plus the missing pairs' screening runs under ``Budget.pool_screen``; an unbatched mechanism
-   with more than ``top`` candidates at a budget with ``Budget.halving`` instead gets successive halving over the
-   pairs (:func:`_successive_halving`: the better half of the pairs gets twice the fresh runs, round by round,
+   (``select`` fresh runs per side) and re-scored (under ``Budget.keep_patterns``, the relation's published patterns
+   and the best ``top`` // 2 of the others: :func:`_kept_pairs`); with ``top`` or fewer (pairs given), each is run
+   ``select`` times per side, plus the missing pairs' screening runs under ``Budget.pool_screen``; an unbatched
+   mechanism with more than ``top`` candidates at a budget with ``Budget.halving`` instead gets successive halving
+   over the pairs (:func:`_successive_halving`: the better half of the pairs gets twice the fresh runs, round by round,
    down to one pair scored on all its runs). The (pair, statistic,
    threshold) with the largest selection bound wins (ties at a forecast of 0 go to the largest forecast with the
    held-out rates as counted). None of these runs is counted in the bound. Only *non-degenerate*
@@ -127,7 +128,7 @@ class Budget:
     (``top`` of them), ``evaluate`` for the bound; at most ``max_pairs`` candidates. A batched
     mechanism gets ``batch_factors`` times as many runs in each of the three phases, an unbatched one
     ``unbatched_factors`` times (a plain function at :data:`FULL`: 10 x the screen and 10 x the selection for each of
-    8 kept pairs; see below).
+    8 kept pairs, 12 with ``keep_patterns``; see below).
 
     How the selection chooses tests (:func:`_score_tests`): ``min_event`` = c > 0 gives each statistic
     a second threshold beside the default one, the best among events of probability >= c on the selection
@@ -167,19 +168,19 @@ class Budget:
     against 0.026 without it): on a few thousand runs no sparse-vector pair forecasts a bound, and the order
     prior or noise, not evidence, picks the survivors (docs/benchmarks.md).
 
-    ``unbatched_factors`` (an unbatched mechanism only): the screen, selection and evaluation runs of a plain function
-    (one output per call) are multiplied by these, and ``unbatched_top`` (0: ``top``) pairs are kept. At
+    ``unbatched_factors`` (an unbatched mechanism only): the screen, selection and evaluation runs of a plain
+    function (one output per call) are multiplied by these, and ``unbatched_top`` (0: ``top``) pairs are kept. At
     :data:`FULL`, (10, 10, 1) and 8: 100,000 screening runs per side for each of the 32 candidate pairs and 500,000
-    selection runs for each of the 8 kept, ~17 M calls in all (a one-output numpy sparse vector: ~12 us a call,
-    5-7 CPU-min with the scoring). A sparse vector's privacy loss lives in events of 0.1-2% of the runs whose
-    log-ratio is 0.15-0.26 (SVT3's "first above at query 6 with a low value", SVT4's "first above at query 6"): on
-    10,000 screening runs that ratio has a standard deviation of ~0.2 and the noise, not the signal, ranks the
-    pairs. Even on 100,000 the screen can lose the refuting pair (plain SVT3, seed 2: the X-shaped pair outside its
-    top 12), so the selection keeps 8 pairs on half the runs each rather than 4 on 1,000,000: plain SVT3 (true
-    epsilon infinite, claim 0.1) was refuted on 2 of seeds 0-4 with 4 pairs and on 5 of 5 with 8 at the same number
-    of calls (docs/benchmarks.md). The evaluation keeps its size (``escalate`` decides it), so the confidence is
-    untouched: only the selection, which no bound counts, grows. A mechanism slower than ~35 us a call needs
-    ``time_budget`` above the default 600 s or ``workers`` at this budget (``dpfair audit --workers``).
+    selection runs for each of the 8 kept (12 with ``keep_patterns``), ~17 M calls in all (a one-output numpy sparse
+    vector: ~12 us a call, 5-7 CPU-min with the scoring). A sparse vector's privacy loss lives in events of 0.1-2%
+    of the runs whose log-ratio is 0.15-0.26 (SVT3's "first above at query 6 with a low value", SVT4's "first above
+    at query 6"): on 10,000 screening runs that ratio has a standard deviation of ~0.2 and the noise, not the
+    signal, ranks the pairs. Even on 100,000 the screen can lose the refuting pair (plain SVT3, seed 2: the X-shaped
+    pair outside its top 12), so the selection keeps 8 pairs on half the runs each rather than 4 on 1,000,000: plain
+    SVT3 (true epsilon infinite, claim 0.1) was refuted on 2 of seeds 0-4 with 4 pairs and on 5 of 5 with 8 at the
+    same number of calls (docs/benchmarks.md). The evaluation keeps its size (``escalate`` decides it), so the
+    confidence is untouched: only the selection, which no bound counts, grows. A mechanism slower than ~35 us a call
+    needs ``time_budget`` above the default 600 s or ``workers`` at this budget (``dpfair audit --workers``).
 
     ``evaluated_tests`` = k > 1 (an unbatched mechanism only): the evaluation counts the errors of the winner and
     the next k - 1 tests of its pair (by rank, scored for the same size: :func:`_family`) on the same fresh runs,
@@ -214,6 +215,18 @@ class Budget:
     of 166,668 held-out runs of D and was ranked last), while its events of ~1% have log-ratio 0.26 against a claim
     of 0.2. At :data:`FULL`, c = 0.01.
 
+    ``keep_patterns`` (an unbatched mechanism searching pairs only): the relation's published worst-case patterns
+    (:meth:`~dpfair_analysis.testing.relations.Relation.fixed_patterns`: StatDP's eight under the queries relation)
+    go to the selection whatever their screen, beside the best ``top`` // 2 of the other candidates (``top`` of them
+    when the relation has no patterns). A sparse vector's strongest pairs are two of these (half up and half down,
+    and the X shape), and its events of 0.1-2% of the runs rank a pair by noise on 100,000 screening runs: plain
+    SVT3 (claim 0.1, true epsilon infinite), seed 7, had the X shape 14th and half-up-half-down 18th of 32 by the
+    screen, kept 6 random sign patterns and 2 weaker patterns, and passed at 0.058. On seeds 0-7 one of the two won
+    on 5 and refuted at 0.133-0.158, a random pair on 3 with 0.115 at best (SVT4: 0.141-0.161 on 3 seeds against
+    0.116-0.135 on 5). The patterns are a prior on where the selection spends its runs, which
+    no bound counts, so the confidence is untouched. On in :data:`FULL` (12 pairs instead of 8 for a 10-query
+    vector: ~17% more runs).
+
     ``sensitivity_examples``: the examples (hypothesis' ``max_examples``) a sensitivity search draws at this budget
     (the pytest plugin's ``dp.assert_sensitivity``): one table of budgets for every check the kit runs."""
 
@@ -238,6 +251,7 @@ class Budget:
     finalists: int = 2
     unbatched_min_event: float = 0.0
     escalate_level: float = 0.5
+    keep_patterns: bool = False
 
     def scaled(self, batched: bool) -> Budget:
         f = self.batch_factors if batched else self.unbatched_factors
@@ -248,7 +262,7 @@ class Budget:
                        halving=0 if batched else self.halving, evaluated_tests=1 if batched else self.evaluated_tests,
                        confirm=0 if batched else self.confirm,
                        min_event=self.min_event if batched else max(self.min_event, self.unbatched_min_event),
-                       unbatched_min_event=0.0)
+                       unbatched_min_event=0.0, keep_patterns=self.keep_patterns and not batched)
 
     @property
     def ranked_for(self) -> int:
@@ -272,7 +286,7 @@ QUICK = Budget("quick", screen=2_000, select=10_000, evaluate=50_000, top=3, max
                sensitivity_examples=300)
 FULL = Budget("full", screen=10_000, select=50_000, evaluate=250_000, top=4, max_pairs=32, batch_factors=(10, 20, 40),
               escalate=16, pool_screen=True, sensitivity_examples=3_000, unbatched_factors=(10, 10, 1), unbatched_top=8,
-              evaluated_tests=4, confirm=250_000, unbatched_min_event=0.01, escalate_level=0.2)
+              evaluated_tests=4, confirm=250_000, unbatched_min_event=0.01, escalate_level=0.2, keep_patterns=True)
 #: The published testers' sample sizes (DP-Sniper: 10.7 M runs per side to train and choose, 200 M to
 #: estimate; events of probability >= c = 0.01), for a batched mechanism; minutes per mechanism.
 THOROUGH = Budget("thorough", screen=10_000, select=100_000, evaluate=2_000_000, top=4, max_pairs=16,
@@ -373,6 +387,11 @@ class AuditResult:
 
 
 # ============================================================================ candidates
+def _base_data(relation: Relation, data: Any) -> Any:
+    """The base data set of the pair search: ``data``, or :func:`default_data` when it is None."""
+    return default_data(relation) if data is None else as_dataset(data)
+
+
 def default_data(relation: Relation) -> Any:
     """The base data set an audit uses when none is given (give your own: the worst pairs depend on it).
 
@@ -443,8 +462,7 @@ def candidate_pairs(relation: Relation, *, data: Any, pairs: Any, limit: int, se
 
     if pairs is None:
         try:
-            base = default_data(relation) if data is None else as_dataset(data)
-            found = relation.candidates(base, rng=np.random.default_rng(seed), limit=limit)
+            found = relation.candidates(_base_data(relation, data), rng=np.random.default_rng(seed), limit=limit)
         except ValueError as error:  # (NotNeighbours among them) the data does not suit the relation
             raise ArgumentError("data", _detail(error)) from None
     elif isinstance(pairs, SearchStrategy):
@@ -658,10 +676,11 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
     kinds = check_kinds(statistics, log_density=log_density)
     twin_fn = _twin(mechanism, twin)
     candidates = candidate_pairs(relation, data=data, pairs=pairs, limit=plan.max_pairs, seed=seed)
+    patterns = 0 if pairs is not None else min(len(candidates), relation.fixed_patterns(_base_data(relation, data)))
     runner = Runner(mechanism, name=name, batched=batched, time_budget=time_budget, workers=workers)
     try:
         result = _run(runner, candidates, epsilon=epsilon, delta=delta, relation=relation, plan=plan, kinds=kinds,
-                      log_density=log_density, confidence=confidence, seed=seed, start=start)
+                      log_density=log_density, confidence=confidence, seed=seed, start=start, patterns=patterns)
     finally:
         runner.close()
     if twin_fn is None:
@@ -670,7 +689,8 @@ def audit(mechanism: Callable[..., Any], epsilon: float, delta: float = 0.0, *, 
                          workers=workers)
     try:
         twin_result = _run(twin_runner, candidates, epsilon=epsilon, delta=delta, relation=relation, plan=plan,
-                           kinds=kinds, log_density=None, confidence=confidence, seed=seed, start=time.perf_counter())
+                           kinds=kinds, log_density=None, confidence=confidence, seed=seed, start=time.perf_counter(),
+                           patterns=patterns)
     finally:
         twin_runner.close()
     power = dict(result.power, twin=_describe_twin(twin), twin_epsilon_lower=twin_result.epsilon_lower,
@@ -701,7 +721,7 @@ def _describe_twin(twin: Any) -> str:
 
 def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, delta: float, relation: Relation,
          plan: Budget, kinds: tuple[str, ...], log_density: Callable | None, confidence: float, seed: int,
-         start: float) -> AuditResult:
+         start: float, patterns: int = 0) -> AuditResult:
     streams = np.random.SeedSequence(seed).spawn(3)
     check_seed_, screen_seeds, final_seeds = streams[0], streams[1], streams[2]
     shape = runner.check(candidates[0][0], int(check_seed_.generate_state(1)[0]))
@@ -747,7 +767,7 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         screened = {i: score(i, plan.screen, seeds[i], every(kinds)) for i in range(len(candidates))}
         # pairs whose best test forecasts nothing keep the candidates' order (the relation's strongest patterns
         # first): on a few hundred runs that prior beats the as-counted forecast
-        ranked = sorted((c for c in screened.values() if c), key=lambda c: -c[0].selection_epsilon)[:plan.top]
+        ranked = _kept_pairs(screened, plan, patterns)
         extra = statistic_family(tuple(k for k in kinds if k == "learned"), np.zeros((1, 1)), np.zeros((1, 1)))
         seeds = stage_seeds[1].spawn(len(ranked))
         choices = []
@@ -779,6 +799,16 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         power=_power(evaluate, epsilon=epsilon, delta=delta, confidence=each), skipped=dict(skipped),
         certifiable_epsilon=certifiable, no_power=_no_power(chosen, test, epsilon=epsilon, certifiable=certifiable,
                                                             tests=len(choices)))
+
+
+def _kept_pairs(screened: dict[int, list[_Choice]], plan: Budget, patterns: int) -> list[list[_Choice]]:
+    """The screened pairs the selection runs again (each as its tests, best first): the best ``plan.top`` by their
+    best test's pessimistic forecast; with ``plan.keep_patterns`` and a relation whose first ``patterns`` candidates
+    are its published patterns, those (in order) and the best ``plan.top`` // 2 of the others. A pair with no
+    non-degenerate test is never kept."""
+    prior = [screened[i] for i in range(patterns) if screened[i]] if plan.keep_patterns else []
+    others = (c for i, c in screened.items() if c and not (prior and i < patterns))
+    return prior + sorted(others, key=lambda c: -c[0].selection_epsilon)[:plan.top // 2 if prior else plan.top]
 
 
 def _confirmation_seeds(seed: int) -> np.random.SeedSequence:

@@ -189,6 +189,17 @@ class Relation:
         """
         raise NotImplementedError
 
+    def fixed_patterns(self, data: Data) -> int:
+        """How many of :meth:`candidates`' first pairs are the relation's published worst-case patterns, which a
+        full audit of a plain function selects whatever their screen (``Budget.keep_patterns``); 0: none.
+
+        Parameters
+        ----------
+        data : array or dict of arrays
+            The base data set.
+        """
+        return 0
+
     def neighbours(self, data: Data):
         """A hypothesis strategy of neighbours of ``data`` (shrinking towards small changes).
 
@@ -654,10 +665,18 @@ class QueryVector(Relation):
                     (np.r_[np.zeros(half), -np.ones(dimension - half)], np.r_[-np.ones(half), np.zeros(dimension - half)])]
         return out
 
+    def _pattern_pairs(self, base: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        step = self.sensitivity
+        return _dedupe([(base + step * a, base + step * b) for a, b in self.patterns(len(base))])
+
+    def fixed_patterns(self, data: Data) -> int:
+        """StatDP's patterns (:meth:`patterns`, duplicates dropped): the first pairs of :meth:`candidates`."""
+        return len(self._pattern_pairs(self._vector(data, "data")))
+
     def candidates(self, data: Data, *, rng: np.random.Generator, limit: int = 16) -> list[tuple[Data, Data]]:
         base = self._vector(data, "data")
         d = len(base)
-        pairs = [(base + self.sensitivity * a, base + self.sensitivity * b) for a, b in self.patterns(d)]
+        pairs = self._pattern_pairs(base)
         while len(pairs) < limit:  # random sign patterns (one random entry under mode="one")
             if self.mode == "one":
                 step = np.zeros(d)

@@ -62,6 +62,7 @@ discrete noise (geometric, discrete Gaussian) instead.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import itertools
@@ -298,6 +299,9 @@ SMOKE = Budget("smoke", screen=200, select=1_000, evaluate=3_000, top=2, max_pai
 BUDGETS = {"smoke": SMOKE, "quick": QUICK, "full": FULL, "thorough": THOROUGH}
 #: Statistics per pair carried from screening into selection.
 KEPT_STATISTICS = 6
+#: The most bytes of one pair's runs (both sides) scored in a worker process (:meth:`.runner.Runner.elsewhere`:
+#: they are pickled there, a few pairs at a time); larger ones are scored here.
+ELSEWHERE_BYTES = 512 * 2 ** 20
 #: A selected event and its complement must each hold on at least this many of the pooled selection runs of the
 #: two sides (:func:`~dpfair_analysis.testing.bounds.choose_threshold`'s ``min_count``): an event that (almost)
 #: every run satisfies, or none, separates nothing and certifies epsilon >= 0 whatever the mechanism.
@@ -589,6 +593,21 @@ def _score_tests(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], inde
     return sorted(scored, key=lambda c: -c.selection_epsilon)
 
 
+def _tests_and_skipped(out0: np.ndarray, out1: np.ndarray, pair: tuple[Any, Any], index: int,
+                       statistics: Callable[[np.ndarray, np.ndarray], list[Statistic]], *, delta: float,
+                       confidence: float, plan: Budget) -> tuple[list[_Choice], dict[str, str]]:
+    """:func:`_score_tests` of ``statistics(out0, out1)`` and the statistics it skipped: one pair's scoring, a job
+    a worker process can run (:meth:`~.runner.Runner.elsewhere`)."""
+    skipped: dict[str, str] = {}
+    return _score_tests(out0, out1, pair, index, statistics(out0, out1), delta=delta, confidence=confidence,
+                        plan=plan, skipped=skipped), skipped
+
+
+def _given(statistics: list[Statistic]) -> Callable[[np.ndarray, np.ndarray], list[Statistic]]:
+    """The statistics of any runs: ``statistics``."""
+    return lambda out0, out1: statistics
+
+
 def _event(fitted: Fitted, threshold: float) -> str:
     return f"{fitted.name} > {threshold:.6g} (guess D')"
 
@@ -739,10 +758,30 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
 
     skipped: dict[str, str] = {}
 
-    def score(i: int, n: int, seed: np.random.SeedSequence, statistics: Callable) -> list[_Choice]:
-        out0, out1 = sample(i, n, seed)
-        return _score_tests(out0, out1, candidates[i], i, statistics(out0, out1), delta=delta,
-                            confidence=confidence, plan=plan, skipped=skipped)
+    def scored(requests: Iterable[tuple[int, int, np.random.SeedSequence, Callable]]) -> Iterator[list[_Choice]]:
+        """Each request's tests (pair, runs a side, seed, statistics of the runs), in order. With worker processes
+        a pair's tests are scored in one of them (:meth:`Runner.elsewhere`) while this process draws the next
+        pairs' runs: scoring, not drawing, is most of a plain function's selection. The same tests either way (a
+        function of the runs alone); the statistics skipped are merged in the requests' order."""
+        pending: collections.deque = collections.deque()
+
+        def tests(item: tuple[Callable, Callable | None]) -> list[_Choice]:
+            job, result = item
+            choices, skipped_ = job() if result is None else result()
+            for name, reason in skipped_.items():
+                skipped.setdefault(name, reason)
+            return choices
+
+        for i, n, seed_, statistics in requests:
+            out0, out1 = sample(i, n, seed_)
+            job = functools.partial(_tests_and_skipped, out0, out1, candidates[i], i, statistics, delta=delta,
+                                    confidence=confidence, plan=plan)
+            small = out0.nbytes + out1.nbytes <= ELSEWHERE_BYTES
+            pending.append((job, runner.elsewhere(job) if small else None))
+            while pending and (len(pending) > (runner.workers or 1) or pending[-1][1] is None):
+                yield tests(pending.popleft())
+        while pending:
+            yield tests(pending.popleft())
 
     def every(kinds_: tuple[str, ...]) -> Callable:
         return lambda out0, out1: statistic_family(kinds_, out0, out1, log_density=log_density, shape=shape,
@@ -750,9 +789,9 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
 
     stage_seeds = screen_seeds.spawn(2)
     if len(candidates) <= plan.top:
-        seeds = stage_seeds[0].spawn(len(candidates))
-        runs_each = plan.selection_runs(len(candidates))
-        choices = [c for i in range(len(candidates)) for c in score(i, runs_each, seeds[i], every(kinds))]
+        requests = zip(range(len(candidates)), itertools.repeat(plan.selection_runs(len(candidates))),
+                       stage_seeds[0].spawn(len(candidates)), itertools.repeat(every(kinds)))
+        choices = [c for tests in scored(requests) for c in tests]
     elif plan.halving:
         def rescore(i: int, out0: np.ndarray, out1: np.ndarray) -> list[_Choice]:
             return _score_tests(out0, out1, candidates[i], i, every(kinds)(out0, out1), delta=delta,
@@ -763,17 +802,17 @@ def _run(runner: Runner, candidates: list[tuple[Any, Any]], *, epsilon: float, d
         # 1. screen every pair with every statistic (the learned one included: on SVT34Parallel only it ranks
         #    DP-Sniper's witness pair among the kept); keep the best pairs and, for each, its best few statistics;
         # 2. score those (and the learned one) on fresh, larger samples
-        seeds = stage_seeds[0].spawn(len(candidates))
-        screened = {i: score(i, plan.screen, seeds[i], every(kinds)) for i in range(len(candidates))}
+        requests = zip(range(len(candidates)), itertools.repeat(plan.screen), stage_seeds[0].spawn(len(candidates)),
+                       itertools.repeat(every(kinds)))
+        screened = dict(enumerate(scored(requests)))
         # pairs whose best test forecasts nothing keep the candidates' order (the relation's strongest patterns
         # first): on a few hundred runs that prior beats the as-counted forecast
         ranked = _kept_pairs(screened, plan, patterns)
         extra = statistic_family(tuple(k for k in kinds if k == "learned"), np.zeros((1, 1)), np.zeros((1, 1)))
-        seeds = stage_seeds[1].spawn(len(ranked))
-        choices = []
-        for kept, seed_ in zip(ranked, seeds):
-            statistics = list(dict.fromkeys(c.statistic for c in kept))[:KEPT_STATISTICS] + extra
-            choices += score(kept[0].index, plan.select, seed_, lambda o0, o1, s_=statistics: s_)
+        requests = [(kept[0].index, plan.select, seed_,
+                     _given(list(dict.fromkeys(c.statistic for c in kept))[:KEPT_STATISTICS] + extra))
+                    for kept, seed_ in zip(ranked, stage_seeds[1].spawn(len(ranked)))]
+        choices = [c for tests in scored(requests) for c in tests]
     if not choices:
         return _untestable(relation, candidates, skipped, epsilon=epsilon, delta=delta, confidence=confidence,
                            runs=runs, plan=plan, seed=seed, start=start)

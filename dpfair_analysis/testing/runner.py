@@ -43,7 +43,8 @@ The same seed therefore gives the same outputs for every k >= 1, and for ``worke
 draws the same chunks in this process as k = 1 does: same seed, same numbers, whatever the number of workers. The
 chunk size is a function of the output's size alone (never of k). The workers are forked (POSIX), so the mechanism need not be picklable;
 each applies the time budget left when it was forked to its own calls, and this process stops them when the
-budget is spent.
+budget is spent. :meth:`Runner.elsewhere` hands them the kit's own work on runs already drawn (an audit scores
+each pair's runs there while this process draws the next pair's), cloudpickled both ways.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+import cloudpickle
 import numpy as np
 
 from dpfair_analysis.validation import check_positive_int
@@ -192,6 +194,15 @@ def _worker_draw(task: tuple[Any, int, np.random.SeedSequence]) -> np.ndarray:
     assert runner is not None
     runner.shape = None
     return runner._draw(data, n, np.random.default_rng(seed))
+
+
+def _call_pickled(job: bytes) -> bytes | None:
+    """In a worker process: the cloudpickled call ``job``'s result, cloudpickled (None if it cannot be)."""
+    result = cloudpickle.loads(job)()
+    try:
+        return cloudpickle.dumps(result)
+    except Exception:  # noqa: BLE001 -- unpicklable (a user's statistic): the caller computes it itself
+        return None
 
 
 def chunk_seeds(seed: int | np.random.SeedSequence, chunks: int) -> list[np.random.SeedSequence]:
@@ -504,6 +515,23 @@ class Runner:
             if isinstance(sys.exc_info()[1], AuditTimeout):
                 self.close()  # a worker may hang in the mechanism: stop them
             raise
+
+    def elsewhere(self, job: Callable[[], Any]) -> Callable[[], Any] | None:
+        """``job()`` (the kit's work on runs already drawn, never the mechanism: no time budget) begun in a worker
+        process; the returned callable gives its result. None without workers, or where ``job`` or its result
+        cannot be pickled (cloudpickle: closures by value): the caller computes it itself."""
+        if self.workers is None or self.workers == 1:
+            return None
+        try:
+            blob = cloudpickle.dumps(job)
+        except Exception:  # noqa: BLE001 -- unpicklable: computed by the caller
+            return None
+        future = self._workers_pool().submit(_call_pickled, blob)
+
+        def result() -> Any:
+            found = future.result()
+            return job() if found is None else cloudpickle.loads(found)
+        return result
 
     def _workers_pool(self) -> Any:
         if self._pool is None:

@@ -86,6 +86,37 @@ def test_worker_processes_give_the_same_numbers_whatever_their_number():
     assert all(np.array_equal(draws[0], d) for d in draws[1:])
 
 
+def test_the_kits_work_on_drawn_runs_goes_to_a_worker_with_closures_by_value_or_stays_here():
+    """``Runner.elsewhere``: a pair's scoring runs in a worker process (a plain function's full audit spent most of
+    its wall time scoring one pair while the workers waited); a closure travels by value (cloudpickle), and a job or
+    result that cannot be pickled is computed by the caller, never lost."""
+    import threading
+
+    from dpfair_analysis.testing.runner import Runner
+
+    table = np.arange(5.0)
+    runner = Runner(coin, workers=2)
+    try:
+        assert runner.elsewhere(lambda: table * 2)().tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+        lock = threading.Lock()
+        assert runner.elsewhere(lambda: lock.locked()) is None  # the job cannot be pickled: the caller runs it
+        result = runner.elsewhere(lambda: (threading.Lock(), 7))  # its result cannot: computed here instead
+        assert result()[1] == 7
+    finally:
+        runner.close()
+    assert Runner(coin).elsewhere(lambda: 1) is None  # no workers: nothing elsewhere
+
+
+def test_a_searching_audit_gives_the_same_result_with_its_scoring_in_the_workers():
+    def noisy_count(queries, rng):
+        return np.array([float(np.sum(queries)) + rng.laplace(scale=5.0), float(rng.random() < 0.5)])
+
+    here, there = (audit(noisy_count, 0.1, relation="queries", data=np.ones(3), budget=TINY, seed=2, workers=w)
+                   for w in (None, 2))
+    assert here.candidates > TINY.top  # screened, then selected: both stages scored in the workers
+    assert here.as_dict() | {"seconds": 0} == there.as_dict() | {"seconds": 0}
+
+
 def test_an_audit_in_workers_is_reproducible_and_a_worker_error_names_the_mechanism():
     from dpfair_analysis.testing.runner import MechanismError
 

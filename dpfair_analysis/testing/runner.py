@@ -49,6 +49,7 @@ each pair's runs there while this process draws the next pair's), cloudpickled b
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import multiprocessing
@@ -197,11 +198,12 @@ def _worker_draw(task: tuple[Any, int, np.random.SeedSequence]) -> np.ndarray:
 
 
 def _call_pickled(job: bytes) -> bytes | None:
-    """In a worker process: the cloudpickled call ``job``'s result, cloudpickled (None if it cannot be)."""
-    result = cloudpickle.loads(job)()
+    """In a worker process: the cloudpickled call ``job``'s result, cloudpickled; None if the call fails or its
+    result cannot be pickled (a user's statistic that raises an exception of a local class): the caller then makes
+    the call itself, and raises what it raises, as without workers."""
     try:
-        return cloudpickle.dumps(result)
-    except Exception:  # noqa: BLE001 -- unpicklable (a user's statistic): the caller computes it itself
+        return cloudpickle.dumps(cloudpickle.loads(job)())
+    except Exception:  # noqa: BLE001
         return None
 
 
@@ -518,8 +520,10 @@ class Runner:
 
     def elsewhere(self, job: Callable[[], Any]) -> Callable[[], Any] | None:
         """``job()`` (the kit's work on runs already drawn, never the mechanism: no time budget) begun in a worker
-        process; the returned callable gives its result. None without workers, or where ``job`` or its result
-        cannot be pickled (cloudpickle: closures by value): the caller computes it itself."""
+        process; the returned callable gives its result, or calls ``job`` itself where the worker could not (the
+        job raised, or its result cannot be pickled), so that it returns or raises exactly what ``job()`` does here.
+        None without workers, or where ``job`` cannot be pickled (cloudpickle: closures by value): the caller
+        computes it itself."""
         if self.workers is None or self.workers == 1:
             return None
         try:
@@ -530,7 +534,10 @@ class Runner:
 
         def result() -> Any:
             found = future.result()
-            return job() if found is None else cloudpickle.loads(found)
+            if found is not None:
+                with contextlib.suppress(Exception):
+                    return cloudpickle.loads(found)
+            return job()
         return result
 
     def _workers_pool(self) -> Any:

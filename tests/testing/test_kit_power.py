@@ -107,6 +107,24 @@ def test_the_kits_work_on_drawn_runs_goes_to_a_worker_with_closures_by_value_or_
     assert Runner(coin).elsewhere(lambda: 1) is None  # no workers: nothing elsewhere
 
 
+def test_a_user_statistic_that_raises_raises_the_same_with_its_scoring_in_the_workers():
+    """Before: with workers=2 a user statistic raising an exception of a local class ended the audit in
+    "AttributeError: Can't pickle local object" instead of its own error."""
+    from dpfair_analysis.testing import Statistic
+
+    class Broke(Exception):
+        pass
+
+    class Breaks(Statistic):
+        def fit(self, out0, out1, pair):
+            raise Broke("the user's statistic broke")
+
+    for workers in (None, 2):
+        with pytest.raises(Broke, match="the user's statistic broke"):
+            audit(coin, 0.1, relation="queries", data=np.ones(3), statistics=("threshold", Breaks()), budget=TINY,
+                  workers=workers)
+
+
 def test_a_searching_audit_gives_the_same_result_with_its_scoring_in_the_workers():
     def noisy_count(queries, rng):
         return np.array([float(np.sum(queries)) + rng.laplace(scale=5.0), float(rng.random() < 0.5)])

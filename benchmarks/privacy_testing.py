@@ -22,6 +22,9 @@ benchmarks, correct and incorrect, plus Gaussian and DP-Auditorium mean mechanis
   imported): every incorrect one flagged (on how many seeds), every correct one consistent
   on >= 19 of 20 seeds and, for every correct sparse-vector mechanism, epsilon_lower > 0 with a named event;
   CPU seconds per audit (this process and its workers); the bounds beside the anchors' published ones.
+* **wall** (not in the default ``--parts``) -- the time target of a plain function's full audit (issue 48: <= 10
+  minutes): the same audit as the plain part on each of ``--wall-seeds`` with ``--workers`` worker processes, its
+  wall and CPU seconds. Run it on an otherwise idle machine.
 
 Anchors (published lower bounds on the same instances, epsilon = 0.1 claims): DP-Sniper's
 ``eps_lcb`` with its logistic-regression and neural-network classifiers, and StatDP's events
@@ -45,6 +48,8 @@ Usage (from the repository root)::
         noisy_max4,svt1,svt2,svt3,svt4,svt5 --workers 1 --plain-records ... &
     ... --mechanisms svt6,numerical_svt,prefix_sum,laplace_parallel,one_time_rappor,rappor,gaussian,\
         gaussian_l2_mistake,mean_replace_one,mean_add_remove,svt34_parallel --workers 1 --plain-records ... &
+    .venv/bin/python benchmarks/privacy_testing.py --parts wall --mechanisms svt34_parallel --wall-seeds 4,11 \
+        --workers 2 --out /tmp/wall.json   # the slowest zoo mechanism's full plain audit on both cores: ~8 min a seed
     .venv/bin/python benchmarks/privacy_testing.py --table benchmarks/results/privacy_testing.json
     .venv/bin/python benchmarks/privacy_testing.py --parts bound --bound-trials 50000000 \
         --update benchmarks/results/privacy_testing.json --out benchmarks/results/privacy_testing.json
@@ -68,7 +73,7 @@ from dpfair_analysis.cli._common import ScriptParser, positive_int, unit_open
 from dpfair_analysis.testing.zoo import catalogue
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "privacy_testing.json"
-PARTS = ("quick", "bound", "matched", "consistency", "plain")
+PARTS = ("quick", "bound", "matched", "consistency", "plain", "wall")
 
 
 def parse_args(argv=None):
@@ -93,7 +98,8 @@ def parse_args(argv=None):
     p.add_argument("--plain-recorded-only", action="store_true",
                    help="with --plain-records: report the plain part on the seeds recorded so far, computing nothing")
     p.add_argument("--workers", type=int, default=None,
-                   help="worker processes drawing the plain part's runs (default: none, one process)")
+                   help="worker processes drawing the plain and wall parts' runs (default: none, one process)")
+    p.add_argument("--wall-seeds", default="0", help="comma-separated seeds of the wall part (default 0)")
     p.add_argument("--smoke", action="store_true",
                    help="the smoke test's run: smoke budget, 3 mechanisms, 2 seeds (1 in the plain part)")
     p.add_argument("--out", type=Path, default=None, help=f"JSON output (default {DEFAULT_OUT}; _smoke with --smoke)")
@@ -123,6 +129,12 @@ def parse_args(argv=None):
         p.error("--seeds and --plain-seeds must be >= 1")
     if args.workers is not None and args.workers < 1:
         p.error(f"--workers must be >= 1, got {args.workers}")
+    try:
+        args.wall_seeds = [int(x) for x in args.wall_seeds.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--wall-seeds must be comma-separated integers >= 0, got {args.wall_seeds!r}")
+    if not args.wall_seeds or min(args.wall_seeds) < 0:
+        p.error(f"--wall-seeds must be comma-separated integers >= 0, got {args.wall_seeds!r}")
     args.parts, args.names = parts, names
     if args.smoke and not args.mechanisms:
         args.names = ["laplace", "noisy_hist2", "noisy_max1"]
@@ -395,6 +407,20 @@ def plain_part(z, *, budget, seeds: int, confidence: float, workers: int | None,
     return out
 
 
+#: The issue's time target of a plain function's full audit, wall seconds.
+WALL_TARGET_SECONDS = 600.0
+
+
+def wall_part(z, *, budget, seeds: list[int], confidence: float, workers: int | None) -> dict:
+    """The zoo entry as a plain function, one full audit per seed with ``workers``: wall and CPU seconds against
+    :data:`WALL_TARGET_SECONDS`, and the verdicts (the same as the plain part's on the same seeds)."""
+    runs = [run_audit(z, budget=budget, seed=s, single=True, confidence=confidence, workers=workers) for s in seeds]
+    return {"budget": budget.name, "workers": workers, "seeds": seeds, "seconds": [r["seconds"] for r in runs],
+            "cpu_seconds": [r["cpu_seconds"] for r in runs], "epsilon_lower": [r["epsilon_lower"] for r in runs],
+            "caught": [r["caught"] for r in runs], "target_seconds": WALL_TARGET_SECONDS,
+            "target_met": all(r["seconds"] <= WALL_TARGET_SECONDS for r in runs)}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.table is not None:
@@ -444,6 +470,9 @@ def main(argv=None) -> int:
                                records=records, recorded_only=args.plain_recorded_only)
             if plain is not None:
                 row["plain"] = plain
+        if "wall" in parts:
+            row["wall"] = wall_part(z, budget=full, seeds=[0] if args.smoke else args.wall_seeds,
+                                    confidence=args.confidence, workers=args.workers)
         rows.append(row)
         print(summary_line(row), flush=True)
     settings = {"parts": parts, "seeds": seeds, "bound_trials": bound_trials, "smoke": args.smoke,
@@ -451,7 +480,7 @@ def main(argv=None) -> int:
                 "matched_confidence": ANCHOR_CONFIDENCE,
                 "interface": "single" if args.single else "batched", "confidence": args.confidence,
                 "quick_budget": asdict(quick), "full_budget": asdict(full), "plain_seeds": plain_seeds,
-                "workers": args.workers,
+                "workers": args.workers, "wall_seeds": args.wall_seeds,
                 "python": sys.version.split()[0], "machine": platform.machine(),
                 "cpus": os.cpu_count(), "anchor_source": SOURCE}
     payload = {"settings": settings, "rows": rows}
@@ -511,6 +540,11 @@ def summary_line(row: dict) -> str:
         c = row["plain"]
         parts.append(f"plain ε≥{min(c['epsilon_lower']):.4f}..{max(c['epsilon_lower']):.4f} caught {c['caught']}/"
                      f"{c['seeds']} {np.mean(c['cpu_seconds']):.0f} CPU-s {'met' if c['target_met'] else 'MISSED'}")
+    if "wall" in row:
+        w = row["wall"]
+        parts.append(f"wall {', '.join(f'{t:.0f}' for t in w['seconds'])} s with {w['workers'] or 'no'} workers "
+                     f"(seeds {', '.join(map(str, w['seeds']))}; {'met' if w['target_met'] else 'OVER'} "
+                     f"{w['target_seconds']:.0f} s)")
     return "  ".join(parts)
 
 

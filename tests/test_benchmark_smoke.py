@@ -212,6 +212,22 @@ def test_privacy_testing_plain_part_records_each_audit_and_resumes(tmp_path, mon
     assert bench.main(empty) == 0 and "plain" not in json.loads((tmp_path / "third.json").read_text())["rows"][0]
 
 
+def test_privacy_testing_wall_part_times_full_plain_audits_against_ten_minutes(tmp_path, capsys):
+    """--parts wall: the issue's time target (a plain function's full audit <= 10 minutes) as one command -- the
+    plain part's audit on each seed with --workers, its wall and CPU seconds (smoke budget here: one seed)."""
+    bench = benchmark("privacy_testing")
+    out = tmp_path / "wall.json"
+    assert bench.main(["--smoke", "--parts", "wall", "--mechanisms", "noisy_hist2", "--workers", "2",
+                       "--out", str(out)]) == 0
+    wall = json.loads(out.read_text())["rows"][0]["wall"]
+    assert wall["workers"] == 2 and wall["seeds"] == [0] and wall["budget"] == "smoke" and wall["caught"] == [True]
+    assert 0 < wall["seconds"][0] <= wall["target_seconds"] == 600 and wall["target_met"] and wall["cpu_seconds"][0] > 0
+    assert "with 2 workers (seeds 0; met 600 s)" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--parts", "wall", "--wall-seeds", "4,x"])
+    assert exit_.value.code == 2 and "--wall-seeds must be comma-separated integers" in capsys.readouterr().err
+
+
 def test_a_plain_audit_that_runs_out_of_time_is_not_recorded_and_the_recorder_goes_on(tmp_path, monkeypatch,
                                                                                        capsys):
     """An audit that exceeds its wall-time budget (a loaded machine, or one stopped for a while) is said, left

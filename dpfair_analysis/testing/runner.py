@@ -43,8 +43,9 @@ The same seed therefore gives the same outputs for every k >= 1, and for ``worke
 draws the same chunks in this process as k = 1 does: same seed, same numbers, whatever the number of workers. The
 chunk size is a function of the output's size alone (never of k). The workers are forked (POSIX), so the mechanism need not be picklable;
 each applies the time budget left when it was forked to its own calls, and this process stops them when the
-budget is spent. :meth:`Runner.elsewhere` hands them the kit's own work on runs already drawn (an audit scores
-each pair's runs there while this process draws the next pair's), cloudpickled both ways.
+budget is spent. :meth:`Runner.elsewhere` hands the kit's own work on runs already drawn to as many processes
+again, at a lower priority (an audit scores each pair's runs there while this process draws the next pair's),
+cloudpickled both ways; a draw never waits behind that work, so the time budget counts the mechanism's runs only.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ import contextlib
 import copy
 import math
 import multiprocessing
+import os
 import random
 import signal
 import sys
@@ -197,6 +199,12 @@ def _worker_draw(task: tuple[Any, int, np.random.SeedSequence]) -> np.ndarray:
     return runner._draw(data, n, np.random.default_rng(seed))
 
 
+def _scoring_process() -> None:
+    """A scoring process's start: below the processes drawing the mechanism's runs in priority, so that the draws,
+    whose waits count against the time budget, are not slowed by the kit's own work beside them."""
+    os.nice(10)
+
+
 def _call_pickled(job: bytes) -> bytes | None:
     """In a worker process: the cloudpickled call ``job``'s result, cloudpickled; None if the call fails or its
     result cannot be pickled (a user's statistic that raises an exception of a local class): the caller then makes
@@ -313,6 +321,7 @@ class Runner:
         self.fn = fn
         self.workers = workers
         self._pool: Any = None
+        self._scorers: Any = None  # the processes of :meth:`elsewhere`
         self.name = name or getattr(fn, "__qualname__", None) or repr(fn)
         self.batched = bool(batched)
         self.budget = (time_budget if isinstance(time_budget, TimeBudget) or time_budget is None
@@ -520,7 +529,7 @@ class Runner:
 
     def elsewhere(self, job: Callable[[], Any]) -> Callable[[], Any] | None:
         """``job()`` (the kit's work on runs already drawn, never the mechanism: no time budget) begun in a worker
-        process; the returned callable gives its result, or calls ``job`` itself where the worker could not (the
+        process (``workers`` of them beside the drawing ones, at a lower priority); the returned callable gives its result, or calls ``job`` itself where the worker could not (the
         job raised, or its result cannot be pickled), so that it returns or raises exactly what ``job()`` does here.
         None without workers, or where ``job`` cannot be pickled (cloudpickle: closures by value): the caller
         computes it itself."""
@@ -530,7 +539,10 @@ class Runner:
             blob = cloudpickle.dumps(job)
         except Exception:  # noqa: BLE001 -- unpicklable: computed by the caller
             return None
-        future = self._workers_pool().submit(_call_pickled, blob)
+        if self._scorers is None:  # a pool of its own: the draws never queue behind (and wait on) the scoring
+            self._scorers = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
+                                                initializer=_scoring_process)
+        future = self._scorers.submit(_call_pickled, blob)
 
         def result() -> Any:
             found = future.result()
@@ -552,11 +564,11 @@ class Runner:
 
     def close(self) -> None:
         """Stop the worker processes, if any (a later :meth:`stream` forks new ones)."""
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        processes = list(getattr(pool, "_processes", {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
+        pools, self._pool, self._scorers = (self._pool, self._scorers), None, None
+        processes = [p for pool in pools if pool is not None for p in getattr(pool, "_processes", {}).values()]
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             if process.is_alive():
                 process.terminate()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
@@ -102,6 +104,11 @@ def test_the_kits_work_on_drawn_runs_goes_to_a_worker_with_closures_by_value_or_
         assert runner.elsewhere(lambda: lock.locked()) is None  # the job cannot be pickled: the caller runs it
         result = runner.elsewhere(lambda: (threading.Lock(), 7))  # its result cannot: computed here instead
         assert result()[1] == 7
+        # in processes of their own, below the drawing ones: a draw, whose wait the time budget counts, never
+        # queues behind the scoring (in one pool, a full plain audit's waits had grown to most of its wall time)
+        here = os.getpriority(os.PRIO_PROCESS, 0)
+        assert runner.elsewhere(lambda: os.getpriority(os.PRIO_PROCESS, 0))() == min(19, here + 10)
+        assert runner.elsewhere(os.getpid)() != runner._workers_pool().submit(os.getpid).result()
     finally:
         runner.close()
     assert Runner(coin).elsewhere(lambda: 1) is None  # no workers: nothing elsewhere

@@ -49,7 +49,7 @@ Usage (from the repository root)::
     ... --mechanisms svt6,numerical_svt,prefix_sum,laplace_parallel,one_time_rappor,rappor,gaussian,\
         gaussian_l2_mistake,mean_replace_one,mean_add_remove,svt34_parallel --workers 1 --plain-records ... &
     .venv/bin/python benchmarks/privacy_testing.py --parts wall --mechanisms svt34_parallel --wall-seeds 4,11 \
-        --workers 2 --out /tmp/wall.json   # the slowest zoo mechanism's full plain audit on both cores: ~8 min a seed
+        --workers 2 --out /tmp/wall.json   # the slowest zoo mechanism's full plain audit on both cores: ~7-8 min a seed
     .venv/bin/python benchmarks/privacy_testing.py --table benchmarks/results/privacy_testing.json
     .venv/bin/python benchmarks/privacy_testing.py --parts bound --bound-trials 50000000 \
         --update benchmarks/results/privacy_testing.json --out benchmarks/results/privacy_testing.json

@@ -129,12 +129,10 @@ def parse_args(argv=None):
         p.error("--seeds and --plain-seeds must be >= 1")
     if args.workers is not None and args.workers < 1:
         p.error(f"--workers must be >= 1, got {args.workers}")
-    try:
-        args.wall_seeds = [int(x) for x in args.wall_seeds.split(",") if x.strip()]
-    except ValueError:
+    wall_seeds = [x.strip() for x in args.wall_seeds.split(",") if x.strip()]
+    if not wall_seeds or not all(x.isdigit() for x in wall_seeds):
         p.error(f"--wall-seeds must be comma-separated integers >= 0, got {args.wall_seeds!r}")
-    if not args.wall_seeds or min(args.wall_seeds) < 0:
-        p.error(f"--wall-seeds must be comma-separated integers >= 0, got {args.wall_seeds!r}")
+    args.wall_seeds = [int(x) for x in wall_seeds]
     args.parts, args.names = parts, names
     if args.smoke and not args.mechanisms:
         args.names = ["laplace", "noisy_hist2", "noisy_max1"]
